@@ -1,0 +1,170 @@
+"""Exact privacy-budget arithmetic (SPEC.md §2-3; paper 000 §3.3 and §4.2).
+
+Budgets are :class:`fractions.Fraction` values so that splitting ε among owners and attributes and
+adding it back up is exact: ``sum(per-attribute ε) == total ε`` holds with ``==``, not ``isclose``.
+Floats are produced only at the last step, when a Laplace scale ``b = Δ / ε_attr`` is computed.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Mapping, Sequence
+
+from .errors import InvalidParameterError
+
+#: Vertical budget split rules (SPEC.md §3).
+EPSILON_SPLITS = ("equal", "by-attributes")
+
+
+def parse_epsilon(value: object, *, name: str = "epsilon") -> Fraction:
+    """Turn a user-given ε into an exact positive Fraction.
+
+    Parameters
+    ----------
+    value : str, int, float or Fraction
+        ``"0.1"``, ``"1/3"``, ``1``, ``0.5``. Floats are taken by their shortest decimal repr
+        (``0.1`` becomes exactly 1/10, not the binary double nearest to it).
+    name : str
+        Name used in error messages.
+
+    Raises
+    ------
+    InvalidParameterError
+        If the value is not a finite number > 0 (the message repeats it).
+    """
+    if isinstance(value, bool):
+        raise InvalidParameterError(f"{name} must be a number > 0, not {value!r}")
+    try:
+        if isinstance(value, Fraction):
+            eps = value
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                raise InvalidParameterError(f"{name} must be finite and > 0, not {value!r}")
+            eps = Fraction(repr(value))
+        else:
+            eps = Fraction(str(value).strip())
+    except (ValueError, ZeroDivisionError) as exc:
+        raise InvalidParameterError(f"{name} must be a number > 0, not {value!r}") from exc
+    if eps <= 0:
+        raise InvalidParameterError(f"{name} must be > 0, not {value!r}")
+    return eps
+
+
+def format_epsilon(eps: Fraction) -> str:
+    """Exact text form of a budget: ``"1"``, ``"1/10"``, ``"3/40"``."""
+    return str(eps)
+
+
+def split_epsilon_vertical(
+    epsilon: Fraction, attributes_per_owner: Mapping[str, int], split: str = "equal"
+) -> dict[str, Fraction]:
+    """Budget ε_j of each owner of a vertical fragmentation (sequential composition, SPEC.md §3).
+
+    Parameters
+    ----------
+    epsilon : Fraction
+        Total budget ε > 0 of the release.
+    attributes_per_owner : mapping owner -> l_j
+        Number of protected attributes each owner holds (l_j ≥ 1).
+    split : {"equal", "by-attributes"}
+        ``equal``: ε_j = ε / m (paper 000 §4.2.2). ``by-attributes``: ε_j = ε · l_j / l, so every
+        attribute receives ε / l, as in the centralized release.
+
+    Returns
+    -------
+    dict owner -> ε_j with ``sum(values) == epsilon`` exactly.
+
+    Raises
+    ------
+    InvalidParameterError
+        Unknown split, no owners, or an owner with l_j < 1.
+    """
+    if split not in EPSILON_SPLITS:
+        raise InvalidParameterError(f"epsilon split must be one of {EPSILON_SPLITS}, not {split!r}")
+    if not attributes_per_owner:
+        raise InvalidParameterError("a vertical release needs at least one owner, got none")
+    for owner, l_j in attributes_per_owner.items():
+        if l_j < 1:
+            raise InvalidParameterError(f"owner {owner!r} must hold at least one attribute, holds {l_j}")
+    m = len(attributes_per_owner)
+    total_l = sum(attributes_per_owner.values())
+    if split == "equal":
+        return {owner: epsilon / m for owner in attributes_per_owner}
+    return {owner: epsilon * l_j / total_l for owner, l_j in attributes_per_owner.items()}
+
+
+def per_attribute_epsilon(epsilon_owner: Fraction, n_attributes: int) -> Fraction:
+    """ε per protected attribute, ε_j / l_j (sequential composition over attributes, SPEC.md §2).
+
+    Raises
+    ------
+    InvalidParameterError
+        If ``n_attributes`` < 1 or ``epsilon_owner`` ≤ 0.
+    """
+    if n_attributes < 1:
+        raise InvalidParameterError(f"the number of protected attributes must be >= 1, not {n_attributes}")
+    if epsilon_owner <= 0:
+        raise InvalidParameterError(f"epsilon must be > 0, not {epsilon_owner}")
+    return Fraction(epsilon_owner) / n_attributes
+
+
+@dataclass(frozen=True)
+class BudgetStep:
+    """One spend of a release: who spent how much on which attribute."""
+
+    owner: str
+    attribute: str
+    epsilon: Fraction
+
+
+@dataclass(frozen=True)
+class ReleaseBudget:
+    """The full accounting of one release (SPEC.md §3, STYLE.md habit 6).
+
+    ``composition`` is ``"parallel"`` (horizontal: every owner holds disjoint records and spends the
+    full ε) or ``"sequential"`` (vertical and centralized: the per-attribute spends add up).
+    """
+
+    total: Fraction
+    composition: str
+    steps: tuple[BudgetStep, ...]
+
+    def spent(self) -> Fraction:
+        """Total ε the release spends on any one individual, recomputed from the steps.
+
+        Horizontal: the maximum over owners of each owner's sum (records are disjoint).
+        Vertical: the sum of all steps (every record is in every fragment).
+        """
+        per_owner: dict[str, Fraction] = {}
+        for s in self.steps:
+            per_owner[s.owner] = per_owner.get(s.owner, Fraction(0)) + s.epsilon
+        if not per_owner:
+            return Fraction(0)
+        if self.composition == "parallel":
+            return max(per_owner.values())
+        return sum(per_owner.values(), Fraction(0))
+
+
+def horizontal_budget(epsilon: Fraction, owners: Sequence[str], attributes: Sequence[str]) -> ReleaseBudget:
+    """Budget of a horizontal release: every owner spends the full ε, ε/l per attribute."""
+    eps_attr = per_attribute_epsilon(epsilon, len(attributes))
+    steps = tuple(BudgetStep(o, a, eps_attr) for o in owners for a in attributes)
+    budget = ReleaseBudget(epsilon, "parallel", steps)
+    assert budget.spent() == epsilon
+    return budget
+
+
+def vertical_budget(
+    epsilon: Fraction, attributes_by_owner: Mapping[str, Sequence[str]], split: str = "equal"
+) -> ReleaseBudget:
+    """Budget of a vertical release: owner j spends ε_j, ε_j / l_j per attribute, Σ ε_j = ε."""
+    eps_owner = split_epsilon_vertical(epsilon, {o: len(a) for o, a in attributes_by_owner.items()}, split)
+    steps = tuple(
+        BudgetStep(o, a, per_attribute_epsilon(eps_owner[o], len(attrs)))
+        for o, attrs in attributes_by_owner.items()
+        for a in attrs
+    )
+    budget = ReleaseBudget(epsilon, "sequential", steps)
+    assert budget.spent() == epsilon
+    return budget

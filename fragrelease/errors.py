@@ -1,0 +1,37 @@
+"""Exceptions raised by fragrelease. Every message names the offending value."""
+
+
+class FragReleaseError(Exception):
+    """Base class of every error fragrelease raises on purpose."""
+
+
+class InvalidParameterError(FragReleaseError, ValueError):
+    """A privacy or protocol parameter is out of range (ε ≤ 0, k < 3, k > n, ...)."""
+
+
+class ConfigError(FragReleaseError, ValueError):
+    """A configuration or schema file is malformed; the message names the key and value."""
+
+
+class SchemaMismatchError(FragReleaseError, ValueError):
+    """A fragment's columns or types do not match the declared dataset schema."""
+
+
+class DomainError(FragReleaseError, ValueError):
+    """A value is null or lies outside the attribute's declared domain."""
+
+
+class IdentifierError(FragReleaseError, ValueError):
+    """Record ids are missing, null, duplicated or differ between vertical fragments."""
+
+
+class ProtocolError(FragReleaseError, ValueError):
+    """The owners' metadata cannot be combined (horizontal: attributes differ; vertical: overlap)."""
+
+
+class ManifestMismatchError(ProtocolError):
+    """A protected fragment's manifest does not match the aggregator's plan or its content."""
+
+
+class ReleaseExistsError(FragReleaseError, FileExistsError):
+    """A release already exists at the target and the write mode does not allow a new version."""

@@ -1,0 +1,68 @@
+"""UCI Adult, as used by paper 000 §5 (SPEC.md §3): 45,222 records, 10 released attributes.
+
+Released (all quasi-identifiers): age [0, 100] years and hours-per-week [1, 99] hours (numeric,
+declared domains of SPEC.md §2), and the categorical workclass, education, marital-status,
+occupation, relationship, race, sex and native-country, with the categories listed in
+``adult.names``. Not released: fnlwgt, education-num, capital-gain, capital-loss, income.
+"""
+from __future__ import annotations
+
+from .base import Attribute, DatasetSchema
+
+WORKCLASS = ("Private", "Self-emp-not-inc", "Self-emp-inc", "Federal-gov", "Local-gov", "State-gov",
+             "Without-pay", "Never-worked")
+EDUCATION = ("Bachelors", "Some-college", "11th", "HS-grad", "Prof-school", "Assoc-acdm", "Assoc-voc", "9th",
+             "7th-8th", "12th", "Masters", "1st-4th", "10th", "Doctorate", "5th-6th", "Preschool")
+MARITAL_STATUS = ("Married-civ-spouse", "Divorced", "Never-married", "Separated", "Widowed",
+                  "Married-spouse-absent", "Married-AF-spouse")
+OCCUPATION = ("Tech-support", "Craft-repair", "Other-service", "Sales", "Exec-managerial", "Prof-specialty",
+              "Handlers-cleaners", "Machine-op-inspct", "Adm-clerical", "Farming-fishing", "Transport-moving",
+              "Priv-house-serv", "Protective-serv", "Armed-Forces")
+RELATIONSHIP = ("Wife", "Own-child", "Husband", "Not-in-family", "Other-relative", "Unmarried")
+RACE = ("White", "Asian-Pac-Islander", "Amer-Indian-Eskimo", "Other", "Black")
+SEX = ("Female", "Male")
+NATIVE_COUNTRY = ("United-States", "Cambodia", "England", "Puerto-Rico", "Canada", "Germany",
+                  "Outlying-US(Guam-USVI-etc)", "India", "Japan", "Greece", "South", "China", "Cuba", "Iran",
+                  "Honduras", "Philippines", "Italy", "Poland", "Jamaica", "Vietnam", "Mexico", "Portugal",
+                  "Ireland", "France", "Dominican-Republic", "Laos", "Ecuador", "Taiwan", "Haiti", "Columbia",
+                  "Hungary", "Guatemala", "Nicaragua", "Scotland", "Thailand", "Yugoslavia", "El-Salvador",
+                  "Trinadad&Tobago", "Peru", "Hong", "Holand-Netherlands")
+INCOME = ("<=50K", ">50K")
+
+#: Column order of adult.data / adult.test.
+RAW_COLUMNS = ("age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
+               "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week",
+               "native-country", "income")
+
+#: The 10 attributes of paper 000 §5, in the paper's order.
+RELEASED = ("age", "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex",
+            "hours-per-week", "native-country")
+
+
+def _cat(name: str, categories: tuple[str, ...]) -> Attribute:
+    return Attribute(name=name, type="string", role="quasi-identifier", kind="categorical", categories=categories)
+
+
+SCHEMA = DatasetSchema(
+    name="adult",
+    description="UCI Adult (Census Income), adult.data + adult.test without records containing '?'",
+    attributes=(
+        Attribute(name="record_id", type="long", role="id", description="0-based position after cleaning"),
+        Attribute(name="age", type="integer", role="quasi-identifier", kind="numeric", domain=(0, 100), unit="years"),
+        _cat("workclass", WORKCLASS),
+        Attribute(name="fnlwgt", type="integer", role="not-released"),
+        _cat("education", EDUCATION),
+        Attribute(name="education-num", type="integer", role="not-released"),
+        _cat("marital-status", MARITAL_STATUS),
+        _cat("occupation", OCCUPATION),
+        _cat("relationship", RELATIONSHIP),
+        _cat("race", RACE),
+        _cat("sex", SEX),
+        Attribute(name="capital-gain", type="integer", role="not-released"),
+        Attribute(name="capital-loss", type="integer", role="not-released"),
+        Attribute(name="hours-per-week", type="integer", role="quasi-identifier", kind="numeric", domain=(1, 99),
+                  unit="hours per week"),
+        _cat("native-country", NATIVE_COUNTRY),
+        Attribute(name="income", type="string", role="not-released"),
+    ),
+)

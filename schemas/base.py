@@ -1,0 +1,189 @@
+"""Declared dataset schemas: column types plus per-attribute privacy metadata.
+
+A dataset is declared by a :class:`DatasetSchema`: its columns (Spark type), and for each the
+**role** (``id``, ``quasi-identifier``, ``sensitive`` or ``not-released``), the **kind**
+(``numeric`` or ``categorical``) and the **declared domain** ([lo, hi] for numeric attributes, the
+list of categories for categorical ones). Domains are public knowledge fixed before looking at the
+data (SPEC.md §2): values outside them are refused, never silently widened.
+
+Every quasi-identifier and sensitive attribute is protected (IR microaggregation + noise) and
+released; ``not-released`` columns never leave the data owner; the ``id`` column serves the
+vertical join and is dropped from the release unless a configuration keeps it.
+
+Users declare their own dataset in YAML (see ``conf/schema-example.yaml``) and load it with
+:func:`load_schema`.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, Optional
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+
+from fragrelease.errors import ConfigError
+
+Role = Literal["id", "quasi-identifier", "sensitive", "not-released"]
+Kind = Literal["numeric", "categorical"]
+ColumnType = Literal["integer", "long", "double", "string"]
+
+#: Roles whose attributes are protected and released.
+PROTECTED_ROLES = ("quasi-identifier", "sensitive")
+#: Characters Delta Lake does not allow in a column name without column mapping.
+_INVALID_NAME_CHARS = set(" ,;{}()\n\t=")
+
+
+class Attribute(BaseModel):
+    """One column of a dataset and its privacy metadata."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    type: ColumnType
+    role: Role
+    kind: Optional[Kind] = None
+    domain: Optional[tuple[float, float]] = None
+    categories: Optional[tuple[str, ...]] = None
+    unit: Optional[str] = None
+    description: Optional[str] = None
+
+    @field_validator("name")
+    @classmethod
+    def _name_ok(cls, v: str) -> str:
+        bad = sorted(set(v) & _INVALID_NAME_CHARS)
+        if not v or bad:
+            raise ValueError(f"column name {v!r} is empty or contains characters Delta forbids: {bad}")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Attribute":
+        if self.role in PROTECTED_ROLES:
+            if self.kind is None:
+                raise ValueError(f"attribute {self.name!r} with role {self.role!r} needs a kind")
+            if self.kind == "numeric":
+                if self.domain is None:
+                    raise ValueError(f"numeric attribute {self.name!r} needs a declared domain [lo, hi]")
+                lo, hi = self.domain
+                if not lo < hi:
+                    raise ValueError(f"domain of {self.name!r} must have lo < hi, not [{lo}, {hi}]")
+                if self.type == "string":
+                    raise ValueError(f"numeric attribute {self.name!r} cannot have type 'string'")
+            else:
+                if not self.categories or len(self.categories) < 2:
+                    raise ValueError(f"categorical attribute {self.name!r} needs at least 2 declared categories")
+                if len(set(self.categories)) != len(self.categories):
+                    raise ValueError(f"categorical attribute {self.name!r} declares a category twice")
+                if self.type != "string":
+                    raise ValueError(f"categorical attribute {self.name!r} must have type 'string', not {self.type!r}")
+        return self
+
+    @property
+    def protected(self) -> bool:
+        return self.role in PROTECTED_ROLES
+
+    @property
+    def categorical(self) -> bool:
+        return self.kind == "categorical"
+
+    def bounds(self) -> tuple[float, float]:
+        """[lo, hi] the mechanism works in: the numeric domain, or ranks [1, |dom|]."""
+        if self.categorical:
+            return 1.0, float(len(self.categories))
+        return float(self.domain[0]), float(self.domain[1])
+
+    def public_spec(self) -> dict:
+        """What may be shared with the aggregator: name, kind and declared domain (all public)."""
+        spec = {"name": self.name, "kind": self.kind}
+        if self.categorical:
+            spec["categories"] = list(self.categories)
+        else:
+            spec["domain"] = [float(self.domain[0]), float(self.domain[1])]
+        return spec
+
+
+class DatasetSchema(BaseModel):
+    """A dataset's declared columns; at most one has role ``id``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    attributes: tuple[Attribute, ...]
+    description: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "DatasetSchema":
+        names = [a.name for a in self.attributes]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"schema {self.name!r} declares column {dupes[0]!r} twice")
+        ids = [a.name for a in self.attributes if a.role == "id"]
+        if len(ids) > 1:
+            raise ValueError(f"schema {self.name!r} declares more than one id column: {ids}")
+        if not any(a.protected for a in self.attributes):
+            raise ValueError(f"schema {self.name!r} has no quasi-identifier or sensitive attribute to release")
+        return self
+
+    @property
+    def id_column(self) -> Optional[str]:
+        return next((a.name for a in self.attributes if a.role == "id"), None)
+
+    @property
+    def protected(self) -> tuple[Attribute, ...]:
+        return tuple(a for a in self.attributes if a.protected)
+
+    def attribute(self, name: str) -> Attribute:
+        for a in self.attributes:
+            if a.name == name:
+                return a
+        raise ConfigError(f"schema {self.name!r} has no attribute {name!r}")
+
+    def struct_type(self):
+        """Spark StructType of the raw dataset (every declared column, in order)."""
+        from pyspark.sql import types as T
+
+        mapping = {"integer": T.IntegerType(), "long": T.LongType(), "double": T.DoubleType(), "string": T.StringType()}
+        return T.StructType([T.StructField(a.name, mapping[a.type], nullable=False) for a in self.attributes])
+
+
+def schema_from_dict(data: dict, *, source: str = "<dict>") -> DatasetSchema:
+    """Validate a schema given as a dict; errors name the bad key and value.
+
+    Raises
+    ------
+    ConfigError
+    """
+    try:
+        return DatasetSchema.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid dataset schema in {source}: {format_validation_error(exc)}") from None
+
+
+def load_schema(path: str | Path) -> DatasetSchema:
+    """Read a dataset schema from a YAML file (format: ``conf/schema-example.yaml``).
+
+    Raises
+    ------
+    ConfigError
+        If the file is missing, not YAML, or does not validate.
+    """
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read dataset schema {str(path)!r}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"dataset schema {str(path)!r} must be a mapping, not {type(data).__name__}")
+    return schema_from_dict(data, source=str(path))
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """One line per problem: ``key.path: message (got value)``."""
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(x) for x in err["loc"]) or "<root>"
+        value = err.get("input")
+        shown = repr(value)
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        parts.append(f"{loc}: {err['msg']} (got {shown})")
+    return "; ".join(parts)
