@@ -69,10 +69,12 @@ def idp_ir_sensitivity(values: np.ndarray, k: int, lo: float, hi: float) -> floa
     check_k(k, n)
     check_domain(lo, hi)
     bounds = cluster_bounds(n, k)
-    mins = np.array([xs[a] for a, _ in bounds])
-    maxs = np.array([xs[b - 1] for _, b in bounds])
-    sizes = np.array([b - a for a, b in bounds], dtype=float)
-    return idp_ir_sensitivity_from_clusters(mins, maxs, sizes, lo, hi)
+    c = len(bounds)
+    a_last, b_last = bounds[-1]
+    max_second_last = xs[bounds[-2][1] - 1] if c > 1 else lo
+    return idp_ir_sensitivity_from_extremes(
+        xs[0], xs[a_last], max_second_last, xs[b_last - 1], k, b_last - a_last, c, lo, hi
+    )
 
 
 def idp_ir_sensitivity_from_clusters(
@@ -106,3 +108,26 @@ def sensitivity(mechanism: str, values: np.ndarray, k: int, lo: float, hi: float
     if mechanism == "dp-ir":
         return dp_ir_sensitivity(lo, hi, k_used)
     return idp_ir_sensitivity(values, k_used, lo, hi)
+
+
+def idp_ir_sensitivity_from_extremes(
+    min_first: float, min_last: float, max_second_last: float, max_last: float,
+    k: int, size_last: int, n_clusters: int, lo: float, hi: float,
+) -> float:
+    """``max(U, D)`` from four order statistics (the telescoped form of SPEC.md §2).
+
+    Every cluster but the last has size k, so the sums telescope to::
+
+        U = (min_last - min_first) / k + (hi - min_last) / size_last
+        D = (max_second_last - lo) / k + (max_last - max_second_last) / size_last
+
+    (one cluster: U = (hi - min) / n, D = (max - lo) / n). The Spark job evaluates exactly this
+    expression, so it and this reference give the same double.
+    """
+    if n_clusters == 1:
+        up = (hi - min_first) / size_last
+        down = (max_last - lo) / size_last
+    else:
+        up = (min_last - min_first) / k + (hi - min_last) / size_last
+        down = (max_second_last - lo) / k + (max_last - max_second_last) / size_last
+    return float(max(up, down))

