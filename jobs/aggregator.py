@@ -1,0 +1,158 @@
+"""The aggregator's job κ (SPEC.md §3; paper 000 §4.2): plan, then validate, combine and release.
+
+``plan``: read every owner's metadata, validate it (horizontal: identical attributes, kinds and
+domains; vertical: disjoint attributes, the same id set, no duplicates), and issue the plan
+(k ≥ 3, k ≤ n; horizontal: every owner the full ε; vertical: ε_j by the configured split).
+
+``release``: check every owner's manifest against the plan and its protected fragment against the
+manifest (schema, record count, content digest), union (horizontal) or join by id (vertical),
+drop the record id unless the configuration keeps it, shuffle the row order with CSPRNG keys, and
+commit the release as one Delta transaction whose commit records the provenance: total ε,
+composition, k, mechanism, owners and their ε_j, and the plan id — public parameters only.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Optional
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from fragrelease import __version__
+from fragrelease.config import ReleaseConfig
+from fragrelease.errors import ConfigError, IdentifierError, ManifestMismatchError
+from fragrelease.protocol import Manifest, OwnerMetadata, Plan, check_manifest, make_plan
+from fragrelease.udfs.noise import secure_random_key
+
+from .layout import manifest_path, metadata_path, plan_path, protected_path
+from .protect import content_digest
+from .storage import commit_delta, is_delta_table, read_delta, read_text, write_text
+
+log = logging.getLogger(__name__)
+
+
+def issue_plan(cfg: ReleaseConfig) -> Plan:
+    """Validate the owners' metadata files and write ``plan.json``."""
+    metas = [OwnerMetadata.model_validate_json(read_text(metadata_path(cfg, o.name))) for o in cfg.owners]
+    plan = make_plan(metas, fragmentation=cfg.fragmentation, mechanism=cfg.mechanism, k=cfg.k,
+                     epsilon=cfg.epsilon, epsilon_split=cfg.epsilon_split, keep_id=cfg.keep_id)
+    write_text(plan_path(cfg), plan.to_json())
+    log.info("plan %s issued to %d owners", plan.plan_id, len(plan.owners))
+    return plan
+
+
+def provenance(plan: Plan) -> dict:
+    """The public facts a release records with its commit (SPEC.md §3; STYLE.md habit 6)."""
+    return {
+        "role": "release",
+        "plan_id": plan.plan_id,
+        "dataset": plan.dataset,
+        "fragmentation": plan.fragmentation,
+        "mechanism": plan.mechanism,
+        "k": plan.k,
+        "epsilon": plan.epsilon,
+        "composition": plan.composition,
+        "epsilon_split": plan.epsilon_split,
+        "owners": [o.model_dump(mode="json") for o in plan.owners],
+        "attributes": [dict(a) for a in plan.attributes],
+        "keep_id": plan.keep_id,
+        "fragrelease_version": __version__,
+    }
+
+
+def load_verified_fragment(spark, cfg: ReleaseConfig, plan: Plan, owner: str) -> tuple[Manifest, DataFrame]:
+    """An owner's protected fragment after checking manifest ↔ plan and content ↔ manifest.
+
+    Raises
+    ------
+    ManifestMismatchError
+        Missing manifest or table, a manifest that differs from the plan, a table whose columns,
+        record count or content digest differ from the manifest.
+    """
+    try:
+        manifest = Manifest.model_validate_json(read_text(manifest_path(cfg, owner)))
+    except ConfigError as exc:
+        raise ManifestMismatchError(f"owner {owner!r} has no manifest: {exc}") from None
+    check_manifest(manifest, plan)
+    path = protected_path(cfg, owner)
+    if not is_delta_table(path):
+        raise ManifestMismatchError(f"owner {owner!r} has no protected Delta table at {path!r}")
+    df = read_delta(spark, path)
+    expected = [plan.id_column, *[a["name"] for a in manifest.attributes]]
+    if sorted(df.columns) != sorted(expected):
+        raise ManifestMismatchError(f"protected fragment of {owner!r} has columns {df.columns}, the manifest says {expected}")
+    digest = content_digest(df)
+    if digest != manifest.content_digest:
+        raise ManifestMismatchError(
+            f"protected fragment of {owner!r} does not match its manifest: content digest {digest} != {manifest.content_digest}"
+        )
+    if int(digest.split(":")[1]) != manifest.n_records:
+        raise ManifestMismatchError(f"protected fragment of {owner!r} has {digest.split(':')[1]} rows, manifest says {manifest.n_records}")
+    return manifest, df.select(*expected)
+
+
+def combine(plan: Plan, fragments: dict[str, DataFrame]) -> DataFrame:
+    """Union (horizontal) or join on the id (vertical) the verified fragments; columns in plan order.
+
+    Raises
+    ------
+    IdentifierError
+        Vertical fragments whose id sets differ (the join would lose or invent records).
+    """
+    id_col = plan.id_column
+    names = [a["name"] for a in plan.attributes]
+    if plan.fragmentation == "horizontal":
+        frames = [fragments[o.name].select(id_col, *names) for o in plan.owners]
+        out = frames[0]
+        for f in frames[1:]:
+            out = out.unionByName(f)
+        return out
+    frames = [fragments[o.name] for o in plan.owners]
+    out = frames[0]
+    for f in frames[1:]:
+        out = out.join(f, id_col, "full_outer")
+    missing = out.where(F.greatest(*[F.col(c).isNull().cast("int") for c in names]) == 1).limit(1).collect()
+    if missing:
+        raise IdentifierError(f"record id {missing[0][id_col]!r} is not held by every vertical owner")
+    return out.select(id_col, *names)
+
+
+def shuffle_rows(df: DataFrame, id_column: str) -> DataFrame:
+    """Random row order (keys from the OS CSPRNG): the release cannot be lined up with the inputs."""
+    return (df.withColumn("__key", secure_random_key(F.col(id_column)))
+            .repartitionByRange("__key").sortWithinPartitions("__key").drop("__key"))
+
+
+def release(spark, cfg: ReleaseConfig) -> dict:
+    """Validate every owner's protected fragment, combine them and commit the release.
+
+    Returns
+    -------
+    dict with ``path``, ``version``, ``rows`` and the provenance recorded with the commit.
+    """
+    plan = Plan.model_validate_json(read_text(plan_path(cfg)))
+    fragments = {}
+    for o in plan.owners:
+        _, df = load_verified_fragment(spark, cfg, plan, o.name)
+        fragments[o.name] = df
+    combined = combine(plan, fragments)
+    released = shuffle_rows(combined, plan.id_column)
+    if not plan.keep_id:
+        released = released.drop(plan.id_column)
+    prov = provenance(plan)
+    version = commit_delta(released, cfg.output, provenance=prov, if_exists=cfg.if_exists)
+    rows = sum(o.n_records for o in plan.owners) if plan.fragmentation == "horizontal" else plan.owners[0].n_records
+    log.info("release committed: version %d of %s", version, cfg.output)
+    return {"path": cfg.output, "version": version, "rows": rows, "provenance": prov}
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """Entry point for spark-submit and Databricks ``python_wheel_task``: ``plan|release --config C``."""
+    from .cli import run_cli
+
+    return run_cli(["aggregator", *(sys.argv[1:] if argv is None else argv)])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

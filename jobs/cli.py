@@ -1,0 +1,186 @@
+"""The ``fragrelease`` command line (typer + rich).
+
+    fragrelease run CONFIG                      every party in this driver (local Spark by default)
+    fragrelease split CONFIG                    simulate the owners' fragments only
+    fragrelease owner metadata|protect --config CONFIG --owner NAME
+    fragrelease aggregator plan|release --config CONFIG
+    fragrelease inspect TABLE                   versions and provenance of a release
+
+Every job module also has ``main(argv)`` (``python -m fragrelease.jobs.owner ...``) for spark-submit
+and Databricks ``python_wheel_task`` entry points; they all land here. Expected errors (bad
+configuration, refused fragments, an existing release) print one line and exit with status 2.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from fragrelease.config import ReleaseConfig, load_config
+from fragrelease.errors import FragReleaseError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="iDP-IR releases over fragmented data on Spark.")
+owner_app = typer.Typer(no_args_is_help=True, help="Steps a data owner runs on its own fragment.")
+aggregator_app = typer.Typer(no_args_is_help=True, help="Steps the aggregator runs.")
+app.add_typer(owner_app, name="owner")
+app.add_typer(aggregator_app, name="aggregator")
+console = Console(stderr=False)
+err = Console(stderr=True)
+
+
+def _config(path: str, **overrides) -> ReleaseConfig:
+    return load_config(path, overrides)
+
+
+def _spark(master: Optional[str]):
+    from .session import get_spark
+
+    return get_spark("fragrelease", master)
+
+
+MasterOpt = typer.Option(None, "--master", help="Spark master for an embedded session, e.g. local[2].")
+
+
+@app.command()
+def run(
+    config: str = typer.Argument(..., help="Release configuration YAML (see conf/)."),
+    epsilon: Optional[str] = typer.Option(None, help="Override the total ε (e.g. 1, 0.5, 1/3)."),
+    k: Optional[int] = typer.Option(None, help="Override the cluster size k."),
+    mechanism: Optional[str] = typer.Option(None, help="Override: idp-ir, dp-ir or idp."),
+    output: Optional[str] = typer.Option(None, help="Override where the release table is written."),
+    if_exists: Optional[str] = typer.Option(None, "--if-exists", help="error (default) or new-version."),
+    master: Optional[str] = MasterOpt,
+):
+    """Run a whole fragmented release locally: owners, aggregator and a summary."""
+    cfg = _config(config, epsilon=epsilon, k=k, mechanism=mechanism, output=output, if_exists=if_exists)
+    spark = _spark(master)
+    from .release import run_local_release
+
+    with console.status("starting") as status:
+        result = run_local_release(spark, cfg, progress=lambda m: status.update(m))
+    print_summary(cfg, result)
+
+
+def print_summary(cfg: ReleaseConfig, result: dict) -> None:
+    prov = result["provenance"]
+    from .storage import absolute
+
+    console.print(f"[bold]Release written[/bold] to Delta table {absolute(result['path'])} (version {result['version']})")
+    table = Table(title=f"{cfg.name}: {prov['fragmentation']} release of {prov['dataset']}")
+    table.add_column("owner")
+    table.add_column("records", justify="right")
+    table.add_column("attributes", justify="right")
+    table.add_column("ε_j", justify="right")
+    for o in result["owners"]:
+        table.add_row(o["name"], f"{o['records']:,}", str(o["attributes"]), o["epsilon"])
+    console.print(table)
+    console.print(
+        f"rows {result['rows']:,} | total ε {prov['epsilon']} ({prov['composition']} composition) | "
+        f"k {prov['k']} | mechanism {prov['mechanism']} | MeanSSE vs original {result['mean_sse']:.4f}"
+    )
+
+
+@app.command()
+def split(config: str = typer.Argument(...), master: Optional[str] = MasterOpt):
+    """Simulate owners: cut the configured dataset into the owners' fragments."""
+    from fragrelease.schemas.datasets import resolve_schema
+
+    from . import simulate
+
+    cfg = _config(config)
+    spark = _spark(master)
+    schema = resolve_schema(cfg.dataset)
+    sizes = simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
+    for name, n in sizes.items():
+        console.print(f"{name}: {n:,} records")
+
+
+@owner_app.command("metadata")
+def owner_metadata(config: str = typer.Option(..., "--config"), owner: str = typer.Option(..., "--owner"),
+                   master: Optional[str] = MasterOpt):
+    """Validate the owner's fragment and write its public metadata for the aggregator."""
+    from .owner import describe_fragment
+
+    meta = describe_fragment(_spark(master), _config(config), owner)
+    console.print(f"owner {meta.owner}: {meta.n_records:,} records, {len(meta.attributes)} attributes offered")
+
+
+@owner_app.command("protect")
+def owner_protect(config: str = typer.Option(..., "--config"), owner: str = typer.Option(..., "--owner"),
+                  master: Optional[str] = MasterOpt):
+    """Protect the owner's fragment under the aggregator's plan; write the table and manifest."""
+    from .owner import protect_owner_fragment
+
+    m = protect_owner_fragment(_spark(master), _config(config), owner)
+    console.print(f"owner {m.owner}: protected {m.n_records:,} records with ε_j = {m.epsilon}, k = {m.k} (plan {m.plan_id})")
+
+
+@aggregator_app.command("plan")
+def aggregator_plan(config: str = typer.Option(..., "--config")):
+    """Validate the owners' metadata and issue the plan."""
+    from .aggregator import issue_plan
+
+    plan = issue_plan(_config(config))
+    for o in plan.owners:
+        console.print(f"{o.name}: ε_j = {o.epsilon}, per attribute {o.epsilon_per_attribute}, k = {plan.k}")
+
+
+@aggregator_app.command("release")
+def aggregator_release(config: str = typer.Option(..., "--config"), master: Optional[str] = MasterOpt):
+    """Verify the protected fragments, combine them and commit the release."""
+    from .aggregator import release
+
+    result = release(_spark(master), _config(config))
+    console.print(f"release committed: {result['path']} version {result['version']}, {result['rows']:,} rows")
+
+
+@app.command()
+def inspect(table: str = typer.Argument(..., help="Path of a release (Delta table).")):
+    """Show a release's versions and the provenance recorded with each commit."""
+    import json
+
+    from deltalake import DeltaTable
+
+    from .storage import PROVENANCE_KEY, absolute
+
+    dt = DeltaTable(absolute(table))
+    for entry in dt.history():
+        raw = entry.get(PROVENANCE_KEY) or entry.get("userMetadata")
+        console.print(f"[bold]version {entry.get('version')}[/bold] {entry.get('operation')}")
+        if raw:
+            console.print_json(json.dumps(json.loads(raw)))
+
+
+def run_cli(argv: list[str]) -> int:
+    """Run the CLI with ``argv``; return the exit status (2 for expected errors)."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        app(args=argv, standalone_mode=False)
+    except FragReleaseError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        return 2
+    except typer.Exit as exc:
+        return exc.exit_code
+    except SystemExit as exc:  # click usage errors
+        return int(exc.code or 0)
+    except Exception as exc:  # click.UsageError and friends
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            return exc.exit_code
+        raise
+    return 0
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """Console script ``fragrelease``."""
+    return run_cli(sys.argv[1:] if argv is None else argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

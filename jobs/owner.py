@@ -1,0 +1,123 @@
+"""The data owner's job (SPEC.md §3; paper 000 §4.2): describe the fragment, then protect it.
+
+``metadata``: validate the fragment against the declared schema and send the aggregator public
+metadata only (attribute names, kinds, declared domains, record count; for vertical fragments the
+id column and a digest of the id set).
+
+``protect``: read the aggregator's plan, protect the attributes it assigns with (k, ε_j), write the
+protected fragment as a Delta table and a manifest of public parameters beside it. The raw
+fragment never leaves the owner; nothing data-dependent (local sensitivities, observed min/max,
+frequencies) is written to the manifest, the table's commit or the logs.
+
+Run as ``fragrelease owner metadata|protect --config CONF --owner NAME`` or, under spark-submit /
+Databricks, ``python -m fragrelease.jobs.owner metadata|protect --config CONF --owner NAME``.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+from fractions import Fraction
+from typing import Optional
+
+from fragrelease import __version__
+from fragrelease.config import OwnerConfig, ReleaseConfig
+from fragrelease.errors import ConfigError
+from fragrelease.protocol import Manifest, OwnerMetadata, Plan, manifest_for
+from fragrelease.rng import NoiseSource
+from fragrelease.schemas.base import DatasetSchema
+from fragrelease.schemas.datasets import resolve_schema
+
+from .layout import fragment_source, manifest_path, metadata_path, plan_path, protected_path
+from .protect import content_digest, id_digest, protect_fragment, validate_fragment
+from .storage import commit_delta, read_delta, read_source, read_text, write_text
+
+log = logging.getLogger(__name__)
+
+
+def _owner(cfg: ReleaseConfig, name: str) -> OwnerConfig:
+    for o in cfg.owners:
+        if o.name == name:
+            return o
+    raise ConfigError(f"owner {name!r} is not in configuration {cfg.name!r}; owners: {[o.name for o in cfg.owners]}")
+
+
+def offered_attributes(cfg: ReleaseConfig, schema: DatasetSchema, owner: OwnerConfig):
+    """The attributes this owner protects: all protected ones (horizontal) or its own (vertical)."""
+    if cfg.fragmentation == "horizontal":
+        return list(schema.protected)
+    attrs = [schema.attribute(a) for a in owner.attributes]
+    for a in attrs:
+        if not a.protected:
+            raise ConfigError(f"owner {owner.name!r} lists {a.name!r}, whose role {a.role!r} is not released")
+    return attrs
+
+
+def describe_fragment(spark, cfg: ReleaseConfig, owner_name: str) -> OwnerMetadata:
+    """Validate the owner's fragment and write its public metadata for the aggregator."""
+    schema = resolve_schema(cfg.dataset)
+    owner = _owner(cfg, owner_name)
+    src = fragment_source(cfg, owner)
+    df = read_source(spark, src.path, src.format, src.options)
+    attrs = offered_attributes(cfg, schema, owner)
+    check = validate_fragment(df, attrs, schema.id_column)
+    meta = OwnerMetadata(
+        owner=owner.name, dataset=schema.name, fragmentation=cfg.fragmentation,
+        attributes=tuple(a.public_spec() for a in attrs), n_records=check.n_records,
+        id_column=schema.id_column,
+        id_digest=id_digest(df, schema.id_column) if cfg.fragmentation == "vertical" else None,
+    )
+    write_text(metadata_path(cfg, owner.name), meta.to_json())
+    log.info("owner %s: metadata written (%d attributes)", owner.name, len(attrs))
+    return meta
+
+
+def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Optional[NoiseSource] = None) -> Manifest:
+    """Protect the owner's fragment under the aggregator's plan; write the Delta table and manifest.
+
+    Raises
+    ------
+    ManifestMismatchError
+        The owner is not in the plan.
+    SchemaMismatchError, DomainError, IdentifierError
+        The fragment changed since the metadata step and no longer validates.
+    ReleaseExistsError
+        The owner already wrote a protected fragment for this work folder.
+    """
+    schema = resolve_schema(cfg.dataset)
+    owner = _owner(cfg, owner_name)
+    plan = Plan.model_validate_json(read_text(plan_path(cfg)))
+    assignment = plan.owner(owner.name)
+    attrs = [schema.attribute(a) for a in assignment.attributes]
+    src = fragment_source(cfg, owner)
+    df = read_source(spark, src.path, src.format, src.options)
+    check = validate_fragment(df, attrs, schema.id_column)
+    if check.n_records != assignment.n_records:
+        raise ConfigError(f"owner {owner.name!r} now has {check.n_records} records, the plan was made for {assignment.n_records}")
+    protected = protect_fragment(
+        df.select(schema.id_column, *[a.name for a in attrs]), attrs, id_column=schema.id_column, k=plan.k,
+        epsilon_per_attribute=Fraction(assignment.epsilon_per_attribute), mechanism=plan.mechanism,
+        n_records=check.n_records, noise=noise,
+    )
+    target = protected_path(cfg, owner.name)
+    provenance = {
+        "role": "protected-fragment", "plan_id": plan.plan_id, "owner": owner.name, "mechanism": plan.mechanism,
+        "k": plan.k, "epsilon": assignment.epsilon, "epsilon_per_attribute": assignment.epsilon_per_attribute,
+        "fragrelease_version": __version__,
+    }
+    commit_delta(protected, target, provenance=provenance, if_exists="error")
+    digest = content_digest(read_delta(spark, target))
+    manifest = manifest_for(plan, owner.name, check.n_records, digest)
+    write_text(manifest_path(cfg, owner.name), manifest.to_json())
+    log.info("owner %s: protected fragment and manifest written for plan %s", owner.name, plan.plan_id)
+    return manifest
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """Entry point for spark-submit and Databricks ``python_wheel_task``: ``metadata|protect --config C --owner O``."""
+    from .cli import run_cli
+
+    return run_cli(["owner", *(sys.argv[1:] if argv is None else argv)])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
