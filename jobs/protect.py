@@ -155,6 +155,16 @@ def _num_partitions(spark, rows: int) -> int:
     return max(base, math.ceil(rows / _ROWS_PER_PARTITION))
 
 
+def range_sorted(df: DataFrame, keys: Sequence[str], num_partitions: int) -> DataFrame:
+    """Range-partition and sort by ``keys``; add ``__pid`` (partition) and ``__pos`` (position in it)."""
+    return (
+        df.repartitionByRange(num_partitions, *keys)
+        .sortWithinPartitions(*keys)
+        .withColumn("__pid", F.spark_partition_id())
+        .withColumn("__pos", F.monotonically_increasing_id().bitwiseAND(F.lit(_POS_MASK)))
+    )
+
+
 def global_rank(df: DataFrame, group_col: str, order_cols: Sequence[str], num_partitions: int) -> DataFrame:
     """Add ``rank`` (0-based, long): the row's position within its ``group_col`` group by ``order_cols``.
 
@@ -164,14 +174,8 @@ def global_rank(df: DataFrame, group_col: str, order_cols: Sequence[str], num_pa
     """
     spark = df.sparkSession
     keys = [group_col, *order_cols]
-    part = (
-        df.repartitionByRange(num_partitions, *keys)
-        .sortWithinPartitions(*keys)
-        .withColumn("__pid", F.spark_partition_id())
-        .withColumn("__pos", F.monotonically_increasing_id().bitwiseAND(F.lit(_POS_MASK)))
-    )
     # Store before counting: re-running an unstored range-partitioned plan re-samples its bounds.
-    part = part.localCheckpoint(eager=True)
+    part = range_sorted(df, keys, num_partitions).localCheckpoint(eager=True)
     counts = part.groupBy("__pid", group_col).agg(F.count(F.lit(1)).alias("cnt"), F.min("__pos").alias("first")).collect()
     offsets = []
     running: dict = {}

@@ -1,0 +1,128 @@
+"""The Spark IR job against the numpy reference, its plan, and fragment validation."""
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import pytest
+from pyspark.sql import functions as F
+
+from fragrelease.errors import DomainError, IdentifierError, SchemaMismatchError
+from fragrelease.jobs.protect import global_rank, protect_fragment, range_sorted, validate_fragment
+from fragrelease.mechanisms import frequency_ranks, protect_attribute
+from fragrelease.schemas.adult import SCHEMA as ADULT
+from fragrelease.schemas.wine import SCHEMA as WINE
+from noise_injection import HashedLaplace
+
+
+@pytest.fixture(scope="module")
+def adult_sample(adult_pdf):
+    return adult_pdf.sample(2_500, random_state=7).sort_values("record_id").reset_index(drop=True)
+
+
+def reference(pdf, attrs, k, eps, mechanism, noise):
+    ids = pdf["record_id"].to_numpy()
+    out = {}
+    for a in attrs:
+        lo, hi = a.bounds()
+        if a.categorical:
+            ranks = frequency_ranks(pdf[a.name].to_numpy(), list(a.categories))
+            vals = pdf[a.name].map(ranks).to_numpy(float)
+        else:
+            vals = pdf[a.name].to_numpy(float)
+        res = protect_attribute(vals, k=k, lo=lo, hi=hi, epsilon_attribute=eps, mechanism=mechanism, noise=noise,
+                                attribute=a.name, tiebreak=ids, categorical=a.categorical)
+        if a.categorical:
+            inv = {r: c for c, r in ranks.items()}
+            res = np.array([inv[int(r)] for r in res], dtype=object)
+        out[a.name] = res
+    return out
+
+
+@pytest.mark.parametrize("mechanism,k", [("idp-ir", 50), ("dp-ir", 7), ("idp", 1)])
+def test_spark_equals_numpy_reference_exactly(spark, adult_sample, mechanism, k):
+    attrs = list(ADULT.protected)
+    df = spark.createDataFrame(adult_sample, ADULT.struct_type())
+    noise = HashedLaplace(salt=mechanism)
+    eps = Fraction(1, 10)
+    got = protect_fragment(df, attrs, id_column="record_id", k=k, epsilon_per_attribute=eps, mechanism=mechanism,
+                           noise=noise).toPandas()
+    assert got["record_id"].tolist() == adult_sample["record_id"].tolist()  # ids and order kept
+    ref = reference(adult_sample, attrs, k, eps, mechanism, noise)
+    for a in attrs:
+        if a.categorical:
+            assert (got[a.name].to_numpy() == ref[a.name]).all(), a.name
+        else:
+            assert np.array_equal(got[a.name].to_numpy(), ref[a.name]), a.name
+
+
+def test_spark_matches_reference_on_continuous_wine(spark, wine_pdf):
+    pdf = wine_pdf.sample(900, random_state=3).sort_values("record_id").reset_index(drop=True)
+    attrs = list(WINE.protected)
+    noise = HashedLaplace(salt="wine")
+    got = protect_fragment(spark.createDataFrame(pdf, WINE.struct_type()), attrs, id_column="record_id", k=30,
+                           epsilon_per_attribute=Fraction(1, 11), mechanism="idp-ir", noise=noise).toPandas()
+    ref = reference(pdf, attrs, 30, Fraction(1, 11), "idp-ir", noise)
+    for a in attrs:  # float sums may be added in another order: equal to 1e-9 relative
+        np.testing.assert_allclose(got[a.name].to_numpy(), ref[a.name], rtol=1e-9, atol=1e-12)
+        lo, hi = a.bounds()
+        assert got[a.name].between(lo, hi).all()
+
+
+def _executed_plan(df) -> str:
+    return df._jdf.queryExecution().executedPlan().toString()
+
+
+def test_ir_step_never_moves_rows_to_one_partition(spark, adult_sample):
+    df = spark.createDataFrame(adult_sample, ADULT.struct_type())
+    # the ranking step, before it is stored
+    long = df.select("record_id", F.lit(0).alias("attr"), F.col("age").cast("double").alias("x"))
+    sorted_plan = _executed_plan(range_sorted(long, ["attr", "x", "record_id"], 4))
+    assert "rangepartitioning" in sorted_plan.lower()
+    assert "SinglePartition" not in sorted_plan
+    # clustering, centroids, noise join, pivot and ordering of the output
+    out = protect_fragment(df, list(ADULT.protected), id_column="record_id", k=50,
+                           epsilon_per_attribute=Fraction(1, 10), mechanism="idp-ir", noise=HashedLaplace())
+    out_plan = _executed_plan(out)
+    assert "Exchange" in out_plan
+    assert "SinglePartition" not in out_plan
+
+
+def test_global_rank_is_a_permutation_in_sorted_order(spark):
+    rng = np.random.default_rng(5)
+    pdf = pd.DataFrame({"rid": np.arange(3000), "g": rng.integers(0, 3, 3000), "x": rng.integers(0, 20, 3000).astype(float)})
+    got = global_rank(spark.createDataFrame(pdf), "g", ["x", "rid"], 7).toPandas()
+    for g, part in got.groupby("g"):
+        part = part.sort_values("rank")
+        assert part["rank"].tolist() == list(range(len(part)))
+        assert part[["x", "rid"]].apply(tuple, axis=1).is_monotonic_increasing
+
+
+def _adult_df(spark, pdf):
+    return spark.createDataFrame(pdf, ADULT.struct_type())
+
+
+def test_validation_names_the_bad_value(spark, adult_sample):
+    attrs = list(ADULT.protected)
+    bad = adult_sample.head(50).copy()
+    bad.loc[3, "age"] = 130
+    with pytest.raises(DomainError, match=r"'age'.*\[0.0, 100.0\].*'130'"):
+        validate_fragment(_adult_df(spark, bad), attrs, "record_id")
+    bad = adult_sample.head(50).copy()
+    bad.loc[1, "sex"] = "Unknown"
+    with pytest.raises(DomainError, match="'Unknown'"):
+        validate_fragment(_adult_df(spark, bad), attrs, "record_id")
+    bad = adult_sample.head(50).copy()
+    bad.loc[5, "record_id"] = bad.loc[6, "record_id"]
+    with pytest.raises(IdentifierError, match=f"id {bad.loc[6, 'record_id']} appears 2 times"):
+        validate_fragment(_adult_df(spark, bad), attrs, "record_id")
+
+
+def test_validation_refuses_nulls_and_wrong_types(spark):
+    df = spark.createDataFrame([(1, None), (2, 40)], "record_id long, age int")
+    with pytest.raises(DomainError, match="'age' has 1 null"):
+        validate_fragment(df, [ADULT.attribute("age")], "record_id")
+    df = spark.createDataFrame([(1, "forty")], "record_id long, age string")
+    with pytest.raises(SchemaMismatchError, match="'age' has type string"):
+        validate_fragment(df, [ADULT.attribute("age")], "record_id")
+    with pytest.raises(SchemaMismatchError, match="no column 'sex'"):
+        validate_fragment(df.drop("age"), [ADULT.attribute("sex")], "record_id")
