@@ -113,7 +113,9 @@ def _spark_schema_to_arrow(schema):
 def _check_schema(path: str, df) -> None:
     from deltalake import DeltaTable
 
-    existing = DeltaTable(absolute(path)).schema().to_arrow()
+    import pyarrow as pa
+
+    existing = pa.schema(DeltaTable(absolute(path)).schema().to_arrow())
     new = _spark_schema_to_arrow(df.schema)
     a = [(f.name, str(f.type)) for f in existing]
     b = [(f.name, _normal(str(f.type))) for f in new]
