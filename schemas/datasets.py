@@ -7,6 +7,7 @@ Every file is checked against ``data/SHA256SUMS.sha256`` before it is parsed.
 from __future__ import annotations
 
 import hashlib
+import io
 from importlib import resources
 from pathlib import Path
 
@@ -24,9 +25,12 @@ BUILTIN_SCHEMAS: dict[str, DatasetSchema] = {
 }
 
 
-def data_dir() -> Path:
-    """Folder of the vendored datasets (``data/`` in the repository, ``fragrelease/data`` installed)."""
-    return Path(str(resources.files("fragrelease.data")))
+def _data_file(relpath: str):
+    """A vendored file as an importlib Traversable (works from a folder, a wheel or a zip)."""
+    node = resources.files("fragrelease.data")
+    for part in relpath.split("/"):
+        node = node.joinpath(part)
+    return node
 
 
 def resolve_schema(dataset: str) -> DatasetSchema:
@@ -44,17 +48,17 @@ def resolve_schema(dataset: str) -> DatasetSchema:
     raise ConfigError(f"dataset must be one of {sorted(BUILTIN_SCHEMAS)} or a schema YAML file, not {dataset!r}")
 
 
-def _verified(relpath: str) -> Path:
-    root = data_dir()
+def _verified(relpath: str) -> io.BytesIO:
+    """The bytes of a vendored file, after checking them against ``SHA256SUMS.sha256``."""
     sums = {}
-    for line in (root / "SHA256SUMS.sha256").read_text().splitlines():
+    for line in _data_file("SHA256SUMS.sha256").read_text().splitlines():
         digest, name = line.split(maxsplit=1)
         sums[name.strip()] = digest
-    path = root / relpath
-    actual = hashlib.sha256(path.read_bytes()).hexdigest()
+    raw = _data_file(relpath).read_bytes()
+    actual = hashlib.sha256(raw).hexdigest()
     if sums.get(relpath) != actual:
         raise ConfigError(f"checksum of vendored file {relpath!r} is {actual}, expected {sums.get(relpath)}")
-    return path
+    return io.BytesIO(raw)
 
 
 def _load_adult() -> pd.DataFrame:
