@@ -133,7 +133,7 @@ def frequency_ranks(values: np.ndarray, categories: list[str]) -> dict[str, int]
     The ranking is data-dependent and must never be published.
     """
     vals, counts = np.unique(np.asarray(values, dtype=object), return_counts=True)
-    freq = {str(v): int(c) for v, c in zip(vals, counts)}
+    freq = {str(v): int(c) for v, c in zip(vals, counts, strict=False)}
     unknown = set(freq) - set(categories)
     if unknown:
         raise InvalidParameterError(f"value {sorted(unknown)[0]!r} is not a declared category")

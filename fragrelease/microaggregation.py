@@ -59,7 +59,7 @@ def cluster_bounds(n: int, k: int) -> list[tuple[int, int]]:
     """Half-open rank ranges [start, end) of the IR clusters of n sorted values."""
     c = cluster_count(n, k)
     starts = [i * k for i in range(c)] + [n]
-    return list(zip(starts[:-1], starts[1:]))
+    return list(zip(starts[:-1], starts[1:], strict=False))
 
 
 def ir_order(values: np.ndarray, tiebreak: np.ndarray | None = None) -> np.ndarray:

@@ -140,7 +140,7 @@ def validate_metadata(metas: list[OwnerMetadata], fragmentation: str) -> None:
                         f"horizontal fragments must hold the same attributes: {first.owner!r} has "
                         f"{sorted(a - b)} that {m.owner!r} lacks, {m.owner!r} has {sorted(b - a)} that {first.owner!r} lacks"
                     )
-                for x, y in zip(sorted(first.attributes, key=lambda s: s["name"]), sorted(m.attributes, key=lambda s: s["name"])):
+                for x, y in zip(sorted(first.attributes, key=lambda s: s["name"]), sorted(m.attributes, key=lambda s: s["name"]), strict=False):
                     if x != y:
                         raise ProtocolError(
                             f"attribute {x['name']!r} is declared differently by {first.owner!r} ({x}) and {m.owner!r} ({y})"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from functools import reduce
 from typing import Optional
 
 from pyspark.sql import DataFrame
@@ -112,7 +113,8 @@ def combine(plan: Plan, fragments: dict[str, DataFrame]) -> DataFrame:
     out = frames[0]
     for f in frames[1:]:
         out = out.join(f, id_col, "full_outer")
-    missing = out.where(F.greatest(*[F.col(c).isNull().cast("int") for c in names]) == 1).limit(1).collect()
+    any_null = reduce(lambda a, b: a | b, [F.col(c).isNull() for c in names])
+    missing = out.where(any_null).limit(1).collect()
     if missing:
         raise IdentifierError(f"record id {missing[0][id_col]!r} is not held by every vertical owner")
     return out.select(id_col, *names)

@@ -19,7 +19,7 @@ class HashedLaplace:
         return float(-np.sign(u) * np.log1p(-2 * abs(u)))
 
     def perturb(self, values, scales, attributes, clusters):
-        units = np.array([self.unit(a, c) for a, c in zip(attributes, clusters)], dtype=float)
+        units = np.array([self.unit(a, c) for a, c in zip(attributes, clusters, strict=False)], dtype=float)
         return np.asarray(values, float) + np.asarray(scales, float) * units
 
 

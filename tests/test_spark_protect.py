@@ -91,7 +91,7 @@ def test_global_rank_is_a_permutation_in_sorted_order(spark):
     rng = np.random.default_rng(5)
     pdf = pd.DataFrame({"rid": np.arange(3000), "g": rng.integers(0, 3, 3000), "x": rng.integers(0, 20, 3000).astype(float)})
     got = global_rank(spark.createDataFrame(pdf), "g", ["x", "rid"], 7).toPandas()
-    for g, part in got.groupby("g"):
+    for _, part in got.groupby("g"):
         part = part.sort_values("rank")
         assert part["rank"].tolist() == list(range(len(part)))
         assert part[["x", "rid"]].apply(tuple, axis=1).is_monotonic_increasing
