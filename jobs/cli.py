@@ -167,13 +167,13 @@ def run_cli(argv: list[str]) -> int:
         return exc.exit_code
     except SystemExit as exc:  # click usage errors
         return int(exc.code or 0)
-    except Exception as exc:  # click.UsageError and friends
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            return exc.exit_code
-        raise
+    except typer.exceptions.TyperException as exc:  # usage errors (missing option, bad value)
+        show = getattr(exc, "show", None)
+        if show:
+            show()
+        else:
+            err.print(f"error: {exc}", highlight=False)
+        return int(getattr(exc, "exit_code", 2) or 2)
     return 0
 
 
