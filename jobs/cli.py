@@ -139,7 +139,8 @@ def aggregator_release(config: str = typer.Option(..., "--config"), master: Opti
 
 
 @app.command()
-def inspect(table: str = typer.Argument(..., help="Path of a release (Delta table).")):
+def inspect(table: str = typer.Argument(..., help="Path of a release (Delta table)."),
+            full: bool = typer.Option(False, "--full", help="Print the whole provenance as JSON.")):
     """Show a release's versions and the provenance recorded with each commit."""
     import json
 
@@ -150,9 +151,15 @@ def inspect(table: str = typer.Argument(..., help="Path of a release (Delta tabl
     dt = DeltaTable(absolute(table))
     for entry in dt.history():
         raw = entry.get(PROVENANCE_KEY) or entry.get("userMetadata")
-        console.print(f"[bold]version {entry.get('version')}[/bold] {entry.get('operation')}")
-        if raw:
-            console.print_json(json.dumps(json.loads(raw)))
+        prov = json.loads(raw) if raw else {}
+        owners = ", ".join(f"{o['name']} (ε_j {o['epsilon']})" for o in prov.get("owners", []))
+        console.print(
+            f"[bold]version {entry.get('version')}[/bold] {entry.get('operation')}: "
+            f"{prov.get('fragmentation', '?')} {prov.get('mechanism', '?')}, ε {prov.get('epsilon', '?')} "
+            f"({prov.get('composition', '?')}), k {prov.get('k', '?')}, plan {prov.get('plan_id', '?')}; owners: {owners}"
+        )
+        if full and prov:
+            console.print_json(json.dumps(prov))
 
 
 def run_cli(argv: list[str]) -> int:
