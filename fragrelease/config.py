@@ -17,11 +17,11 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Literal, Optional, Union
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .budget import parse_epsilon
 from .errors import ConfigError, InvalidParameterError
+from .validation import format_validation_error, read_yaml_mapping
 
 
 class SourceConfig(BaseModel):
@@ -125,21 +125,13 @@ def load_config(path: str | Path, overrides: Optional[dict] = None) -> ReleaseCo
     ConfigError
         The file cannot be read or does not validate; the message names key and value.
     """
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read configuration {str(path)!r}: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"configuration {str(path)!r} must be a mapping, not {type(data).__name__}")
+    data = read_yaml_mapping(path, "configuration")
     data.update({k: v for k, v in (overrides or {}).items() if v is not None})
     return config_from_dict(data, source=str(path))
 
 
 def config_from_dict(data: dict, *, source: str = "<dict>") -> ReleaseConfig:
     """Validate a configuration given as a dict (see :func:`load_config`)."""
-    from fragrelease.schemas.base import format_validation_error
-
     try:
         return ReleaseConfig.model_validate(data)
     except ValidationError as exc:

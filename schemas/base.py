@@ -18,10 +18,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal, Optional
 
-import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from fragrelease.errors import ConfigError
+from fragrelease.validation import format_validation_error, read_yaml_mapping
 
 Role = Literal["id", "quasi-identifier", "sensitive", "not-released"]
 Kind = Literal["numeric", "categorical"]
@@ -166,24 +166,4 @@ def load_schema(path: str | Path) -> DatasetSchema:
     ConfigError
         If the file is missing, not YAML, or does not validate.
     """
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"cannot read dataset schema {str(path)!r}: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"dataset schema {str(path)!r} must be a mapping, not {type(data).__name__}")
-    return schema_from_dict(data, source=str(path))
-
-
-def format_validation_error(exc: ValidationError) -> str:
-    """One line per problem: ``key.path: message (got value)``."""
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(x) for x in err["loc"]) or "<root>"
-        value = err.get("input")
-        shown = repr(value)
-        if len(shown) > 80:
-            shown = shown[:77] + "..."
-        parts.append(f"{loc}: {err['msg']} (got {shown})")
-    return "; ".join(parts)
+    return schema_from_dict(read_yaml_mapping(path, "dataset schema"), source=str(path))
