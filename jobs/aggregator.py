@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from fragrelease import __version__
 from fragrelease.config import ReleaseConfig
-from fragrelease.errors import ConfigError, IdentifierError, ManifestMismatchError
+from fragrelease.errors import ConfigError, IdentifierError, ManifestMismatchError, ReleaseExistsError
 from fragrelease.protocol import Manifest, OwnerMetadata, Plan, check_manifest, make_plan
 from fragrelease.udfs.noise import secure_random_key
 
@@ -34,7 +34,18 @@ log = logging.getLogger(__name__)
 
 
 def issue_plan(cfg: ReleaseConfig) -> Plan:
-    """Validate the owners' metadata files and write ``plan.json``."""
+    """Validate the owners' metadata files and write ``plan.json``.
+
+    Raises
+    ------
+    ReleaseExistsError
+        The release table exists and the configuration does not allow a new version: refused
+        before any owner spends budget on it.
+    ProtocolError, IdentifierError, InvalidParameterError
+        From :func:`fragrelease.protocol.make_plan`.
+    """
+    if cfg.if_exists == "error" and is_delta_table(cfg.output):
+        raise ReleaseExistsError(f"a release already exists at {cfg.output!r} and if_exists is 'error'")
     metas = [OwnerMetadata.model_validate_json(read_text(metadata_path(cfg, o.name))) for o in cfg.owners]
     plan = make_plan(metas, fragmentation=cfg.fragmentation, mechanism=cfg.mechanism, k=cfg.k,
                      epsilon=cfg.epsilon, epsilon_split=cfg.epsilon_split, keep_id=cfg.keep_id)

@@ -57,6 +57,8 @@ def test_horizontal_release_is_a_real_delta_table(spark, tmp_path, adult_source)
     # a second release to the same place is refused by default ...
     with pytest.raises(ReleaseExistsError):
         aggregator.release(spark, cfg)
+    with pytest.raises(ReleaseExistsError):  # refused before owners spend budget on a new plan
+        aggregator.issue_plan(cfg)
     assert DeltaTable(cfg.output).version() == 0
     # ... or becomes a new version, the first staying readable
     cfg2 = horizontal_cfg(tmp_path, adult_source, if_exists="new-version", epsilon="0.5")
