@@ -55,6 +55,11 @@ def offered_attributes(cfg: ReleaseConfig, schema: DatasetSchema, owner: OwnerCo
 def describe_fragment(spark, cfg: ReleaseConfig, owner_name: str) -> OwnerMetadata:
     """Validate the owner's fragment and write its public metadata for the aggregator."""
     schema = resolve_schema(cfg.dataset)
+    if schema.id_column is None:
+        raise ConfigError(
+            f"dataset schema {schema.name!r} declares no id column (role: id); fragments need a unique record id "
+            "to order ties and, for vertical releases, to join"
+        )
     owner = _owner(cfg, owner_name)
     src = fragment_source(cfg, owner)
     df = read_source(spark, src.path, src.format, src.options)

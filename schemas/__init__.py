@@ -1,0 +1,1 @@
+"""Declared datasets: Spark StructType plus per-attribute role, kind and public domain."""

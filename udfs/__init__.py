@@ -1,0 +1,1 @@
+"""Non-deterministic pandas UDFs that draw randomness on the executors (noise, shuffle keys)."""
