@@ -31,16 +31,15 @@ def laplace_scale(delta: float, epsilon_attribute: Fraction | float) -> float:
     return float(delta) / float(epsilon_attribute)
 
 
-def clamp_and_round(noisy: np.ndarray, lo: float, hi: float, categorical: bool) -> np.ndarray:
+def clamp_and_round(noisy: np.ndarray, lo, hi, categorical) -> np.ndarray:
     """Clamp noisy centroids to [lo, hi]; for categorical ranks, then round half up to an integer.
 
+    ``lo``, ``hi`` and ``categorical`` are scalars or arrays of the same shape as ``noisy``.
     Rounding happens only after noise and clamping (SPEC.md §1), so a rounded rank stays in
     [lo, hi] = [1, |dom|].
     """
-    out = np.clip(np.asarray(noisy, dtype=float), lo, hi)
-    if categorical:
-        out = np.floor(out + 0.5)
-    return out
+    out = np.clip(np.asarray(noisy, dtype=float), np.asarray(lo, float), np.asarray(hi, float))
+    return np.where(np.broadcast_to(np.asarray(categorical, bool), out.shape), np.floor(out + 0.5), out)
 
 
 def perturb_centroids(
@@ -58,12 +57,7 @@ def perturb_centroids(
     One Laplace draw per cluster (never per record), SPEC.md §2.
     """
     noisy = noise.perturb(np.asarray(centroids, float), np.asarray(scales, float), attributes, clusters)
-    lo = np.asarray(lo, float)
-    hi = np.asarray(hi, float)
-    out = np.clip(noisy, lo, hi)
-    cat = np.asarray(categorical, bool)
-    out[cat] = np.floor(out[cat] + 0.5)
-    return out
+    return clamp_and_round(noisy, lo, hi, categorical)
 
 
 def protect_attribute(
