@@ -46,6 +46,7 @@ setup(
         "typer>=0.12",
         "rich>=13",
         "opendp>=0.16,<0.17",
+        "matplotlib>=3.8",
     ],
     extras_require={
         "test": ["pytest>=8", "chispa>=0.10", "scipy>=1.11"],

@@ -162,6 +162,32 @@ def inspect(table: str = typer.Argument(..., help="Path of a release (Delta tabl
             console.print_json(json.dumps(prov))
 
 
+@app.command()
+def evaluate(
+    dataset: list[str] = typer.Option(["adult", "wine"], "--dataset", help="Built-in dataset(s): adult, wine, wine-2max."),
+    out: str = typer.Option("docs/evaluation", help="Folder for results.csv, runs.csv.gz and the figures."),
+    runs: int = typer.Option(50, help="Runs per cell."),
+    scenario: list[str] = typer.Option(["centralized", "horizontal", "vertical"], "--scenario"),
+    split: list[str] = typer.Option(["equal", "by-attributes"], "--split", help="Vertical budget split(s)."),
+    mechanism: list[str] = typer.Option(["idp-ir", "dp-ir"], "--mechanism"),
+    epsilon: Optional[list[str]] = typer.Option(None, "--epsilon", help="ε grid (default 0.01 0.1 0.5 1)."),
+    convention: str = typer.Option("authors", help="MeanSSE: authors (default) or paper."),
+    master: Optional[str] = MasterOpt,
+):
+    """Reproduce paper 000 §5: MeanSSE over the (ε, k) grid, per scenario and mechanism, with figures."""
+    from fragrelease.evaluation import EPSILONS
+
+    from .evaluate_grid import run_evaluation
+
+    spark = _spark(master)
+    with console.status(f"evaluating {', '.join(dataset)}: {runs} runs per cell"):
+        result = run_evaluation(spark, dataset, out, scenarios=scenario, splits=split, mechanisms=mechanism,
+                                epsilons=epsilon or list(EPSILONS), runs=runs, convention=convention)
+    console.print(f"{result['cells']} cells x {result['runs']} runs in {result['seconds']:.1f} s -> {result['results']}")
+    for f in result["figures"]:
+        console.print(f"figure: {f}")
+
+
 def run_cli(argv: list[str]) -> int:
     """Run the CLI with ``argv``; return the exit status (2 for expected errors)."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
