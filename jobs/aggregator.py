@@ -8,7 +8,8 @@ domains; vertical: disjoint attributes, the same id set, no duplicates), and iss
 manifest (schema, record count, content digest), union (horizontal) or join by id (vertical),
 drop the record id unless the configuration keeps it, shuffle the row order with CSPRNG keys, and
 commit the release as one Delta transaction whose commit records the provenance: total ε,
-composition, k, mechanism, owners and their ε_j, and the plan id — public parameters only.
+composition, k, mechanism, owners and their ε_j, and the plan id — public parameters only — and
+write the public report (statistics of the released table only) beside it.
 """
 from __future__ import annotations
 
@@ -24,10 +25,12 @@ from fragrelease import __version__
 from fragrelease.config import ReleaseConfig
 from fragrelease.errors import ConfigError, IdentifierError, ManifestMismatchError, ReleaseExistsError
 from fragrelease.protocol import Manifest, OwnerMetadata, Plan, check_manifest, make_plan
+from fragrelease.schemas.datasets import resolve_schema
 from fragrelease.udfs.noise import secure_random_key
 
 from .layout import manifest_path, metadata_path, plan_path, protected_path
 from .protect import content_digest
+from .report import public_report, public_report_path
 from .storage import commit_delta, is_delta_table, read_delta, read_text, write_text
 
 log = logging.getLogger(__name__)
@@ -157,7 +160,10 @@ def release(spark, cfg: ReleaseConfig) -> dict:
     version = commit_delta(released, cfg.output, provenance=prov, if_exists=cfg.if_exists)
     rows = sum(o.n_records for o in plan.owners) if plan.fragmentation == "horizontal" else plan.owners[0].n_records
     log.info("release committed: version %d of %s", version, cfg.output)
-    return {"path": cfg.output, "version": version, "rows": rows, "provenance": prov}
+    schema = resolve_schema(cfg.dataset)
+    attrs = [schema.attribute(a["name"]) for a in plan.attributes]
+    report = public_report(read_delta(spark, cfg.output, version), attrs, prov, public_report_path(cfg.output, version))
+    return {"path": cfg.output, "version": version, "rows": rows, "provenance": prov, "report": report}
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -70,6 +70,7 @@ def print_summary(cfg: ReleaseConfig, result: dict) -> None:
     from .storage import absolute
 
     console.print(f"[bold]Release written[/bold] to Delta table {absolute(result['path'])} (version {result['version']})")
+    console.print(f"public report: {absolute(result['report'])}")
     table = Table(title=f"{cfg.name}: {prov['fragmentation']} release of {prov['dataset']}")
     table.add_column("owner")
     table.add_column("records", justify="right")
@@ -135,7 +136,8 @@ def aggregator_release(config: str = typer.Option(..., "--config"), master: Opti
     from .aggregator import release
 
     result = release(_spark(master), _config(config))
-    console.print(f"release committed: {result['path']} version {result['version']}, {result['rows']:,} rows")
+    console.print(f"release committed: {result['path']} version {result['version']}, {result['rows']:,} rows; "
+                  f"report {result['report']}")
 
 
 @app.command()

@@ -5,6 +5,7 @@
 - ``plan.json``                  aggregator → owners: the plan (:class:`Plan`)
 - ``owners/<owner>/protected``   the owner's protected fragment (a Delta table)
 - ``owners/<owner>/manifest.json`` the owner's manifest (:class:`Manifest`)
+- ``owners/<owner>/report.html`` the owner's private utility report (original vs protected)
 
 On a cluster the owners and the aggregator are separate job runs that share only these paths
 (never the raw ``fragments``, which stay with each owner or are the owner's own tables).
@@ -41,3 +42,7 @@ def protected_path(cfg: ReleaseConfig, owner: str) -> str:
 
 def manifest_path(cfg: ReleaseConfig, owner: str) -> str:
     return _join(cfg.work_dir, "owners", owner, "manifest.json")
+
+
+def owner_report_path(cfg: ReleaseConfig, owner: str) -> str:
+    return _join(cfg.work_dir, "owners", owner, "report.html")

@@ -5,7 +5,8 @@ metadata only (attribute names, kinds, declared domains, record count; for verti
 id column and a digest of the id set).
 
 ``protect``: read the aggregator's plan, protect the attributes it assigns with (k, ε_j), write the
-protected fragment as a Delta table and a manifest of public parameters beside it. The raw
+protected fragment as a Delta table and a manifest of public parameters beside it, and a private
+utility report (original vs protected, for the owner only) in the owner's folder. The raw
 fragment never leaves the owner; nothing data-dependent (local sensitivities, observed min/max,
 frequencies) is written to the manifest, the table's commit or the logs.
 
@@ -27,7 +28,8 @@ from fragrelease.rng import NoiseSource
 from fragrelease.schemas.base import DatasetSchema
 from fragrelease.schemas.datasets import resolve_schema
 
-from .layout import fragment_source, manifest_path, metadata_path, plan_path, protected_path
+from .layout import fragment_source, manifest_path, metadata_path, owner_report_path, plan_path, protected_path
+from .report import owner_report
 from .protect import content_digest, id_digest, protect_fragment, validate_fragment
 from .storage import commit_delta, read_delta, read_source, read_text, write_text
 
@@ -113,6 +115,8 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
     digest = content_digest(read_delta(spark, target))
     manifest = manifest_for(plan, owner.name, check.n_records, digest)
     write_text(manifest_path(cfg, owner.name), manifest.to_json())
+    owner_report(df, read_delta(spark, target), attrs, schema.id_column, manifest.model_dump(mode="json"),
+                 owner_report_path(cfg, owner.name))
     log.info("owner %s: protected fragment and manifest written for plan %s", owner.name, plan.plan_id)
     return manifest
 

@@ -7,7 +7,7 @@ from deltalake import DeltaTable
 from fragrelease.config import config_from_dict
 from fragrelease.errors import ManifestMismatchError, ReleaseExistsError
 from fragrelease.jobs import aggregator
-from fragrelease.jobs.layout import manifest_path, protected_path
+from fragrelease.jobs.layout import manifest_path, owner_report_path, protected_path
 from fragrelease.jobs.release import run_local_release
 from fragrelease.jobs.storage import read_delta, table_provenance
 from fragrelease.schemas.adult import RELEASED as ADULT_RELEASED
@@ -51,6 +51,13 @@ def test_horizontal_release_is_a_real_delta_table(spark, tmp_path, adult_source)
     assert {k for o in prov["owners"] for k in o} == {"name", "epsilon", "epsilon_per_attribute", "attributes", "n_records"}
     assert {k for a in prov["attributes"] for k in a} <= {"name", "kind", "domain", "categories"}
     assert 0 < result["mean_sse"] < 10
+    # reports: the public one beside the table holds release statistics only; owners' are private
+    public = open(result["report"], encoding="utf-8").read()
+    assert result["report"].endswith("release_reports/release-v0.html")
+    assert "<img" in public and "plan id" in public and result["plan"].plan_id in public
+    assert "original" not in public.lower() and "MeanSSE" not in public
+    private = open(owner_report_path(cfg, "o1"), encoding="utf-8").read()
+    assert "For the data owner's eyes only" in private and "MeanSSE" in private and "<img" in private
     # every released value is in its declared domain / category list
     pdf = table.to_pandas()
     assert pdf["age"].between(0, 100).all() and pdf["hours-per-week"].between(1, 99).all()
