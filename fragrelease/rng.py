@@ -36,10 +36,16 @@ class NoiseSource(Protocol):
     ) -> np.ndarray: ...
 
 
-def _check_scales(scales: np.ndarray) -> None:
+def _checked(values, scales) -> tuple[np.ndarray, np.ndarray]:
+    """Values and scales as float arrays; raise InvalidParameterError on a bad scale or value."""
+    values = np.asarray(values, dtype=float)
+    scales = np.asarray(scales, dtype=float)
     if not np.all(np.isfinite(scales)) or np.any(scales < 0):
         bad = scales[~(np.isfinite(scales) & (scales >= 0))][0]
         raise InvalidParameterError(f"Laplace scale must be finite and non-negative, not {bad}")
+    if not np.all(np.isfinite(values)):
+        raise InvalidParameterError("values to perturb must be finite")
+    return values, scales
 
 
 class SecureLaplace:
@@ -67,11 +73,7 @@ class SecureLaplace:
     def perturb(
         self, values: np.ndarray, scales: np.ndarray, attributes: np.ndarray, clusters: np.ndarray
     ) -> np.ndarray:
-        values = np.asarray(values, dtype=float)
-        scales = np.asarray(scales, dtype=float)
-        _check_scales(scales)
-        if not np.all(np.isfinite(values)):
-            raise InvalidParameterError("centroids to perturb must be finite")
+        values, scales = _checked(values, scales)
         out = np.empty_like(values)
         for scale in np.unique(scales):
             idx = np.flatnonzero(scales == scale)
@@ -97,9 +99,7 @@ class FastLaplace:
     def perturb(
         self, values: np.ndarray, scales: np.ndarray, attributes: np.ndarray, clusters: np.ndarray
     ) -> np.ndarray:
-        values = np.asarray(values, dtype=float)
-        scales = np.asarray(scales, dtype=float)
-        _check_scales(scales)
+        values, scales = _checked(values, scales)
         return values + self._gen.laplace(0.0, 1.0, size=values.shape) * scales
 
 
