@@ -168,3 +168,19 @@ def vertical_budget(
     budget = ReleaseBudget(epsilon, "sequential", steps)
     assert budget.spent() == epsilon
     return budget
+
+
+def check_lifetime(spent: Sequence[Fraction], new: Fraction, lifetime: Fraction, *, owner: str, dataset: str) -> Fraction:
+    """Refuse a spend that would exceed the lifetime budget (sequential composition over releases).
+
+    Returns the total after the spend. Raises :class:`BudgetExceededError` naming the figures.
+    """
+    from .errors import BudgetExceededError
+
+    total = sum(spent, Fraction(0))
+    if total + new > lifetime:
+        raise BudgetExceededError(
+            f"owner {owner!r} has spent ε = {total} of its lifetime budget {lifetime} on dataset {dataset!r}; "
+            f"a release with ε = {new} would exceed it"
+        )
+    return total + new

@@ -34,8 +34,30 @@ class SourceConfig(BaseModel):
     options: dict[str, str] = Field(default_factory=dict)
 
 
+class LedgerConfig(BaseModel):
+    """An owner's privacy-budget ledger: a Delta table and the lifetime ε per dataset."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str
+    lifetime_epsilon: Union[str, float, int]
+
+    @field_validator("lifetime_epsilon")
+    @classmethod
+    def _lifetime_ok(cls, v):
+        try:
+            parse_epsilon(v, name="lifetime_epsilon")
+        except InvalidParameterError as exc:
+            raise ValueError(str(exc)) from None
+        return v
+
+    @property
+    def lifetime(self) -> Fraction:
+        return parse_epsilon(self.lifetime_epsilon, name="lifetime_epsilon")
+
+
 class OwnerConfig(BaseModel):
-    """One data owner φ_j and its fragment."""
+    """One data owner φ_j, its fragment and, optionally, its budget ledger."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -43,6 +65,7 @@ class OwnerConfig(BaseModel):
     rows: Optional[int] = Field(default=None, gt=0)
     attributes: Optional[tuple[str, ...]] = None
     source: Optional[SourceConfig] = None
+    ledger: Optional[LedgerConfig] = None
 
 
 class ReleaseConfig(BaseModel):
@@ -63,6 +86,7 @@ class ReleaseConfig(BaseModel):
     work_dir: str
     output: str
     if_exists: Literal["error", "new-version"] = "error"
+    reports: bool = True
 
     @field_validator("epsilon")
     @classmethod

@@ -35,3 +35,7 @@ class ManifestMismatchError(ProtocolError):
 
 class ReleaseExistsError(FragReleaseError, FileExistsError):
     """A release already exists at the target and the write mode does not allow a new version."""
+
+
+class BudgetExceededError(FragReleaseError):
+    """A release would take an owner's spent ε past its declared lifetime budget."""

@@ -93,11 +93,16 @@ def load_verified_fragment(spark, cfg: ReleaseConfig, plan: Plan, owner: str) ->
     path = protected_path(cfg, owner)
     if not is_delta_table(path):
         raise ManifestMismatchError(f"owner {owner!r} has no protected Delta table at {path!r}")
-    df = read_delta(spark, path)
     expected = [plan.id_column, *[a["name"] for a in manifest.attributes]]
-    if sorted(df.columns) != sorted(expected):
-        raise ManifestMismatchError(f"protected fragment of {owner!r} has columns {df.columns}, the manifest says {expected}")
-    digest = content_digest(df)
+    try:
+        df = read_delta(spark, path)
+        columns = df.columns
+        digest = content_digest(df) if sorted(columns) == sorted(expected) else None
+    except Exception as exc:  # a truncated or corrupted file surfaces as a Spark read error
+        raise ManifestMismatchError(f"protected fragment of {owner!r} at {path!r} cannot be read: "
+                                    f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}") from None
+    if digest is None:
+        raise ManifestMismatchError(f"protected fragment of {owner!r} has columns {columns}, the manifest says {expected}")
     if digest != manifest.content_digest:
         raise ManifestMismatchError(
             f"protected fragment of {owner!r} does not match its manifest: content digest {digest} != {manifest.content_digest}"
@@ -160,9 +165,12 @@ def release(spark, cfg: ReleaseConfig) -> dict:
     version = commit_delta(released, cfg.output, provenance=prov, if_exists=cfg.if_exists)
     rows = sum(o.n_records for o in plan.owners) if plan.fragmentation == "horizontal" else plan.owners[0].n_records
     log.info("release committed: version %d of %s", version, cfg.output)
-    schema = resolve_schema(cfg.dataset)
-    attrs = [schema.attribute(a["name"]) for a in plan.attributes]
-    report = public_report(read_delta(spark, cfg.output, version), attrs, prov, public_report_path(cfg.output, version))
+    report = None
+    if cfg.reports:
+        schema = resolve_schema(cfg.dataset)
+        attrs = [schema.attribute(a["name"]) for a in plan.attributes]
+        report = public_report(read_delta(spark, cfg.output, version), attrs, prov,
+                               public_report_path(cfg.output, version))
     return {"path": cfg.output, "version": version, "rows": rows, "provenance": prov, "report": report}
 
 

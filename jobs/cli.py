@@ -70,7 +70,8 @@ def print_summary(cfg: ReleaseConfig, result: dict) -> None:
     from .storage import absolute
 
     console.print(f"[bold]Release written[/bold] to Delta table {absolute(result['path'])} (version {result['version']})")
-    console.print(f"public report: {absolute(result['report'])}")
+    if result.get("report"):
+        console.print(f"public report: {absolute(result['report'])}")
     table = Table(title=f"{cfg.name}: {prov['fragmentation']} release of {prov['dataset']}")
     table.add_column("owner")
     table.add_column("records", justify="right")

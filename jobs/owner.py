@@ -22,7 +22,7 @@ from typing import Optional
 
 from fragrelease import __version__
 from fragrelease.config import OwnerConfig, ReleaseConfig
-from fragrelease.errors import ConfigError
+from fragrelease.errors import ConfigError, ReleaseExistsError
 from fragrelease.protocol import Manifest, OwnerMetadata, Plan, manifest_for
 from fragrelease.rng import NoiseSource
 from fragrelease.schemas.base import DatasetSchema
@@ -31,7 +31,8 @@ from fragrelease.schemas.datasets import resolve_schema
 from .layout import fragment_source, manifest_path, metadata_path, owner_report_path, plan_path, protected_path
 from .report import owner_report
 from .protect import content_digest, id_digest, protect_fragment, validate_fragment
-from .storage import commit_delta, read_delta, read_source, read_text, write_text
+from .ledger import record_spend
+from .storage import commit_delta, is_delta_table, read_delta, read_source, read_text, write_text
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,8 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
         The fragment changed since the metadata step and no longer validates.
     ReleaseExistsError
         The owner already wrote a protected fragment for this work folder.
+    BudgetExceededError
+        The owner's ledger (if configured) has no room for ε_j on this dataset.
     """
     schema = resolve_schema(cfg.dataset)
     owner = _owner(cfg, owner_name)
@@ -100,12 +103,18 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
     check = validate_fragment(df, attrs, schema.id_column)
     if check.n_records != assignment.n_records:
         raise ConfigError(f"owner {owner.name!r} now has {check.n_records} records, the plan was made for {assignment.n_records}")
+    target = protected_path(cfg, owner.name)
+    if is_delta_table(target):
+        raise ReleaseExistsError(f"owner {owner.name!r} already wrote a protected fragment at {target!r}")
+    if owner.ledger is not None:
+        # Record the spend before any noise is drawn: a crash afterwards over-counts, never under-counts.
+        record_spend(owner.ledger.path, owner=owner.name, dataset=schema.name, plan_id=plan.plan_id,
+                     epsilon=Fraction(assignment.epsilon), lifetime=owner.ledger.lifetime)
     protected = protect_fragment(
         df.select(schema.id_column, *[a.name for a in attrs]), attrs, id_column=schema.id_column, k=plan.k,
         epsilon_per_attribute=Fraction(assignment.epsilon_per_attribute), mechanism=plan.mechanism,
         n_records=check.n_records, noise=noise,
     )
-    target = protected_path(cfg, owner.name)
     provenance = {
         "role": "protected-fragment", "plan_id": plan.plan_id, "owner": owner.name, "mechanism": plan.mechanism,
         "k": plan.k, "epsilon": assignment.epsilon, "epsilon_per_attribute": assignment.epsilon_per_attribute,
@@ -115,8 +124,9 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
     digest = content_digest(read_delta(spark, target))
     manifest = manifest_for(plan, owner.name, check.n_records, digest)
     write_text(manifest_path(cfg, owner.name), manifest.to_json())
-    owner_report(df, read_delta(spark, target), attrs, schema.id_column, manifest.model_dump(mode="json"),
-                 owner_report_path(cfg, owner.name))
+    if cfg.reports:
+        owner_report(df, read_delta(spark, target), attrs, schema.id_column, manifest.model_dump(mode="json"),
+                     owner_report_path(cfg, owner.name))
     log.info("owner %s: protected fragment and manifest written for plan %s", owner.name, plan.plan_id)
     return manifest
 

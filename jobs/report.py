@@ -40,29 +40,32 @@ BINS = 20
 
 def attribute_statistics(df: DataFrame, attrs: Sequence[Attribute]) -> dict:
     """Per attribute: numeric → mean, std, quantiles, histogram over the declared domain;
-    categorical → frequency of every declared category. One aggregation per kind of statistic."""
+    categorical → frequency of every declared category. One Spark aggregation for everything."""
+    aggs = []
+    for i, a in enumerate(attrs):
+        c = F.col(a.name)
+        if a.categorical:
+            aggs += [F.sum(F.when(c == cat, 1).otherwise(0)).alias(f"f{i}_{j}") for j, cat in enumerate(a.categories)]
+            continue
+        x = c.cast("double")
+        lo, hi = a.bounds()
+        b = F.least(F.floor((x - lo) / ((hi - lo) / BINS)), F.lit(BINS - 1))
+        aggs += [F.avg(x).alias(f"m{i}"), F.stddev_samp(x).alias(f"s{i}"),
+                 F.percentile_approx(x, list(QUANTILES), 10_000).alias(f"q{i}")]
+        aggs += [F.sum(F.when(b == j, 1).otherwise(0)).alias(f"h{i}_{j}") for j in range(BINS)]
+    row = df.agg(*aggs).first()
     stats: dict = {}
-    numeric = [a for a in attrs if not a.categorical]
-    if numeric:
-        aggs = []
-        for i, a in enumerate(numeric):
-            c = F.col(a.name).cast("double")
-            aggs += [F.avg(c).alias(f"m{i}"), F.stddev_samp(c).alias(f"s{i}"),
-                     F.percentile_approx(c, list(QUANTILES), 10_000).alias(f"q{i}")]
-        row = df.agg(*aggs).first()
-        for i, a in enumerate(numeric):
+    for i, a in enumerate(attrs):
+        if a.categorical:
+            stats[a.name] = {"kind": "categorical",
+                             "freq": {cat: int(row[f"f{i}_{j}"] or 0) for j, cat in enumerate(a.categories)}}
+        else:
             lo, hi = a.bounds()
             width = (hi - lo) / BINS
-            b = F.least(F.floor((F.col(a.name).cast("double") - lo) / width), F.lit(BINS - 1)).cast("int")
-            counts = {r["b"]: r["count"] for r in df.groupBy(b.alias("b")).count().collect()}
             stats[a.name] = {"kind": "numeric", "mean": row[f"m{i}"], "std": row[f"s{i}"],
                              "quantiles": list(row[f"q{i}"]),
                              "edges": [lo + j * width for j in range(BINS + 1)],
-                             "hist": [int(counts.get(j, 0)) for j in range(BINS)]}
-    for a in attrs:
-        if a.categorical:
-            counts = {r[a.name]: r["count"] for r in df.groupBy(a.name).count().collect()}
-            stats[a.name] = {"kind": "categorical", "freq": {c: int(counts.get(c, 0)) for c in a.categories}}
+                             "hist": [int(row[f"h{i}_{j}"] or 0) for j in range(BINS)]}
     return stats
 
 
