@@ -49,7 +49,7 @@ setup(
         "matplotlib>=3.8",
     ],
     extras_require={
-        "test": ["pytest>=8", "chispa>=0.10", "scipy>=1.11"],
+        "test": ["pytest>=8", "chispa>=0.10", "scipy>=1.11", "hypothesis>=6"],
     },
     entry_points={
         "console_scripts": [

@@ -23,7 +23,6 @@ import os
 import time
 from typing import Iterator, Sequence
 
-import numpy as np
 import pandas as pd
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -31,7 +30,7 @@ from pyspark.sql import types as T
 from fragrelease.errors import ConfigError
 from fragrelease.evaluation import EPSILONS, K_GRID, AttributeSpec, Scenario, run_once
 from fragrelease.rng import FAST_SAMPLER_NAME, FastLaplace
-from fragrelease.schemas import adult, wine
+from fragrelease.schemas import adult
 from fragrelease.schemas.datasets import BUILTIN_SCHEMAS, load_builtin_pandas
 
 log = logging.getLogger(__name__)
