@@ -47,6 +47,7 @@ setup(
         "rich>=13",
         "opendp>=0.16,<0.17",
         "matplotlib>=3.8",
+        "scipy>=1.11",
     ],
     extras_require={
         "test": ["pytest>=8", "chispa>=0.10", "scipy>=1.11", "hypothesis>=6"],
