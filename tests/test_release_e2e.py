@@ -68,7 +68,7 @@ def test_horizontal_release_is_a_real_delta_table(spark, tmp_path, adult_source)
         aggregator.issue_plan(cfg)
     assert DeltaTable(cfg.output).version() == 0
     # ... or becomes a new version, the first staying readable
-    cfg2 = horizontal_cfg(tmp_path, adult_source, if_exists="new-version", epsilon="0.5")
+    cfg2 = horizontal_cfg(tmp_path, adult_source, if_exists="new-version", epsilon="0.5", reports=False)
     run_local_release(spark, cfg2)
     dt = DeltaTable(cfg.output)
     assert dt.version() == 1
@@ -80,14 +80,14 @@ def test_horizontal_release_is_a_real_delta_table(spark, tmp_path, adult_source)
 
 
 def test_aggregator_refuses_tampered_manifest_and_fragment(spark, tmp_path, adult_source):
-    cfg = horizontal_cfg(tmp_path, adult_source, k=25)
+    cfg = horizontal_cfg(tmp_path, adult_source, k=25, reports=False)
     run_local_release(spark, cfg)
     mpath = manifest_path(cfg, "o2")
     original = open(mpath).read()
     manifest = json.loads(original)
     manifest["epsilon"] = "2"
     open(mpath, "w").write(json.dumps(manifest))
-    cfg_new = horizontal_cfg(tmp_path, adult_source, k=25, output=str(tmp_path / "other"))
+    cfg_new = horizontal_cfg(tmp_path, adult_source, k=25, output=str(tmp_path / "other"), reports=False)
     with pytest.raises(ManifestMismatchError, match="epsilon is '2'"):
         aggregator.release(spark, cfg_new)
     open(mpath, "w").write(original)
@@ -113,7 +113,7 @@ def test_vertical_release_joins_by_id(spark, tmp_path, wine_pdf):
         owners=[{"name": "acid", "attributes": ["fixed_acidity", "volatile_acidity", "citric_acid"]},
                 {"name": "sugar", "attributes": ["residual_sugar", "chlorides", "free_sulfur_dioxide", "total_sulfur_dioxide"]},
                 {"name": "phys", "attributes": ["density", "pH", "sulphates", "alcohol"]}],
-        work_dir=str(tmp_path / "work"), output=str(tmp_path / "release")))
+        work_dir=str(tmp_path / "work"), output=str(tmp_path / "release"), reports=False))
     result = run_local_release(spark, cfg)
     table = DeltaTable(cfg.output).to_pandas()
     assert len(table) == 600 and table["record_id"].is_unique
