@@ -35,7 +35,7 @@ setup(
     },
     install_requires=[
         # delta-spark 4.4.1 (the newest) supports pyspark <= 4.2.0
-        "pyspark[sql]==4.2.0",
+        "pyspark[sql,connect]==4.2.0",
         "delta-spark==4.4.1",
         "deltalake>=1.6,<2",
         "pandas>=2.2,<3",

@@ -26,7 +26,7 @@ from fragrelease.config import ReleaseConfig
 from fragrelease.errors import ConfigError, IdentifierError, ManifestMismatchError, ReleaseExistsError
 from fragrelease.protocol import Manifest, OwnerMetadata, Plan, check_manifest, make_plan
 from fragrelease.schemas.datasets import resolve_schema
-from fragrelease.udfs.noise import secure_random_key
+from fragrelease.udfs.noise import secure_random_key_udf
 
 from .layout import manifest_path, metadata_path, plan_path, protected_path
 from .protect import content_digest
@@ -141,7 +141,7 @@ def combine(plan: Plan, fragments: dict[str, DataFrame]) -> DataFrame:
 
 def shuffle_rows(df: DataFrame, id_column: str) -> DataFrame:
     """Random row order (keys from the OS CSPRNG): the release cannot be lined up with the inputs."""
-    return (df.withColumn("__key", secure_random_key(F.col(id_column)))
+    return (df.withColumn("__key", secure_random_key_udf()(F.col(id_column)))
             .repartitionByRange("__key").sortWithinPartitions("__key").drop("__key"))
 
 

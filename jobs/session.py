@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import shutil
@@ -57,6 +58,10 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
     if active is not None:
         return active
     if master is None and _managed_environment():
+        if os.environ.get("SPARK_REMOTE", "").startswith("local"):
+            # pyspark starts a local Spark Connect server; its Python workers must run this interpreter
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            return _stopped_at_exit(SparkSession.builder.appName(app_name).getOrCreate())
         return SparkSession.builder.appName(app_name).getOrCreate()
     ensure_java()
     # Local Python workers must run this interpreter (with pandas, numpy and opendp installed).
@@ -74,7 +79,13 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
         .config("spark.sql.adaptive.enabled", "true")
         .config("spark.log.level", os.environ.get("FRAGRELEASE_SPARK_LOG_LEVEL", "ERROR"))
     )
-    return builder.getOrCreate()
+    return _stopped_at_exit(builder.getOrCreate())
+
+
+def _stopped_at_exit(spark):
+    """Stop a session this module started when the process exits (a local Connect server included)."""
+    atexit.register(spark.stop)
+    return spark
 
 
 def delta_available(spark) -> bool:

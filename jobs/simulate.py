@@ -14,7 +14,7 @@ from fragrelease.config import ReleaseConfig
 from fragrelease.errors import ConfigError
 from fragrelease.schemas.base import DatasetSchema
 from fragrelease.schemas.datasets import BUILTIN_SCHEMAS, load_builtin
-from fragrelease.udfs.noise import secure_random_key
+from fragrelease.udfs.noise import secure_random_key_udf
 
 from .layout import fragment_source
 from .protect import _num_partitions, global_rank
@@ -47,7 +47,7 @@ def split_fragments(spark, cfg: ReleaseConfig, schema: DatasetSchema, data: Data
         total = sum(o.rows for o in cfg.owners)
         if total != n:
             raise ConfigError(f"owners' rows add up to {total}, but the dataset has {n} records")
-        keyed = data.withColumn("__key", secure_random_key(F.col(id_col)))
+        keyed = data.withColumn("__key", secure_random_key_udf()(F.col(id_col)))
         keyed = keyed.localCheckpoint(eager=True)  # one draw per record, never redrawn
         ranked = global_rank(keyed.withColumn("__g", F.lit(0)), "__g", ["__key", id_col], _num_partitions(spark, n))
         start = 0

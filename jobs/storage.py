@@ -156,7 +156,7 @@ def commit_delta(df, path: str, *, provenance: dict, if_exists: str = "error") -
     meta = json.dumps(provenance, sort_keys=True)
     spark = df.sparkSession
     if delta_available(spark):
-        (df.write.format("delta").mode("overwrite" if table_exists else "errorifexists")
+        (df.write.format("delta").mode("overwrite" if table_exists else "error")
          .option("userMetadata", meta).save(path))
         from deltalake import DeltaTable
 
@@ -170,7 +170,7 @@ def _commit_with_delta_rs(df, path: str, meta: str, table_exists: bool) -> int:
     from deltalake.transaction import AddAction, CommitProperties, create_table_with_add_actions
 
     sub = f"part-{uuid.uuid4().hex}"
-    df.write.mode("errorifexists").parquet(posixpath.join(path, sub))
+    df.write.mode("error").parquet(posixpath.join(path, sub))
     fs, root = _fs_path(path)
     infos = fs.get_file_info(pafs.FileSelector(posixpath.join(root, sub)))
     files = sorted((i for i in infos if i.base_name.endswith(".parquet")), key=lambda i: i.path)

@@ -42,10 +42,14 @@ def noisy_centroid_udf(attribute_names: Sequence[str], noise: Optional[NoiseSour
     return noisy_centroid.asNondeterministic()
 
 
-@pandas_udf(LongType())
-def _secure_key(anchor: pd.Series) -> pd.Series:
-    return pd.Series(secure_random_keys(len(anchor)))
+def secure_random_key_udf():
+    """UDF ``(any column) -> long``: a uniform random key in [0, 2**63) per row from the OS CSPRNG.
 
+    Built on each call (after the session exists), so it is a Spark Connect UDF under Connect.
+    """
 
-#: UDF ``(any column) -> long``: a uniform random key in [0, 2**63) per row from the OS CSPRNG.
-secure_random_key = _secure_key.asNondeterministic()
+    @pandas_udf(LongType())
+    def secure_key(anchor: pd.Series) -> pd.Series:
+        return pd.Series(secure_random_keys(len(anchor)))
+
+    return secure_key.asNondeterministic()

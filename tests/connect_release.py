@@ -1,0 +1,31 @@
+"""Helper run in its own process by test_spark_connect.py: a small horizontal release through a
+local Spark Connect server (SPARK_REMOTE=local[2]). Prints the release's version and row count."""
+import json
+import os
+import sys
+
+
+def main(tmp: str) -> None:
+    from fragrelease.config import config_from_dict
+    from fragrelease.jobs.release import run_local_release
+    from fragrelease.jobs.session import get_spark
+    from fragrelease.schemas.datasets import load_builtin_pandas
+    from fragrelease.schemas.wine import SCHEMA
+
+    spark = get_spark("connect-test")
+    assert type(spark).__module__.startswith("pyspark.sql.connect"), type(spark)
+    src = os.path.join(tmp, "src")
+    spark.createDataFrame(load_builtin_pandas("wine").head(300), SCHEMA.struct_type()).write.parquet(src)
+    cfg = config_from_dict(dict(name="cx", dataset="wine", fragmentation="horizontal", epsilon="1", k=10,
+                                source={"path": src, "format": "parquet"}, reports=False,
+                                owners=[{"name": "a", "rows": 100}, {"name": "b", "rows": 200}],
+                                work_dir=os.path.join(tmp, "work"), output=os.path.join(tmp, "release")))
+    result = run_local_release(spark, cfg)
+    from deltalake import DeltaTable
+
+    print(json.dumps({"version": result["version"], "rows": DeltaTable(cfg.output).to_pyarrow_table().num_rows,
+                      "session": type(spark).__module__}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,23 @@
+"""The jobs use only the DataFrame API, so a whole release runs through Spark Connect."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def test_small_release_through_a_local_spark_connect_server(tmp_path):
+    pytest.importorskip("grpc", reason="Spark Connect needs pyspark[connect] (grpcio) installed")
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET")}
+    env["SPARK_REMOTE"] = "local[2]"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
+    proc = subprocess.run([sys.executable, os.path.join(here, "connect_release.py"), str(tmp_path)],
+                          capture_output=True, text=True, env=env, timeout=600)
+    if proc.returncode != 0 and "Connection refused" in proc.stderr and "SparkConnectServer" in proc.stderr:
+        pytest.skip("the local Spark Connect server could not start: " + proc.stderr[-500:])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["session"].startswith("pyspark.sql.connect")
+    assert result == {"version": 0, "rows": 300, "session": result["session"]}
