@@ -55,6 +55,11 @@ setup(
     entry_points={
         "console_scripts": [
             "fragrelease=fragrelease.jobs.cli:main",
+            # one entry point per party step, for Databricks python_wheel_task with named parameters
+            "fragrelease-owner-metadata=fragrelease.jobs.owner:metadata_main",
+            "fragrelease-owner-protect=fragrelease.jobs.owner:protect_main",
+            "fragrelease-aggregator-plan=fragrelease.jobs.aggregator:plan_main",
+            "fragrelease-aggregator-release=fragrelease.jobs.aggregator:release_main",
         ],
     },
 )

@@ -181,5 +181,15 @@ def main(argv: Optional[list[str]] = None) -> int:
     return run_cli(["aggregator", *(sys.argv[1:] if argv is None else argv)])
 
 
+def plan_main(argv: Optional[list[str]] = None) -> int:
+    """Databricks ``python_wheel_task`` entry point ``fragrelease-aggregator-plan``: ``--config=C``."""
+    return main(["plan", *(sys.argv[1:] if argv is None else argv)])
+
+
+def release_main(argv: Optional[list[str]] = None) -> int:
+    """Databricks ``python_wheel_task`` entry point ``fragrelease-aggregator-release``: ``--config=C``."""
+    return main(["release", *(sys.argv[1:] if argv is None else argv)])
+
+
 if __name__ == "__main__":
     sys.exit(main())

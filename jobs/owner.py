@@ -138,5 +138,15 @@ def main(argv: Optional[list[str]] = None) -> int:
     return run_cli(["owner", *(sys.argv[1:] if argv is None else argv)])
 
 
+def metadata_main(argv: Optional[list[str]] = None) -> int:
+    """Databricks ``python_wheel_task`` entry point ``fragrelease-owner-metadata``: ``--config=C --owner=O``."""
+    return main(["metadata", *(sys.argv[1:] if argv is None else argv)])
+
+
+def protect_main(argv: Optional[list[str]] = None) -> int:
+    """Databricks ``python_wheel_task`` entry point ``fragrelease-owner-protect``: ``--config=C --owner=O``."""
+    return main(["protect", *(sys.argv[1:] if argv is None else argv)])
+
+
 if __name__ == "__main__":
     sys.exit(main())
