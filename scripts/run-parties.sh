@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Run a fragmented release with every party in its own OS process (its own SparkSession), sharing
+# only the configuration's work_dir: owners' metadata, the plan, protected fragments and manifests.
+# No raw fragment crosses a party boundary: each owner process reads only its own fragment.
+#
+# usage: scripts/run-parties.sh CONFIG [--master local[2]]
+# (for configurations that simulate owners from one table, a first process cuts the fragments)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ $# -ge 1 ] || { echo "usage: scripts/run-parties.sh CONFIG [--master URL]" >&2; exit 2; }
+config="$1"; shift
+fr=".venv/bin/fragrelease"
+read -r simulated owners < <(.venv/bin/python -c 'import sys
+from fragrelease.config import load_config
+c = load_config(sys.argv[1])
+print(int(c.simulated), " ".join(o.name for o in c.owners))' "$config")
+[ -n "${owners:-}" ] || { echo "run-parties: cannot read configuration $config" >&2; exit 2; }
+if [ "$simulated" = 1 ]; then
+  echo "== simulation: cutting the owners' fragments"; "$fr" split "$config" "$@"
+fi
+for o in $owners; do echo "== owner $o: metadata (own process)"; "$fr" owner metadata --config "$config" --owner "$o" "$@"; done
+echo "== aggregator: plan (own process)"; "$fr" aggregator plan --config "$config"
+pids=()
+for o in $owners; do
+  echo "== owner $o: protect (own process, in parallel)"
+  "$fr" owner protect --config "$config" --owner "$o" "$@" &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p"; done
+echo "== aggregator: release (own process)"; "$fr" aggregator release --config "$config" "$@"
