@@ -109,7 +109,6 @@ def evaluation_generator() -> np.random.Generator:
 
 
 FAST_SAMPLER_NAME = FastLaplace.name
-SECURE_SAMPLER_NAME = "opendp-make_laplace (OS CSPRNG, floating-point-safe)"
 
 
 def secure_random_keys(size: int) -> np.ndarray:

@@ -121,11 +121,12 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
         "fragrelease_version": __version__,
     }
     commit_delta(protected, target, provenance=provenance, if_exists="error")
-    digest = content_digest(read_delta(spark, target))
+    written = read_delta(spark, target)
+    digest = content_digest(written)
     manifest = manifest_for(plan, owner.name, check.n_records, digest)
     write_text(manifest_path(cfg, owner.name), manifest.to_json())
     if cfg.reports:
-        owner_report(df, read_delta(spark, target), attrs, schema.id_column, manifest.model_dump(mode="json"),
+        owner_report(df, written, attrs, schema.id_column, manifest.model_dump(mode="json"),
                      owner_report_path(cfg, owner.name))
     log.info("owner %s: protected fragment and manifest written for plan %s", owner.name, plan.plan_id)
     return manifest

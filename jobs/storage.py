@@ -62,11 +62,6 @@ def read_text(uri: str) -> str:
         raise ConfigError(f"file {uri!r} does not exist") from None
 
 
-def exists(uri: str) -> bool:
-    fs, path = _fs_path(uri)
-    return fs.get_file_info(path).type != pafs.FileType.NotFound
-
-
 def is_delta_table(uri: str) -> bool:
     from deltalake import DeltaTable
 
@@ -117,9 +112,8 @@ def _check_schema(path: str, df) -> None:
 
     existing = pa.schema(DeltaTable(absolute(path)).schema().to_arrow())
     new = _spark_schema_to_arrow(df.schema)
-    a = [(f.name, str(f.type)) for f in existing]
+    a = [(f.name, _normal(str(f.type))) for f in existing]
     b = [(f.name, _normal(str(f.type))) for f in new]
-    a = [(n, _normal(t)) for n, t in a]
     if a != b:
         raise SchemaMismatchError(f"schema of the new data {b} differs from Delta table {path!r}: {a}")
 
