@@ -30,7 +30,7 @@ setup(
         "fragrelease.data": "data",
     },
     package_data={
-        "fragrelease.data": ["adult/*", "wine/*", "*.md", "*.sha256"],
+        "fragrelease.data": ["adult/*", "adult/hierarchies/*", "wine/*", "german/*", "*.md", "*.sha256"],
         "fragrelease.schemas": ["*.yaml"],
     },
     install_requires=[
@@ -48,6 +48,9 @@ setup(
         "opendp>=0.16,<0.17",
         "matplotlib>=3.8",
         "scipy>=1.11",
+        "scikit-learn>=1.4",
+        "phe>=1.5,<2",
+        "pycanon>=1.3,<2",
     ],
     extras_require={
         "test": ["pytest>=8", "chispa>=0.10", "scipy>=1.11", "hypothesis>=6"],

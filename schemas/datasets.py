@@ -110,3 +110,74 @@ def load_builtin(spark, name: str):
     """Cleaned built-in dataset as a Spark DataFrame with the schema's StructType."""
     schema = resolve_schema(name)
     return spark.createDataFrame(load_builtin_pandas(name), schema=schema.struct_type())
+
+
+#: Adult attributes with an ARX generalization hierarchy in ``data/adult/hierarchies/``, keyed by
+#: the Adult schema's column name; values are the hierarchy file's attribute name.
+ADULT_TAXONOMY_FILES: dict[str, str] = {
+    "age": "age",
+    "education": "education",
+    "marital-status": "marital-status",
+    "native-country": "native-country",
+    "occupation": "occupation",
+    "race": "race",
+    "income": "salary-class",
+    "sex": "sex",
+    "workclass": "workclass",
+}
+
+
+def load_adult_taxonomy(attribute: str) -> list[list[str]]:
+    """The ARX generalization hierarchy of one Adult attribute, one path per leaf.
+
+    Each returned path is ``[leaf, level 1, ..., "*"]`` exactly as the vendored file
+    ``data/adult/hierarchies/adult_hierarchy_<name>.csv`` (``;``-separated, no header) lists it;
+    all paths of one attribute have the same length and end in the root ``"*"``. ``age`` leaves
+    are the strings ``"1"`` … ``"100"``.
+
+    ``attribute`` is the Adult schema's column name (``marital-status``, ``native-country``,
+    ``income``, ...) or the ARX name (``salary-class`` for ``income``).
+
+    Source: ARX (Prasser et al. 2020), vendored with attribution in ``data/README.md``.
+
+    Raises
+    ------
+    ConfigError
+        No hierarchy for that attribute, or a checksum mismatch.
+    """
+    names = {**ADULT_TAXONOMY_FILES, **{v: v for v in ADULT_TAXONOMY_FILES.values()}}
+    if attribute not in names:
+        raise ConfigError(f"no Adult taxonomy for attribute {attribute!r}; known: {sorted(ADULT_TAXONOMY_FILES)}")
+    text = _verified(f"adult/hierarchies/adult_hierarchy_{names[attribute]}.csv").read().decode("utf-8")
+    paths = [line.split(";") for line in text.splitlines() if line.strip()]
+    return [[part.strip() for part in path] for path in paths]
+
+
+#: Columns of UCI ``german.data-numeric`` as named by this project (see ``data/README.md``; UCI does
+#: not name them). ``credit_class`` is 1 = good, 2 = bad.
+GERMAN_COLUMNS: tuple[str, ...] = (
+    "checking_account", "duration", "credit_history", "credit_amount_100", "savings", "employment",
+    "personal_status_sex", "residence", "property", "age", "other_installment_plans",
+    "existing_credits", "people_liable", "telephone", "foreign_worker",
+    "purpose_1", "purpose_2", "other_debtors_1", "other_debtors_2", "housing_1", "housing_2",
+    "job_1", "job_2", "job_3", "credit_class",
+)
+
+
+def load_german_credit_pandas() -> pd.DataFrame:
+    """UCI Statlog German Credit (``german.data-numeric``): 1,000 rows x 26 int64 columns.
+
+    Columns: ``record_id`` (0-based row position), the 24 integer attributes of
+    :data:`GERMAN_COLUMNS` and ``credit_class`` (1 = good, 2 = bad). Used by the tiered-release
+    experiment (SPEC.md §6: 24 attributes as quasi-identifiers, the credit class sensitive).
+
+    Raises
+    ------
+    ConfigError
+        Checksum mismatch.
+    """
+    df = pd.read_csv(_verified("german/german.data-numeric"), sep=r"\s+", header=None,
+                     names=list(GERMAN_COLUMNS), dtype="int64")
+    df.insert(0, "record_id", range(len(df)))
+    df["record_id"] = df["record_id"].astype("int64")
+    return df
