@@ -1,11 +1,16 @@
-"""Benchmark: protect N rows x 10 numeric attributes with iDP-IR, Spark vs single-thread numpy.
+"""Benchmark: protect N rows x 10 attributes with iDP-IR, Spark vs single-thread numpy.
 
 Prints, for each N: wall time, rows/s, Spark/numpy ratio and peak driver memory (RSS of this
 Python process and of the Spark driver JVM). The data is generated inside Spark with DataFrame
 expressions (never passes through the Python driver); numpy gets the same distribution generated
 in memory. Both apply the same IR microaggregation + one Laplace draw per cluster.
 
+``--data numeric``: 10 numeric attributes, uniform in [0, 1000] with 2 decimals.
+``--data mixed``: 5 numeric as above + 5 categorical with 2, 5, 10, 20 and 50 categories and skewed
+frequencies (category i drawn with probability falling in i), i.e. heavy ties.
+
     python benchmarks/bench_protect.py --rows 1000000 10000000 --k 100 --master local[2]
+    python benchmarks/bench_protect.py --rows 10000000 --data mixed
 """
 from __future__ import annotations
 
@@ -19,7 +24,25 @@ from fractions import Fraction
 import numpy as np
 
 
-def numpy_reference(n: int, n_attrs: int, k: int, eps_attr: float) -> float:
+CATEGORY_COUNTS = (2, 5, 10, 20, 50)
+
+
+def attributes(n_attrs: int, data: str):
+    from fragrelease.schemas.base import Attribute
+
+    out = []
+    for i in range(n_attrs):
+        if data == "mixed" and i >= n_attrs // 2:
+            m = CATEGORY_COUNTS[(i - n_attrs // 2) % len(CATEGORY_COUNTS)]
+            out.append(Attribute(name=f"a{i}", type="string", role="quasi-identifier", kind="categorical",
+                                 categories=tuple(f"c{j}" for j in range(m))))
+        else:
+            out.append(Attribute(name=f"a{i}", type="double", role="quasi-identifier", kind="numeric",
+                                 domain=(0, 1000)))
+    return out
+
+
+def numpy_reference(n: int, attrs, k: int, eps_attr: float) -> float:
     from fragrelease.mechanisms import protect_attribute
     from fragrelease.rng import SecureLaplace
 
@@ -27,10 +50,21 @@ def numpy_reference(n: int, n_attrs: int, k: int, eps_attr: float) -> float:
     noise = SecureLaplace()
     ids = np.arange(n)
     t = time.perf_counter()
-    for a in range(n_attrs):
-        x = np.round(rng.uniform(0, 1000, n), 2)
-        protect_attribute(x, k=k, lo=0.0, hi=1000.0, epsilon_attribute=eps_attr, mechanism="idp-ir",
-                          noise=noise, attribute=f"a{a}", tiebreak=ids)
+    for a in attrs:
+        if a.categorical:
+            # integer category codes; frequency ranks by counting (1 = most frequent, ties by name)
+            m = len(a.categories)
+            codes = np.floor(rng.uniform(0, 1, n) ** 2 * m).astype(np.int64)
+            freq = np.bincount(codes, minlength=m)
+            order = sorted(range(m), key=lambda j: (-freq[j], a.categories[j]))
+            rank_of = np.empty(m)
+            rank_of[order] = np.arange(1, m + 1)
+            x = rank_of[codes]
+        else:
+            x = np.round(rng.uniform(0, 1000, n), 2)
+        lo, hi = a.bounds()
+        protect_attribute(x, k=k, lo=lo, hi=hi, epsilon_attribute=eps_attr, mechanism="idp-ir",
+                          noise=noise, attribute=a.name, tiebreak=ids, categorical=a.categorical)
     return time.perf_counter() - t
 
 
@@ -48,16 +82,20 @@ def jvm_peak_rss_mb() -> float:
         return float("nan")
 
 
-def spark_run(spark, n: int, n_attrs: int, k: int, eps_attr: Fraction) -> float:
+def spark_run(spark, n: int, attrs, k: int, eps_attr: Fraction) -> float:
     from pyspark.sql import functions as F
 
     from fragrelease.jobs.protect import protect_fragment
-    from fragrelease.schemas.base import Attribute
 
-    attrs = [Attribute(name=f"a{i}", type="double", role="quasi-identifier", kind="numeric", domain=(0, 1000))
-             for i in range(n_attrs)]
+    def column(a):
+        if a.categorical:
+            m = len(a.categories)
+            pick = (F.floor(F.pow(F.rand(), 2) * m) + 1).cast("int")
+            return F.element_at(F.array(*[F.lit(c) for c in a.categories]), pick).alias(a.name)
+        return F.round(F.rand() * 1000, 2).alias(a.name)
+
     df = spark.range(n).withColumnRenamed("id", "record_id")
-    df = df.select("record_id", *[F.round(F.rand() * 1000, 2).alias(a.name) for a in attrs])
+    df = df.select("record_id", *[column(a) for a in attrs])
     df = df.localCheckpoint(eager=True)  # generate once, outside the timed section
     t = time.perf_counter()
     out = protect_fragment(df, attrs, id_column="record_id", k=k, epsilon_per_attribute=eps_attr,
@@ -70,6 +108,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 10_000_000])
     p.add_argument("--attributes", type=int, default=10)
+    p.add_argument("--data", choices=["numeric", "mixed"], default="numeric")
     p.add_argument("--k", type=int, default=100)
     p.add_argument("--epsilon", default="1")
     p.add_argument("--master", default="local[2]")
@@ -80,10 +119,12 @@ def main() -> None:
 
     spark = get_spark("fragrelease-bench", args.master, shuffle_partitions=8)
     eps_attr = Fraction(args.epsilon) / args.attributes
+    attrs = attributes(args.attributes, args.data)
+    print(f"data {args.data}, {args.attributes} attributes, k {args.k}, eps {args.epsilon}, {args.master}")
     print(f"{'rows':>12} {'spark s':>9} {'rows/s':>12} {'numpy s':>9} {'ratio':>6} {'py RSS MB':>10} {'JVM RSS MB':>11}")
     for n in args.rows:
-        ts = spark_run(spark, n, args.attributes, args.k, eps_attr)
-        tn = numpy_reference(n, args.attributes, args.k, float(eps_attr))
+        ts = spark_run(spark, n, attrs, args.k, eps_attr)
+        tn = numpy_reference(n, attrs, args.k, float(eps_attr))
         py_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"{n:>12,} {ts:>9.1f} {n / ts:>12,.0f} {tn:>9.1f} {ts / tn:>6.2f} {py_mb:>10.0f} {jvm_peak_rss_mb():>11.0f}",
               flush=True)

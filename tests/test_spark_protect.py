@@ -19,8 +19,8 @@ def adult_sample(adult_pdf):
     return adult_pdf.sample(2_500, random_state=7).sort_values("record_id").reset_index(drop=True)
 
 
-def reference(pdf, attrs, k, eps, mechanism, noise):
-    ids = pdf["record_id"].to_numpy()
+def reference(pdf, attrs, k, eps, mechanism, noise, tiebreak=None):
+    ids = pdf["record_id"].to_numpy() if tiebreak is None else tiebreak
     out = {}
     for a in attrs:
         lo, hi = a.bounds()
@@ -46,13 +46,65 @@ def test_spark_equals_numpy_reference_exactly(spark, adult_sample, mechanism, k)
     eps = Fraction(1, 10)
     got = protect_fragment(df, attrs, id_column="record_id", k=k, epsilon_per_attribute=eps, mechanism=mechanism,
                            noise=noise).toPandas()
-    assert got["record_id"].tolist() == adult_sample["record_id"].tolist()  # ids and order kept
+    assert got["record_id"].tolist() == adult_sample["record_id"].tolist()  # one group: ids kept, in id order
     ref = reference(adult_sample, attrs, k, eps, mechanism, noise)
     for a in attrs:
         if a.categorical:
             assert (got[a.name].to_numpy() == ref[a.name]).all(), a.name
         else:
             assert np.array_equal(got[a.name].to_numpy(), ref[a.name]), a.name
+
+
+@pytest.mark.parametrize("mechanism,k", [("idp-ir", 50), ("idp", 1)])
+def test_many_buckets_and_assembly_groups_give_the_same_release(spark, adult_sample, monkeypatch, mechanism, k):
+    """Force ~9 sort buckets per attribute (heavy ties split by id) and 6 reassembly groups."""
+    import fragrelease.jobs.protect as protect
+
+    monkeypatch.setattr(protect, "_VALUES_PER_BUCKET", 300)
+    monkeypatch.setattr(protect, "_ROWS_PER_ASSEMBLY", 450)
+    monkeypatch.setattr(protect, "_RUN_ROWS", 1000)
+    attrs = list(ADULT.protected)
+    noise = HashedLaplace(salt="buckets")
+    df = spark.createDataFrame(adult_sample, ADULT.struct_type()).repartition(3)
+    got = protect_fragment(df, attrs, id_column="record_id", k=k, epsilon_per_attribute=Fraction(1, 10),
+                           mechanism=mechanism, noise=noise).toPandas()
+    got = got.sort_values("record_id").reset_index(drop=True)
+    assert got["record_id"].tolist() == adult_sample["record_id"].tolist()
+    ref = reference(adult_sample, attrs, k, Fraction(1, 10), mechanism, noise)
+    for a in attrs:
+        if a.categorical:
+            assert (got[a.name].to_numpy() == ref[a.name]).all(), a.name
+        else:
+            assert np.array_equal(got[a.name].to_numpy(), ref[a.name]), a.name
+
+
+def test_string_ids_break_ties_by_their_hash(spark, adult_sample, monkeypatch):
+    import fragrelease.jobs.protect as protect
+
+    monkeypatch.setattr(protect, "_VALUES_PER_BUCKET", 700)
+    monkeypatch.setattr(protect, "_ROWS_PER_ASSEMBLY", 1000)
+    attrs = [ADULT.attribute("age"), ADULT.attribute("sex")]
+    pdf = adult_sample[["record_id", "age", "sex"]].assign(record_id=lambda d: "p-" + d["record_id"].astype(str))
+    df = spark.createDataFrame(pdf)
+    hashes = df.select("record_id", F.xxhash64("record_id").alias("h")).toPandas().set_index("record_id")["h"]
+    noise = HashedLaplace(salt="strings")
+    got = protect_fragment(df, attrs, id_column="record_id", k=40, epsilon_per_attribute=Fraction(1, 2),
+                           mechanism="idp-ir", noise=noise).toPandas().set_index("record_id").loc[pdf["record_id"]]
+    ref = reference(pdf, attrs, 40, Fraction(1, 2), "idp-ir", noise, tiebreak=hashes.loc[pdf["record_id"]].to_numpy())
+    assert np.array_equal(got["age"].to_numpy(), ref["age"])
+    assert (got["sex"].to_numpy() == ref["sex"]).all()
+
+
+def test_bucket_of_orders_heavy_ties_by_key():
+    from fragrelease.jobs.protect import _bucket_of
+
+    sx = np.array([1.0, 2.0, 2.0, 2.0, 3.0])
+    sk = np.array([2**63 - 1, 10, 20, 2**63 - 1, 2**63 - 1])
+    x = np.array([0.5, 1.0, 1.5, 2.0, 2.0, 2.0, 2.0, 3.0, 9.0])
+    key = np.array([0, 99, 0, 5, 10, 15, 25, 7, 0])
+    # bucket = number of splitters strictly below (x, key)
+    expect = [sum((sx[i], sk[i]) < (xv, kv) for i in range(sx.size)) for xv, kv in zip(x, key)]
+    assert _bucket_of(x, key, sx, sk).tolist() == expect == [0, 0, 1, 1, 1, 2, 3, 4, 5]
 
 
 def test_spark_matches_reference_on_continuous_wine(spark, wine_pdf):
