@@ -143,6 +143,16 @@ def content_digest(df: DataFrame) -> str:
     return f"sha256-sum60:{row['n']}:{row['s'] or 0}"
 
 
+def fragment_digests(df: DataFrame, id_column: str) -> tuple[str, str]:
+    """``(content_digest(df), id_digest(df, id_column))`` computed in one aggregation pass."""
+    cols = sorted(df.columns)
+    row_json = F.to_json(F.struct(*[F.col(c) for c in cols]))
+    h = F.conv(F.substring(F.sha2(row_json, 256), 1, 15), 16, 10).cast("decimal(38,0)")
+    hid = F.conv(F.substring(F.sha2(F.col(id_column).cast("string"), 256), 1, 15), 16, 10).cast("decimal(38,0)")
+    row = df.agg(F.count(F.lit(1)).alias("n"), F.sum(h).alias("s"), F.sum(hid).alias("i")).first()
+    return f"sha256-sum60:{row['n']}:{row['s'] or 0}", f"{row['n']}:{row['i'] or 0}"
+
+
 def category_ranks(df: DataFrame, attr: Attribute) -> list[str]:
     """Declared categories in frequency-rank order (rank 1 first; ties by name). Data-dependent."""
     counts = {r[attr.name]: r["count"] for r in df.groupBy(attr.name).count().collect()}
@@ -453,7 +463,8 @@ def protect_fragment(
                          & noisy["cluster"].between(ranges["cl_lo"], ranges["cl_hi"]))
               .select(ranges["attr"], ranges["bucket"], ranges["cl_lo"], noisy["cluster"], noisy["value"])
               .groupBy("attr", "bucket", "cl_lo")
-              .agg(F.sort_array(F.collect_list(F.struct("cluster", "value"))).alias("centroids")))
+              .agg(F.sort_array(F.collect_list(F.struct("cluster", "value"))).alias("centroids"))
+              .select("attr", "bucket", "cl_lo", F.col("centroids.value").alias("centroids")))
     joined = ranked.select("attr", "bucket", "first_rank", "key", *(["rid"] if carry_rid else [])).join(
         routed, ["attr", "bucket"])
 
@@ -469,7 +480,7 @@ def protect_fragment(
             for rec in pdf.itertuples(index=False):
                 key = np.asarray(rec.key, dtype=np.int64)
                 rid = np.asarray(rec.rid) if carry_rid else key
-                centroids = np.asarray([v["value"] for v in rec.centroids], dtype=float)
+                centroids = np.asarray(rec.centroids, dtype=float)
                 cluster = np.minimum((rec.first_rank + np.arange(rid.size, dtype=np.int64)) // k_used, c - 1)
                 value = centroids[cluster - rec.cl_lo]
                 g = _assembly_bucket(key, groups)
