@@ -2,25 +2,29 @@
 
 Shapes: in, a fragment with the id column and the attributes to protect; out, the same ids with
 every protected attribute replaced by its cluster's noisy centroid (numeric → double, categorical
-→ one of the declared categories), rows in id order.
+→ one of the declared categories), rows in id order within each output group, never in value order.
 
-How it runs, all distributed (no step moves all rows into one partition):
+How it runs, all distributed (no step moves all rows, or all values of one attribute, into one
+task; the steps are detailed in :func:`protect_fragment`):
 
 1. Validation in one aggregation pass: nulls, values outside the declared domain, null or
    duplicate ids (:func:`validate_fragment`).
 2. Categorical values become frequency ranks (1 = most frequent, ties by name); the ranking is a
    small aggregate, kept in memory, never logged.
-3. The attributes are stacked into one long table ``(rid, attr, x)``, range-partitioned by
-   ``(attr, x, rid)``, sorted within partitions and stored (``localCheckpoint``) **before** the
-   per-partition counts are taken: Spark re-samples range bounds every time a plan runs, so counting
-   an unstored plan gives offsets that disagree with the rows. Global rank = local position + the
-   partition's offset (:func:`global_rank`).
-4. Cluster = ``min(rank // k, c - 1)``; centroids by aggregation; the sensitivity (DP-IR: public
-   formula; iDP-IR: four order statistics per attribute, :func:`fragrelease.sensitivity.
-   idp_ir_sensitivity_from_extremes`) and the scale ``b = Δ / ε_attr`` stay inside Spark.
+3. Each attribute's ``(value, id)`` order is cut into buckets by splitters estimated from a sample;
+   values travel to their bucket as Arrow arrays (a few rows of many values, not one row per
+   value), each bucket is sorted in one task, and counts per bucket give its first global rank.
+4. Cluster = ``min(rank // k, c - 1)``; per-cluster sums, counts and extremes are combined; the
+   sensitivity (DP-IR: public formula; iDP-IR: four order statistics per attribute,
+   :func:`fragrelease.sensitivity.idp_ir_sensitivity_from_extremes`) and the scale ``b = Δ / ε_attr``
+   stay inside Spark.
 5. One Laplace draw per cluster in a non-deterministic pandas UDF, clamped (and rounded, for
    ranks); the noisy centroids are materialized before anything reads them twice.
-6. Rows get their cluster's noisy centroid by a join; the long table is pivoted back to one row per id.
+6. Each bucket maps its ids to their cluster's noisy centroid; ids are regrouped by a hash and each
+   group lines its attributes up by id into wide rows.
+
+:func:`global_rank` (range partitioning + stored sort + offsets) ranks single keys elsewhere
+(:mod:`fragrelease.jobs.simulate`).
 """
 from __future__ import annotations
 
@@ -210,6 +214,7 @@ _VALUES_PER_BUCKET = 500_000
 _ROWS_PER_ASSEMBLY = 500_000
 _RUN_ROWS = 262_144
 _SAMPLE_PER_BUCKET = 2_000
+_BROADCAST_CENTROIDS = 4_000_000
 _KEY_SAMPLE_FRACTIONS = [i / 64 for i in range(1, 64)]
 
 
@@ -465,6 +470,10 @@ def protect_fragment(
               .groupBy("attr", "bucket", "cl_lo")
               .agg(F.sort_array(F.collect_list(F.struct("cluster", "value"))).alias("centroids"))
               .select("attr", "bucket", "cl_lo", F.col("centroids.value").alias("centroids")))
+    # Shipping the noisy centroids to the buckets (broadcast, when they are few enough) beats moving
+    # the buckets' id arrays; the broadcast is capped, so driver memory stays bounded.
+    if c * l <= _BROADCAST_CENTROIDS:
+        routed = F.broadcast(routed)
     joined = ranked.select("attr", "bucket", "first_rank", "key", *(["rid"] if carry_rid else [])).join(
         routed, ["attr", "bucket"])
 

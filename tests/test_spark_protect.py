@@ -57,12 +57,13 @@ def test_spark_equals_numpy_reference_exactly(spark, adult_sample, mechanism, k)
 
 @pytest.mark.parametrize("mechanism,k", [("idp-ir", 50), ("idp", 1)])
 def test_many_buckets_and_assembly_groups_give_the_same_release(spark, adult_sample, monkeypatch, mechanism, k):
-    """Force ~9 sort buckets per attribute (heavy ties split by id) and 6 reassembly groups."""
+    """Force 9 sort buckets per attribute (heavy ties split by id) and 6 reassembly groups."""
     import fragrelease.jobs.protect as protect
 
     monkeypatch.setattr(protect, "_VALUES_PER_BUCKET", 300)
     monkeypatch.setattr(protect, "_ROWS_PER_ASSEMBLY", 450)
     monkeypatch.setattr(protect, "_RUN_ROWS", 1000)
+    monkeypatch.setattr(protect, "_BROADCAST_CENTROIDS", 0)  # centroids routed by a shuffle join
     attrs = list(ADULT.protected)
     noise = HashedLaplace(salt="buckets")
     df = spark.createDataFrame(adult_sample, ADULT.struct_type()).repartition(3)
