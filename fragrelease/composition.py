@@ -88,7 +88,7 @@ def adversary_confidence(counts_p: dict, counts_q: dict) -> tuple[int, Optional[
     if not remaining:
         return 0, None, 0.0
     tp, tq = sum(counts_p.values()), sum(counts_q.values())
-    w = np.array([counts_p[s] / tp * counts_q[s] / tq for s in remaining])
+    w = np.array([(counts_p[s] / tp) * (counts_q[s] / tq) for s in remaining])
     i = int(np.argmax(w))
     return len(remaining), remaining[i], float(w[i] / w.sum())
 
@@ -134,3 +134,42 @@ def intersect_ranges(lo1, hi1, lo2, hi2):
 def intersect_categorical(taxonomy: Taxonomy, a: Sequence[str], b: Sequence[str]) -> list[Optional[str]]:
     """Taxonomy intersection of generalized values, elementwise (``None`` where disjoint)."""
     return [taxonomy.intersect(x, y) for x, y in zip(a, b)]
+
+
+def split_with_overlap(n: int, *, publishers: int, base: int, pool: int, overlap: int,
+                       permutation=None) -> list[np.ndarray]:
+    """Row indices of ``publishers`` independent publications with a shared overlap pool (paper 001 §7).
+
+    The rows ``0 .. n-1`` are put in random order; publisher i gets ``base`` rows of its own
+    (disjoint from every other publisher's) plus ``overlap`` rows drawn without replacement from a
+    pool of ``pool`` further rows, independently per publisher. Returns one int64 array per
+    publisher (own rows first).
+
+    Parameters
+    ----------
+    permutation : ``size -> permutation of 0..size-1``; default :func:`fragrelease.rng.secure_permutation`
+        (tests and experiments may pass a seeded one).
+
+    Raises
+    ------
+    InvalidParameterError
+        ``publishers·base + pool > n`` or ``overlap > pool`` (values named).
+    """
+    from .errors import InvalidParameterError
+    from .rng import secure_permutation
+
+    permutation = permutation or secure_permutation
+    if publishers < 1 or base < 0 or pool < 0 or overlap < 0:
+        raise InvalidParameterError(f"publishers, base, pool, overlap must be >= 0 (publishers >= 1), not "
+                                    f"{publishers}, {base}, {pool}, {overlap}")
+    if publishers * base + pool > n:
+        raise InvalidParameterError(f"{publishers} publishers x {base} rows + a pool of {pool} exceed the {n} rows")
+    if overlap > pool:
+        raise InvalidParameterError(f"overlap {overlap} exceeds the pool of {pool} rows")
+    order = permutation(n)
+    pool_rows = order[publishers * base: publishers * base + pool]
+    out = []
+    for i in range(publishers):
+        own = order[i * base:(i + 1) * base]
+        out.append(np.concatenate([own, pool_rows[permutation(pool)[:overlap]]]).astype(np.int64))
+    return out
