@@ -300,8 +300,9 @@ def audit_summary(pairs) -> dict:
            .agg(F.count(F.lit(1)).alias("overlapping"), F.sum(F.col("risky").cast("long")).alias("risky"),
                 F.avg("confidence").alias("mean_confidence"), F.max("confidence").alias("max_confidence"), *bins)
            .orderBy("release_a", "release_b").toPandas())
-    risky_people = pairs.where("risky").select("person").distinct().count()
-    overlapping = pairs.select("person").distinct().count()
+    people = (pairs.groupBy("person").agg(F.max(F.col("risky").cast("int")).alias("r"))
+              .agg(F.count(F.lit(1)).alias("n"), F.sum("r").alias("r")).first())
+    overlapping, risky_people = int(people["n"] or 0), int(people["r"] or 0)
     per_pair = []
     for row in agg.to_dict("records"):
         hist = {k: int(row.pop(k) or 0) for k in [c for c in list(row) if c.startswith("[") or c == "1"]}
@@ -325,12 +326,25 @@ def read_table(spark, path: str):
     return spark.read.parquet(path)
 
 
+def _refuse_existing(output: str, if_exists: str) -> None:
+    """Fail before any work when the output exists and may not get a new version."""
+    from fragrelease.errors import ReleaseExistsError
+
+    from .storage import absolute, is_delta_table
+
+    if if_exists not in ("error", "new-version"):
+        raise ConfigError(f"if_exists must be 'error' or 'new-version', not {if_exists!r}")
+    if if_exists == "error" and is_delta_table(output):
+        raise ReleaseExistsError(f"a Delta table already exists at {absolute(output)!r}; use --if-exists new-version")
+
+
 def run_anonymize(spark, *, source: str, fmt: str, output: str, method: str, qis: Sequence[QuasiIdentifier],
                   sensitive: str, k: int, l: int, mu: float, eta: int, publisher: Optional[str],
                   keep: Sequence[str] = (), if_exists: str = "error") -> dict:
     """Read ``source``, anonymize every publisher, commit one Delta release; return version and report."""
     from .storage import commit_delta, read_source
 
+    _refuse_existing(output, if_exists)
     df = read_source(spark, source, fmt)
     rel = anonymize_publications(df, method=method, qis=qis, sensitive=sensitive, k=k, l=l, mu=mu, eta=eta,
                                  publisher=publisher, keep=keep)
@@ -359,6 +373,7 @@ def run_audit(spark, *, releases: Sequence[str], output: str, person: str, sensi
 
     if len(releases) < 2 and not publisher:
         raise SchemaMismatchError(f"the audit needs at least two releases, not {len(releases)}")
+    _refuse_existing(output, if_exists)
     tables = {}
     for i, path in enumerate(releases):
         name = os.path.basename(os.path.normpath(path)) or f"release{i}"
