@@ -30,8 +30,8 @@ def qis():
 
 @pytest.fixture(scope="module")
 def publishers(adult_pdf):
-    """Four independent publishers: 450 own Adult records each plus 350 from a shared pool of 600."""
-    parts = split_with_overlap(len(adult_pdf), publishers=4, base=450, pool=600, overlap=350, permutation=seeded(11))
+    """Three independent publishers: 350 own Adult records each plus 300 from a shared pool of 450."""
+    parts = split_with_overlap(len(adult_pdf), publishers=3, base=350, pool=450, overlap=300, permutation=seeded(11))
     return pd.concat([adult_pdf.iloc[p][COLS].assign(publisher=f"p{i}") for i, p in enumerate(parts)],
                      ignore_index=True)
 
@@ -92,7 +92,7 @@ def test_audit_finds_risks_in_l_diverse_releases_and_none_in_cloned(mondrian_rel
             # a risky person's one remaining value is the true one (both releases are truthful)
             assert (rm.loc[rm.risky, "confidence"] == 1.0).all()
     truth = mondrian_releases.drop_duplicates("record_id").set_index("record_id")["occupation"]
-    assert risky_m >= 20
+    assert risky_m >= 10
     assert risky_c == 0
     # cloned classes mirror the table's distribution: the adversary's top confidence stays near the
     # most frequent occupation's squared share, far from certainty
@@ -104,10 +104,16 @@ def test_spark_audit_matches_reference_and_region_contains_person(spark, mondria
                                                                   publishers):
     from fragrelease.jobs.publications import audit_summary, composition_audit
 
+    # both layouts in one audit (one Spark plan); pairs across layouts are simply not looked at
+    sdfs = {name: spark.createDataFrame(rel) for name, rel in (("m", mondrian_releases), ("c", cloned_releases))}
+    lazy = composition_audit(sdfs, person="record_id", sensitive="occupation", qis=qis).localCheckpoint()
+    allpairs = lazy.toPandas()
+    summary = audit_summary(lazy)
+    assert len(summary["pairs"]) == 15  # 6 releases (2 layouts x 3 publishers)
+    assert all(sum(p["confidence_histogram"].values()) == p["overlapping"] for p in summary["pairs"])
+    assert sum(p["risky"] for p in summary["pairs"]) == int(allpairs["risky"].sum())
     for name, rel in (("m", mondrian_releases), ("c", cloned_releases)):
-        sdf = spark.createDataFrame(rel)
-        lazy = composition_audit({name: sdf}, person="record_id", sensitive="occupation", qis=qis).localCheckpoint()
-        pairs = lazy.toPandas()
+        pairs = allpairs[allpairs.release_a.str.startswith(name) & allpairs.release_b.str.startswith(name)]
         ref = audit_pair(rel[rel.publisher == "p0"], rel[rel.publisher == "p2"], person="record_id",
                          sensitive="occupation")
         got = pairs[(pairs.release_a == f"{name}:p0") & (pairs.release_b == f"{name}:p2")]
@@ -116,17 +122,15 @@ def test_spark_audit_matches_reference_and_region_contains_person(spark, mondria
         assert (m["remaining_ref"] == m["remaining"]).all() and (m["risky_ref"] == m["risky"]).all()
         assert np.allclose(m["confidence_ref"], m["confidence"], atol=1e-12)
         assert (m["top_value_ref"] == m["top_value"]).all()
-        summary = audit_summary(lazy)
-        assert len(summary["pairs"]) == 6
-        assert sum(p["risky"] for p in summary["pairs"]) == int(pairs["risky"].sum())
-        assert all(sum(p["confidence_histogram"].values()) == p["overlapping"] for p in summary["pairs"])
         if name == "m":
+            assert pairs["risky"].sum() > 0
             raw = publishers.drop_duplicates("record_id").set_index("record_id")
             pr = pairs.join(raw[list(QIS)].rename(columns=lambda c: f"{c}_raw"), on="person")
             assert ((pr["age_raw"] >= pr["age_lo"]) & (pr["age_raw"] <= pr["age_hi"])).all()
             ed = adult_taxonomy("education")
             assert all(r in ed.leaves_of(g) for r, g in zip(pr["education_raw"], pr["education"]))
         else:
+            assert pairs["risky"].sum() == 0
             assert pairs["age_lo"].isna().all()  # micro-statistics give no region to intersect
 
 
