@@ -7,11 +7,14 @@ one generalizes the other, else empty), and only sensitive values present in **b
 remain (Definition 2). The person is a **privacy-risk tuple** when exactly one sensitive value
 remains.
 
-Adversary's confidence (this project's estimator, documented in docs/publications.md): treating the
-person as a uniformly random member of each class independently, with no other prior,
-``conf(s) = f_P(s)·f_Q(s) / Σ_{s' ∈ R} f_P(s')·f_Q(s')`` over the remaining values R, where f_X(s) is
-the share of s in class E_X. The reported confidence is the top one (``max_s conf(s)``); it is 1 for
-every privacy-risk tuple.
+Adversary's confidence (this project's estimator, documented in docs/publications.md): the
+adversary treats the person as a uniformly random member of each class, the two releases as
+independent samples given the person's value, and takes as prior π the sensitive distribution of the
+two releases pooled (public: it is the sum of the published multisets). Bayes' rule gives, over the
+remaining values R,
+``conf(s) ∝ f_P(s)·f_Q(s) / π(s)``, where f_X(s) is the share of s in class E_X. The reported
+confidence is the top one (``max_s conf(s)``); it is 1 for every privacy-risk tuple, and equals the
+prior's top share when both classes mirror the table (δ-cloning with δ = 0): no gain from composing.
 
 Two release layouts are understood (both one row per published person):
 
@@ -78,17 +81,35 @@ def person_multisets(release: pd.DataFrame, *, person: str, sensitive: str) -> p
     return out.rename(columns={person: "person"})
 
 
-def adversary_confidence(counts_p: dict, counts_q: dict) -> tuple[int, Optional[str], float]:
+def release_totals(release: pd.DataFrame, *, sensitive: str) -> dict:
+    """The published sensitive multiset of a whole release, ``{value: count}`` (both layouts)."""
+    if release_layout(release.columns, sensitive) == "generalized":
+        return {str(k): int(v) for k, v in release[sensitive].astype(str).value_counts().items()}
+    out: dict = {}
+    first = release.drop_duplicates("eq_class")
+    for vs, cs in zip(first[f"{sensitive}_values"], first[f"{sensitive}_counts"]):
+        for v, c in zip(vs, cs):
+            out[str(v)] = out.get(str(v), 0) + int(c)
+    return out
+
+
+def adversary_confidence(counts_p: dict, counts_q: dict, prior: Optional[dict] = None
+                         ) -> tuple[int, Optional[str], float]:
     """Remaining values, the adversary's top value and its confidence for one person (module docstring).
 
-    Returns ``(|R|, top value or None, top confidence)``; ``|R| = 0`` (contradictory releases) gives
-    ``(0, None, 0.0)``. Ties for the top value go to the smallest value string.
+    ``prior`` maps each value to its pooled count in the two releases (π up to a constant; None
+    means a uniform prior). Returns ``(|R|, top value or None, top confidence)``; ``|R| = 0``
+    (contradictory releases) gives ``(0, None, 0.0)``. Ties go to the smallest value string.
     """
     remaining = sorted(set(counts_p) & set(counts_q))
     if not remaining:
         return 0, None, 0.0
     tp, tq = sum(counts_p.values()), sum(counts_q.values())
-    w = np.array([(counts_p[s] / tp) * (counts_q[s] / tq) for s in remaining])
+    if prior:
+        n = sum(prior.values())
+        w = np.array([((counts_p[s] / tp) * (counts_q[s] / tq)) / (prior[s] / n) for s in remaining])
+    else:
+        w = np.array([(counts_p[s] / tp) * (counts_q[s] / tq) for s in remaining])
     i = int(np.argmax(w))
     return len(remaining), remaining[i], float(w[i] / w.sum())
 
@@ -101,8 +122,11 @@ def audit_pair(p: pd.DataFrame, q: pd.DataFrame, *, person: str, sensitive: str)
     """
     mp = person_multisets(p, person=person, sensitive=sensitive)
     mq = person_multisets(q, person=person, sensitive=sensitive)
+    prior = release_totals(p, sensitive=sensitive)
+    for v, c in release_totals(q, sensitive=sensitive).items():
+        prior[v] = prior.get(v, 0) + c
     both = mp.merge(mq, on="person", suffixes=("_p", "_q"))
-    res = [adversary_confidence(a, b) for a, b in zip(both["counts_p"], both["counts_q"])]
+    res = [adversary_confidence(a, b, prior) for a, b in zip(both["counts_p"], both["counts_q"])]
     out = pd.DataFrame({
         "person": both["person"].to_numpy(),
         "remaining": np.array([r[0] for r in res], dtype=np.int64),

@@ -190,6 +190,12 @@ def _normalized(df, name: str, *, person: str, sensitive: str, publisher: Option
         rows = df.withColumn("ms", F.map_from_arrays(F.col(f"{sensitive}_values"),
                                                      F.col(f"{sensitive}_counts").cast("array<long>")))
     rows = rows.withColumn("total", F.aggregate(F.map_values("ms"), F.lit(0).cast("long"), lambda a, x: a + x))
+    # the release's whole published multiset (the adversary's prior, pooled per pair)
+    classes = rows.select("__release", "eq_class", "ms").dropDuplicates(["__release", "eq_class"])
+    totals = (classes.select("__release", F.explode("ms").alias("v", "c")).groupBy("__release", "v")
+              .agg(F.sum("c").alias("c")).groupBy("__release")
+              .agg(F.map_from_entries(F.collect_list(F.struct("v", "c"))).alias("rt"), F.sum("c").alias("rn")))
+    rows = rows.join(F.broadcast(totals), "__release")
     region = []
     for q in qis:
         if q.kind == "numeric":
@@ -201,7 +207,7 @@ def _normalized(df, name: str, *, person: str, sensitive: str, publisher: Option
             ok = layout == "generalized" and q.name in df.columns
             region.append((F.col(q.name).cast("string") if ok else F.lit(None).cast("string")).alias(q.name))
     return rows.select(F.col("__release").alias("release"), F.col(person).alias("person"),
-                       F.col("eq_class").cast("long").alias("eq_class"), "ms", "total", *region)
+                       F.col("eq_class").cast("long").alias("eq_class"), "ms", "total", "rt", "rn", *region)
 
 
 def _leafset_map(q: QuasiIdentifier):
@@ -253,10 +259,14 @@ def composition_audit(releases: dict, *, person: str, sensitive: str, publisher:
     out = joined.select(
         F.col("a.release").alias("release_a"), F.col("b.release").alias("release_b"), F.col("a.person").alias("person"),
         rem.alias("r"), F.col("a.ms").alias("ma"), F.col("b.ms").alias("mb"), F.col("a.total").alias("ta"),
-        F.col("b.total").alias("tb"),
+        F.col("b.total").alias("tb"), F.col("a.rt").alias("rta"), F.col("b.rt").alias("rtb"),
+        (F.col("a.rn") + F.col("b.rn")).alias("rn"),
         *[c for q in qis for c in _intersect(q, F)],
     )
-    w = F.transform("r", lambda x: (F.element_at("ma", x) / F.col("ta")) * (F.element_at("mb", x) / F.col("tb")))
+    prior = lambda x: (F.coalesce(F.element_at("rta", x), F.lit(0)) + F.coalesce(F.element_at("rtb", x), F.lit(0))) \
+        / F.col("rn")  # noqa: E731
+    w = F.transform("r", lambda x: ((F.element_at("ma", x) / F.col("ta")) * (F.element_at("mb", x) / F.col("tb")))
+                    / prior(x))
     out = out.withColumn("w", w)
     top = F.array_max("w")
     out = out.select(
