@@ -19,6 +19,11 @@ assumed spread uniformly over the generalization and independently across attrib
 - Cloning: ``w_g(s) = |g| · m_E(s) / |m_E|`` (the sub-class's size times the share of s in its class's
   published multiset); numeric ``p`` from the **indicative range** [lo, hi] as above (the η values
   nearest the average stand for the sub-class); categorical ``p`` from the lowest common ancestor.
+
+Categorical ``p``: inside a generalized value the leaves are weighted by the release's own leaf
+marginal π (records of groups published at leaf level, plus one per leaf), i.e.
+``p = Σ_{leaf ∈ pred ∩ node} π(leaf) / Σ_{leaf ∈ node} π(leaf)``; a uniform split would spread
+Adult's 90 % United-States records over 41 countries. π comes from the release only.
 Numeric quasi-identifiers are taken to be integer-valued (Adult age).
 """
 from __future__ import annotations
@@ -40,13 +45,15 @@ class Queries:
     numeric: dict[str, tuple[np.ndarray, np.ndarray]]
     categorical: dict[str, np.ndarray]
     sensitive: np.ndarray
+    runs: dict[str, tuple[np.ndarray, np.ndarray]]  # categorical: first and last position in hierarchy order
 
     def __len__(self) -> int:
         return len(self.sensitive)
 
     def take(self, idx: np.ndarray) -> "Queries":
         return Queries({k: (lo[idx], hi[idx]) for k, (lo, hi) in self.numeric.items()},
-                       {k: m[idx] for k, m in self.categorical.items()}, self.sensitive[idx])
+                       {k: m[idx] for k, m in self.categorical.items()}, self.sensitive[idx],
+                       {k: (a[idx], b[idx]) for k, (a, b) in self.runs.items()})
 
 
 def hierarchy_order(qi: QuasiIdentifier) -> np.ndarray:
@@ -61,7 +68,7 @@ def random_queries(qis: Sequence[QuasiIdentifier], sensitive_values: Sequence[st
     """``size`` random queries of selection range θ ∈ (0, 1] (module docstring)."""
     if not (0 < theta <= 1):
         raise InvalidParameterError(f"theta must be in (0, 1], not {theta!r}")
-    numeric, categorical = {}, {}
+    numeric, categorical, runs = {}, {}, {}
     for q in qis:
         if q.kind == "numeric":
             lo, hi = q.domain
@@ -77,28 +84,49 @@ def random_queries(qis: Sequence[QuasiIdentifier], sensitive_values: Sequence[st
             for off in range(run):
                 mask[np.arange(size), order[start + off]] = True
             categorical[q.name] = mask
+            runs[q.name] = (start, start + run - 1)
     sens = np.asarray(sensitive_values, dtype=object)[generator.integers(0, len(sensitive_values), size)]
-    return Queries(numeric, categorical, sens)
+    return Queries(numeric, categorical, sens, runs)
 
 
-def actual_counts(df: pd.DataFrame, qis: Sequence[QuasiIdentifier], sensitive: str, queries: Queries,
-                  batch: int = 1000) -> np.ndarray:
-    """Exact answers on the original rows, shape (Q,)."""
-    out = np.empty(len(queries), dtype=np.int64)
-    cols = {q.name: (df[q.name].to_numpy(dtype=float) if q.kind == "numeric"
-                     else q.taxonomy.leaf_codes(df[q.name].astype(str).to_numpy())) for q in qis}
-    s = df[sensitive].astype(str).to_numpy()
-    for b0 in range(0, len(queries), batch):
-        sl = slice(b0, b0 + batch)
-        ok = s[None, :] == queries.sensitive[sl, None].astype(str)
-        for q in qis:
-            if q.kind == "numeric":
-                lo, hi = queries.numeric[q.name]
-                x = cols[q.name]
-                ok &= (x[None, :] >= lo[sl, None]) & (x[None, :] <= hi[sl, None])
-            else:
-                ok &= queries.categorical[q.name][sl][:, cols[q.name]]
-        out[sl] = ok.sum(axis=1)
+def actual_counts(df: pd.DataFrame, qis: Sequence[QuasiIdentifier], sensitive: str, queries: Queries) -> np.ndarray:
+    """Exact answers on the original rows, shape (Q,).
+
+    Every predicate is a range (numeric: integers of [lo, hi]; categorical: a run of leaves in
+    hierarchy order), so the answers come from a prefix-sum cube over (QIs x sensitive value) by
+    inclusion-exclusion over the 2^d corners.
+    """
+    dims, idx, lows, highs = [], [], [], []
+    for q in qis:
+        if q.kind == "numeric":
+            lo, hi = (int(np.floor(q.domain[0])), int(np.ceil(q.domain[1])))
+            dims.append(hi - lo + 1)
+            idx.append(df[q.name].to_numpy(dtype=np.int64) - lo)
+            qlo, qhi = queries.numeric[q.name]
+            lows.append(np.clip(np.ceil(qlo).astype(np.int64) - lo, 0, hi - lo + 1))
+            highs.append(np.clip(np.floor(qhi).astype(np.int64) - lo, -1, hi - lo))
+        else:
+            rank = np.empty(q.taxonomy.n_leaves, dtype=np.int64)
+            rank[hierarchy_order(q)] = np.arange(q.taxonomy.n_leaves)
+            dims.append(q.taxonomy.n_leaves)
+            idx.append(rank[q.taxonomy.leaf_codes(df[q.name].astype(str).to_numpy())])
+            a, b = queries.runs[q.name]
+            lows.append(np.asarray(a, dtype=np.int64))
+            highs.append(np.asarray(b, dtype=np.int64))
+    values = sorted(set(df[sensitive].astype(str)) | set(map(str, queries.sensitive)))
+    pos = {v: i for i, v in enumerate(values)}
+    s_rows = np.array([pos[v] for v in df[sensitive].astype(str)], dtype=np.int64)
+    s_q = np.array([pos[str(v)] for v in queries.sensitive], dtype=np.int64)
+    cube = np.zeros([d + 1 for d in dims] + [len(values)], dtype=np.int64)
+    np.add.at(cube, tuple(i + 1 for i in idx) + (s_rows,), 1)
+    for ax in range(len(dims)):
+        np.cumsum(cube, axis=ax, out=cube)
+    out = np.zeros(len(queries), dtype=np.int64)
+    d = len(dims)
+    for corner in range(1 << d):
+        sign = -1 if bin(corner).count("1") % 2 else 1
+        at = tuple((lows[a] if corner >> a & 1 else highs[a] + 1) for a in range(d))
+        out += sign * cube[at + (s_q,)]
     return out
 
 
@@ -145,6 +173,13 @@ def estimate_counts(groups: Groups, qis: Sequence[QuasiIdentifier], queries: Que
     """Estimated answers ``Σ_g w_g(s) Π_A p_A(g)``, shape (Q,) (module docstring)."""
     pos = {v: i for i, v in enumerate(groups.values)}
     out = np.zeros(len(queries))
+    size = groups.weights.sum(axis=1)
+    pi = {}
+    for q in qis:
+        if q.kind == "categorical":
+            nodes = groups.categorical[q.name]
+            at_leaf = nodes < q.taxonomy.n_leaves
+            pi[q.name] = 1.0 + np.bincount(nodes[at_leaf], weights=size[at_leaf], minlength=q.taxonomy.n_leaves)
     for b0 in range(0, len(queries), batch):
         sl = slice(b0, b0 + batch)
         cols = np.array([pos.get(str(s), -1) for s in queries.sensitive[sl]])
@@ -156,8 +191,8 @@ def estimate_counts(groups: Groups, qis: Sequence[QuasiIdentifier], queries: Que
                 inside = np.minimum(ghi[:, None], qhi[None, sl]) - np.maximum(glo[:, None], qlo[None, sl]) + 1
                 w *= np.clip(inside, 0, None) / (ghi - glo + 1)[:, None]
             else:
-                member = q.taxonomy.member[groups.categorical[q.name]].astype(float)  # G x leaves
-                sel = queries.categorical[q.name][sl].astype(float)                  # B x leaves
+                member = q.taxonomy.member[groups.categorical[q.name]] * pi[q.name][None, :]  # G x leaves
+                sel = queries.categorical[q.name][sl].astype(float)                        # B x leaves
                 w *= (member @ sel.T) / member.sum(axis=1)[:, None]
         out[sl] = w.sum(axis=0)
     return out

@@ -44,23 +44,31 @@ def _publishers(adult, parts):
     return [adult.iloc[p].reset_index(drop=True) for p in parts]
 
 
-def _query_error(pubs, releases, kind, qis, sensitive, theta, n_queries, gen):
-    """Median relative error over n_queries spread evenly over the publishers (act > 0 only)."""
-    errs = []
+def _query_errors(pubs, variants, qis, sensitive, theta, n_queries, gen):
+    """Median relative error per variant over n_queries split evenly over the publishers (act > 0 only).
+
+    ``variants``: label -> one list of :class:`fragrelease.workload.Groups` per publisher; every
+    variant answers the same queries. Returns ({label: median error}, median actual count).
+    """
+    errs = {label: [] for label in variants}
+    acts = []
     per = n_queries // len(pubs)
-    for pdf, rel in zip(pubs, releases):
-        groups = mondrian_groups(rel, qis, sensitive) if kind == "mondrian" else cloning_groups(rel, qis, sensitive)
+    for i, pdf in enumerate(pubs):
         values = sorted(pdf[sensitive].astype(str).unique())
-        got = []
-        while sum(len(g) for g in got) < per:
-            qs = random_queries(qis, values, theta=theta, size=2 * per, generator=gen)
+        need, parts = per, []
+        while need > 0:
+            qs = random_queries(qis, values, theta=theta, size=4 * per, generator=gen)
             act = actual_counts(pdf, qis, sensitive, qs)
-            keep = np.flatnonzero(act > 0)[: per - sum(len(g) for g in got)]
-            qs = qs.take(keep)
-            est = estimate_counts(groups, qis, qs)
-            got.append(np.abs(act[keep] - est) / act[keep])
-        errs.append(np.concatenate(got))
-    return float(np.median(np.concatenate(errs)))
+            keep = np.flatnonzero(act > 0)[:need]
+            parts.append((qs.take(keep), act[keep]))
+            need -= len(keep)
+        for qs, act in parts:
+            acts.append(act)
+            for label, groups in variants.items():
+                est = estimate_counts(groups[i], qis, qs)
+                errs[label].append(np.abs(act - est) / act)
+    return {label: float(np.median(np.concatenate(e))) for label, e in errs.items()}, \
+        float(np.median(np.concatenate(acts)))
 
 
 def run(out: str, *, base: int, pool: int, overlaps, ells, k: int, eta: int, mu: float, thetas, mus,
@@ -114,28 +122,27 @@ def run(out: str, *, base: int, pool: int, overlaps, ells, k: int, eta: int, mu:
                                   "overlapping": int(np.mean([len(a) for a in audits]))})
             # query workload: vs θ at the smallest and largest size, vs size at θ = 25 %
             ref_l = min(4, max(ell_list))
-            mond_q = [mondrian_anonymize(pdf, qis, sensitive, k=k, l=ref_l) for pdf in pubs]
-            thetas_here = thetas if ov in (overlaps[0], overlaps[-1]) else [0.25]
-            for theta in thetas_here:
-                q_rows.append({"sensitive": sensitive, "size": size, "theta": theta, "method": "cloning",
-                               "median_rel_error": _query_error(pubs, cloned, "cloning", qis, sensitive, theta,
-                                                                n_queries, gen)})
-                q_rows.append({"sensitive": sensitive, "size": size, "theta": theta,
-                               "method": f"mondrian (k={k}, l={ref_l})",
-                               "median_rel_error": _query_error(pubs, mond_q, "mondrian", qis, sensitive, theta,
-                                                                n_queries, gen)})
+            mlabel = f"mondrian (k={k}, l={ref_l})"
+            variants = {"cloning": [cloning_groups(r, qis, sensitive) for r in cloned],
+                        mlabel: [mondrian_groups(mondrian_anonymize(pdf, qis, sensitive, k=k, l=ref_l), qis, sensitive)
+                                 for pdf in pubs]}
             if ov == overlaps[0]:
                 for m in mus:
-                    rels = []
+                    groups = []
                     for pdf in pubs:
                         t = time.perf_counter()
                         rel, _ = cloning_anonymize(pdf, qis, sensitive, k=k, mu=m, eta=eta)
                         t_rows.append({"sensitive": sensitive, "size": size, "mu": m,
                                        "seconds": time.perf_counter() - t, "by": "mu"})
-                        rels.append(rel)
-                    q_rows.append({"sensitive": sensitive, "size": size, "theta": 0.25, "method": f"cloning mu={m}",
-                                   "median_rel_error": _query_error(pubs, rels, "cloning", qis, sensitive, 0.25,
-                                                                    n_queries, gen)})
+                        groups.append(cloning_groups(rel, qis, sensitive))
+                    variants[f"cloning mu={m}"] = groups
+            thetas_here = sorted(set(thetas) | {0.25}) if ov in (overlaps[0], overlaps[-1]) else [0.25]
+            for theta in thetas_here:
+                here = {lab: g for lab, g in variants.items() if theta == 0.25 or not lab.startswith("cloning mu=")}
+                med, act = _query_errors(pubs, here, qis, sensitive, theta, n_queries, gen)
+                for label, e in med.items():
+                    q_rows.append({"sensitive": sensitive, "size": size, "theta": theta, "method": label,
+                                   "median_rel_error": e, "median_actual": act})
     elapsed = time.perf_counter() - t_all
     risk, dist, qerr, rt = (pd.DataFrame(r) for r in (risk_rows, dist_rows, q_rows, t_rows))
     if "by" not in rt:
@@ -230,7 +237,7 @@ def main(argv=None) -> None:
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--eta", type=int, default=5)
     ap.add_argument("--mu", type=float, default=0.2)
-    ap.add_argument("--thetas", type=float, nargs="+", default=[0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5])
+    ap.add_argument("--thetas", type=float, nargs="+", default=[0.1, 0.25, 0.4, 0.55, 0.7, 0.85, 1.0])
     ap.add_argument("--mus", type=float, nargs="+", default=[0.05, 0.1, 0.2, 0.4])
     ap.add_argument("--queries", type=int, default=10_000)
     a = ap.parse_args(argv)
