@@ -216,3 +216,44 @@ def test_mondrian_bad_inputs(sample, qis):
     bad.loc[0, "sex"] = "Unknown"
     with pytest.raises(DomainError, match="'Unknown'"):
         mondrian_anonymize(bad, qis, "occupation", k=5, l=2)
+
+
+# ------------------------------------------------------------------ COUNT-query workload (SPEC §5 evaluation)
+def test_workload_exact_answers_and_estimators(sample, qis):
+    from fragrelease.workload import (Groups, actual_counts, cloning_groups, estimate_counts, mondrian_groups,
+                                      random_queries)
+
+    gen = np.random.default_rng(4)  # test-only
+    values = sorted(sample["occupation"].unique())
+    qs = random_queries(qis, values, theta=0.4, size=300, generator=gen)
+    act = actual_counts(sample, qis, "occupation", qs)
+    codes = {q.name: (sample[q.name].to_numpy() if q.kind == "numeric"
+                      else q.taxonomy.leaf_codes(sample[q.name].astype(str))) for q in qis}
+    for i in range(len(qs)):
+        ok = sample["occupation"].to_numpy() == qs.sensitive[i]
+        for q in qis:
+            if q.kind == "numeric":
+                lo, hi = qs.numeric[q.name]
+                ok &= (codes[q.name] >= lo[i]) & (codes[q.name] <= hi[i])
+            else:
+                ok &= qs.categorical[q.name][i][codes[q.name]]
+        assert act[i] == ok.sum()
+    # θ = 1 selects every record of value s: Mondrian's counts are exact, cloning's off by its distortion only
+    full = random_queries(qis, values, theta=1.0, size=len(values), generator=gen)
+    full.sensitive = np.array(values, dtype=object)
+    act = actual_counts(sample, qis, "occupation", full)
+    assert (act == sample["occupation"].value_counts()[values].to_numpy()).all()
+    mond = mondrian_anonymize(sample, qis, "occupation", k=5, l=3)
+    assert np.allclose(estimate_counts(mondrian_groups(mond, qis, "occupation"), qis, full), act)
+    rel, rep = cloning_anonymize(sample, qis, "occupation", k=5, eta=2, permutation=seeded(8))
+    est = estimate_counts(cloning_groups(rel, qis, "occupation"), qis, full)
+    assert np.abs(est - act).max() <= rep.distorted + 1e-9
+    # one group: ages 30..39 (indicative range), education "Graduate" (2 leaves), 10 records of value x
+    one = Groups(np.array([[10.0]]), ["x"], {"age": (np.array([30.0]), np.array([39.0]))},
+                 {"education": np.array([qis[2].taxonomy.node_id("Graduate")])})
+    q = random_queries([qis[0], qis[2]], ["x"], theta=1.0, size=1, generator=gen)
+    q.numeric["age"] = (np.array([35.0]), np.array([60.0]))  # 5 of the 10 integers
+    mask = np.zeros((1, 16), dtype=bool)
+    mask[0, qis[2].taxonomy.node_id("Masters")] = True      # 1 of 2 leaves (no leaf-level groups: π uniform)
+    q.categorical["education"] = mask
+    assert estimate_counts(one, [qis[0], qis[2]], q)[0] == pytest.approx(10 * 0.5 * 0.5)
