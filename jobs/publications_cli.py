@@ -84,11 +84,16 @@ def simulate(
     master: Optional[str] = MasterOpt,
 ):
     """Split Adult (public, vendored) into independent publishers sharing an overlap pool (paper 001 §7)."""
+    import os
+
     import pandas as pd
 
     from fragrelease.composition import split_with_overlap
+    from fragrelease.errors import ReleaseExistsError
     from fragrelease.schemas.datasets import load_builtin_pandas
 
+    if "://" not in output and os.path.exists(output):
+        raise ReleaseExistsError(f"{output!r} already exists; choose another --output")
     adult = load_builtin_pandas("adult")
     parts = split_with_overlap(len(adult), publishers=publishers, base=base, pool=pool, overlap=overlap)
     pdf = pd.concat([adult.iloc[p].assign(publisher=f"publisher{i + 1}") for i, p in enumerate(parts)],
