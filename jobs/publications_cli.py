@@ -165,7 +165,7 @@ def audit(
     s = res["summary"]
     t = Table(title=f"composition attack: {s['risky_people']} of {s['overlapping_people']} overlapping people at risk")
     for c in ("release A", "release B", "overlapping", "privacy-risk tuples", "mean confidence", "max confidence"):
-        t.add_column(c, justify="right")
+        t.add_column(c, justify="right", overflow="fold")
     for p in s["pairs"]:
         t.add_row(p["release_a"], p["release_b"], str(p["overlapping"]), str(p["risky"]),
                   f"{p['mean_confidence']:.3f}", f"{p['max_confidence']:.3f}")
