@@ -166,8 +166,8 @@ def cloning_anonymize(df: pd.DataFrame, qis: Sequence[QuasiIdentifier], sensitiv
         (μ = max(1, ceil(mu·|P|)); the paper's default is 20%).
     eta : indicative-range width η, 1 ≤ η ≤ k.
     keep : extra columns copied unchanged (an audit key; ids are not published by default).
-    permutation : the random order of each sub-dataset; production uses the CSPRNG. Tests may pass
-        a seeded function (never in a release).
+    permutation : the random order of each sub-dataset and of the output rows; production uses the
+        CSPRNG. Tests may pass a seeded function (never in a release).
 
     Returns
     -------
@@ -299,6 +299,7 @@ def cloning_anonymize(df: pd.DataFrame, qis: Sequence[QuasiIdentifier], sensitiv
             blocks.append(pd.DataFrame(block))
             sub_id += 1
     release = pd.concat(blocks, ignore_index=True)
+    release = release.iloc[permutation(len(release))].reset_index(drop=True)  # no input order in the output
     report = CloningReport(
         records=n, published=len(release), b=b, counts=counts, suppressed=int(suppressed),
         counterfeit=int(counterfeit), classes=int(alive.sum()), sub_classes=sub_id, delta=delta,

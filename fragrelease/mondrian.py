@@ -14,12 +14,13 @@ Each equivalence class is published with the range statistics of its members: nu
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
 from .errors import DomainError, InvalidParameterError, SchemaMismatchError
+from .rng import secure_permutation
 from .taxonomy import QuasiIdentifier, check_positive_int
 
 
@@ -153,7 +154,8 @@ def mondrian_partition(codes: list[np.ndarray], qis: Sequence[QuasiIdentifier], 
 
 
 def mondrian_anonymize(df: pd.DataFrame, qis: Sequence[QuasiIdentifier], sensitive: str, *, k: int, l: int,
-                       keep: Sequence[str] = ()) -> pd.DataFrame:
+                       keep: Sequence[str] = (),
+                       permutation: Callable[[int], np.ndarray] = secure_permutation) -> pd.DataFrame:
     """An ℓ-diverse, k-anonymous generalization of ``df`` (one row per input row).
 
     Parameters
@@ -163,12 +165,14 @@ def mondrian_anonymize(df: pd.DataFrame, qis: Sequence[QuasiIdentifier], sensiti
     sensitive : the sensitive attribute's column (any type; compared as strings).
     k : minimum equivalence-class size, ≥ 1. l : distinct ℓ-diversity, ≥ 1.
     keep : extra columns copied unchanged (e.g. an audit key; never publish ids by default).
+    permutation : the output's random row order (CSPRNG; tests may pass a seeded one), so rows
+        cannot be lined up with the input's order.
 
     Returns
     -------
     DataFrame with ``eq_class`` (int64, 0-based), for each numeric QI ``<name>_lo``/``<name>_hi``
     (float64, the class's [min, max]), for each categorical QI ``<name>`` (str, the lowest common
-    taxonomy ancestor of the class's values), ``sensitive`` (str) and ``keep``; rows grouped by class.
+    taxonomy ancestor of the class's values), ``sensitive`` (str) and ``keep``; rows in random order.
 
     Raises
     ------
@@ -202,4 +206,4 @@ def mondrian_anonymize(df: pd.DataFrame, qis: Sequence[QuasiIdentifier], sensiti
     res = pd.DataFrame(out)
     for c in keep:
         res[c] = df[c].to_numpy()[order]
-    return res
+    return res.iloc[permutation(len(res))].reset_index(drop=True)
