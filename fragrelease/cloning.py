@@ -221,7 +221,7 @@ def cloning_anonymize(df: pd.DataFrame, qis: Sequence[QuasiIdentifier], sensitiv
         rows = np.flatnonzero(sens == j)
         remaining = rows[permutation(len(rows))]
         for r in range(b):
-            cand = remaining[:mu_n]
+            cand = remaining[:max(mu_n, c)]  # never fewer candidates than places
             if len(cand) <= c:
                 pick = np.arange(len(cand))
             else:

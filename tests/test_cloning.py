@@ -111,6 +111,9 @@ def test_worked_example_release():
     assert left == Counter({"B": 1, "L": 1})
     # η = 1: the indicative range is the single age nearest the average
     assert (rel["age_lo"] == rel["age_hi"]).all()
+    # μ smaller than c_j (one candidate) still fills every place with real tuples first
+    _, small = cloning_anonymize(df, qis, "disease", k=3, mu=0.01, eta=1, permutation=seeded(2))
+    assert (small.counterfeit, small.suppressed, small.published) == (1, 2, 17)
 
 
 # ------------------------------------------------------------------ cloning on Adult
