@@ -14,7 +14,7 @@ independent publications is left with (almost) every sensitive value. Steps:
    (round up) and the others suppress (round down).
 4. **Assignment**: sub-datasets in order of size (the key first, ties by value), each in a random
    order (:func:`fragrelease.rng.secure_permutation`); for each class E_r in turn, the c_j tuples with
-   the least Distortion among the first μ tuples still unassigned move into E_r. Distortion
+   the least Distortion among the first max(μ, c_j) tuples still unassigned move into E_r. Distortion
    (Li, Wong, Fu, Pei, TKDE 2008) of a class = Σ over its tuples and quasi-identifiers of the
    generalization steps from the tuple's value to the class's generalized value (the lowest common
    taxonomy ancestor of its members); a candidate's cost is the increase of that sum when it joins.
