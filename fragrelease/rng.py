@@ -117,3 +117,12 @@ def secure_random_keys(size: int) -> np.ndarray:
         raise InvalidParameterError(f"size must be >= 0, not {size}")
     raw = np.frombuffer(secrets.token_bytes(8 * size), dtype=np.uint64) if size else np.empty(0, np.uint64)
     return (raw >> np.uint64(1)).astype(np.int64)
+
+
+def secure_permutation(size: int) -> np.ndarray:
+    """A uniformly random permutation of ``0 .. size-1`` (int64) from the OS CSPRNG.
+
+    Sorting 63-bit keys from :func:`secure_random_keys`; ties (probability < size² / 2⁶⁴) keep index
+    order. Used to order candidate tuples in the cloning anonymizer (SPEC.md §5 step 4).
+    """
+    return np.argsort(secure_random_keys(size), kind="stable").astype(np.int64)
