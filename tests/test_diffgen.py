@@ -314,3 +314,29 @@ def test_release_keys_must_be_2048_bits(small):
 
     with pytest.raises(InvalidParameterError, match="512"):
         _keypair(512, False)
+
+
+# ---- Spark job ---------------------------------------------------------------------------------
+def test_spark_leaf_table_has_every_cell_and_synthetic_records_stay_in_cells(spark, small):
+    from fragrelease.diffgen import marginal_counts
+    from fragrelease.jobs.diffgen import (_col, marginal_counts_spark, noisy_generalized_table, synthetic_table)
+
+    attrs = ["age", "sex", "education", "hours-per-week"]
+    preds = adult_predictors(attrs)
+    sdf = spark.createDataFrame(small[["record_id", "income", *attrs]])
+    counts = marginal_counts_spark(sdf, preds, "income", ADULT_CLASS_VALUES)
+    for p in preds:  # Spark's groupBy counts equal the pandas twin
+        ref = marginal_counts(p, small[p.attribute], small["income"], ADULT_CLASS_VALUES)
+        assert np.array_equal(counts[p.attribute].counts, ref.counts)
+    cut, _ = specialize_cut(preds, counts, epsilon=Fraction(1), specializations=4, score="max",
+                            randomness=SeededDiffGenRandomness(4))
+    noisy = noisy_generalized_table(spark, sdf, cut, Fraction(1)).toPandas()
+    n_cells = int(np.prod([cut.size(a) for a in attrs])) * 2
+    assert len(noisy) == n_cells and noisy["noisy_count"].notna().all()
+    assert (noisy["noisy_count"] != np.round(noisy["noisy_count"])).all()  # every cell, even empty, is perturbed
+    syn = synthetic_table(spark.createDataFrame(noisy), cut).toPandas()
+    assert len(syn) == int(np.maximum(np.floor(noisy["noisy_count"] + 0.5), 0).sum())
+    for a in attrs:
+        assert set(cut.cell_codes(a, syn[a].to_numpy())) <= set(range(cut.size(a)))
+    assert abs(len(syn) - len(small)) < 0.2 * len(small) + 2 * n_cells
+    assert _col("hours-per-week") == "c_hours_per_week"
