@@ -35,8 +35,8 @@ from .rng import FastDiffGenRandomness
 N_TRAIN = 30_162
 HS = (4, 7, 10, 13, 16)
 EPSILONS = ("0.1", "0.25", "0.5", "1")
-#: Refuse (record as skipped) a run that would generate more synthetic records than this.
-MAX_SYNTHETIC_RECORDS = 3_000_000
+#: Skip (record as NaN) a run whose synthetic data would come from more leaves than this.
+MAX_SYNTHETIC_LEAVES = 3_000_000
 
 
 def _tree():
@@ -73,17 +73,15 @@ def synthetic_leaf_counts(true_flat_codes: np.ndarray, n_leaves: int, epsilon: F
     empty = n_leaves - leaves.size
     p = 0.5 * math.exp(-0.5 / b)
     n_pos = int(gen.binomial(empty, p)) if empty > 0 else 0
-    if n_pos + int(k.sum()) > MAX_SYNTHETIC_RECORDS:
-        raise OverflowError(f"{n_pos} empty leaves would produce records")
+    if n_pos + leaves.size > MAX_SYNTHETIC_LEAVES:
+        raise OverflowError(f"{n_pos} empty leaves would produce records (limit {MAX_SYNTHETIC_LEAVES} leaves)")
     picked = np.empty(0, dtype=np.int64)
-    known = set(leaves.tolist())
     while picked.size < n_pos:
         cand = gen.integers(0, n_leaves, size=int((n_pos - picked.size) * 1.2) + 16)
         cand = np.unique(cand[~np.isin(cand, leaves)])
         picked = np.unique(np.concatenate([picked, cand]))
     if picked.size > n_pos:
         picked = gen.choice(picked, size=n_pos, replace=False)
-    del known
     extra = np.floor(1 + gen.exponential(b, size=n_pos)).astype(np.int64)
     idx = np.concatenate([leaves, picked])
     cnt = np.concatenate([k, extra])
