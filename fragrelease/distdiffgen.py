@@ -112,6 +112,62 @@ class PartyInput:
     predictors: Sequence[Predictor]
 
 
+    # ---- the party-data backend used by :func:`run_party` (pandas/numpy, in this process) ----
+    def prepare(self) -> None:
+        ids = np.asarray(self.ids).astype(np.int64)
+        if np.unique(ids).size != ids.size:
+            raise IdentifierError(f"party {self.name!r} has duplicated record ids")
+        order = np.argsort(ids, kind="stable")
+        self._ids = ids[order]
+        self._classes = np.asarray(self.classes).astype(str)[order]
+        self._columns = {p.attribute: np.asarray(self.columns[p.attribute])[order] for p in self.predictors}
+
+    @property
+    def n(self) -> int:
+        return int(self._ids.size)
+
+    def ids_digest(self) -> str:
+        return _ids_digest(self._ids)
+
+    def marginal_counts(self, class_values: Sequence[str]) -> dict:
+        return {p.attribute: marginal_counts(p, self._columns[p.attribute], self._classes, class_values)
+                for p in self.predictors}
+
+    def _codes(self, cut: Cut) -> np.ndarray:
+        attrs = cut.attributes
+        shape = tuple(cut.size(a) for a in attrs)
+        return np.ravel_multi_index([cut.cell_codes(a, self._columns[a]) for a in attrs], shape).astype(np.int64)
+
+    def encrypt_cells(self, pk, cut: Cut, class_values: Sequence[str], width: int, per_ct: int,
+                      blocks: int) -> dict:
+        """Payload of ``count_cipher``: per record (sorted by id), its packed one-hot cell ciphertexts."""
+        cidx = {v: i for i, v in enumerate(class_values)}
+        codes = self._codes(cut) * len(class_values) + np.array([cidx[v] for v in self._classes], dtype=np.int64)
+        return {"rows": encrypt_codes(pk, codes, width, per_ct, blocks)}
+
+    def sum_cells(self, pk, cut: Cut, payload: dict, blocks: int) -> list[list[int]]:
+        """Per own cell, the homomorphic sum (raw ciphertext) of the received rows of its records."""
+        from phe import paillier
+
+        rows = payload.get("rows")
+        if rows is None or len(rows) != self.n:
+            raise ProtocolError(f"expected {self.n} encrypted rows, received {None if rows is None else len(rows)}")
+        own_cells = math.prod(cut.size(a) for a in cut.attributes)
+        by_cell: list[list[int]] = [[] for _ in range(own_cells)]
+        for r, k in enumerate(self._codes(cut).tolist()):
+            by_cell[k].append(r)
+        sums = []
+        for k in range(own_cells):
+            row = []
+            for b in range(blocks):
+                total = pk.encrypt(0)
+                for r in by_cell[k]:
+                    total = total + paillier.EncryptedNumber(pk, int(rows[r][b], 16), 0)
+                row.append(total.ciphertext(be_secure=False))
+            sums.append(row)
+        return sums
+
+
 @dataclass
 class PartyResult:
     """One party's view at the end: the released cut and noisy counts, the ε ledger and the cost."""
@@ -205,8 +261,8 @@ def _slot_layout(n: int, key_bits: int, cells: int) -> tuple[int, int, int]:
     return width, per_ct, -(-cells // per_ct)
 
 
-def _encrypt_cells(pk, codes: np.ndarray, cells: int, width: int, per_ct: int, blocks: int) -> list[list[str]]:
-    """Per record, Enc(2**(width·slot)) in the block holding its cell and Enc(0) in the others."""
+def encrypt_codes(pk, codes, width: int, per_ct: int, blocks: int) -> list[list[str]]:
+    """Per record, Enc(2**(width·slot)) in the block holding its cell and Enc(0) in the others (hex ciphertexts)."""
     out = []
     for code in codes.tolist():
         blk, slot = divmod(code, per_ct)
@@ -217,30 +273,27 @@ def _encrypt_cells(pk, codes: np.ndarray, cells: int, width: int, per_ct: int, b
     return out
 
 
-def _sum_and_mask(pk, cipher: list[list[str]], own_codes: np.ndarray, own_cells: int, width: int, per_ct: int,
-                  blocks: int, n: int) -> tuple[list[list[str]], np.ndarray]:
-    """O's side: homomorphic sums per own cell, masked; returns (masked ciphertexts, O's shares (E cells, O cells))."""
+def _mask_sums(pk, sums: list[list[int]], width: int, per_ct: int, blocks: int, n: int
+               ) -> tuple[list[list[str]], np.ndarray]:
+    """O's side: add a fresh encryption of a random mask to each per-cell sum.
+
+    Returns (masked hex ciphertexts per own cell and block, O's shares shaped (E cells, O cells)).
+    """
     from phe import paillier
 
-    e_cells = per_ct * blocks
-    shares = np.zeros((e_cells, own_cells), dtype=object)
+    own_cells = len(sums)
+    shares = np.zeros((per_ct * blocks, own_cells), dtype=object)
     masked = []
     mask_bits = max(n, 1).bit_length() + MASK_SIGMA
-    by_cell: list[list[int]] = [[] for _ in range(own_cells)]
-    for r, k in enumerate(own_codes.tolist()):
-        by_cell[k].append(r)
     for k in range(own_cells):
         row = []
         for b in range(blocks):
-            total = pk.encrypt(0)
-            for r in by_cell[k]:
-                total = total + paillier.EncryptedNumber(pk, int(cipher[r][b], 16), 0)
             packed_mask = 0
-            for s in range(per_ct):
+            for slot in range(per_ct):
                 m = secrets.randbits(mask_bits)
-                packed_mask |= m << (width * s)
-                shares[b * per_ct + s, k] = -m
-            total = total + pk.encrypt(packed_mask)  # fresh encryption: re-randomizes the sum
+                packed_mask |= m << (width * slot)
+                shares[b * per_ct + slot, k] = -m
+            total = paillier.EncryptedNumber(pk, int(sums[k][b]), 0) + pk.encrypt(packed_mask)  # re-randomized
             row.append(format(total.ciphertext(), "x"))
         masked.append(row)
     return masked, shares
@@ -288,16 +341,12 @@ def run_party(party: PartyInput, ch: Channel, *, role: str, epsilon, specializat
         raise InvalidParameterError(f"role must be one of {PARTIES}, not {role!r}")
     t0 = time.perf_counter()
     eps = Fraction(epsilon)
-    ids = np.asarray(party.ids).astype(np.int64)
-    if np.unique(ids).size != ids.size:
-        raise IdentifierError(f"party {party.name!r} has duplicated record ids")
-    order = np.argsort(ids, kind="stable")
-    classes = np.asarray(party.classes).astype(str)[order]
-    columns = {p.attribute: np.asarray(party.columns[p.attribute])[order] for p in party.predictors}
-    n = ids.size
+    party.prepare()
+    n = party.n
+    own_names = [p.attribute for p in party.predictors]
     top = Cut.top(party.predictors)
     own = [{"name": p.attribute, "kind": p.kind, "root": top.labels(p.attribute)[0]} for p in party.predictors]
-    hello = {"party": role, "attributes": own, "n": n, "ids": _ids_digest(ids), "epsilon": str(eps),
+    hello = {"party": role, "attributes": own, "n": n, "ids": party.ids_digest(), "epsilon": str(eps),
              "h": specializations, "score": score, "classes": list(class_values)}
     ch.send("hello", **hello)
     other = ch.recv("hello")
@@ -307,12 +356,12 @@ def run_party(party: PartyInput, ch: Channel, *, role: str, epsilon, specializat
     if other["party"] == role:
         raise ProtocolError(f"both parties claim the role {role!r}")
     other_attrs = [a["name"] for a in other["attributes"]]
-    clash = set(other_attrs) & set(columns)
+    clash = set(other_attrs) & set(own_names)
     if clash:
         raise ProtocolError(f"vertical split: attribute {sorted(clash)[0]!r} is held by both parties")
     n_numeric = sum(a["kind"] == "numeric" for a in own + other["attributes"])
     eps_p = epsilon_prime(eps, n_numeric, specializations)
-    counts = {p.attribute: marginal_counts(p, columns[p.attribute], classes, class_values) for p in party.predictors}
+    counts = party.marginal_counts(class_values)
     engine = DiffGenEngine(party.predictors, counts, eps_prime=eps_p, score=score, randomness=randomness)
     # the other party's cut, as public labels
     foreign: dict[str, list[str]] = {a["name"]: [a["root"]] for a in other["attributes"]}
@@ -371,26 +420,26 @@ def run_party(party: PartyInput, ch: Channel, *, role: str, epsilon, specializat
         other_cells *= len(foreign[a])
     c = len(class_values)
     i_encrypt = (own_cells * c, 0 if p1 else 1) <= (other_cells * c, 1 if p1 else 0)
-    codes = (np.ravel_multi_index([own_cut.cell_codes(a, columns[a]) for a in own_attrs], own_shape)
-             if own_attrs else np.zeros(n, np.int64)).astype(np.int64)
     if i_encrypt:
-        cidx = {v: i for i, v in enumerate(class_values)}
-        e_codes = codes * c + np.array([cidx[v] for v in classes], dtype=np.int64)
         e_cells = own_cells * c
         kp, ks = _keypair(key_bits, allow_small_key)
         width, per_ct, blocks = _slot_layout(n, key_bits, e_cells)
         ch.send("count_key", **_public_key_msg(kp))
-        ch.send("count_cipher", rows=_encrypt_cells(kp, e_codes, e_cells, width, per_ct, blocks))
+        payload = party.encrypt_cells(kp, own_cut, class_values, width, per_ct, blocks)
+        ch.send("count_cipher", **payload)
+        if payload.get("file_bytes"):  # ciphertexts exchanged as a file: count its bytes too
+            ch.sent_bytes += int(payload["file_bytes"])
         masked = ch.recv("count_masked")["rows"]
         share = _unpack(ks, kp, masked, e_cells, width, per_ct, blocks)[:e_cells, :]
     else:
         kp = _public_key(ch.recv("count_key"))
         e_cells = other_cells * c
         width, per_ct, blocks = _slot_layout(n, key_bits, e_cells)
-        cipher = ch.recv("count_cipher")["rows"]
-        if len(cipher) != n:
-            raise ProtocolError(f"expected {n} encrypted rows, received {len(cipher)}")
-        masked, share = _sum_and_mask(kp, cipher, codes, own_cells, width, per_ct, blocks, n)
+        payload = ch.recv("count_cipher")
+        sums = party.sum_cells(kp, own_cut, payload, blocks)
+        if payload.get("file_bytes"):
+            ch.received_bytes += int(payload["file_bytes"])
+        masked, share = _mask_sums(kp, sums, width, per_ct, blocks, n)
         ch.send("count_masked", rows=masked)
         share = share[:e_cells, :]
     # both shares are laid out (E attributes..., class, O attributes...)
