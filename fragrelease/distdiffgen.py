@@ -160,7 +160,7 @@ class PartyInput:
         for k in range(own_cells):
             row = []
             for b in range(blocks):
-                total = pk.encrypt(0)
+                total = paillier.EncryptedNumber(pk, 1, 0)  # 1 encrypts 0; the mask re-randomizes later
                 for r in by_cell[k]:
                     total = total + paillier.EncryptedNumber(pk, int(rows[r][b], 16), 0)
                 row.append(total.ciphertext(be_secure=False))
@@ -493,16 +493,30 @@ def load_adult_party(attributes: Sequence[str], rows: Optional[tuple[int, int]] 
 
 
 def _party_process(role: str, address, authkey: bytes, attributes: list[str], rows, params: dict, out_path: str,
-                   listen: bool) -> None:
-    """Entry point of one party's OS process: load only its own attributes, run the protocol, save its view."""
+                   listen: bool, backend: str = "pandas", exchange_dir: Optional[str] = None,
+                   master: str = "local[1]") -> None:
+    """Entry point of one party's OS process: load only its own attributes, run the protocol, save its view.
+
+    ``backend="spark"`` starts the party's own SparkSession (``master``) in this process.
+    """
+    import os
     import pickle
     from multiprocessing.connection import Client, Listener
 
     from .diffgen_taxonomy import ADULT_CLASS_VALUES
     from .rng import SecureDiffGenRandomness
 
-    party = load_adult_party(attributes, rows)
-    party.name = role
+    spark = None
+    if backend == "spark":
+        os.environ.setdefault("FRAGRELEASE_DRIVER_MEMORY", "1g")
+        from .jobs.distdiffgen_party import adult_spark_party
+        from .jobs.session import get_spark
+
+        spark = get_spark(f"fragrelease-{role}", master, shuffle_partitions=2)
+        party = adult_spark_party(spark, role, attributes, rows, exchange_dir)
+    else:
+        party = load_adult_party(attributes, rows)
+        party.name = role
     if listen:
         with Listener(address, authkey=authkey) as lst:
             conn = lst.accept()
@@ -522,16 +536,21 @@ def _party_process(role: str, address, authkey: bytes, attributes: list[str], ro
     res.own_cut = None
     with open(out_path, "wb") as f:
         pickle.dump(res, f)
+    if spark is not None:
+        spark.stop()
 
 
 def run_adult_two_party(hospital_attributes: Sequence[str], insurer_attributes: Sequence[str], *, epsilon,
                         specializations: int, score: str = "max", key_bits: int = MIN_RELEASE_KEY_BITS,
                         rows: Optional[tuple[int, int]] = None, allow_small_key: bool = False,
-                        work_dir: Optional[str] = None) -> tuple[PartyResult, PartyResult]:
+                        work_dir: Optional[str] = None, backend: str = "pandas",
+                        master: str = "local[1]") -> tuple[PartyResult, PartyResult]:
     """Run DistDiffGen on Adult with the hospital and the insurer in two OS processes (local socket).
 
     Each process loads only its own attributes (plus ids and class); they talk only through the
-    protocol. Returns both parties' :class:`PartyResult` (they agree on cut and counts).
+    protocol (socket messages, and with ``backend="spark"`` one ciphertext file in a shared exchange
+    folder). ``backend``: ``"pandas"`` (in-process numpy) or ``"spark"`` (each party its own
+    SparkSession on ``master``). Returns both parties' :class:`PartyResult` (same cut and counts).
 
     Raises
     ------
@@ -544,6 +563,8 @@ def run_adult_two_party(hospital_attributes: Sequence[str], insurer_attributes: 
     import socket
     import tempfile
 
+    if backend not in ("pandas", "spark"):
+        raise InvalidParameterError(f"backend must be 'pandas' or 'spark', not {backend!r}")
     overlap = set(hospital_attributes) & set(insurer_attributes)
     if overlap:
         raise ProtocolError(f"vertical split: attribute {sorted(overlap)[0]!r} given to both parties")
@@ -559,9 +580,11 @@ def run_adult_two_party(hospital_attributes: Sequence[str], insurer_attributes: 
         outs = {r: os.path.join(tmp, f"{r}.pkl") for r in PARTIES}
         procs = {
             "hospital": ctx.Process(target=_party_process, args=("hospital", address, authkey, list(hospital_attributes),
-                                                                 rows, params, outs["hospital"], True)),
+                                                                 rows, params, outs["hospital"], True, backend, tmp,
+                                                                 master)),
             "insurer": ctx.Process(target=_party_process, args=("insurer", address, authkey, list(insurer_attributes),
-                                                                rows, params, outs["insurer"], False)),
+                                                                rows, params, outs["insurer"], False, backend, tmp,
+                                                                master)),
         }
         procs["hospital"].start()
         procs["insurer"].start()

@@ -221,15 +221,24 @@ def cut_from_labels(labels: Mapping[str, list[str]]) -> Cut:
 
 def run_two_party_release(spark, *, hospital_attributes: Sequence[str], insurer_attributes: Sequence[str], epsilon,
                           specializations: int, score: str, output: str, key_bits: int = 2048,
-                          rows: Optional[tuple[int, int]] = None, if_exists: str = "error") -> dict:
-    """DistDiffGen on Adult with two party processes, then the release written with Spark to Delta."""
+                          rows: Optional[tuple[int, int]] = None, if_exists: str = "error",
+                          backend: str = "spark", party_master: str = "local[1]") -> dict:
+    """DistDiffGen on Adult with two party processes, then the release written with Spark to Delta.
+
+    ``spark`` may be a SparkSession or a zero-argument callable returning one; the callable is
+    called only after the parties finish (so three JVMs never run at once). ``backend="spark"``
+    gives each party its own SparkSession (``party_master``) in its own process.
+    """
     from fragrelease.budget import parse_epsilon
     from fragrelease.distdiffgen import run_adult_two_party
 
     t0 = time.perf_counter()
     eps = parse_epsilon(epsilon)
     r_h, r_i = run_adult_two_party(hospital_attributes, insurer_attributes, epsilon=eps,
-                                   specializations=specializations, score=score, key_bits=key_bits, rows=rows)
+                                   specializations=specializations, score=score, key_bits=key_bits, rows=rows,
+                                   backend=backend, master=party_master)
+    if callable(spark):
+        spark = spark()
     cut = cut_from_labels(r_h.cut_labels)
     noisy = noisy_from_array(spark, cut, r_h.noisy_counts)
     ledger = [{"step": s.step, "attribute": s.attribute, "epsilon": str(s.epsilon), "composition": s.composition}

@@ -76,17 +76,17 @@ def two_party(hospital_attributes: str = typer.Option(DEFAULT_HOSPITAL, help="Co
               key_bits: int = typer.Option(2048, "--key-bits", help="Paillier modulus bits (>= 2048)."),
               rows: Optional[str] = typer.Option(None, help="Only cleaned Adult rows START:STOP (default all)."),
               if_exists: str = typer.Option("error", "--if-exists"),
+              backend: str = typer.Option("spark", help="Party data: spark (own SparkSession per party) or pandas."),
               master: Optional[str] = typer.Option(None, "--master")):
     """Two-party DistDiffGen of Adult: hospital and insurer in separate processes over a local socket."""
     from .diffgen import run_two_party_release
     from .session import get_spark
 
-    spark = get_spark("fragrelease-distdiffgen", master)
     with console.status("hospital and insurer running the protocol"):
-        res = run_two_party_release(spark, hospital_attributes=_attrs(hospital_attributes),
+        res = run_two_party_release(lambda: get_spark("fragrelease-distdiffgen", master), hospital_attributes=_attrs(hospital_attributes),
                                     insurer_attributes=_attrs(insurer_attributes), epsilon=epsilon,
                                     specializations=specializations, score=score, output=output,
-                                    key_bits=key_bits, rows=_rows(rows), if_exists=if_exists)
+                                    key_bits=key_bits, rows=_rows(rows), if_exists=if_exists, backend=backend)
     _summary(res)
     for party, c in res["protocol_cost"].items():
         secs = ", ".join(f"{k} {v:.1f} s" for k, v in c["seconds"].items())
