@@ -182,6 +182,8 @@ class PartyResult:
     seconds: dict = field(default_factory=dict)
     winners: list[str] = field(default_factory=list)
     own_cut: Optional[Cut] = None
+    #: this party's additive share C_i of the true counts (same layout as ``noisy_counts``); never sent
+    share: Optional[np.ndarray] = None
 
     def spent(self) -> Fraction:
         return sum((s.epsilon for s in self.ledger), Fraction(0))
@@ -464,12 +466,14 @@ def run_party(party: PartyInput, ch: Channel, *, role: str, epsilon, specializat
     labels = {**{a: own_cut.labels(a) for a in own_attrs}, **foreign}
     e_attrs, o_attrs = (own_attrs, other_attrs) if i_encrypt else (other_attrs, own_attrs)
     layout = list(e_attrs) + ["\x00class"] + list(o_attrs)
-    arr = total.reshape(tuple(len(labels[a]) if a in labels else c for a in layout))
+    layout_shape = tuple(len(labels[a]) if a in labels else c for a in layout)
     hosp_attrs, ins_attrs = (own_attrs, other_attrs) if p1 else (other_attrs, own_attrs)
     order_attrs = list(hosp_attrs) + list(ins_attrs)
-    arr = np.transpose(arr, [layout.index(a) for a in order_attrs + ["\x00class"]])
+    perm = [layout.index(a) for a in order_attrs + ["\x00class"]]
+    arr = np.transpose(total.reshape(layout_shape), perm)
+    own_share = np.transpose(np.asarray(share, dtype=object).reshape(layout_shape), perm)
     return PartyResult(role, {a: list(labels[a]) for a in order_attrs}, order_attrs, tuple(class_values), arr, ledger,
-                       ch.stats(), seconds, winners, own_cut)
+                       ch.stats(), seconds, winners, own_cut, own_share)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -534,6 +538,7 @@ def _party_process(role: str, address, authkey: bytes, attributes: list[str], ro
         res = run_party(party, ch, role=role, class_values=ADULT_CLASS_VALUES, randomness=SecureDiffGenRandomness(),
                         **params)
     res.own_cut = None
+    res.share = None  # the party's share stays in its process
     with open(out_path, "wb") as f:
         pickle.dump(res, f)
     if spark is not None:

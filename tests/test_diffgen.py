@@ -210,6 +210,7 @@ def test_two_party_counts_are_exact_shares_and_match_diffgen_cut(small):
     true = np.bincount(leaf_codes(cut, cols, small["income"], ADULT_CLASS_VALUES),
                        minlength=r1.noisy_counts.size).reshape(r1.noisy_counts.shape)
     # the released counts are the same leaf x class counts DiffGen would perturb for this cut
+    assert np.array_equal((r1.share + r2.share).astype(np.int64), true)
     d = (r1.noisy_counts - true).ravel()
     assert abs(d.mean()) < 4 * 2 * np.sqrt(2) / np.sqrt(d.size) + 0.1
     assert c1.sent_messages == c2.received_messages and c1.sent_bytes == c2.received_bytes
@@ -340,3 +341,45 @@ def test_spark_leaf_table_has_every_cell_and_synthetic_records_stay_in_cells(spa
         assert set(cut.cell_codes(a, syn[a].to_numpy())) <= set(range(cut.size(a)))
     assert abs(len(syn) - len(small)) < 0.2 * len(small) + 2 * n_cells
     assert _col("hours-per-week") == "c_hours_per_week"
+
+
+def test_spark_party_backend_gives_exact_shares(spark, small, tmp_path):
+    """Both parties on the Spark backend (one test session, two threads): X1 + X2 - C is the noise only."""
+    from fragrelease.jobs.distdiffgen_party import SparkParty
+    from fragrelease.jobs.diffgen import cut_from_labels
+
+    sub = small.iloc[:200]
+    hosp, ins = ["age", "sex", "education"], ["workclass", "hours-per-week"]
+    a, b = Pipe()
+    out, errors = {}, []
+
+    def go(role, attrs, conn, seed):
+        try:
+            df = spark.createDataFrame(sub[["record_id", "income", *attrs]])
+            party = SparkParty(spark, role, df, adult_predictors(attrs), class_col="income",
+                               exchange_dir=str(tmp_path))
+            out[role] = run_party(party, Channel(conn), role=role, epsilon=1, specializations=3, score="max",
+                                  class_values=ADULT_CLASS_VALUES, randomness=SeededDiffGenRandomness(seed),
+                                  key_bits=TEST_KEY_BITS, allow_small_key=True)
+        except Exception as exc:
+            errors.append(exc)
+            conn.close()
+
+    threads = [threading.Thread(target=go, args=("hospital", hosp, a, 1)),
+               threading.Thread(target=go, args=("insurer", ins, b, 2))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    r1, r2 = out["hospital"], out["insurer"]
+    assert np.array_equal(r1.noisy_counts, r2.noisy_counts)
+    cut = cut_from_labels(r1.cut_labels)
+    true = np.bincount(leaf_codes(cut, {x: sub[x].to_numpy() for x in hosp + ins}, sub["income"], ADULT_CLASS_VALUES),
+                       minlength=r1.noisy_counts.size).reshape(r1.noisy_counts.shape)
+    assert np.array_equal((r1.share + r2.share).astype(np.int64), true)  # secure scalar product is exact
+    assert np.abs(r1.share).max() > 2 ** 20  # a share alone is masked, not the count
+    d = r1.noisy_counts - true
+    assert abs(d.mean()) < 4 * 2 * np.sqrt(2) / np.sqrt(d.size) + 0.2 and np.all(d != 0)
+    assert r1.channel["sent_bytes"] > 0 and r2.channel["sent_bytes"] > 0
