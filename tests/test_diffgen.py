@@ -322,14 +322,15 @@ def test_spark_leaf_table_has_every_cell_and_synthetic_records_stay_in_cells(spa
     from fragrelease.diffgen import marginal_counts
     from fragrelease.jobs.diffgen import (_col, marginal_counts_spark, noisy_generalized_table, synthetic_table)
 
-    attrs = ["age", "sex", "education", "hours-per-week"]
+    attrs = ["sex", "education", "hours-per-week"]
+    small = small.iloc[:600]
     preds = adult_predictors(attrs)
     sdf = spark.createDataFrame(small[["record_id", "income", *attrs]])
     counts = marginal_counts_spark(sdf, preds, "income", ADULT_CLASS_VALUES)
     for p in preds:  # Spark's groupBy counts equal the pandas twin
         ref = marginal_counts(p, small[p.attribute], small["income"], ADULT_CLASS_VALUES)
         assert np.array_equal(counts[p.attribute].counts, ref.counts)
-    cut, _ = specialize_cut(preds, counts, epsilon=Fraction(1), specializations=4, score="max",
+    cut, _ = specialize_cut(preds, counts, epsilon=Fraction(1), specializations=3, score="max",
                             randomness=SeededDiffGenRandomness(4))
     noisy = noisy_generalized_table(spark, sdf, cut, Fraction(1)).toPandas()
     n_cells = int(np.prod([cut.size(a) for a in attrs])) * 2
