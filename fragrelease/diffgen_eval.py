@@ -122,7 +122,8 @@ def run_cell(train: pd.DataFrame, test: pd.DataFrame, *, epsilon: Fraction, h: i
 
 
 def run_experiment(adult: pd.DataFrame, *, repetitions: int = 3, hs: Sequence[int] = HS,
-                   epsilons: Sequence[str] = EPSILONS, scores: Sequence[str] = ("max", "infogain")) -> tuple[pd.DataFrame, dict]:
+                   epsilons: Sequence[str] = EPSILONS,
+                   scores: Sequence[str] = ("max", "infogain")) -> tuple[pd.DataFrame, dict]:
     """The whole grid; returns (runs table, {"BA": .., "LA": .., "seconds": ..})."""
     t0 = time.perf_counter()
     train, test = adult.iloc[:N_TRAIN].reset_index(drop=True), adult.iloc[N_TRAIN:].reset_index(drop=True)

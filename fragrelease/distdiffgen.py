@@ -44,8 +44,7 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from .diffgen import (BudgetSpend, Cut, DiffGenEngine, NumericDomain, Predictor, Taxonomy, epsilon_prime,
-                      leaf_codes, leaf_shape, marginal_counts)
+from .diffgen import BudgetSpend, Cut, DiffGenEngine, Predictor, epsilon_prime, marginal_counts
 from .errors import IdentifierError, InvalidParameterError, ProtocolError
 from .rng import DiffGenRandomness
 
@@ -583,16 +582,18 @@ def run_adult_two_party(hospital_attributes: Sequence[str], insurer_attributes: 
     ctx = mp.get_context("spawn")
     with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
         outs = {r: os.path.join(tmp, f"{r}.pkl") for r in PARTIES}
-        procs = {
-            "hospital": ctx.Process(target=_party_process, args=("hospital", address, authkey, list(hospital_attributes),
-                                                                 rows, params, outs["hospital"], True, backend, tmp,
-                                                                 master)),
-            "insurer": ctx.Process(target=_party_process, args=("insurer", address, authkey, list(insurer_attributes),
-                                                                rows, params, outs["insurer"], False, backend, tmp,
-                                                                master)),
-        }
+        procs = {}
+        for role, attrs, listen in (("hospital", hospital_attributes, True), ("insurer", insurer_attributes, False)):
+            procs[role] = ctx.Process(target=_party_process, args=(role, address, authkey, list(attrs), rows, params,
+                                                                    outs[role], listen, backend, tmp, master))
         procs["hospital"].start()
         procs["insurer"].start()
+        while any(p.is_alive() for p in procs.values()):
+            if any(p.exitcode not in (None, 0) for p in procs.values()):
+                for p in procs.values():  # the peer would wait forever on the socket: stop it
+                    if p.is_alive():
+                        p.terminate()
+            time.sleep(0.2)
         for p in procs.values():
             p.join()
         bad = {r: p.exitcode for r, p in procs.items() if p.exitcode != 0}

@@ -156,8 +156,6 @@ def run_diffgen_release(spark, *, epsilon, specializations: int, score: str, out
     from fragrelease.rng import SecureDiffGenRandomness
     from fragrelease.schemas.datasets import load_builtin
 
-    from .storage import commit_delta
-
     t0 = time.perf_counter()
     eps = parse_epsilon(epsilon)
     preds = adult_predictors(attributes)
@@ -176,7 +174,8 @@ def run_diffgen_release(spark, *, epsilon, specializations: int, score: str, out
 
 
 def write_release(spark, noisy, cut: Cut, *, output: str, epsilon: Fraction, specializations: int, score: str,
-                  ledger: list, spent: Fraction, mode: str, if_exists: str, t0: float, extra: Optional[dict] = None) -> dict:
+                  ledger: list, spent: Fraction, mode: str, if_exists: str, t0: float,
+                  extra: Optional[dict] = None) -> dict:
     """Commit the generalized table and the synthetic microdata as two Delta tables under ``output``."""
     import posixpath
 

@@ -38,6 +38,19 @@ def _rows(text: Optional[str]) -> Optional[tuple[int, int]]:
     return lo, hi
 
 
+def _check(epsilon: str, specializations: int, score: str) -> None:
+    """Validate the parameters before any Spark session or party process starts."""
+    from fragrelease.budget import parse_epsilon
+    from fragrelease.diffgen import SCORES
+    from fragrelease.errors import InvalidParameterError
+
+    parse_epsilon(epsilon)
+    if specializations < 0:
+        raise InvalidParameterError(f"number of specializations h must be >= 0, not {specializations}")
+    if score not in SCORES:
+        raise InvalidParameterError(f"score must be one of {SCORES}, not {score!r}")
+
+
 def _summary(result: dict) -> None:
     from .storage import absolute
 
@@ -61,6 +74,7 @@ def run(epsilon: str = typer.Option("1", help="Total ε (e.g. 1, 0.5, 1/4)."),
     from .diffgen import run_diffgen_release
     from .session import get_spark
 
+    _check(epsilon, specializations, score)
     spark = get_spark("fragrelease-diffgen", master)
     _summary(run_diffgen_release(spark, epsilon=epsilon, specializations=specializations, score=score,
                                  output=output, if_exists=if_exists))
@@ -79,12 +93,23 @@ def two_party(hospital_attributes: str = typer.Option(DEFAULT_HOSPITAL, help="Co
               backend: str = typer.Option("spark", help="Party data: spark (own SparkSession per party) or pandas."),
               master: Optional[str] = typer.Option(None, "--master")):
     """Two-party DistDiffGen of Adult: hospital and insurer in separate processes over a local socket."""
+    from fragrelease.errors import InvalidParameterError
+
     from .diffgen import run_two_party_release
     from .session import get_spark
 
+    _check(epsilon, specializations, score)
+    if backend not in ("spark", "pandas"):
+        raise InvalidParameterError(f"backend must be 'spark' or 'pandas', not {backend!r}")
+    if key_bits < 2048:
+        raise InvalidParameterError(f"Paillier key must have >= 2048 bits, not {key_bits}")
+    hosp, ins = _attrs(hospital_attributes), _attrs(insurer_attributes)
+    from fragrelease.diffgen_taxonomy import adult_predictors
+
+    adult_predictors(hosp + ins)  # unknown attribute names fail here, naming the attribute
     with console.status("hospital and insurer running the protocol"):
-        res = run_two_party_release(lambda: get_spark("fragrelease-distdiffgen", master), hospital_attributes=_attrs(hospital_attributes),
-                                    insurer_attributes=_attrs(insurer_attributes), epsilon=epsilon,
+        res = run_two_party_release(lambda: get_spark("fragrelease-distdiffgen", master), hospital_attributes=hosp,
+                                    insurer_attributes=ins, epsilon=epsilon,
                                     specializations=specializations, score=score, output=output,
                                     key_bits=key_bits, rows=_rows(rows), if_exists=if_exists, backend=backend)
     _summary(res)

@@ -27,7 +27,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from fragrelease.diffgen import Cut, NumericDomain, Predictor
+from fragrelease.diffgen import Cut, Predictor
 from fragrelease.errors import IdentifierError, ProtocolError
 
 
@@ -113,7 +113,8 @@ class SparkParty:
 
         def code(batches):
             for pdf in batches:
-                yield pd.DataFrame({"record_id": pdf["record_id"].to_numpy(np.int64), "cell": _cell_codes_pdf(cut, pdf)})
+                yield pd.DataFrame({"record_id": pdf["record_id"].to_numpy(np.int64),
+                                    "cell": _cell_codes_pdf(cut, pdf)})
 
         joined = own.mapInPandas(code, code_schema).join(cipher, on="record_id", how="inner")
         matched = joined.agg(F.count(F.lit(1)).alias("m")).collect()[0]["m"]

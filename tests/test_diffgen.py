@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fragrelease.diffgen import (AttributeCounts, Cut, DiffGenEngine, NumericDomain, choose_split_point, diffgen,
-                                 epsilon_prime, flat_taxonomy, leaf_codes, noisy_leaf_counts, release_counts,
+from fragrelease.diffgen import (AttributeCounts, Cut, NumericDomain, choose_split_point, diffgen, epsilon_prime,
+                                 flat_taxonomy, leaf_codes, marginal_counts, noisy_leaf_counts, release_counts,
                                  score_children, specialize_cut, synthesize_cells, taxonomy_from_paths)
 from fragrelease.diffgen_taxonomy import (ADULT_CLASS_VALUES, ADULT_PREDICTORS, adult_predictors)
 from fragrelease.distdiffgen import Channel, PartyInput, run_party
@@ -122,6 +122,8 @@ def test_taxonomy_from_arx_paths():
     tax = taxonomy_from_paths("x", [["a", "A", "*"], ["b", "A", "*"], ["c", "C", "*"]])
     assert tax.root == "*" and tax.children["*"] == ("A", "C") and tax.leaves["A"] == ("a", "b")
     assert tax.is_leaf("a") and not tax.is_leaf("A")
+    flat = flat_taxonomy("y", ["p", "q"])
+    assert flat.children["*"] == ("p", "q") and flat.leaves["*"] == ("p", "q")
     edu = adult_predictors(["education"])[0]
     assert len(edu.leaves[edu.root]) == 16
 
@@ -178,9 +180,10 @@ def test_every_leaf_is_released_and_counts_are_unbiased(small):
 
 def test_max_score_prefers_informative_specializations(small):
     # with a large budget the first selections go to attributes that separate the class
-    cut, _ = specialize_cut(adult_predictors(), {a: __import__("fragrelease.diffgen", fromlist=["x"]).marginal_counts(
-        p, small[a], small["income"], ADULT_CLASS_VALUES) for a, p in zip(ADULT_PREDICTORS, adult_predictors())},
-        epsilon=Fraction(200), specializations=3, score="max", randomness=SeededDiffGenRandomness(2))
+    counts = {p.attribute: marginal_counts(p, small[p.attribute], small["income"], ADULT_CLASS_VALUES)
+              for p in adult_predictors()}
+    cut, _ = specialize_cut(adult_predictors(), counts, epsilon=Fraction(200), specializations=3, score="max",
+                            randomness=SeededDiffGenRandomness(2))
     specialized = {a for a in cut.attributes if cut.size(a) > 1}
     assert specialized & {"marital-status", "relationship", "capital-gain", "education-num", "education"}
     assert "fnlwgt" not in specialized and "race" not in specialized
@@ -384,3 +387,31 @@ def test_spark_party_backend_gives_exact_shares(spark, small, tmp_path):
     d = r1.noisy_counts - true
     assert abs(d.mean()) < 4 * 2 * np.sqrt(2) / np.sqrt(d.size) + 0.2 and np.all(d != 0)
     assert r1.channel["sent_bytes"] > 0 and r2.channel["sent_bytes"] > 0
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["diffgen", "run", "--epsilon", "0", "--output", "x"], "epsilon"),
+    (["diffgen", "run", "--score", "gini", "--output", "x"], "gini"),
+    (["diffgen", "two-party", "--hospital-attributes", "age,sex", "--insurer-attributes", "sex", "--output", "x"],
+     "sex"),
+    (["diffgen", "two-party", "--hospital-attributes", "age,blood", "--output", "x"], "blood"),
+    (["diffgen", "two-party", "--key-bits", "1024", "--output", "x"], "1024"),
+])
+def test_cli_bad_input_exits_2_naming_the_value(argv, needle, capsys):
+    from fragrelease.jobs.cli import run_cli
+
+    assert run_cli(argv) == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_parties_run_in_separate_os_processes():
+    from fragrelease.distdiffgen import run_adult_two_party
+
+    r_h, r_i = run_adult_two_party(["age", "sex"], ["workclass", "hours-per-week"], epsilon=1, specializations=2,
+                                   key_bits=TEST_KEY_BITS, allow_small_key=True, rows=(0, 300), backend="pandas")
+    assert r_h.party == "hospital" and r_i.party == "insurer"
+    assert r_h.cut_labels == r_i.cut_labels and np.array_equal(r_h.noisy_counts, r_i.noisy_counts)
+    assert r_h.share is None and r_i.share is None  # shares never leave their process
+    assert r_h.channel["sent_messages"] == r_i.channel["received_messages"]
+    assert r_h.channel["sent_bytes"] + r_i.channel["sent_bytes"] > 300 * 256  # the per-record ciphertexts
+    assert r_h.spent() == r_i.spent() <= 1
