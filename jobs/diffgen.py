@@ -41,12 +41,32 @@ def _col(a: str) -> str:
 
 
 def marginal_counts_spark(df, predictors, class_col: str, class_values: Sequence[str]):
-    """Value × class counts per predictor from Spark aggregations (small: one row per value and class)."""
+    """Value × class counts per predictor from Spark aggregations (small: one row per value and class).
+
+    Raises
+    ------
+    DomainError
+        A null, a numeric value outside the declared domain, a category that is not a taxonomy leaf,
+        or an unknown class value (checked on the aggregated values, naming the value).
+    """
     from pyspark.sql import functions as F
+
+    from fragrelease.errors import DomainError
 
     out = {}
     for p in predictors:
         rows = df.groupBy(F.col(f"`{p.attribute}`").alias("v"), F.col(class_col).alias("y")).count().toPandas()
+        if rows["v"].isna().any() or rows["y"].isna().any():
+            raise DomainError(f"{p.attribute} or {class_col} has null values")
+        if isinstance(p, NumericDomain):
+            v = rows["v"].astype(float)
+            bad = v[(v < p.lo) | (v > p.hi)]
+            if len(bad):
+                raise DomainError(f"{p.attribute} value {bad.iloc[0]} outside its declared domain [{p.lo}, {p.hi}]")
+        else:
+            unknown = sorted(set(rows["v"].astype(str)) - set(p.leaves[p.root]))
+            if unknown:
+                raise DomainError(f"{p.attribute} value {unknown[0]!r} is not a leaf of its taxonomy")
         out[p.attribute] = counts_from_pairs(rows["v"].to_numpy(), rows["y"].to_numpy(), rows["count"].to_numpy(),
                                              class_values, numeric=isinstance(p, NumericDomain))
     return out

@@ -415,3 +415,17 @@ def test_parties_run_in_separate_os_processes():
     assert r_h.channel["sent_messages"] == r_i.channel["received_messages"]
     assert r_h.channel["sent_bytes"] + r_i.channel["sent_bytes"] > 300 * 256  # the per-record ciphertexts
     assert r_h.spent() == r_i.spent() <= 1
+
+
+def test_spark_marginals_refuse_values_outside_the_domain(spark, small):
+    from fragrelease.jobs.diffgen import marginal_counts_spark
+
+    bad = small[["record_id", "income", "age", "sex"]].iloc[:50].copy()
+    bad.loc[3, "age"] = 150
+    sdf = spark.createDataFrame(bad)
+    with pytest.raises(DomainError, match="150"):
+        marginal_counts_spark(sdf, adult_predictors(["age"]), "income", ADULT_CLASS_VALUES)
+    bad.loc[3, "age"] = 30
+    bad.loc[4, "sex"] = "X"
+    with pytest.raises(DomainError, match="'X'"):
+        marginal_counts_spark(spark.createDataFrame(bad), adult_predictors(["sex"]), "income", ADULT_CLASS_VALUES)
