@@ -220,16 +220,20 @@ def test_two_party_counts_are_exact_shares_and_match_diffgen_cut(small):
 
 
 def test_two_party_noise_has_diffgens_laplace_distribution(small):
-    """KS test: X1 + X2 - C over many leaves of h = 0 runs vs Lap(2/ε) (DiffGen's leaf noise)."""
+    """KS test (fixed sizes): X1 + X2 - C over all leaves of a few runs vs Lap(2/ε) (DiffGen's leaf noise)."""
     sub = small.iloc[:300]
+    hosp, ins = ["race", "sex", "age"], ["workclass", "occupation"]
     diffs = []
-    for seed in range(8):
-        (r1, _), _ = _run_pair(sub, h=0, eps=1, seeds=(100 + seed, 200 + seed),
-                               hosp=["race", "age"], ins=["workclass", "occupation"])
-        # h = 0: the cut is the root everywhere -> two leaves (the classes)
-        true = np.array([(sub["income"] == c).sum() for c in ADULT_CLASS_VALUES], dtype=float)
+    for seed in range(40):
+        (r1, _), _ = _run_pair(sub, h=4, eps=1, seeds=(100 + seed, 200 + seed), hosp=hosp, ins=ins)
+        cut = _cut_from_labels(r1.cut_labels, adult_predictors(hosp + ins))
+        true = np.bincount(leaf_codes(cut, {a: sub[a].to_numpy() for a in hosp + ins}, sub["income"],
+                                      ADULT_CLASS_VALUES), minlength=r1.noisy_counts.size)
         diffs.extend((r1.noisy_counts.ravel() - true).tolist())
-    single = noisy_leaf_counts(np.zeros(400), 1, SeededDiffGenRandomness(9))
+        if len(diffs) >= 600:
+            break
+    diffs = diffs[:600]
+    single = noisy_leaf_counts(np.zeros(600), 1, SeededDiffGenRandomness(9))
     assert stats.ks_2samp(diffs, single).pvalue > 1e-3
     assert stats.kstest(diffs, stats.laplace(scale=2.0).cdf).pvalue > 1e-3
 
