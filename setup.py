@@ -51,6 +51,7 @@ setup(
         "scikit-learn>=1.4",
         "phe>=1.5,<2",
         "pycanon>=1.3,<2",
+        "gmpy2>=2.1",  # speeds up phe (Paillier) about 8x
     ],
     extras_require={
         "test": ["pytest>=8", "chispa>=0.10", "scipy>=1.11", "hypothesis>=6"],

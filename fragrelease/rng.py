@@ -119,6 +119,7 @@ def secure_random_keys(size: int) -> np.ndarray:
     return (raw >> np.uint64(1)).astype(np.int64)
 
 
+<<<<<<< HEAD
 def secure_permutation(size: int) -> np.ndarray:
     """A uniformly random permutation of ``0 .. size-1`` (int64) from the OS CSPRNG.
 
@@ -126,3 +127,175 @@ def secure_permutation(size: int) -> np.ndarray:
     order. Used to order candidate tuples in the cloning anonymizer (SPEC.md §5 step 4).
     """
     return np.argsort(secure_random_keys(size), kind="stable").astype(np.int64)
+=======
+# ----------------------------------------------------------------------------------------------
+# DiffGen / DistDiffGen randomness (SPEC.md §7)
+# ----------------------------------------------------------------------------------------------
+#
+# DiffGen needs four kinds of draws: the exponential mechanism (candidate selection and numeric
+# split intervals), a uniform point inside the chosen interval, Laplace noise on the leaf counts, and
+# (two-party protocol) Gaussian variables whose squares make up that Laplace noise. They come from a
+# :class:`DiffGenRandomness`. The exponential mechanism is sampled in its Gumbel-max form: the index
+# of ``max_j (log_weight_j + G_j)`` with iid standard Gumbel ``G_j`` has exactly the distribution
+# ``Pr[j] ∝ exp(log_weight_j)``. OpenDP 0.16's ``make_noisy_max`` /
+# ``make_report_noisy_max_gumbel`` implement permute-and-flip (exponential noise), which is ε-DP but
+# is *not* the exponential mechanism's distribution that SPEC.md §7 prescribes, and it returns no
+# noisy maximum, which the two-party protocol needs; so Gumbel variables are drawn here from the OS
+# CSPRNG. Laplace and Gaussian noise use OpenDP.
+
+
+class DiffGenRandomness(Protocol):
+    """The draws DiffGen and DistDiffGen make (SPEC.md §7). All arrays are float64.
+
+    - ``gumbel(size)``: ``size`` iid standard Gumbel variables (location 0, scale 1).
+    - ``uniform(lo, hi)``: one uniform value in the open interval (lo, hi), lo < hi.
+    - ``laplace(values, scale)``: ``values + Lap(scale)`` elementwise, scale > 0.
+    - ``gaussian(size, std)``: ``size`` iid N(0, std²) variables, std > 0.
+    """
+
+    name: str
+
+    def gumbel(self, size: int) -> np.ndarray: ...
+
+    def uniform(self, lo: float, hi: float) -> float: ...
+
+    def laplace(self, values: np.ndarray, scale: float) -> np.ndarray: ...
+
+    def gaussian(self, size: int, std: float) -> np.ndarray: ...
+
+
+def _open_unit_from_bits(raw: np.ndarray) -> np.ndarray:
+    """Map uint64 words to floats in the open interval (0, 1) on the 2**-53 grid's midpoints."""
+    return ((raw >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)
+
+
+def secure_open_unit(size: int) -> np.ndarray:
+    """``size`` iid uniform floats in (0, 1) from the OS CSPRNG (53 random bits each)."""
+    if size < 0:
+        raise InvalidParameterError(f"size must be >= 0, not {size}")
+    if size == 0:
+        return np.empty(0)
+    return _open_unit_from_bits(np.frombuffer(secrets.token_bytes(8 * size), dtype=np.uint64))
+
+
+def _check_positive(name: str, value: float) -> float:
+    value = float(value)
+    if not np.isfinite(value) or value <= 0:
+        raise InvalidParameterError(f"{name} must be finite and > 0, not {value}")
+    return value
+
+
+def _check_interval(lo: float, hi: float) -> tuple[float, float]:
+    lo, hi = float(lo), float(hi)
+    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
+        raise InvalidParameterError(f"uniform draw needs finite lo < hi, not [{lo}, {hi}]")
+    return lo, hi
+
+
+class SecureDiffGenRandomness:
+    """Production randomness for DiffGen releases: OS CSPRNG (Gumbel, uniform) and OpenDP (Laplace, Gaussian)."""
+
+    name = "secure (secrets Gumbel/uniform, OpenDP Laplace/Gaussian)"
+
+    def __init__(self) -> None:
+        import opendp.prelude as dp
+
+        dp.enable_features("contrib")
+        self._dp = dp
+        self._laplace = SecureLaplace()
+        self._gauss: dict[float, object] = {}
+
+    def gumbel(self, size: int) -> np.ndarray:
+        return -np.log(-np.log(secure_open_unit(size)))
+
+    def uniform(self, lo: float, hi: float) -> float:
+        lo, hi = _check_interval(lo, hi)
+        while True:
+            x = lo + (hi - lo) * float(secure_open_unit(1)[0])
+            if lo < x < hi:  # rounding can land on an end point; redraw (probability ~2**-53)
+                return x
+
+    def laplace(self, values: np.ndarray, scale: float) -> np.ndarray:
+        scale = _check_positive("Laplace scale", scale)
+        values = np.asarray(values, dtype=float)
+        return self._laplace.perturb(values, np.full(values.shape, scale), values, values)
+
+    def gaussian(self, size: int, std: float) -> np.ndarray:
+        std = _check_positive("Gaussian standard deviation", std)
+        m = self._gauss.get(std)
+        if m is None:
+            dp = self._dp
+            m = dp.m.make_gaussian(dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l2_distance(T=float),
+                                   scale=std)
+            self._gauss[std] = m
+        return np.asarray(m([0.0] * int(size)), dtype=float) if size else np.empty(0)
+
+
+class _NumpyDiffGenRandomness:
+    """Same draws from a numpy generator (not cryptographically secure)."""
+
+    def __init__(self, gen: np.random.Generator) -> None:
+        self._gen = gen
+
+    def gumbel(self, size: int) -> np.ndarray:
+        return self._gen.gumbel(0.0, 1.0, size=size)
+
+    def uniform(self, lo: float, hi: float) -> float:
+        lo, hi = _check_interval(lo, hi)
+        while True:
+            x = float(self._gen.uniform(lo, hi))
+            if lo < x < hi:
+                return x
+
+    def laplace(self, values: np.ndarray, scale: float) -> np.ndarray:
+        scale = _check_positive("Laplace scale", scale)
+        values = np.asarray(values, dtype=float)
+        return values + self._gen.laplace(0.0, scale, size=values.shape)
+
+    def gaussian(self, size: int, std: float) -> np.ndarray:
+        return self._gen.normal(0.0, _check_positive("Gaussian standard deviation", std), size=size)
+
+
+class FastDiffGenRandomness(_NumpyDiffGenRandomness):
+    """numpy PCG64 seeded from the OS CSPRNG: **evaluation only** (the accuracy experiment), never releases."""
+
+    name = "numpy-pcg64 (evaluation only, not for releases)"
+
+    def __init__(self) -> None:
+        super().__init__(evaluation_generator())
+
+
+class SeededDiffGenRandomness(_NumpyDiffGenRandomness):
+    """Deterministic numpy generator from a fixed seed: **tests only** (reproducible runs), never releases."""
+
+    name = "numpy-seeded (tests only, not for releases)"
+
+    def __init__(self, seed: int) -> None:
+        super().__init__(np.random.default_rng(seed))
+
+
+def gumbel_max(log_weights: np.ndarray, randomness: DiffGenRandomness) -> tuple[int, float]:
+    """Exponential-mechanism draw in Gumbel-max form: ``(argmax_j, max_j)`` of ``log_weights + G``.
+
+    ``Pr[index = j] = exp(log_weights[j]) / Σ_k exp(log_weights[k])`` exactly; entries equal to
+    ``-inf`` (zero weight) are never chosen. The noisy maximum is returned for the two-party protocol
+    (each party reports its own maximum; the larger one wins, which is the same distribution over the
+    union of both parties' candidates).
+
+    Raises
+    ------
+    InvalidParameterError
+        Empty input, NaN or +inf weights, or every weight zero.
+    """
+    lw = np.asarray(log_weights, dtype=float)
+    if lw.size == 0:
+        raise InvalidParameterError("the exponential mechanism needs at least one candidate, got none")
+    if np.any(np.isnan(lw)) or np.any(lw == np.inf):
+        raise InvalidParameterError(f"log-weights must be finite or -inf, not {lw[np.isnan(lw) | (lw == np.inf)][0]}")
+    if np.all(lw == -np.inf):
+        raise InvalidParameterError("the exponential mechanism needs a candidate of positive weight, all are zero")
+    noisy = lw + randomness.gumbel(lw.size)
+    noisy[lw == -np.inf] = -np.inf
+    j = int(np.argmax(noisy))
+    return j, float(noisy[j])
+>>>>>>> diffgen

@@ -23,6 +23,7 @@ from rich.table import Table
 from fragrelease.config import ReleaseConfig, load_config
 from fragrelease.errors import FragReleaseError
 
+from .diffgen_cli import diffgen_app
 from .publications_cli import publications_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="iDP-IR releases over fragmented data on Spark.")
@@ -31,6 +32,7 @@ aggregator_app = typer.Typer(no_args_is_help=True, help="Steps the aggregator ru
 app.add_typer(owner_app, name="owner")
 app.add_typer(aggregator_app, name="aggregator")
 app.add_typer(publications_app, name="publications")
+app.add_typer(diffgen_app, name="diffgen")
 console = Console(stderr=False)
 err = Console(stderr=True)
 

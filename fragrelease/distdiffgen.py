@@ -1,0 +1,606 @@
+"""DistDiffGen: DiffGen between two parties holding different attributes of the same records (SPEC.md §7).
+
+Source: paper 003 (``seeds/two-party-distdiffgen.txt``, Algorithm 1; Mohammed et al., TDSC 2014).
+The two parties (here "hospital" = P1 and "insurer" = P2) share the record ids and the class; each
+holds only its own predictors and runs in its own process. They exchange only the protocol messages
+below over a :class:`Channel` (a local socket), which counts messages and bytes:
+
+``hello``            public parameters: attribute names and kinds, n, a SHA-256 digest of the sorted
+                     ids, ε, h, score, class values (checked to agree).
+``cmp_key``          P1's Paillier public key for the winner comparisons.
+``cmp_query``        Enc(M1): P1's noisy maximum (fixed point) under its key.
+``cmp_reply``        Enc(ρ·(M1 − M2) + ρ'), blinded by P2 (ρ ≥ 1 log-uniform up to 2**160, 0 ≤ ρ' < ρ).
+``winner``           which party won (P1 decides from the sign).
+``instruction``      the winner's specialization: attribute, value, children labels, split point.
+``count_key``        the encrypting party's Paillier public key for the leaf counts.
+``count_cipher``     per record, Enc(packed one-hot of its own cell × class) (one or more ciphertexts).
+``count_masked``     per own cell of the other party, Enc(packed counts + mask R).
+``noisy_share``      X_i = C_i + Y_a² − Y_b² for every leaf × class, Y ~ N(0, 1/ε).
+
+Distributed exponential mechanism: each party draws its own candidates' Gumbel-max (the exponential
+mechanism in Gumbel form, :func:`fragrelease.rng.gumbel_max`); the party with the larger noisy maximum
+wins, and its local winner is the global one. This is exactly ``Pr ∝ exp(ε'·u/(2Δu))`` over both
+parties' candidates. The comparison uses Paillier (``phe``) with multiplicative and additive
+blinding; P1 learns the sign and a blinded value, which is **not** a formally secure comparison
+(Mohammed et al. use a Yao circuit): see docs/diffgen.md, "Known limitations".
+
+Leaf counts (secure scalar product): the party E with fewer own cells × classes encrypts, per record,
+its one-hot cell vector packed into Paillier plaintext slots; the other party O adds the ciphertexts of
+the records in each of its own cells (a homomorphic scalar product of indicator vectors), adds a
+random mask R (40 bits of statistical hiding per slot) and returns the sums; E decrypts C_E = C + R and
+O keeps C_O = −R, so C_E + C_O = C for every leaf. Each party then publishes X_i = C_i + Y_a² − Y_b²
+(Y ~ N(0, sqrt(1/ε)²)); X_1 + X_2 = C + Lap(2/ε) because Y_1² + Y_2² − Y_3² − Y_4² ~ Lap(2σ²).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import secrets
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Mapping, Optional, Sequence
+
+import numpy as np
+
+from .diffgen import BudgetSpend, Cut, DiffGenEngine, Predictor, epsilon_prime, marginal_counts
+from .errors import IdentifierError, InvalidParameterError, ProtocolError
+from .rng import DiffGenRandomness
+
+#: Statistical hiding of the additive masks (bits).
+MASK_SIGMA = 40
+#: Fixed-point scale of the noisy maxima compared (bits after the binary point).
+CMP_FRACTION_BITS = 32
+#: Smallest Paillier modulus the protocol accepts outside tests.
+MIN_RELEASE_KEY_BITS = 2048
+PARTIES = ("hospital", "insurer")
+
+
+class Channel:
+    """One end of a message channel (JSON over a ``multiprocessing.connection.Connection``-like object).
+
+    Counts the messages and bytes it sends and receives; with ``keep_transcript`` it also keeps every
+    raw message (for the test that no raw attribute values travel).
+    """
+
+    def __init__(self, conn, *, keep_transcript: bool = False) -> None:
+        self.conn = conn
+        self.sent_messages = 0
+        self.sent_bytes = 0
+        self.received_messages = 0
+        self.received_bytes = 0
+        self.transcript: Optional[list[bytes]] = [] if keep_transcript else None
+
+    def send(self, kind: str, **payload) -> None:
+        raw = json.dumps({"kind": kind, **payload}, separators=(",", ":")).encode("utf-8")
+        self.conn.send_bytes(raw)
+        self.sent_messages += 1
+        self.sent_bytes += len(raw)
+        if self.transcript is not None:
+            self.transcript.append(raw)
+
+    def recv(self, kind: str) -> dict:
+        raw = self.conn.recv_bytes()
+        self.received_messages += 1
+        self.received_bytes += len(raw)
+        if self.transcript is not None:
+            self.transcript.append(raw)
+        msg = json.loads(raw)
+        if msg.get("kind") != kind:
+            raise ProtocolError(f"expected a {kind!r} message, received {msg.get('kind')!r}")
+        return msg
+
+    def stats(self) -> dict:
+        return {"sent_messages": self.sent_messages, "sent_bytes": self.sent_bytes,
+                "received_messages": self.received_messages, "received_bytes": self.received_bytes}
+
+
+@dataclass
+class PartyInput:
+    """What one party holds: its records' ids, the shared class, and its own predictors' values.
+
+    ``columns[attr]`` and ``classes`` are arrays of shape (n,) aligned with ``ids`` (any order; the
+    protocol sorts by id). ``predictors`` are this party's predictors only.
+    """
+
+    name: str
+    ids: np.ndarray
+    classes: np.ndarray
+    columns: Mapping[str, np.ndarray]
+    predictors: Sequence[Predictor]
+
+
+    # ---- the party-data backend used by :func:`run_party` (pandas/numpy, in this process) ----
+    def prepare(self) -> None:
+        ids = np.asarray(self.ids).astype(np.int64)
+        if np.unique(ids).size != ids.size:
+            raise IdentifierError(f"party {self.name!r} has duplicated record ids")
+        order = np.argsort(ids, kind="stable")
+        self._ids = ids[order]
+        self._classes = np.asarray(self.classes).astype(str)[order]
+        self._columns = {p.attribute: np.asarray(self.columns[p.attribute])[order] for p in self.predictors}
+
+    @property
+    def n(self) -> int:
+        return int(self._ids.size)
+
+    def ids_digest(self) -> str:
+        return _ids_digest(self._ids)
+
+    def marginal_counts(self, class_values: Sequence[str]) -> dict:
+        return {p.attribute: marginal_counts(p, self._columns[p.attribute], self._classes, class_values)
+                for p in self.predictors}
+
+    def _codes(self, cut: Cut) -> np.ndarray:
+        attrs = cut.attributes
+        shape = tuple(cut.size(a) for a in attrs)
+        return np.ravel_multi_index([cut.cell_codes(a, self._columns[a]) for a in attrs], shape).astype(np.int64)
+
+    def encrypt_cells(self, pk, cut: Cut, class_values: Sequence[str], width: int, per_ct: int,
+                      blocks: int) -> dict:
+        """Payload of ``count_cipher``: per record (sorted by id), its packed one-hot cell ciphertexts."""
+        cidx = {v: i for i, v in enumerate(class_values)}
+        codes = self._codes(cut) * len(class_values) + np.array([cidx[v] for v in self._classes], dtype=np.int64)
+        return {"rows": encrypt_codes(pk, codes, width, per_ct, blocks)}
+
+    def sum_cells(self, pk, cut: Cut, payload: dict, blocks: int) -> list[list[int]]:
+        """Per own cell, the homomorphic sum (raw ciphertext) of the received rows of its records."""
+        from phe import paillier
+
+        rows = payload.get("rows")
+        if rows is None or len(rows) != self.n:
+            raise ProtocolError(f"expected {self.n} encrypted rows, received {None if rows is None else len(rows)}")
+        own_cells = math.prod(cut.size(a) for a in cut.attributes)
+        by_cell: list[list[int]] = [[] for _ in range(own_cells)]
+        for r, k in enumerate(self._codes(cut).tolist()):
+            by_cell[k].append(r)
+        sums = []
+        for k in range(own_cells):
+            row = []
+            for b in range(blocks):
+                total = paillier.EncryptedNumber(pk, 1, 0)  # 1 encrypts 0; the mask re-randomizes later
+                for r in by_cell[k]:
+                    total = total + paillier.EncryptedNumber(pk, int(rows[r][b], 16), 0)
+                row.append(total.ciphertext(be_secure=False))
+            sums.append(row)
+        return sums
+
+
+@dataclass
+class PartyResult:
+    """One party's view at the end: the released cut and noisy counts, the ε ledger and the cost."""
+
+    party: str
+    cut_labels: dict[str, list[str]]
+    attribute_order: list[str]
+    class_values: tuple[str, ...]
+    noisy_counts: np.ndarray
+    ledger: list[BudgetSpend]
+    channel: dict
+    seconds: dict = field(default_factory=dict)
+    winners: list[str] = field(default_factory=list)
+    own_cut: Optional[Cut] = None
+    #: this party's additive share C_i of the true counts (same layout as ``noisy_counts``); never sent
+    share: Optional[np.ndarray] = None
+
+    def spent(self) -> Fraction:
+        return sum((s.epsilon for s in self.ledger), Fraction(0))
+
+
+def _ids_digest(ids: np.ndarray) -> str:
+    h = hashlib.sha256()
+    for i in np.sort(np.asarray(ids).astype(np.int64)):
+        h.update(int(i).to_bytes(8, "little", signed=True))
+    return h.hexdigest()
+
+
+def _public_key_msg(pk) -> dict:
+    return {"n": format(pk.n, "x")}
+
+
+def _public_key(msg: dict):
+    from phe import paillier
+
+    return paillier.PaillierPublicKey(int(msg["n"], 16))
+
+
+def _keypair(key_bits: int, allow_small_key: bool):
+    from phe import paillier
+
+    if key_bits < MIN_RELEASE_KEY_BITS and not allow_small_key:
+        raise InvalidParameterError(f"Paillier key must have >= {MIN_RELEASE_KEY_BITS} bits, not {key_bits}")
+    return paillier.generate_paillier_keypair(n_length=key_bits)
+
+
+def _log_uniform_int(lo_bits: int, hi_bits: int) -> int:
+    """An integer ≥ 1 whose bit length is uniform in [lo_bits, hi_bits] (OS CSPRNG)."""
+    bits = lo_bits + secrets.randbelow(hi_bits - lo_bits + 1)
+    return (1 << (bits - 1)) | secrets.randbits(bits - 1)
+
+
+def _fixed_point(m: float) -> int:
+    if m == -math.inf:
+        return -(1 << 100)  # no candidate left: below any real noisy maximum
+    return int(round(m * (1 << CMP_FRACTION_BITS)))
+
+
+def _compare_p1(ch: Channel, sk, pk, m1: float) -> bool:
+    """P1's side of the winner comparison: True when P1's noisy maximum is the larger."""
+    ch.send("cmp_query", c=format(pk.encrypt(_fixed_point(m1)).ciphertext(), "x"))
+    reply = ch.recv("cmp_reply")
+    from phe import paillier
+
+    z = sk.decrypt(paillier.EncryptedNumber(pk, int(reply["c"], 16), 0))
+    return z >= 0
+
+
+def _compare_p2(ch: Channel, pk, m2: float) -> None:
+    from phe import paillier
+
+    q = ch.recv("cmp_query")
+    enc_m1 = paillier.EncryptedNumber(pk, int(q["c"], 16), 0)
+    rho = _log_uniform_int(2, 160)
+    rho2 = secrets.randbelow(rho)
+    blinded = enc_m1 * rho + (rho2 - rho * _fixed_point(m2))
+    blinded.obfuscate()
+    ch.send("cmp_reply", c=format(blinded.ciphertext(), "x"))
+
+
+def _apply_instruction(labels: dict[str, list[str]], instr: dict) -> None:
+    cur = labels[instr["attribute"]]
+    i = cur.index(instr["node"])
+    cur[i:i + 1] = list(instr["children"])
+
+
+def _slot_layout(n: int, key_bits: int, cells: int) -> tuple[int, int, int]:
+    """(slot width in bits, slots per ciphertext, ciphertexts per record) for packed counts."""
+    width = max(n, 1).bit_length() + MASK_SIGMA + 2
+    per_ct = (key_bits - 4) // width
+    if per_ct < 1:
+        raise InvalidParameterError(f"Paillier key of {key_bits} bits is too small for {n} records")
+    return width, per_ct, -(-cells // per_ct)
+
+
+def encrypt_codes(pk, codes, width: int, per_ct: int, blocks: int) -> list[list[str]]:
+    """Per record, Enc(2**(width·slot)) in the block holding its cell and Enc(0) in the others (hex ciphertexts)."""
+    out = []
+    for code in codes.tolist():
+        blk, slot = divmod(code, per_ct)
+        row = []
+        for b in range(blocks):
+            row.append(format(pk.encrypt((1 << (width * slot)) if b == blk else 0).ciphertext(), "x"))
+        out.append(row)
+    return out
+
+
+def _mask_sums(pk, sums: list[list[int]], width: int, per_ct: int, blocks: int, n: int
+               ) -> tuple[list[list[str]], np.ndarray]:
+    """O's side: add a fresh encryption of a random mask to each per-cell sum.
+
+    Returns (masked hex ciphertexts per own cell and block, O's shares shaped (E cells, O cells)).
+    """
+    from phe import paillier
+
+    own_cells = len(sums)
+    shares = np.zeros((per_ct * blocks, own_cells), dtype=object)
+    masked = []
+    mask_bits = max(n, 1).bit_length() + MASK_SIGMA
+    for k in range(own_cells):
+        row = []
+        for b in range(blocks):
+            packed_mask = 0
+            for slot in range(per_ct):
+                m = secrets.randbits(mask_bits)
+                packed_mask |= m << (width * slot)
+                shares[b * per_ct + slot, k] = -m
+            total = paillier.EncryptedNumber(pk, int(sums[k][b]), 0) + pk.encrypt(packed_mask)  # re-randomized
+            row.append(format(total.ciphertext(), "x"))
+        masked.append(row)
+    return masked, shares
+
+
+def _unpack(sk, pk, masked: list[list[str]], own_cells_e: int, width: int, per_ct: int, blocks: int) -> np.ndarray:
+    from phe import paillier
+
+    o_cells = len(masked)
+    shares = np.zeros((per_ct * blocks, o_cells), dtype=object)
+    mask = (1 << width) - 1
+    for k in range(o_cells):
+        for b in range(blocks):
+            v = sk.decrypt(paillier.EncryptedNumber(pk, int(masked[k][b], 16), 0))
+            for s in range(per_ct):
+                shares[b * per_ct + s, k] = (v >> (width * s)) & mask
+    return shares
+
+
+def run_party(party: PartyInput, ch: Channel, *, role: str, epsilon, specializations: int, score: str,
+              class_values: Sequence[str], randomness: DiffGenRandomness, key_bits: int = MIN_RELEASE_KEY_BITS,
+              allow_small_key: bool = False) -> PartyResult:
+    """Run one party of DistDiffGen (paper 003 Algorithm 1; SPEC.md §7) over channel ``ch``.
+
+    Parameters
+    ----------
+    party : this party's ids, classes and own predictor columns.
+    role : "hospital" (P1: holds the comparison key, decides winners) or "insurer" (P2).
+    epsilon, specializations, score : as in :func:`fragrelease.diffgen.specialize_cut`; must agree.
+    key_bits : Paillier modulus size (≥ 2048 unless ``allow_small_key``, for tests only).
+
+    Returns
+    -------
+    :class:`PartyResult`; both parties obtain the same cut labels and noisy counts, shaped
+    (hospital cut sizes..., insurer cut sizes..., |classes|).
+
+    Raises
+    ------
+    ProtocolError
+        The parties disagree on parameters, records or attributes, or a message is out of order.
+    IdentifierError
+        Null or duplicated ids.
+    """
+    if role not in PARTIES:
+        raise InvalidParameterError(f"role must be one of {PARTIES}, not {role!r}")
+    t0 = time.perf_counter()
+    eps = Fraction(epsilon)
+    party.prepare()
+    n = party.n
+    own_names = [p.attribute for p in party.predictors]
+    top = Cut.top(party.predictors)
+    own = [{"name": p.attribute, "kind": p.kind, "root": top.labels(p.attribute)[0]} for p in party.predictors]
+    hello = {"party": role, "attributes": own, "n": n, "ids": party.ids_digest(), "epsilon": str(eps),
+             "h": specializations, "score": score, "classes": list(class_values)}
+    ch.send("hello", **hello)
+    other = ch.recv("hello")
+    for key in ("n", "ids", "epsilon", "h", "score", "classes"):
+        if other[key] != hello[key]:
+            raise ProtocolError(f"the parties disagree on {key}: {hello[key]!r} here, {other[key]!r} there")
+    if other["party"] == role:
+        raise ProtocolError(f"both parties claim the role {role!r}")
+    other_attrs = [a["name"] for a in other["attributes"]]
+    clash = set(other_attrs) & set(own_names)
+    if clash:
+        raise ProtocolError(f"vertical split: attribute {sorted(clash)[0]!r} is held by both parties")
+    n_numeric = sum(a["kind"] == "numeric" for a in own + other["attributes"])
+    eps_p = epsilon_prime(eps, n_numeric, specializations)
+    counts = party.marginal_counts(class_values)
+    engine = DiffGenEngine(party.predictors, counts, eps_prime=eps_p, score=score, randomness=randomness)
+    # the other party's cut, as public labels
+    foreign: dict[str, list[str]] = {a["name"]: [a["root"]] for a in other["attributes"]}
+    seconds = {"setup": time.perf_counter() - t0}
+
+    # ---- h specializations with the distributed exponential mechanism -------------------------
+    t1 = time.perf_counter()
+    p1 = role == "hospital"
+    sk = pk = None
+    if p1:
+        pk, sk = _keypair(key_bits, allow_small_key)
+        ch.send("cmp_key", **_public_key_msg(pk))
+    else:
+        pk = _public_key(ch.recv("cmp_key"))
+    winners = []
+    foreign_ledger: list[BudgetSpend] = []
+    for step in range(specializations):
+        cand, m = engine.draw() if engine.candidates else (None, -math.inf)
+        if p1:
+            mine = _compare_p1(ch, sk, pk, m)
+            ch.send("winner", winner="hospital" if mine else "insurer")
+        else:
+            _compare_p2(ch, pk, m)
+            mine = ch.recv("winner")["winner"] == "insurer"
+        if mine:
+            if cand is None:
+                raise ProtocolError("no candidate is left on either side")
+            instr = engine.specialize(cand)
+            ch.send("instruction", **instr)
+            winners.append(role)
+        else:
+            instr = ch.recv("instruction")
+            if instr["attribute"] not in foreign:
+                raise ProtocolError(f"instruction for unknown attribute {instr['attribute']!r}")
+            _apply_instruction(foreign, instr)
+            if instr.get("split") is not None:
+                foreign_ledger.append(BudgetSpend(f"split points of the children of {instr['node']}",
+                                                  instr["attribute"], eps_p, "parallel"))
+            winners.append(PARTIES[1] if p1 else PARTIES[0])
+        engine.ledger.append(BudgetSpend(f"selection {step + 1}", "∪Cut", eps_p, "sequential"))
+    seconds["specialization"] = time.perf_counter() - t1
+    ledger = list(engine.ledger)
+    for a in other["attributes"]:
+        if a["kind"] == "numeric":
+            ledger.append(BudgetSpend("split point of the root interval", a["name"], eps_p, "sequential"))
+    ledger += foreign_ledger
+
+    # ---- leaf counts: secure scalar product into additive shares -----------------------------
+    t2 = time.perf_counter()
+    own_cut = engine.cut
+    own_attrs = own_cut.attributes
+    own_shape = tuple(own_cut.size(a) for a in own_attrs)
+    own_cells = int(np.prod(own_shape, dtype=np.int64)) if own_shape else 1
+    other_cells = 1
+    for a in other_attrs:
+        other_cells *= len(foreign[a])
+    c = len(class_values)
+    i_encrypt = (own_cells * c, 0 if p1 else 1) <= (other_cells * c, 1 if p1 else 0)
+    if i_encrypt:
+        e_cells = own_cells * c
+        kp, ks = _keypair(key_bits, allow_small_key)
+        width, per_ct, blocks = _slot_layout(n, key_bits, e_cells)
+        ch.send("count_key", **_public_key_msg(kp))
+        payload = party.encrypt_cells(kp, own_cut, class_values, width, per_ct, blocks)
+        ch.send("count_cipher", **payload)
+        if payload.get("file_bytes"):  # ciphertexts exchanged as a file: count its bytes too
+            ch.sent_bytes += int(payload["file_bytes"])
+        masked = ch.recv("count_masked")["rows"]
+        share = _unpack(ks, kp, masked, e_cells, width, per_ct, blocks)[:e_cells, :]
+    else:
+        kp = _public_key(ch.recv("count_key"))
+        e_cells = other_cells * c
+        width, per_ct, blocks = _slot_layout(n, key_bits, e_cells)
+        payload = ch.recv("count_cipher")
+        sums = party.sum_cells(kp, own_cut, payload, blocks)
+        if payload.get("file_bytes"):
+            ch.received_bytes += int(payload["file_bytes"])
+        masked, share = _mask_sums(kp, sums, width, per_ct, blocks, n)
+        ch.send("count_masked", rows=masked)
+        share = share[:e_cells, :]
+    # both shares are laid out (E attributes..., class, O attributes...)
+    seconds["scalar_product"] = time.perf_counter() - t2
+
+    # ---- noise: X_i = C_i + Y_a^2 - Y_b^2, X_1 + X_2 = C + Lap(2/ε) --------------------------
+    t3 = time.perf_counter()
+    share_f = np.asarray(share, dtype=float)
+    std = math.sqrt(1 / float(eps))
+    ya = randomness.gaussian(share_f.size, std)
+    yb = randomness.gaussian(share_f.size, std)
+    x_own = share_f.ravel() + ya ** 2 - yb ** 2
+    ch.send("noisy_share", x=x_own.tolist())
+    x_other = np.asarray(ch.recv("noisy_share")["x"], dtype=float)
+    if x_other.size != x_own.size:
+        raise ProtocolError(f"noisy shares differ in size: {x_own.size} here, {x_other.size} there")
+    total = (x_own + x_other).reshape(share_f.shape)
+    seconds["noise"] = time.perf_counter() - t3
+    ledger.append(BudgetSpend("Laplace noise on leaf counts (X1 + X2)", "leaves", eps / 2, "sequential"))
+
+    # canonical layout: hospital attributes, insurer attributes, class
+    labels = {**{a: own_cut.labels(a) for a in own_attrs}, **foreign}
+    e_attrs, o_attrs = (own_attrs, other_attrs) if i_encrypt else (other_attrs, own_attrs)
+    layout = list(e_attrs) + ["\x00class"] + list(o_attrs)
+    layout_shape = tuple(len(labels[a]) if a in labels else c for a in layout)
+    hosp_attrs, ins_attrs = (own_attrs, other_attrs) if p1 else (other_attrs, own_attrs)
+    order_attrs = list(hosp_attrs) + list(ins_attrs)
+    perm = [layout.index(a) for a in order_attrs + ["\x00class"]]
+    arr = np.transpose(total.reshape(layout_shape), perm)
+    own_share = np.transpose(np.asarray(share, dtype=object).reshape(layout_shape), perm)
+    return PartyResult(role, {a: list(labels[a]) for a in order_attrs}, order_attrs, tuple(class_values), arr, ledger,
+                       ch.stats(), seconds, winners, own_cut, own_share)
+
+
+# ----------------------------------------------------------------------------------------------
+# Running the two parties as separate OS processes over a local socket
+# ----------------------------------------------------------------------------------------------
+def load_adult_party(attributes: Sequence[str], rows: Optional[tuple[int, int]] = None) -> PartyInput:
+    """A party's own holdings from the built-in Adult table: ids, income class and its attributes only.
+
+    ``rows`` = (start, stop) selects cleaned rows (30,162 training rows are (0, 30162)).
+    """
+    from .diffgen_taxonomy import ADULT_CLASS, adult_predictors
+    from .schemas.datasets import load_builtin_pandas
+
+    df = load_builtin_pandas("adult")
+    if rows is not None:
+        df = df.iloc[rows[0]:rows[1]]
+    preds = adult_predictors(attributes)
+    df = df[["record_id", ADULT_CLASS, *attributes]]
+    return PartyInput(name="", ids=df["record_id"].to_numpy(), classes=df[ADULT_CLASS].to_numpy(),
+                      columns={a: df[a].to_numpy() for a in attributes}, predictors=preds)
+
+
+def _party_process(role: str, address, authkey: bytes, attributes: list[str], rows, params: dict, out_path: str,
+                   listen: bool, backend: str = "pandas", exchange_dir: Optional[str] = None,
+                   master: str = "local[1]") -> None:
+    """Entry point of one party's OS process: load only its own attributes, run the protocol, save its view.
+
+    ``backend="spark"`` starts the party's own SparkSession (``master``) in this process.
+    """
+    import os
+    import pickle
+    from multiprocessing.connection import Client, Listener
+
+    from .diffgen_taxonomy import ADULT_CLASS_VALUES
+    from .rng import SecureDiffGenRandomness
+
+    spark = None
+    if backend == "spark":
+        os.environ.setdefault("FRAGRELEASE_DRIVER_MEMORY", "1g")
+        from .jobs.distdiffgen_party import adult_spark_party
+        from .jobs.session import get_spark
+
+        spark = get_spark(f"fragrelease-{role}", master, shuffle_partitions=2)
+        party = adult_spark_party(spark, role, attributes, rows, exchange_dir)
+    else:
+        party = load_adult_party(attributes, rows)
+        party.name = role
+    if listen:
+        with Listener(address, authkey=authkey) as lst:
+            conn = lst.accept()
+    else:
+        for attempt in range(600):  # the hospital may not listen yet
+            try:
+                conn = Client(address, authkey=authkey)
+                break
+            except ConnectionRefusedError:
+                time.sleep(0.1)
+        else:
+            raise ProtocolError(f"could not reach the hospital at {address}")
+    with conn:
+        ch = Channel(conn)
+        res = run_party(party, ch, role=role, class_values=ADULT_CLASS_VALUES, randomness=SecureDiffGenRandomness(),
+                        **params)
+    res.own_cut = None
+    res.share = None  # the party's share stays in its process
+    with open(out_path, "wb") as f:
+        pickle.dump(res, f)
+    if spark is not None:
+        spark.stop()
+
+
+def run_adult_two_party(hospital_attributes: Sequence[str], insurer_attributes: Sequence[str], *, epsilon,
+                        specializations: int, score: str = "max", key_bits: int = MIN_RELEASE_KEY_BITS,
+                        rows: Optional[tuple[int, int]] = None, allow_small_key: bool = False,
+                        work_dir: Optional[str] = None, backend: str = "pandas",
+                        master: str = "local[1]") -> tuple[PartyResult, PartyResult]:
+    """Run DistDiffGen on Adult with the hospital and the insurer in two OS processes (local socket).
+
+    Each process loads only its own attributes (plus ids and class); they talk only through the
+    protocol (socket messages, and with ``backend="spark"`` one ciphertext file in a shared exchange
+    folder). ``backend``: ``"pandas"`` (in-process numpy) or ``"spark"`` (each party its own
+    SparkSession on ``master``). Returns both parties' :class:`PartyResult` (same cut and counts).
+
+    Raises
+    ------
+    ProtocolError
+        A party process failed (its exit code is named).
+    """
+    import multiprocessing as mp
+    import os
+    import pickle
+    import socket
+    import tempfile
+
+    if backend not in ("pandas", "spark"):
+        raise InvalidParameterError(f"backend must be 'pandas' or 'spark', not {backend!r}")
+    overlap = set(hospital_attributes) & set(insurer_attributes)
+    if overlap:
+        raise ProtocolError(f"vertical split: attribute {sorted(overlap)[0]!r} given to both parties")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = ("127.0.0.1", port)
+    authkey = secrets.token_bytes(32)
+    params = {"epsilon": str(Fraction(epsilon)), "specializations": specializations, "score": score,
+              "key_bits": key_bits, "allow_small_key": allow_small_key}
+    ctx = mp.get_context("spawn")
+    with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
+        outs = {r: os.path.join(tmp, f"{r}.pkl") for r in PARTIES}
+        procs = {}
+        for role, attrs, listen in (("hospital", hospital_attributes, True), ("insurer", insurer_attributes, False)):
+            procs[role] = ctx.Process(target=_party_process, args=(role, address, authkey, list(attrs), rows, params,
+                                                                    outs[role], listen, backend, tmp, master))
+        procs["hospital"].start()
+        procs["insurer"].start()
+        while any(p.is_alive() for p in procs.values()):
+            if any(p.exitcode not in (None, 0) for p in procs.values()):
+                for p in procs.values():  # the peer would wait forever on the socket: stop it
+                    if p.is_alive():
+                        p.terminate()
+            time.sleep(0.2)
+        for p in procs.values():
+            p.join()
+        bad = {r: p.exitcode for r, p in procs.items() if p.exitcode != 0}
+        if bad:
+            raise ProtocolError(f"party process failed: {bad}")
+        results = []
+        for r in PARTIES:
+            with open(outs[r], "rb") as f:
+                results.append(pickle.load(f))
+    return results[0], results[1]

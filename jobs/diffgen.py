@@ -1,0 +1,272 @@
+"""DiffGen releases on Spark (SPEC.md §7): marginals, leaf counts and noise as Spark aggregations.
+
+Steps of :func:`run_diffgen_release`:
+
+1. per predictor, ``groupBy(attribute, class).count()`` (an aggregate, collected to the driver);
+2. the specialization process on those marginals (:func:`fragrelease.diffgen.specialize_cut`,
+   CSPRNG randomness), giving the public cut;
+3. every record's leaf (cell code per attribute, a pandas UDF) and ``groupBy(cells, class).count()``;
+4. the full leaf × class grid (``crossJoin`` of the cut cells, so empty leaves are present), left-joined
+   with the counts, plus Lap(2/ε) from a non-deterministic pandas UDF (OpenDP), materialized with
+   ``localCheckpoint`` before it is written, so a retry never redraws;
+5. the generalized table committed as a Delta table (``<output>/generalized``), then the synthetic
+   microdata generated from it (``<output>/synthetic``): ``max(0, floor(noisy + 0.5))`` records per
+   leaf, values drawn uniformly inside each cell (:func:`fragrelease.diffgen.synthesize_cells`).
+
+Output columns. ``generalized``: one string column per predictor (the cut value's label), ``income``
+(class), ``noisy_count`` (double). ``synthetic``: one column per predictor (integer for numeric,
+string for categorical) and ``income``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from fractions import Fraction
+from typing import Mapping, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from fragrelease.diffgen import (Cut, NumericDomain, counts_from_pairs, specialize_cut, synthesize_cells)
+from fragrelease.diffgen_taxonomy import (ADULT_CLASS, ADULT_CLASS_VALUES, ADULT_PREDICTORS, adult_predictors)
+from fragrelease.errors import InvalidParameterError
+
+#: Default refusal threshold for the number of leaf × class cells (each becomes a row).
+MAX_LEAVES = 5_000_000
+
+
+def _col(a: str) -> str:
+    return "c_" + a.replace("-", "_")
+
+
+def marginal_counts_spark(df, predictors, class_col: str, class_values: Sequence[str]):
+    """Value × class counts per predictor from Spark aggregations (small: one row per value and class).
+
+    Raises
+    ------
+    DomainError
+        A null, a numeric value outside the declared domain, a category that is not a taxonomy leaf,
+        or an unknown class value (checked on the aggregated values, naming the value).
+    """
+    from pyspark.sql import functions as F
+
+    from fragrelease.errors import DomainError
+
+    out = {}
+    for p in predictors:
+        rows = df.groupBy(F.col(f"`{p.attribute}`").alias("v"), F.col(class_col).alias("y")).count().toPandas()
+        if rows["v"].isna().any() or rows["y"].isna().any():
+            raise DomainError(f"{p.attribute} or {class_col} has null values")
+        if isinstance(p, NumericDomain):
+            v = rows["v"].astype(float)
+            bad = v[(v < p.lo) | (v > p.hi)]
+            if len(bad):
+                raise DomainError(f"{p.attribute} value {bad.iloc[0]} outside its declared domain [{p.lo}, {p.hi}]")
+        else:
+            unknown = sorted(set(rows["v"].astype(str)) - set(p.leaves[p.root]))
+            if unknown:
+                raise DomainError(f"{p.attribute} value {unknown[0]!r} is not a leaf of its taxonomy")
+        out[p.attribute] = counts_from_pairs(rows["v"].to_numpy(), rows["y"].to_numpy(), rows["count"].to_numpy(),
+                                             class_values, numeric=isinstance(p, NumericDomain))
+    return out
+
+
+def _cell_udf(cut: Cut, attr: str):
+    from pyspark.sql.functions import pandas_udf
+
+    @pandas_udf("long")
+    def cell(values: pd.Series) -> pd.Series:
+        return pd.Series(cut.cell_codes(attr, values.to_numpy()))
+
+    return cell
+
+
+def _laplace_udf(scale: float):
+    from pyspark.sql.functions import pandas_udf
+
+    @pandas_udf("double")
+    def noisy(counts: pd.Series) -> pd.Series:
+        from fragrelease.rng import SecureDiffGenRandomness
+
+        return pd.Series(SecureDiffGenRandomness().laplace(counts.to_numpy(float), scale))
+
+    return noisy.asNondeterministic()
+
+
+def leaf_grid(spark, cut: Cut, class_values: Sequence[str]):
+    """Every leaf × class cell as rows of cell codes (``c_<attr>`` longs, ``income``): a crossJoin."""
+    grid = spark.createDataFrame(pd.DataFrame({ADULT_CLASS: list(class_values)}))
+    for a in cut.attributes:
+        grid = grid.crossJoin(spark.range(cut.size(a)).withColumnRenamed("id", _col(a)))
+    return grid
+
+
+def noisy_generalized_table(spark, df, cut: Cut, epsilon: Fraction, class_values: Sequence[str] = ADULT_CLASS_VALUES,
+                            max_leaves: int = MAX_LEAVES):
+    """Leaf × class counts + Lap(2/ε) for every cell of ``cut`` (empty leaves included), materialized.
+
+    Columns out: ``c_<attr>`` (cell codes), ``income``, ``noisy_count`` (double).
+
+    Raises
+    ------
+    InvalidParameterError
+        More cells than ``max_leaves``.
+    """
+    from pyspark.sql import functions as F
+
+    n_cells = math.prod(cut.size(a) for a in cut.attributes) * len(class_values)
+    if n_cells > max_leaves:
+        raise InvalidParameterError(f"the cut has {n_cells} leaf x class cells, more than max_leaves = {max_leaves}")
+    coded = df.select(F.col(ADULT_CLASS), *[_cell_udf(cut, a)(F.col(f"`{a}`")).alias(_col(a)) for a in cut.attributes])
+    keys = [ADULT_CLASS] + [_col(a) for a in cut.attributes]
+    counts = coded.groupBy(*keys).count()
+    full = leaf_grid(spark, cut, class_values).join(counts, on=keys, how="left").fillna(0, subset=["count"])
+    noisy = full.withColumn("noisy_count", _laplace_udf(float(2 / epsilon))(F.col("count").cast("double")))
+    return noisy.drop("count").localCheckpoint(eager=True)
+
+
+def _labelled(spark, noisy, cut: Cut):
+    """Replace cell codes by the cut's public labels (small lookup joins)."""
+    from pyspark.sql import functions as F
+
+    out = noisy
+    for a in cut.attributes:
+        lab = spark.createDataFrame(pd.DataFrame({_col(a): np.arange(cut.size(a), dtype=np.int64),
+                                                  a: cut.labels(a)}))
+        out = out.join(F.broadcast(lab), on=_col(a), how="left")
+    return out.select(*[F.col(f"`{a}`") for a in cut.attributes], ADULT_CLASS, "noisy_count")
+
+
+def synthetic_table(noisy, cut: Cut):
+    """Synthetic microdata from the materialized noisy table (post-processing; no privacy cost).
+
+    ``max(0, floor(noisy_count + 0.5))`` records per leaf; values drawn inside each cell.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    k = F.greatest(F.floor(F.col("noisy_count") + F.lit(0.5)), F.lit(0)).cast("int")
+    rows = noisy.withColumn("k", k).filter(F.col("k") > 0)
+    rows = rows.withColumn("i", F.explode(F.sequence(F.lit(1), F.col("k")))).drop("i", "k", "noisy_count")
+    fields = [StructField(a, LongType() if isinstance(cut.predictors[a], NumericDomain) else StringType())
+              for a in cut.attributes] + [StructField(ADULT_CLASS, StringType())]
+    schema = StructType(fields)
+
+    def draw(batches):
+        from fragrelease.rng import evaluation_generator
+
+        gen = evaluation_generator()  # post-processing of released counts: not privacy-relevant
+        for pdf in batches:
+            codes = {a: pdf[_col(a)].to_numpy() for a in cut.attributes}
+            vals = synthesize_cells(cut, codes, gen)
+            yield pd.DataFrame({**{a: vals[a] for a in cut.attributes}, ADULT_CLASS: pdf[ADULT_CLASS].to_numpy()})
+
+    return rows.mapInPandas(draw, schema)
+
+
+def run_diffgen_release(spark, *, epsilon, specializations: int, score: str, output: str,
+                        attributes: Sequence[str] = ADULT_PREDICTORS, if_exists: str = "error",
+                        max_leaves: int = MAX_LEAVES) -> dict:
+    """Single-party DiffGen release of the built-in Adult table (all 45,222 records) to Delta.
+
+    Returns a summary: paths, versions, cut labels, ε ledger, rows, seconds.
+    """
+    from fragrelease.budget import parse_epsilon
+    from fragrelease.rng import SecureDiffGenRandomness
+    from fragrelease.schemas.datasets import load_builtin
+
+    t0 = time.perf_counter()
+    eps = parse_epsilon(epsilon)
+    preds = adult_predictors(attributes)
+    df = load_builtin(spark, "adult").select("record_id", ADULT_CLASS, *attributes)
+    counts = marginal_counts_spark(df, preds, ADULT_CLASS, ADULT_CLASS_VALUES)
+    cut, ledger = specialize_cut(preds, counts, epsilon=eps, specializations=specializations, score=score,
+                                 randomness=SecureDiffGenRandomness())
+    noisy = noisy_generalized_table(spark, df, cut, eps, max_leaves=max_leaves)
+    ledger_rows = [{"step": s.step, "attribute": s.attribute, "epsilon": str(s.epsilon),
+                    "composition": s.composition} for s in ledger]
+    ledger_rows.append({"step": "Laplace noise on leaf counts", "attribute": "leaves", "epsilon": str(eps / 2),
+                        "composition": "sequential"})
+    spent = sum((Fraction(r["epsilon"]) for r in ledger_rows), Fraction(0))
+    return write_release(spark, noisy, cut, output=output, epsilon=eps, specializations=specializations, score=score,
+                         ledger=ledger_rows, spent=spent, mode="diffgen", if_exists=if_exists, t0=t0)
+
+
+def write_release(spark, noisy, cut: Cut, *, output: str, epsilon: Fraction, specializations: int, score: str,
+                  ledger: list, spent: Fraction, mode: str, if_exists: str, t0: float,
+                  extra: Optional[dict] = None) -> dict:
+    """Commit the generalized table and the synthetic microdata as two Delta tables under ``output``."""
+    import posixpath
+
+    from fragrelease.rng import SecureDiffGenRandomness
+
+    from .storage import commit_delta
+
+    prov = {"algorithm": mode, "epsilon": str(epsilon), "specializations": specializations, "score": score,
+            "epsilon_spent": str(spent), "neighbours": "add/remove one record", "ledger": ledger,
+            "cut": cut.to_public(), "sampler": SecureDiffGenRandomness.name, **(extra or {})}
+    gen_path = posixpath.join(output, "generalized")
+    syn_path = posixpath.join(output, "synthetic")
+    v1 = commit_delta(_labelled(spark, noisy, cut), gen_path, provenance=prov, if_exists=if_exists)
+    syn = synthetic_table(noisy, cut).localCheckpoint(eager=True)
+    v2 = commit_delta(syn, syn_path, provenance={**prov, "table": "synthetic microdata from " + gen_path},
+                      if_exists=if_exists)
+    return {"generalized": gen_path, "synthetic": syn_path, "versions": (v1, v2), "cells": noisy.count(),
+            "synthetic_rows": syn.count(), "cut": {a: cut.labels(a) for a in cut.attributes}, "ledger": ledger,
+            "spent": spent, "seconds": time.perf_counter() - t0}
+
+
+def noisy_from_array(spark, cut: Cut, noisy_counts: np.ndarray, class_values: Sequence[str] = ADULT_CLASS_VALUES):
+    """The two-party result (an aggregate array shaped (cut sizes..., |classes|)) as a noisy table DataFrame."""
+    idx = np.indices(noisy_counts.shape).reshape(noisy_counts.ndim, -1)
+    pdf = pd.DataFrame({_col(a): idx[i].astype(np.int64) for i, a in enumerate(cut.attributes)})
+    pdf[ADULT_CLASS] = np.asarray(class_values)[idx[-1]]
+    pdf["noisy_count"] = noisy_counts.ravel().astype(float)
+    return spark.createDataFrame(pdf).localCheckpoint(eager=True)
+
+
+def cut_from_labels(labels: Mapping[str, list[str]]) -> Cut:
+    """Rebuild a :class:`Cut` from released labels (numeric boundaries parsed from the exact labels)."""
+    cut = Cut.top(adult_predictors(list(labels)))
+    for a, labs in labels.items():
+        p = cut.predictors[a]
+        if isinstance(p, NumericDomain):
+            cut.bounds[a] = [float(x.strip("[").split(",")[0]) for x in labs] + [float(p.hi)]
+        else:
+            cut.nodes[a] = list(labs)
+    return cut
+
+
+def run_two_party_release(spark, *, hospital_attributes: Sequence[str], insurer_attributes: Sequence[str], epsilon,
+                          specializations: int, score: str, output: str, key_bits: int = 2048,
+                          rows: Optional[tuple[int, int]] = None, if_exists: str = "error",
+                          backend: str = "spark", party_master: str = "local[1]") -> dict:
+    """DistDiffGen on Adult with two party processes, then the release written with Spark to Delta.
+
+    ``spark`` may be a SparkSession or a zero-argument callable returning one; the callable is
+    called only after the parties finish (so three JVMs never run at once). ``backend="spark"``
+    gives each party its own SparkSession (``party_master``) in its own process.
+    """
+    from fragrelease.budget import parse_epsilon
+    from fragrelease.distdiffgen import run_adult_two_party
+
+    t0 = time.perf_counter()
+    eps = parse_epsilon(epsilon)
+    r_h, r_i = run_adult_two_party(hospital_attributes, insurer_attributes, epsilon=eps,
+                                   specializations=specializations, score=score, key_bits=key_bits, rows=rows,
+                                   backend=backend, master=party_master)
+    if callable(spark):
+        spark = spark()
+    cut = cut_from_labels(r_h.cut_labels)
+    noisy = noisy_from_array(spark, cut, r_h.noisy_counts)
+    ledger = [{"step": s.step, "attribute": s.attribute, "epsilon": str(s.epsilon), "composition": s.composition}
+              for s in r_h.ledger]
+    cost = {"hospital": {**r_h.channel, "seconds": r_h.seconds}, "insurer": {**r_i.channel, "seconds": r_i.seconds}}
+    out = write_release(spark, noisy, cut, output=output, epsilon=eps, specializations=specializations, score=score,
+                        ledger=ledger, spent=r_h.spent(), mode="distdiffgen", if_exists=if_exists, t0=t0,
+                        extra={"parties": {"hospital": list(hospital_attributes), "insurer": list(insurer_attributes)},
+                               "paillier_key_bits": key_bits, "protocol_cost": json.loads(json.dumps(cost))})
+    out["protocol_cost"] = cost
+    out["winners"] = r_h.winners
+    return out

@@ -1,0 +1,435 @@
+"""DiffGen and DistDiffGen (SPEC.md §7): budget, samplers, scores, protocol equivalence and leakage.
+
+Small Paillier keys (512 bits) are used here **for test speed only**; releases refuse keys < 2048 bits.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from fractions import Fraction
+from multiprocessing import Pipe
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from fragrelease.diffgen import (AttributeCounts, Cut, NumericDomain, choose_split_point, diffgen, epsilon_prime,
+                                 flat_taxonomy, leaf_codes, marginal_counts, noisy_leaf_counts, release_counts,
+                                 score_children, specialize_cut, synthesize_cells, taxonomy_from_paths)
+from fragrelease.diffgen_taxonomy import (ADULT_CLASS_VALUES, ADULT_PREDICTORS, adult_predictors)
+from fragrelease.distdiffgen import Channel, PartyInput, run_party
+from fragrelease.errors import DomainError, InvalidParameterError, ProtocolError
+from fragrelease.rng import SecureDiffGenRandomness, SeededDiffGenRandomness, gumbel_max
+
+TEST_KEY_BITS = 512  # tests only
+HOSPITAL = ["age", "sex", "race", "marital-status", "relationship", "native-country", "education", "education-num"]
+INSURER = ["workclass", "occupation", "fnlwgt", "capital-gain", "capital-loss", "hours-per-week"]
+
+
+@pytest.fixture(scope="module")
+def small(adult_pdf):
+    return adult_pdf.iloc[:2000].reset_index(drop=True)
+
+
+def _party(df, attrs, name):
+    return PartyInput(name, df["record_id"].to_numpy(), df["income"].to_numpy(), {a: df[a].to_numpy() for a in attrs},
+                      adult_predictors(attrs))
+
+
+def _run_pair(df, *, h, eps=1, score="max", seeds=(1, 2), hosp=HOSPITAL, ins=INSURER, shuffle_insurer=False):
+    a, b = Pipe()
+    ins_df = df.sample(frac=1.0, random_state=3) if shuffle_insurer else df
+    out, errors = {}, []
+
+    def go(role, party, conn, seed):
+        try:
+            ch = Channel(conn, keep_transcript=True)
+            out[role] = (run_party(party, ch, role=role, epsilon=eps, specializations=h, score=score,
+                                   class_values=ADULT_CLASS_VALUES, randomness=SeededDiffGenRandomness(seed),
+                                   key_bits=TEST_KEY_BITS, allow_small_key=True), ch)
+        except Exception as exc:  # surfaced below
+            errors.append(exc)
+            conn.close()
+
+    threads = [threading.Thread(target=go, args=("hospital", _party(df, hosp, "h"), a, seeds[0])),
+               threading.Thread(target=go, args=("insurer", _party(ins_df, ins, "i"), b, seeds[1]))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return out["hospital"], out["insurer"]
+
+
+def _cut_from_labels(labels, predictors):
+    cut = Cut.top(predictors)
+    for a, labs in labels.items():
+        p = cut.predictors[a]
+        if isinstance(p, NumericDomain):
+            cut.bounds[a] = [float(x.strip("[").split(",")[0]) for x in labs] + [p.hi]
+        else:
+            cut.nodes[a] = list(labs)
+    return cut
+
+
+# ---- budget ----------------------------------------------------------------------------------
+def test_epsilon_prime_is_exact_and_total_stays_within_epsilon(small):
+    assert epsilon_prime(Fraction(1), 6, 10) == Fraction(1, 52)
+    assert epsilon_prime(Fraction(1, 10), 6, 4) == Fraction(1, 280)
+    res = diffgen(adult_predictors(), {a: small[a].to_numpy() for a in ADULT_PREDICTORS}, small["income"].to_numpy(),
+                  ADULT_CLASS_VALUES, epsilon=Fraction(1, 2), specializations=7, score="max",
+                  randomness=SeededDiffGenRandomness(0))
+    eps_p = Fraction(1, 2) / (2 * (6 + 14))
+    n_numeric_specs = sum(s.composition == "parallel" for s in res.ledger)
+    assert res.spent() == eps_p * (6 + 7 + n_numeric_specs) + Fraction(1, 4)
+    assert res.spent() <= Fraction(1, 2)
+    assert all(isinstance(s.epsilon, Fraction) for s in res.ledger)
+
+
+@pytest.mark.parametrize("eps,h", [(0, 3), (-1, 3), (1, -1)])
+def test_bad_budget_parameters_are_refused(eps, h):
+    with pytest.raises(InvalidParameterError, match=str(h if eps == 1 else eps)):
+        epsilon_prime(Fraction(eps), 6, h)
+
+
+def test_bad_inputs_name_the_value(small):
+    preds = adult_predictors(["age", "sex"])
+    cols = {"age": small["age"].to_numpy().copy(), "sex": small["sex"].to_numpy()}
+    cols["age"][5] = 130
+    with pytest.raises(DomainError, match="130"):
+        diffgen(preds, cols, small["income"], ADULT_CLASS_VALUES, epsilon=1, specializations=1, score="max",
+                randomness=SeededDiffGenRandomness(0))
+    cols = {"age": small["age"].to_numpy(), "sex": np.where(np.arange(len(small)) == 3, "Other", small["sex"])}
+    with pytest.raises(DomainError, match="Other"):
+        diffgen(preds, cols, small["income"], ADULT_CLASS_VALUES, epsilon=1, specializations=1, score="max",
+                randomness=SeededDiffGenRandomness(0))
+    with pytest.raises(InvalidParameterError, match="gini"):
+        diffgen(preds, {"age": small["age"], "sex": small["sex"]}, small["income"], ADULT_CLASS_VALUES, epsilon=1,
+                specializations=1, score="gini", randomness=SeededDiffGenRandomness(0))
+
+
+# ---- scores and taxonomies -------------------------------------------------------------------
+def test_scores_on_a_hand_example():
+    kids = np.array([[8, 2], [1, 9]])
+    assert score_children(kids, "max") == 17
+    h = lambda p: -(p * np.log2(p) + (1 - p) * np.log2(1 - p))  # noqa: E731
+    assert score_children(kids, "infogain") == pytest.approx(h(9 / 20) - 0.5 * h(0.2) - 0.5 * h(0.1))
+    assert score_children(np.array([[5, 5], [5, 5]]), "infogain") == pytest.approx(0.0)
+
+
+def test_taxonomy_from_arx_paths():
+    tax = taxonomy_from_paths("x", [["a", "A", "*"], ["b", "A", "*"], ["c", "C", "*"]])
+    assert tax.root == "*" and tax.children["*"] == ("A", "C") and tax.leaves["A"] == ("a", "b")
+    assert tax.is_leaf("a") and not tax.is_leaf("A")
+    flat = flat_taxonomy("y", ["p", "q"])
+    assert flat.children["*"] == ("p", "q") and flat.leaves["*"] == ("p", "q")
+    edu = adult_predictors(["education"])[0]
+    assert len(edu.leaves[edu.root]) == 16
+
+
+# ---- samplers --------------------------------------------------------------------------------
+def test_gumbel_max_has_the_exponential_mechanism_distribution():
+    lw = np.log(np.array([1.0, 2.0, 4.0, 8.0]))
+    rnd = SecureDiffGenRandomness()
+    draws = np.array([gumbel_max(lw, rnd)[0] for _ in range(3000)])
+    observed = np.bincount(draws, minlength=4)
+    expected = 3000 * np.exp(lw) / np.exp(lw).sum()
+    assert stats.chisquare(observed, expected).pvalue > 1e-4
+    assert gumbel_max(np.array([-np.inf, 0.0]), rnd)[0] == 1
+
+
+def test_secure_laplace_and_gaussian_squares_ks():
+    rnd = SecureDiffGenRandomness()
+    eps = 0.5
+    lap = rnd.laplace(np.zeros(2000), 2 / eps)
+    assert stats.kstest(lap, stats.laplace(scale=2 / eps).cdf).pvalue > 1e-3
+    y = rnd.gaussian(8000, np.sqrt(1 / eps)).reshape(4, 2000)
+    x = y[0] ** 2 - y[1] ** 2 + y[2] ** 2 - y[3] ** 2  # X1 + X2 noise of the two-party protocol
+    assert stats.kstest(x, stats.laplace(scale=2 / eps).cdf).pvalue > 1e-3
+
+
+def test_split_point_weights_by_interval_length():
+    # no records: every split has score 0, so the split point is uniform over the domain
+    counts = AttributeCounts(np.array([], dtype=float), np.zeros((0, 2), dtype=np.int64))
+    rnd = SeededDiffGenRandomness(7)
+    s = np.array([choose_split_point(counts, 0.0, 100.0, top=True, eps_prime=Fraction(1), score="max",
+                                     randomness=rnd)[0] for _ in range(2000)])
+    assert stats.kstest(s, stats.uniform(0, 100).cdf).pvalue > 1e-3
+    # a perfect separator between 10 and 20 dominates with a large ε'
+    counts = AttributeCounts(np.array([10.0, 20.0]), np.array([[50, 0], [0, 50]]))
+    s = [choose_split_point(counts, 0.0, 100.0, top=True, eps_prime=Fraction(4), score="max", randomness=rnd)
+         for _ in range(200)]
+    assert all(10 < x < 20 and u == 100 for x, u in s)
+
+
+# ---- DiffGen ---------------------------------------------------------------------------------
+def test_every_leaf_is_released_and_counts_are_unbiased(small):
+    cols = {a: small[a].to_numpy() for a in ADULT_PREDICTORS}
+    res = diffgen(adult_predictors(), cols, small["income"], ADULT_CLASS_VALUES, epsilon=1, specializations=6,
+                  score="max", randomness=SeededDiffGenRandomness(11))
+    shape = tuple(res.cut.size(a) for a in res.cut.attributes) + (2,)
+    assert res.noisy_counts.shape == shape
+    true = np.bincount(leaf_codes(res.cut, cols, small["income"], ADULT_CLASS_VALUES),
+                       minlength=int(np.prod(shape))).reshape(shape)
+    assert true.sum() == len(small) and (true == 0).any()  # empty leaves exist and still get a count
+    d = (res.noisy_counts - true).ravel()
+    assert np.all(d != 0)
+    assert abs(d.mean()) < 4 * 2 * np.sqrt(2) / np.sqrt(d.size) + 0.05
+
+
+def test_max_score_prefers_informative_specializations(small):
+    # with a large budget the first selections go to attributes that separate the class
+    counts = {p.attribute: marginal_counts(p, small[p.attribute], small["income"], ADULT_CLASS_VALUES)
+              for p in adult_predictors()}
+    cut, _ = specialize_cut(adult_predictors(), counts, epsilon=Fraction(200), specializations=3, score="max",
+                            randomness=SeededDiffGenRandomness(2))
+    specialized = {a for a in cut.attributes if cut.size(a) > 1}
+    assert specialized & {"marital-status", "relationship", "capital-gain", "education-num", "education"}
+    assert "fnlwgt" not in specialized and "race" not in specialized
+
+
+def test_synthetic_records_stay_in_their_cells(small):
+    cols = {a: small[a].to_numpy() for a in ADULT_PREDICTORS}
+    res = diffgen(adult_predictors(), cols, small["income"], ADULT_CLASS_VALUES, epsilon=1, specializations=8,
+                  score="max", randomness=SeededDiffGenRandomness(5))
+    k = release_counts(res.noisy_counts)
+    assert k.min() >= 0
+    idx = np.repeat(np.arange(k.size), k.ravel())
+    parts = np.unravel_index(idx, k.shape)
+    codes = {a: parts[i] for i, a in enumerate(res.cut.attributes)}
+    values = synthesize_cells(res.cut, codes, np.random.default_rng(0))
+    for a in res.cut.attributes:
+        assert np.array_equal(res.cut.cell_codes(a, values[a]), codes[a]), a
+
+
+# ---- DistDiffGen -----------------------------------------------------------------------------
+def test_two_party_counts_are_exact_shares_and_match_diffgen_cut(small):
+    (r1, c1), (r2, c2) = _run_pair(small, h=6, shuffle_insurer=True)
+    assert r1.cut_labels == r2.cut_labels and np.array_equal(r1.noisy_counts, r2.noisy_counts)
+    assert r1.spent() == r2.spent() <= 1
+    cut = _cut_from_labels(r1.cut_labels, adult_predictors(HOSPITAL + INSURER))
+    cols = {a: small[a].to_numpy() for a in HOSPITAL + INSURER}
+    true = np.bincount(leaf_codes(cut, cols, small["income"], ADULT_CLASS_VALUES),
+                       minlength=r1.noisy_counts.size).reshape(r1.noisy_counts.shape)
+    # the released counts are the same leaf x class counts DiffGen would perturb for this cut
+    assert np.array_equal((r1.share + r2.share).astype(np.int64), true)
+    d = (r1.noisy_counts - true).ravel()
+    assert abs(d.mean()) < 4 * 2 * np.sqrt(2) / np.sqrt(d.size) + 0.1
+    assert c1.sent_messages == c2.received_messages and c1.sent_bytes == c2.received_bytes
+
+
+def test_two_party_noise_has_diffgens_laplace_distribution(small):
+    """KS test (fixed sizes): X1 + X2 - C over all leaves of a few runs vs Lap(2/ε) (DiffGen's leaf noise)."""
+    sub = small.iloc[:300]
+    hosp, ins = ["race", "sex", "age"], ["workclass", "occupation"]
+    diffs = []
+    for seed in range(40):
+        (r1, _), _ = _run_pair(sub, h=4, eps=1, seeds=(100 + seed, 200 + seed), hosp=hosp, ins=ins)
+        cut = _cut_from_labels(r1.cut_labels, adult_predictors(hosp + ins))
+        true = np.bincount(leaf_codes(cut, {a: sub[a].to_numpy() for a in hosp + ins}, sub["income"],
+                                      ADULT_CLASS_VALUES), minlength=r1.noisy_counts.size)
+        diffs.extend((r1.noisy_counts.ravel() - true).tolist())
+        if len(diffs) >= 600:
+            break
+    diffs = diffs[:600]
+    single = noisy_leaf_counts(np.zeros(600), 1, SeededDiffGenRandomness(9))
+    assert stats.ks_2samp(diffs, single).pvalue > 1e-3
+    assert stats.kstest(diffs, stats.laplace(scale=2.0).cdf).pvalue > 1e-3
+
+
+def test_distributed_winner_has_the_single_party_distribution():
+    """The winner drawn across parties has DiffGen's exponential-mechanism distribution (χ², fixed n)."""
+    from fragrelease.distdiffgen import _compare_p1, _compare_p2, _keypair
+
+    lw1, lw2 = np.log([1.0, 3.0]), np.log([2.0, 6.0])
+    pk, sk = _keypair(TEST_KEY_BITS, True)
+    a, b = Pipe()
+    ca, cb = Channel(a), Channel(b)
+    r1, r2 = SeededDiffGenRandomness(21), SeededDiffGenRandomness(22)
+    picks = []
+    n = 1500
+    m2s = []
+
+    def p2():
+        for _ in range(n):
+            j, m = gumbel_max(lw2, r2)
+            m2s.append(j)
+            _compare_p2(cb, pk, m)
+
+    t = threading.Thread(target=p2)
+    t.start()
+    for i in range(n):
+        j, m = gumbel_max(lw1, r1)
+        picks.append(("p1", j) if _compare_p1(ca, sk, pk, m) else None)
+    t.join()
+    picks = [p if p else ("p2", m2s[i]) for i, p in enumerate(picks)]
+    labels = [("p1", 0), ("p1", 1), ("p2", 0), ("p2", 1)]
+    observed = np.array([sum(p == lab for p in picks) for lab in labels])
+    w = np.array([1, 3, 2, 6], dtype=float)
+    assert stats.chisquare(observed, n * w / w.sum()).pvalue > 1e-4
+
+
+def test_no_raw_attribute_values_in_the_messages(small):
+    (r1, c1), (r2, c2) = _run_pair(small.iloc[:400], h=4)
+    public = {"hello", "cmp_key", "cmp_query", "cmp_reply", "winner", "instruction", "count_key", "count_cipher",
+              "count_masked", "noisy_share", "hospital", "insurer", "max", "numeric", "categorical",
+              *ADULT_CLASS_VALUES, *HOSPITAL, *INSURER}
+    preds = {p.attribute: p for p in adult_predictors(HOSPITAL + INSURER)}
+    for p in preds.values():  # the public taxonomies and the released cut's labels
+        if not isinstance(p, NumericDomain):
+            public |= set(p.children) | set(p.leaves)
+    for labs in r1.cut_labels.values():
+        public |= set(labs)
+    numeric_splits = set()
+    for raw in c1.transcript:
+        msg = json.loads(raw)
+        if msg["kind"] in ("count_cipher", "count_masked"):
+            assert all(isinstance(x, str) and int(x, 16) > 0 for row in msg["rows"] for x in row)
+            continue
+        for key, value in msg.items():
+            if key in ("c", "n", "ids", "epsilon", "node", "children", "root"):
+                continue
+            vals = value if isinstance(value, list) else [value]
+            for v in vals:
+                if isinstance(v, str):
+                    assert v in public, (msg["kind"], key, v)
+                if isinstance(v, dict):  # attribute descriptions in hello
+                    assert set(v) == {"name", "kind", "root"} and v["name"] in public
+        if msg["kind"] == "instruction":
+            assert msg["attribute"] in public and set(msg["children"]) <= public
+            if msg["split"] is not None:
+                numeric_splits.add(msg["split"])
+        if msg["kind"] == "noisy_share":
+            assert len(msg["x"]) == r1.noisy_counts.size  # one masked value per leaf, never per record
+    # no per-record plaintext: the only messages with n entries are the ciphertext rows
+    for raw in c1.transcript:
+        msg = json.loads(raw)
+        if msg["kind"] not in ("count_cipher", "noisy_share"):
+            assert all(len(v) != 400 for v in msg.values() if isinstance(v, list)), msg["kind"]
+    # a raw value sequence of a party never travels: e.g. the hospital's ages
+    blob = b"".join(c1.transcript)
+    assert json.dumps(small.iloc[:400]["age"].tolist()[:20]).encode() not in blob
+
+
+def test_protocol_refuses_disagreement(small):
+    with pytest.raises(ProtocolError, match="epsilon|h|held by both"):
+        _run_pair(small.iloc[:100], h=1, hosp=["age", "sex"], ins=["sex", "race"])
+
+
+def test_release_keys_must_be_2048_bits(small):
+    from fragrelease.distdiffgen import _keypair
+
+    with pytest.raises(InvalidParameterError, match="512"):
+        _keypair(512, False)
+
+
+# ---- Spark job ---------------------------------------------------------------------------------
+def test_spark_leaf_table_has_every_cell_and_synthetic_records_stay_in_cells(spark, small):
+    from fragrelease.diffgen import marginal_counts
+    from fragrelease.jobs.diffgen import (_col, marginal_counts_spark, noisy_generalized_table, synthetic_table)
+
+    attrs = ["sex", "education", "hours-per-week"]
+    small = small.iloc[:600]
+    preds = adult_predictors(attrs)
+    sdf = spark.createDataFrame(small[["record_id", "income", *attrs]])
+    counts = marginal_counts_spark(sdf, preds, "income", ADULT_CLASS_VALUES)
+    for p in preds:  # Spark's groupBy counts equal the pandas twin
+        ref = marginal_counts(p, small[p.attribute], small["income"], ADULT_CLASS_VALUES)
+        assert np.array_equal(counts[p.attribute].counts, ref.counts)
+    cut, _ = specialize_cut(preds, counts, epsilon=Fraction(1), specializations=3, score="max",
+                            randomness=SeededDiffGenRandomness(4))
+    noisy = noisy_generalized_table(spark, sdf, cut, Fraction(1)).toPandas()
+    n_cells = int(np.prod([cut.size(a) for a in attrs])) * 2
+    assert len(noisy) == n_cells and noisy["noisy_count"].notna().all()
+    assert (noisy["noisy_count"] != np.round(noisy["noisy_count"])).all()  # every cell, even empty, is perturbed
+    syn = synthetic_table(spark.createDataFrame(noisy), cut).toPandas()
+    assert len(syn) == int(np.maximum(np.floor(noisy["noisy_count"] + 0.5), 0).sum())
+    for a in attrs:
+        assert set(cut.cell_codes(a, syn[a].to_numpy())) <= set(range(cut.size(a)))
+    assert abs(len(syn) - len(small)) < 0.2 * len(small) + 2 * n_cells
+    assert _col("hours-per-week") == "c_hours_per_week"
+
+
+def test_spark_party_backend_gives_exact_shares(spark, small, tmp_path):
+    """Both parties on the Spark backend (one test session, two threads): X1 + X2 - C is the noise only."""
+    from fragrelease.jobs.distdiffgen_party import SparkParty
+    from fragrelease.jobs.diffgen import cut_from_labels
+
+    sub = small.iloc[:200]
+    hosp, ins = ["age", "sex", "education"], ["workclass", "hours-per-week"]
+    a, b = Pipe()
+    out, errors = {}, []
+
+    def go(role, attrs, conn, seed):
+        try:
+            df = spark.createDataFrame(sub[["record_id", "income", *attrs]])
+            party = SparkParty(spark, role, df, adult_predictors(attrs), class_col="income",
+                               exchange_dir=str(tmp_path))
+            out[role] = run_party(party, Channel(conn), role=role, epsilon=1, specializations=3, score="max",
+                                  class_values=ADULT_CLASS_VALUES, randomness=SeededDiffGenRandomness(seed),
+                                  key_bits=TEST_KEY_BITS, allow_small_key=True)
+        except Exception as exc:
+            errors.append(exc)
+            conn.close()
+
+    threads = [threading.Thread(target=go, args=("hospital", hosp, a, 1)),
+               threading.Thread(target=go, args=("insurer", ins, b, 2))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    r1, r2 = out["hospital"], out["insurer"]
+    assert np.array_equal(r1.noisy_counts, r2.noisy_counts)
+    cut = cut_from_labels(r1.cut_labels)
+    true = np.bincount(leaf_codes(cut, {x: sub[x].to_numpy() for x in hosp + ins}, sub["income"], ADULT_CLASS_VALUES),
+                       minlength=r1.noisy_counts.size).reshape(r1.noisy_counts.shape)
+    assert np.array_equal((r1.share + r2.share).astype(np.int64), true)  # secure scalar product is exact
+    assert np.abs(r1.share).max() > 2 ** 20  # a share alone is masked, not the count
+    d = r1.noisy_counts - true
+    assert abs(d.mean()) < 4 * 2 * np.sqrt(2) / np.sqrt(d.size) + 0.2 and np.all(d != 0)
+    assert r1.channel["sent_bytes"] > 0 and r2.channel["sent_bytes"] > 0
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["diffgen", "run", "--epsilon", "0", "--output", "x"], "epsilon"),
+    (["diffgen", "run", "--score", "gini", "--output", "x"], "gini"),
+    (["diffgen", "two-party", "--hospital-attributes", "age,sex", "--insurer-attributes", "sex", "--output", "x"],
+     "sex"),
+    (["diffgen", "two-party", "--hospital-attributes", "age,blood", "--output", "x"], "blood"),
+    (["diffgen", "two-party", "--key-bits", "1024", "--output", "x"], "1024"),
+])
+def test_cli_bad_input_exits_2_naming_the_value(argv, needle, capsys):
+    from fragrelease.jobs.cli import run_cli
+
+    assert run_cli(argv) == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_parties_run_in_separate_os_processes():
+    from fragrelease.distdiffgen import run_adult_two_party
+
+    r_h, r_i = run_adult_two_party(["age", "sex"], ["workclass", "hours-per-week"], epsilon=1, specializations=2,
+                                   key_bits=TEST_KEY_BITS, allow_small_key=True, rows=(0, 300), backend="pandas")
+    assert r_h.party == "hospital" and r_i.party == "insurer"
+    assert r_h.cut_labels == r_i.cut_labels and np.array_equal(r_h.noisy_counts, r_i.noisy_counts)
+    assert r_h.share is None and r_i.share is None  # shares never leave their process
+    assert r_h.channel["sent_messages"] == r_i.channel["received_messages"]
+    assert r_h.channel["sent_bytes"] + r_i.channel["sent_bytes"] > 300 * 256  # the per-record ciphertexts
+    assert r_h.spent() == r_i.spent() <= 1
+
+
+def test_spark_marginals_refuse_values_outside_the_domain(spark, small):
+    from fragrelease.jobs.diffgen import marginal_counts_spark
+
+    bad = small[["record_id", "income", "age", "sex"]].iloc[:50].copy()
+    bad.loc[3, "age"] = 150
+    sdf = spark.createDataFrame(bad)
+    with pytest.raises(DomainError, match="150"):
+        marginal_counts_spark(sdf, adult_predictors(["age"]), "income", ADULT_CLASS_VALUES)
+    bad.loc[3, "age"] = 30
+    bad.loc[4, "sex"] = "X"
+    with pytest.raises(DomainError, match="'X'"):
+        marginal_counts_spark(spark.createDataFrame(bad), adult_predictors(["sex"]), "income", ADULT_CLASS_VALUES)
