@@ -119,7 +119,6 @@ def secure_random_keys(size: int) -> np.ndarray:
     return (raw >> np.uint64(1)).astype(np.int64)
 
 
-<<<<<<< HEAD
 def secure_permutation(size: int) -> np.ndarray:
     """A uniformly random permutation of ``0 .. size-1`` (int64) from the OS CSPRNG.
 
@@ -127,7 +126,8 @@ def secure_permutation(size: int) -> np.ndarray:
     order. Used to order candidate tuples in the cloning anonymizer (SPEC.md §5 step 4).
     """
     return np.argsort(secure_random_keys(size), kind="stable").astype(np.int64)
-=======
+
+
 # ----------------------------------------------------------------------------------------------
 # DiffGen / DistDiffGen randomness (SPEC.md §7)
 # ----------------------------------------------------------------------------------------------
@@ -298,4 +298,3 @@ def gumbel_max(log_weights: np.ndarray, randomness: DiffGenRandomness) -> tuple[
     noisy[lw == -np.inf] = -np.inf
     j = int(np.argmax(noisy))
     return j, float(noisy[j])
->>>>>>> diffgen
