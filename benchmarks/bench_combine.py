@@ -1,9 +1,9 @@
 """Benchmark: the aggregator's vertical join of F protected fragments of N rows each.
 
-Prints wall times for ``jobs.aggregator.join_vertical`` (hashed id groups shipped as Arrow arrays,
-one task per group lines the fragments up by id), the same followed by the release's CSPRNG row
-shuffle (``shuffle_rows``, what ``aggregator release`` commits), and, for comparison, a chain of
-full outer joins on the id (the previous implementation). Each fragment is ``(record_id, a<i>)``,
+Prints wall times for ``jobs.aggregator.join_vertical`` (a chain of inner joins on the id, which
+keeps the hash partitioning so each fragment is shuffled once), the same followed by the release's
+CSPRNG row shuffle (``shuffle_rows``, what ``aggregator release`` commits), and, for comparison, a
+chain of full outer joins on the id (the previous implementation, before its null check). Each fragment is ``(record_id, a<i>)``,
 every second one categorical (string), generated inside Spark and stored before timing.
 
     python benchmarks/bench_combine.py --rows 1000000 10000000 --fragments 10 --master local[2]
@@ -26,7 +26,7 @@ def fragments(spark, n: int, count: int):
         else:
             col = F.round(F.rand() * 100, 3)
         # each owner's table arrives in its own order
-        out.append(df.select("record_id", col.alias(f"a{i}")).orderBy(F.rand()).localCheckpoint(eager=True))
+        out.append(df.select("record_id", col.alias(f"a{i}")).repartition(8, F.rand()).localCheckpoint(eager=True))
     return out
 
 
@@ -53,8 +53,8 @@ def main() -> None:
     print(f"{'rows':>12} {'join s':>8} {'join+shuffle s':>15} {'outer-join chain s':>19}")
     for n in args.rows:
         frames = fragments(spark, n, args.fragments)
-        t_join = timed(join_vertical(frames, "record_id", n))
-        t_release = timed(shuffle_rows(join_vertical(frames, "record_id", n), "record_id"))
+        t_join = timed(join_vertical(frames, "record_id"))
+        t_release = timed(shuffle_rows(join_vertical(frames, "record_id"), "record_id"))
         t_chain = float("nan")
         if not args.skip_baseline:
             chain = frames[0]

@@ -15,14 +15,10 @@ from __future__ import annotations
 
 import logging
 import sys
-import math
 from typing import Optional
 
-import numpy as np
-import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from fragrelease import __version__
 from fragrelease.config import ReleaseConfig
@@ -32,7 +28,7 @@ from fragrelease.schemas.datasets import resolve_schema
 from fragrelease.udfs.noise import secure_random_key_udf
 
 from .layout import manifest_path, metadata_path, plan_path, protected_path
-from .protect import _assembly_bucket, fragment_digests
+from .protect import fragment_digests
 from .report import public_report, public_report_path
 from .storage import commit_delta, is_delta_table, read_delta, read_text, write_text
 
@@ -122,10 +118,7 @@ def load_verified_fragment(spark, cfg: ReleaseConfig, plan: Plan, owner: str) ->
 def combine(plan: Plan, fragments: dict[str, DataFrame]) -> DataFrame:
     """Union (horizontal) or join on the id (vertical) the verified fragments; columns in plan order.
 
-    Raises
-    ------
-    IdentifierError
-        Vertical fragments whose id sets differ (the join would lose or invent records).
+    Vertical fragments must hold the same id set (:func:`release` checks their id digests first).
     """
     id_col = plan.id_column
     names = [a["name"] for a in plan.attributes]
@@ -135,81 +128,22 @@ def combine(plan: Plan, fragments: dict[str, DataFrame]) -> DataFrame:
         for f in frames[1:]:
             out = out.unionByName(f)
         return out
-    n = plan.owners[0].n_records
-    return join_vertical([fragments[o.name] for o in plan.owners], id_col, n).select(id_col, *names)
+    return join_vertical([fragments[o.name] for o in plan.owners], id_col).select(id_col, *names)
 
 
-_ROWS_PER_JOIN_GROUP = 500_000
-
-
-def join_vertical(frames: list[DataFrame], id_column: str, n_records: int) -> DataFrame:
+def join_vertical(frames: list[DataFrame], id_column: str) -> DataFrame:
     """Line up vertical fragments by id: one row per id with every fragment's columns.
 
-    Shapes: each frame is ``(id_column, its attributes)``, every frame holding the same id set
-    (checked beforehand through the id digests; checked again here). Out: ``(id_column, attributes
-    of frame 0, of frame 1, ...)``, ``n_records`` rows, in id order within each group of about
-    500,000 ids (grouped by a hash of the id).
-
-    Instead of a chain of joins (each shuffling the growing table row by row), every fragment is cut
-    by a hash of the id into groups and shipped as a few Arrow array rows; one task per group sorts
-    each fragment's ids and lines the columns up. Raises ``IdentifierError`` inside the task
-    (surfacing as a Spark error that names the id) if a group's fragments hold different ids.
+    Shapes: each frame is ``(id_column, its attributes)``; out: ``(id_column, attributes of frame 0,
+    of frame 1, ...)``. The frames must hold the same id set: :func:`release` compares their id
+    digests (computed in the same pass as the content digests) before it joins, so the chain of
+    inner joins neither loses nor invents records. Inner joins keep the hash partitioning on the
+    id, so each fragment is shuffled once (``benchmarks/bench_combine.py``).
     """
-    groups = max(1, math.ceil(n_records / _ROWS_PER_JOIN_GROUP))
-    id_type = frames[0].schema[id_column].dataType
-    integral = isinstance(id_type, (T.LongType, T.IntegerType, T.ShortType, T.ByteType))
-    columns = [[c for c in f.columns if c != id_column] for f in frames]
-    shipped = []
-    for i, (f, cols) in enumerate(zip(frames, columns)):
-        key = F.col(id_column).cast("long") if integral else F.xxhash64(F.col(id_column))
-        schema = T.StructType(
-            [T.StructField("__group", T.IntegerType()), T.StructField("__frag", T.IntegerType()),
-             T.StructField("__ids", T.ArrayType(id_type))]
-            + [T.StructField(c, T.ArrayType(f.schema[c].dataType)) for c in cols])
-        shipped.append(f.select(key.alias("__key"), id_column, *cols).mapInPandas(
-            _cut_by_group(i, id_column, cols, groups), schema))
-    every = shipped[0]
-    for s in shipped[1:]:
-        every = every.unionByName(s, allowMissingColumns=True)
-    out_schema = T.StructType([T.StructField(id_column, id_type)]
-                              + [f.schema[c] for f, cols in zip(frames, columns) for c in cols])
-    return every.groupBy("__group").applyInPandas(_line_up(id_column, columns), out_schema)
-
-
-def _cut_by_group(frag: int, id_column: str, cols: list[str], groups: int):
-    def cut(batches):
-        for pdf in batches:
-            g = _assembly_bucket(pdf["__key"].to_numpy(np.int64), groups)
-            order = np.argsort(g, kind="stable")
-            bounds = np.flatnonzero(np.diff(g[order])) + 1
-            rows = []
-            for part in np.split(order, bounds):
-                if part.size:
-                    rows.append({"__group": int(g[part[0]]), "__frag": frag,
-                                 "__ids": pdf[id_column].to_numpy()[part],
-                                 **{c: pdf[c].to_numpy()[part] for c in cols}})
-            yield pd.DataFrame(rows, columns=["__group", "__frag", "__ids", *cols])
-    return cut
-
-
-def _line_up(id_column: str, columns: list[list[str]]):
-    def line_up(pdf: pd.DataFrame) -> pd.DataFrame:
-        out, ids = {}, None
-        for i, cols in enumerate(columns):
-            part = pdf[pdf["__frag"] == i]
-            got = np.concatenate(part["__ids"].to_list()) if len(part) else np.empty(0)
-            order = np.argsort(got, kind="stable")
-            got = got[order]
-            if ids is None:
-                ids = got
-            elif not np.array_equal(ids, got):
-                odd = np.setxor1d(ids, got)[0]
-                odd = odd.item() if isinstance(odd, np.generic) else odd
-                raise IdentifierError(f"record id {odd!r} is not held by every vertical owner")
-            for c in cols:
-                out[c] = np.concatenate(part[c].to_list())[order]
-        return pd.DataFrame({id_column: ids, **out})
-    return line_up
+    out = frames[0]
+    for f in frames[1:]:
+        out = out.join(f, id_column, "inner")
+    return out
 
 
 def shuffle_rows(df: DataFrame, id_column: str) -> DataFrame:
@@ -224,6 +158,13 @@ def release(spark, cfg: ReleaseConfig) -> dict:
     Returns
     -------
     dict with ``path``, ``version``, ``rows`` and the provenance recorded with the commit.
+
+    Raises
+    ------
+    ManifestMismatchError
+        A fragment that does not match its manifest or the plan (:func:`load_verified_fragment`).
+    IdentifierError
+        Vertical fragments whose id sets differ (the join would lose or invent records).
     """
     plan = Plan.model_validate_json(read_text(plan_path(cfg)))
     fragments, id_sets = {}, {}

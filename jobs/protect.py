@@ -28,7 +28,9 @@ task; the steps are detailed in :func:`protect_fragment`):
 """
 from __future__ import annotations
 
+import logging
 import math
+import time
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Optional, Sequence
@@ -46,8 +48,22 @@ from fragrelease.schemas.base import Attribute
 from fragrelease.sensitivity import dp_ir_sensitivity, mechanism_k
 from fragrelease.udfs.noise import noisy_centroid_udf
 
+log = logging.getLogger(__name__)
+
 _POS_MASK = (1 << 33) - 1
 _ROWS_PER_PARTITION = 1_000_000
+
+
+class _StageClock:
+    """DEBUG log of each stage's wall time (timings only: nothing data-dependent is logged)."""
+
+    def __init__(self) -> None:
+        self._t = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        log.debug("protect stage %s: %.2f s", stage, now - self._t)
+        self._t = now
 
 
 @dataclass(frozen=True)
@@ -336,6 +352,7 @@ def protect_fragment(
        them by a hash of the id; one task per hash group lines the attributes up by id.
     """
     spark = df.sparkSession
+    clock = _StageClock()
     attrs = list(attributes)
     l = len(attrs)
     n = n_records if n_records is not None else df.count()
@@ -360,6 +377,7 @@ def protect_fragment(
 
     buckets = max(1, math.ceil(n / _VALUES_PER_BUCKET))
     splitters = _splitters(keyed, l, n, buckets)
+    clock.lap("splitters (sample)")
 
     run_schema = T.StructType([
         T.StructField("attr", T.IntegerType()), T.StructField("bucket", T.IntegerType()),
@@ -394,6 +412,7 @@ def protect_fragment(
             yield flush(pd.concat(pending, ignore_index=True))
 
     runs = keyed.mapInPandas(runs_of, run_schema).localCheckpoint(eager=True)
+    clock.lap("cut into bucket arrays (map, stored)")
     counts = {(int(r["attr"]), int(r["bucket"])): int(r["m"])
               for r in runs.groupBy("attr", "bucket").agg(F.sum(F.size("x")).alias("m")).collect()}
     first_rank: dict[tuple[int, int], int] = {}
@@ -432,12 +451,15 @@ def protect_fragment(
             "size": [(lasts - firsts + 1).astype(np.int64)], "min": [x[firsts]], "max": [x[lasts]],
         })
 
+    clock.lap("counts per bucket")
     ranked = runs.groupBy("attr", "bucket").applyInPandas(rank_bucket, ranked_schema).localCheckpoint(eager=True)
+    clock.lap("sort buckets, ranks, partial cluster statistics (stored)")
 
     partial = ranked.select("attr", F.explode(F.arrays_zip("cluster", "sum", "size", "min", "max")).alias("s"))
     stats = partial.groupBy("attr", F.col("s.cluster").alias("cluster")).agg(
         F.sum("s.sum").alias("sum"), F.sum("s.size").alias("size"), F.min("s.min").alias("min"),
         F.max("s.max").alias("max")).localCheckpoint(eager=True)  # read four times below; small (c · l rows)
+    clock.lap("cluster statistics")
 
     params = spark.createDataFrame(
         [(i, *a.bounds(), a.categorical) for i, a in enumerate(attrs)],
@@ -457,6 +479,7 @@ def protect_fragment(
     )
     # Materialize the noise once: nothing downstream may re-run the UDF.
     noisy = noisy.localCheckpoint(eager=True)
+    clock.lap("sensitivity, scale, noise (stored)")
 
     # Each bucket's cluster range (attributes × buckets rows) routes the noisy centroids to it.
     ranges = spark.createDataFrame(

@@ -1,14 +1,7 @@
-"""The aggregator's vertical join: array groups lined up by id equal a plain pandas merge."""
+"""The aggregator's vertical join equals a plain pandas merge; id digests tell id sets apart."""
 import numpy as np
 import pandas as pd
-import pytest
-
 import fragrelease.jobs.aggregator as aggregator
-
-
-@pytest.fixture
-def small_groups(monkeypatch):
-    monkeypatch.setattr(aggregator, "_ROWS_PER_JOIN_GROUP", 150)  # 7 groups for 1,000 ids
 
 
 def _fragments(spark, ids_per_fragment):
@@ -22,18 +15,20 @@ def _fragments(spark, ids_per_fragment):
     return frames, pdfs
 
 
-def test_join_vertical_equals_a_pandas_merge(spark, small_groups):
+def test_join_vertical_equals_a_pandas_merge(spark):
     ids = np.random.default_rng(3).choice(10**12, size=1000, replace=False)
     frames, pdfs = _fragments(spark, [ids, ids, ids])
-    got = aggregator.join_vertical(frames, "record_id", 1000).toPandas()
+    got = aggregator.join_vertical(frames, "record_id").toPandas()
     expect = pdfs[0].merge(pdfs[1], on="record_id").merge(pdfs[2], on="record_id")
     assert got.columns.tolist() == expect.columns.tolist()
     pd.testing.assert_frame_equal(got.sort_values("record_id").reset_index(drop=True),
                                   expect.sort_values("record_id").reset_index(drop=True))
 
 
-def test_join_vertical_refuses_fragments_with_different_ids(spark, small_groups):
-    ids = np.arange(1000)
-    frames, _ = _fragments(spark, [ids, np.where(ids == 417, 5000, ids)])
-    with pytest.raises(Exception, match="record id 417 is not held by every vertical owner"):
-        aggregator.join_vertical(frames, "record_id", 1000).collect()
+def test_fragment_digests_tell_id_sets_apart(spark):
+    from fragrelease.jobs.protect import content_digest, fragment_digests, id_digest
+
+    frames, _ = _fragments(spark, [np.arange(1000), np.arange(1000), np.where(np.arange(1000) == 417, 5000, np.arange(1000))])
+    digests = [fragment_digests(f, "record_id") for f in frames]
+    assert digests[0][1] == digests[1][1] != digests[2][1]
+    assert digests[0][0] == content_digest(frames[0]) and digests[0][1] == id_digest(frames[0], "record_id")
