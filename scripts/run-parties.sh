@@ -10,11 +10,17 @@ cd "$(dirname "$0")/.."
 [ $# -ge 1 ] || { echo "usage: scripts/run-parties.sh CONFIG [--master URL]" >&2; exit 2; }
 config="$1"; shift
 fr=".venv/bin/fragrelease"
-read -r simulated owners < <(.venv/bin/python -c 'import sys
+read -r simulated work_dir owners < <(.venv/bin/python -c 'import sys
 from fragrelease.config import load_config
 c = load_config(sys.argv[1])
-print(int(c.simulated), " ".join(o.name for o in c.owners))' "$config")
+print(int(c.simulated), c.work_dir, " ".join(o.name for o in c.owners))' "$config")
 [ -n "${owners:-}" ] || { echo "run-parties: cannot read configuration $config" >&2; exit 2; }
+# A fresh work folder per run (as `fragrelease run` does): an earlier run's protected fragments
+# would otherwise be refused as already written. Only local folders are cleared.
+case "$work_dir" in
+  *://*) ;;
+  *) echo "== clearing the local work folder $work_dir"; rm -rf -- "$work_dir" ;;
+esac
 if [ "$simulated" = 1 ]; then
   echo "== simulation: cutting the owners' fragments"; "$fr" split "$config" "$@"
 fi
