@@ -16,6 +16,7 @@ import logging
 import sys
 from typing import Optional
 
+import click
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -243,13 +244,9 @@ def run_cli(argv: list[str]) -> int:
         return exc.exit_code
     except SystemExit as exc:  # click usage errors
         return int(exc.code or 0)
-    except typer.exceptions.TyperException as exc:  # usage errors (missing option, bad value)
-        show = getattr(exc, "show", None)
-        if show:
-            show()
-        else:
-            err.print(f"error: {exc}", highlight=False)
-        return int(getattr(exc, "exit_code", 2) or 2)
+    except click.ClickException as exc:  # usage errors (missing option, bad value), raised by typer's click
+        exc.show()
+        return int(exc.exit_code or 2)
     return 0
 
 
