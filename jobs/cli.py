@@ -22,12 +22,14 @@ from rich.table import Table
 
 from fragrelease.config import ReleaseConfig, load_config
 from fragrelease.errors import FragReleaseError
+from .tiers_cli import tiers_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="iDP-IR releases over fragmented data on Spark.")
 owner_app = typer.Typer(no_args_is_help=True, help="Steps a data owner runs on its own fragment.")
 aggregator_app = typer.Typer(no_args_is_help=True, help="Steps the aggregator runs.")
 app.add_typer(owner_app, name="owner")
 app.add_typer(aggregator_app, name="aggregator")
+app.add_typer(tiers_app, name="tiers")
 console = Console(stderr=False)
 err = Console(stderr=True)
 
