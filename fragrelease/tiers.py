@@ -401,27 +401,32 @@ def plsa_split(a: Atoms, idx: np.ndarray, ctx: TableContext) -> Optional[tuple[n
         lists.append(members)
         options.append(sorted({lo, hi}))
     ambiguous = [i for i, o in enumerate(options) if len(o) > 1]
-    if len(ambiguous) <= PLSA_MAX_EXHAUSTIVE:
-        combos = [[]]
-        for i in range(len(options)):
-            combos = [c + [o] for c in combos for o in options[i]]
-    else:
+    if len(ambiguous) > PLSA_MAX_EXHAUSTIVE:
         closest = []
         for members, o in zip(lists, options):
             half = a.size[members].sum() / 2.0
             cum = np.concatenate([[0], np.cumsum(a.size[members])])
-            closest.append(min(o, key=lambda c: (abs(cum[c] - half), c)))
-        combos = [closest]
-    best, best_p = None, math.inf
-    for combo in combos:
-        left = np.concatenate([m[:c] for m, c in zip(lists, combo)]).astype(np.int64)
-        right = np.concatenate([m[c:] for m, c in zip(lists, combo)]).astype(np.int64)
-        if len(left) == 0 or len(right) == 0:
-            continue
-        worst = max(_p_of(a, left, ctx), _p_of(a, right, ctx))
-        if worst < best_p:
-            best, best_p = (np.sort(left), np.sort(right)), worst
-    return best
+            closest.append([min(o, key=lambda c: (abs(cum[c] - half), c))])
+        options = closest
+    # every combination of the per-value cuts, in lexicographic order (first value slowest)
+    total = a.counts[idx].sum(axis=0).astype(float)
+    left = np.zeros((1, a.counts.shape[1]))
+    combos = np.zeros((1, 0), dtype=np.int64)
+    for members, o in zip(lists, options):
+        prefix = np.array([a.counts[members[:c]].sum(axis=0) for c in o], dtype=float)
+        left = (left[:, None, :] + prefix[None, :, :]).reshape(-1, left.shape[1])
+        combos = np.concatenate([np.repeat(combos, len(o), axis=0),
+                                 np.tile(np.array(o, dtype=np.int64), len(combos))[:, None]], axis=1)
+    right = total[None, :] - left
+    valid = (left.sum(axis=1) > 0) & (right.sum(axis=1) > 0)
+    if not valid.any():
+        return None
+    worst = np.full(len(left), np.inf)
+    worst[valid] = np.maximum(_js_counts(ctx.p, left[valid]), _js_counts(ctx.p, right[valid]))
+    combo = combos[int(np.argmin(worst))]
+    lhalf = np.concatenate([m[:c] for m, c in zip(lists, combo)]).astype(np.int64)
+    rhalf = np.concatenate([m[c:] for m, c in zip(lists, combo)]).astype(np.int64)
+    return np.sort(lhalf), np.sort(rhalf)
 
 
 def plsa(a: Atoms, groups: list[np.ndarray], ctx: TableContext, theta: float) -> list[np.ndarray]:

@@ -142,8 +142,9 @@ def table_context(df: DataFrame, cols: tm.TierColumns, values: tuple) -> tm.Tabl
     row = df.agg(*[F.min(c).alias(f"lo{i}") for i, c in enumerate(qi)],
                  *[F.max(c).alias(f"hi{i}") for i, c in enumerate(qi)],
                  *[F.avg(c).alias(f"m{i}") for i, c in enumerate(qi)]).first()
-    counts = dict((r[0], r[1]) for r in df.groupBy(cols.sensitive).count().collect())
-    c = np.array([float(counts.get(v, 0)) for v in values])
+    per_value = df.agg(*[F.sum(F.when(F.col(cols.sensitive) == F.lit(v), 1).otherwise(0)).alias(f"c{j}")
+                         for j, v in enumerate(values)]).first()
+    c = np.array([float(per_value[f"c{j}"] or 0) for j in range(len(values))])
     lo = np.array([row[f"lo{i}"] for i in range(len(qi))], dtype=float)
     hi = np.array([row[f"hi{i}"] for i in range(len(qi))], dtype=float)
     mean = np.array([row[f"m{i}"] for i in range(len(qi))], dtype=float)
@@ -183,6 +184,8 @@ def sanitize_df(df: DataFrame, cols: tm.TierColumns, ctx: tm.TableContext, theta
         work = out.where(~F.col("__done")).drop("__done")
         if work.limit(1).count() == 0:
             break
+    if len(finished) == 1:
+        return finished[0]
     result = finished[0]
     for part in finished[1:]:
         result = result.unionByName(part)

@@ -139,6 +139,7 @@ def test_fla_keeps_at_least_the_utility_of_bua_and_tda_per_step(german):
 
 def test_same_chain_twice_gives_identical_tables_even_from_shuffled_rows(german):
     df, cols = german
+    df = df.iloc[:400]
     first = tm.run_chain(df, cols, "0.04", 2, "fla")
     again = tm.run_chain(df.sample(frac=1.0, random_state=3), cols, "0.04", 2, "fla")
     for a, b in zip(first, again):
@@ -215,16 +216,18 @@ def test_cli_rejects_bad_delta_and_hops_before_spark(capsys, tmp_path):
 
 # ---------------------------------------------------------------- Spark
 
-@pytest.mark.parametrize("alg", tm.ALGORITHMS)
-def test_spark_chain_equals_pure_python(spark, german, alg):
+@pytest.mark.parametrize("alg,hops", [("tda", 2), ("fla", 2), ("bua", 1)])
+def test_spark_chain_equals_pure_python(spark, german, alg, hops):
     from fragrelease.jobs import tiers as jt
     from fragrelease.schemas.datasets import load_german_credit_pandas
 
     _, cols = german
-    raw = load_german_credit_pandas().iloc[:220]  # unstandardized: the same input bits on both paths
-    ref = tm.run_chain(raw, cols, "0.03", 2, alg, max_node_rows=90)
+    raw = load_german_credit_pandas().iloc[:120]  # unstandardized: the same input bits on both paths
+    # max_node_rows = 50: the root and its children are split pass by pass, smaller nodes solved whole
+    ref = tm.run_chain(raw, cols, "0.04", hops, alg, max_node_rows=50)
     source = jt.prepare(spark.createDataFrame(raw), cols, standardize=False)
-    got = jt.build_chain(source, cols, "0.03", 2, alg, max_node_rows=90)
+    got = jt.build_chain(source, cols, "0.04", hops, alg, max_node_rows=50)
+    assert len(got) == hops
     for r, g in zip(ref, got):
         table = g["table"].toPandas().sort_values(cols.row_id).reset_index(drop=True)
         pd.testing.assert_frame_equal(table, r.table[table.columns], check_exact=True, check_dtype=False)
@@ -278,12 +281,12 @@ def test_adult_sample_with_user_chosen_sensitive_attribute(spark, tmp_path, adul
     from fragrelease.jobs.storage import read_delta, table_provenance
 
     path = str(tmp_path / "adult.parquet")
-    spark.createDataFrame(adult_pdf.iloc[:2000]).write.parquet(path)
+    spark.createDataFrame(adult_pdf.iloc[:1000]).write.parquet(path)
     qi = ["age", "education-num", "hours-per-week"]
-    result = jt.run_tiers(spark, path, "0.04", 2, str(tmp_path / "out"), sensitive="occupation",
-                          quasi_identifiers=qi, algorithm="fla")
+    result = jt.run_tiers(spark, path, "0.05", 2, str(tmp_path / "out"), sensitive="occupation",
+                          quasi_identifiers=qi, algorithm="tda")
     cols = tm.TierColumns.make(qi, "occupation", "record_id")
-    prev = adult_pdf.iloc[:2000]
+    prev = adult_pdf.iloc[:1000]
     for t in result["tiers"]:
         table = read_delta(spark, t["path"]).toPandas().sort_values("record_id").reset_index(drop=True)
         assert tm.table_disclosure(table, cols) < float(t["threshold"])
