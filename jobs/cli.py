@@ -26,6 +26,7 @@ from fragrelease.errors import FragReleaseError
 
 from .diffgen_cli import diffgen_app
 from .publications_cli import publications_app
+from .tiers_cli import tiers_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="iDP-IR releases over fragmented data on Spark.")
 owner_app = typer.Typer(no_args_is_help=True, help="Steps a data owner runs on its own fragment.")
@@ -34,6 +35,7 @@ app.add_typer(owner_app, name="owner")
 app.add_typer(aggregator_app, name="aggregator")
 app.add_typer(publications_app, name="publications")
 app.add_typer(diffgen_app, name="diffgen")
+app.add_typer(tiers_app, name="tiers")
 console = Console(stderr=False)
 err = Console(stderr=True)
 
