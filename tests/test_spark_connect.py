@@ -1,6 +1,7 @@
 """The jobs use only the DataFrame API, so a whole release runs through Spark Connect."""
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -9,6 +10,10 @@ import pytest
 
 def test_small_release_through_a_local_spark_connect_server(tmp_path):
     pytest.importorskip("grpc", reason="Spark Connect needs pyspark[connect] (grpcio) installed")
+    with socket.socket() as probe:  # pyspark's local Connect server always binds localhost:15002
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if probe.connect_ex(("127.0.0.1", 15002)) == 0:
+            pytest.skip("port 15002 is taken (another Spark Connect server?): the local server cannot start")
     here = os.path.dirname(os.path.abspath(__file__))
     env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET")}
     env["SPARK_REMOTE"] = "local[2]"
