@@ -137,6 +137,17 @@ def test_fla_keeps_at_least_the_utility_of_bua_and_tda_per_step(german):
     assert u["fla"] >= max(u["bua"], u["tda"]) * (1 - 1e-9)
 
 
+def test_tda_does_not_depend_on_max_node_rows_and_fla_meets_thresholds_with_it(german):
+    df, cols = german
+    df = df.iloc[:300]
+    whole = tm.run_chain(df, cols, "0.05", 2, "tda")
+    by_levels = tm.run_chain(df, cols, "0.05", 2, "tda", max_node_rows=40)
+    for a, b in zip(whole, by_levels):
+        pd.testing.assert_frame_equal(a.table, b.table, check_exact=True)
+    for t in tm.run_chain(df, cols, "0.05", 2, "fla", max_node_rows=40):
+        assert t.disclosure < float(t.threshold)
+
+
 def test_same_chain_twice_gives_identical_tables_even_from_shuffled_rows(german):
     df, cols = german
     df = df.iloc[:400]
