@@ -144,10 +144,19 @@ def validate_fragment(df: DataFrame, attributes: Sequence[Attribute], id_column:
     return FragmentCheck(n_records=n)
 
 
+def _hash60(value):
+    """The first 60 bits of SHA-256 of a string column, as decimal(38,0), for order-independent sums."""
+    return F.conv(F.substring(F.sha2(value, 256), 1, 15), 16, 10).cast("decimal(38,0)")
+
+
+def _row_json(df: DataFrame):
+    """Each row as JSON with its columns in sorted name order (digest independent of column order)."""
+    return F.to_json(F.struct(*[F.col(c) for c in sorted(df.columns)]))
+
+
 def id_digest(df: DataFrame, id_column: str) -> str:
     """Order-independent digest of a fragment's id set: count and a sum of 60-bit hash prefixes."""
-    h = F.conv(F.substring(F.sha2(F.col(id_column).cast("string"), 256), 1, 15), 16, 10).cast("decimal(38,0)")
-    row = df.agg(F.count(F.lit(1)).alias("n"), F.sum(h).alias("s")).first()
+    row = df.agg(F.count(F.lit(1)).alias("n"), F.sum(_hash60(F.col(id_column).cast("string"))).alias("s")).first()
     return f"{row['n']}:{row['s'] or 0}"
 
 
@@ -156,20 +165,14 @@ def content_digest(df: DataFrame) -> str:
 
     Columns are taken by name in sorted order, so the digest does not depend on column order either.
     """
-    cols = sorted(df.columns)
-    row_json = F.to_json(F.struct(*[F.col(c) for c in cols]))
-    h = F.conv(F.substring(F.sha2(row_json, 256), 1, 15), 16, 10).cast("decimal(38,0)")
-    row = df.agg(F.count(F.lit(1)).alias("n"), F.sum(h).alias("s")).first()
+    row = df.agg(F.count(F.lit(1)).alias("n"), F.sum(_hash60(_row_json(df))).alias("s")).first()
     return f"sha256-sum60:{row['n']}:{row['s'] or 0}"
 
 
 def fragment_digests(df: DataFrame, id_column: str) -> tuple[str, str]:
     """``(content_digest(df), id_digest(df, id_column))`` computed in one aggregation pass."""
-    cols = sorted(df.columns)
-    row_json = F.to_json(F.struct(*[F.col(c) for c in cols]))
-    h = F.conv(F.substring(F.sha2(row_json, 256), 1, 15), 16, 10).cast("decimal(38,0)")
-    hid = F.conv(F.substring(F.sha2(F.col(id_column).cast("string"), 256), 1, 15), 16, 10).cast("decimal(38,0)")
-    row = df.agg(F.count(F.lit(1)).alias("n"), F.sum(h).alias("s"), F.sum(hid).alias("i")).first()
+    row = df.agg(F.count(F.lit(1)).alias("n"), F.sum(_hash60(_row_json(df))).alias("s"),
+                 F.sum(_hash60(F.col(id_column).cast("string"))).alias("i")).first()
     return f"sha256-sum60:{row['n']}:{row['s'] or 0}", f"{row['n']}:{row['i'] or 0}"
 
 
