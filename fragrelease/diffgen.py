@@ -566,9 +566,58 @@ def noisy_leaf_counts(true_counts: np.ndarray, epsilon, randomness: DiffGenRando
     return randomness.laplace(flat, float(2 / eps)).reshape(np.shape(true_counts))
 
 
-def release_counts(noisy: np.ndarray) -> np.ndarray:
-    """Record counts used to generate synthetic records: ``max(0, floor(x + 0.5))`` (int64)."""
-    return np.maximum(np.floor(np.asarray(noisy) + 0.5), 0).astype(np.int64)
+def sparse_min_count(n_cells: int, epsilon) -> int:
+    """Threshold of the sparse-domain filter used when noisy counts are expanded into records.
+
+    ``t = max(1, ceil(b·ln(n_cells / 2) + 1/2))`` with ``b = 2/ε`` (the leaf-count Laplace scale).
+    A cell that holds no record has a rounded noisy count ``floor(Lap(b) + 1/2) >= t`` with probability
+    ``exp(-(t - 1/2)/b) / 2 <= 1 / n_cells``, so in expectation at most one of the empty cells yields
+    synthetic records, however many leaves the cut has. Without the filter (``t = 1``) each empty
+    cell yields about ``b/2`` records on average, which swamps the real records once the cut has far
+    more cells than the table has records (e.g. 2.5M cells, ε = 0.1: ~25M synthetic records from
+    empty cells against 30,162 real ones). The price: real cells whose noisy count falls below t
+    yield no records either.
+
+    The threshold depends only on the public cut size and ε, and the filter reads only released noisy
+    counts, so it is post-processing: no privacy cost (the high-pass filter idea of Cormode,
+    Procopiuc, Srivastava and Tran, "Differentially private summaries for sparse data", ICDT 2012).
+    The generalized table itself is released unfiltered (SPEC.md §7).
+
+    Parameters
+    ----------
+    n_cells : number of leaf × class cells of the cut (≥ 1).
+    epsilon : total ε of the release (> 0).
+
+    Raises
+    ------
+    InvalidParameterError
+        ``n_cells < 1`` or ε ≤ 0.
+    """
+    eps = Fraction(epsilon)
+    if eps <= 0:
+        raise InvalidParameterError(f"epsilon must be > 0, not {eps}")
+    if n_cells < 1:
+        raise InvalidParameterError(f"number of leaf x class cells must be >= 1, not {n_cells}")
+    b = float(2 / eps)
+    return max(1, math.ceil(b * math.log(n_cells / 2) + 0.5))
+
+
+def release_counts(noisy: np.ndarray, min_count: int = 1) -> np.ndarray:
+    """Record counts used to generate synthetic records: ``k = max(0, floor(x + 0.5))``, and 0 where ``k < min_count``.
+
+    ``min_count = 1`` is the plain expansion (negatives clipped to 0); see :func:`sparse_min_count`
+    for the filtered one. Returns int64 of the same shape as ``noisy``.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``min_count < 1``.
+    """
+    if int(min_count) != min_count or min_count < 1:
+        raise InvalidParameterError(f"min_count must be an integer >= 1, not {min_count}")
+    k = np.maximum(np.floor(np.asarray(noisy) + 0.5), 0).astype(np.int64)
+    k[k < min_count] = 0
+    return k
 
 
 def diffgen(predictors: Sequence[Predictor], columns: Mapping[str, np.ndarray], classes, class_values: Sequence[str],

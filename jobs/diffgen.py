@@ -10,8 +10,10 @@ Steps of :func:`run_diffgen_release`:
    with the counts, plus Lap(2/ε) from a non-deterministic pandas UDF (OpenDP), materialized with
    ``localCheckpoint`` before it is written, so a retry never redraws;
 5. the generalized table committed as a Delta table (``<output>/generalized``), then the synthetic
-   microdata generated from it (``<output>/synthetic``): ``max(0, floor(noisy + 0.5))`` records per
-   leaf, values drawn uniformly inside each cell (:func:`fragrelease.diffgen.synthesize_cells`).
+   microdata generated from it (``<output>/synthetic``): ``k = max(0, floor(noisy + 0.5))`` records per
+   leaf, none where ``k`` is below the sparse-domain threshold (:func:`fragrelease.diffgen.sparse_min_count`
+   by default; ``synthetic_min_count=1`` for the plain expansion), values drawn uniformly inside each
+   cell (:func:`fragrelease.diffgen.synthesize_cells`).
 
 Output columns. ``generalized``: one string column per predictor (the cut value's label), ``income``
 (class), ``noisy_count`` (double). ``synthetic``: one column per predictor (integer for numeric,
@@ -19,7 +21,6 @@ string for categorical) and ``income``.
 """
 from __future__ import annotations
 
-import json
 import math
 import time
 from fractions import Fraction
@@ -28,7 +29,8 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from fragrelease.diffgen import (Cut, NumericDomain, counts_from_pairs, specialize_cut, synthesize_cells)
+from fragrelease.diffgen import (Cut, NumericDomain, counts_from_pairs, sparse_min_count, specialize_cut,
+                                 synthesize_cells)
 from fragrelease.diffgen_taxonomy import (ADULT_CLASS, ADULT_CLASS_VALUES, ADULT_PREDICTORS, adult_predictors)
 from fragrelease.errors import InvalidParameterError
 
@@ -138,16 +140,38 @@ def _labelled(spark, noisy, cut: Cut):
     return out.select(*[F.col(f"`{a}`") for a in cut.attributes], ADULT_CLASS, "noisy_count")
 
 
-def synthetic_table(noisy, cut: Cut):
+def resolve_min_count(spec, n_cells: int, epsilon: Fraction) -> int:
+    """The synthetic expansion's threshold from a user's setting: ``"auto"`` (:func:`sparse_min_count`) or an integer ≥ 1.
+
+    Raises
+    ------
+    InvalidParameterError
+        Anything else, naming the value.
+    """
+    if isinstance(spec, str) and spec.strip().lower() == "auto":
+        return sparse_min_count(n_cells, epsilon)
+    try:
+        t = int(str(spec).strip())
+    except ValueError:
+        t = 0
+    if t < 1 or str(t) != str(spec).strip():
+        raise InvalidParameterError(f"synthetic min count must be 'auto' or an integer >= 1, not {spec!r}")
+    return t
+
+
+def synthetic_table(noisy, cut: Cut, min_count: int = 1):
     """Synthetic microdata from the materialized noisy table (post-processing; no privacy cost).
 
-    ``max(0, floor(noisy_count + 0.5))`` records per leaf; values drawn inside each cell.
+    Columns in: ``c_<attr>`` cell codes, ``income``, ``noisy_count``. Columns out: one per predictor
+    (long for numeric, string for categorical) and ``income``. A leaf yields
+    ``k = max(0, floor(noisy_count + 0.5))`` records if ``k >= min_count`` (see
+    :func:`fragrelease.diffgen.release_counts`), none otherwise; values are drawn inside each cell.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
     k = F.greatest(F.floor(F.col("noisy_count") + F.lit(0.5)), F.lit(0)).cast("int")
-    rows = noisy.withColumn("k", k).filter(F.col("k") > 0)
+    rows = noisy.withColumn("k", k).filter((F.col("k") > 0) & (F.col("k") >= F.lit(int(min_count))))
     rows = rows.withColumn("i", F.explode(F.sequence(F.lit(1), F.col("k")))).drop("i", "k", "noisy_count")
     fields = [StructField(a, LongType() if isinstance(cut.predictors[a], NumericDomain) else StringType())
               for a in cut.attributes] + [StructField(ADULT_CLASS, StringType())]
@@ -167,10 +191,16 @@ def synthetic_table(noisy, cut: Cut):
 
 def run_diffgen_release(spark, *, epsilon, specializations: int, score: str, output: str,
                         attributes: Sequence[str] = ADULT_PREDICTORS, if_exists: str = "error",
-                        max_leaves: int = MAX_LEAVES) -> dict:
+                        max_leaves: int = MAX_LEAVES, synthetic_min_count="auto") -> dict:
     """Single-party DiffGen release of the built-in Adult table (all 45,222 records) to Delta.
 
+    ``synthetic_min_count``: ``"auto"`` or an integer ≥ 1 (:func:`resolve_min_count`).
     Returns a summary: paths, versions, cut labels, ε ledger, rows, seconds.
+
+    Raises
+    ------
+    InvalidParameterError
+        Bad ε, h, score or synthetic min count, or a cut with more than ``max_leaves`` cells.
     """
     from fragrelease.budget import parse_epsilon
     from fragrelease.rng import SecureDiffGenRandomness
@@ -190,13 +220,19 @@ def run_diffgen_release(spark, *, epsilon, specializations: int, score: str, out
                         "composition": "sequential"})
     spent = sum((Fraction(r["epsilon"]) for r in ledger_rows), Fraction(0))
     return write_release(spark, noisy, cut, output=output, epsilon=eps, specializations=specializations, score=score,
-                         ledger=ledger_rows, spent=spent, mode="diffgen", if_exists=if_exists, t0=t0)
+                         ledger=ledger_rows, spent=spent, mode="diffgen", if_exists=if_exists, t0=t0,
+                         synthetic_min_count=synthetic_min_count)
 
 
 def write_release(spark, noisy, cut: Cut, *, output: str, epsilon: Fraction, specializations: int, score: str,
                   ledger: list, spent: Fraction, mode: str, if_exists: str, t0: float,
-                  extra: Optional[dict] = None) -> dict:
-    """Commit the generalized table and the synthetic microdata as two Delta tables under ``output``."""
+                  extra: Optional[dict] = None, synthetic_min_count="auto") -> dict:
+    """Commit the generalized table and the synthetic microdata as two Delta tables under ``output``.
+
+    The generalized table holds every leaf × class cell; the synthetic table is expanded from it with
+    the threshold :func:`resolve_min_count` gives (recorded in its provenance; it depends only on the
+    cut size and ε).
+    """
     import posixpath
 
     from fragrelease.rng import SecureDiffGenRandomness
@@ -206,13 +242,19 @@ def write_release(spark, noisy, cut: Cut, *, output: str, epsilon: Fraction, spe
     prov = {"algorithm": mode, "epsilon": str(epsilon), "specializations": specializations, "score": score,
             "epsilon_spent": str(spent), "neighbours": "add/remove one record", "ledger": ledger,
             "cut": cut.to_public(), "sampler": SecureDiffGenRandomness.name, **(extra or {})}
+    n_cells = math.prod(cut.size(a) for a in cut.attributes) * len(ADULT_CLASS_VALUES)
+    min_count = resolve_min_count(synthetic_min_count, n_cells, epsilon)
     gen_path = posixpath.join(output, "generalized")
     syn_path = posixpath.join(output, "synthetic")
     v1 = commit_delta(_labelled(spark, noisy, cut), gen_path, provenance=prov, if_exists=if_exists)
-    syn = synthetic_table(noisy, cut).localCheckpoint(eager=True)
-    v2 = commit_delta(syn, syn_path, provenance={**prov, "table": "synthetic microdata from " + gen_path},
+    syn = synthetic_table(noisy, cut, min_count).localCheckpoint(eager=True)
+    rule = ("sparse-domain filter ceil(2/epsilon * ln(cells/2) + 1/2)" if str(synthetic_min_count).strip() == "auto"
+            else "user setting")
+    v2 = commit_delta(syn, syn_path, provenance={**prov, "table": "synthetic microdata from " + gen_path,
+                                                 "synthetic_min_count": min_count, "synthetic_min_count_rule": rule},
                       if_exists=if_exists)
-    return {"generalized": gen_path, "synthetic": syn_path, "versions": (v1, v2), "cells": noisy.count(),
+    return {"generalized": gen_path, "synthetic": syn_path, "versions": (v1, v2), "cells": n_cells,
+            "synthetic_min_count": min_count,
             "synthetic_rows": syn.count(), "cut": {a: cut.labels(a) for a in cut.attributes}, "ledger": ledger,
             "spent": spent, "seconds": time.perf_counter() - t0}
 
@@ -241,7 +283,8 @@ def cut_from_labels(labels: Mapping[str, list[str]]) -> Cut:
 def run_two_party_release(spark, *, hospital_attributes: Sequence[str], insurer_attributes: Sequence[str], epsilon,
                           specializations: int, score: str, output: str, key_bits: int = 2048,
                           rows: Optional[tuple[int, int]] = None, if_exists: str = "error",
-                          backend: str = "spark", party_master: str = "local[1]") -> dict:
+                          backend: str = "spark", party_master: str = "local[1]",
+                          synthetic_min_count="auto") -> dict:
     """DistDiffGen on Adult with two party processes, then the release written with Spark to Delta.
 
     ``spark`` may be a SparkSession or a zero-argument callable returning one; the callable is
@@ -266,7 +309,12 @@ def run_two_party_release(spark, *, hospital_attributes: Sequence[str], insurer_
     out = write_release(spark, noisy, cut, output=output, epsilon=eps, specializations=specializations, score=score,
                         ledger=ledger, spent=r_h.spent(), mode="distdiffgen", if_exists=if_exists, t0=t0,
                         extra={"parties": {"hospital": list(hospital_attributes), "insurer": list(insurer_attributes)},
-                               "paillier_key_bits": key_bits, "protocol_cost": json.loads(json.dumps(cost))})
+                               "paillier_key_bits": key_bits,
+                               # message counts are fixed by h; bytes and seconds grow with n, so they are
+                               # reported to the operator only, never written into the release
+                               "protocol_messages": {p: {k: v for k, v in c.items() if k.endswith("_messages")}
+                                                     for p, c in cost.items()}},
+                        synthetic_min_count=synthetic_min_count)
     out["protocol_cost"] = cost
     out["winners"] = r_h.winners
     return out

@@ -19,6 +19,9 @@ console = Console()
 
 DEFAULT_HOSPITAL = "age,sex,race,marital-status,relationship,native-country,education,education-num"
 DEFAULT_INSURER = "workclass,occupation,fnlwgt,capital-gain,capital-loss,hours-per-week"
+_MIN_COUNT_HELP = ("Synthetic records only from cells whose rounded noisy count is at least this: 'auto' "
+                   "(sparse-domain filter: about one empty cell expanded at most) or an integer >= 1 "
+                   "(1 = every positive count). The generalized table always holds every cell.")
 
 
 def _attrs(text: str) -> list[str]:
@@ -38,13 +41,15 @@ def _rows(text: Optional[str]) -> Optional[tuple[int, int]]:
     return lo, hi
 
 
-def _check(epsilon: str, specializations: int, score: str) -> None:
+def _check(epsilon: str, specializations: int, score: str, synthetic_min_count: str = "auto") -> None:
     """Validate the parameters before any Spark session or party process starts."""
     from fragrelease.budget import parse_epsilon
     from fragrelease.diffgen import SCORES
     from fragrelease.errors import InvalidParameterError
 
-    parse_epsilon(epsilon)
+    from .diffgen import resolve_min_count
+
+    resolve_min_count(synthetic_min_count, 2, parse_epsilon(epsilon))
     if specializations < 0:
         raise InvalidParameterError(f"number of specializations h must be >= 0, not {specializations}")
     if score not in SCORES:
@@ -57,7 +62,8 @@ def _summary(result: dict) -> None:
     console.print(f"[bold]generalized table[/bold] (Delta): {absolute(result['generalized'])}, "
                   f"{result['cells']:,} leaf x class cells")
     console.print(f"[bold]synthetic microdata[/bold] (Delta): {absolute(result['synthetic'])}, "
-                  f"{result['synthetic_rows']:,} records")
+                  f"{result['synthetic_rows']:,} records (cells with a rounded noisy count >= "
+                  f"{result['synthetic_min_count']})")
     for a, labels in result["cut"].items():
         console.print(f"  {a}: {len(labels)} value(s)")
     console.print(f"ε spent {result['spent']} in {len(result['ledger'])} steps; {result['seconds']:.1f} s")
@@ -69,15 +75,16 @@ def run(epsilon: str = typer.Option("1", help="Total ε (e.g. 1, 0.5, 1/4)."),
         score: str = typer.Option("max", help="max or infogain."),
         output: str = typer.Option(..., help="Folder for the generalized and synthetic Delta tables."),
         if_exists: str = typer.Option("error", "--if-exists", help="error or new-version."),
+        synthetic_min_count: str = typer.Option("auto", "--synthetic-min-count", help=_MIN_COUNT_HELP),
         master: Optional[str] = typer.Option(None, "--master", help="Spark master, e.g. local[2].")):
     """Single-party DiffGen of Adult on Spark."""
     from .diffgen import run_diffgen_release
     from .session import get_spark
 
-    _check(epsilon, specializations, score)
+    _check(epsilon, specializations, score, synthetic_min_count)
     spark = get_spark("fragrelease-diffgen", master)
     _summary(run_diffgen_release(spark, epsilon=epsilon, specializations=specializations, score=score,
-                                 output=output, if_exists=if_exists))
+                                 output=output, if_exists=if_exists, synthetic_min_count=synthetic_min_count))
 
 
 @diffgen_app.command("two-party")
@@ -91,6 +98,7 @@ def two_party(hospital_attributes: str = typer.Option(DEFAULT_HOSPITAL, help="Co
               rows: Optional[str] = typer.Option(None, help="Only cleaned Adult rows START:STOP (default all)."),
               if_exists: str = typer.Option("error", "--if-exists"),
               backend: str = typer.Option("spark", help="Party data: spark (own SparkSession per party) or pandas."),
+              synthetic_min_count: str = typer.Option("auto", "--synthetic-min-count", help=_MIN_COUNT_HELP),
               master: Optional[str] = typer.Option(None, "--master")):
     """Two-party DistDiffGen of Adult: hospital and insurer in separate processes over a local socket."""
     from fragrelease.errors import InvalidParameterError
@@ -98,7 +106,7 @@ def two_party(hospital_attributes: str = typer.Option(DEFAULT_HOSPITAL, help="Co
     from .diffgen import run_two_party_release
     from .session import get_spark
 
-    _check(epsilon, specializations, score)
+    _check(epsilon, specializations, score, synthetic_min_count)
     if backend not in ("spark", "pandas"):
         raise InvalidParameterError(f"backend must be 'spark' or 'pandas', not {backend!r}")
     if key_bits < 2048:
@@ -111,7 +119,8 @@ def two_party(hospital_attributes: str = typer.Option(DEFAULT_HOSPITAL, help="Co
         res = run_two_party_release(lambda: get_spark("fragrelease-distdiffgen", master), hospital_attributes=hosp,
                                     insurer_attributes=ins, epsilon=epsilon,
                                     specializations=specializations, score=score, output=output,
-                                    key_bits=key_bits, rows=_rows(rows), if_exists=if_exists, backend=backend)
+                                    key_bits=key_bits, rows=_rows(rows), if_exists=if_exists, backend=backend,
+                                    synthetic_min_count=synthetic_min_count)
     _summary(res)
     for party, c in res["protocol_cost"].items():
         secs = ", ".join(f"{k} {v:.1f} s" for k, v in c["seconds"].items())

@@ -15,7 +15,8 @@ from scipy import stats
 
 from fragrelease.diffgen import (AttributeCounts, Cut, NumericDomain, choose_split_point, diffgen, epsilon_prime,
                                  flat_taxonomy, leaf_codes, marginal_counts, noisy_leaf_counts, release_counts,
-                                 score_children, specialize_cut, synthesize_cells, taxonomy_from_paths)
+                                 score_children, sparse_min_count, specialize_cut, synthesize_cells,
+                                 taxonomy_from_paths)
 from fragrelease.diffgen_taxonomy import (ADULT_CLASS_VALUES, ADULT_PREDICTORS, adult_predictors)
 from fragrelease.distdiffgen import Channel, PartyInput, run_party
 from fragrelease.errors import DomainError, InvalidParameterError, ProtocolError
@@ -203,6 +204,65 @@ def test_synthetic_records_stay_in_their_cells(small):
         assert np.array_equal(res.cut.cell_codes(a, values[a]), codes[a]), a
 
 
+def test_sparse_filter_expands_at_most_about_one_empty_cell():
+    for cells in (2, 10, 1_000, 2_500_000):
+        for eps in (Fraction(1, 10), Fraction(1), Fraction(8)):
+            t = sparse_min_count(cells, eps)
+            b = float(2 / eps)
+            assert t >= 1 and cells * 0.5 * np.exp(-(t - 0.5) / b) <= 1 + 1e-12
+            assert t == 1 or cells * 0.5 * np.exp(-(t - 1.5) / b) > 1  # the smallest such threshold
+    assert sparse_min_count(2_500_000, Fraction(1, 10)) == 282  # 20 * ln(1.25e6) + 0.5 = 281.2
+    gen = np.random.default_rng(7)  # empirically: 2,000 empty cells, 400 tries, expanded empty cells ~ 1
+    t = sparse_min_count(2_000, 1)
+    k = release_counts(gen.laplace(0.0, 2.0, size=(400, 2_000)), min_count=t)
+    assert (k > 0).sum(axis=1).mean() < 1.3 and k[k > 0].min() >= t
+    assert release_counts(np.array([-3.0, 0.4, 0.6, 4.4, 4.6]), 5).tolist() == [0, 0, 0, 0, 5]
+    for bad in (0, 1.5):
+        with pytest.raises(InvalidParameterError, match=str(bad)):
+            release_counts(np.zeros(2), bad)
+    with pytest.raises(InvalidParameterError, match="-1"):
+        sparse_min_count(10, -1)
+
+
+def test_evaluation_shortcut_has_the_full_expansion_distribution():
+    """Empty leaves expanded without enumerating them == Laplace on every empty leaf, for t = 1 and t > 1."""
+    from fragrelease.diffgen_eval import synthetic_leaf_counts
+
+    rnd, gen = SeededDiffGenRandomness(3), np.random.default_rng(4)
+    n_leaves, b, tries = 3_000, 4.0, 150
+    true = np.repeat(np.arange(10), 50)  # 10 non-empty leaves of 50 records, 2,990 empty
+    for t in (1, 6):
+        short_n, short_k, full_n, full_k = [], [], [], []
+        for _ in range(tries):
+            idx, cnt = synthetic_leaf_counts(true, n_leaves, Fraction(1, 2), gen, rnd, min_count=t)
+            empty = idx >= 10
+            short_n.append(empty.sum())
+            short_k.extend(cnt[empty])
+            full = release_counts(gen.laplace(0.0, b, size=n_leaves - 10), t)
+            full_n.append((full > 0).sum())
+            full_k.extend(full[full > 0])
+            assert cnt.min() >= t and np.unique(idx).size == idx.size
+        p = 0.5 * np.exp(-(t - 0.5) / b)
+        sd_n = np.sqrt((n_leaves - 10) * p * (1 - p) / tries)
+        assert abs(np.mean(short_n) - (n_leaves - 10) * p) < 4 * sd_n
+        assert abs(np.mean(full_n) - (n_leaves - 10) * p) < 4 * sd_n
+        assert stats.ks_2samp(short_k, full_k).pvalue > 1e-3
+
+
+def test_evaluation_run_gives_both_expansions_of_one_draw(adult_pdf):
+    from fragrelease.diffgen_eval import run_cell
+    from fragrelease.rng import evaluation_generator
+
+    train, test = adult_pdf.iloc[:3000].reset_index(drop=True), adult_pdf.iloc[-1000:].reset_index(drop=True)
+    rows = run_cell(train, test, epsilon=Fraction(1, 4), h=8, score="max", randomness=SeededDiffGenRandomness(6),
+                    gen=evaluation_generator(), min_leaf_fraction=0.002)
+    by = {r["expansion"]: r for r in rows}
+    assert set(by) == {"filtered", "rounded"} and by["rounded"]["min_count"] == 1
+    assert by["filtered"]["min_count"] == sparse_min_count(by["filtered"]["leaves"], Fraction(1, 4)) > 1
+    assert 0 < by["filtered"]["synthetic_records"] <= by["rounded"]["synthetic_records"]
+    assert all(0.5 < r["accuracy"] <= 1 for r in rows)
+
+
 # ---- DistDiffGen -----------------------------------------------------------------------------
 def test_two_party_counts_are_exact_shares_and_match_diffgen_cut(small):
     (r1, c1), (r2, c2) = _run_pair(small, h=6, shuffle_insurer=True)
@@ -343,8 +403,10 @@ def test_spark_leaf_table_has_every_cell_and_synthetic_records_stay_in_cells(spa
     n_cells = int(np.prod([cut.size(a) for a in attrs])) * 2
     assert len(noisy) == n_cells and noisy["noisy_count"].notna().all()
     assert (noisy["noisy_count"] != np.round(noisy["noisy_count"])).all()  # every cell, even empty, is perturbed
-    syn = synthetic_table(spark.createDataFrame(noisy), cut).toPandas()
+    noisy_sdf = spark.createDataFrame(noisy)
+    syn = synthetic_table(noisy_sdf, cut).toPandas()
     assert len(syn) == int(np.maximum(np.floor(noisy["noisy_count"] + 0.5), 0).sum())
+    assert synthetic_table(noisy_sdf, cut, 5).count() == int(release_counts(noisy["noisy_count"].to_numpy(), 5).sum())
     for a in attrs:
         assert set(cut.cell_codes(a, syn[a].to_numpy())) <= set(range(cut.size(a)))
     assert abs(len(syn) - len(small)) < 0.2 * len(small) + 2 * n_cells
@@ -400,6 +462,8 @@ def test_spark_party_backend_gives_exact_shares(spark, small, tmp_path):
      "sex"),
     (["diffgen", "two-party", "--hospital-attributes", "age,blood", "--output", "x"], "blood"),
     (["diffgen", "two-party", "--key-bits", "1024", "--output", "x"], "1024"),
+    (["diffgen", "run", "--synthetic-min-count", "0", "--output", "x"], "'0'"),
+    (["diffgen", "two-party", "--synthetic-min-count", "many", "--output", "x"], "many"),
 ])
 def test_cli_bad_input_exits_2_naming_the_value(argv, needle, capsys):
     from fragrelease.jobs.cli import run_cli
