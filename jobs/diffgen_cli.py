@@ -135,11 +135,16 @@ def experiment(out: str = typer.Option("docs/diffgen", help="Folder for runs.csv
     import json
     import os
 
-    from fragrelease.diffgen_eval import plot, run_experiment, summarize
+    import pandas as pd
+
+    from fragrelease.diffgen_eval import N_TRAIN, plot, root_selection, run_experiment, summarize
     from fragrelease.schemas.datasets import load_builtin_pandas
 
     os.makedirs(out, exist_ok=True)
-    runs, base = run_experiment(load_builtin_pandas("adult"), repetitions=repetitions)
+    adult = load_builtin_pandas("adult")
+    runs, base = run_experiment(adult, repetitions=repetitions)
+    pd.concat([root_selection(adult.iloc[:N_TRAIN], score=s) for s in ("max", "infogain")]).to_csv(
+        os.path.join(out, "selection.csv"), index=False)
     runs.to_csv(os.path.join(out, "runs.csv"), index=False)
     summarize(runs).to_csv(os.path.join(out, "results.csv"), index=False)
     with open(os.path.join(out, "baseline.json"), "w") as f:

@@ -263,6 +263,18 @@ def test_evaluation_run_gives_both_expansions_of_one_draw(adult_pdf):
     assert all(0.5 < r["accuracy"] <= 1 for r in rows)
 
 
+def test_root_selection_sharpens_with_epsilon_and_infogain_stays_near_uniform(adult_pdf):
+    from fragrelease.diffgen_eval import N_TRAIN, root_selection
+
+    train = adult_pdf.iloc[:N_TRAIN]
+    mx, ig = root_selection(train, score="max"), root_selection(train, score="infogain")
+    for t in (mx, ig):
+        assert t["p_best"].is_monotonic_increasing and ((t["p_best"] > t["p_uniform"]) & (t["p_best"] <= 1)).all()
+    assert mx.set_index("epsilon").loc["1", "p_best"] > 0.99  # Max picks its best candidate at ε = 1
+    # InfoGain in [0, 1] bits with Δu = 1: at ε = 1 the best candidate is barely above uniform
+    assert ig.set_index("epsilon").loc["1", "p_best"] - ig["p_uniform"].iloc[0] < 1e-3
+
+
 # ---- DistDiffGen -----------------------------------------------------------------------------
 def test_two_party_counts_are_exact_shares_and_match_diffgen_cut(small):
     (r1, c1), (r2, c2) = _run_pair(small, h=6, shuffle_insurer=True)
