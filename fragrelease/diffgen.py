@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import partial
 from fractions import Fraction
 from typing import Mapping, Optional, Sequence
 
@@ -241,18 +242,17 @@ def _interval_rows(counts: AttributeCounts, lo: float, hi: float, top: bool) -> 
     return v[mask], counts.counts[mask]
 
 
-def choose_split_point(counts: AttributeCounts, lo: float, hi: float, *, top: bool, eps_prime: Fraction,
-                       score: str, randomness: DiffGenRandomness) -> tuple[float, float]:
-    """Split point of a numeric interval by the exponential mechanism (SPEC.md §7).
+def split_intervals(counts: AttributeCounts, lo: float, hi: float, *, top: bool,
+                    score: str) -> tuple[np.ndarray, np.ndarray]:
+    """The sub-intervals a split point of [lo, hi) can fall into, with the score of each split.
 
-    The points ``lo < distinct values in (lo, hi) < hi`` cut [lo, hi) into sub-intervals; a split
-    anywhere inside sub-interval j sends the records with value ≤ its left end to the left child
-    ([lo, s)) and the rest to the right child ([s, hi)). Sub-interval j is chosen with probability ∝
-    ``exp(ε'·u_j/(2Δu)) × length_j``, then s is drawn uniformly inside it.
+    The points ``lo < distinct values in (lo, hi) < hi`` cut the interval into sub-intervals; a split
+    anywhere inside sub-interval j = (pts[j], pts[j+1]) sends the records with value ≤ pts[j] to the
+    left child and the rest to the right child.
 
     Returns
     -------
-    (split point s in (lo, hi), score u of the split) — records with value v < s go left.
+    (pts, u): pts of shape (m + 1,) ascending, u of shape (m,) the score of splitting in sub-interval j.
 
     Raises
     ------
@@ -264,15 +264,36 @@ def choose_split_point(counts: AttributeCounts, lo: float, hi: float, *, top: bo
     v, mat = _interval_rows(counts, lo, hi, top)
     inner = v[(v > lo) & (v < hi)]
     pts = np.concatenate([[lo], inner, [hi]])
-    # records with value <= pts[j] go left for any split inside (pts[j], pts[j+1])
     cum = np.vstack([np.zeros((1, mat.shape[1]), np.int64), np.cumsum(mat, axis=0)])
     left = cum[np.searchsorted(v, pts[:-1], side="right")]
     total = cum[-1]
-    u = score_children(np.stack([left, total - left], axis=1), score)
-    length = np.diff(pts)
+    return pts, score_children(np.stack([left, total - left], axis=1), score)
+
+
+def split_log_weights(u: np.ndarray, length: np.ndarray, eps_prime: Fraction) -> np.ndarray:
+    """Exponential-mechanism log-weights of split sub-intervals: ``ε'·u/(2Δu) + ln(length)``."""
     with np.errstate(divide="ignore"):
-        lw = float(eps_prime) * u / (2 * SCORE_SENSITIVITY) + np.log(length)
-    j, _ = gumbel_max(lw, randomness)
+        return float(eps_prime) * np.asarray(u, dtype=float) / (2 * SCORE_SENSITIVITY) + np.log(length)
+
+
+def choose_split_point(counts: AttributeCounts, lo: float, hi: float, *, top: bool, eps_prime: Fraction,
+                       score: str, randomness: DiffGenRandomness) -> tuple[float, float]:
+    """Split point of a numeric interval by the exponential mechanism (SPEC.md §7).
+
+    Sub-interval j of :func:`split_intervals` is chosen with probability ∝
+    ``exp(ε'·u_j/(2Δu)) × length_j``, then s is drawn uniformly inside it.
+
+    Returns
+    -------
+    (split point s in (lo, hi), score u of the split) — records with value v < s go left.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``lo >= hi`` (the interval cannot be split) or an unknown score.
+    """
+    pts, u = split_intervals(counts, lo, hi, top=top, score=score)
+    j, _ = gumbel_max(split_log_weights(u, np.diff(pts), eps_prime), randomness)
     return randomness.uniform(float(pts[j]), float(pts[j + 1])), float(u[j])
 
 
@@ -409,7 +430,10 @@ class DiffGenEngine:
     Parameters
     ----------
     predictors : the predictors this engine owns.
-    counts : attribute -> :class:`AttributeCounts` (value × class counts of all records).
+    counts : attribute -> :class:`AttributeCounts` (value × class counts of all records). A numeric
+        predictor's entry may instead be any object with a ``choose_split(lo, hi, *, top, eps_prime,
+        score, randomness)`` method with :func:`choose_split_point`'s contract (e.g. the Spark-held
+        counts of :class:`fragrelease.jobs.diffgen.SparkNumericCounts`).
     eps_prime : ε' (:func:`epsilon_prime`, computed from **all** parties' numeric predictors).
     score : "max" or "infogain".
     randomness : a :class:`fragrelease.rng.DiffGenRandomness`.
@@ -453,8 +477,8 @@ class DiffGenEngine:
         lo, hi, top = self.cut.interval(attr, node)
         if not lo < hi:
             return
-        split, u = choose_split_point(c, lo, hi, top=top, eps_prime=self.eps_prime, score=self.score,
-                                      randomness=self.randomness)
+        choose = c.choose_split if hasattr(c, "choose_split") else partial(choose_split_point, c)
+        split, u = choose(lo, hi, top=top, eps_prime=self.eps_prime, score=self.score, randomness=self.randomness)
         self.candidates[(attr, node)] = Candidate(attr, node, u, split)
 
     def candidate_list(self) -> list[Candidate]:

@@ -178,6 +178,11 @@ def secure_open_unit(size: int) -> np.ndarray:
     return _open_unit_from_bits(np.frombuffer(secrets.token_bytes(8 * size), dtype=np.uint64))
 
 
+def secure_gumbel(size: int) -> np.ndarray:
+    """``size`` iid standard Gumbel variables ``-ln(-ln U)`` with U from :func:`secure_open_unit`."""
+    return -np.log(-np.log(secure_open_unit(size)))
+
+
 def _check_positive(name: str, value: float) -> float:
     value = float(value)
     if not np.isfinite(value) or value <= 0:
@@ -206,7 +211,7 @@ class SecureDiffGenRandomness:
         self._gauss: dict[float, object] = {}
 
     def gumbel(self, size: int) -> np.ndarray:
-        return -np.log(-np.log(secure_open_unit(size)))
+        return secure_gumbel(size)
 
     def uniform(self, lo: float, hi: float) -> float:
         lo, hi = _check_interval(lo, hi)

@@ -14,6 +14,7 @@ import pytest
 from scipy import stats
 
 from fragrelease.diffgen import (AttributeCounts, Cut, NumericDomain, choose_split_point, diffgen, epsilon_prime,
+                                 split_intervals,
                                  flat_taxonomy, leaf_codes, marginal_counts, noisy_leaf_counts, release_counts,
                                  score_children, sparse_min_count, specialize_cut, synthesize_cells,
                                  taxonomy_from_paths)
@@ -509,3 +510,42 @@ def test_spark_marginals_refuse_values_outside_the_domain(spark, small):
     bad.loc[4, "sex"] = "X"
     with pytest.raises(DomainError, match="'X'"):
         marginal_counts_spark(spark.createDataFrame(bad), adult_predictors(["sex"]), "income", ADULT_CLASS_VALUES)
+
+
+def test_spark_held_numeric_counts_score_and_choose_like_the_driver(spark, small, monkeypatch):
+    """Numeric marginals kept in Spark (forced: tiny limits, several range partitions) == the driver's arrays."""
+    import fragrelease.jobs.diffgen as jd
+
+    monkeypatch.setattr(jd, "MAX_DRIVER_VALUES", 5)
+    monkeypatch.setattr(jd, "VALUES_PER_PARTITION", 15)
+    attrs = ["age", "fnlwgt", "sex"]
+    sub = small.iloc[:400].reset_index(drop=True)
+    preds = adult_predictors(attrs)
+    counts = jd.marginal_counts_spark(spark.createDataFrame(sub[["income", *attrs]]), preds, "income",
+                                      ADULT_CLASS_VALUES)
+    assert isinstance(counts["age"], jd.SparkNumericCounts) and isinstance(counts["fnlwgt"], jd.SparkNumericCounts)
+    assert isinstance(counts["sex"], AttributeCounts)
+    assert counts["age"].table.select("pid").distinct().count() > 2
+    for p in preds[:2]:
+        ref = marginal_counts(p, sub[p.attribute], sub["income"], ADULT_CLASS_VALUES)
+        mid = float(np.median(sub[p.attribute]))  # a value present in the data, as an interval end
+        for lo, hi, top, score in [(p.lo, p.hi, True, "max"), (p.lo, p.hi, True, "infogain"), (mid, p.hi, False, "max")]:
+            pts, u = counts[p.attribute].split_intervals(lo, hi, top=top, score=score)
+            rpts, ru = split_intervals(ref, lo, hi, top=top, score=score)
+            assert np.array_equal(pts, rpts) and np.allclose(u, ru), (p.attribute, lo, hi, score)
+        rows, (_, first, _) = counts[p.attribute]._scored(mid, p.hi, False, "max", None)
+        rows = rows.sort_values("left_pt")  # each sub-interval ends at the next value, across partitions
+        assert np.array_equal(rows["right_pt"], np.append(rows["left_pt"].to_numpy()[1:], p.hi))
+        assert first == rows["left_pt"].iloc[0]
+        # with a huge ε' both pick a split of the best score
+        s, uu = counts[p.attribute].choose_split(p.lo, p.hi, top=True, eps_prime=Fraction(10 ** 6), score="max",
+                                                 randomness=SeededDiffGenRandomness(1))
+        rpts, ru = split_intervals(ref, p.lo, p.hi, top=True, score="max")
+        assert uu == ru.max() and ru[np.searchsorted(rpts, s) - 1] == ru.max() and p.lo < s < p.hi
+    cut, _ = specialize_cut(preds, counts, epsilon=Fraction(1), specializations=3, score="max",
+                            randomness=SeededDiffGenRandomness(2))  # the engine runs on Spark-held counts
+    assert all(np.all(np.diff(cut.bounds[a]) > 0) for a in ("age", "fnlwgt"))
+    bad = sub[["income", "age"]].copy()
+    bad.loc[3, "age"] = 150
+    with pytest.raises(DomainError, match="150"):
+        jd.marginal_counts_spark(spark.createDataFrame(bad), preds[:1], "income", ADULT_CLASS_VALUES)
