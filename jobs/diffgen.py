@@ -77,7 +77,9 @@ class SparkNumericCounts:
                                 ((F.col("v") <= F.lit(float(hi))) if top else (F.col("v") < F.lit(float(hi)))))
 
     def _plan(self, lo: float, hi: float, top: bool):
-        """Per-partition totals (one row each) → (rows, offsets by pid, next first inner value by pid, totals)."""
+        """One Spark job, one row per partition → (class counts before each partition by pid, first inner value
+        after each partition by pid (else hi), first inner value of the interval (else hi), class counts at
+        ``v == lo``, class counts of the interval)."""
         from pyspark.sql.types import DoubleType, LongType, StructField, StructType
 
         ncols = self._ncols
@@ -416,8 +418,8 @@ def write_release(spark, noisy, cut: Cut, *, output: str, epsilon: Fraction, spe
     syn_path = posixpath.join(output, "synthetic")
     v1 = commit_delta(_labelled(spark, noisy, cut), gen_path, provenance=prov, if_exists=if_exists)
     syn = synthetic_table(noisy, cut, min_count).localCheckpoint(eager=True)
-    rule = ("sparse-domain filter ceil(2/epsilon * ln(cells/2) + 1/2)" if str(synthetic_min_count).strip() == "auto"
-            else "user setting")
+    rule = ("sparse-domain filter ceil(2/epsilon * ln(cells/2) + 1/2)"
+            if str(synthetic_min_count).strip().lower() == "auto" else "user setting")
     v2 = commit_delta(syn, syn_path, provenance={**prov, "table": "synthetic microdata from " + gen_path,
                                                  "synthetic_min_count": min_count, "synthetic_min_count_rule": rule},
                       if_exists=if_exists)
