@@ -1,5 +1,6 @@
-"""Helper run in its own process by test_spark_connect.py: a small horizontal release through a
-local Spark Connect server (SPARK_REMOTE=local[2]). Prints the release's version and row count."""
+"""Helper run in its own process by test_spark_connect.py: a small horizontal release and a small
+DiffGen release through a local Spark Connect server (SPARK_REMOTE=local[2]). Prints the release's
+version and row count, and the DiffGen release's cell and synthetic record counts."""
 import json
 import os
 import sys
@@ -23,8 +24,15 @@ def main(tmp: str) -> None:
     result = run_local_release(spark, cfg)
     from deltalake import DeltaTable
 
+    # DiffGen too, with the numeric marginals forced to stay in Spark (distributed split draws)
+    import fragrelease.jobs.diffgen as jd
+
+    jd.MAX_DRIVER_VALUES = 50
+    dg = jd.run_diffgen_release(spark, epsilon="1", specializations=2, score="max",
+                                attributes=["age", "fnlwgt", "sex"], output=os.path.join(tmp, "diffgen"))
     print(json.dumps({"version": result["version"], "rows": DeltaTable(cfg.output).to_pyarrow_table().num_rows,
-                      "session": type(spark).__module__}))
+                      "session": type(spark).__module__, "diffgen_cells": dg["cells"],
+                      "diffgen_synthetic_rows": DeltaTable(dg["synthetic"]).to_pyarrow_table().num_rows}))
 
 
 if __name__ == "__main__":
