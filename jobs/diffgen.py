@@ -401,13 +401,21 @@ def write_release(spark, noisy, cut: Cut, *, output: str, epsilon: Fraction, spe
 
     The generalized table holds every leaf × class cell; the synthetic table is expanded from it with
     the threshold :func:`resolve_min_count` gives (recorded in its provenance; it depends only on the
-    cut size and ε).
+    cut size and ε). Both are materialized and checked (existing table under ``if_exists="error"``,
+    schema under ``"new-version"``) before the first commit.
+
+    Raises
+    ------
+    ReleaseExistsError, SchemaMismatchError
+        From :func:`fragrelease.jobs.storage.check_commit`, before anything is written.
+    InvalidParameterError
+        A bad synthetic min count.
     """
     import posixpath
 
     from fragrelease.rng import SecureDiffGenRandomness
 
-    from .storage import commit_delta
+    from .storage import check_commit, commit_delta
 
     prov = {"algorithm": mode, "epsilon": str(epsilon), "specializations": specializations, "score": score,
             "epsilon_spent": str(spent), "neighbours": "add/remove one record", "ledger": ledger,
@@ -416,8 +424,12 @@ def write_release(spark, noisy, cut: Cut, *, output: str, epsilon: Fraction, spe
     min_count = resolve_min_count(synthetic_min_count, n_cells, epsilon)
     gen_path = posixpath.join(output, "generalized")
     syn_path = posixpath.join(output, "synthetic")
-    v1 = commit_delta(_labelled(spark, noisy, cut), gen_path, provenance=prov, if_exists=if_exists)
+    # both tables are computed and checked before the first commit, so a failure or refusal writes nothing
+    generalized = _labelled(spark, noisy, cut).localCheckpoint(eager=True)
     syn = synthetic_table(noisy, cut, min_count).localCheckpoint(eager=True)
+    for df, path in ((generalized, gen_path), (syn, syn_path)):
+        check_commit(df, path, if_exists)
+    v1 = commit_delta(generalized, gen_path, provenance=prov, if_exists=if_exists)
     rule = ("sparse-domain filter ceil(2/epsilon * ln(cells/2) + 1/2)"
             if str(synthetic_min_count).strip().lower() == "auto" else "user setting")
     v2 = commit_delta(syn, syn_path, provenance={**prov, "table": "synthetic microdata from " + gen_path,

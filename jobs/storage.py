@@ -122,6 +122,32 @@ def _normal(t: str) -> str:
     return {"large_string": "string", "string_view": "string"}.get(t, t)
 
 
+def check_commit(df, path: str, if_exists: str = "error") -> bool:
+    """The checks :func:`commit_delta` makes before writing, without writing; returns whether the table exists.
+
+    Call it for every table of a multi-table release before the first commit, so that a refusal
+    (existing table, other schema) leaves nothing half-written.
+
+    Raises
+    ------
+    ConfigError
+        ``if_exists`` is neither ``"error"`` nor ``"new-version"``.
+    ReleaseExistsError
+        The table exists and ``if_exists == "error"``.
+    SchemaMismatchError
+        ``new-version`` with a schema different from the table's.
+    """
+    if if_exists not in ("error", "new-version"):
+        raise ConfigError(f"if_exists must be 'error' or 'new-version', not {if_exists!r}")
+    path = absolute(path)
+    table_exists = is_delta_table(path)
+    if table_exists and if_exists == "error":
+        raise ReleaseExistsError(f"a Delta table already exists at {path!r}; use if_exists='new-version' to add a version")
+    if table_exists:
+        _check_schema(path, df)
+    return table_exists
+
+
 def commit_delta(df, path: str, *, provenance: dict, if_exists: str = "error") -> int:
     """Write ``df`` as one Delta commit at ``path`` and return the new table version.
 
@@ -139,14 +165,8 @@ def commit_delta(df, path: str, *, provenance: dict, if_exists: str = "error") -
     SchemaMismatchError
         ``new-version`` with a schema different from the table's.
     """
-    if if_exists not in ("error", "new-version"):
-        raise ConfigError(f"if_exists must be 'error' or 'new-version', not {if_exists!r}")
     path = absolute(path)
-    table_exists = is_delta_table(path)
-    if table_exists and if_exists == "error":
-        raise ReleaseExistsError(f"a Delta table already exists at {path!r}; use if_exists='new-version' to add a version")
-    if table_exists:
-        _check_schema(path, df)
+    table_exists = check_commit(df, path, if_exists)
     meta = json.dumps(provenance, sort_keys=True)
     spark = df.sparkSession
     if delta_available(spark):

@@ -549,3 +549,26 @@ def test_spark_held_numeric_counts_score_and_choose_like_the_driver(spark, small
     bad.loc[3, "age"] = 150
     with pytest.raises(DomainError, match="150"):
         jd.marginal_counts_spark(spark.createDataFrame(bad), preds[:1], "income", ADULT_CLASS_VALUES)
+
+
+def test_release_refused_for_one_existing_table_writes_nothing(spark, small, tmp_path):
+    import os
+
+    from fragrelease.errors import ReleaseExistsError
+    from fragrelease.jobs.diffgen import noisy_generalized_table, write_release
+    from fragrelease.jobs.storage import commit_delta, is_delta_table
+
+    attrs = ["sex", "race"]
+    sdf = spark.createDataFrame(small[["record_id", "income", *attrs]].iloc[:300])
+    cut = Cut.top(adult_predictors(attrs))
+    noisy = noisy_generalized_table(spark, sdf, cut, Fraction(1))
+    out = str(tmp_path / "release")
+    commit_delta(spark.range(3), os.path.join(out, "synthetic"), provenance={})  # someone's table is in the way
+    kw = dict(output=out, epsilon=Fraction(1), specializations=0, score="max", ledger=[], spent=Fraction(1, 2),
+              mode="diffgen", t0=0.0)
+    with pytest.raises(ReleaseExistsError, match="synthetic"):
+        write_release(spark, noisy, cut, if_exists="error", **kw)
+    assert not is_delta_table(os.path.join(out, "generalized"))  # nothing half-written
+    with pytest.raises(Exception, match="(?i)schema"):  # a new version must keep the table's schema
+        write_release(spark, noisy, cut, if_exists="new-version", **kw)
+    assert not is_delta_table(os.path.join(out, "generalized"))
