@@ -2,7 +2,8 @@
 
 From a source table ``T_0``, δ and a chain length ``l``, the job computes ``T_1..T_l`` with
 ``P(T_i) < (l - i + 1)·δ``, each from ``T_{i-1}`` alone, and commits each as its own Delta table
-``<output>/tier_<i>`` with ``P(T_i)`` and ``UL(T_i)`` in the commit's provenance.
+``<output>/tier_<i>`` with ``P(T_i)`` in the commit's provenance (``UL(T_i)``, which involves the
+source's dispersion, is returned to the operator only).
 
 How the work is spread (the math is :mod:`fragrelease.tiers`; nothing here re-implements it):
 
@@ -336,8 +337,9 @@ def run_tiers(spark, dataset: str, delta, hops: int, output: str, *, algorithm: 
         path = tier_path(output, t["tier"])
         if progress:
             progress(f"committing tier {t['tier']} to {path}")
-        prov = {**base, "tier": t["tier"], "threshold": str(t["threshold"]),
-                "disclosure": t["disclosure"], "utility_loss": t["utility_loss"]}
+        # P(T_i) can be recomputed from the tier itself; UL(T_i) involves the source's dispersion, so it is
+        # returned and printed to the operator but never written into the release
+        prov = {**base, "tier": t["tier"], "threshold": str(t["threshold"]), "disclosure": t["disclosure"]}
         version = commit_delta(t["table"], path, provenance=prov, if_exists=if_exists)
         written.append({"tier": t["tier"], "path": path, "version": version, "threshold": t["threshold"],
                         "disclosure": t["disclosure"], "utility_loss": t["utility_loss"]})

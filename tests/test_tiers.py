@@ -278,7 +278,7 @@ def test_cli_german_chain_writes_delta_tiers_with_p_and_ul(spark, tmp_path, caps
         assert prov["tier"] == i and Fraction(prov["threshold"]) == Fraction(th).limit_denominator(100)
         assert prov["disclosure"] == pytest.approx(tm.table_disclosure(table, cols), rel=1e-9)
         assert prov["disclosure"] < th
-        assert 0 < prov["utility_loss"] < 1
+        assert "utility_loss" not in prov  # it involves the source's dispersion: operator output only
         assert len(table) == 1000
         if prev is not None:
             assert tm.is_sanitization(prev, table, cols)
