@@ -55,6 +55,8 @@ CMP_FRACTION_BITS = 32
 #: Smallest Paillier modulus the protocol accepts outside tests.
 MIN_RELEASE_KEY_BITS = 2048
 PARTIES = ("hospital", "insurer")
+#: How the parties perturb their count shares (:func:`run_party`); the first is SPEC.md §7's.
+NOISE_MODES = ("gaussian-squares", "laplace-each")
 
 
 class Channel:
@@ -183,6 +185,8 @@ class PartyResult:
     own_cut: Optional[Cut] = None
     #: this party's additive share C_i of the true counts (same layout as ``noisy_counts``); never sent
     share: Optional[np.ndarray] = None
+    #: this party's noisy share X_i as sent to the other party (same layout as ``noisy_counts``)
+    noisy_share: Optional[np.ndarray] = None
 
     def spent(self) -> Fraction:
         return sum((s.epsilon for s in self.ledger), Fraction(0))
@@ -316,7 +320,7 @@ def _unpack(sk, pk, masked: list[list[str]], own_cells_e: int, width: int, per_c
 
 def run_party(party: PartyInput, ch: Channel, *, role: str, epsilon, specializations: int, score: str,
               class_values: Sequence[str], randomness: DiffGenRandomness, key_bits: int = MIN_RELEASE_KEY_BITS,
-              allow_small_key: bool = False) -> PartyResult:
+              allow_small_key: bool = False, noise: str = "gaussian-squares") -> PartyResult:
     """Run one party of DistDiffGen (paper 003 Algorithm 1; SPEC.md §7) over channel ``ch``.
 
     Parameters
@@ -325,6 +329,12 @@ def run_party(party: PartyInput, ch: Channel, *, role: str, epsilon, specializat
     role : "hospital" (P1: holds the comparison key, decides winners) or "insurer" (P2).
     epsilon, specializations, score : as in :func:`fragrelease.diffgen.specialize_cut`; must agree.
     key_bits : Paillier modulus size (≥ 2048 unless ``allow_small_key``, for tests only).
+    noise : how the parties perturb their count shares (:data:`NOISE_MODES`; must agree).
+        ``"gaussian-squares"`` (SPEC.md §7): ``X_i = C_i + Y_a² − Y_b²``, Y ~ N(0, 1/ε), so
+        ``X_1 + X_2 = C + Lap(2/ε)``; but each party knows its own half, so against the *other party*
+        the counts carry only the other half (not Laplace, not ε-DP). ``"laplace-each"``:
+        ``X_i = C_i + Lap(2/ε)``; each party's own noise alone makes the counts ε/2-DP against the other
+        party (and the release at least that against everyone), at twice the variance.
 
     Returns
     -------
@@ -340,6 +350,8 @@ def run_party(party: PartyInput, ch: Channel, *, role: str, epsilon, specializat
     """
     if role not in PARTIES:
         raise InvalidParameterError(f"role must be one of {PARTIES}, not {role!r}")
+    if noise not in NOISE_MODES:
+        raise InvalidParameterError(f"noise must be one of {NOISE_MODES}, not {noise!r}")
     t0 = time.perf_counter()
     eps = Fraction(epsilon)
     party.prepare()
@@ -348,10 +360,10 @@ def run_party(party: PartyInput, ch: Channel, *, role: str, epsilon, specializat
     top = Cut.top(party.predictors)
     own = [{"name": p.attribute, "kind": p.kind, "root": top.labels(p.attribute)[0]} for p in party.predictors]
     hello = {"party": role, "attributes": own, "n": n, "ids": party.ids_digest(), "epsilon": str(eps),
-             "h": specializations, "score": score, "classes": list(class_values)}
+             "h": specializations, "score": score, "classes": list(class_values), "noise": noise}
     ch.send("hello", **hello)
     other = ch.recv("hello")
-    for key in ("n", "ids", "epsilon", "h", "score", "classes"):
+    for key in ("n", "ids", "epsilon", "h", "score", "classes", "noise"):
         if other[key] != hello[key]:
             raise ProtocolError(f"the parties disagree on {key}: {hello[key]!r} here, {other[key]!r} there")
     if other["party"] == role:
@@ -446,20 +458,25 @@ def run_party(party: PartyInput, ch: Channel, *, role: str, epsilon, specializat
     # both shares are laid out (E attributes..., class, O attributes...)
     seconds["scalar_product"] = time.perf_counter() - t2
 
-    # ---- noise: X_i = C_i + Y_a^2 - Y_b^2, X_1 + X_2 = C + Lap(2/ε) --------------------------
+    # ---- noise: X_i = C_i + Y_a^2 - Y_b^2, X_1 + X_2 = C + Lap(2/ε) (or X_i = C_i + Lap(2/ε)) --------
     t3 = time.perf_counter()
     share_f = np.asarray(share, dtype=float)
-    std = math.sqrt(1 / float(eps))
-    ya = randomness.gaussian(share_f.size, std)
-    yb = randomness.gaussian(share_f.size, std)
-    x_own = share_f.ravel() + ya ** 2 - yb ** 2
+    if noise == "laplace-each":
+        x_own = randomness.laplace(share_f.ravel(), float(2 / eps))
+    else:
+        std = math.sqrt(1 / float(eps))
+        ya = randomness.gaussian(share_f.size, std)
+        yb = randomness.gaussian(share_f.size, std)
+        x_own = share_f.ravel() + ya ** 2 - yb ** 2
     ch.send("noisy_share", x=x_own.tolist())
     x_other = np.asarray(ch.recv("noisy_share")["x"], dtype=float)
     if x_other.size != x_own.size:
         raise ProtocolError(f"noisy shares differ in size: {x_own.size} here, {x_other.size} there")
     total = (x_own + x_other).reshape(share_f.shape)
     seconds["noise"] = time.perf_counter() - t3
-    ledger.append(BudgetSpend("Laplace noise on leaf counts (X1 + X2)", "leaves", eps / 2, "sequential"))
+    ledger.append(BudgetSpend("Laplace noise on leaf counts (X1 + X2)" if noise == "gaussian-squares" else
+                              "Laplace noise on leaf counts (each party's share, Lap(2/epsilon))", "leaves", eps / 2,
+                              "sequential"))
 
     # canonical layout: hospital attributes, insurer attributes, class
     labels = {**{a: own_cut.labels(a) for a in own_attrs}, **foreign}
@@ -471,8 +488,9 @@ def run_party(party: PartyInput, ch: Channel, *, role: str, epsilon, specializat
     perm = [layout.index(a) for a in order_attrs + ["\x00class"]]
     arr = np.transpose(total.reshape(layout_shape), perm)
     own_share = np.transpose(np.asarray(share, dtype=object).reshape(layout_shape), perm)
+    own_x = np.transpose(x_own.reshape(layout_shape), perm)
     return PartyResult(role, {a: list(labels[a]) for a in order_attrs}, order_attrs, tuple(class_values), arr, ledger,
-                       ch.stats(), seconds, winners, own_cut, own_share)
+                       ch.stats(), seconds, winners, own_cut, own_share, own_x)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -537,7 +555,7 @@ def _party_process(role: str, address, authkey: bytes, attributes: list[str], ro
         res = run_party(party, ch, role=role, class_values=ADULT_CLASS_VALUES, randomness=SecureDiffGenRandomness(),
                         **params)
     res.own_cut = None
-    res.share = None  # the party's share stays in its process
+    res.share = res.noisy_share = None  # the party's share and its noisy share stay in its process
     with open(out_path, "wb") as f:
         pickle.dump(res, f)
     if spark is not None:
@@ -548,13 +566,14 @@ def run_adult_two_party(hospital_attributes: Sequence[str], insurer_attributes: 
                         specializations: int, score: str = "max", key_bits: int = MIN_RELEASE_KEY_BITS,
                         rows: Optional[tuple[int, int]] = None, allow_small_key: bool = False,
                         work_dir: Optional[str] = None, backend: str = "pandas",
-                        master: str = "local[1]") -> tuple[PartyResult, PartyResult]:
+                        master: str = "local[1]", noise: str = "gaussian-squares") -> tuple[PartyResult, PartyResult]:
     """Run DistDiffGen on Adult with the hospital and the insurer in two OS processes (local socket).
 
     Each process loads only its own attributes (plus ids and class); they talk only through the
     protocol (socket messages, and with ``backend="spark"`` one ciphertext file in a shared exchange
     folder). ``backend``: ``"pandas"`` (in-process numpy) or ``"spark"`` (each party its own
-    SparkSession on ``master``). Returns both parties' :class:`PartyResult` (same cut and counts).
+    SparkSession on ``master``). ``noise``: see :func:`run_party`. Returns both parties'
+    :class:`PartyResult` (same cut and counts).
 
     Raises
     ------
@@ -569,6 +588,8 @@ def run_adult_two_party(hospital_attributes: Sequence[str], insurer_attributes: 
 
     if backend not in ("pandas", "spark"):
         raise InvalidParameterError(f"backend must be 'pandas' or 'spark', not {backend!r}")
+    if noise not in NOISE_MODES:
+        raise InvalidParameterError(f"noise must be one of {NOISE_MODES}, not {noise!r}")
     overlap = set(hospital_attributes) & set(insurer_attributes)
     if overlap:
         raise ProtocolError(f"vertical split: attribute {sorted(overlap)[0]!r} given to both parties")
@@ -578,7 +599,7 @@ def run_adult_two_party(hospital_attributes: Sequence[str], insurer_attributes: 
     address = ("127.0.0.1", port)
     authkey = secrets.token_bytes(32)
     params = {"epsilon": str(Fraction(epsilon)), "specializations": specializations, "score": score,
-              "key_bits": key_bits, "allow_small_key": allow_small_key}
+              "key_bits": key_bits, "allow_small_key": allow_small_key, "noise": noise}
     ctx = mp.get_context("spawn")
     with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
         outs = {r: os.path.join(tmp, f"{r}.pkl") for r in PARTIES}

@@ -466,7 +466,7 @@ def run_two_party_release(spark, *, hospital_attributes: Sequence[str], insurer_
                           specializations: int, score: str, output: str, key_bits: int = 2048,
                           rows: Optional[tuple[int, int]] = None, if_exists: str = "error",
                           backend: str = "spark", party_master: str = "local[1]",
-                          synthetic_min_count="auto") -> dict:
+                          synthetic_min_count="auto", noise: str = "gaussian-squares") -> dict:
     """DistDiffGen on Adult with two party processes, then the release written with Spark to Delta.
 
     ``spark`` may be a SparkSession or a zero-argument callable returning one; the callable is
@@ -480,7 +480,7 @@ def run_two_party_release(spark, *, hospital_attributes: Sequence[str], insurer_
     eps = parse_epsilon(epsilon)
     r_h, r_i = run_adult_two_party(hospital_attributes, insurer_attributes, epsilon=eps,
                                    specializations=specializations, score=score, key_bits=key_bits, rows=rows,
-                                   backend=backend, master=party_master)
+                                   backend=backend, master=party_master, noise=noise)
     if callable(spark):
         spark = spark()
     cut = cut_from_labels(r_h.cut_labels)
@@ -491,7 +491,7 @@ def run_two_party_release(spark, *, hospital_attributes: Sequence[str], insurer_
     out = write_release(spark, noisy, cut, output=output, epsilon=eps, specializations=specializations, score=score,
                         ledger=ledger, spent=r_h.spent(), mode="distdiffgen", if_exists=if_exists, t0=t0,
                         extra={"parties": {"hospital": list(hospital_attributes), "insurer": list(insurer_attributes)},
-                               "paillier_key_bits": key_bits,
+                               "paillier_key_bits": key_bits, "share_noise": noise,
                                # message counts are fixed by h; bytes and seconds grow with n, so they are
                                # reported to the operator only, never written into the release
                                "protocol_messages": {p: {k: v for k, v in c.items() if k.endswith("_messages")}

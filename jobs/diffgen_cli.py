@@ -99,6 +99,11 @@ def two_party(hospital_attributes: str = typer.Option(DEFAULT_HOSPITAL, help="Co
               if_exists: str = typer.Option("error", "--if-exists"),
               backend: str = typer.Option("spark", help="Party data: spark (own SparkSession per party) or pandas."),
               synthetic_min_count: str = typer.Option("auto", "--synthetic-min-count", help=_MIN_COUNT_HELP),
+              noise: str = typer.Option(
+                  "gaussian-squares", "--noise",
+                  help="Noise on the count shares: gaussian-squares (SPEC: X_i = C_i + Y_a^2 - Y_b^2, sum is "
+                       "C + Lap(2/eps), but not DP against the other party) or laplace-each (X_i = C_i + "
+                       "Lap(2/eps): DP against the other party too, twice the variance)."),
               master: Optional[str] = typer.Option(None, "--master")):
     """Two-party DistDiffGen of Adult: hospital and insurer in separate processes over a local socket."""
     from fragrelease.errors import InvalidParameterError
@@ -109,6 +114,10 @@ def two_party(hospital_attributes: str = typer.Option(DEFAULT_HOSPITAL, help="Co
     _check(epsilon, specializations, score, synthetic_min_count)
     if backend not in ("spark", "pandas"):
         raise InvalidParameterError(f"backend must be 'spark' or 'pandas', not {backend!r}")
+    from fragrelease.distdiffgen import NOISE_MODES
+
+    if noise not in NOISE_MODES:
+        raise InvalidParameterError(f"--noise must be one of {NOISE_MODES}, not {noise!r}")
     if key_bits < 2048:
         raise InvalidParameterError(f"Paillier key must have >= 2048 bits, not {key_bits}")
     hosp, ins = _attrs(hospital_attributes), _attrs(insurer_attributes)
@@ -120,7 +129,7 @@ def two_party(hospital_attributes: str = typer.Option(DEFAULT_HOSPITAL, help="Co
                                     insurer_attributes=ins, epsilon=epsilon,
                                     specializations=specializations, score=score, output=output,
                                     key_bits=key_bits, rows=_rows(rows), if_exists=if_exists, backend=backend,
-                                    synthetic_min_count=synthetic_min_count)
+                                    synthetic_min_count=synthetic_min_count, noise=noise)
     _summary(res)
     for party, c in res["protocol_cost"].items():
         secs = ", ".join(f"{k} {v:.1f} s" for k, v in c["seconds"].items())

@@ -38,7 +38,8 @@ def _party(df, attrs, name):
                       adult_predictors(attrs))
 
 
-def _run_pair(df, *, h, eps=1, score="max", seeds=(1, 2), hosp=HOSPITAL, ins=INSURER, shuffle_insurer=False):
+def _run_pair(df, *, h, eps=1, score="max", seeds=(1, 2), hosp=HOSPITAL, ins=INSURER, shuffle_insurer=False,
+              noise=("gaussian-squares", "gaussian-squares")):
     a, b = Pipe()
     ins_df = df.sample(frac=1.0, random_state=3) if shuffle_insurer else df
     out, errors = {}, []
@@ -48,7 +49,8 @@ def _run_pair(df, *, h, eps=1, score="max", seeds=(1, 2), hosp=HOSPITAL, ins=INS
             ch = Channel(conn, keep_transcript=True)
             out[role] = (run_party(party, ch, role=role, epsilon=eps, specializations=h, score=score,
                                    class_values=ADULT_CLASS_VALUES, randomness=SeededDiffGenRandomness(seed),
-                                   key_bits=TEST_KEY_BITS, allow_small_key=True), ch)
+                                   key_bits=TEST_KEY_BITS, allow_small_key=True,
+                                   noise=noise[0] if role == "hospital" else noise[1]), ch)
         except Exception as exc:  # surfaced below
             errors.append(exc)
             conn.close()
@@ -311,6 +313,28 @@ def test_two_party_noise_has_diffgens_laplace_distribution(small):
     assert stats.kstest(diffs, stats.laplace(scale=2.0).cdf).pvalue > 1e-3
 
 
+def test_laplace_each_noise_is_private_against_the_other_party(small):
+    """--noise laplace-each: the other party's view of the counts, X_j - C_j, is Lap(2/ε) (KS, fixed sizes)."""
+    sub = small.iloc[:300]
+    hosp, ins = ["race", "sex", "age"], ["workclass", "occupation"]
+    own, mixed = [], []
+    for seed in range(40):
+        (r1, _), (r2, _) = _run_pair(sub, h=4, eps=1, seeds=(300 + seed, 400 + seed), hosp=hosp, ins=ins,
+                                     noise=("laplace-each", "laplace-each"))
+        for r in (r1, r2):
+            own.extend((r.noisy_share - r.share.astype(float)).ravel().tolist())
+        assert np.allclose(r1.noisy_counts, r1.noisy_share + r2.noisy_share)
+        if seed < 3:  # the SPEC construction, for contrast: a party's own X_i - C_i is a difference of squares
+            (g1, _), _ = _run_pair(sub, h=4, eps=1, seeds=(500 + seed, 600 + seed), hosp=hosp, ins=ins)
+            mixed.extend((g1.noisy_share - g1.share.astype(float)).ravel().tolist())
+        if len(own) >= 800:
+            break
+    assert stats.kstest(own[:800], stats.laplace(scale=2.0).cdf).pvalue > 1e-3
+    assert stats.kstest(mixed, stats.laplace(scale=2.0).cdf).pvalue < 1e-3  # not Laplace: the documented gap
+    with pytest.raises(ProtocolError, match="noise"):
+        _run_pair(sub, h=1, eps=1, hosp=hosp, ins=ins, noise=("laplace-each", "gaussian-squares"))
+
+
 def test_distributed_winner_has_the_single_party_distribution():
     """The winner drawn across parties has DiffGen's exponential-mechanism distribution (χ², fixed n)."""
     from fragrelease.distdiffgen import _compare_p1, _compare_p2, _keypair
@@ -347,7 +371,7 @@ def test_no_raw_attribute_values_in_the_messages(small):
     (r1, c1), (r2, c2) = _run_pair(small.iloc[:400], h=4)
     public = {"hello", "cmp_key", "cmp_query", "cmp_reply", "winner", "instruction", "count_key", "count_cipher",
               "count_masked", "noisy_share", "hospital", "insurer", "max", "numeric", "categorical",
-              *ADULT_CLASS_VALUES, *HOSPITAL, *INSURER}
+              "gaussian-squares", *ADULT_CLASS_VALUES, *HOSPITAL, *INSURER}
     preds = {p.attribute: p for p in adult_predictors(HOSPITAL + INSURER)}
     for p in preds.values():  # the public taxonomies and the released cut's labels
         if not isinstance(p, NumericDomain):
@@ -477,6 +501,7 @@ def test_spark_party_backend_gives_exact_shares(spark, small, tmp_path):
     (["diffgen", "two-party", "--key-bits", "1024", "--output", "x"], "1024"),
     (["diffgen", "run", "--synthetic-min-count", "0", "--output", "x"], "'0'"),
     (["diffgen", "two-party", "--synthetic-min-count", "many", "--output", "x"], "many"),
+    (["diffgen", "two-party", "--noise", "gaussian", "--output", "x"], "gaussian"),
 ])
 def test_cli_bad_input_exits_2_naming_the_value(argv, needle, capsys):
     from fragrelease.jobs.cli import run_cli
