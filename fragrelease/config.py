@@ -20,6 +20,7 @@ from typing import Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .budget import parse_epsilon
+from .category_order import DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE, parse_share
 from .errors import ConfigError, InvalidParameterError
 from .validation import format_validation_error, read_yaml_mapping
 
@@ -57,7 +58,14 @@ class LedgerConfig(BaseModel):
 
 
 class OwnerConfig(BaseModel):
-    """One data owner φ_j, its fragment and, optionally, its budget ledger."""
+    """One data owner φ_j, its fragment and, optionally, its budget ledger.
+
+    ``private_dir`` is where the owner keeps what is derived from its original data and is for its
+    eyes only: the private utility report and, in simulations, the simulated raw fragment. It must
+    not lie under the shared ``work_dir`` or the release ``output`` (the aggregator reads those).
+    Default: ``$FRAGRELEASE_PRIVATE_ROOT/<release name>/<owner>``, with
+    ``FRAGRELEASE_PRIVATE_ROOT`` defaulting to ``~/.fragrelease/private`` (the owner's own machine).
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -66,6 +74,7 @@ class OwnerConfig(BaseModel):
     attributes: Optional[tuple[str, ...]] = None
     source: Optional[SourceConfig] = None
     ledger: Optional[LedgerConfig] = None
+    private_dir: Optional[str] = None
 
 
 class ReleaseConfig(BaseModel):
@@ -87,6 +96,21 @@ class ReleaseConfig(BaseModel):
     output: str
     if_exists: Literal["error", "new-version"] = "error"
     reports: bool = True
+    #: rank order of categorical attributes (docs/specification.md §1): dp-frequency or declared
+    category_order: Literal["dp-frequency", "declared"] = DEFAULT_CATEGORY_ORDER
+    #: share of each categorical attribute's ε spent on the dp-frequency histogram, in (0, 1)
+    category_order_share: Union[str, float] = str(DEFAULT_ORDER_SHARE)
+    #: linked (the paper's rows) or unlinked (every column shuffled on its own); docs/privacy.md
+    linkage: Literal["linked", "unlinked"] = "linked"
+
+    @field_validator("category_order_share")
+    @classmethod
+    def _share_ok(cls, v):
+        try:
+            parse_share(v)
+        except InvalidParameterError as exc:
+            raise ValueError(str(exc)) from None
+        return v
 
     @field_validator("epsilon")
     @classmethod
@@ -106,6 +130,8 @@ class ReleaseConfig(BaseModel):
 
     @model_validator(mode="after")
     def _owners_ok(self) -> "ReleaseConfig":
+        if self.keep_id and self.linkage == "unlinked":
+            raise ValueError("keep_id: true cannot be used with linkage: unlinked (the id would link the rows)")
         if len(self.owners) < 2:
             raise ValueError(f"a fragmented release needs at least 2 owners, got {len(self.owners)}")
         names = [o.name for o in self.owners]
@@ -123,7 +149,16 @@ class ReleaseConfig(BaseModel):
                     raise ValueError(f"owner {o.name!r}: 'rows' is for horizontal releases only")
                 if not o.attributes:
                     raise ValueError(f"owner {o.name!r}: a vertical owner must list its 'attributes'")
+            if o.private_dir is not None:
+                for shared, key in ((self.work_dir, "work_dir"), (self.output, "output")):
+                    if _within(o.private_dir, shared):
+                        raise ValueError(f"owner {o.name!r}: private_dir {o.private_dir!r} lies under the shared "
+                                         f"{key} {shared!r}; an owner's private files must stay out of it")
         return self
+
+    @property
+    def category_order_share_exact(self) -> Fraction:
+        return parse_share(self.category_order_share)
 
     @property
     def epsilon_exact(self) -> Fraction:
@@ -133,6 +168,19 @@ class ReleaseConfig(BaseModel):
     def simulated(self) -> bool:
         """True when owners' fragments are cut from one table by the local driver."""
         return all(o.source is None for o in self.owners)
+
+
+def _within(path: str, folder: str) -> bool:
+    """True if ``path`` is ``folder`` or lies under it (local paths resolved; URIs compared as text)."""
+    import os
+
+    def norm(p: str) -> str:
+        if "://" in p or p.startswith("dbfs:"):
+            return p.rstrip("/")
+        return os.path.realpath(os.path.expanduser(p))
+
+    a, b = norm(path), norm(folder)
+    return a == b or a.startswith(b.rstrip("/") + "/")
 
 
 def load_config(path: str | Path, overrides: Optional[dict] = None) -> ReleaseConfig:

@@ -20,6 +20,8 @@ from typing import Literal, Optional
 from pydantic import BaseModel, ConfigDict
 
 from .budget import format_epsilon, horizontal_budget, parse_epsilon, per_attribute_epsilon, vertical_budget
+from .category_order import CATEGORY_ORDERS, DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE, parse_share, split_attribute_budget
+from .guarantee import LINKAGES
 from .errors import IdentifierError, InvalidParameterError, ManifestMismatchError, ProtocolError
 from .microaggregation import check_k
 from .sensitivity import MECHANISMS
@@ -48,11 +50,15 @@ class OwnerMetadata(_Message):
 
 
 class PlanOwner(_Message):
+    """One owner's part of the plan; ``budgets`` splits each attribute's ε into the category
+    histogram (``epsilon_order``) and the centroids (``epsilon_centroids``), exactly."""
+
     name: str
     epsilon: str
     epsilon_per_attribute: str
     attributes: tuple[str, ...]
     n_records: int
+    budgets: tuple[dict, ...]
 
 
 class Plan(_Message):
@@ -70,6 +76,9 @@ class Plan(_Message):
     owners: tuple[PlanOwner, ...]
     id_column: Optional[str] = None
     keep_id: bool = False
+    category_order: Literal["dp-frequency", "declared"]
+    category_order_share: str
+    linkage: Literal["linked", "unlinked"]
     created_at: str
 
     def owner(self, name: str) -> PlanOwner:
@@ -97,6 +106,9 @@ class Manifest(_Message):
     attributes: tuple[dict, ...]
     n_records: int
     id_column: Optional[str] = None
+    category_order: Literal["dp-frequency", "declared"]
+    category_order_share: str
+    budgets: tuple[dict, ...]
     content_digest: str
     created_at: str
 
@@ -177,21 +189,34 @@ def make_plan(
     epsilon: object,
     epsilon_split: str = "equal",
     keep_id: bool = False,
+    category_order: str = DEFAULT_CATEGORY_ORDER,
+    category_order_share: object = DEFAULT_ORDER_SHARE,
+    linkage: str = "linked",
 ) -> Plan:
     """Validate the metadata and issue the plan (SPEC.md §3).
 
     Horizontal: every owner the full ε (parallel composition), ε/l per attribute.
     Vertical: ε_j by ``epsilon_split`` ("equal": ε/m; "by-attributes": ε·l_j/l), ε_j/l_j per attribute.
+    Each categorical attribute's ε_j/l_j is split between its category order and its centroids
+    (:func:`fragrelease.category_order.split_attribute_budget`; docs/specification.md §1).
     k must be ≥ 3 and ≤ every owner's n (plain iDP uses k = 1 by definition).
 
     Raises
     ------
     InvalidParameterError
-        ε ≤ 0, unknown mechanism, k < 3 or k > n (the message names the owner and n).
+        ε ≤ 0, unknown mechanism, category order or linkage, a share outside (0, 1), k < 3 or k > n
+        (the message names the owner and n).
     ProtocolError, IdentifierError
         From :func:`validate_metadata`.
     """
     eps = parse_epsilon(epsilon)
+    share = parse_share(category_order_share)
+    if category_order not in CATEGORY_ORDERS:
+        raise InvalidParameterError(f"category_order must be one of {CATEGORY_ORDERS}, not {category_order!r}")
+    if linkage not in LINKAGES:
+        raise InvalidParameterError(f"linkage must be one of {LINKAGES}, not {linkage!r}")
+    if linkage == "unlinked" and keep_id:
+        raise InvalidParameterError("keep_id cannot be used with linkage 'unlinked': an id column would link the rows")
     if mechanism not in MECHANISMS:
         raise InvalidParameterError(f"mechanism must be one of {MECHANISMS}, not {mechanism!r}")
     if mechanism == "idp":
@@ -205,9 +230,11 @@ def make_plan(
     if fragmentation == "horizontal":
         attrs = _names(metas[0])
         budget = horizontal_budget(eps, [m.owner for m in metas], attrs)
+        eps_attr = per_attribute_epsilon(eps, len(attrs))
         owners = tuple(
-            PlanOwner(name=m.owner, epsilon=format_epsilon(eps), epsilon_per_attribute=format_epsilon(per_attribute_epsilon(eps, len(attrs))),
-                      attributes=tuple(attrs), n_records=m.n_records)
+            PlanOwner(name=m.owner, epsilon=format_epsilon(eps), epsilon_per_attribute=format_epsilon(eps_attr),
+                      attributes=tuple(attrs), n_records=m.n_records,
+                      budgets=_budgets(m.attributes, eps_attr, category_order, share))
             for m in metas
         )
         specs = metas[0].attributes
@@ -216,9 +243,11 @@ def make_plan(
         owners = []
         for m in metas:
             eps_j = sum((s.epsilon for s in budget.steps if s.owner == m.owner), Fraction(0))
+            eps_attr = per_attribute_epsilon(eps_j, len(m.attributes))
             owners.append(PlanOwner(name=m.owner, epsilon=format_epsilon(eps_j),
-                                    epsilon_per_attribute=format_epsilon(per_attribute_epsilon(eps_j, len(m.attributes))),
-                                    attributes=tuple(_names(m)), n_records=m.n_records))
+                                    epsilon_per_attribute=format_epsilon(eps_attr),
+                                    attributes=tuple(_names(m)), n_records=m.n_records,
+                                    budgets=_budgets(m.attributes, eps_attr, category_order, share)))
         owners = tuple(owners)
         specs = tuple(a for m in metas for a in m.attributes)
     if budget.spent() != eps:
@@ -236,8 +265,21 @@ def make_plan(
         owners=owners,
         id_column=metas[0].id_column,
         keep_id=keep_id,
+        category_order=category_order,
+        category_order_share=format_epsilon(share),
+        linkage=linkage,
         created_at=datetime.now(timezone.utc).isoformat(),
     )
+
+
+def _budgets(specs, eps_attr: Fraction, category_order: str, share: Fraction) -> tuple[dict, ...]:
+    """Each attribute's exact split of ε_attr (order histogram + centroids), as plan text."""
+    out = tuple(split_attribute_budget(a["name"], eps_attr, categorical=a["kind"] == "categorical",
+                                       category_order=category_order, share=share).to_dict() for a in specs)
+    for b in out:
+        if parse_epsilon(b["epsilon_centroids"]) + Fraction(b["epsilon_order"]) != eps_attr:
+            raise AssertionError(f"budget split drifted for {b['attribute']!r}: {b}")
+    return out
 
 
 def manifest_for(plan: Plan, owner: str, n_records: int, content_digest: str) -> Manifest:
@@ -247,6 +289,7 @@ def manifest_for(plan: Plan, owner: str, n_records: int, content_digest: str) ->
         plan_id=plan.plan_id, owner=owner, dataset=plan.dataset, fragmentation=plan.fragmentation,
         mechanism=plan.mechanism, k=plan.k, epsilon=po.epsilon, epsilon_per_attribute=po.epsilon_per_attribute,
         attributes=plan.attribute_specs(po.attributes), n_records=n_records, id_column=plan.id_column,
+        category_order=plan.category_order, category_order_share=plan.category_order_share, budgets=po.budgets,
         content_digest=content_digest, created_at=datetime.now(timezone.utc).isoformat(),
     )
 
@@ -265,12 +308,14 @@ def check_manifest(manifest: Manifest, plan: Plan) -> None:
         "mechanism": plan.mechanism, "k": plan.k, "epsilon": po.epsilon,
         "epsilon_per_attribute": po.epsilon_per_attribute,
         "attributes": plan.attribute_specs(po.attributes), "n_records": po.n_records, "id_column": plan.id_column,
+        "category_order": plan.category_order, "category_order_share": plan.category_order_share,
+        "budgets": po.budgets,
     }
     for field, want in expected.items():
         got = getattr(manifest, field)
         if field in ("epsilon", "epsilon_per_attribute"):
             same = parse_epsilon(got) == parse_epsilon(want)
-        elif field == "attributes":
+        elif field in ("attributes", "budgets"):
             same = list(got) == list(want)
         else:
             same = got == want

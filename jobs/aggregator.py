@@ -6,9 +6,12 @@ domains; vertical: disjoint attributes, the same id set, no duplicates), and iss
 
 ``release``: check every owner's manifest against the plan and its protected fragment against the
 manifest (schema, record count, content digest), union (horizontal) or join by id (vertical),
-drop the record id unless the configuration keeps it, shuffle the row order with CSPRNG keys, and
+drop the record id unless the configuration keeps it, shuffle the row order with CSPRNG keys (and,
+with ``linkage: unlinked``, every column on its own), and
 commit the release as one Delta transaction whose commit records the provenance: total ε,
-composition, k, mechanism, owners and their ε_j, and the plan id — public parameters only — and
+composition, k, mechanism, owners and their ε_j with each attribute's budget split, the category
+order, the linkage, the exact guarantee (:func:`fragrelease.guarantee.release_guarantee`) and the
+plan id — public parameters only — and
 write the public report (statistics of the released table only) beside it.
 """
 from __future__ import annotations
@@ -23,12 +26,13 @@ from pyspark.sql import functions as F
 from fragrelease import __version__
 from fragrelease.config import ReleaseConfig
 from fragrelease.errors import ConfigError, IdentifierError, ManifestMismatchError, ReleaseExistsError
+from fragrelease.guarantee import release_guarantee
 from fragrelease.protocol import Manifest, OwnerMetadata, Plan, check_manifest, make_plan
 from fragrelease.schemas.datasets import resolve_schema
 from fragrelease.udfs.noise import secure_random_key_udf
 
 from .layout import manifest_path, metadata_path, plan_path, protected_path
-from .protect import fragment_digests
+from .protect import _num_partitions, fragment_digests, global_rank
 from .report import public_report, public_report_path
 from .storage import commit_delta, is_delta_table, read_delta, read_text, write_text
 
@@ -50,7 +54,9 @@ def issue_plan(cfg: ReleaseConfig) -> Plan:
         raise ReleaseExistsError(f"a release already exists at {cfg.output!r} and if_exists is 'error'")
     metas = [OwnerMetadata.model_validate_json(read_text(metadata_path(cfg, o.name))) for o in cfg.owners]
     plan = make_plan(metas, fragmentation=cfg.fragmentation, mechanism=cfg.mechanism, k=cfg.k,
-                     epsilon=cfg.epsilon, epsilon_split=cfg.epsilon_split, keep_id=cfg.keep_id)
+                     epsilon=cfg.epsilon, epsilon_split=cfg.epsilon_split, keep_id=cfg.keep_id,
+                     category_order=cfg.category_order, category_order_share=cfg.category_order_share_exact,
+                     linkage=cfg.linkage)
     write_text(plan_path(cfg), plan.to_json())
     log.info("plan %s issued to %d owners", plan.plan_id, len(plan.owners))
     return plan
@@ -71,6 +77,11 @@ def provenance(plan: Plan) -> dict:
         "owners": [o.model_dump(mode="json") for o in plan.owners],
         "attributes": [dict(a) for a in plan.attributes],
         "keep_id": plan.keep_id,
+        "category_order": plan.category_order,
+        "category_order_share": plan.category_order_share,
+        "linkage": plan.linkage,
+        "guarantee": release_guarantee(mechanism=plan.mechanism, epsilon=plan.epsilon, composition=plan.composition,
+                                       linkage=plan.linkage, category_order=plan.category_order),
         "fragrelease_version": __version__,
     }
 
@@ -152,6 +163,27 @@ def shuffle_rows(df: DataFrame, id_column: str) -> DataFrame:
             .repartitionByRange("__key").sortWithinPartitions("__key").drop("__key"))
 
 
+def unlink_columns(df: DataFrame, columns: list[str]) -> DataFrame:
+    """Shuffle every column on its own (``linkage: unlinked``; docs/specification.md §2).
+
+    Shapes: in, any DataFrame holding ``columns``; out, the same columns with the same multiset of
+    values per column, each column in its own uniformly random order (keys from the OS CSPRNG,
+    :func:`fragrelease.udfs.noise.secure_random_key_udf`), lined up by position. After this the
+    table is a function of the columns' multisets alone: no row links a record's values across
+    attributes. Distributed: each column is ranked by its random key with
+    :func:`fragrelease.jobs.protect.global_rank` (range partitioning, stored before counting, so
+    the keys are drawn once) and the columns are joined on that rank.
+    """
+    parts = _num_partitions(df.sparkSession, 0)
+    key = secure_random_key_udf()
+    out = None
+    for c in columns:
+        keyed = df.select(F.lit(0).alias("__g"), key(F.col(c)).alias("__key"), F.col(c))
+        ranked = global_rank(keyed, "__g", ["__key"], parts).select(F.col("rank").alias("__row"), c)
+        out = ranked if out is None else out.join(ranked, "__row")
+    return out.drop("__row")
+
+
 def release(spark, cfg: ReleaseConfig) -> dict:
     """Validate every owner's protected fragment, combine them and commit the release.
 
@@ -180,6 +212,8 @@ def release(spark, cfg: ReleaseConfig) -> dict:
     released = shuffle_rows(combined, plan.id_column)
     if not plan.keep_id:
         released = released.drop(plan.id_column)
+    if plan.linkage == "unlinked":  # keep_id is refused with unlinked (config and plan)
+        released = unlink_columns(released, [a["name"] for a in plan.attributes])
     prov = provenance(plan)
     version = commit_delta(released, cfg.output, provenance=prov, if_exists=cfg.if_exists)
     rows = sum(o.n_records for o in plan.owners) if plan.fragmentation == "horizontal" else plan.owners[0].n_records

@@ -61,10 +61,23 @@ def run(
     mechanism: Optional[str] = typer.Option(None, help="Override: idp-ir, dp-ir or idp."),
     output: Optional[str] = typer.Option(None, help="Override where the release table is written."),
     if_exists: Optional[str] = typer.Option(None, "--if-exists", help="error (default) or new-version."),
+    category_order: Optional[str] = typer.Option(
+        None, "--category-order",
+        help="Override the rank order of categories: dp-frequency (default; a Laplace histogram paid from each "
+             "categorical attribute's budget) or declared (the schema's order, no budget). "
+             "docs/specification.md §1."),
+    order_share: Optional[str] = typer.Option(
+        None, "--order-share", help="Override the share of a categorical attribute's ε spent on the "
+                                    "dp-frequency histogram, in (0, 1) (default 1/10)."),
+    linkage: Optional[str] = typer.Option(
+        None, "--linkage",
+        help="Override: linked (default, the paper's rows; only each column is (i)DP) or unlinked (every column "
+             "shuffled on its own; the whole table is eps-(i)DP). docs/privacy.md."),
     master: Optional[str] = MasterOpt,
 ):
     """Run a whole fragmented release locally: owners, aggregator and a summary."""
-    cfg = _config(config, epsilon=epsilon, k=k, mechanism=mechanism, output=output, if_exists=if_exists)
+    cfg = _config(config, epsilon=epsilon, k=k, mechanism=mechanism, output=output, if_exists=if_exists,
+                  category_order=category_order, category_order_share=order_share, linkage=linkage)
     spark = _spark(master)
     from .release import run_local_release
 
@@ -90,8 +103,11 @@ def print_summary(cfg: ReleaseConfig, result: dict) -> None:
     console.print(table)
     console.print(
         f"rows {result['rows']:,} | total ε {prov['epsilon']} ({prov['composition']} composition) | "
-        f"k {prov['k']} | mechanism {prov['mechanism']} | MeanSSE vs original {result['mean_sse']:.4f}"
+        f"k {prov['k']} | mechanism {prov['mechanism']} | category order {prov['category_order']} | "
+        f"linkage {prov['linkage']} | MeanSSE vs original {result['mean_sse']:.4f}"
     )
+    guarantee = prov["guarantee"]
+    console.print(f"guarantee: {guarantee['per_column']}; {guarantee['table']}. Against: {guarantee['against']}.")
 
 
 @app.command()

@@ -4,10 +4,11 @@
 metadata only (attribute names, kinds, declared domains, record count; for vertical fragments the
 id column and a digest of the id set).
 
-``protect``: read the aggregator's plan, protect the attributes it assigns with (k, ε_j), write the
-protected fragment as a Delta table and a manifest of public parameters beside it, and a private
-utility report (original vs protected, for the owner only) in the owner's folder. The raw
-fragment never leaves the owner; nothing data-dependent (local sensitivities, observed min/max,
+``protect``: read the aggregator's plan, protect the attributes it assigns with (k, ε_j) and the
+plan's category order, write the protected fragment as a Delta table and a manifest of public
+parameters beside it, and a private utility report (original vs protected, for the owner only) in
+the owner's private folder, which is never under the shared ``work_dir``. The raw fragment never
+leaves the owner; nothing data-dependent (local sensitivities, observed min/max,
 frequencies) is written to the manifest, the table's commit or the logs.
 
 Run as ``fragrelease owner metadata|protect --config CONF --owner NAME`` or, under spark-submit /
@@ -21,8 +22,9 @@ from fractions import Fraction
 from typing import Optional
 
 from fragrelease import __version__
+from fragrelease.category_order import split_attribute_budget
 from fragrelease.config import OwnerConfig, ReleaseConfig
-from fragrelease.errors import ConfigError, ReleaseExistsError
+from fragrelease.errors import ConfigError, ManifestMismatchError, ReleaseExistsError
 from fragrelease.protocol import Manifest, OwnerMetadata, Plan, manifest_for
 from fragrelease.rng import NoiseSource
 from fragrelease.schemas.base import DatasetSchema
@@ -103,6 +105,12 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
     check = validate_fragment(df, attrs, schema.id_column)
     if check.n_records != assignment.n_records:
         raise ConfigError(f"owner {owner.name!r} now has {check.n_records} records, the plan was made for {assignment.n_records}")
+    share = Fraction(plan.category_order_share)
+    spent = tuple(split_attribute_budget(a.name, Fraction(assignment.epsilon_per_attribute), categorical=a.categorical,
+                                         category_order=plan.category_order, share=share).to_dict() for a in attrs)
+    if spent != tuple(assignment.budgets):
+        raise ManifestMismatchError(f"plan {plan.plan_id} splits owner {owner.name!r}'s budget as {assignment.budgets}, "
+                                    f"this owner would spend {spent}")
     target = protected_path(cfg, owner.name)
     if is_delta_table(target):
         raise ReleaseExistsError(f"owner {owner.name!r} already wrote a protected fragment at {target!r}")
@@ -110,15 +118,19 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
         # Record the spend before any noise is drawn: a crash afterwards over-counts, never under-counts.
         record_spend(owner.ledger.path, owner=owner.name, dataset=schema.name, plan_id=plan.plan_id,
                      epsilon=Fraction(assignment.epsilon), lifetime=owner.ledger.lifetime)
+    # public: k, ε_j, the mechanism and the category order come from the plan; the budget split is
+    # recomputed here and must equal the plan's (exact fractions)
     protected = protect_fragment(
         df.select(schema.id_column, *[a.name for a in attrs]), attrs, id_column=schema.id_column, k=plan.k,
         epsilon_per_attribute=Fraction(assignment.epsilon_per_attribute), mechanism=plan.mechanism,
+        category_order=plan.category_order, category_order_share=share,
         n_records=check.n_records, noise=noise,
     )
     provenance = {
         "role": "protected-fragment", "plan_id": plan.plan_id, "owner": owner.name, "mechanism": plan.mechanism,
         "k": plan.k, "epsilon": assignment.epsilon, "epsilon_per_attribute": assignment.epsilon_per_attribute,
-        "fragrelease_version": __version__,
+        "category_order": plan.category_order, "category_order_share": plan.category_order_share,
+        "budgets": list(assignment.budgets), "fragrelease_version": __version__,
     }
     commit_delta(protected, target, provenance=provenance, if_exists="error")
     written = read_delta(spark, target)
@@ -127,7 +139,7 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
     write_text(manifest_path(cfg, owner.name), manifest.to_json())
     if cfg.reports:
         owner_report(df, written, attrs, schema.id_column, manifest.model_dump(mode="json"),
-                     owner_report_path(cfg, owner.name))
+                     owner_report_path(cfg, owner))
     log.info("owner %s: protected fragment and manifest written for plan %s", owner.name, plan.plan_id)
     return manifest
 

@@ -9,8 +9,10 @@ task; the steps are detailed in :func:`protect_fragment`):
 
 1. Validation in one aggregation pass: nulls, values outside the declared domain, null or
    duplicate ids (:func:`validate_fragment`).
-2. Categorical values become frequency ranks (1 = most frequent, ties by name); the ranking is a
-   small aggregate, kept in memory, never logged.
+2. Categorical values become ranks in an order that is public (``declared``) or bought with budget
+   (``dp-frequency``: a Laplace histogram of the category counts, :func:`category_orders`); the
+   category → rank map is a broadcast join and the rank → label map runs in the Python workers, so
+   no order appears as a literal in the Spark plan.
 3. Each attribute's ``(value, id)`` order is cut into buckets by splitters estimated from a sample;
    values travel to their bucket as Arrow arrays (a few rows of many values, not one row per
    value), each bucket is sorted in one task, and counts per bucket give its first global rank.
@@ -33,7 +35,7 @@ import math
 import time
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -41,9 +43,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from fragrelease.errors import DomainError, IdentifierError, SchemaMismatchError
+from fragrelease.category_order import (CATEGORY_ORDERS, DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE,
+                                        AttributeBudget, declared_order, dp_frequency_order, ranks_of,
+                                        split_attribute_budget)
+from fragrelease.errors import DomainError, IdentifierError, InvalidParameterError, SchemaMismatchError
 from fragrelease.microaggregation import check_k, cluster_count
-from fragrelease.rng import NoiseSource, secure_random_keys
+from fragrelease.rng import NoiseSource, SecureLaplace, secure_random_keys
 from fragrelease.schemas.base import Attribute
 from fragrelease.sensitivity import dp_ir_sensitivity, mechanism_k
 from fragrelease.udfs.noise import noisy_centroid_udf
@@ -176,10 +181,45 @@ def fragment_digests(df: DataFrame, id_column: str) -> tuple[str, str]:
     return f"sha256-sum60:{row['n']}:{row['s'] or 0}", f"{row['n']}:{row['i'] or 0}"
 
 
-def category_ranks(df: DataFrame, attr: Attribute) -> list[str]:
-    """Declared categories in frequency-rank order (rank 1 first; ties by name). Data-dependent."""
-    counts = {r[attr.name]: r["count"] for r in df.groupBy(attr.name).count().collect()}
-    return sorted(attr.categories, key=lambda c: (-counts.get(c, 0), c))
+def category_orders(
+    df: DataFrame,
+    attributes: Sequence[Attribute],
+    budgets: Sequence[AttributeBudget],
+    category_order: str,
+    noise: Optional[NoiseSource] = None,
+) -> dict[str, tuple[str, ...]]:
+    """The rank order of every categorical attribute, public or bought with budget (docs/specification.md §1).
+
+    ``declared``: the schema's order, no Spark job. ``dp-frequency``: one aggregation pass counts
+    every categorical attribute's categories (a table of Σ |dom| rows, the owner's own driver, kept
+    in memory only, never logged or written); each histogram gets Laplace noise of scale
+    ``2 / ε_order`` from :func:`fragrelease.category_order.dp_frequency_order` (the secure sampler
+    unless a test injects ``noise``), drawn once on the driver, so no task retry can redraw it.
+    The returned orders are ε_order-DP (noised with budget).
+
+    Raises
+    ------
+    InvalidParameterError
+        Unknown order, or a budget without ε_order for a categorical attribute under ``dp-frequency``.
+    """
+    cats = [(j, a) for j, a in enumerate(attributes) if a.categorical]
+    if category_order not in CATEGORY_ORDERS:
+        raise InvalidParameterError(f"category_order must be one of {CATEGORY_ORDERS}, not {category_order!r}")
+    if not cats or category_order == "declared":
+        return {a.name: declared_order(a.categories) for _, a in cats}
+    by_name = {b.attribute: b for b in budgets}
+    pairs = F.explode(F.array(*[F.struct(F.lit(j).alias("attr"), F.col(a.name).alias("value")) for j, a in cats]))
+    counts: dict[int, dict[str, int]] = {j: {} for j, _ in cats}
+    for r in df.select(pairs.alias("p")).groupBy("p.attr", "p.value").count().collect():
+        counts[int(r["attr"])][r["value"]] = int(r["count"])
+    source = noise if noise is not None else SecureLaplace()
+    orders = {}
+    for j, a in cats:
+        eps_order = by_name[a.name].order
+        if eps_order <= 0:
+            raise InvalidParameterError(f"attribute {a.name!r} has no budget for its dp-frequency category order")
+        orders[a.name] = dp_frequency_order(counts[j], a.categories, eps_order, source, attribute=a.name)
+    return orders
 
 
 def _num_partitions(spark, rows: int) -> int:
@@ -315,10 +355,44 @@ def protect_fragment(
     k: int,
     epsilon_per_attribute: Fraction,
     mechanism: str,
+    category_order: str = DEFAULT_CATEGORY_ORDER,
+    category_order_share: Fraction = DEFAULT_ORDER_SHARE,
     n_records: Optional[int] = None,
     noise: Optional[NoiseSource] = None,
 ) -> DataFrame:
-    """Protect a fragment with IR microaggregation + Laplace noise (DP-IR, iDP-IR or plain iDP).
+    """One owner's whole protection step: category orders, then :func:`microaggregate_and_noise`.
+
+    Each attribute's budget ``epsilon_per_attribute`` (ε_j / l_j, exact) is split by
+    :func:`fragrelease.category_order.split_attribute_budget`: numeric attributes and the
+    ``declared`` order spend it all on the centroids; ``dp-frequency`` spends
+    ``category_order_share · ε_attr`` on a Laplace histogram that fixes the rank order
+    (:func:`category_orders`) and the rest on the centroids. docs/specification.md §1-2.
+
+    Shapes, errors and the rest of the parameters: :func:`microaggregate_and_noise`.
+    """
+    attrs = list(attributes)
+    budgets = [split_attribute_budget(a.name, Fraction(epsilon_per_attribute), categorical=a.categorical,
+                                      category_order=category_order, share=category_order_share) for a in attrs]
+    n = n_records if n_records is not None else df.count()
+    check_k(mechanism_k(mechanism, k), n)  # before any budget is spent on the histograms
+    orders = category_orders(df, attrs, budgets, category_order, noise)
+    return microaggregate_and_noise(df, attrs, id_column=id_column, k=k, budgets=budgets, orders=orders,
+                                    mechanism=mechanism, n_records=n, noise=noise)
+
+
+def microaggregate_and_noise(
+    df: DataFrame,
+    attributes: Sequence[Attribute],
+    *,
+    id_column: str,
+    k: int,
+    budgets: Sequence[AttributeBudget],
+    orders: Mapping[str, Sequence[str]],
+    mechanism: str,
+    n_records: Optional[int] = None,
+    noise: Optional[NoiseSource] = None,
+) -> DataFrame:
+    """IR microaggregation + Laplace noise (DP-IR, iDP-IR or plain iDP) with given budgets and category orders.
 
     Parameters
     ----------
@@ -327,7 +401,11 @@ def protect_fragment(
     id_column : record id; ties between equal values are ordered by it (by its 64-bit xxhash when
         the id is not an integer).
     k : cluster size (plain iDP uses 1).
-    epsilon_per_attribute : ε_j / l_j, exact.
+    budgets : one :class:`fragrelease.category_order.AttributeBudget` per attribute, in order; the
+        Laplace scale uses its ``centroids`` part.
+    orders : categorical attribute name → its categories in rank order (rank 1 first). Must be
+        public or noised with budget (:func:`category_orders`); the map is applied inside Python
+        workers, so it appears as no literal in the Spark plan.
     mechanism : "idp-ir", "dp-ir" or "idp".
     n_records : the fragment's row count if already known (validated), else counted.
     noise : test-only noise injection; ``None`` = the secure sampler.
@@ -338,6 +416,14 @@ def protect_fragment(
     double, categorical as string. Rows come in id order within each output group (one group per
     ~500,000 rows, grouped by a hash of the id), never in value order. The noise is already
     materialized. SPEC.md §1-2; paper 000 Alg. 1.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``budgets`` not one per attribute in order, or an order that does not list the declared
+        categories once each; k < 1 or k > n (:func:`fragrelease.microaggregation.check_k`).
+    SchemaMismatchError
+        An attribute whose value count differs from n (the fragment changed while it was read).
 
     How it runs (every step distributed; no step moves all rows, or all values of one attribute,
     into one task; Spark moves values in Arrow arrays of up to ~260,000 values, not row by row):
@@ -362,19 +448,32 @@ def protect_fragment(
     k_used = mechanism_k(mechanism, k)
     check_k(k_used, n)
     c = cluster_count(n, k_used)
-    eps = float(epsilon_per_attribute)
-    rank_orders = {a.name: category_ranks(df, a) for a in attrs if a.categorical}
+    if [b.attribute for b in budgets] != [a.name for a in attrs]:
+        raise InvalidParameterError(f"budgets are for {[b.attribute for b in budgets]}, attributes are {[a.name for a in attrs]}")
+    eps = [float(b.centroids) for b in budgets]  # Fraction → float only here, for the scale
+    rank_orders: dict[str, tuple[str, ...]] = {}
+    for a in attrs:
+        if a.categorical:
+            order = tuple(orders[a.name]) if a.name in orders else ()
+            if sorted(order) != sorted(a.categories):
+                raise InvalidParameterError(f"the rank order of {a.name!r} must list its declared categories once each")
+            rank_orders[a.name] = order
 
     # An integral id is its own tie key; any other id travels beside its hash.
     carry_rid = not _integral_id(df, id_column)
     cols = [_tie_key(df, id_column).alias("key")] + ([F.col(id_column).alias("rid")] if carry_rid else [])
+    keyed = df
     for j, a in enumerate(attrs):
         if a.categorical:
-            mapping = F.create_map(*[x for r, cat in enumerate(rank_orders[a.name], 1) for x in (F.lit(cat), F.lit(float(r)))])
-            cols.append(mapping[F.col(a.name)].alias(f"x{j}"))
+            # category → rank through a broadcast join of a small table: the order is data, not a
+            # plan literal (it would otherwise show in explain output, the UI and event logs)
+            ranks = spark.createDataFrame([(cat, float(r)) for cat, r in ranks_of(rank_orders[a.name]).items()],
+                                          f"`__c{j}` string, `x{j}` double")
+            keyed = keyed.join(F.broadcast(ranks), F.col(a.name) == F.col(f"__c{j}"), "inner")
+            cols.append(F.col(f"x{j}"))
         else:
             cols.append(F.col(a.name).cast("double").alias(f"x{j}"))
-    keyed = df.select(*cols)
+    keyed = keyed.select(*cols)
     rid_type = keyed.schema["rid"].dataType if carry_rid else T.LongType()
     rid_field = [T.StructField("rid", T.ArrayType(rid_type))] if carry_rid else []
 
@@ -464,16 +563,17 @@ def protect_fragment(
         F.max("s.max").alias("max")).localCheckpoint(eager=True)  # read four times below; small (c · l rows)
     clock.lap("cluster statistics")
 
+    # public: declared domains and the centroids' budget per attribute
     params = spark.createDataFrame(
-        [(i, *a.bounds(), a.categorical) for i, a in enumerate(attrs)],
-        "attr int, lo double, hi double, categorical boolean",
+        [(i, *a.bounds(), a.categorical, eps[i]) for i, a in enumerate(attrs)],
+        "attr int, lo double, hi double, categorical boolean, eps double",
     )
     if mechanism == "dp-ir":
         scales = spark.createDataFrame(
-            [(i, dp_ir_sensitivity(*a.bounds(), k_used) / eps) for i, a in enumerate(attrs)], "attr int, scale double"
+            [(i, dp_ir_sensitivity(*a.bounds(), k_used) / eps[i]) for i, a in enumerate(attrs)], "attr int, scale double"
         )
     else:
-        scales = _idp_scales(stats, params, k_used, c, eps)
+        scales = _idp_scales(stats, params, k_used, c)
     noisy_udf = noisy_centroid_udf([a.name for a in attrs], noise)
     noisy = (
         stats.join(F.broadcast(params), "attr").join(F.broadcast(scales), "attr")
@@ -527,7 +627,10 @@ def protect_fragment(
             yield pd.DataFrame(rows, columns=["group", "attr", "rid", "value"])
 
     out_schema = T.StructType([T.StructField("rid", rid_type)]
-                              + [T.StructField(f"v{j}", T.DoubleType()) for j in range(l)])
+                              + [T.StructField(f"v{j}", T.StringType() if a.categorical else T.DoubleType())
+                                 for j, a in enumerate(attrs)])
+    # rank → label, applied in the Python workers (post-processing of the noisy rank; no plan literal)
+    labels = {j: np.asarray(rank_orders[a.name], dtype=object) for j, a in enumerate(attrs) if a.categorical}
 
     def assemble(pdf: pd.DataFrame) -> pd.DataFrame:
         columns, ids = {}, None
@@ -539,23 +642,18 @@ def protect_fragment(
                 ids = rid[order]
             elif not np.array_equal(ids, rid[order]):
                 raise IdentifierError("protected attributes disagree on the set of ids; the fragment changed while it was read")
-            columns[f"v{int(j)}"] = value[order]
+            value = value[order]
+            columns[f"v{int(j)}"] = labels[int(j)][value.astype(np.int64) - 1] if int(j) in labels else value
         return pd.DataFrame({"rid": ids, **{f"v{j}": columns[f"v{j}"] for j in range(l)}})
 
     wide = (joined.mapInPandas(values_of, values_schema)
             .groupBy("group").applyInPandas(assemble, out_schema))
     out_cols = [F.col("rid").cast(df.schema[id_column].dataType).alias(id_column)]
-    for j, a in enumerate(attrs):
-        v = F.col(f"v{j}")
-        if a.categorical:
-            order = F.array(*[F.lit(cat) for cat in rank_orders[a.name]])
-            out_cols.append(F.element_at(order, v.cast("int")).alias(a.name))
-        else:
-            out_cols.append(v.alias(a.name))
+    out_cols += [F.col(f"v{j}").alias(a.name) for j, a in enumerate(attrs)]
     return wide.select(*out_cols)
 
 
-def _idp_scales(stats: DataFrame, params: DataFrame, k: int, c: int, eps: float) -> DataFrame:
+def _idp_scales(stats: DataFrame, params: DataFrame, k: int, c: int) -> DataFrame:
     """Per attribute ``scale = max(U, D) / ε_attr`` from the first, second-to-last and last clusters.
 
     Evaluates the expression of :func:`fragrelease.sensitivity.idp_ir_sensitivity_from_extremes`
@@ -574,4 +672,4 @@ def _idp_scales(stats: DataFrame, params: DataFrame, k: int, c: int, eps: float)
         j = first.join(last, "attr").join(F.broadcast(params), "attr")
         up = (F.col("hi") - F.col("min_first")) / F.col("s_last")
         down = (F.col("max_last") - F.col("lo")) / F.col("s_last")
-    return j.select("attr", (F.greatest(up, down) / F.lit(eps)).alias("scale"))
+    return j.select("attr", (F.greatest(up, down) / F.col("eps")).alias("scale"))

@@ -172,11 +172,18 @@ def public_report(release_df: DataFrame, attrs: Sequence[Attribute], provenance:
             ["total ε", provenance.get("epsilon")], ["composition", provenance.get("composition")],
             ["vertical ε split", provenance.get("epsilon_split")], ["plan id", provenance.get("plan_id")],
             ["record id released", provenance.get("keep_id")],
+            ["category order", f"{provenance.get('category_order')} (share {provenance.get('category_order_share')})"],
+            ["linkage", provenance.get("linkage")],
         ]),
+        "<h2>Guarantee</h2>",
+        _table(["what", "statement"], [[k.replace("_", " "), v] for k, v in (provenance.get("guarantee") or {}).items()]),
         "<h2>Budget per owner and per attribute</h2>",
         _table(["owner", "records", "ε_j", "ε per attribute", "attributes"],
                [[o["name"], o["n_records"], o["epsilon"], o["epsilon_per_attribute"], ", ".join(o["attributes"])]
                 for o in owners]),
+        _table(["owner", "attribute", "ε", "ε category order", "ε centroids"],
+               [[o["name"], b["attribute"], b["epsilon"], b["epsilon_order"], b["epsilon_centroids"]]
+                for o in owners for b in o.get("budgets", ())]),
         "<h2>Released numeric attributes</h2>",
         _table(["attribute", "mean", "std", *[f"q{int(q * 100)}" for q in QUANTILES]], _numeric_rows(attrs, stats)),
         _corr_html([a.name for a in attrs if not a.categorical], corr, "Correlations of the released numeric attributes"),

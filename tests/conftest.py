@@ -12,6 +12,14 @@ sys.path.insert(0, _TESTS)
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_TESTS, os.environ.get("PYTHONPATH")) if p)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_root(tmp_path_factory):
+    """Owners' private folders (reports, simulated fragments) go to a temporary root, not ~/."""
+    root = str(tmp_path_factory.mktemp("owner-private"))
+    os.environ["FRAGRELEASE_PRIVATE_ROOT"] = root
+    return root
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     from fragrelease.jobs.session import get_spark

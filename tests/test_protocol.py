@@ -85,7 +85,10 @@ def test_manifest_must_match_plan():
     plan = hplan()
     good = manifest_for(plan, "a", 100, "sha256-sum60:100:1")
     check_manifest(good, plan)
-    for field, value in [("epsilon", "2"), ("k", 4), ("plan_id", "other"), ("mechanism", "dp-ir"), ("n_records", 99)]:
+    for field, value in [("epsilon", "2"), ("k", 4), ("plan_id", "other"), ("mechanism", "dp-ir"), ("n_records", 99),
+                         ("category_order", "declared"), ("category_order_share", "1/5"),
+                         ("budgets", ({"attribute": "age", "epsilon": "1/2", "epsilon_order": "0",
+                                       "epsilon_centroids": "1/2"},))]:
         bad = good.model_copy(update={field: value})
         with pytest.raises(ManifestMismatchError, match=field):
             check_manifest(bad, plan)
@@ -101,4 +104,20 @@ def test_messages_carry_no_data_dependent_fields():
         assert f'"{word}' not in text
     assert set(m.model_dump()) == {"plan_id", "owner", "dataset", "fragmentation", "mechanism", "k", "epsilon",
                                    "epsilon_per_attribute", "attributes", "n_records", "id_column",
+                                   "category_order", "category_order_share", "budgets",
                                    "content_digest", "created_at"}
+
+
+def test_plan_splits_each_categorical_budget_exactly_and_records_it():
+    plan = hplan()  # age (numeric) and sex (categorical), ε = 1: 1/2 per attribute
+    budgets = {b["attribute"]: b for b in plan.owner("a").budgets}
+    assert budgets["age"] == {"attribute": "age", "epsilon": "1/2", "epsilon_order": "0", "epsilon_centroids": "1/2"}
+    assert budgets["sex"] == {"attribute": "sex", "epsilon": "1/2", "epsilon_order": "1/20",
+                              "epsilon_centroids": "9/20"}
+    assert (plan.category_order, plan.category_order_share, plan.linkage) == ("dp-frequency", "1/10", "linked")
+    declared = hplan(category_order="declared")
+    assert {b["attribute"]: b["epsilon_order"] for b in declared.owner("a").budgets} == {"age": "0", "sex": "0"}
+    with pytest.raises(InvalidParameterError, match="'data-frequency'"):
+        hplan(category_order="data-frequency")  # the paper's order is not a release option
+    with pytest.raises(InvalidParameterError, match="'joined'"):
+        hplan(linkage="joined")

@@ -47,8 +47,14 @@ def test_horizontal_release_is_a_real_delta_table(spark, tmp_path, adult_source)
     assert prov["mechanism"] == "idp-ir" and [o["name"] for o in prov["owners"]] == ["o1", "o2", "o3"]
     assert prov["plan_id"] == result["plan"].plan_id
     assert set(prov) == {"role", "plan_id", "dataset", "fragmentation", "mechanism", "k", "epsilon", "composition",
-                         "epsilon_split", "owners", "attributes", "keep_id", "fragrelease_version"}
-    assert {k for o in prov["owners"] for k in o} == {"name", "epsilon", "epsilon_per_attribute", "attributes", "n_records"}
+                         "epsilon_split", "owners", "attributes", "keep_id", "category_order", "category_order_share",
+                         "linkage", "guarantee", "fragrelease_version"}
+    assert {k for o in prov["owners"] for k in o} == {"name", "epsilon", "epsilon_per_attribute", "attributes", "n_records",
+                                                      "budgets"}
+    assert (prov["category_order"], prov["category_order_share"], prov["linkage"]) == ("dp-frequency", "1/10", "linked")
+    assert "no epsilon bound" in prov["guarantee"]["table"] and "eps_attr-iDP" in prov["guarantee"]["per_column"]
+    sex = next(b for b in prov["owners"][0]["budgets"] if b["attribute"] == "sex")
+    assert (sex["epsilon"], sex["epsilon_order"], sex["epsilon_centroids"]) == ("1/10", "1/100", "9/100")
     assert {k for a in prov["attributes"] for k in a} <= {"name", "kind", "domain", "categories"}
     assert 0 < result["mean_sse"] < 10
     # reports: the public one beside the table holds release statistics only; owners' are private
@@ -56,7 +62,7 @@ def test_horizontal_release_is_a_real_delta_table(spark, tmp_path, adult_source)
     assert result["report"].endswith("release_reports/release-v0.html")
     assert "<img" in public and "plan id" in public and result["plan"].plan_id in public
     assert "original" not in public.lower() and "MeanSSE" not in public
-    private = open(owner_report_path(cfg, "o1"), encoding="utf-8").read()
+    private = open(owner_report_path(cfg, cfg.owners[0]), encoding="utf-8").read()
     assert "For the data owner's eyes only" in private and "MeanSSE" in private and "<img" in private
     # every released value is in its declared domain / category list
     pdf = table.to_pandas()
@@ -122,3 +128,38 @@ def test_vertical_release_joins_by_id(spark, tmp_path, wine_pdf):
     assert prov["composition"] == "sequential" and prov["epsilon_split"] == "by-attributes"
     assert [o["epsilon"] for o in prov["owners"]] == ["3/11", "4/11", "4/11"]
     assert {o["epsilon_per_attribute"] for o in prov["owners"]} == {"1/11"}
+
+
+def test_nothing_under_the_shared_work_dir_is_derived_from_original_data(spark, tmp_path, adult_source):
+    """Owners' reports and simulated raw fragments stay in their private folders (issue: private reports)."""
+    import os
+
+    cfg = horizontal_cfg(tmp_path, adult_source, k=25)
+    run_local_release(spark, cfg)
+    work = cfg.work_dir
+    found = set()
+    for root, dirs, files in os.walk(work):
+        rel = os.path.relpath(root, work)
+        parts = [] if rel == "." else rel.split(os.sep)
+        if len(parts) >= 3 and parts[0] == "owners" and parts[2] == "protected":
+            continue  # inside an owner's protected Delta table
+        for name in dirs + files:
+            found.add("/".join([*parts, name]))
+    owners = [o.name for o in cfg.owners]
+    allowed = ({"metadata", "plan.json", "owners"} | {f"metadata/{o}.json" for o in owners}
+               | {f"owners/{o}" for o in owners} | {f"owners/{o}/protected" for o in owners}
+               | {f"owners/{o}/manifest.json" for o in owners})
+    # public protocol messages, protected tables and manifests only (Spark's checksum files aside)
+    assert {f for f in found if not f.split("/")[-1].startswith(".")} <= allowed
+    for o in cfg.owners:  # the private report and the simulated fragment are in the owner's folder
+        assert os.path.exists(owner_report_path(cfg, o))
+        assert not owner_report_path(cfg, o).startswith(os.path.realpath(work))
+
+
+def test_private_dir_under_the_shared_work_dir_is_refused(tmp_path, adult_source):
+    from fragrelease.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="private_dir .* lies under the shared work_dir"):
+        horizontal_cfg(tmp_path, adult_source,
+                       owners=[{"name": "o1", "rows": 700, "private_dir": str(tmp_path / "work" / "o1")},
+                               {"name": "o2", "rows": 1300}])

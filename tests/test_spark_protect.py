@@ -8,7 +8,8 @@ from pyspark.sql import functions as F
 
 from fragrelease.errors import DomainError, IdentifierError, SchemaMismatchError
 from fragrelease.jobs.protect import global_rank, protect_fragment, range_sorted, validate_fragment
-from fragrelease.mechanisms import frequency_ranks, protect_attribute
+from fragrelease.category_order import DEFAULT_ORDER_SHARE, dp_frequency_order, ranks_of
+from fragrelease.mechanisms import protect_attribute
 from fragrelease.schemas.adult import SCHEMA as ADULT
 from fragrelease.schemas.wine import SCHEMA as WINE
 from noise_injection import HashedLaplace
@@ -19,18 +20,22 @@ def adult_sample(adult_pdf):
     return adult_pdf.sample(2_500, random_state=7).sort_values("record_id").reset_index(drop=True)
 
 
-def reference(pdf, attrs, k, eps, mechanism, noise, tiebreak=None):
+def reference(pdf, attrs, k, eps, mechanism, noise, tiebreak=None, share=DEFAULT_ORDER_SHARE):
+    """numpy reference of the default release (dp-frequency order; the histogram gets share · ε)."""
     ids = pdf["record_id"].to_numpy() if tiebreak is None else tiebreak
     out = {}
     for a in attrs:
         lo, hi = a.bounds()
+        eps_centroids = eps
         if a.categorical:
-            ranks = frequency_ranks(pdf[a.name].to_numpy(), list(a.categories))
+            counts = pdf[a.name].value_counts().to_dict()
+            ranks = ranks_of(dp_frequency_order(counts, a.categories, eps * share, noise, attribute=a.name))
+            eps_centroids = eps * (1 - share)
             vals = pdf[a.name].map(ranks).to_numpy(float)
         else:
             vals = pdf[a.name].to_numpy(float)
-        res = protect_attribute(vals, k=k, lo=lo, hi=hi, epsilon_attribute=eps, mechanism=mechanism, noise=noise,
-                                attribute=a.name, tiebreak=ids, categorical=a.categorical)
+        res = protect_attribute(vals, k=k, lo=lo, hi=hi, epsilon_attribute=eps_centroids, mechanism=mechanism,
+                                noise=noise, attribute=a.name, tiebreak=ids, categorical=a.categorical)
         if a.categorical:
             inv = {r: c for c, r in ranks.items()}
             res = np.array([inv[int(r)] for r in res], dtype=object)
@@ -179,3 +184,56 @@ def test_validation_refuses_nulls_and_wrong_types(spark):
         validate_fragment(df, [ADULT.attribute("age")], "record_id")
     with pytest.raises(SchemaMismatchError, match="no column 'sex'"):
         validate_fragment(df.drop("age"), [ADULT.attribute("sex")], "record_id")
+
+
+def _all_plans(df) -> str:
+    qe = df._jdf.queryExecution()
+    return "\n".join([qe.logical().toString(), qe.optimizedPlan().toString(), qe.executedPlan().toString()])
+
+
+def test_category_order_is_not_a_literal_of_the_spark_plan(spark, adult_sample):
+    """The rank order (public or noised, but the label map of the release) never shows in explain/UI/event logs."""
+    attrs = [ADULT.attribute("age"), ADULT.attribute("native-country"), ADULT.attribute("occupation")]
+    df = spark.createDataFrame(adult_sample, ADULT.struct_type())
+    out = protect_fragment(df, attrs, id_column="record_id", k=50, epsilon_per_attribute=Fraction(1, 3),
+                           mechanism="idp-ir", noise=HashedLaplace(salt="plan"))
+    plans = _all_plans(out)
+    for label in ("United-States", "Holand-Netherlands", "Prof-specialty", "Tech-support"):
+        assert label not in plans, label
+
+
+def test_declared_order_maps_ranks_through_the_schema_order(spark, adult_sample):
+    """With ``declared`` and no noise, each cluster's label is the declared category at its rounded mean rank."""
+    from noise_injection import ZeroNoise
+
+    sex = ADULT.attribute("sex")
+    df = spark.createDataFrame(adult_sample, ADULT.struct_type())
+    got = protect_fragment(df, [sex], id_column="record_id", k=50, epsilon_per_attribute=Fraction(1),
+                           mechanism="dp-ir", category_order="declared", noise=ZeroNoise()).toPandas()
+    ranks = adult_sample["sex"].map({c: i + 1 for i, c in enumerate(sex.categories)}).to_numpy(float)
+    ref = protect_attribute(ranks, k=50, lo=1, hi=len(sex.categories), epsilon_attribute=1, mechanism="dp-ir",
+                            noise=ZeroNoise(), attribute="sex", tiebreak=adult_sample["record_id"].to_numpy(),
+                            categorical=True)
+    labels = np.asarray(sex.categories, dtype=object)[ref.astype(int) - 1]
+    assert (got.set_index("record_id").loc[adult_sample["record_id"], "sex"].to_numpy() == labels).all()
+
+
+def test_dp_frequency_spends_its_share_on_one_histogram_draw_per_category(spark, adult_sample):
+    class Recording(HashedLaplace):
+        def __init__(self):
+            super().__init__(salt="rec")
+            self.calls = []
+
+        def perturb(self, values, scales, attributes, clusters):
+            self.calls.append((list(attributes), np.asarray(scales, float)))
+            return super().perturb(values, scales, attributes, clusters)
+
+    race = ADULT.attribute("race")
+    noise = Recording()
+    df = spark.createDataFrame(adult_sample, ADULT.struct_type())
+    protect_fragment(df, [race], id_column="record_id", k=50, epsilon_per_attribute=Fraction(1, 2),
+                     mechanism="dp-ir", category_order_share=Fraction(1, 5), noise=noise)
+    # the histogram is drawn on the driver, in this process: |dom| draws of scale 2 / (1/5 · 1/2) = 20
+    hist = [(a, s) for a, s in noise.calls if a and a[0] == "race#order"]
+    assert len(hist) == 1 and len(hist[0][0]) == len(race.categories)
+    assert np.allclose(hist[0][1], 20.0)
