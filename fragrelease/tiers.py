@@ -287,13 +287,13 @@ def refuse_loose_thresholds(ths: Sequence[Fraction], singleton: float) -> None:
     bad = [i for i, th in enumerate(ths, start=1) if float(th) >= singleton]
     if not bad:
         return
-    l = len(ths)
+    hops = len(ths)
     th = ths[0]
     which = "tier 1" if bad == [1] else f"tiers {bad[0]}..{bad[-1]}"
     raise ThresholdTooLooseError(
-        f"tier 1's threshold l·δ = {float(th):g} (l = {l}, δ = {float(th) / l:g}) is at or above the disclosure "
-        f"of singleton classes, {singleton:.4f} ({which} of {l} affected): such a tier could equal the source "
-        f"unchanged; choose δ < {singleton / l:.4g} for l = {l}",
+        f"tier 1's threshold l·δ = {float(th):g} (l = {hops}, δ = {float(th) / hops:g}) is at or above the "
+        f"disclosure of singleton classes, {singleton:.4f} ({which} of {hops} affected): such a tier could equal "
+        f"the source unchanged; choose δ < {singleton / hops:.4g} for l = {hops}",
         tier=1, threshold=th, singleton_disclosure=singleton)
 
 
