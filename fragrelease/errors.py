@@ -9,6 +9,21 @@ class InvalidParameterError(FragReleaseError, ValueError):
     """A privacy or protocol parameter is out of range (ε ≤ 0, k < 3, k > n, ...)."""
 
 
+class ThresholdTooLooseError(InvalidParameterError):
+    """A tier's disclosure threshold is at or above the disclosure of singleton classes.
+
+    At such a threshold the tier may equal its input unchanged (nothing is sanitized). The message
+    names the threshold, the tier index and the singleton disclosure; the latter is computed from
+    the data, so the error is for the operator only and never goes into a release's provenance.
+    """
+
+    def __init__(self, message: str, *, tier: int, threshold, singleton_disclosure: float) -> None:
+        super().__init__(message)
+        self.tier = tier
+        self.threshold = threshold
+        self.singleton_disclosure = singleton_disclosure
+
+
 class ConfigError(FragReleaseError, ValueError):
     """A configuration or schema file is malformed; the message names the key and value."""
 

@@ -26,6 +26,9 @@ Internally the algorithms work on *atoms*: the equivalence classes of their inpu
 ever group atoms, never split one, which is what makes the output a sanitization of the input (a
 recipient cannot tell the members of a class apart, paper §3.2). Order-dependent choices are broken
 by the atom's smallest row number (paper §4, Theorem 2), so the same input gives the same output.
+In a release the row numbers are CSPRNG surrogates drawn once before ``T_1`` (docs/specification.md
+§6): the tiers carry no linkage key back to the input, and the chain is deterministic given them.
+A threshold at or above the disclosure of singleton classes is refused (:func:`refuse_loose_thresholds`).
 """
 from __future__ import annotations
 
@@ -37,7 +40,8 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from .errors import DomainError, InvalidParameterError, SchemaMismatchError
+from .errors import DomainError, InvalidParameterError, SchemaMismatchError, ThresholdTooLooseError
+from .rng import secure_random_keys
 
 #: Algorithms a tier can be computed with (paper §3).
 ALGORITHMS: tuple[str, ...] = ("bua", "tda", "fla")
@@ -221,6 +225,105 @@ def parse_delta(delta) -> Fraction:
     if d <= 0:
         raise InvalidParameterError(f"delta must be > 0, not {delta!r}")
     return d
+
+
+def singleton_disclosure(p: Sequence[float]) -> float:
+    """``P`` of the table in which every record is its own class: ``max_v JS(p, e_v)`` over present values.
+
+    A class of one record with sensitive value ``v`` has the point distribution ``e_v``; because JS
+    is convex in its second argument, no class of any table with the distribution ``p`` has a larger
+    divergence, so ``P(T) ≤`` this value for every table (``T_0`` included).
+
+    Parameters
+    ----------
+    p : the table's sensitive-value distribution (1-D, non-negative, non-zero; normalized here).
+
+    Returns
+    -------
+    float in [0, 1]; 0 when the sensitive attribute has one value (0.493 on German Credit).
+
+    Raises
+    ------
+    InvalidParameterError
+        Negative entries or an all-zero vector.
+
+    References
+    ----------
+    docs/specification.md §6 (the refusal of thresholds at or above it); Chang & Wu 2014, §2.
+    """
+    p = np.asarray(p, dtype=float)
+    if p.ndim != 1 or (p < 0).any() or p.sum() <= 0:
+        raise InvalidParameterError(f"a distribution must be 1-D, non-negative and non-zero, not {p.tolist()}")
+    p = p / p.sum()
+    present = np.flatnonzero(p > 0)
+    return float(_js_rows(p, np.eye(len(p))[present]).max())
+
+
+def refuse_loose_thresholds(ths: Sequence[Fraction], singleton: float) -> None:
+    """Refuse a chain whose loosest threshold ``l·δ`` (tier 1) is not below the singleton disclosure.
+
+    Every tier ``i`` needs ``(l - i + 1)·δ < singleton`` (:func:`singleton_disclosure`): at a
+    threshold at or above it the input table may already satisfy ``P < θ`` (``P(T) ≤ singleton`` for
+    every table), so the tier could equal ``T_0`` unchanged. The thresholds decrease with ``i``, so
+    the check is on tier 1, i.e. on δ and the chain length together.
+
+    Parameters
+    ----------
+    ths : the chain's thresholds, tier 1 first (:func:`thresholds`).
+    singleton : the source's singleton disclosure, in [0, 1].
+
+    Raises
+    ------
+    ThresholdTooLooseError
+        Naming tier 1's threshold, the tiers affected and the singleton disclosure. The singleton
+        disclosure is an aggregate of the data (it fixes the rarest sensitive value's share when
+        there are two values): this error is shown to the operator only and is never written into
+        any tier's provenance, manifest or log (the check runs before anything is committed).
+
+    References
+    ----------
+    docs/specification.md §6.
+    """
+    bad = [i for i, th in enumerate(ths, start=1) if float(th) >= singleton]
+    if not bad:
+        return
+    hops = len(ths)
+    th = ths[0]
+    which = "tier 1" if bad == [1] else f"tiers {bad[0]}..{bad[-1]}"
+    raise ThresholdTooLooseError(
+        f"tier 1's threshold l·δ = {float(th):g} (l = {hops}, δ = {float(th) / hops:g}) is at or above the "
+        f"disclosure of singleton classes, {singleton:.4f} ({which} of {hops} affected): such a tier could equal "
+        f"the source unchanged; choose δ < {singleton / hops:.4g} for l = {hops}",
+        tier=1, threshold=th, singleton_disclosure=singleton)
+
+
+def draw_surrogate_ids(n: int) -> np.ndarray:
+    """``n`` distinct row ids drawn from the OS CSPRNG (:func:`fragrelease.rng.secure_random_keys`).
+
+    Uniform in [0, 2**63), int64; redrawn in the (probability < n² / 2⁶⁴) event of a collision.
+    Their order is a uniformly random permutation of the rows, so they carry nothing of the input's
+    ids or row order (docs/specification.md §6).
+
+    Raises
+    ------
+    InvalidParameterError
+        ``n`` < 0.
+    """
+    while True:
+        ids = secure_random_keys(n)
+        if len(np.unique(ids)) == n:
+            return ids
+
+
+def with_surrogate_ids(pdf: pd.DataFrame, cols: "TierColumns") -> pd.DataFrame:
+    """A copy of ``pdf`` whose row-id column holds CSPRNG surrogates (:func:`draw_surrogate_ids`).
+
+    Row ``j`` of the copy is row ``j`` of ``pdf`` with a fresh id; the map from surrogates back to
+    the input's ids is not returned or kept anywhere (docs/tiers.md, Limits).
+    """
+    out = pdf.copy()
+    out[cols.row_id] = draw_surrogate_ids(len(out))
+    return out
 
 
 # --------------------------------------------------------------------------------------------------
@@ -664,8 +767,9 @@ class TierColumns:
     """Which columns of a table play which role.
 
     ``quasi_identifiers``: numeric columns; ``sensitive``: the sensitive attribute; ``row_id``: the
-    row number (unique integers, released with every tier: the paper's row numbers, which break
-    ties; it must not be a direct identifier); ``weights``: one per quasi-identifier, Σ = 1.
+    row number (unique integers: the paper's row numbers, which break ties; :func:`run_chain` and
+    the Spark job replace the input's values by CSPRNG surrogates before ``T_1``, and the tiers
+    carry only those); ``weights``: one per quasi-identifier, Σ = 1.
     """
 
     quasi_identifiers: tuple[str, ...]
@@ -891,22 +995,32 @@ def sanitize(pdf: pd.DataFrame, cols: TierColumns, theta: float, algorithm: str,
 
 
 def run_chain(source: pd.DataFrame, cols: TierColumns, delta, hops: int, algorithm: str = "fla", *,
-              max_node_rows: int = DEFAULT_MAX_NODE_ROWS, reading: str = "tree") -> list[Tier]:
+              max_node_rows: int = DEFAULT_MAX_NODE_ROWS, reading: str = "tree",
+              surrogate_ids: bool = True) -> list[Tier]:
     """Tiers ``T_1..T_l`` of ``source`` with ``P(T_i) < (l - i + 1)·δ``, each computed from ``T_{i-1}`` only.
+
+    Before ``T_1`` the row ids are replaced by CSPRNG surrogates (:func:`with_surrogate_ids`), so no
+    tier carries a linkage key back to the input; the chain is then deterministic given those
+    surrogates (ties go to the smallest surrogate, a random row order). ``surrogate_ids=False``
+    keeps the input's ids and so the paper's tie order: for tests and the reproducible evaluation
+    only, never for a release (the Spark job :mod:`fragrelease.jobs.tiers` has no such switch).
 
     Parameters
     ----------
     source : ``T_0`` with the columns of ``cols`` (others are dropped).
-    delta : δ > 0 (number or string such as ``"1/20"``); hops : l ≥ 1.
+    delta : δ > 0 (number or string such as ``"1/20"``); hops : l ≥ 1; ``l·δ`` must be below the
+        source's :func:`singleton_disclosure`.
     algorithm : ``bua``, ``tda`` or ``fla``.
     max_node_rows, reading : see :func:`solve` and :func:`fla_tree`.
 
     Returns
     -------
-    list of :class:`Tier`; ``utility_loss`` relative to the source (SPEC.md §6).
+    list of :class:`Tier`; ``utility_loss`` relative to the source (docs/specification.md §6).
 
     Raises
     ------
+    ThresholdTooLooseError
+        ``l·δ`` at or above the singleton disclosure (:func:`refuse_loose_thresholds`).
     InvalidParameterError, SchemaMismatchError, DomainError
         Bad δ, hops, algorithm, columns or values (see :func:`validate_table`).
     """
@@ -915,9 +1029,14 @@ def run_chain(source: pd.DataFrame, cols: TierColumns, delta, hops: int, algorit
         raise InvalidParameterError(f"algorithm must be one of {list(ALGORITHMS)}, not {algorithm!r}")
     validate_table(source, cols)
     keep = [cols.row_id, *cols.quasi_identifiers, cols.sensitive]
-    prev = source[keep].sort_values(cols.row_id, kind="stable").reset_index(drop=True)
-    prev = prev.astype({c: float for c in cols.quasi_identifiers})
+    prev = source[keep]
     values = sensitive_values(prev[cols.sensitive])
+    # the singleton disclosure is computed from the data: the refusal is for the caller only
+    refuse_loose_thresholds(ths, singleton_disclosure(table_context(prev, cols, values).p))
+    if surrogate_ids:
+        prev = with_surrogate_ids(prev, cols)  # before T_1: no tier carries the input's ids
+    prev = prev.sort_values(cols.row_id, kind="stable").reset_index(drop=True)
+    prev = prev.astype({c: float for c in cols.quasi_identifiers})
     x0 = prev[list(cols.quasi_identifiers)].to_numpy(float)
     tiers = []
     for i, th in enumerate(ths, start=1):

@@ -3,7 +3,9 @@
 From a source table ``T_0``, δ and a chain length ``l``, the job computes ``T_1..T_l`` with
 ``P(T_i) < (l - i + 1)·δ``, each from ``T_{i-1}`` alone, and commits each as its own Delta table
 ``<output>/tier_<i>`` with ``P(T_i)`` in the commit's provenance (``UL(T_i)``, which involves the
-source's dispersion, is returned to the operator only).
+source's dispersion, is returned to the operator only). The row ids are replaced by CSPRNG
+surrogates before ``T_1``, and a chain whose loosest threshold ``l·δ`` is at or above the
+disclosure of singleton classes is refused (docs/specification.md §6).
 
 How the work is spread (the math is :mod:`fragrelease.tiers`; nothing here re-implements it):
 
@@ -36,6 +38,8 @@ from pyspark.sql import types as T
 
 from fragrelease import tiers as tm
 from fragrelease.errors import ConfigError, DomainError, InvalidParameterError, ReleaseExistsError, SchemaMismatchError
+
+from fragrelease.udfs.noise import secure_random_key_udf
 
 from .storage import absolute, commit_delta, is_delta_table, read_source
 
@@ -137,6 +141,24 @@ def prepare(df: DataFrame, cols: tm.TierColumns, standardize: bool) -> DataFrame
     return out.select(*cols_out, F.col(cols.sensitive))
 
 
+def assign_surrogate_ids(df: DataFrame, cols: tm.TierColumns) -> DataFrame:
+    """``df`` with its row-id column replaced by CSPRNG surrogates, materialized.
+
+    Each row gets a uniform 63-bit key from the OS CSPRNG (:func:`fragrelease.udfs.noise.secure_random_key_udf`,
+    drawn on the executors); the keys are materialized at once (``localCheckpoint``) so that no later
+    action recomputes different ones, and redrawn if two collide (probability < n² / 2⁶⁴; checked with
+    a Spark aggregate). Other columns are kept. The map back to the input's ids is not kept
+    (docs/tiers.md, Limits). Source: docs/specification.md §6.
+    """
+    key = secure_random_key_udf()
+    for _ in range(3):
+        out = df.withColumn(cols.row_id, key(F.col(cols.row_id))).localCheckpoint(eager=True)
+        row = out.agg(F.count(F.lit(1)).alias("n"), F.countDistinct(cols.row_id).alias("d")).first()
+        if row["n"] == row["d"]:
+            return out
+    raise DomainError(f"surrogate ids for {cols.row_id!r} collided three times; the key source is broken")
+
+
 def table_context(df: DataFrame, cols: tm.TierColumns, values: tuple) -> tm.TableContext:
     """:class:`fragrelease.tiers.TableContext` of a table from Spark aggregates."""
     qi = list(cols.quasi_identifiers)
@@ -234,8 +256,13 @@ def sanitize_tier(df: DataFrame, cols: tm.TierColumns, values: tuple, theta: flo
 
 def build_chain(source: DataFrame, cols: tm.TierColumns, delta, hops: int, algorithm: str = "fla", *,
                 max_node_rows: int = tm.DEFAULT_MAX_NODE_ROWS, reading: str = "tree",
-                progress: Optional[Callable[[str], None]] = None) -> list[dict]:
+                progress: Optional[Callable[[str], None]] = None, surrogate_ids: bool = True) -> list[dict]:
     """Compute ``T_1..T_l`` from a prepared source (see :func:`prepare`); nothing is written.
+
+    Like :func:`fragrelease.tiers.run_chain`: a chain whose loosest threshold ``l·δ`` is at or above
+    the source's singleton disclosure is refused before any work, and the row ids are replaced by
+    CSPRNG surrogates (:func:`assign_surrogate_ids`) before ``T_1``. ``surrogate_ids=False`` keeps
+    the source's ids (tests only; :func:`run_tiers` never passes it).
 
     Returns
     -------
@@ -244,6 +271,8 @@ def build_chain(source: DataFrame, cols: tm.TierColumns, delta, hops: int, algor
 
     Raises
     ------
+    ThresholdTooLooseError
+        ``l·δ`` at or above the singleton disclosure (operator output only).
     InvalidParameterError
         Bad δ, hops or algorithm; or (a bug) a tier whose ``P`` is not below its threshold.
     """
@@ -254,6 +283,12 @@ def build_chain(source: DataFrame, cols: tm.TierColumns, delta, hops: int, algor
         raise InvalidParameterError(f"max_node_rows must be an integer >= 2, not {max_node_rows!r}")
     values = sensitive_values(source, cols)
     ctx0 = table_context(source, cols, values)
+    # the singleton disclosure is an aggregate of the source's sensitive values: the refusal goes to the
+    # operator (stderr of the CLI) only; it is raised before anything is committed, so no tier's
+    # provenance can hold it
+    tm.refuse_loose_thresholds(ths, tm.singleton_disclosure(ctx0.p))
+    if surrogate_ids:
+        source = assign_surrogate_ids(source, cols)  # before T_1: no tier carries the input's ids
     base = utility_df(source, cols, ctx0.mean)
     prev, out = source, []
     for i, th in enumerate(ths, start=1):
@@ -331,6 +366,7 @@ def run_tiers(spark, dataset: str, delta, hops: int, output: str, *, algorithm: 
         "quasi_identifiers": list(cols.quasi_identifiers), "sensitive": cols.sensitive, "row_id": cols.row_id,
         "weights": dict(zip(cols.quasi_identifiers, cols.weights)), "standardized": bool(standardize),
         "max_node_rows": max_node_rows, "disclosure_measure": "max JS divergence (log2) class vs table",
+        "row_ids": "CSPRNG surrogates drawn before tier 1 (not the source's ids; no map kept)",
     }
     written = []
     for t in chain:

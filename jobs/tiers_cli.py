@@ -37,13 +37,13 @@ def _weights(items: Optional[list[str]]) -> Optional[dict[str, float]]:
 @tiers_app.command("run")
 def run(
     dataset: str = typer.Option("german", "--dataset", help="german, adult, or a table path (parquet/delta/csv)."),
-    delta: str = typer.Option(..., "--delta", help="δ > 0; tier i gets P < (l - i + 1)·δ (e.g. 0.05 or 1/20)."),
+    delta: str = typer.Option(..., "--delta", help="δ > 0; tier i gets P < (l - i + 1)·δ (e.g. 0.05 or 1/20); l·δ must be below the disclosure of singleton classes (0.493 on German Credit), else refused."),
     hops: int = typer.Option(..., "--hops", help="Chain length l ≥ 1 (number of tiers)."),
     output: str = typer.Option(..., "--output", help="Folder for the Delta tables tier_1 .. tier_l."),
     algorithm: str = typer.Option("fla", "--algorithm", help="fla (default), tda or bua."),
     sensitive: Optional[str] = typer.Option(None, "--sensitive", help="Sensitive attribute (german: credit_class; adult: occupation)."),
     qi: Optional[list[str]] = typer.Option(None, "--qi", help="Numeric quasi-identifier (repeat); defaults per built-in dataset."),
-    row_id: str = typer.Option("record_id", "--row-id", help="Integer row-number column (released; not a direct identifier)."),
+    row_id: str = typer.Option("record_id", "--row-id", help="Integer row-number column of the source; the tiers carry CSPRNG surrogates in its place (no map back is kept)."),
     weight: Optional[list[str]] = typer.Option(None, "--weight", help="COLUMN=WEIGHT (repeat); default uniform."),
     standardize: bool = typer.Option(True, "--standardize/--no-standardize", help="z-score the quasi-identifiers first."),
     fmt: str = typer.Option("parquet", "--format", help="Format of a path source: parquet, delta or csv."),

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from fragrelease import tiers as tm
-from fragrelease.errors import DomainError, InvalidParameterError, SchemaMismatchError
+from fragrelease.errors import DomainError, InvalidParameterError, SchemaMismatchError, ThresholdTooLooseError
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +24,8 @@ def german():
 @pytest.fixture(scope="module")
 def chains(german):
     df, cols = german
-    return {alg: tm.run_chain(df, cols, "0.03", 3, alg) for alg in tm.ALGORITHMS}
+    # the input's ids kept (surrogate_ids=False) so tiers can be matched to df by row id
+    return {alg: tm.run_chain(df, cols, "0.03", 3, alg, surrogate_ids=False) for alg in tm.ALGORITHMS}
 
 
 # ---------------------------------------------------------------- formulas, by hand
@@ -140,8 +141,8 @@ def test_fla_keeps_at_least_the_utility_of_bua_and_tda_per_step(german):
 def test_tda_does_not_depend_on_max_node_rows_and_fla_meets_thresholds_with_it(german):
     df, cols = german
     df = df.iloc[:300]
-    whole = tm.run_chain(df, cols, "0.05", 2, "tda")
-    by_levels = tm.run_chain(df, cols, "0.05", 2, "tda", max_node_rows=40)
+    whole = tm.run_chain(df, cols, "0.05", 2, "tda", surrogate_ids=False)
+    by_levels = tm.run_chain(df, cols, "0.05", 2, "tda", max_node_rows=40, surrogate_ids=False)
     for a, b in zip(whole, by_levels):
         pd.testing.assert_frame_equal(a.table, b.table, check_exact=True)
     for t in tm.run_chain(df, cols, "0.05", 2, "fla", max_node_rows=40):
@@ -151,8 +152,8 @@ def test_tda_does_not_depend_on_max_node_rows_and_fla_meets_thresholds_with_it(g
 def test_same_chain_twice_gives_identical_tables_even_from_shuffled_rows(german):
     df, cols = german
     df = df.iloc[:400]
-    first = tm.run_chain(df, cols, "0.04", 2, "fla")
-    again = tm.run_chain(df.sample(frac=1.0, random_state=3), cols, "0.04", 2, "fla")
+    first = tm.run_chain(df, cols, "0.04", 2, "fla", surrogate_ids=False)
+    again = tm.run_chain(df.sample(frac=1.0, random_state=3), cols, "0.04", 2, "fla", surrogate_ids=False)
     for a, b in zip(first, again):
         pd.testing.assert_frame_equal(a.table, b.table, check_exact=True)
         assert a.disclosure == b.disclosure
@@ -163,7 +164,8 @@ def test_ties_are_broken_by_row_number():
     df = pd.DataFrame({"r": [5, 1, 3, 0, 2, 4], "x": [1.0, 1.0, 2.0, 2.0, 9.0, 9.0], "s": [0, 1, 0, 1, 0, 1]})
     cols = tm.TierColumns.make(["x"], "s", "r")
     for alg in tm.ALGORITHMS:
-        chain = tm.run_chain(df, cols, "0.5", 1, alg)
+        # δ = 0.3 < 0.311, the singleton disclosure of (1/2, 1/2); the input's ids kept
+        chain = tm.run_chain(df, cols, "0.3", 1, alg, surrogate_ids=False)
         out = chain[0].table
         assert tm.is_sanitization(df, out, cols)
         assert out["r"].tolist() == [0, 1, 2, 3, 4, 5]
@@ -225,6 +227,72 @@ def test_cli_rejects_bad_delta_and_hops_before_spark(capsys, tmp_path):
     assert "age:3" in capsys.readouterr().err
 
 
+# ---------------------------------------------------------------- refusal of loose thresholds, surrogate ids
+
+def test_threshold_at_or_above_the_singleton_disclosure_is_refused(german):
+    """Before: δ = 0.5, l = 1 on German Credit returned T_1 equal to T_0 (P(T_0) ≤ 0.493 < 0.5)."""
+    df, cols = german
+    qi = list(cols.quasi_identifiers)
+    s = tm.js_divergence([0.7, 0.3], [0.0, 1.0])  # German Credit: 700 good, 300 bad; a lone "bad" record
+    assert s == pytest.approx(0.4934, abs=1e-4)
+    assert tm.singleton_disclosure([700, 300]) == pytest.approx(s, rel=1e-12)
+    assert tm.singleton_disclosure([1.0]) == 0.0  # one sensitive value: every threshold is refused
+    with pytest.raises(ThresholdTooLooseError, match=r"l·δ = 0\.5 .*tier 1.*0\.4934") as exc:
+        tm.run_chain(df, cols, "0.5", 1, "bua")
+    assert (exc.value.tier, exc.value.threshold) == (1, Fraction(1, 2))
+    assert exc.value.singleton_disclosure == pytest.approx(s, rel=1e-12)
+    # the check is on l·δ: 4 × 0.125 = 0.5 refuses the chain although δ alone is small
+    with pytest.raises(ThresholdTooLooseError, match=r"l = 4, δ = 0\.125.*tier 1 of 4"):
+        tm.run_chain(df, cols, "0.125", 4, "bua")
+    with pytest.raises(ThresholdTooLooseError, match=r"tiers 1\.\.2 of 3"):
+        tm.run_chain(df, cols, "0.25", 3, "bua")  # thresholds 0.75, 0.5, 0.25
+    # exactly at the singleton disclosure: refused too
+    with pytest.raises(ThresholdTooLooseError):
+        tm.refuse_loose_thresholds([Fraction(s)], s)
+    # just below: accepted, and the tier is sanitized (lone "bad" records are merged)
+    tier = tm.run_chain(df, cols, "0.49", 1, "bua", surrogate_ids=False)[0]
+    assert tier.disclosure < 0.49
+    assert not np.array_equal(tier.table[qi].to_numpy(float), df.sort_values("record_id")[qi].to_numpy(float))
+
+
+def test_tiers_carry_surrogate_ids_and_rows_keep_their_classes(german, monkeypatch):
+    """Before: every tier's id column was the input's record_id."""
+    df, cols = german
+    df = df.iloc[:300].sample(frac=1.0, random_state=5)  # input order ≠ id order
+    qi = list(cols.quasi_identifiers)
+    drawn = []
+
+    def spy(n):  # the real CSPRNG draw, recorded so the test can map surrogates back
+        ids = real(n)
+        drawn.append(ids)
+        return ids
+
+    real = tm.draw_surrogate_ids
+    monkeypatch.setattr(tm, "draw_surrogate_ids", spy)
+    chain = tm.run_chain(df, cols, "0.04", 3, "fla")
+    assert len(drawn) == 1  # drawn once, before T_1; every tier carries the same surrogates
+    ids = drawn[0]
+    input_ids = df["record_id"].to_numpy()
+    assert len(np.unique(ids)) == len(ids)
+    assert not set(ids.tolist()) & set(input_ids.tolist())
+    by_surrogate = input_ids[np.argsort(ids)]
+    assert not (np.all(np.diff(by_surrogate) > 0) or np.all(np.diff(by_surrogate) < 0))  # not monotone
+    x0 = df[qi].to_numpy(float)
+    for t in chain:
+        assert sorted(t.table["record_id"].tolist()) == sorted(ids.tolist())
+        assert not np.array_equal(t.table["record_id"].to_numpy(), np.sort(input_ids))
+        rows = t.table.set_index("record_id").loc[ids]  # row j of df ↔ surrogate ids[j]
+        assert rows["credit_class"].tolist() == df["credit_class"].tolist()
+        labels = rows[qi].groupby(qi, sort=False).ngroup().to_numpy()
+        # each row's quasi-identifiers are the mean of its class's *own* source rows
+        np.testing.assert_allclose(rows[qi].to_numpy(float), tm.class_means(x0, labels), rtol=0, atol=1e-9)
+        assert t.disclosure < float(t.threshold)
+    # with the same surrogates the chain is deterministic (what keeps colluders to the best tier)
+    again = tm.run_chain(df.assign(record_id=ids), cols, "0.04", 3, "fla", surrogate_ids=False)
+    for a, b in zip(chain, again):
+        pd.testing.assert_frame_equal(a.table, b.table, check_exact=True)
+
+
 # ---------------------------------------------------------------- Spark
 
 @pytest.mark.parametrize("alg,hops", [("tda", 2), ("fla", 2), ("bua", 1)])
@@ -235,9 +303,9 @@ def test_spark_chain_equals_pure_python(spark, german, alg, hops):
     _, cols = german
     raw = load_german_credit_pandas().iloc[:120]  # unstandardized: the same input bits on both paths
     # max_node_rows = 70: the root is split in its own pass, its halves are solved whole
-    ref = tm.run_chain(raw, cols, "0.04", hops, alg, max_node_rows=70)
+    ref = tm.run_chain(raw, cols, "0.04", hops, alg, max_node_rows=70, surrogate_ids=False)
     source = jt.prepare(spark.createDataFrame(raw), cols, standardize=False)
-    got = jt.build_chain(source, cols, "0.04", hops, alg, max_node_rows=70)
+    got = jt.build_chain(source, cols, "0.04", hops, alg, max_node_rows=70, surrogate_ids=False)
     assert len(got) == hops
     for r, g in zip(ref, got):
         table = g["table"].toPandas().sort_values(cols.row_id).reset_index(drop=True)
@@ -297,10 +365,66 @@ def test_adult_sample_with_user_chosen_sensitive_attribute(spark, tmp_path, adul
     result = jt.run_tiers(spark, path, "0.05", 2, str(tmp_path / "out"), sensitive="occupation",
                           quasi_identifiers=qi, algorithm="tda")
     cols = tm.TierColumns.make(qi, "occupation", "record_id")
-    prev = adult_pdf.iloc[:1000]
+    prev = None  # tier 1 carries surrogate ids, so it is matched to the next tier only
     for t in result["tiers"]:
         table = read_delta(spark, t["path"]).toPandas().sort_values("record_id").reset_index(drop=True)
         assert tm.table_disclosure(table, cols) < float(t["threshold"])
-        assert tm.is_sanitization(prev, table, cols)
+        assert sorted(table["occupation"]) == sorted(adult_pdf["occupation"].iloc[:1000])
+        if prev is not None:
+            assert tm.is_sanitization(prev, table, cols)
         assert table_provenance(t["path"])["sensitive"] == "occupation"
         prev = table
+
+
+def test_cli_refuses_a_threshold_at_or_above_the_singleton_disclosure(spark, tmp_path, capsys):
+    from fragrelease.jobs.cli import run_cli
+    from fragrelease.jobs.storage import is_delta_table
+
+    out = tmp_path / "german"
+    args = ["tiers", "run", "--dataset", "german", "--delta", "0.25", "--hops", "2", "--output", str(out)]
+    assert run_cli(args) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    for part in ("l·δ = 0.5", "tier 1", "0.4934"):
+        assert part in err
+    assert not is_delta_table(str(out / "tier_1")) and not is_delta_table(str(out / "tier_2"))
+
+
+def test_spark_release_carries_surrogate_ids_matching_their_classes(spark, tmp_path):
+    """Before: run_tiers released the source's record_id in every tier."""
+    from fragrelease.jobs import tiers as jt
+    from fragrelease.jobs.storage import read_delta, table_provenance
+    from fragrelease.schemas.datasets import GERMAN_COLUMNS, load_german_credit_pandas
+
+    qi = [c for c in GERMAN_COLUMNS if c != "credit_class"]
+    cols = tm.TierColumns.make(qi, "credit_class", "record_id")
+    raw = load_german_credit_pandas().iloc[:300].astype({c: float for c in qi})
+    path = str(tmp_path / "german.parquet")
+    spark.createDataFrame(raw.sample(frac=1.0, random_state=2)).write.parquet(path)
+    # the release path: BUA at 0.2 leaves many lone "good" records unchanged, which lets the test
+    # find their source rows by their exact quasi-identifiers (as a recipient could)
+    result = jt.run_tiers(spark, path, "0.2", 1, str(tmp_path / "out"), sensitive="credit_class",
+                          quasi_identifiers=qi, algorithm="bua", standardize=False)
+    tier = read_delta(spark, result["tiers"][0]["path"]).toPandas()
+    prov = table_provenance(result["tiers"][0]["path"])
+    assert "CSPRNG" in prov["row_ids"]
+    assert len(tier) == 300 and tier["record_id"].is_unique
+    assert not set(tier["record_id"]) & set(raw["record_id"])
+    assert sorted(tier["credit_class"]) == sorted(raw["credit_class"])
+    found = tier.merge(raw, on=[*qi, "credit_class"], suffixes=("", "_src"))
+    assert len(found) >= 100 and found["record_id_src"].is_unique
+    order = found.sort_values("record_id")["record_id_src"].to_numpy()
+    assert not (np.all(np.diff(order) > 0) or np.all(np.diff(order) < 0))  # not a monotone relabelling
+
+    # the Spark surrogates, with the input id carried alongside (test only): every row keeps its class
+    source = jt.prepare(spark.createDataFrame(raw.iloc[:120]), cols, standardize=False)
+    labelled = jt.assign_surrogate_ids(source.withColumn("orig", source["record_id"]), cols)
+    pairs = labelled.select("record_id", "orig").toPandas()
+    assert pairs["record_id"].is_unique and not set(pairs["record_id"]) & set(pairs["orig"])
+    chain = jt.build_chain(labelled.drop("orig"), cols, "0.04", 2, "tda", surrogate_ids=False)
+    src = raw.iloc[:120].set_index("record_id")
+    x0 = src.loc[pairs["orig"], qi].to_numpy(float)
+    for t in chain:
+        rows = t["table"].toPandas().set_index("record_id").loc[pairs["record_id"]]
+        assert rows["credit_class"].tolist() == src.loc[pairs["orig"], "credit_class"].tolist()
+        labels = rows[qi].groupby(qi, sort=False).ngroup().to_numpy()
+        np.testing.assert_allclose(rows[qi].to_numpy(float), tm.class_means(x0, labels), rtol=0, atol=1e-9)
