@@ -277,8 +277,11 @@ def test_audit_flags_person_whose_other_candidate_is_counterfeit_attributable():
 
 def test_audit_of_new_cloning_keeps_every_value(qis):
     """This version's cloning of A:10, B:16, C:30, D:41 leaves no attributable counterfeit: every
-    published value is a candidate in every class."""
-    from fragrelease.composition import class_candidates, person_multisets
+    published value is a candidate in every class, and the audit's bounds contain every class's true
+    real counts (on the old code two classes held no real B, outside the bounds [1, 2])."""
+    from collections import Counter
+
+    from fragrelease.composition import class_candidates, counterfeit_caps, person_multisets, real_count_bounds
 
     rng = np.random.default_rng(1)  # test-only data
     sens = ["A"] * 10 + ["B"] * 16 + ["C"] * 30 + ["D"] * 41
@@ -289,10 +292,15 @@ def test_audit_of_new_cloning_keeps_every_value(qis):
     for k in (1, 12):  # k = 12 merges classes (t_E = 2)
         rel, rep = cloning_anonymize(df, q3, "disease", k=k, mu=1.0, keep=["pid"], permutation=seeded(k))
         assert rep.counterfeit == 4
-        ms = person_multisets(rel, person="pid", sensitive="disease").drop_duplicates("eq_class")
+        per = person_multisets(rel, person="pid", sensitive="disease")
+        ms = per.drop_duplicates("eq_class")
         assert (ms["rows"] < ms["counts"].map(lambda c: sum(c.values()))).any()
-        for counts, rows in zip(ms["counts"], ms["rows"]):
+        truth = df.set_index("pid")["disease"]
+        for eq, counts, rows in zip(ms["eq_class"], ms["counts"], ms["rows"]):
             assert class_candidates(counts, int(rows)) == counts
+            real = Counter(truth[per.loc[per.eq_class == eq, "person"]])
+            bounds = real_count_bounds(counts, int(rows), counterfeit_caps(counts, int(rows)))
+            assert all(lo <= real[v] <= hi for v, (lo, hi) in bounds.items()), (counts, real, bounds)
 
 
 def test_spark_audit_uses_counterfeit_attribution(spark):
