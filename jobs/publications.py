@@ -411,8 +411,11 @@ def run_anonymize(spark, *, source: str, fmt: str, output: str, method: str, qis
 
 
 def run_audit(spark, *, releases: Sequence[str], output: str, person: str, sensitive: str,
-              publisher: Optional[str], qis: Sequence[QuasiIdentifier] = (), if_exists: str = "error") -> dict:
+              publisher: Optional[str], qis: Sequence[QuasiIdentifier] = (), if_exists: str = "error",
+              counterfeit_bound: Optional[int] = 1) -> dict:
     """Audit the releases, commit the privacy-risk tuples as a Delta table and write the summary JSON.
+
+    ``counterfeit_bound``: see :func:`composition_audit` (None for cloned releases of older versions).
 
     The summary goes to ``<output>.summary.json`` (it counts people; the risky table names them: both
     are for the publishers' auditors, not for publication).
@@ -428,13 +431,15 @@ def run_audit(spark, *, releases: Sequence[str], output: str, person: str, sensi
         if name in tables:
             name = f"{name}#{i}"
         tables[name] = read_table(spark, path)
-    pairs = composition_audit(tables, person=person, sensitive=sensitive, publisher=publisher, qis=qis)
+    pairs = composition_audit(tables, person=person, sensitive=sensitive, publisher=publisher, qis=qis,
+                              counterfeit_bound=counterfeit_bound)
     pairs = pairs.localCheckpoint(eager=True)
     summary = audit_summary(pairs)
     if summary["overlapping_people"] == 0:
         summary["note"] = "no person appears in two releases"
     risky = pairs.where("risky")
     version = commit_delta(risky, output, provenance={"kind": "composition-audit", "releases": list(releases),
-                                                      "sensitive": sensitive}, if_exists=if_exists)
+                                                      "sensitive": sensitive, "counterfeit_bound": counterfeit_bound},
+                           if_exists=if_exists)
     write_text(f"{output.rstrip('/')}.summary.json", json.dumps(summary, indent=2, default=float))
     return {"path": output, "version": version, "summary": summary}
