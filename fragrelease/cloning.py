@@ -21,7 +21,7 @@ independent publications is left with (almost) every sensitive value. Steps:
    The cf_j counterfeit slots of W_j are spread first (:func:`counterfeit_slots`): at most
    ⌈cf_j / b⌉ (= 1) per class, in classes drawn at random, so every class that publishes s_j holds
    at least c_j − 1 ≥ 1 real tuple of it (docs/specification.md §5 step 4). Stacking them in the
-   last classes, as a plain reading of Algorithm 1 does, lets a class publish c_j copies of a
+   last classes, as earlier versions of this module did, lets a class publish c_j copies of a
    value it holds no real tuple of, visibly (multiset size − rows).
 5. **Split / merge by k** (real tuples only; counterfeits have no quasi-identifiers): a class with
    fewer than k real tuples merges with the class of minimum merge Distortion (repeated, smallest
@@ -197,7 +197,8 @@ def cloning_anonymize(df: pd.DataFrame, qis: Sequence[QuasiIdentifier], sensitiv
     eta : indicative-range width η, 1 ≤ η ≤ k.
     keep : extra columns copied unchanged (an audit key; ids are not published by default).
     permutation : the random order of each sub-dataset, the classes receiving counterfeits, the
-        class and sub-class ids and the output rows; production uses the CSPRNG. Tests may pass a seeded function (never in a release).
+        class and sub-class ids and the output rows; production uses the CSPRNG. Tests may pass a
+        seeded function (never in a release).
 
     Returns
     -------
