@@ -18,11 +18,17 @@ independent publications is left with (almost) every sensitive value. Steps:
    (Li, Wong, Fu, Pei, TKDE 2008) of a class = Σ over its tuples and quasi-identifiers of the
    generalization steps from the tuple's value to the class's generalized value (the lowest common
    taxonomy ancestor of its members); a candidate's cost is the increase of that sum when it joins.
-   When W_j runs out, the class's remaining slots are counterfeit tuples.
+   The cf_j counterfeit slots of W_j are spread first (:func:`counterfeit_slots`): at most
+   ⌈cf_j / b⌉ (= 1) per class, in classes drawn at random, so every class that publishes s_j holds
+   at least c_j − 1 ≥ 1 real tuple of it (docs/specification.md §5 step 4). Stacking them in the
+   last classes, as earlier versions of this module did, lets a class publish c_j copies of a
+   value it holds no real tuple of, visibly (multiset size − rows).
 5. **Split / merge by k** (real tuples only; counterfeits have no quasi-identifiers): a class with
    fewer than k real tuples merges with the class of minimum merge Distortion (repeated, smallest
    class first); a class with ≥ 2k real tuples is split on its quasi-identifiers only (Mondrian with
    k, ℓ = 1) into sub-classes, **each keeping the class's whole sensitive multiset**.
+   The published class and sub-class ids are random permutations of 0..classes−1 and
+   0..sub-classes−1, so an id tells nothing about the order in which classes were filled.
 6. **Micro-statistics** per sub-class: numeric QI → average and an *indicative range* [min, max] of
    the η values nearest the average (η ≤ k); categorical QI → the number of distinct values,
    published beside the lowest common taxonomy ancestor of the values (this project's reading:
@@ -140,6 +146,30 @@ class CloningReport:
         }
 
 
+def counterfeit_slots(counterfeit: int, b: int, permutation: Callable[[int], np.ndarray] = secure_permutation
+                      ) -> np.ndarray:
+    """Step 4's counterfeit places of one sub-dataset, spread over the b classes.
+
+    Every class gets ``counterfeit // b`` counterfeit slots and ``counterfeit % b`` classes, chosen
+    uniformly at random (the first entries of ``permutation(b)``), get one more: at most
+    ⌈cf_j / b⌉ per class (docs/specification.md §5 step 4). Because step 3 only counterfeits when
+    the fractional part of λ_j is ≥ ½, cf_j ≤ b/2 and c_j ≥ 2, so the bound is 1 and every class
+    keeps at least c_j − 1 ≥ 1 real tuple of s_j. Returns an int64 array of length b.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``counterfeit < 0`` or ``b < 1`` (named).
+    """
+    if counterfeit < 0 or b < 1:
+        raise InvalidParameterError(f"need counterfeit >= 0 and b >= 1, not counterfeit={counterfeit}, b={b}")
+    out = np.full(b, counterfeit // b, dtype=np.int64)
+    extra = counterfeit % b
+    if extra:
+        out[np.asarray(permutation(b))[:extra]] += 1
+    return out
+
+
 def _merge_cost(G, sizes, r, others, heights, lcas):
     cost = np.zeros(len(others))
     for a in range(G.shape[1]):
@@ -166,8 +196,9 @@ def cloning_anonymize(df: pd.DataFrame, qis: Sequence[QuasiIdentifier], sensitiv
         (μ = max(1, ceil(mu·|P|)); the paper's default is 20%).
     eta : indicative-range width η, 1 ≤ η ≤ k.
     keep : extra columns copied unchanged (an audit key; ids are not published by default).
-    permutation : the random order of each sub-dataset and of the output rows; production uses the
-        CSPRNG. Tests may pass a seeded function (never in a release).
+    permutation : the random order of each sub-dataset, the classes receiving counterfeits, the
+        class and sub-class ids and the output rows; production uses the CSPRNG. Tests may pass a
+        seeded function (never in a release).
 
     Returns
     -------
@@ -220,9 +251,11 @@ def cloning_anonymize(df: pd.DataFrame, qis: Sequence[QuasiIdentifier], sensitiv
         c = counts[j].c
         rows = np.flatnonzero(sens == j)
         remaining = rows[permutation(len(rows))]
+        fake = counterfeit_slots(counts[j].counterfeit, b, permutation)
         for r in range(b):
-            cand = remaining[:max(mu_n, c)]  # never fewer candidates than places
-            if len(cand) <= c:
+            places = c - int(fake[r])               # real tuples of W_j this class takes
+            cand = remaining[:max(mu_n, places)]  # never fewer candidates than places
+            if len(cand) <= places:
                 pick = np.arange(len(cand))
             else:
                 cost = np.zeros(len(cand))
@@ -230,7 +263,7 @@ def cloning_anonymize(df: pd.DataFrame, qis: Sequence[QuasiIdentifier], sensitiv
                     for a in range(d):
                         g_new = lcas[a][G[r, a], leaves[a][cand]]
                         cost += heights[a][g_new] * (1 + real[r]) - real[r] * heights[a][G[r, a]]
-                pick = np.argsort(cost, kind="stable")[:c]
+                pick = np.argsort(cost, kind="stable")[:places]
             chosen = cand[pick]
             remaining = np.delete(remaining, pick)
             if len(chosen):
@@ -269,7 +302,10 @@ def cloning_anonymize(df: pd.DataFrame, qis: Sequence[QuasiIdentifier], sensitiv
     delta = 0.0
     blocks = []
     sub_id = 0
-    for eq, r in enumerate(np.flatnonzero(alive)):
+    kept = np.flatnonzero(alive)
+    class_number = np.asarray(permutation(len(kept)), dtype=np.int64)  # public ids in random order
+    for i, r in enumerate(kept):
+        eq = int(class_number[i])
         rows = np.concatenate(members[r])
         ms = multiset[r]
         delta = max(delta, float(np.max(np.abs(freq_p - ms / ms.sum()))))
@@ -299,6 +335,8 @@ def cloning_anonymize(df: pd.DataFrame, qis: Sequence[QuasiIdentifier], sensitiv
             blocks.append(pd.DataFrame(block))
             sub_id += 1
     release = pd.concat(blocks, ignore_index=True)
+    sub_number = np.asarray(permutation(sub_id), dtype=np.int64)  # sub-class ids in random order too
+    release["sub_class"] = sub_number[release["sub_class"].to_numpy()]
     release = release.iloc[permutation(len(release))].reset_index(drop=True)  # no input order in the output
     report = CloningReport(
         records=n, published=len(release), b=b, counts=counts, suppressed=int(suppressed),

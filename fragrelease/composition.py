@@ -1,4 +1,4 @@
-"""The composition attack on independent publications of overlapping people (paper 001 §3-4; SPEC.md §5).
+"""The composition attack on independent publications of overlapping people (paper 001 §3-4; docs/specification.md §5).
 
 An adversary who knows that a person is in two releases P* and Q* locates the person's equivalence
 class in each (E_P, E_Q) and intersects them: the quasi-identifier generalizations intersect
@@ -15,6 +15,16 @@ remaining values R,
 ``conf(s) ∝ f_P(s)·f_Q(s) / π(s)``, where f_X(s) is the share of s in class E_X. The reported
 confidence is the top one (``max_s conf(s)``); it is 1 for every privacy-risk tuple, and equals the
 prior's top share when both classes mirror the table (δ-cloning with δ = 0): no gain from composing.
+
+Counterfeits (cloning only). A cloned class publishes a multiset M_E larger than its n_E rows: the
+d_E = |M_E| − n_E extra copies are counterfeits, and everybody can compute d_E. The person is one of
+the real rows, so the adversary's candidate values in E are those that can hold at least one
+**real** row, not every published value. :func:`counterfeit_caps` states what the adversary knows
+about where counterfeits can be, :func:`real_count_bounds` computes exactly which real counts r_s
+are then possible (Σ r_s = n_E, m_s − cap_s ≤ r_s ≤ m_s), and the audit intersects the values
+with ``hi_s ≥ 1`` and weights them by ``hi_s`` (the most real rows s can have) instead of m_s.
+Without counterfeits (every generalized table, and every cloned class with d_E = 0) this is the
+published multiset unchanged. See docs/publications.md ("Counterfeits the adversary can attribute").
 
 Two release layouts are understood (both one row per published person):
 
@@ -57,7 +67,9 @@ def release_layout(columns: Sequence[str], sensitive: str) -> str:
 def person_multisets(release: pd.DataFrame, *, person: str, sensitive: str) -> pd.DataFrame:
     """Per person: the class id and the class's sensitive multiset as a ``{value: count}`` dict.
 
-    Returns a DataFrame with columns ``person``, ``eq_class``, ``counts`` (dict str → int).
+    Returns a DataFrame with columns ``person``, ``eq_class``, ``counts`` (dict str → int) and
+    ``rows`` (int, the class's number of published rows; equal to the multiset's size in a
+    generalized table, smaller by the counterfeits in a cloned one).
 
     Raises
     ------
@@ -78,7 +90,85 @@ def person_multisets(release: pd.DataFrame, *, person: str, sensitive: str) -> p
         out = release[[person, "eq_class"]].copy()
         out["counts"] = [dict(zip(map(str, v), map(int, c)))
                          for v, c in zip(release[f"{sensitive}_values"], release[f"{sensitive}_counts"])]
+    out["rows"] = out.groupby("eq_class")["eq_class"].transform("size").astype(np.int64)
     return out.rename(columns={person: "person"})
+
+
+def counterfeit_caps(counts: dict, rows: int, *, counterfeit_bound: Optional[int] = 1) -> dict:
+    """The most counterfeit copies of each value a cloned class can hold, as the adversary knows it.
+
+    Parameters
+    ----------
+    counts : the class's published multiset ``{value: copies}`` (copies ≥ 1).
+    rows : the class's number of published rows n_E (≥ 0).
+    counterfeit_bound : the mechanism's public bound on counterfeits of one value per clone class
+        before the merge by k (docs/specification.md §5 step 4: ⌈cf_j / b⌉, which is 1 because
+        step 3 counterfeits only when cf_j ≤ b/2). ``None``: no such bound (releases of older
+        versions, which stacked counterfeits in the last classes).
+
+    Returns
+    -------
+    ``{value: cap}`` with ``cap = min(m_s, d_E, counterfeit_bound·t_E)``, where d_E = |M_E| − n_E
+    and t_E = min_s m_s is the number of clone classes merged into E (the key sub-dataset has
+    c = 1, so every value's count is t_E·c_j); ``cap = 0`` for values with m_s ≤ t_E (c_j = 1:
+    step 3 counterfeits only values rounded up from λ_j ≥ 1.5, so c_j ≥ 2) and when d_E = 0.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``rows`` exceeds the multiset's size, or a negative count (values named).
+    """
+    from .errors import InvalidParameterError
+
+    total = sum(int(c) for c in counts.values())
+    if rows < 0 or rows > total or any(int(c) < 1 for c in counts.values()):
+        raise InvalidParameterError(f"a class with {rows} rows cannot publish the multiset {dict(counts)}")
+    d = total - rows
+    t = min((int(c) for c in counts.values()), default=0)
+    caps = {}
+    for s, m in counts.items():
+        m = int(m)
+        if d == 0 or m <= t:
+            caps[s] = 0
+        else:
+            caps[s] = min(m, d, m if counterfeit_bound is None else counterfeit_bound * t)
+    return caps
+
+
+def real_count_bounds(counts: dict, rows: int, caps: dict) -> dict:
+    """Exactly the real-row counts the adversary cannot rule out, per value: ``{value: (lo, hi)}``.
+
+    The real counts r satisfy Σ_s r_s = ``rows`` and ``m_s − caps[s] ≤ r_s ≤ m_s``; the projection
+    of that set on one value is ``[max(L_s, n − Σ_{t≠s} m_t), min(m_s, n − Σ_{t≠s} L_t)]`` with
+    L = m − caps (a box cut by one equation: every integer in the range is reachable).
+
+    Raises
+    ------
+    InvalidParameterError
+        No real counts fit (Σ L > rows): the class needs more counterfeits than ``caps`` allow
+        (the multiset and row count are named), e.g. a release of an older version audited with
+        a counterfeit bound.
+    """
+    from .errors import InvalidParameterError
+
+    m = {s: int(c) for s, c in counts.items()}
+    low = {s: m[s] - int(caps.get(s, 0)) for s in m}
+    sl, sm = sum(low.values()), sum(m.values())
+    if sl > rows or sm < rows:
+        raise InvalidParameterError(
+            f"a class with {rows} rows and multiset {m} holds more counterfeits than the counterfeit bound allows "
+            f"(caps {dict(caps)}); audit releases of older versions with counterfeit_bound=None")
+    return {s: (max(low[s], rows - (sm - m[s])), min(m[s], rows - (sl - low[s]))) for s in m}
+
+
+def class_candidates(counts: dict, rows: int, *, counterfeit_bound: Optional[int] = 1) -> dict:
+    """The values a real row of the class can hold, each with the most real rows it can have.
+
+    ``{value: hi_s}`` for the values with ``hi_s ≥ 1`` (:func:`real_count_bounds` under
+    :func:`counterfeit_caps`); equal to ``counts`` when the class has no counterfeit.
+    """
+    bounds = real_count_bounds(counts, rows, counterfeit_caps(counts, rows, counterfeit_bound=counterfeit_bound))
+    return {s: hi for s, (lo, hi) in bounds.items() if hi >= 1}
 
 
 def release_totals(release: pd.DataFrame, *, sensitive: str) -> dict:
@@ -114,14 +204,32 @@ def adversary_confidence(counts_p: dict, counts_q: dict, prior: Optional[dict] =
     return len(remaining), remaining[i], float(w[i] / w.sum())
 
 
-def audit_pair(p: pd.DataFrame, q: pd.DataFrame, *, person: str, sensitive: str) -> pd.DataFrame:
+def _with_candidates(ms: pd.DataFrame, counterfeit_bound: Optional[int]) -> pd.DataFrame:
+    per_class = {}
+    for eq, counts, rows in zip(ms["eq_class"], ms["counts"], ms["rows"]):
+        if eq not in per_class:
+            per_class[eq] = class_candidates(counts, int(rows), counterfeit_bound=counterfeit_bound)
+    return ms.assign(counts=[per_class[eq] for eq in ms["eq_class"]])
+
+
+def audit_pair(p: pd.DataFrame, q: pd.DataFrame, *, person: str, sensitive: str,
+               counterfeit_bound: Optional[int] = 1) -> pd.DataFrame:
     """Composition attack on every person present in both releases.
+
+    Each class's candidates are the values a real row can hold (:func:`class_candidates`, under
+    ``counterfeit_bound``: see :func:`counterfeit_caps`); R is the intersection of the person's two
+    classes' candidates, weighted by the most real rows each value can have.
 
     Returns one row per overlapping person: ``person``, ``remaining`` (number of sensitive values
     left), ``top_value``, ``confidence`` (float in [0, 1]), ``risky`` (bool, remaining == 1).
+
+    Raises
+    ------
+    InvalidParameterError
+        A class needs more counterfeits than ``counterfeit_bound`` allows (multiset named).
     """
-    mp = person_multisets(p, person=person, sensitive=sensitive)
-    mq = person_multisets(q, person=person, sensitive=sensitive)
+    mp = _with_candidates(person_multisets(p, person=person, sensitive=sensitive), counterfeit_bound)
+    mq = _with_candidates(person_multisets(q, person=person, sensitive=sensitive), counterfeit_bound)
     prior = release_totals(p, sensitive=sensitive)
     for v, c in release_totals(q, sensitive=sensitive).items():
         prior[v] = prior.get(v, 0) + c

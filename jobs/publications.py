@@ -171,9 +171,39 @@ def cloning_report(source, release, *, sensitive: str, publisher: Optional[str] 
 
 
 # ----------------------------------------------------------------------------- audit
+def _candidates(rows, counterfeit_bound: Optional[int]):
+    """Replace ``ms`` by the class's candidates ``{value: hi}`` and ``total`` by their sum.
+
+    The same arithmetic as :func:`fragrelease.composition.class_candidates`, as SQL higher-order
+    functions on each row's class map: d = total − n_rows, t = min count, cap_s = 0 when d = 0 or
+    m_s ≤ t, else min(m_s, d, bound·t); L_s = m_s − cap_s; hi_s = min(m_s, n − (ΣL − L_s)); keep
+    hi_s ≥ 1. A class with ΣL > n (more counterfeits than the bound allows) fails the job, naming
+    the class id.
+    """
+    from pyspark.sql import functions as F
+
+    d = F.col("total") - F.col("n_rows")
+    t = F.array_min(F.map_values("ms"))
+
+    def cap(v):
+        lim = v if counterfeit_bound is None else F.lit(int(counterfeit_bound)) * t
+        return F.when((d == 0) | (v <= t), F.lit(0).cast("long")).otherwise(F.least(v, d, lim).cast("long"))
+
+    rows = rows.withColumn("__low", F.aggregate(F.map_values(F.transform_values("ms", lambda k, v: v - cap(v))),
+                                                F.lit(0).cast("long"), lambda a, x: a + x))
+    bad = (F.col("__low") > F.col("n_rows")) | (F.col("total") < F.col("n_rows"))
+    hi = F.transform_values("ms", lambda k, v: F.least(v, F.col("n_rows") - (F.col("__low") - (v - cap(v)))))
+    rows = rows.withColumn("ms", F.when(bad, F.raise_error(F.concat(
+        F.lit("class "), F.col("eq_class").cast("string"), F.lit(" of release "), F.col("__release"),
+        F.lit(" holds more counterfeits than the counterfeit bound allows; audit releases of older versions "
+              "with counterfeit_bound=None")))).otherwise(F.map_filter(hi, lambda k, v: v >= 1)))
+    return rows.withColumn("total", F.aggregate(F.map_values("ms"), F.lit(0).cast("long"), lambda a, x: a + x)) \
+        .drop("__low", "n_rows")
+
+
 def _normalized(df, name: str, *, person: str, sensitive: str, publisher: Optional[str],
-                qis: Sequence[QuasiIdentifier]):
-    """(release, person, eq_class, ms map<string,long>, total, region columns) of one table."""
+                qis: Sequence[QuasiIdentifier], counterfeit_bound: Optional[int] = 1):
+    """(release, person, eq_class, ms map<string,long> of candidates, total, rt, rn, region) of one table."""
     from pyspark.sql import functions as F
 
     _check_columns(df, [person], "person")
@@ -192,6 +222,9 @@ def _normalized(df, name: str, *, person: str, sensitive: str, publisher: Option
     rows = rows.withColumn("total", F.aggregate(F.map_values("ms"), F.lit(0).cast("long"), lambda a, x: a + x))
     # the release's whole published multiset (the adversary's prior, pooled per pair)
     classes = rows.select("__release", "eq_class", "ms").dropDuplicates(["__release", "eq_class"])
+    rows = rows.join(df.groupBy("__release", "eq_class").agg(F.count(F.lit(1)).alias("n_rows")),
+                     ["__release", "eq_class"])
+    rows = _candidates(rows, counterfeit_bound)
     totals = (classes.select("__release", F.explode("ms").alias("v", "c")).groupBy("__release", "v")
               .agg(F.sum("c").alias("c")).groupBy("__release")
               .agg(F.map_from_entries(F.collect_list(F.struct("v", "c"))).alias("rt"), F.sum("c").alias("rn")))
@@ -221,7 +254,7 @@ def _leafset_map(q: QuasiIdentifier):
 
 
 def composition_audit(releases: dict, *, person: str, sensitive: str, publisher: Optional[str] = "publisher",
-                      qis: Sequence[QuasiIdentifier] = ()):
+                      qis: Sequence[QuasiIdentifier] = (), counterfeit_bound: Optional[int] = 1):
     """The composition attack on every person present in two releases (every pair of releases).
 
     Parameters
@@ -232,6 +265,10 @@ def composition_audit(releases: dict, *, person: str, sensitive: str, publisher:
     sensitive : the sensitive attribute.
     qis : quasi-identifiers whose generalizations are intersected for the report (numeric
         ``<a>_lo``/``<a>_hi`` ranges, categorical taxonomy values; generalized layouts only).
+    counterfeit_bound : the public bound on counterfeits of one value per clone class
+        (:func:`fragrelease.composition.counterfeit_caps`; 1 for this version's cloning, None for
+        releases of older versions). A class's candidates are the values that can hold a real
+        row, exactly as in :func:`fragrelease.composition.audit_pair`.
 
     Returns
     -------
@@ -251,7 +288,8 @@ def composition_audit(releases: dict, *, person: str, sensitive: str, publisher:
         raise SchemaMismatchError(f"the audit needs at least two releases, not {len(releases)}")
     norm = None
     for name, df in releases.items():
-        n = _normalized(df, name, person=person, sensitive=sensitive, publisher=publisher, qis=qis)
+        n = _normalized(df, name, person=person, sensitive=sensitive, publisher=publisher, qis=qis,
+                        counterfeit_bound=counterfeit_bound)
         norm = n if norm is None else norm.unionByName(n)
     a, b = norm.alias("a"), norm.alias("b")
     joined = a.join(b, (F.col("a.person") == F.col("b.person")) & (F.col("a.release") < F.col("b.release")))
@@ -373,8 +411,11 @@ def run_anonymize(spark, *, source: str, fmt: str, output: str, method: str, qis
 
 
 def run_audit(spark, *, releases: Sequence[str], output: str, person: str, sensitive: str,
-              publisher: Optional[str], qis: Sequence[QuasiIdentifier] = (), if_exists: str = "error") -> dict:
+              publisher: Optional[str], qis: Sequence[QuasiIdentifier] = (), if_exists: str = "error",
+              counterfeit_bound: Optional[int] = 1) -> dict:
     """Audit the releases, commit the privacy-risk tuples as a Delta table and write the summary JSON.
+
+    ``counterfeit_bound``: see :func:`composition_audit` (None for cloned releases of older versions).
 
     The summary goes to ``<output>.summary.json`` (it counts people; the risky table names them: both
     are for the publishers' auditors, not for publication).
@@ -390,13 +431,15 @@ def run_audit(spark, *, releases: Sequence[str], output: str, person: str, sensi
         if name in tables:
             name = f"{name}#{i}"
         tables[name] = read_table(spark, path)
-    pairs = composition_audit(tables, person=person, sensitive=sensitive, publisher=publisher, qis=qis)
+    pairs = composition_audit(tables, person=person, sensitive=sensitive, publisher=publisher, qis=qis,
+                              counterfeit_bound=counterfeit_bound)
     pairs = pairs.localCheckpoint(eager=True)
     summary = audit_summary(pairs)
     if summary["overlapping_people"] == 0:
         summary["note"] = "no person appears in two releases"
     risky = pairs.where("risky")
     version = commit_delta(risky, output, provenance={"kind": "composition-audit", "releases": list(releases),
-                                                      "sensitive": sensitive}, if_exists=if_exists)
+                                                      "sensitive": sensitive, "counterfeit_bound": counterfeit_bound},
+                           if_exists=if_exists)
     write_text(f"{output.rstrip('/')}.summary.json", json.dumps(summary, indent=2, default=float))
     return {"path": output, "version": version, "summary": summary}

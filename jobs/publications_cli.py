@@ -153,6 +153,10 @@ def audit(
     taxonomy: Optional[List[str]] = typer.Option(None, "--taxonomy", help="NAME=FILE.csv (repeat)."),
     domain: Optional[List[str]] = typer.Option(None, "--domain", help="NAME=LO:HI for a numeric QI (repeat)."),
     if_exists: str = typer.Option("error", "--if-exists", help="error or new-version."),
+    counterfeit_bound: int = typer.Option(
+        1, "--counterfeit-bound", min=0,
+        help="Counterfeits of one value per clone class the adversary assumes (1 for this version's cloning; "
+             "0 = no bound, for cloned releases of older versions, which stacked counterfeits)."),
     master: Optional[str] = MasterOpt,
 ):
     """Composition attack on people present in two releases: privacy-risk tuples per pair of releases."""
@@ -161,7 +165,8 @@ def audit(
     qis = quasi_identifiers(qi, taxonomy, domain) if qi else []
     spark = _spark(master)
     res = run_audit(spark, releases=releases, output=output, person=person, sensitive=sensitive,
-                    publisher=publisher or None, qis=qis, if_exists=if_exists)
+                    publisher=publisher or None, qis=qis, if_exists=if_exists,
+                    counterfeit_bound=counterfeit_bound or None)
     s = res["summary"]
     t = Table(title=f"composition attack: {s['risky_people']} of {s['overlapping_people']} overlapping people at risk")
     for c in ("release A", "release B", "overlapping", "privacy-risk tuples", "mean confidence", "max confidence"):

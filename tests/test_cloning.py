@@ -260,3 +260,76 @@ def test_workload_exact_answers_and_estimators(sample, qis):
     mask[0, qis[2].taxonomy.node_id("Masters")] = True      # 1 of 2 leaves (no leaf-level groups: π uniform)
     q.categorical["education"] = mask
     assert estimate_counts(one, [qis[0], qis[2]], q)[0] == pytest.approx(10 * 0.5 * 0.5)
+
+
+# ------------------------------------------------------------------ counterfeits spread, classes numbered at random
+def _four_values(seed=0):
+    """Sizes A:10, B:16, C:30, D:41: b = 10, c = 1, 2, 3, 4; B has cf = 4 counterfeits, D one suppressed."""
+    rng = np.random.default_rng(seed)  # test-only data
+    sens = ["A"] * 10 + ["B"] * 16 + ["C"] * 30 + ["D"] * 41
+    return pd.DataFrame({"age": rng.integers(20, 70, len(sens)), "sex": rng.choice(["Male", "Female"], len(sens)),
+                         "marital-status": rng.choice(["Separated", "Divorced", "Never-married"], len(sens)),
+                         "disease": sens, "pid": range(len(sens))})
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_counterfeits_are_spread_and_every_published_value_has_a_real_tuple(seed):
+    """Property: in every class E (k = 1: no merge, t_E = 1), for every value s, the counterfeit
+    copies m_E(s) − r_E(s) are at most ⌈cf_s / b⌉ (= 1 for B, 0 for A, C, D), and r_E(s) ≥ 1 for
+    every published s. On the old code two classes published B:2 with no real B."""
+    df = _four_values(seed)
+    qis = adult_quasi_identifiers(["age", "sex", "marital-status"])
+    b, counts = clone_counts({"A": 10, "B": 16, "C": 30, "D": 41})
+    cf = {c.value: c.counterfeit for c in counts}
+    assert b == 10 and cf == {"A": 0, "B": 4, "C": 0, "D": 0}
+    rel, rep = cloning_anonymize(df, qis, "disease", k=1, mu=1.0, eta=1, keep=["pid"], permutation=seeded(seed))
+    assert rep.classes == 10 and rep.counterfeit == 4 and rep.suppressed == 1
+    truth = df.set_index("pid")["disease"]
+    with_fakes = 0
+    for _, g in rel.groupby("eq_class"):
+        ms = dict(zip(g["disease_values"].iloc[0], g["disease_counts"].iloc[0]))
+        assert ms == {"A": 1, "B": 2, "C": 3, "D": 4}
+        real = Counter(truth[g["pid"]])
+        for v, m in ms.items():
+            assert 0 <= m - real[v] <= -(-cf[v] // b), (v, ms, real)
+            assert real[v] >= 1, (v, ms, real)
+        with_fakes += sum(ms.values()) - len(g) > 0
+    assert with_fakes == 4  # one counterfeit B in each of four classes, not two in each of two
+
+
+def test_class_numbering_is_a_random_permutation():
+    """Two randomness sources that agree on every draw except the class numbering give the same
+    classes (as sets of records with their multisets) under different ids, each a permutation of
+    0..classes−1; the sub-class ids are a permutation of 0..sub-classes−1."""
+    df = _four_values(0)
+    qis = adult_quasi_identifiers(["age", "sex", "marital-status"])
+
+    def source(flip_call):
+        gen = np.random.default_rng(9)  # test-only
+        calls = []
+
+        def perm(n):
+            p = gen.permutation(n)
+            calls.append(n)
+            return p[::-1].copy() if len(calls) == flip_call else p
+        return perm, calls
+
+    probe, calls = source(None)
+    cloning_anonymize(df, qis, "disease", k=3, mu=1.0, eta=1, keep=["pid"], permutation=probe)
+    numbering_call = len(calls) - 2  # then the sub-class numbering and the row order
+    out = []
+    for flip in (None, numbering_call):
+        perm, _ = source(flip)
+        rel, rep = cloning_anonymize(df, qis, "disease", k=3, mu=1.0, eta=1, keep=["pid"], permutation=perm)
+        assert sorted(rel["eq_class"].unique()) == list(range(rep.classes))
+        assert sorted(rel["sub_class"].unique()) == list(range(rep.sub_classes))
+        out.append(rel)
+    a, b = out
+    assert a["eq_class"].nunique() >= 3
+
+    def classes(rel):
+        return sorted((tuple(sorted(g["pid"])), tuple(g["disease_counts"].iloc[0])) for _, g in rel.groupby("eq_class"))
+    assert classes(a) == classes(b)
+    ids_a = a.set_index("pid")["eq_class"]
+    ids_b = b.set_index("pid")["eq_class"]
+    assert (ids_a != ids_b[ids_a.index]).any()

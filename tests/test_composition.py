@@ -207,3 +207,114 @@ def test_cli_simulate_anonymize_audit(tmp_path, spark):
     assert run_cli(["publications", "audit", rel_m, "--person", "ssn", "--sensitive", "occupation",
                     "--output", str(tmp_path / "bad")]) == 2
     assert not os.path.exists(str(tmp_path / "bad"))
+
+
+# ------------------------------------------------------------------ counterfeits the adversary can attribute
+def _brute_bounds(counts, rows, caps):
+    import itertools
+
+    vals = sorted(counts)
+    ranges = [range(counts[v] - caps[v], counts[v] + 1) for v in vals]
+    feasible = [r for r in itertools.product(*ranges) if sum(r) == rows]
+    return {v: (min(r[i] for r in feasible), max(r[i] for r in feasible)) for i, v in enumerate(vals)} if feasible else None
+
+
+def test_real_count_bounds_are_exact_and_candidates_drop_attributable_counterfeits():
+    from fragrelease.composition import class_candidates, counterfeit_caps, real_count_bounds
+
+    gen = np.random.default_rng(0)  # test-only
+    for _ in range(400):
+        vals = list("ABCD")[: gen.integers(1, 5)]
+        counts = {v: int(gen.integers(1, 6)) for v in vals}
+        rows = int(gen.integers(0, sum(counts.values()) + 1))
+        caps = {v: int(gen.integers(0, counts[v] + 1)) for v in vals}
+        want = _brute_bounds(counts, rows, caps)
+        if want is None:
+            with pytest.raises(InvalidParameterError, match="more counterfeits"):
+                real_count_bounds(counts, rows, caps)
+        else:
+            assert real_count_bounds(counts, rows, caps) == want
+    # no counterfeit: the published multiset unchanged (every generalized class)
+    assert class_candidates({"A": 2, "B": 3}, 5) == {"A": 2, "B": 3}
+    # this version's cloning, sizes A:10, B:16, C:30, D:41, a class with one counterfeit B: all values stay
+    assert counterfeit_caps({"A": 1, "B": 2, "C": 3, "D": 4}, 9) == {"A": 0, "B": 1, "C": 1, "D": 1}
+    assert class_candidates({"A": 1, "B": 2, "C": 3, "D": 4}, 9) == {"A": 1, "B": 2, "C": 3, "D": 4}
+    # two clone classes merged (t = 2): at most 2 counterfeits of a value
+    assert counterfeit_caps({"A": 2, "B": 4, "C": 6}, 9) == {"A": 0, "B": 2, "C": 2}
+    # the old code's last class for sizes A:5, B:8 (b = 5, c_B = 2, cf_B = 2 stacked): 1 row, {A:1, B:2}.
+    # c_A = 1 cannot be counterfeit, so the row is the A and both B copies are counterfeit
+    assert class_candidates({"A": 1, "B": 2}, 1, counterfeit_bound=None) == {"A": 1}
+    with pytest.raises(InvalidParameterError, match=r"1 rows and multiset \{'A': 1, 'B': 2\}"):
+        class_candidates({"A": 1, "B": 2}, 1)  # impossible under this version's bound of one per class
+    # more copies than the real rows can hold: B's weight is the most real rows it can have
+    assert class_candidates({"A": 1, "B": 5}, 3, counterfeit_bound=None) == {"A": 1, "B": 2}
+
+
+def _micro(rows):
+    """A micro-statistics release: (person, eq_class, multiset) per row."""
+    return pd.DataFrame({"pid": [r[0] for r in rows], "eq_class": [r[1] for r in rows],
+                         "disease_values": [sorted(r[2]) for r in rows],
+                         "disease_counts": [[r[2][v] for v in sorted(r[2])] for r in rows]})
+
+
+# P: the old code's release of A:5, B:8 (k = 1): classes 0-3 hold {A:1, B:2} with 3 real rows, class 4 holds
+# {A:1, B:2} with the A row only (its two B are the stacked counterfeits). Q: person 40 in a class {A:1, B:1}.
+OLD_P = _micro([(10 * r + i, r, {"A": 1, "B": 2}) for r in range(4) for i in range(3)] + [(40, 4, {"A": 1, "B": 2})])
+Q = _micro([(40, 0, {"A": 1, "B": 1}), (41, 0, {"A": 1, "B": 1}), (0, 1, {"A": 1, "B": 1}), (42, 1, {"A": 1, "B": 1})])
+
+
+def test_audit_flags_person_whose_other_candidate_is_counterfeit_attributable():
+    """Person 40 shares {A, B} between its classes, but in P the B copies are attributable counterfeits
+    (1 row, 2 extra copies, and A cannot be counterfeit): the only remaining candidate is A. The old
+    audit reported 2 remaining values and no risk."""
+    res = audit_pair(OLD_P, Q, person="pid", sensitive="disease", counterfeit_bound=None).set_index("person")
+    assert (res.loc[40, "remaining"], res.loc[40, "top_value"], res.loc[40, "risky"]) == (1, "A", True)
+    assert res.loc[40, "confidence"] == pytest.approx(1.0)
+    assert res.loc[0, "remaining"] == 2 and not res.loc[0, "risky"]  # a class with real A and B
+    with pytest.raises(InvalidParameterError, match="more counterfeits"):
+        audit_pair(OLD_P, Q, person="pid", sensitive="disease")  # this version's bound refuses the old release
+
+
+def test_audit_of_new_cloning_keeps_every_value(qis):
+    """This version's cloning of A:10, B:16, C:30, D:41 leaves no attributable counterfeit: every
+    published value is a candidate in every class, and the audit's bounds contain every class's true
+    real counts (on the old code two classes held no real B, outside the bounds [1, 2])."""
+    from collections import Counter
+
+    from fragrelease.composition import class_candidates, counterfeit_caps, person_multisets, real_count_bounds
+
+    rng = np.random.default_rng(1)  # test-only data
+    sens = ["A"] * 10 + ["B"] * 16 + ["C"] * 30 + ["D"] * 41
+    df = pd.DataFrame({"age": rng.integers(20, 70, len(sens)), "sex": rng.choice(["Male", "Female"], len(sens)),
+                       "marital-status": rng.choice(["Separated", "Divorced", "Never-married"], len(sens)),
+                       "disease": sens, "pid": range(len(sens))})
+    q3 = adult_quasi_identifiers(["age", "sex", "marital-status"])
+    for k in (1, 12):  # k = 12 merges classes (t_E = 2)
+        rel, rep = cloning_anonymize(df, q3, "disease", k=k, mu=1.0, keep=["pid"], permutation=seeded(k))
+        assert rep.counterfeit == 4
+        per = person_multisets(rel, person="pid", sensitive="disease")
+        ms = per.drop_duplicates("eq_class")
+        assert (ms["rows"] < ms["counts"].map(lambda c: sum(c.values()))).any()
+        truth = df.set_index("pid")["disease"]
+        for eq, counts, rows in zip(ms["eq_class"], ms["counts"], ms["rows"]):
+            assert class_candidates(counts, int(rows)) == counts
+            real = Counter(truth[per.loc[per.eq_class == eq, "person"]])
+            bounds = real_count_bounds(counts, int(rows), counterfeit_caps(counts, int(rows)))
+            assert all(lo <= real[v] <= hi for v, (lo, hi) in bounds.items()), (counts, real, bounds)
+
+
+def test_spark_audit_uses_counterfeit_attribution(spark):
+    from fragrelease.jobs.publications import composition_audit
+
+    sdfs = {"p": spark.createDataFrame(OLD_P), "q": spark.createDataFrame(Q)}
+    got = composition_audit(sdfs, person="pid", sensitive="disease", publisher=None,
+                            counterfeit_bound=None).toPandas().set_index("person")
+    ref = audit_pair(OLD_P, Q, person="pid", sensitive="disease", counterfeit_bound=None).set_index("person")
+    assert sorted(got.index) == sorted(ref.index)
+    for p in ref.index:
+        assert (got.loc[p, "remaining"], got.loc[p, "top_value"], bool(got.loc[p, "risky"])) == \
+            (ref.loc[p, "remaining"], ref.loc[p, "top_value"], bool(ref.loc[p, "risky"]))
+        assert got.loc[p, "confidence"] == pytest.approx(ref.loc[p, "confidence"], abs=1e-12)
+    assert bool(got.loc[40, "risky"])
+    with pytest.raises(Exception, match="more counterfeits"):
+        composition_audit(sdfs, person="pid", sensitive="disease", publisher=None).collect()
