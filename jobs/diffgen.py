@@ -32,7 +32,7 @@ import pandas as pd
 from fragrelease.diffgen import (Cut, NumericDomain, counts_from_pairs, sparse_min_count, specialize_cut,
                                  synthesize_cells)
 from fragrelease.diffgen_taxonomy import (ADULT_CLASS, ADULT_CLASS_VALUES, ADULT_PREDICTORS, adult_predictors)
-from fragrelease.errors import InvalidParameterError
+from fragrelease.errors import InvalidParameterError, ProtocolError
 
 #: Default refusal threshold for the number of leaf × class cells (each becomes a row).
 MAX_LEAVES = 5_000_000
@@ -466,15 +466,25 @@ def run_two_party_release(spark, *, hospital_attributes: Sequence[str], insurer_
                           specializations: int, score: str, output: str, key_bits: int = 2048,
                           rows: Optional[tuple[int, int]] = None, if_exists: str = "error",
                           backend: str = "spark", party_master: str = "local[1]",
-                          synthetic_min_count="auto", noise: str = "gaussian-squares") -> dict:
+                          synthetic_min_count="auto", noise: str = "laplace-each") -> dict:
     """DistDiffGen on Adult with two party processes, then the release written with Spark to Delta.
 
     ``spark`` may be a SparkSession or a zero-argument callable returning one; the callable is
     called only after the parties finish (so three JVMs never run at once). ``backend="spark"``
     gives each party its own SparkSession (``party_master``) in its own process.
+    ``noise``: the share-noise mode (:data:`fragrelease.distdiffgen.NOISE_MODES`): ``"laplace-each"``
+    (default; ε-DP against the public and against the other party) or ``"gaussian-squares"``
+    (opt-in; ε-DP against the public, **not DP against the other party**). The provenance records the
+    mode that ran (``share_noise``) and both guarantees (``guarantee``,
+    :func:`fragrelease.distdiffgen.share_noise_guarantee`); the returned summary carries them too.
+
+    Raises
+    ------
+    InvalidParameterError, ProtocolError
+        A bad parameter or noise mode, or a failed party process; see :func:`run_adult_two_party`.
     """
     from fragrelease.budget import parse_epsilon
-    from fragrelease.distdiffgen import run_adult_two_party
+    from fragrelease.distdiffgen import run_adult_two_party, share_noise_guarantee
 
     t0 = time.perf_counter()
     eps = parse_epsilon(epsilon)
@@ -483,6 +493,9 @@ def run_two_party_release(spark, *, hospital_attributes: Sequence[str], insurer_
                                    backend=backend, master=party_master, noise=noise)
     if callable(spark):
         spark = spark()
+    if r_h.noise != noise or r_i.noise != noise:
+        raise ProtocolError(f"share noise {noise!r} was asked for, the parties ran {r_h.noise!r} and {r_i.noise!r}")
+    guarantee = share_noise_guarantee(r_h.noise, eps)
     cut = cut_from_labels(r_h.cut_labels)
     noisy = noisy_from_array(spark, cut, r_h.noisy_counts)
     ledger = [{"step": s.step, "attribute": s.attribute, "epsilon": str(s.epsilon), "composition": s.composition}
@@ -491,7 +504,7 @@ def run_two_party_release(spark, *, hospital_attributes: Sequence[str], insurer_
     out = write_release(spark, noisy, cut, output=output, epsilon=eps, specializations=specializations, score=score,
                         ledger=ledger, spent=r_h.spent(), mode="distdiffgen", if_exists=if_exists, t0=t0,
                         extra={"parties": {"hospital": list(hospital_attributes), "insurer": list(insurer_attributes)},
-                               "paillier_key_bits": key_bits, "share_noise": noise,
+                               "paillier_key_bits": key_bits, "share_noise": r_h.noise, "guarantee": guarantee,
                                # message counts are fixed by h; bytes and seconds grow with n, so they are
                                # reported to the operator only, never written into the release
                                "protocol_messages": {p: {k: v for k, v in c.items() if k.endswith("_messages")}
@@ -499,4 +512,6 @@ def run_two_party_release(spark, *, hospital_attributes: Sequence[str], insurer_
                         synthetic_min_count=synthetic_min_count)
     out["protocol_cost"] = cost
     out["winners"] = r_h.winners
+    out["share_noise"] = r_h.noise
+    out["guarantee"] = guarantee
     return out
