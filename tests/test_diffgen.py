@@ -362,6 +362,26 @@ def test_default_laplace_each_noise_is_private_against_the_other_party(small):
         _run_pair(sub, h=1, eps=1, hosp=hosp, ins=ins, noise=("laplace-each", "gaussian-squares"))
 
 
+def test_sparse_filter_for_laplace_each_expands_at_most_about_one_empty_cell():
+    """With laplace-each an empty cell's released count is Lap(2/ε) + Lap(2/ε); the 'auto' threshold must keep the
+    expected number of expanded empty cells at most 1 (Monte Carlo, 2,000,000 fixed-seed draws, 2,000 cells)."""
+    from fragrelease.diffgen import sparse_min_count
+    from fragrelease.jobs.diffgen import resolve_min_count
+
+    cells, b = 2000, 2.0
+    t1 = sparse_min_count(cells, 1)
+    t2 = resolve_min_count("auto", cells, Fraction(1), laplace_terms=2)
+    rng = np.random.default_rng(23)
+    z = rng.laplace(0, b, 2_000_000) + rng.laplace(0, b, 2_000_000)
+    k = np.floor(z + 0.5)
+    assert cells * np.mean(k >= t2) < 1.0  # expected 0.85
+    assert cells * np.mean(k >= t2 - 1) > 1.0  # the smallest such threshold
+    assert cells * np.mean(k >= t1) > 2.5  # the single-Laplace threshold lets about 3.3 through
+    assert resolve_min_count("auto", cells, Fraction(1)) == t1
+    with pytest.raises(InvalidParameterError, match="3"):
+        resolve_min_count("auto", cells, Fraction(1), laplace_terms=3)
+
+
 def test_gaussian_squares_peer_delta_is_about_0_22_at_epsilon_1():
     """The other party's view under gaussian-squares, C + Y_c² − Y_d², is (ε/2, δ)-DP only with δ ≈ 0.22 at ε = 1.
 
@@ -624,6 +644,8 @@ def test_two_party_release_provenance_records_the_noise_mode_and_its_guarantee(s
         assert "epsilon-DP" in prov["guarantee"]["against_public"]
         assert "epsilon-DP" in prov["guarantee"]["against_other_party"]
         assert any("laplace-each" in r["step"] for r in prov["ledger"])
+    syn = table_provenance(out["synthetic"])  # the sparse filter accounts for the two Laplace terms
+    assert "Lap(2/epsilon) + Lap(2/epsilon)" in syn["synthetic_min_count_rule"]
     out = run_two_party_release(spark, output=str(tmp_path / "squares"), noise="gaussian-squares", **kw)
     prov = table_provenance(out["generalized"])
     assert prov["share_noise"] == "gaussian-squares" and prov["guarantee"]["dp_against_other_party"] is False
