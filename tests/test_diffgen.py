@@ -595,7 +595,7 @@ def test_cli_bad_input_exits_2_naming_the_value(argv, needle, capsys):
     assert needle in capsys.readouterr().err
 
 
-def test_cli_two_party_defaults_to_laplace_each_and_flags_gaussian_squares(monkeypatch):
+def test_cli_two_party_defaults_to_laplace_each_and_flags_gaussian_squares(monkeypatch, capsys):
     """`diffgen two-party` passes laplace-each unless --noise says otherwise; the help says the opt-in is not DP
     against the other party."""
     import typer
@@ -604,15 +604,23 @@ def test_cli_two_party_defaults_to_laplace_each_and_flags_gaussian_squares(monke
     from fragrelease.jobs.cli import run_cli
     from fragrelease.jobs.diffgen_cli import diffgen_app
 
+    from fragrelease.distdiffgen import share_noise_guarantee
+
     seen = []
 
-    def fake_release(spark, **kw):
+    def fake_release(spark, **kw):  # stands in for the parties and the Spark write; returns a release summary
         seen.append(kw["noise"])
-        raise ProtocolError("stopped by the test before the parties start")
+        return {"generalized": "g", "synthetic": "s", "cells": 4, "synthetic_rows": 0, "synthetic_min_count": 1,
+                "cut": {}, "ledger": [], "spent": Fraction(1), "seconds": 0.0, "protocol_cost": {}, "winners": [],
+                "guarantee": share_noise_guarantee(kw["noise"], 1)}
 
     monkeypatch.setattr(jd, "run_two_party_release", fake_release)
-    assert run_cli(["diffgen", "two-party", "--output", "x"]) == 2
-    assert run_cli(["diffgen", "two-party", "--noise", "gaussian-squares", "--output", "x"]) == 2
+    assert run_cli(["diffgen", "two-party", "--output", "x"]) == 0
+    out = "".join(capsys.readouterr().out.split())
+    assert "sharenoiselaplace-each" in out and "againsttheotherparty:epsilon-DP" in out
+    assert run_cli(["diffgen", "two-party", "--noise", "gaussian-squares", "--output", "x"]) == 0
+    out = "".join(capsys.readouterr().out.split())
+    assert "againsttheotherparty:NOTdifferentiallyprivateagainsttheotherparty" in out
     assert seen == ["laplace-each", "gaussian-squares"]
     cmd = typer.main.get_command(diffgen_app).commands["two-party"]
     opt = next(p for p in cmd.params if p.name == "noise")
