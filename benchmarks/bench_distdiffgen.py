@@ -30,7 +30,8 @@ def main() -> None:
                                    allow_small_key=a.key_bits < 2048, noise=a.noise)
     wall = time.perf_counter() - t0
     cells = r_h.noisy_counts.size
-    print(f"rows {a.rows}, key {a.key_bits} bits, h {a.h}, ε {a.epsilon}, noise {r_h.noise}: wall {wall:.1f} s, {cells} leaf x class cells")
+    print(f"rows {a.rows}, key {a.key_bits} bits, h {a.h}, ε {a.epsilon}, noise {r_h.noise}: wall {wall:.1f} s, "
+          f"{cells} leaf x class cells")
     for r in (r_h, r_i):
         secs = ", ".join(f"{k} {v:.2f} s" for k, v in r.seconds.items())
         print(f"  {r.party}: sent {r.channel['sent_messages']} messages, {r.channel['sent_bytes']:,} bytes; {secs}")

@@ -135,7 +135,8 @@ def share_noise_guarantee(noise: str, epsilon) -> dict:
               f"epsilon/2 = {half}")
     if noise == "laplace-each":
         return {"mode": noise,
-                "construction": "X_i = C_i + Lap(2/epsilon) from each party; released C + Lap(2/epsilon) + Lap(2/epsilon)",
+                "construction": ("X_i = C_i + Lap(2/epsilon) from each party; "
+                                 "released C + Lap(2/epsilon) + Lap(2/epsilon)"),
                 "against_public": public + " (C + Lap(2/epsilon), plus the other party's independent noise)",
                 "against_other_party": (f"epsilon-DP (epsilon = {eps}): a party that subtracts its own noise sees "
                                         f"C + Lap(2/epsilon), epsilon/2-DP = {half} for the leaf counts, plus the "

@@ -383,10 +383,11 @@ def test_sparse_filter_for_laplace_each_expands_at_most_about_one_empty_cell():
 
 
 def test_gaussian_squares_peer_delta_is_about_0_22_at_epsilon_1():
-    """The other party's view under gaussian-squares, C + Y_c² − Y_d², is (ε/2, δ)-DP only with δ ≈ 0.22 at ε = 1.
+    """The other party's view under gaussian-squares, C + Y_c² − Y_d², is (ε/2, δ)-DP only for δ ≈ 0.22 at ε = 1.
 
     Checked against samples (fixed seed and sizes): the density ε/(2π)·K0(ε|z|/2) used for δ matches the
-    simulated Y_c² − Y_d², and a Monte Carlo estimate of E[(1 − e^{ε/2} f(Z − 1)/f(Z))+] matches the quadrature.
+    simulated Y_c² − Y_d², and a Monte Carlo estimate of E[(1 − e^{ε/2} f(Z − 1)/f(Z))+] matches the
+    quadrature.
     """
     from scipy import integrate, special
 
