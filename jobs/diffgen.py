@@ -437,8 +437,7 @@ def write_release(spark, noisy, cut: Cut, *, output: str, epsilon: Fraction, spe
     the threshold :func:`resolve_min_count` gives (recorded in its provenance; it depends only on the
     cut size, ε and ``laplace_terms``, the number of independent Lap(2/ε) terms in each released count:
     2 for the two-party ``laplace-each`` noise). Both are materialized and checked (existing table under
-    ``if_exists="error"``,
-    schema under ``"new-version"``) before the first commit.
+    ``if_exists="error"``, schema under ``"new-version"``) before the first commit.
 
     Raises
     ------
