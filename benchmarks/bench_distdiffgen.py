@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from fragrelease.distdiffgen import run_adult_two_party
+from fragrelease.distdiffgen import DEFAULT_NOISE, NOISE_MODES, run_adult_two_party
 from fragrelease.jobs.diffgen_cli import DEFAULT_HOSPITAL, DEFAULT_INSURER
 
 
@@ -21,14 +21,17 @@ def main() -> None:
     ap.add_argument("--h", type=int, default=10)
     ap.add_argument("--epsilon", default="1")
     ap.add_argument("--score", default="max")
+    ap.add_argument("--noise", choices=NOISE_MODES, default=DEFAULT_NOISE,
+                    help="share noise (gaussian-squares is opt-in and not DP against the other party)")
     a = ap.parse_args()
     t0 = time.perf_counter()
     r_h, r_i = run_adult_two_party(DEFAULT_HOSPITAL.split(","), DEFAULT_INSURER.split(","), epsilon=a.epsilon,
                                    specializations=a.h, score=a.score, key_bits=a.key_bits, rows=(0, a.rows),
-                                   allow_small_key=a.key_bits < 2048)
+                                   allow_small_key=a.key_bits < 2048, noise=a.noise)
     wall = time.perf_counter() - t0
     cells = r_h.noisy_counts.size
-    print(f"rows {a.rows}, key {a.key_bits} bits, h {a.h}, ε {a.epsilon}: wall {wall:.1f} s, {cells} leaf x class cells")
+    print(f"rows {a.rows}, key {a.key_bits} bits, h {a.h}, ε {a.epsilon}, noise {r_h.noise}: wall {wall:.1f} s, "
+          f"{cells} leaf x class cells")
     for r in (r_h, r_i):
         secs = ", ".join(f"{k} {v:.2f} s" for k, v in r.seconds.items())
         print(f"  {r.party}: sent {r.channel['sent_messages']} messages, {r.channel['sent_bytes']:,} bytes; {secs}")

@@ -15,7 +15,8 @@ below over a :class:`Channel` (a local socket), which counts messages and bytes:
 ``count_key``        the encrypting party's Paillier public key for the leaf counts.
 ``count_cipher``     per record, Enc(packed one-hot of its own cell × class) (one or more ciphertexts).
 ``count_masked``     per own cell of the other party, Enc(packed counts + mask R).
-``noisy_share``      X_i = C_i + Y_a² − Y_b² for every leaf × class, Y ~ N(0, 1/ε).
+``noisy_share``      X_i = C_i + Lap(2/ε) for every leaf × class (default ``laplace-each``), or, opt-in
+                     ``gaussian-squares``, X_i = C_i + Y_a² − Y_b², Y ~ N(0, 1/ε).
 
 Distributed exponential mechanism: each party draws its own candidates' Gumbel-max (the exponential
 mechanism in Gumbel form, :func:`fragrelease.rng.gumbel_max`); the party with the larger noisy maximum
@@ -28,8 +29,14 @@ Leaf counts (secure scalar product): the party E with fewer own cells × classes
 its one-hot cell vector packed into Paillier plaintext slots; the other party O adds the ciphertexts of
 the records in each of its own cells (a homomorphic scalar product of indicator vectors), adds a
 random mask R (40 bits of statistical hiding per slot) and returns the sums; E decrypts C_E = C + R and
-O keeps C_O = −R, so C_E + C_O = C for every leaf. Each party then publishes X_i = C_i + Y_a² − Y_b²
-(Y ~ N(0, sqrt(1/ε)²)); X_1 + X_2 = C + Lap(2/ε) because Y_1² + Y_2² − Y_3² − Y_4² ~ Lap(2σ²).
+O keeps C_O = −R, so C_E + C_O = C for every leaf. Each party then publishes its noisy share X_i
+(:data:`NOISE_MODES`). By default (``laplace-each``) X_i = C_i + Lap(2/ε): each party's own noise
+makes the counts ε/2-DP against the *other* party, who knows its own noise. The paper's construction,
+``gaussian-squares`` (opt-in), publishes X_i = C_i + Y_a² − Y_b² (Y ~ N(0, 1/ε)), so that X_1 + X_2 =
+C + Lap(2/ε) because Y_1² + Y_2² − Y_3² − Y_4² ~ Lap(2σ²); but the other party can subtract its own
+half and sees C + Y_c² − Y_d², which is only about (ε/2, 0.22)-DP at ε = 1
+(:func:`gaussian_squares_peer_delta`): not DP against the other party. :func:`share_noise_guarantee`
+states both guarantees for the release's provenance.
 """
 from __future__ import annotations
 
@@ -55,8 +62,95 @@ CMP_FRACTION_BITS = 32
 #: Smallest Paillier modulus the protocol accepts outside tests.
 MIN_RELEASE_KEY_BITS = 2048
 PARTIES = ("hospital", "insurer")
-#: How the parties perturb their count shares (:func:`run_party`); the first is SPEC.md §7's.
-NOISE_MODES = ("gaussian-squares", "laplace-each")
+#: How the parties perturb their count shares (:func:`run_party`); the first is the default. ``gaussian-squares``
+#: is the construction of Mohammed et al. (docs/specification.md §7), opt-in only: not DP against the other party.
+NOISE_MODES = ("laplace-each", "gaussian-squares")
+DEFAULT_NOISE = NOISE_MODES[0]
+
+
+def gaussian_squares_peer_delta(epsilon) -> float:
+    """δ of the other party's view of a leaf count under ``gaussian-squares`` at privacy loss ε/2.
+
+    The other party knows its own Y_a² − Y_b², so it sees C + Z with Z = Y_c² − Y_d², Y ~ N(0, 1/ε).
+    Z = (Y_c − Y_d)(Y_c + Y_d) is a product of two independent N(0, 2/ε) variables, whose density is
+    ``f(z) = ε/(2π) · K0(ε|z|/2)`` (unbounded at 0, so no finite ε gives δ = 0). One record added or
+    removed changes one count by 1, and the returned value is
+    ``δ = ∫ max(0, f(z) − e^{ε/2} f(z − 1)) dz``, the smallest δ for which that view is
+    (ε/2, δ)-DP (numerical quadrature; about 0.222 at ε = 1, 0.152 at ε = 1/2, 0.307 at ε = 2).
+
+    Parameters
+    ----------
+    epsilon : the release's total ε (> 0, finite; int, float, Fraction or str).
+
+    Raises
+    ------
+    InvalidParameterError
+        ε not finite or ≤ 0.
+
+    Source: Mohammed et al., "Secure Two-Party Differentially Private Data Release for Vertically
+    Partitioned Data" (TDSC 2014), Algorithm 1 line 22; docs/specification.md §7.
+    """
+    from scipy import integrate, special
+
+    eps = float(Fraction(epsilon))
+    if not math.isfinite(eps) or eps <= 0:
+        raise InvalidParameterError(f"epsilon must be finite and > 0, not {epsilon!r}")
+
+    def f(z: float) -> float:
+        return eps / (2 * math.pi) * float(special.k0(eps * abs(z) / 2)) if z != 0 else math.inf
+
+    def excess(z: float) -> float:
+        return max(0.0, f(z) - math.exp(eps / 2) * f(z - 1))
+
+    # f has logarithmic singularities at 0 and 1: integrate piecewise between them
+    pieces = ((-math.inf, -1.0), (-1.0, 0.0), (0.0, 1.0), (1.0, math.inf))
+    return float(sum(integrate.quad(excess, a, b, limit=200)[0] for a, b in pieces))
+
+
+def share_noise_guarantee(noise: str, epsilon) -> dict:
+    """What a two-party release guarantees against the public and against the other party (public facts only).
+
+    Returns a JSON-ready dict: ``mode``, ``construction``, ``against_public``, ``against_other_party``,
+    ``dp_against_other_party`` (bool), ``other_party_delta`` (the δ of
+    :func:`gaussian_squares_peer_delta` for ``gaussian-squares``, else None) and ``assumptions``. It depends only on
+    the mode and ε. Neighbours: add/remove one record. Both statements assume semi-honest parties and
+    an ideal winner comparison (see docs/diffgen.md, "Known limitations").
+
+    Raises
+    ------
+    InvalidParameterError
+        ``noise`` not in :data:`NOISE_MODES`, or a bad ε.
+
+    Source: docs/specification.md §7; docs/diffgen.md, "Noise on the count shares".
+    """
+    if noise not in NOISE_MODES:
+        raise InvalidParameterError(f"noise must be one of {NOISE_MODES}, not {noise!r}")
+    eps = Fraction(epsilon)
+    if eps <= 0:
+        raise InvalidParameterError(f"epsilon must be > 0, not {epsilon!r}")
+    half = eps / 2
+    assumptions = ("semi-honest parties; the winner comparison is not a formally secure comparison "
+                   "(docs/diffgen.md, Known limitations)")
+    public = (f"epsilon-DP (epsilon = {eps}): the selections spend at most epsilon/2 and the leaf counts "
+              f"epsilon/2 = {half}")
+    if noise == "laplace-each":
+        return {"mode": noise,
+                "construction": ("X_i = C_i + Lap(2/epsilon) from each party; "
+                                 "released C + Lap(2/epsilon) + Lap(2/epsilon)"),
+                "against_public": public + " (C + Lap(2/epsilon), plus the other party's independent noise)",
+                "against_other_party": (f"epsilon-DP (epsilon = {eps}): a party that subtracts its own noise sees "
+                                        f"C + Lap(2/epsilon), epsilon/2-DP = {half} for the leaf counts, plus the "
+                                        "selections (epsilon/2)"),
+                "dp_against_other_party": True, "other_party_delta": None, "assumptions": assumptions}
+    delta = gaussian_squares_peer_delta(eps)
+    return {"mode": noise,
+            "construction": "X_i = C_i + Y_a^2 - Y_b^2, Y ~ N(0, 1/epsilon); released C + Lap(2/epsilon)",
+            "against_public": public + " (X_1 + X_2 = C + Lap(2/epsilon))",
+            "against_other_party": (f"NOT differentially private against the other party: it can subtract its own "
+                                    f"Y_a^2 - Y_b^2 and sees C + Y_c^2 - Y_d^2 (not Laplace), which is only "
+                                    f"(epsilon/2, {delta:.3f})-DP = ({half}, {delta:.3f}) for the leaf counts "
+                                    f"(about (1/2, 0.22) at epsilon = 1)"),
+            "dp_against_other_party": False, "other_party_delta": round(delta, 4), "assumptions": assumptions}
 
 
 class Channel:
@@ -187,6 +281,8 @@ class PartyResult:
     share: Optional[np.ndarray] = None
     #: this party's noisy share X_i as sent to the other party (same layout as ``noisy_counts``)
     noisy_share: Optional[np.ndarray] = None
+    #: the share-noise mode that ran (:data:`NOISE_MODES`; both parties agreed on it in ``hello``)
+    noise: str = DEFAULT_NOISE
 
     def spent(self) -> Fraction:
         return sum((s.epsilon for s in self.ledger), Fraction(0))
@@ -320,7 +416,7 @@ def _unpack(sk, pk, masked: list[list[str]], own_cells_e: int, width: int, per_c
 
 def run_party(party: PartyInput, ch: Channel, *, role: str, epsilon, specializations: int, score: str,
               class_values: Sequence[str], randomness: DiffGenRandomness, key_bits: int = MIN_RELEASE_KEY_BITS,
-              allow_small_key: bool = False, noise: str = "gaussian-squares") -> PartyResult:
+              allow_small_key: bool = False, noise: str = DEFAULT_NOISE) -> PartyResult:
     """Run one party of DistDiffGen (paper 003 Algorithm 1; SPEC.md §7) over channel ``ch``.
 
     Parameters
@@ -330,11 +426,13 @@ def run_party(party: PartyInput, ch: Channel, *, role: str, epsilon, specializat
     epsilon, specializations, score : as in :func:`fragrelease.diffgen.specialize_cut`; must agree.
     key_bits : Paillier modulus size (≥ 2048 unless ``allow_small_key``, for tests only).
     noise : how the parties perturb their count shares (:data:`NOISE_MODES`; must agree).
-        ``"gaussian-squares"`` (SPEC.md §7): ``X_i = C_i + Y_a² − Y_b²``, Y ~ N(0, 1/ε), so
-        ``X_1 + X_2 = C + Lap(2/ε)``; but each party knows its own half, so against the *other party*
-        the counts carry only the other half (not Laplace, not ε-DP). ``"laplace-each"``:
-        ``X_i = C_i + Lap(2/ε)``; each party's own noise alone makes the counts ε/2-DP against the other
-        party (and the release at least that against everyone), at twice the variance.
+        ``"laplace-each"`` (the default): ``X_i = C_i + Lap(2/ε)``; each party's own noise alone makes
+        the counts ε/2-DP against the other party (and the release at least that against everyone),
+        at twice the variance of the released counts. ``"gaussian-squares"`` (opt-in; Mohammed et al.
+        Algorithm 1 line 22): ``X_i = C_i + Y_a² − Y_b²``, Y ~ N(0, 1/ε), so ``X_1 + X_2 = C + Lap(2/ε)``;
+        but each party knows its own half, so against the *other party* the counts carry only the
+        other half: not Laplace and **not DP against the other party** (about (ε/2, 0.22)-DP at ε = 1,
+        :func:`gaussian_squares_peer_delta`). :func:`share_noise_guarantee` states both.
 
     Returns
     -------
@@ -458,7 +556,7 @@ def run_party(party: PartyInput, ch: Channel, *, role: str, epsilon, specializat
     # both shares are laid out (E attributes..., class, O attributes...)
     seconds["scalar_product"] = time.perf_counter() - t2
 
-    # ---- noise: X_i = C_i + Y_a^2 - Y_b^2, X_1 + X_2 = C + Lap(2/ε) (or X_i = C_i + Lap(2/ε)) --------
+    # ---- noise: X_i = C_i + Lap(2/ε) (or, gaussian-squares, X_i = C_i + Y_a^2 - Y_b^2) -----------------
     t3 = time.perf_counter()
     share_f = np.asarray(share, dtype=float)
     if noise == "laplace-each":
@@ -474,9 +572,11 @@ def run_party(party: PartyInput, ch: Channel, *, role: str, epsilon, specializat
         raise ProtocolError(f"noisy shares differ in size: {x_own.size} here, {x_other.size} there")
     total = (x_own + x_other).reshape(share_f.shape)
     seconds["noise"] = time.perf_counter() - t3
-    ledger.append(BudgetSpend("Laplace noise on leaf counts (X1 + X2)" if noise == "gaussian-squares" else
-                              "Laplace noise on leaf counts (each party's share, Lap(2/epsilon))", "leaves", eps / 2,
-                              "sequential"))
+    ledger.append(BudgetSpend(
+        "Laplace noise on leaf counts (gaussian-squares: X1 + X2 = C + Lap(2/epsilon); "
+        "NOT DP against the other party)" if noise == "gaussian-squares" else
+        "Laplace noise on leaf counts (laplace-each: each party's share + Lap(2/epsilon); "
+        "epsilon/2-DP against the other party too)", "leaves", eps / 2, "sequential"))
 
     # canonical layout: hospital attributes, insurer attributes, class
     labels = {**{a: own_cut.labels(a) for a in own_attrs}, **foreign}
@@ -490,7 +590,7 @@ def run_party(party: PartyInput, ch: Channel, *, role: str, epsilon, specializat
     own_share = np.transpose(np.asarray(share, dtype=object).reshape(layout_shape), perm)
     own_x = np.transpose(x_own.reshape(layout_shape), perm)
     return PartyResult(role, {a: list(labels[a]) for a in order_attrs}, order_attrs, tuple(class_values), arr, ledger,
-                       ch.stats(), seconds, winners, own_cut, own_share, own_x)
+                       ch.stats(), seconds, winners, own_cut, own_share, own_x, noise)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -566,13 +666,14 @@ def run_adult_two_party(hospital_attributes: Sequence[str], insurer_attributes: 
                         specializations: int, score: str = "max", key_bits: int = MIN_RELEASE_KEY_BITS,
                         rows: Optional[tuple[int, int]] = None, allow_small_key: bool = False,
                         work_dir: Optional[str] = None, backend: str = "pandas",
-                        master: str = "local[1]", noise: str = "gaussian-squares") -> tuple[PartyResult, PartyResult]:
+                        master: str = "local[1]", noise: str = DEFAULT_NOISE) -> tuple[PartyResult, PartyResult]:
     """Run DistDiffGen on Adult with the hospital and the insurer in two OS processes (local socket).
 
     Each process loads only its own attributes (plus ids and class); they talk only through the
     protocol (socket messages, and with ``backend="spark"`` one ciphertext file in a shared exchange
     folder). ``backend``: ``"pandas"`` (in-process numpy) or ``"spark"`` (each party its own
-    SparkSession on ``master``). ``noise``: see :func:`run_party`. Returns both parties'
+    SparkSession on ``master``). ``noise``: see :func:`run_party` (default ``laplace-each``;
+    ``gaussian-squares`` is not DP against the other party). Returns both parties'
     :class:`PartyResult` (same cut and counts).
 
     Raises

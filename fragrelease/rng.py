@@ -164,23 +164,52 @@ class DiffGenRandomness(Protocol):
     def gaussian(self, size: int, std: float) -> np.ndarray: ...
 
 
+#: Random bits per uniform draw of :func:`secure_open_unit` (and per Gumbel variable).
+UNIFORM_BITS = 52
+
+
 def _open_unit_from_bits(raw: np.ndarray) -> np.ndarray:
-    """Map uint64 words to floats in the open interval (0, 1) on the 2**-53 grid's midpoints."""
-    return ((raw >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)
+    """Map 64-bit words to floats strictly inside (0, 1): ``U = (m + 1/2) / 2**52``, m = a word's top 52 bits.
+
+    ``raw``: array of any shape of uint64 words (other integer dtypes are read as uint64). Returns
+    float64 of the same shape. ``m + 1/2`` needs at most 53 significant bits, so every U is exact in
+    float64 (no rounding) and lies in ``[2**-53, 1 - 2**-53]``: never 0 and never 1 for any input
+    (with 53 bits, the all-ones word gave ``(2**53 - 1/2) / 2**53``, which rounds to 1.0 and made
+    the Gumbel variable +inf). The 2**52 values are the midpoints of a uniform grid, each of
+    probability 2**-52 for uniform words. Source: docs/specification.md §8 (randomness).
+    """
+    m = np.asarray(raw).astype(np.uint64) >> np.uint64(64 - UNIFORM_BITS)
+    return (m.astype(np.float64) + 0.5) / float(1 << UNIFORM_BITS)
 
 
-def secure_open_unit(size: int) -> np.ndarray:
-    """``size`` iid uniform floats in (0, 1) from the OS CSPRNG (53 random bits each)."""
+def _gumbel_from_bits(raw: np.ndarray) -> np.ndarray:
+    """Standard Gumbel variables ``-ln(-ln U)`` with U from :func:`_open_unit_from_bits` (same shape as ``raw``).
+
+    Since ``2**-53 <= U <= 1 - 2**-53``, the result is finite: about -3.60 for the all-zero word and
+    +36.7 for the all-ones word.
+    """
+    return -np.log(-np.log(_open_unit_from_bits(raw)))
+
+
+def _secure_words(size: int) -> np.ndarray:
     if size < 0:
         raise InvalidParameterError(f"size must be >= 0, not {size}")
     if size == 0:
-        return np.empty(0)
-    return _open_unit_from_bits(np.frombuffer(secrets.token_bytes(8 * size), dtype=np.uint64))
+        return np.empty(0, dtype=np.uint64)
+    return np.frombuffer(secrets.token_bytes(8 * size), dtype=np.uint64)
+
+
+def secure_open_unit(size: int) -> np.ndarray:
+    """``size`` iid uniform floats strictly inside (0, 1) from the OS CSPRNG (52 random bits each; float64).
+
+    Raises InvalidParameterError for ``size < 0``.
+    """
+    return _open_unit_from_bits(_secure_words(size))
 
 
 def secure_gumbel(size: int) -> np.ndarray:
-    """``size`` iid standard Gumbel variables ``-ln(-ln U)`` with U from :func:`secure_open_unit`."""
-    return -np.log(-np.log(secure_open_unit(size)))
+    """``size`` iid standard Gumbel variables ``-ln(-ln U)`` with U from :func:`secure_open_unit` (always finite)."""
+    return _gumbel_from_bits(_secure_words(size))
 
 
 def _check_positive(name: str, value: float) -> float:
@@ -243,7 +272,9 @@ class _NumpyDiffGenRandomness:
         self._gen = gen
 
     def gumbel(self, size: int) -> np.ndarray:
-        return self._gen.gumbel(0.0, 1.0, size=size)
+        # the same 52-bit construction as the secure source, from this generator's 64-bit words
+        words = self._gen.integers(0, np.iinfo(np.uint64).max, size=int(size), dtype=np.uint64, endpoint=True)
+        return _gumbel_from_bits(words)
 
     def uniform(self, lo: float, hi: float) -> float:
         lo, hi = _check_interval(lo, hi)

@@ -32,7 +32,7 @@ import pandas as pd
 from fragrelease.diffgen import (Cut, NumericDomain, counts_from_pairs, sparse_min_count, specialize_cut,
                                  synthesize_cells)
 from fragrelease.diffgen_taxonomy import (ADULT_CLASS, ADULT_CLASS_VALUES, ADULT_PREDICTORS, adult_predictors)
-from fragrelease.errors import InvalidParameterError
+from fragrelease.errors import InvalidParameterError, ProtocolError
 
 #: Default refusal threshold for the number of leaf × class cells (each becomes a row).
 MAX_LEAVES = 5_000_000
@@ -310,15 +310,49 @@ def _labelled(spark, noisy, cut: Cut):
     return out.select(*[F.col(f"`{a}`") for a in cut.attributes], ADULT_CLASS, "noisy_count")
 
 
-def resolve_min_count(spec, n_cells: int, epsilon: Fraction) -> int:
-    """The synthetic expansion's threshold from a user's setting: ``"auto"`` (:func:`sparse_min_count`) or an integer ≥ 1.
+def sparse_min_count_two_laplace(n_cells: int, epsilon) -> int:
+    """Sparse-domain threshold when each released count carries Lap(b) + Lap(b), b = 2/ε (two-party ``laplace-each``).
+
+    The smallest integer ``t >= 1`` with ``Pr[Lap(b) + Lap(b) >= t - 1/2] = exp(-x/b)(1 + x/(2b))/2 <= 1/n_cells``
+    (``x = t - 1/2``), so in expectation at most one empty cell yields synthetic records, as
+    :func:`fragrelease.diffgen.sparse_min_count` ensures for one Lap(b). That single-Laplace threshold
+    would let about ``1 + x/(2b)`` times more empty cells through (about 6 at 97,200 cells, ε = 1).
+    Depends only on the public cut size and ε: post-processing, no privacy cost.
 
     Raises
     ------
     InvalidParameterError
-        Anything else, naming the value.
+        ``n_cells < 1`` or ε ≤ 0 (from :func:`fragrelease.diffgen.sparse_min_count`).
     """
+    t = sparse_min_count(n_cells, epsilon)  # validates; the single-Laplace threshold is a lower bound
+    b = float(2 / Fraction(epsilon))
+
+    def tail(t_: int) -> float:
+        x = t_ - 0.5
+        return 0.5 * math.exp(-x / b) * (1 + x / (2 * b))
+
+    while tail(t) > 1 / n_cells:
+        t += 1
+    return t
+
+
+def resolve_min_count(spec, n_cells: int, epsilon: Fraction, laplace_terms: int = 1) -> int:
+    """The synthetic expansion's threshold from a user's setting: ``"auto"`` or an integer ≥ 1.
+
+    ``"auto"``: :func:`fragrelease.diffgen.sparse_min_count` when each count carries one Lap(2/ε)
+    (``laplace_terms=1``: DiffGen, two-party ``gaussian-squares``), :func:`sparse_min_count_two_laplace`
+    when it carries two (``laplace_terms=2``: two-party ``laplace-each``).
+
+    Raises
+    ------
+    InvalidParameterError
+        Anything else, naming the value; ``laplace_terms`` not 1 or 2.
+    """
+    if laplace_terms not in (1, 2):
+        raise InvalidParameterError(f"laplace_terms must be 1 or 2, not {laplace_terms!r}")
     if isinstance(spec, str) and spec.strip().lower() == "auto":
+        if laplace_terms == 2:
+            return sparse_min_count_two_laplace(n_cells, epsilon)
         return sparse_min_count(n_cells, epsilon)
     try:
         t = int(str(spec).strip())
@@ -396,13 +430,14 @@ def run_diffgen_release(spark, *, epsilon, specializations: int, score: str, out
 
 def write_release(spark, noisy, cut: Cut, *, output: str, epsilon: Fraction, specializations: int, score: str,
                   ledger: list, spent: Fraction, mode: str, if_exists: str, t0: float,
-                  extra: Optional[dict] = None, synthetic_min_count="auto") -> dict:
+                  extra: Optional[dict] = None, synthetic_min_count="auto", laplace_terms: int = 1) -> dict:
     """Commit the generalized table and the synthetic microdata as two Delta tables under ``output``.
 
     The generalized table holds every leaf × class cell; the synthetic table is expanded from it with
     the threshold :func:`resolve_min_count` gives (recorded in its provenance; it depends only on the
-    cut size and ε). Both are materialized and checked (existing table under ``if_exists="error"``,
-    schema under ``"new-version"``) before the first commit.
+    cut size, ε and ``laplace_terms``, the number of independent Lap(2/ε) terms in each released count:
+    2 for the two-party ``laplace-each`` noise). Both are materialized and checked (existing table under
+    ``if_exists="error"``, schema under ``"new-version"``) before the first commit.
 
     Raises
     ------
@@ -421,7 +456,7 @@ def write_release(spark, noisy, cut: Cut, *, output: str, epsilon: Fraction, spe
             "epsilon_spent": str(spent), "neighbours": "add/remove one record", "ledger": ledger,
             "cut": cut.to_public(), "sampler": SecureDiffGenRandomness.name, **(extra or {})}
     n_cells = math.prod(cut.size(a) for a in cut.attributes) * len(ADULT_CLASS_VALUES)
-    min_count = resolve_min_count(synthetic_min_count, n_cells, epsilon)
+    min_count = resolve_min_count(synthetic_min_count, n_cells, epsilon, laplace_terms)
     gen_path = posixpath.join(output, "generalized")
     syn_path = posixpath.join(output, "synthetic")
     # both tables are computed and checked before the first commit, so a failure or refusal writes nothing
@@ -430,8 +465,13 @@ def write_release(spark, noisy, cut: Cut, *, output: str, epsilon: Fraction, spe
     for df, path in ((generalized, gen_path), (syn, syn_path)):
         check_commit(df, path, if_exists)
     v1 = commit_delta(generalized, gen_path, provenance=prov, if_exists=if_exists)
-    rule = ("sparse-domain filter ceil(2/epsilon * ln(cells/2) + 1/2)"
-            if str(synthetic_min_count).strip().lower() == "auto" else "user setting")
+    if str(synthetic_min_count).strip().lower() != "auto":
+        rule = "user setting"
+    elif laplace_terms == 2:
+        rule = ("sparse-domain filter for Lap(2/epsilon) + Lap(2/epsilon): smallest t with "
+                "exp(-(t-1/2)/b)(1 + (t-1/2)/(2b))/2 <= 1/cells, b = 2/epsilon")
+    else:
+        rule = "sparse-domain filter ceil(2/epsilon * ln(cells/2) + 1/2)"
     v2 = commit_delta(syn, syn_path, provenance={**prov, "table": "synthetic microdata from " + gen_path,
                                                  "synthetic_min_count": min_count, "synthetic_min_count_rule": rule},
                       if_exists=if_exists)
@@ -466,15 +506,25 @@ def run_two_party_release(spark, *, hospital_attributes: Sequence[str], insurer_
                           specializations: int, score: str, output: str, key_bits: int = 2048,
                           rows: Optional[tuple[int, int]] = None, if_exists: str = "error",
                           backend: str = "spark", party_master: str = "local[1]",
-                          synthetic_min_count="auto", noise: str = "gaussian-squares") -> dict:
+                          synthetic_min_count="auto", noise: str = "laplace-each") -> dict:
     """DistDiffGen on Adult with two party processes, then the release written with Spark to Delta.
 
     ``spark`` may be a SparkSession or a zero-argument callable returning one; the callable is
     called only after the parties finish (so three JVMs never run at once). ``backend="spark"``
     gives each party its own SparkSession (``party_master``) in its own process.
+    ``noise``: the share-noise mode (:data:`fragrelease.distdiffgen.NOISE_MODES`): ``"laplace-each"``
+    (default; ε-DP against the public and against the other party) or ``"gaussian-squares"``
+    (opt-in; ε-DP against the public, **not DP against the other party**). The provenance records the
+    mode that ran (``share_noise``) and both guarantees (``guarantee``,
+    :func:`fragrelease.distdiffgen.share_noise_guarantee`); the returned summary carries them too.
+
+    Raises
+    ------
+    InvalidParameterError, ProtocolError
+        A bad parameter or noise mode, or a failed party process; see :func:`run_adult_two_party`.
     """
     from fragrelease.budget import parse_epsilon
-    from fragrelease.distdiffgen import run_adult_two_party
+    from fragrelease.distdiffgen import run_adult_two_party, share_noise_guarantee
 
     t0 = time.perf_counter()
     eps = parse_epsilon(epsilon)
@@ -483,6 +533,9 @@ def run_two_party_release(spark, *, hospital_attributes: Sequence[str], insurer_
                                    backend=backend, master=party_master, noise=noise)
     if callable(spark):
         spark = spark()
+    if r_h.noise != noise or r_i.noise != noise:
+        raise ProtocolError(f"share noise {noise!r} was asked for, the parties ran {r_h.noise!r} and {r_i.noise!r}")
+    guarantee = share_noise_guarantee(r_h.noise, eps)
     cut = cut_from_labels(r_h.cut_labels)
     noisy = noisy_from_array(spark, cut, r_h.noisy_counts)
     ledger = [{"step": s.step, "attribute": s.attribute, "epsilon": str(s.epsilon), "composition": s.composition}
@@ -491,12 +544,15 @@ def run_two_party_release(spark, *, hospital_attributes: Sequence[str], insurer_
     out = write_release(spark, noisy, cut, output=output, epsilon=eps, specializations=specializations, score=score,
                         ledger=ledger, spent=r_h.spent(), mode="distdiffgen", if_exists=if_exists, t0=t0,
                         extra={"parties": {"hospital": list(hospital_attributes), "insurer": list(insurer_attributes)},
-                               "paillier_key_bits": key_bits, "share_noise": noise,
+                               "paillier_key_bits": key_bits, "share_noise": r_h.noise, "guarantee": guarantee,
                                # message counts are fixed by h; bytes and seconds grow with n, so they are
                                # reported to the operator only, never written into the release
                                "protocol_messages": {p: {k: v for k, v in c.items() if k.endswith("_messages")}
                                                      for p, c in cost.items()}},
-                        synthetic_min_count=synthetic_min_count)
+                        synthetic_min_count=synthetic_min_count,
+                        laplace_terms=2 if r_h.noise == "laplace-each" else 1)
     out["protocol_cost"] = cost
     out["winners"] = r_h.winners
+    out["share_noise"] = r_h.noise
+    out["guarantee"] = guarantee
     return out

@@ -19,6 +19,12 @@ console = Console()
 
 DEFAULT_HOSPITAL = "age,sex,race,marital-status,relationship,native-country,education,education-num"
 DEFAULT_INSURER = "workclass,occupation,fnlwgt,capital-gain,capital-loss,hours-per-week"
+_NOISE_HELP = ("Noise on the count shares. laplace-each (default): X_i = C_i + Lap(2/eps) from each party; "
+               "the release is eps-DP against the public and against the other party (twice the variance "
+               "of the released counts). gaussian-squares (opt-in, the paper's construction): X_i = C_i + "
+               "Y_a^2 - Y_b^2, the sum is C + Lap(2/eps) and eps-DP against the public, but NOT DP against "
+               "the other party: it can subtract its own half, and its view of the counts is only about "
+               "(eps/2, 0.22)-DP at eps = 1.")
 _MIN_COUNT_HELP = ("Synthetic records only from cells whose rounded noisy count is at least this: 'auto' "
                    "(sparse-domain filter: about one empty cell expanded at most) or an integer >= 1 "
                    "(1 = every positive count). The generalized table always holds every cell.")
@@ -99,11 +105,7 @@ def two_party(hospital_attributes: str = typer.Option(DEFAULT_HOSPITAL, help="Co
               if_exists: str = typer.Option("error", "--if-exists"),
               backend: str = typer.Option("spark", help="Party data: spark (own SparkSession per party) or pandas."),
               synthetic_min_count: str = typer.Option("auto", "--synthetic-min-count", help=_MIN_COUNT_HELP),
-              noise: str = typer.Option(
-                  "gaussian-squares", "--noise",
-                  help="Noise on the count shares: gaussian-squares (SPEC: X_i = C_i + Y_a^2 - Y_b^2, sum is "
-                       "C + Lap(2/eps), but not DP against the other party) or laplace-each (X_i = C_i + "
-                       "Lap(2/eps): DP against the other party too, twice the variance)."),
+              noise: str = typer.Option("laplace-each", "--noise", help=_NOISE_HELP),
               master: Optional[str] = typer.Option(None, "--master")):
     """Two-party DistDiffGen of Adult: hospital and insurer in separate processes over a local socket."""
     from fragrelease.errors import InvalidParameterError
@@ -135,6 +137,11 @@ def two_party(hospital_attributes: str = typer.Option(DEFAULT_HOSPITAL, help="Co
         secs = ", ".join(f"{k} {v:.1f} s" for k, v in c["seconds"].items())
         console.print(f"{party}: sent {c['sent_messages']} messages / {c['sent_bytes']:,} bytes; {secs}")
     console.print(f"winners: {', '.join(res['winners'])}")
+    g = res["guarantee"]
+    console.print(f"share noise [bold]{g['mode']}[/bold]: {g['construction']}", highlight=False)
+    console.print(f"  against the public: {g['against_public']}", highlight=False)
+    style = "" if g["dp_against_other_party"] else "[bold red]"
+    console.print(f"  against the other party: {style}{g['against_other_party']}", highlight=False)
 
 
 @diffgen_app.command("experiment")

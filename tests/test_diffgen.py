@@ -39,7 +39,7 @@ def _party(df, attrs, name):
 
 
 def _run_pair(df, *, h, eps=1, score="max", seeds=(1, 2), hosp=HOSPITAL, ins=INSURER, shuffle_insurer=False,
-              noise=("gaussian-squares", "gaussian-squares")):
+              noise=None):
     a, b = Pipe()
     ins_df = df.sample(frac=1.0, random_state=3) if shuffle_insurer else df
     out, errors = {}, []
@@ -47,10 +47,10 @@ def _run_pair(df, *, h, eps=1, score="max", seeds=(1, 2), hosp=HOSPITAL, ins=INS
     def go(role, party, conn, seed):
         try:
             ch = Channel(conn, keep_transcript=True)
+            mode = {} if noise is None else {"noise": noise[0] if role == "hospital" else noise[1]}
             out[role] = (run_party(party, ch, role=role, epsilon=eps, specializations=h, score=score,
                                    class_values=ADULT_CLASS_VALUES, randomness=SeededDiffGenRandomness(seed),
-                                   key_bits=TEST_KEY_BITS, allow_small_key=True,
-                                   noise=noise[0] if role == "hospital" else noise[1]), ch)
+                                   key_bits=TEST_KEY_BITS, allow_small_key=True, **mode), ch)
         except Exception as exc:  # surfaced below
             errors.append(exc)
             conn.close()
@@ -295,12 +295,13 @@ def test_two_party_counts_are_exact_shares_and_match_diffgen_cut(small):
 
 
 def test_two_party_noise_has_diffgens_laplace_distribution(small):
-    """KS test (fixed sizes): X1 + X2 - C over all leaves of a few runs vs Lap(2/ε) (DiffGen's leaf noise)."""
+    """--noise gaussian-squares (opt-in): X1 + X2 - C over all leaves of a few runs vs Lap(2/ε) (KS, fixed sizes)."""
     sub = small.iloc[:300]
     hosp, ins = ["race", "sex", "age"], ["workclass", "occupation"]
     diffs = []
     for seed in range(40):
-        (r1, _), _ = _run_pair(sub, h=4, eps=1, seeds=(100 + seed, 200 + seed), hosp=hosp, ins=ins)
+        (r1, _), _ = _run_pair(sub, h=4, eps=1, seeds=(100 + seed, 200 + seed), hosp=hosp, ins=ins,
+                               noise=("gaussian-squares", "gaussian-squares"))
         cut = _cut_from_labels(r1.cut_labels, adult_predictors(hosp + ins))
         true = np.bincount(leaf_codes(cut, {a: sub[a].to_numpy() for a in hosp + ins}, sub["income"],
                                       ADULT_CLASS_VALUES), minlength=r1.noisy_counts.size)
@@ -313,26 +314,111 @@ def test_two_party_noise_has_diffgens_laplace_distribution(small):
     assert stats.kstest(diffs, stats.laplace(scale=2.0).cdf).pvalue > 1e-3
 
 
-def test_laplace_each_noise_is_private_against_the_other_party(small):
-    """--noise laplace-each: the other party's view of the counts, X_j - C_j, is Lap(2/ε) (KS, fixed sizes)."""
+def _two_laplace_cdf(b: float):
+    """CDF of the sum of two independent Lap(b) variables (density (1 + |z|/b) e^(-|z|/b) / (4b))."""
+    def cdf(z):
+        z = np.asarray(z, dtype=float)
+        tail = 0.5 * np.exp(-np.abs(z) / b) * (1 + np.abs(z) / (2 * b))
+        return np.where(z >= 0, 1 - tail, tail)
+    return cdf
+
+
+def test_default_laplace_each_noise_is_private_against_the_other_party(small):
+    """Default share noise is laplace-each: the other party's view of the counts, X_j - C_j, is Lap(2/ε), and the
+    release's noise X1 + X2 - C is Lap(2/ε) + Lap(2/ε) (KS, fixed sizes); the ledger names the mode."""
+    import inspect
+
+    from fragrelease.distdiffgen import run_adult_two_party
+    from fragrelease.jobs.diffgen import run_two_party_release
+
+    for fn in (run_party, run_adult_two_party, run_two_party_release):
+        assert inspect.signature(fn).parameters["noise"].default == "laplace-each", fn.__name__
     sub = small.iloc[:300]
     hosp, ins = ["race", "sex", "age"], ["workclass", "occupation"]
-    own, mixed = [], []
+    cols = {a: sub[a].to_numpy() for a in hosp + ins}
+    own, total, mixed = [], [], []
     for seed in range(40):
-        (r1, _), (r2, _) = _run_pair(sub, h=4, eps=1, seeds=(300 + seed, 400 + seed), hosp=hosp, ins=ins,
-                                     noise=("laplace-each", "laplace-each"))
+        (r1, _), (r2, _) = _run_pair(sub, h=4, eps=1, seeds=(300 + seed, 400 + seed), hosp=hosp, ins=ins)  # default
+        assert r1.noise == r2.noise == "laplace-each"
+        assert any("laplace-each" in s.step and s.epsilon == Fraction(1, 2) for s in r1.ledger)
         for r in (r1, r2):
             own.extend((r.noisy_share - r.share.astype(float)).ravel().tolist())
         assert np.allclose(r1.noisy_counts, r1.noisy_share + r2.noisy_share)
-        if seed < 3:  # the SPEC construction, for contrast: a party's own X_i - C_i is a difference of squares
-            (g1, _), _ = _run_pair(sub, h=4, eps=1, seeds=(500 + seed, 600 + seed), hosp=hosp, ins=ins)
+        cut = _cut_from_labels(r1.cut_labels, adult_predictors(hosp + ins))
+        true = np.bincount(leaf_codes(cut, cols, sub["income"], ADULT_CLASS_VALUES), minlength=r1.noisy_counts.size)
+        total.extend((r1.noisy_counts.ravel() - true).tolist())
+        if seed < 3:  # the paper's construction, for contrast: a party's own X_i - C_i is a difference of squares
+            (g1, _), _ = _run_pair(sub, h=4, eps=1, seeds=(500 + seed, 600 + seed), hosp=hosp, ins=ins,
+                                   noise=("gaussian-squares", "gaussian-squares"))
+            assert g1.noise == "gaussian-squares" and any("NOT DP against the other party" in s.step for s in g1.ledger)
             mixed.extend((g1.noisy_share - g1.share.astype(float)).ravel().tolist())
         if len(own) >= 800:
             break
     assert stats.kstest(own[:800], stats.laplace(scale=2.0).cdf).pvalue > 1e-3
+    assert stats.kstest(total[:400], _two_laplace_cdf(2.0)).pvalue > 1e-3
+    assert 11 < np.var(total[:400]) < 21  # Lap + Lap: variance 16 (one Lap(2): 8); standard error about 1.5
     assert stats.kstest(mixed, stats.laplace(scale=2.0).cdf).pvalue < 1e-3  # not Laplace: the documented gap
     with pytest.raises(ProtocolError, match="noise"):
         _run_pair(sub, h=1, eps=1, hosp=hosp, ins=ins, noise=("laplace-each", "gaussian-squares"))
+
+
+def test_sparse_filter_for_laplace_each_expands_at_most_about_one_empty_cell():
+    """With laplace-each an empty cell's released count is Lap(2/ε) + Lap(2/ε); the 'auto' threshold must keep the
+    expected number of expanded empty cells at most 1 (Monte Carlo, 2,000,000 fixed-seed draws, 2,000 cells)."""
+    from fragrelease.diffgen import sparse_min_count
+    from fragrelease.jobs.diffgen import resolve_min_count
+
+    cells, b = 2000, 2.0
+    t1 = sparse_min_count(cells, 1)
+    t2 = resolve_min_count("auto", cells, Fraction(1), laplace_terms=2)
+    rng = np.random.default_rng(23)
+    z = rng.laplace(0, b, 2_000_000) + rng.laplace(0, b, 2_000_000)
+    k = np.floor(z + 0.5)
+    assert cells * np.mean(k >= t2) < 1.0  # expected 0.85
+    assert cells * np.mean(k >= t2 - 1) > 1.0  # the smallest such threshold
+    assert cells * np.mean(k >= t1) > 2.5  # the single-Laplace threshold lets about 3.3 through
+    assert resolve_min_count("auto", cells, Fraction(1)) == t1
+    with pytest.raises(InvalidParameterError, match="3"):
+        resolve_min_count("auto", cells, Fraction(1), laplace_terms=3)
+
+
+def test_gaussian_squares_peer_delta_is_about_0_22_at_epsilon_1():
+    """The other party's view under gaussian-squares, C + Y_c² − Y_d², is (ε/2, δ)-DP only for δ ≈ 0.22 at ε = 1.
+
+    Checked against samples (fixed seed and sizes): the density ε/(2π)·K0(ε|z|/2) used for δ matches the
+    simulated Y_c² − Y_d², and a Monte Carlo estimate of E[(1 − e^{ε/2} f(Z − 1)/f(Z))+] matches the
+    quadrature.
+    """
+    from scipy import integrate, special
+
+    from fragrelease.distdiffgen import gaussian_squares_peer_delta, share_noise_guarantee
+
+    eps = 1.0
+    delta = gaussian_squares_peer_delta(eps)
+    assert 0.215 < delta < 0.23
+    assert gaussian_squares_peer_delta("1/2") < delta < gaussian_squares_peer_delta(2)
+    rng = np.random.default_rng(17)
+    y = rng.normal(0.0, np.sqrt(1 / eps), size=(2, 400_000))
+    z = y[0] ** 2 - y[1] ** 2
+
+    def f(x):
+        return eps / (2 * np.pi) * special.k0(eps * np.abs(x) / 2)
+
+    for a in (0.1, 0.5, 1.0, 3.0):
+        p = 2 * integrate.quad(f, 0, a)[0]
+        assert abs(np.mean(np.abs(z) <= a) - p) < 0.005, a
+    mc = np.mean(np.clip(1 - np.exp(eps / 2) * f(z - 1) / f(z), 0, None))
+    assert abs(mc - delta) < 0.005
+    g = share_noise_guarantee("gaussian-squares", 1)
+    assert g["dp_against_other_party"] is False and g["other_party_delta"] == round(delta, 4)
+    assert "NOT differentially private against the other party" in g["against_other_party"]
+    assert "0.222" in g["against_other_party"] and "epsilon-DP" in g["against_public"]
+    g = share_noise_guarantee("laplace-each", 1)
+    assert g["dp_against_other_party"] is True and g["other_party_delta"] is None
+    with pytest.raises(InvalidParameterError, match="gaussian"):
+        share_noise_guarantee("gaussian", 1)
+    with pytest.raises(InvalidParameterError, match="-1"):
+        gaussian_squares_peer_delta(-1)
 
 
 def test_distributed_winner_has_the_single_party_distribution():
@@ -371,7 +457,7 @@ def test_no_raw_attribute_values_in_the_messages(small):
     (r1, c1), (r2, c2) = _run_pair(small.iloc[:400], h=4)
     public = {"hello", "cmp_key", "cmp_query", "cmp_reply", "winner", "instruction", "count_key", "count_cipher",
               "count_masked", "noisy_share", "hospital", "insurer", "max", "numeric", "categorical",
-              "gaussian-squares", *ADULT_CLASS_VALUES, *HOSPITAL, *INSURER}
+              "gaussian-squares", "laplace-each", *ADULT_CLASS_VALUES, *HOSPITAL, *INSURER}
     preds = {p.attribute: p for p in adult_predictors(HOSPITAL + INSURER)}
     for p in preds.values():  # the public taxonomies and the released cut's labels
         if not isinstance(p, NumericDomain):
@@ -508,6 +594,73 @@ def test_cli_bad_input_exits_2_naming_the_value(argv, needle, capsys):
 
     assert run_cli(argv) == 2
     assert needle in capsys.readouterr().err
+
+
+def test_cli_two_party_defaults_to_laplace_each_and_flags_gaussian_squares(monkeypatch, capsys):
+    """`diffgen two-party` passes laplace-each unless --noise says otherwise; the help says the opt-in is not DP
+    against the other party."""
+    import typer
+
+    from fragrelease.jobs import diffgen as jd
+    from fragrelease.jobs.cli import run_cli
+    from fragrelease.jobs.diffgen_cli import diffgen_app
+
+    from fragrelease.distdiffgen import share_noise_guarantee
+
+    seen = []
+
+    def fake_release(spark, **kw):  # stands in for the parties and the Spark write; returns a release summary
+        seen.append(kw["noise"])
+        return {"generalized": "g", "synthetic": "s", "cells": 4, "synthetic_rows": 0, "synthetic_min_count": 1,
+                "cut": {}, "ledger": [], "spent": Fraction(1), "seconds": 0.0, "protocol_cost": {}, "winners": [],
+                "guarantee": share_noise_guarantee(kw["noise"], 1)}
+
+    monkeypatch.setattr(jd, "run_two_party_release", fake_release)
+    assert run_cli(["diffgen", "two-party", "--output", "x"]) == 0
+    out = "".join(capsys.readouterr().out.split())
+    assert "sharenoiselaplace-each" in out and "againsttheotherparty:epsilon-DP" in out
+    assert run_cli(["diffgen", "two-party", "--noise", "gaussian-squares", "--output", "x"]) == 0
+    out = "".join(capsys.readouterr().out.split())
+    assert "againsttheotherparty:NOTdifferentiallyprivateagainsttheotherparty" in out
+    assert seen == ["laplace-each", "gaussian-squares"]
+    cmd = typer.main.get_command(diffgen_app).commands["two-party"]
+    opt = next(p for p in cmd.params if p.name == "noise")
+    assert opt.default == "laplace-each"
+    assert "NOT DP against the other party" in opt.help and "0.22" in opt.help
+
+
+def test_two_party_release_provenance_records_the_noise_mode_and_its_guarantee(spark, tmp_path, monkeypatch):
+    """A two-party release (300 rows, test keys) records share_noise and the guarantee against the public and
+    against the other party in both tables' provenance: laplace-each by default, gaussian-squares flagged."""
+    import fragrelease.distdiffgen as dd
+    from fragrelease.jobs.diffgen import run_two_party_release
+    from fragrelease.jobs.storage import table_provenance
+
+    real = dd.run_adult_two_party
+
+    def small_keys(*args, **kw):
+        return real(*args, **{**kw, "key_bits": TEST_KEY_BITS, "allow_small_key": True})
+
+    monkeypatch.setattr(dd, "run_adult_two_party", small_keys)
+    kw = dict(hospital_attributes=["age", "sex"], insurer_attributes=["workclass", "hours-per-week"], epsilon=1,
+              specializations=2, score="max", rows=(0, 300), backend="pandas")
+    out = run_two_party_release(spark, output=str(tmp_path / "default"), **kw)
+    assert out["share_noise"] == "laplace-each" and out["guarantee"]["dp_against_other_party"] is True
+    for table in ("generalized", "synthetic"):
+        prov = table_provenance(out[table])
+        assert prov["share_noise"] == "laplace-each"
+        assert prov["guarantee"]["mode"] == "laplace-each" and prov["guarantee"]["dp_against_other_party"] is True
+        assert "epsilon-DP" in prov["guarantee"]["against_public"]
+        assert "epsilon-DP" in prov["guarantee"]["against_other_party"]
+        assert any("laplace-each" in r["step"] for r in prov["ledger"])
+    syn = table_provenance(out["synthetic"])  # the sparse filter accounts for the two Laplace terms
+    assert "Lap(2/epsilon) + Lap(2/epsilon)" in syn["synthetic_min_count_rule"]
+    out = run_two_party_release(spark, output=str(tmp_path / "squares"), noise="gaussian-squares", **kw)
+    prov = table_provenance(out["generalized"])
+    assert prov["share_noise"] == "gaussian-squares" and prov["guarantee"]["dp_against_other_party"] is False
+    assert "NOT differentially private against the other party" in prov["guarantee"]["against_other_party"]
+    assert 0.215 < prov["guarantee"]["other_party_delta"] < 0.23
+    assert any("NOT DP against the other party" in r["step"] for r in prov["ledger"])
 
 
 def test_parties_run_in_separate_os_processes():
