@@ -5,11 +5,18 @@ installs them under one namespace, ``fragrelease.jobs``, ``fragrelease.udfs`` an
 ``fragrelease.schemas``, so that a wheel on a shared cluster does not claim generic top-level names.
 The Spark-free privacy math lives in ``fragrelease/`` itself.
 """
+import re
+from pathlib import Path
+
 from setuptools import setup
+
+# one version source: fragrelease/__init__.py
+VERSION = re.search(r'^__version__ = "([^"]+)"', Path(__file__).with_name("fragrelease").joinpath("__init__.py")
+                    .read_text(encoding="utf-8"), re.M).group(1)
 
 setup(
     name="fragrelease",
-    version="0.1.0",
+    version=VERSION,
     description="Individual-DP releases over horizontally and vertically fragmented data on Apache Spark",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",

@@ -6,4 +6,4 @@ samplers, metrics and the protocol's plan/manifest objects). The Spark jobs that
 (``udfs/``) and the dataset declarations in ``fragrelease.schemas`` (``schemas/``).
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
