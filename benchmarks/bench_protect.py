@@ -47,6 +47,7 @@ def attributes(n_attrs: int, data: str):
 
 
 def numpy_reference(n: int, attrs, k: int, eps_attr: float) -> float:
+    from fragrelease.category_order import DEFAULT_ORDER_SHARE, dp_frequency_order
     from fragrelease.mechanisms import protect_attribute
     from fragrelease.rng import SecureLaplace
 
@@ -56,13 +57,14 @@ def numpy_reference(n: int, attrs, k: int, eps_attr: float) -> float:
     t = time.perf_counter()
     for a in attrs:
         if a.categorical:
-            # integer category codes; frequency ranks by counting (1 = most frequent, ties by name)
+            # integer category codes; ranks from the dp-frequency order, as the release does
             m = len(a.categories)
             codes = np.floor(rng.uniform(0, 1, n) ** 2 * m).astype(np.int64)
             freq = np.bincount(codes, minlength=m)
-            order = sorted(range(m), key=lambda j: (-freq[j], a.categories[j]))
+            order = dp_frequency_order(dict(zip(a.categories, freq.tolist())), a.categories,
+                                       eps_attr * DEFAULT_ORDER_SHARE, noise, attribute=a.name)
             rank_of = np.empty(m)
-            rank_of[order] = np.arange(1, m + 1)
+            rank_of[[a.categories.index(c) for c in order]] = np.arange(1, m + 1)
             x = rank_of[codes]
         else:
             x = np.round(rng.uniform(0, 1000, n), 2)
