@@ -1,4 +1,4 @@
-"""Benchmark: the composition-attack audit on the paper's scale (paper 001 §7: 5 publishers x 200k rows).
+"""Benchmark: the composition-attack audit on the paper's scale (Baig et al. (CIKM 2011) §7: 5 publishers x 200k rows).
 
 Synthetic generalized releases are generated inside Spark with DataFrame expressions (no row data
 passes through the Python driver) and written as Parquet; then :func:`run_audit` (read, audit every

@@ -1,4 +1,4 @@
-"""Benchmark: DiffGen on Spark at scale (SPEC.md §7), marginals -> specialization -> noisy leaf counts.
+"""Benchmark: DiffGen on Spark at scale (docs/specification.md §7), marginals -> specialization -> noisy leaf counts.
 
 Generates N Adult-shaped records inside Spark (never through the Python driver): age and
 hours-per-week (integers), fnlwgt (integers uniform in [10,000, 1,490,000], so up to ~1.48M distinct

@@ -1,4 +1,4 @@
-"""Cost of the two-party DistDiffGen protocol: runtime per phase, messages and bytes (SPEC.md §7).
+"""Cost of the two-party DistDiffGen protocol: runtime per phase, messages and bytes (docs/specification.md §7).
 
     .venv/bin/python benchmarks/bench_distdiffgen.py --rows 2000 --key-bits 2048 --h 10 --epsilon 1
 

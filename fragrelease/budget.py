@@ -1,4 +1,4 @@
-"""Exact privacy-budget arithmetic (SPEC.md §2-3; paper 000 §3.3 and §4.2).
+"""Exact privacy-budget arithmetic (docs/specification.md §2-3; Del Vasto-Terrientes et al. (ICISSP 2025) §3.3 and §4.2).
 
 Budgets are :class:`fractions.Fraction` values so that splitting ε among owners and attributes and
 adding it back up is exact: ``sum(per-attribute ε) == total ε`` holds with ``==``, not ``isclose``.
@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 
 from .errors import InvalidParameterError
 
-#: Vertical budget split rules (SPEC.md §3).
+#: Vertical budget split rules (docs/specification.md §3).
 EPSILON_SPLITS = ("equal", "by-attributes")
 
 
@@ -59,7 +59,7 @@ def format_epsilon(eps: Fraction) -> str:
 def split_epsilon_vertical(
     epsilon: Fraction, attributes_per_owner: Mapping[str, int], split: str = "equal"
 ) -> dict[str, Fraction]:
-    """Budget ε_j of each owner of a vertical fragmentation (sequential composition, SPEC.md §3).
+    """Budget ε_j of each owner of a vertical fragmentation (sequential composition, docs/specification.md §3).
 
     Parameters
     ----------
@@ -68,8 +68,8 @@ def split_epsilon_vertical(
     attributes_per_owner : mapping owner -> l_j
         Number of protected attributes each owner holds (l_j ≥ 1).
     split : {"equal", "by-attributes"}
-        ``equal``: ε_j = ε / m (paper 000 §4.2.2). ``by-attributes``: ε_j = ε · l_j / l, so every
-        attribute receives ε / l, as in the centralized release.
+        ``equal``: ε_j = ε / m (Del Vasto-Terrientes et al. (ICISSP 2025) §4.2.2). ``by-attributes``:
+        ε_j = ε · l_j / l, so every attribute receives ε / l, as in the centralized release.
 
     Returns
     -------
@@ -95,7 +95,7 @@ def split_epsilon_vertical(
 
 
 def per_attribute_epsilon(epsilon_owner: Fraction, n_attributes: int) -> Fraction:
-    """ε per protected attribute, ε_j / l_j (sequential composition over attributes, SPEC.md §2).
+    """ε per protected attribute, ε_j / l_j (sequential composition over attributes, docs/specification.md §2).
 
     Raises
     ------
@@ -120,7 +120,7 @@ class BudgetStep:
 
 @dataclass(frozen=True)
 class ReleaseBudget:
-    """The full accounting of one release (SPEC.md §3, STYLE.md habit 6).
+    """The full accounting of one release (docs/specification.md §3): every step, its ε and the composition used.
 
     ``composition`` is ``"parallel"`` (horizontal: every owner holds disjoint records and spends the
     full ε) or ``"sequential"`` (vertical and centralized: the per-attribute spends add up).

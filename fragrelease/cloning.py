@@ -1,4 +1,4 @@
-"""δ-cloning by micro-statistics (paper 001 §6, Algorithm 1; SPEC.md §5 steps 1-6).
+"""δ-cloning by micro-statistics (Baig et al. (CIKM 2011) §6, Algorithm 1; docs/specification.md §5 steps 1-6).
 
 Every equivalence class receives, from each sensitive value's sub-dataset, a number of tuples
 proportional to that value's frequency, so every class holds every sensitive value with almost the
@@ -84,7 +84,7 @@ def clone_counts(sizes: Mapping[str, int]) -> tuple[int, list[SubDatasetCount]]:
 
     Examples
     --------
-    The paper's worked example (SPEC.md §5 step 3): J:5, B:4, G:3, L:7 gives b = 3, c = 2, 1, 1, 2,
+    The paper's worked example (docs/specification.md §5 step 3): J:5, B:4, G:3, L:7 gives b = 3, c = 2, 1, 1, 2,
     one counterfeit J and one suppressed B and L.
     """
     if not sizes:
@@ -217,7 +217,7 @@ def cloning_anonymize(df: pd.DataFrame, qis: Sequence[QuasiIdentifier], sensitiv
 
     References
     ----------
-    Paper 001 §6 and Algorithm 1; SPEC.md §5.
+    Baig et al. (CIKM 2011) §6 and Algorithm 1; docs/specification.md §5.
     """
     k = check_positive_int("k", k)
     eta = check_positive_int("eta", eta)

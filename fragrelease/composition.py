@@ -1,4 +1,4 @@
-"""The composition attack on independent publications of overlapping people (paper 001 §3-4; docs/specification.md §5).
+"""The composition attack on independent publications of overlapping people (Baig et al. (CIKM 2011) §3-4; docs/specification.md §5).
 
 An adversary who knows that a person is in two releases P* and Q* locates the person's equivalence
 class in each (E_P, E_Q) and intersects them: the quasi-identifier generalizations intersect
@@ -270,7 +270,7 @@ def intersect_categorical(taxonomy: Taxonomy, a: Sequence[str], b: Sequence[str]
 
 def split_with_overlap(n: int, *, publishers: int, base: int, pool: int, overlap: int,
                        permutation=None) -> list[np.ndarray]:
-    """Row indices of ``publishers`` independent publications with a shared overlap pool (paper 001 §7).
+    """Row indices of ``publishers`` independent publications with a shared overlap pool (Baig et al. (CIKM 2011) §7).
 
     The rows ``0 .. n-1`` are put in random order; publisher i gets ``base`` rows of its own
     (disjoint from every other publisher's) plus ``overlap`` rows drawn without replacement from a

@@ -9,7 +9,7 @@ Owners' fragments come from one of two places:
 - ``source``: the owner's own table (parquet, csv or Delta), the normal case on a cluster;
 - ``rows`` (horizontal) or ``attributes`` (vertical) without ``source``: a **simulation** for local
   runs and experiments, which cuts the configured dataset (``release.source`` or the built-in table)
-  into owner fragments, records assigned to owners at random on every run (SPEC.md §3).
+  into owner fragments, records assigned to owners at random on every run (docs/specification.md §3).
 """
 from __future__ import annotations
 

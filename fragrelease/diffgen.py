@@ -1,10 +1,10 @@
-"""DiffGen: differentially private generalization for classification (SPEC.md §7), Spark-free.
+"""DiffGen: differentially private generalization for classification (docs/specification.md §7), Spark-free.
 
 Source: Mohammed, Chen, Fung and Yu, "Differentially private data release for data mining" (KDD
-2011), and the two-party DistDiffGen of paper 003 (``seeds/two-party-distdiffgen.txt``, Algorithm
-1), which runs exactly these steps between two parties (:mod:`fragrelease.distdiffgen`).
+2011), and the two-party DistDiffGen of Sameera K. M. et al. (IJIRST 2015) Algorithm 1, after Mohammed et al.
+(TDSC 2014), which runs exactly these steps between two parties (:mod:`fragrelease.distdiffgen`).
 
-The algorithm, as SPEC.md §7 fixes it:
+The algorithm, as docs/specification.md §7 fixes it:
 
 1. Every predictor starts at its taxonomy root; a numeric predictor at its whole declared domain.
 2. ``ε' = ε / (2 (|numeric predictors| + 2h))``.
@@ -17,8 +17,8 @@ The algorithm, as SPEC.md §7 fixes it:
 5. Every leaf × class count gets Lap(2/ε), empty leaves included (:func:`noisy_leaf_counts`).
 
 Scores (``u``): ``max`` = Σ_children max_class |D_child^class| and ``infogain`` = H(D_v) − Σ_children
-|D_child|/|D_v|·H(D_child) (class entropy in bits); both with Δu = 1 (SPEC.md §7; for InfoGain this is
-log2 |classes| with the binary class). A candidate's score depends only on the records generalized to
+|D_child|/|D_v|·H(D_child) (class entropy in bits); both with Δu = 1 (docs/specification.md §7; for
+InfoGain this is log2 |classes| with the binary class). A candidate's score depends only on the records generalized to
 it, i.e. on its attribute's value × class counts (:class:`AttributeCounts`), so the whole
 specialization process runs on per-attribute marginals; only the final leaf counts need the joint data.
 
@@ -40,9 +40,9 @@ import numpy as np
 from .errors import ConfigError, DomainError, InvalidParameterError
 from .rng import DiffGenRandomness, gumbel_max
 
-#: Score functions of SPEC.md §7.
+#: Score functions of docs/specification.md §7.
 SCORES = ("max", "infogain")
-#: Sensitivity Δu of both scores (SPEC.md §7: Δu = 1; log2 |classes| = 1 for a binary class).
+#: Sensitivity Δu of both scores (docs/specification.md §7: Δu = 1; log2 |classes| = 1 for a binary class).
 SCORE_SENSITIVITY = 1.0
 
 
@@ -216,7 +216,7 @@ def score_children(child_counts: np.ndarray, score: str) -> np.ndarray:
 
 
 def epsilon_prime(epsilon: Fraction, n_numeric: int, specializations: int) -> Fraction:
-    """``ε' = ε / (2 (|numeric predictors| + 2h))`` (SPEC.md §7), exact.
+    """``ε' = ε / (2 (|numeric predictors| + 2h))`` (docs/specification.md §7), exact.
 
     Raises
     ------
@@ -278,7 +278,7 @@ def split_log_weights(u: np.ndarray, length: np.ndarray, eps_prime: Fraction) ->
 
 def choose_split_point(counts: AttributeCounts, lo: float, hi: float, *, top: bool, eps_prime: Fraction,
                        score: str, randomness: DiffGenRandomness) -> tuple[float, float]:
-    """Split point of a numeric interval by the exponential mechanism (SPEC.md §7).
+    """Split point of a numeric interval by the exponential mechanism (docs/specification.md §7).
 
     Sub-interval j of :func:`split_intervals` is chosen with probability ∝
     ``exp(ε'·u_j/(2Δu)) × length_j``, then s is drawn uniformly inside it.
@@ -421,7 +421,7 @@ class Cut:
 
 
 class DiffGenEngine:
-    """The specialization process over one party's predictors (SPEC.md §7 steps 1-4).
+    """The specialization process over one party's predictors (docs/specification.md §7 steps 1-4).
 
     Holds the :class:`Cut` of its own predictors, their candidates with scores, and the ε ledger.
     DiffGen uses one engine over all predictors; DistDiffGen one per party (each over its own
@@ -533,7 +533,7 @@ class DiffGenResult:
 
 def specialize_cut(predictors: Sequence[Predictor], counts: Mapping[str, AttributeCounts], *, epsilon,
                    specializations: int, score: str, randomness: DiffGenRandomness) -> tuple[Cut, list[BudgetSpend]]:
-    """DiffGen steps 1-4 (SPEC.md §7): the cut after h exponential-mechanism specializations.
+    """DiffGen steps 1-4 (docs/specification.md §7): the cut after h exponential-mechanism specializations.
 
     Parameters
     ----------
@@ -582,7 +582,7 @@ def leaf_codes(cut: Cut, columns: Mapping[str, np.ndarray], classes, class_value
 
 
 def noisy_leaf_counts(true_counts: np.ndarray, epsilon, randomness: DiffGenRandomness) -> np.ndarray:
-    """Every leaf × class count plus Lap(2/ε) (SPEC.md §7), empty leaves included; same shape, float64."""
+    """Every leaf × class count plus Lap(2/ε) (docs/specification.md §7), empty leaves included; same shape, float64."""
     eps = Fraction(epsilon)
     if eps <= 0:
         raise InvalidParameterError(f"epsilon must be > 0, not {eps}")
@@ -605,7 +605,7 @@ def sparse_min_count(n_cells: int, epsilon) -> int:
     The threshold depends only on the public cut size and ε, and the filter reads only released noisy
     counts, so it is post-processing: no privacy cost (the high-pass filter idea of Cormode,
     Procopiuc, Srivastava and Tran, "Differentially private summaries for sparse data", ICDT 2012).
-    The generalized table itself is released unfiltered (SPEC.md §7).
+    The generalized table itself is released unfiltered (docs/specification.md §7).
 
     Parameters
     ----------
@@ -647,7 +647,7 @@ def release_counts(noisy: np.ndarray, min_count: int = 1) -> np.ndarray:
 def diffgen(predictors: Sequence[Predictor], columns: Mapping[str, np.ndarray], classes, class_values: Sequence[str],
             *, epsilon, specializations: int, score: str, randomness: DiffGenRandomness,
             max_leaves: int = 5_000_000) -> DiffGenResult:
-    """Single-party DiffGen on in-memory columns (pandas/numpy), SPEC.md §7.
+    """Single-party DiffGen on in-memory columns (pandas/numpy), docs/specification.md §7.
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""DiffGen's classification experiment on Adult (SPEC.md §7; Mohammed et al. KDD 2011 §6).
+"""DiffGen's classification experiment on Adult (docs/specification.md §7; Mohammed et al. (KDD 2011) §6).
 
 Train on the first 30,162 cleaned rows (adult.data), test on the 15,060 rows of adult.test. For each
 (score, h, ε) cell and repetition: run DiffGen on the training rows, generate the synthetic records

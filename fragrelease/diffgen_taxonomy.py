@@ -1,4 +1,4 @@
-"""Adult predictors for DiffGen (SPEC.md §7): taxonomy trees and declared numeric domains.
+"""Adult predictors for DiffGen (docs/specification.md §7): taxonomy trees and declared numeric domains.
 
 The DiffGen paper's Adult setup has 6 numeric and 8 categorical predictors and the income class.
 Categorical taxonomies come from the vendored ARX hierarchies
@@ -16,12 +16,12 @@ from .errors import ConfigError
 
 #: Declared domains of Adult's numeric predictors [lo, hi] (integers).
 ADULT_NUMERIC_DOMAINS: dict[str, tuple[int, int]] = {
-    "age": (0, 100),               # years, as in the Adult schema (SPEC.md §2)
+    "age": (0, 100),               # years, as in the Adult schema (docs/specification.md §2)
     "education-num": (1, 16),      # the 16 education levels of adult.names
     "fnlwgt": (0, 1_500_000),      # census sampling weight
     "capital-gain": (0, 99_999),   # 99999 is the census top code
     "capital-loss": (0, 99_999),   # same coding as capital-gain
-    "hours-per-week": (1, 99),     # hours, as in the Adult schema (SPEC.md §2)
+    "hours-per-week": (1, 99),     # hours, as in the Adult schema (docs/specification.md §2)
 }
 #: Adult's categorical predictors (DiffGen's 8).
 ADULT_CATEGORICAL: tuple[str, ...] = ("workclass", "education", "marital-status", "occupation", "relationship",

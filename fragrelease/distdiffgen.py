@@ -1,6 +1,6 @@
-"""DistDiffGen: DiffGen between two parties holding different attributes of the same records (SPEC.md §7).
+"""DistDiffGen: DiffGen between two parties holding different attributes of the same records (docs/specification.md §7).
 
-Source: paper 003 (``seeds/two-party-distdiffgen.txt``, Algorithm 1; Mohammed et al., TDSC 2014).
+Source: Sameera K. M. et al. (IJIRST 2015) Algorithm 1, which restates Mohammed et al. (TDSC 2014).
 The two parties (here "hospital" = P1 and "insurer" = P2) share the record ids and the class; each
 holds only its own predictors and runs in its own process. They exchange only the protocol messages
 below over a :class:`Channel` (a local socket), which counts messages and bytes:
@@ -417,7 +417,7 @@ def _unpack(sk, pk, masked: list[list[str]], own_cells_e: int, width: int, per_c
 def run_party(party: PartyInput, ch: Channel, *, role: str, epsilon, specializations: int, score: str,
               class_values: Sequence[str], randomness: DiffGenRandomness, key_bits: int = MIN_RELEASE_KEY_BITS,
               allow_small_key: bool = False, noise: str = DEFAULT_NOISE) -> PartyResult:
-    """Run one party of DistDiffGen (paper 003 Algorithm 1; SPEC.md §7) over channel ``ch``.
+    """Run one party of DistDiffGen (Sameera K. M. et al. (IJIRST 2015) Algorithm 1; docs/specification.md §7) over channel ``ch``.
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Information loss, MeanSSE (SPEC.md §4; paper 000 eq. 5-6; the seed authors' code).
+"""Information loss, MeanSSE (docs/specification.md §4; Del Vasto-Terrientes et al. (ICISSP 2025) eq. 5-6, and its authors' public code).
 
 Default, the authors' convention::
 

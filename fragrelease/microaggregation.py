@@ -1,4 +1,4 @@
-"""Individual-ranking (IR) microaggregation, Spark-free (SPEC.md §1; paper 000 Alg. 1).
+"""Individual-ranking (IR) microaggregation, Spark-free (docs/specification.md §1; Del Vasto-Terrientes et al. (ICISSP 2025) Alg. 1).
 
 Per attribute, independently: sort the n values ascending, cut the ranks into
 ``c = max(n // k, 1)`` clusters of k consecutive ranks, the remainder ``n mod k`` joining the last
@@ -25,7 +25,7 @@ def check_k(k: int, n: int | None = None, *, minimum: int = 1) -> int:
     n : int, optional
         Number of records; when given, k > n is refused.
     minimum : int
-        Smallest k allowed (1 for plain iDP, 3 for fragmented releases, paper 000 §4.2).
+        Smallest k allowed (1 for plain iDP, 3 for fragmented releases, Del Vasto-Terrientes et al. (ICISSP 2025) §4.2).
 
     Raises
     ------

@@ -1,4 +1,4 @@
-"""Mondrian multidimensional partitioning with k-anonymity and distinct ℓ-diversity (SPEC.md §8).
+"""Mondrian multidimensional partitioning with k-anonymity and distinct ℓ-diversity (docs/specification.md §8).
 
 LeFevre, DeWitt, Ramakrishnan, "Mondrian Multidimensional K-Anonymity", ICDE 2006, §4: a partition
 is split on the quasi-identifier of widest **normalized** extent, numeric attributes at the median
@@ -181,7 +181,7 @@ def mondrian_anonymize(df: pd.DataFrame, qis: Sequence[QuasiIdentifier], sensiti
 
     References
     ----------
-    LeFevre et al. ICDE 2006 §4; SPEC.md §8.
+    LeFevre et al. (ICDE 2006) §4; docs/specification.md §8.
     """
     k = check_positive_int("k", k)
     l = check_positive_int("l", l)

@@ -1,10 +1,10 @@
-"""The fragmented-release protocol's messages and checks, Spark-free (SPEC.md §3; paper 000 §4.2).
+"""The fragmented-release protocol's messages and checks, Spark-free (docs/specification.md §3).
 
-Steps (paper 000 §4.2.1-4.2.2): the aggregator κ requests each owner's attributes → owners send
-:class:`OwnerMetadata` → κ validates (:func:`validate_metadata`) → κ sends a :class:`Plan` with
-(ε_j, k) (:func:`make_plan`) → owners microaggregate and add noise, and write their protected
-fragment with a :class:`Manifest` → κ checks every manifest against the plan
-(:func:`check_manifest`) and combines the fragments.
+Steps (Del Vasto-Terrientes et al. (ICISSP 2025) §4.2.1-4.2.2): the aggregator κ requests each
+owner's attributes → owners send :class:`OwnerMetadata` → κ validates (:func:`validate_metadata`)
+→ κ sends a :class:`Plan` with (ε_j, k) (:func:`make_plan`) → owners microaggregate and add noise,
+and write their protected fragment with a :class:`Manifest` → κ checks every manifest against the
+plan (:func:`check_manifest`) and combines the fragments.
 
 Only public parameters travel: attribute names, kinds and declared domains, record counts (n is
 public under substitution neighbourhood), k, ε, the mechanism, ids of the plan, and digests. Local
@@ -26,7 +26,7 @@ from .errors import IdentifierError, InvalidParameterError, ManifestMismatchErro
 from .microaggregation import check_k
 from .sensitivity import MECHANISMS
 
-#: Smallest k of a fragmented IR release (paper 000 §4.2: "k ≥ 3").
+#: Smallest k of a fragmented IR release (Del Vasto-Terrientes et al. (ICISSP 2025) §4.2: "k ≥ 3").
 MIN_K = 3
 
 
@@ -118,7 +118,7 @@ def _names(meta: OwnerMetadata) -> list[str]:
 
 
 def validate_metadata(metas: list[OwnerMetadata], fragmentation: str) -> None:
-    """κ's validation of the owners' metadata (SPEC.md §3).
+    """κ's validation of the owners' metadata (docs/specification.md §3).
 
     Horizontal: identical attribute names, kinds and declared domains everywhere.
     Vertical: pairwise-disjoint attribute sets, one id column, the same record count and id set
@@ -193,7 +193,7 @@ def make_plan(
     category_order_share: object = DEFAULT_ORDER_SHARE,
     linkage: str = "linked",
 ) -> Plan:
-    """Validate the metadata and issue the plan (SPEC.md §3).
+    """Validate the metadata and issue the plan (docs/specification.md §3).
 
     Horizontal: every owner the full ε (parallel composition), ε/l per attribute.
     Vertical: ε_j by ``epsilon_split`` ("equal": ε/m; "by-attributes": ε·l_j/l), ε_j/l_j per attribute.

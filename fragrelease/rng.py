@@ -1,4 +1,4 @@
-"""The one module that owns randomness (STYLE.md habit 2; SPEC.md §8).
+"""The one module that owns randomness (docs/specification.md §8; seeds only in tests).
 
 Every random draw of a release comes from here:
 
@@ -123,13 +123,13 @@ def secure_permutation(size: int) -> np.ndarray:
     """A uniformly random permutation of ``0 .. size-1`` (int64) from the OS CSPRNG.
 
     Sorting 63-bit keys from :func:`secure_random_keys`; ties (probability < size² / 2⁶⁴) keep index
-    order. Used to order candidate tuples in the cloning anonymizer (SPEC.md §5 step 4).
+    order. Used to order candidate tuples in the cloning anonymizer (docs/specification.md §5 step 4).
     """
     return np.argsort(secure_random_keys(size), kind="stable").astype(np.int64)
 
 
 # ----------------------------------------------------------------------------------------------
-# DiffGen / DistDiffGen randomness (SPEC.md §7)
+# DiffGen / DistDiffGen randomness (docs/specification.md §7)
 # ----------------------------------------------------------------------------------------------
 #
 # DiffGen needs four kinds of draws: the exponential mechanism (candidate selection and numeric
@@ -139,13 +139,13 @@ def secure_permutation(size: int) -> np.ndarray:
 # of ``max_j (log_weight_j + G_j)`` with iid standard Gumbel ``G_j`` has exactly the distribution
 # ``Pr[j] ∝ exp(log_weight_j)``. OpenDP 0.16's ``make_noisy_max`` /
 # ``make_report_noisy_max_gumbel`` implement permute-and-flip (exponential noise), which is ε-DP but
-# is *not* the exponential mechanism's distribution that SPEC.md §7 prescribes, and it returns no
+# is *not* the exponential mechanism's distribution that docs/specification.md §7 prescribes, and it returns no
 # noisy maximum, which the two-party protocol needs; so Gumbel variables are drawn here from the OS
 # CSPRNG. Laplace and Gaussian noise use OpenDP.
 
 
 class DiffGenRandomness(Protocol):
-    """The draws DiffGen and DistDiffGen make (SPEC.md §7). All arrays are float64.
+    """The draws DiffGen and DistDiffGen make (docs/specification.md §7). All arrays are float64.
 
     - ``gumbel(size)``: ``size`` iid standard Gumbel variables (location 0, scale 1).
     - ``uniform(lo, hi)``: one uniform value in the open interval (lo, hi), lo < hi.

@@ -1,10 +1,10 @@
-"""Sensitivity of the vector of IR centroids of one attribute (SPEC.md §2).
+"""Sensitivity of the vector of IR centroids of one attribute (docs/specification.md §2).
 
 Neighbouring datasets differ by the substitution of one record (n is public). The quantity that
 calibrates the noise is the L1 sensitivity of the **whole vector** of an attribute's centroids: one
 substituted record shifts every cluster between its old and its new rank.
 
-- DP-IR, global: ``Δ = (hi - lo) / k`` (Sánchez et al. 2016; the seed authors' code).
+- DP-IR, global: ``Δ = (hi - lo) / k`` (Sánchez et al. (Information Fusion 2016); the iDP-IR authors' public code).
 - iDP-IR, local to the actual data [derived, brute-force checked in tests]: with sorted values
   x(0..n-1), s(t) the size of the cluster holding rank t, and sentinels lo before the first and hi
   after the last value, ``U = Σ_t (x(t+1) - x(t)) / s(t)``, ``D = Σ_t (x(t) - x(t-1)) / s(t)``,
@@ -13,7 +13,7 @@ substituted record shifts every cluster between its old and its new rank.
 Summed cluster by cluster the sums telescope, so U and D need only each cluster's minimum, maximum
 and size and its neighbours' (:func:`idp_ir_sensitivity_from_clusters`); this is what the Spark
 job computes with aggregations. The local sensitivity is data-dependent and must never be
-published (SPEC.md §2).
+published (docs/specification.md §2).
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import numpy as np
 from .errors import InvalidParameterError
 from .microaggregation import cluster_bounds, check_k
 
-#: The mechanisms the project implements (SPEC.md §2).
+#: The mechanisms the project implements (docs/specification.md §2).
 MECHANISMS = ("idp-ir", "dp-ir", "idp")
 
 
@@ -48,7 +48,7 @@ def dp_ir_sensitivity(lo: float, hi: float, k: int) -> float:
 
 
 def idp_ir_sensitivity(values: np.ndarray, k: int, lo: float, hi: float) -> float:
-    """Local L1 sensitivity ``max(U, D)`` of the IR centroid vector of ``values`` (SPEC.md §2).
+    """Local L1 sensitivity ``max(U, D)`` of the IR centroid vector of ``values`` (docs/specification.md §2).
 
     Parameters
     ----------
@@ -114,7 +114,7 @@ def idp_ir_sensitivity_from_extremes(
     min_first: float, min_last: float, max_second_last: float, max_last: float,
     k: int, size_last: int, n_clusters: int, lo: float, hi: float,
 ) -> float:
-    """``max(U, D)`` from four order statistics (the telescoped form of SPEC.md §2).
+    """``max(U, D)`` from four order statistics (the telescoped form of docs/specification.md §2).
 
     Every cluster but the last has size k, so the sums telescope to::
 

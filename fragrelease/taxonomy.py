@@ -1,4 +1,4 @@
-"""Generalization taxonomies and quasi-identifier descriptions (SPEC.md §5 and §8).
+"""Generalization taxonomies and quasi-identifier descriptions (docs/specification.md §5 and §8).
 
 A :class:`Taxonomy` is a tree over the values of one attribute, built from one root-ward path per
 leaf (``[leaf, level 1, ..., "*"]``, the format of the vendored ARX hierarchies returned by
@@ -9,7 +9,7 @@ height 0). The Distortion of a generalization is the sum of those steps over the
 taxonomies", IEEE TKDE 20(9), 2008, §3, with unit weights per level).
 
 Two generalized values of one taxonomy intersect in the more specific of the two when one is an
-ancestor of the other and are disjoint otherwise (paper 001 Definition 2): in a tree, the leaf sets
+ancestor of the other and are disjoint otherwise (Baig et al. (CIKM 2011) Definition 2): in a tree, the leaf sets
 of two nodes are nested or disjoint.
 """
 from __future__ import annotations

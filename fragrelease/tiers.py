@@ -1,12 +1,12 @@
-"""Tiered releases with increasing privacy along a propagation chain (SPEC.md §6).
+"""Tiered releases with increasing privacy along a propagation chain (docs/specification.md §6).
 
-Source: W. Chang and J. Wu, "Strengthening Data Privacy During Propagation", SPME 2014 (seed paper
-``privacy-during-propagation``). A table ``T_0`` travels along a chain of ``l`` recipients; recipient
+Source: W. Chang and J. Wu, "Strengthening Data Privacy During Propagation", SPME 2014.
+A table ``T_0`` travels along a chain of ``l`` recipients; recipient
 ``v_i`` receives ``T_i``, a *sanitization* of ``T_{i-1}`` (every equivalence class of ``T_i`` is a
 union of equivalence classes of ``T_{i-1}``), and ``P(T_i) < (l - i + 1)·δ``: the deepest tier gets
 the strongest protection. Everything here is Spark-free; ``fragrelease.jobs.tiers`` applies it.
 
-Terms and formulas (SPEC.md §6, paper §2 and §5):
+Terms and formulas (docs/specification.md §6, paper §2 and §5):
 
 - quasi-identifiers ``A_1..A_{n-1}`` (numeric), sensitive attribute ``A_n``, weights ``w`` (Σ = 1);
 - an equivalence class is a set of rows with identical quasi-identifier values;
@@ -80,7 +80,7 @@ def js_divergence(p: Sequence[float], q: Sequence[float]) -> float:
 
     References
     ----------
-    SPEC.md §6; Chang & Wu 2014, §2 (``P(T)``).
+    docs/specification.md §6; Chang & Wu (SPME 2014) §2 (``P(T)``).
     """
     p = np.asarray(p, dtype=float)
     q = np.asarray(q, dtype=float)
@@ -121,7 +121,7 @@ def disclosure(class_counts: np.ndarray, p: Optional[np.ndarray] = None) -> floa
 
     References
     ----------
-    SPEC.md §6; Chang & Wu 2014, §2.
+    docs/specification.md §6; Chang & Wu (SPME 2014) §2.
     """
     counts = np.atleast_2d(np.asarray(class_counts, dtype=float))
     if p is None:
@@ -130,7 +130,7 @@ def disclosure(class_counts: np.ndarray, p: Optional[np.ndarray] = None) -> floa
 
 
 def weighted_distance(a: Sequence[float], b: Sequence[float], weights: Sequence[float]) -> float:
-    """``d(t_i, t_j) = sqrt(Σ_k w_k (t_i[k] - t_j[k])²)`` (Chang & Wu 2014, §5; SPEC.md §6)."""
+    """``d(t_i, t_j) = sqrt(Σ_k w_k (t_i[k] - t_j[k])²)`` (Chang & Wu (SPME 2014) §5; docs/specification.md §6)."""
     a, b, w = (np.asarray(x, dtype=float) for x in (a, b, weights))
     return float(np.sqrt(np.sum(w * (a - b) ** 2)))
 
@@ -139,7 +139,7 @@ def table_distance(x: np.ndarray, y: np.ndarray, weights: Sequence[float]) -> fl
     """Distance of two versions of the same rows: the sum of their row distances.
 
     ``x`` and ``y`` are (rows, quasi-identifiers) arrays with the rows in the same order.
-    Source: Chang & Wu 2014, §2 (``U(T)`` sums the per-value distances over rows) and §5.
+    Source: Chang & Wu (SPME 2014) §2 (``U(T)`` sums the per-value distances over rows) and §5.
     """
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     return float(np.sum(_row_norms(x - y, np.asarray(weights, dtype=float))))
@@ -150,7 +150,7 @@ def _row_norms(diff: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def utility(x: np.ndarray, weights: Sequence[float], mean: Optional[np.ndarray] = None) -> float:
-    """``U(T') = d(T', T~)``: how far the rows are from the one-class table (Chang & Wu 2014, §2).
+    """``U(T') = d(T', T~)``: how far the rows are from the one-class table (Chang & Wu (SPME 2014) §2).
 
     ``mean`` is the table mean (the value every row takes in ``T~``); default the mean of ``x``.
     """
@@ -174,7 +174,7 @@ def utility_loss(released: np.ndarray, source: np.ndarray, weights: Sequence[flo
 
     References
     ----------
-    SPEC.md §6; Chang & Wu 2014, §5.
+    docs/specification.md §6; Chang & Wu (SPME 2014) §5.
     """
     source = np.asarray(source, dtype=float)
     mu = source.mean(axis=0)
@@ -195,7 +195,7 @@ def class_means(x: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
 
 def thresholds(delta, hops: int) -> list[Fraction]:
-    """The chain's thresholds ``(l - i + 1)·δ`` for tiers ``i = 1..l`` (SPEC.md §6), exact.
+    """The chain's thresholds ``(l - i + 1)·δ`` for tiers ``i = 1..l`` (docs/specification.md §6), exact.
 
     Raises
     ------
@@ -249,7 +249,7 @@ def singleton_disclosure(p: Sequence[float]) -> float:
 
     References
     ----------
-    docs/specification.md §6 (the refusal of thresholds at or above it); Chang & Wu 2014, §2.
+    docs/specification.md §6 (the refusal of thresholds at or above it); Chang & Wu (SPME 2014) §2.
     """
     p = np.asarray(p, dtype=float)
     if p.ndim != 1 or (p < 0).any() or p.sum() <= 0:
@@ -428,10 +428,10 @@ def _dimensions_by_width(a: Atoms, idx: np.ndarray, ctx: TableContext) -> list[i
 def tda_split(a: Atoms, idx: np.ndarray, ctx: TableContext, theta: float) -> Optional[tuple[np.ndarray, np.ndarray]]:
     """One binary TDA split of the atoms ``idx``, or None when no split keeps both halves below θ.
 
-    Mondrian-style (LeFevre et al. 2006; SPEC.md §6 and §8): the quasi-identifiers are tried widest
-    normalized range first; on each, atoms are ordered by (value, smallest row number) and cut at the
+    Mondrian-style (LeFevre et al. (ICDE 2006); docs/specification.md §6 and §8): the quasi-identifiers
+    are tried widest normalized range first; on each, atoms are ordered by (value, smallest row number) and cut at the
     median row (the prefix whose row count is closest to half, ties to the shorter prefix). The first
-    cut with ``P(T_1) < θ`` and ``P(T_2) < θ`` is taken. Source: Chang & Wu 2014, §3.2, Algorithm 3.
+    cut with ``P(T_1) < θ`` and ``P(T_2) < θ`` is taken. Source: Chang & Wu (SPME 2014) §3.2, Algorithm 3.
     """
     idx = np.sort(idx)
     if len(idx) < 2:
@@ -476,7 +476,7 @@ def _majority(a: Atoms) -> np.ndarray:
 
 
 def plsa_split(a: Atoms, idx: np.ndarray, ctx: TableContext) -> Optional[tuple[np.ndarray, np.ndarray]]:
-    """Halve a class keeping each sensitive value's share (Chang & Wu 2014, §3.1, Algorithm 2).
+    """Halve a class keeping each sensitive value's share (Chang & Wu (SPME 2014) §3.1, Algorithm 2).
 
     The tuples of each sensitive value ``a_i`` are ordered along the class's widest normalized
     quasi-identifier (ties by row number) and cut into a lower half ``S_{a_i}`` and an upper half
@@ -535,7 +535,7 @@ def plsa_split(a: Atoms, idx: np.ndarray, ctx: TableContext) -> Optional[tuple[n
 def plsa(a: Atoms, groups: list[np.ndarray], ctx: TableContext, theta: float) -> list[np.ndarray]:
     """PLSA: split classes into smaller ones while both halves stay below θ.
 
-    Source: Chang & Wu 2014, §3.1, Algorithm 2 (used as TDA phase II and after BUA).
+    Source: Chang & Wu (SPME 2014) §3.1, Algorithm 2 (used as TDA phase II and after BUA).
     """
     todo, done = [np.sort(g) for g in groups][::-1], []
     while todo:
@@ -549,7 +549,7 @@ def plsa(a: Atoms, groups: list[np.ndarray], ctx: TableContext, theta: float) ->
 
 
 def tda(a: Atoms, idx: np.ndarray, ctx: TableContext, theta: float) -> list[np.ndarray]:
-    """TDA: phase I (binary top-down splits) then PLSA on each class (Chang & Wu 2014, §3.2, Algorithm 3)."""
+    """TDA: phase I (binary top-down splits) then PLSA on each class (Chang & Wu (SPME 2014) §3.2, Algorithm 3)."""
     return plsa(a, tda_phase1(a, idx, ctx, theta), ctx, theta)
 
 
@@ -572,8 +572,8 @@ def _largest_remainder(total: int, weights: np.ndarray) -> np.ndarray:
 def bua(a: Atoms, idx: np.ndarray, ctx: TableContext, theta: float) -> list[np.ndarray]:
     """BUA: sensitive-value-dominated groups merged bottom-up until every group is below θ, then PLSA.
 
-    Source: Chang & Wu 2014, §3.1, Algorithm 1. Reading implemented (deterministic; atoms are taken
-    by smallest row number, distances are the weighted distance of SPEC.md §6):
+    Source: Chang & Wu (SPME 2014) §3.1, Algorithm 1. Reading implemented (deterministic; atoms are taken
+    by smallest row number, distances are the weighted distance of docs/specification.md §6):
 
     Phase I. Let ``G`` be the number of atoms of the rarest sensitive value present (an atom's value
     is its majority value). Each of them seeds a basic group, and takes, for every other value, the
@@ -641,7 +641,7 @@ def bua(a: Atoms, idx: np.ndarray, ctx: TableContext, theta: float) -> list[np.n
 
 
 def _bua_merge(a: Atoms, groups: list[np.ndarray], ctx: TableContext, theta: float) -> list[np.ndarray]:
-    """BUA phase II (Chang & Wu 2014, §3.1, Algorithm 1): merge groups until all have ``P < θ``."""
+    """BUA phase II (Chang & Wu (SPME 2014) §3.1, Algorithm 1): merge groups until all have ``P < θ``."""
     groups = sorted(groups, key=lambda g: _order_key(g, a))
     counts = np.array([a.counts[g].sum(axis=0) for g in groups], dtype=float)
     sizes = np.array([a.size[g].sum() for g in groups], dtype=float)
@@ -687,7 +687,7 @@ def prefer_first(u_first: float, u_second: float) -> bool:
 
 
 def fla_tree(a: Atoms, idx: np.ndarray, ctx: TableContext, theta: float, reading: str = "tree") -> list[np.ndarray]:
-    """One FLA sanitization of the atoms ``idx`` at threshold θ (Chang & Wu 2014, §3.3, Fig. 3(a)).
+    """One FLA sanitization of the atoms ``idx`` at threshold θ (Chang & Wu (SPME 2014) §3.3, Fig. 3(a)).
 
     FLA runs TDA phase I (binary splits while both halves stay below θ) and, within classes that
     meet the level, keeps whichever of BUA or TDA's continuation preserves more utility ``U``.
@@ -697,8 +697,8 @@ def fla_tree(a: Atoms, idx: np.ndarray, ctx: TableContext, theta: float, reading
     better of BUA and PLSA (TDA phase II); an inner node keeps the better of BUA on the whole node
     and the union of its children's choices. The root is a node too, so one FLA step keeps at least
     the utility of BUA and of TDA on the same input (up to :data:`UTILITY_TIE_RTOL`).
-    ``reading="leaves"``: the comparison is made only in the master classes (SPEC.md §6 as
-    written). Ties go to TDA's side.
+    ``reading="leaves"``: the comparison is made only in the master classes (the narrower
+    reading of the paper's text, docs/specification.md §6). Ties go to TDA's side.
     """
     if reading not in ("tree", "leaves"):
         raise InvalidParameterError(f"FLA reading must be 'tree' or 'leaves', not {reading!r}")
@@ -753,7 +753,7 @@ def fla_choose(u_strict: float, u_current: float, u_next: float) -> bool:
 
     ``u_strict`` = U(T_1) (sanitized at the next hop's threshold), ``u_current`` = U(T_2) (at this
     hop's), ``u_next`` = U(T_3) (T_2 sanitized at the next hop's). Ties go to ``T_2``.
-    Source: Chang & Wu 2014, §3.3 (Fig. 3(b)).
+    Source: Chang & Wu (SPME 2014) §3.3 (Fig. 3(b)).
     """
     return prefer_first(2.0 * u_strict, u_current + u_next)
 
@@ -848,7 +848,7 @@ def sensitive_values(series: pd.Series) -> tuple:
 def standardize(pdf: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
     """Copy of ``pdf`` with ``columns`` as z-scores (population standard deviation; constant columns → 0).
 
-    The experiment's preprocessing (SPEC.md §6: German Credit attributes standardized).
+    The experiment's preprocessing (docs/specification.md §6: German Credit attributes standardized).
     """
     out = pdf.copy()
     for c in columns:
@@ -955,7 +955,7 @@ class Tier:
 
 
 def table_disclosure(pdf: pd.DataFrame, cols: TierColumns, values: Optional[tuple] = None) -> float:
-    """``P(T)`` of a pandas table, classes = rows with identical quasi-identifiers (SPEC.md §6)."""
+    """``P(T)`` of a pandas table, classes = rows with identical quasi-identifiers (docs/specification.md §6)."""
     values = values or sensitive_values(pdf[cols.sensitive])
     codes = encode_sensitive(pdf[cols.sensitive], values)
     x = pdf[list(cols.quasi_identifiers)].to_numpy(float)
@@ -974,7 +974,7 @@ def sanitize(pdf: pd.DataFrame, cols: TierColumns, theta: float, algorithm: str,
     ``T_1 = step(T, θ_next)``, ``T_2 = step(T, θ)``, ``T_3 = step(T_2, θ_next)``; the output is
     ``T_1`` when ``2·U(T_1) > U(T_2) + U(T_3)``, else ``T_2``. ``bua`` and ``tda`` ignore
     ``next_theta``. Columns in = columns out (quasi-identifiers as float64), rows sorted by row id.
-    Source: Chang & Wu 2014, §3.1–3.3.
+    Source: Chang & Wu (SPME 2014) §3.1–3.3.
     """
     values = values or sensitive_values(pdf[cols.sensitive])
     pdf = pdf.sort_values(cols.row_id, kind="stable").reset_index(drop=True)

@@ -1,4 +1,4 @@
-"""COUNT-query workload over anonymized releases (paper 001 §7; SPEC.md §5 "Evaluation").
+"""COUNT-query workload over anonymized releases (Baig et al. (CIKM 2011) §7; docs/specification.md §5 "Evaluation").
 
 Each query is ``COUNT(*) WHERE pred(A_1) AND … AND pred(A_d) AND S = s``; ``pred(A)`` selects a
 random range covering a fraction θ (the *selection range*) of A's domain: a numeric interval of

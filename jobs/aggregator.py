@@ -1,4 +1,6 @@
-"""The aggregator's job κ (SPEC.md §3; paper 000 §4.2): plan, then validate, combine and release.
+"""The aggregator's job κ: plan, then validate, combine and release.
+
+Sources: docs/specification.md §3; Del Vasto-Terrientes et al. (ICISSP 2025) §4.2.
 
 ``plan``: read every owner's metadata, validate it (horizontal: identical attributes, kinds and
 domains; vertical: disjoint attributes, the same id set, no duplicates), and issue the plan
@@ -63,7 +65,7 @@ def issue_plan(cfg: ReleaseConfig) -> Plan:
 
 
 def provenance(plan: Plan) -> dict:
-    """The public facts a release records with its commit (SPEC.md §3; STYLE.md habit 6)."""
+    """The public facts a release records with its commit (docs/specification.md §3)."""
     return {
         "role": "release",
         "plan_id": plan.plan_id,

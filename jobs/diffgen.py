@@ -1,4 +1,4 @@
-"""DiffGen releases on Spark (SPEC.md §7): marginals, leaf counts and noise as Spark aggregations.
+"""DiffGen releases on Spark (docs/specification.md §7): marginals, leaf counts and noise as Spark aggregations.
 
 Steps of :func:`run_diffgen_release`:
 

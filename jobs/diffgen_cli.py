@@ -1,4 +1,4 @@
-"""``fragrelease diffgen ...``: DiffGen and two-party DistDiffGen releases of Adult (SPEC.md §7).
+"""``fragrelease diffgen ...``: DiffGen and two-party DistDiffGen releases of Adult (docs/specification.md §7).
 
     fragrelease diffgen run --epsilon 1 --specializations 10 --score max --output DIR
     fragrelease diffgen two-party --hospital-attributes age,sex,... --insurer-attributes workclass,... \\
@@ -14,7 +14,7 @@ from rich.console import Console
 
 from fragrelease.errors import ConfigError
 
-diffgen_app = typer.Typer(no_args_is_help=True, help="DiffGen / two-party DistDiffGen releases (SPEC.md §7).")
+diffgen_app = typer.Typer(no_args_is_help=True, help="DiffGen / two-party DistDiffGen releases (docs/specification.md §7).")
 console = Console()
 
 DEFAULT_HOSPITAL = "age,sex,race,marital-status,relationship,native-country,education,education-num"

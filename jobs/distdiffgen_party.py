@@ -1,4 +1,4 @@
-"""A DistDiffGen party whose data lives in its own SparkSession (SPEC.md §7).
+"""A DistDiffGen party whose data lives in its own SparkSession (docs/specification.md §7).
 
 :class:`SparkParty` gives :func:`fragrelease.distdiffgen.run_party` the same four operations as the
 in-memory :class:`fragrelease.distdiffgen.PartyInput`, computed with Spark inside the party's own

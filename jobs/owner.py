@@ -1,4 +1,6 @@
-"""The data owner's job (SPEC.md §3; paper 000 §4.2): describe the fragment, then protect it.
+"""The data owner's job: describe the fragment, then protect it.
+
+Sources: docs/specification.md §3; Del Vasto-Terrientes et al. (ICISSP 2025) §4.2.
 
 ``metadata``: validate the fragment against the declared schema and send the aggregator public
 metadata only (attribute names, kinds, declared domains, record count; for vertical fragments the

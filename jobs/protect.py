@@ -1,4 +1,4 @@
-"""IR microaggregation and noise on Spark: what a data owner runs on its fragment (SPEC.md §1-2).
+"""IR microaggregation and noise on Spark: what a data owner runs on its fragment (docs/specification.md §1-2).
 
 Shapes: in, a fragment with the id column and the attributes to protect; out, the same ids with
 every protected attribute replaced by its cluster's noisy centroid (numeric → double, categorical
@@ -415,7 +415,7 @@ def microaggregate_and_noise(
     DataFrame ``(id_column, *attribute names)``, one row per input row; numeric attributes as
     double, categorical as string. Rows come in id order within each output group (one group per
     ~500,000 rows, grouped by a hash of the id), never in value order. The noise is already
-    materialized. SPEC.md §1-2; paper 000 Alg. 1.
+    materialized. docs/specification.md §1-2; Del Vasto-Terrientes et al. (ICISSP 2025) Alg. 1.
 
     Raises
     ------

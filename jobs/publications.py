@@ -1,4 +1,4 @@
-"""Independent publications of overlapping people on Spark (SPEC.md §5 and §8; paper 001).
+"""Independent publications of overlapping people on Spark (docs/specification.md §5 and §8; Baig et al. (CIKM 2011)).
 
 - :func:`anonymize_publications` anonymizes each publisher's table independently (publishers never
   see each other's data): Mondrian ℓ-diverse generalization (the baseline) or δ-cloning by
@@ -135,7 +135,8 @@ def cloning_report(source, release, *, sensitive: str, publisher: Optional[str] 
     Computed from Spark aggregates only: |W_j| from the input, c_j·b from the release's class
     multisets (every class of one publisher lists c_j·(merged classes) of value s_j), so
     counterfeit_j = max(c_j·b - |W_j|, 0), suppressed_j = max(|W_j| - c_j·b, 0), and
-    ``δ = max_E max_s |f_P(s) - f_E(s)|`` (SPEC.md §5; paper 001 Definition 4). Data-dependent:
+    ``δ = max_E max_s |f_P(s) - f_E(s)|`` (docs/specification.md §5; Baig et al. (CIKM 2011)
+    Definition 4). Data-dependent:
     for the publisher, not for table properties.
 
     Returns a pandas DataFrame with ``publisher, records, published, suppressed, counterfeit,
@@ -399,7 +400,7 @@ def run_anonymize(spark, *, source: str, fmt: str, output: str, method: str, qis
     rel = rel.localCheckpoint(eager=True)  # the cloning order is random: never redraw it on a retry
     provenance = {
         "kind": "independent-publication", "method": method, "k": k, "sensitive": sensitive,
-        "quasi_identifiers": [q.name for q in qis], "source": "SPEC.md §5" if method == "cloning" else "SPEC.md §8",
+        "quasi_identifiers": [q.name for q in qis], "source": "docs/specification.md §5" if method == "cloning" else "docs/specification.md §8",
     }
     if method == "mondrian":
         provenance["l"] = l

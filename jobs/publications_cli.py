@@ -19,7 +19,7 @@ from rich.table import Table
 
 from fragrelease.errors import ConfigError
 
-publications_app = typer.Typer(no_args_is_help=True, help="Independent publications: cloning and the composition-attack audit (SPEC.md §5).")
+publications_app = typer.Typer(no_args_is_help=True, help="Independent publications: cloning and the composition-attack audit (docs/specification.md §5).")
 console = Console()
 
 
@@ -83,7 +83,7 @@ def simulate(
     overlap: int = typer.Option(2000, help="Pool records each publisher also holds."),
     master: Optional[str] = MasterOpt,
 ):
-    """Split Adult (public, vendored) into independent publishers sharing an overlap pool (paper 001 §7)."""
+    """Split Adult (public, vendored) into independent publishers sharing an overlap pool (Baig et al. (CIKM 2011) §7)."""
     import os
 
     import pandas as pd
@@ -107,7 +107,7 @@ def simulate(
 def anonymize(
     source: str = typer.Argument(..., help="Input table (Parquet folder, CSV or Delta)."),
     output: str = typer.Option(..., help="Delta table for the release."),
-    method: str = typer.Option("cloning", help="cloning (SPEC §5) or mondrian (ℓ-diverse baseline, SPEC §8)."),
+    method: str = typer.Option("cloning", help="cloning (docs/specification.md §5) or mondrian (ℓ-diverse baseline, docs/specification.md §8)."),
     qi: List[str] = typer.Option(..., "--qi", help="A quasi-identifier (repeat)."),
     sensitive: str = typer.Option(..., help="The sensitive attribute."),
     k: int = typer.Option(5, help="Minimum class (sub-class) size."),

@@ -1,4 +1,4 @@
-"""Paper 001 §7 on Adult: composition attacks on ℓ-diverse releases, and δ-cloning (SPEC.md §5).
+"""Baig et al. (CIKM 2011) §7 on Adult: composition attacks on ℓ-diverse releases, and δ-cloning (docs/specification.md §5).
 
 Adult (45,222 records) stands in for the IPUMS OCC/SAL tables, which are not redistributable.
 Quasi-identifiers age, sex, education, native-country; sensitive occupation (OCC), then income (SAL).
@@ -228,7 +228,7 @@ def _figures(out, risk, dist, qerr, rt, overlaps, plt):
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description="Paper 001 §7 on Adult (see the module docstring).")
+    ap = argparse.ArgumentParser(description="Baig et al. (CIKM 2011) §7 on Adult (see the module docstring).")
     ap.add_argument("--out", default="docs/publications")
     ap.add_argument("--base", type=int, default=5000)
     ap.add_argument("--pool", type=int, default=5000)

@@ -1,4 +1,4 @@
-"""Simulated owners for local runs and experiments: cut one table into owner fragments (SPEC.md §3).
+"""Simulated owners for local runs and experiments: cut one table into owner fragments (docs/specification.md §3).
 
 Horizontal: records are assigned to owners at random (a fresh CSPRNG draw on every run, as the
 paper reshuffles records among owners on every run), owner j receiving exactly ``rows_j`` records.

@@ -1,4 +1,4 @@
-"""The tiers job: a chain of releases with increasing privacy (SPEC.md §6; Chang & Wu, SPME 2014).
+"""The tiers job: a chain of releases with increasing privacy (docs/specification.md §6; Chang & Wu (SPME 2014)).
 
 From a source table ``T_0``, δ and a chain length ``l``, the job computes ``T_1..T_l`` with
 ``P(T_i) < (l - i + 1)·δ``, each from ``T_{i-1}`` alone, and commits each as its own Delta table
@@ -361,7 +361,7 @@ def run_tiers(spark, dataset: str, delta, hops: int, output: str, *, algorithm: 
     chain = build_chain(source, cols, d, hops, algorithm, max_node_rows=max_node_rows, reading=reading,
                         progress=progress)
     base = {
-        "release": "tiers", "paper": "Chang & Wu, SPME 2014 (SPEC.md §6)", "source": dataset if dataset in ("german", "adult") else "path",
+        "release": "tiers", "paper": "Chang & Wu (SPME 2014); docs/specification.md §6", "source": dataset if dataset in ("german", "adult") else "path",
         "delta": str(d), "hops": hops, "algorithm": algorithm, "fla_reading": reading if algorithm == "fla" else None,
         "quasi_identifiers": list(cols.quasi_identifiers), "sensitive": cols.sensitive, "row_id": cols.row_id,
         "weights": dict(zip(cols.quasi_identifiers, cols.weights)), "standardized": bool(standardize),

@@ -1,4 +1,4 @@
-"""``fragrelease tiers``: tiered releases with increasing privacy (SPEC.md §6).
+"""``fragrelease tiers``: tiered releases with increasing privacy (docs/specification.md §6).
 
     fragrelease tiers run --dataset german --delta 0.05 --hops 3 --output DIR
     fragrelease tiers run --dataset adult --sensitive occupation --qi age --qi hours-per-week ... --output DIR

@@ -1,4 +1,4 @@
-"""The tiered-release experiment on German Credit (SPEC.md §6; Chang & Wu 2014, §5, Figs. 4-6).
+"""The tiered-release experiment on German Credit (docs/specification.md §6; Chang & Wu (SPME 2014) §5, Figs. 4-6).
 
 Setting: UCI ``german.data-numeric`` (1,000 rows), the 24 attributes as quasi-identifiers,
 standardized (z-scores), uniform weights, the credit class sensitive. Chains are computed with the
@@ -10,7 +10,7 @@ Spark job. Output: ``results.csv`` and three PNGs in ``out``:
 - ``ul-vs-hops.png`` (Fig. 6): mean UL per table against the chain length, at a fixed δ (each
   added hop adds a looser tier) and at a fixed loosest threshold ``l·δ`` (δ shrinks as l grows).
 
-Algorithms: BUA, TDA, FLA (the tree reading, the default) and FLA-leaves (SPEC's literal reading).
+Algorithms: BUA, TDA, FLA (the tree reading, the default) and FLA-leaves (the narrower reading, docs/specification.md §6).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""UCI Adult, as used by paper 000 §5 (SPEC.md §3): 45,222 records, 10 released attributes.
+"""UCI Adult, as used by Del Vasto-Terrientes et al. (ICISSP 2025) §5 (docs/specification.md §3): 45,222 records, 10 released attributes.
 
 Released (all quasi-identifiers): age [0, 100] years and hours-per-week [1, 99] hours (numeric,
-declared domains of SPEC.md §2), and the categorical workclass, education, marital-status,
+declared domains of docs/specification.md §2), and the categorical workclass, education, marital-status,
 occupation, relationship, race, sex and native-country, with the categories listed in
 ``adult.names``. Not released: fnlwgt, education-num, capital-gain, capital-loss, income.
 """
@@ -34,7 +34,7 @@ RAW_COLUMNS = ("age", "workclass", "fnlwgt", "education", "education-num", "mari
                "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week",
                "native-country", "income")
 
-#: The 10 attributes of paper 000 §5, in the paper's order.
+#: The 10 attributes of Del Vasto-Terrientes et al. (ICISSP 2025) §5, in the paper's order.
 RELEASED = ("age", "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex",
             "hours-per-week", "native-country")
 

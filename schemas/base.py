@@ -4,7 +4,7 @@ A dataset is declared by a :class:`DatasetSchema`: its columns (Spark type), and
 **role** (``id``, ``quasi-identifier``, ``sensitive`` or ``not-released``), the **kind**
 (``numeric`` or ``categorical``) and the **declared domain** ([lo, hi] for numeric attributes, the
 list of categories for categorical ones). Domains are public knowledge fixed before looking at the
-data (SPEC.md §2): values outside them are refused, never silently widened.
+data (docs/specification.md §2): values outside them are refused, never silently widened.
 
 Every quasi-identifier and sensitive attribute is protected (IR microaggregation + noise) and
 released; ``not-released`` columns never leave the data owner; the ``id`` column serves the

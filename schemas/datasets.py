@@ -169,7 +169,7 @@ def load_german_credit_pandas() -> pd.DataFrame:
 
     Columns: ``record_id`` (0-based row position), the 24 integer attributes of
     :data:`GERMAN_COLUMNS` and ``credit_class`` (1 = good, 2 = bad). Used by the tiered-release
-    experiment (SPEC.md §6: 24 attributes as quasi-identifiers, the credit class sensitive).
+    experiment (docs/specification.md §6: 24 attributes as quasi-identifiers, the credit class sensitive).
 
     Raises
     ------

@@ -1,4 +1,4 @@
-"""UCI Wine Quality, red + white (6,497 records, 11 released attributes; SPEC.md §3).
+"""UCI Wine Quality, red + white (6,497 records, 11 released attributes; docs/specification.md §3).
 
 Column names are the UCI names in snake_case (Delta Lake does not allow spaces in column names).
 ``quality`` and ``color`` are not released.
@@ -9,7 +9,7 @@ Two declared schemas:
   data's extremes: each covers every red and white vinho verde in the dataset with margin.
 - ``wine-2max``: the paper's bounds, [0, 2·max], where max is the attribute's maximum over the whole
   *published* UCI dataset. These constants are legitimate only because that dataset is itself
-  public; computing 2·max from private data would leak the maximum (SPEC.md §2), so the project
+  public; computing 2·max from private data would leak the maximum (docs/specification.md §2), so the project
   never derives a domain from the data at run time. Select it explicitly with ``dataset: wine-2max``.
 """
 from __future__ import annotations

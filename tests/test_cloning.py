@@ -1,4 +1,4 @@
-"""Taxonomies, Mondrian ℓ-diversity (pycanon cross-check) and δ-cloning (SPEC.md §5, §8). Spark-free."""
+"""Taxonomies, Mondrian ℓ-diversity (pycanon cross-check) and δ-cloning (docs/specification.md §5, §8). Spark-free."""
 from __future__ import annotations
 
 from collections import Counter
@@ -64,7 +64,7 @@ def test_taxonomy_rejects_malformed_paths():
         QuasiIdentifier("v", "numeric", None, (5.0, 1.0))
 
 
-# ------------------------------------------------------------------ worked example (SPEC §5 step 3)
+# ------------------------------------------------------------------ worked example (docs/specification.md §5 step 3)
 def test_worked_example_counts():
     b, counts = clone_counts({"J": 5, "B": 4, "G": 3, "L": 7})
     assert b == 3
@@ -89,7 +89,7 @@ def test_half_rule_splits_suppression_and_counterfeit():
 
 
 def test_worked_example_release():
-    """Table 3(a)'s shape: J:5, B:4, G:3, L:7 with k = 3 and η = 1 (paper 001 §6 running example)."""
+    """Table 3(a)'s shape: J:5, B:4, G:3, L:7 with k = 3 and η = 1 (Baig et al. (CIKM 2011) §6 running example)."""
     rng = np.random.default_rng(3)
     sens = ["J"] * 5 + ["B"] * 4 + ["G"] * 3 + ["L"] * 7
     df = pd.DataFrame({"age": rng.integers(20, 70, len(sens)), "sex": rng.choice(["Male", "Female"], len(sens)),
@@ -221,7 +221,7 @@ def test_mondrian_bad_inputs(sample, qis):
         mondrian_anonymize(bad, qis, "occupation", k=5, l=2)
 
 
-# ------------------------------------------------------------------ COUNT-query workload (SPEC §5 evaluation)
+# ------------------------------------------------------------------ COUNT-query workload (docs/specification.md §5, Evaluation)
 def test_workload_exact_answers_and_estimators(sample, qis):
     from fragrelease.workload import (Groups, actual_counts, cloning_groups, estimate_counts, mondrian_groups,
                                       random_queries)

@@ -1,4 +1,4 @@
-"""The composition-attack audit (pure reference and Spark), the publication jobs and the CLI (SPEC.md §5)."""
+"""The composition-attack audit (pure reference and Spark), the publication jobs and the CLI (docs/specification.md §5)."""
 from __future__ import annotations
 
 import json
@@ -53,7 +53,7 @@ def cloned_releases(publishers, qis):
 
 
 def test_adversary_confidence():
-    # paper 001 Example 1: Nancy's two classes share only D
+    # Baig et al. (CIKM 2011) Example 1: Nancy's two classes share only D
     assert adversary_confidence({"D": 2, "F": 2}, {"D": 3, "A": 3}) == (1, "D", 1.0)
     # f_P = (2/3, 1/3), f_Q = (1/4, 1/4, 1/2): weights 1/6 and 1/12 -> A with 2/3
     n, top, conf = adversary_confidence({"A": 2, "B": 1}, {"A": 1, "B": 1, "C": 2})

@@ -1,4 +1,4 @@
-"""DiffGen and DistDiffGen (SPEC.md §7): budget, samplers, scores, protocol equivalence and leakage.
+"""DiffGen and DistDiffGen (docs/specification.md §7): budget, samplers, scores, protocol equivalence and leakage.
 
 Small Paillier keys (512 bits) are used here **for test speed only**; releases refuse keys < 2048 bits.
 """

@@ -1,4 +1,4 @@
-"""Protocol refusals (SPEC.md §3): metadata validation, plan parameters and manifests."""
+"""Protocol refusals (docs/specification.md §3): metadata validation, plan parameters and manifests."""
 import pytest
 
 from fragrelease.errors import IdentifierError, InvalidParameterError, ManifestMismatchError, ProtocolError

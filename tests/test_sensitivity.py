@@ -1,4 +1,4 @@
-"""Every sensitivity formula against brute force on small random data (SPEC.md §2)."""
+"""Every sensitivity formula against brute force on small random data (docs/specification.md §2)."""
 import numpy as np
 import pytest
 

@@ -1,4 +1,4 @@
-"""Tiered releases (SPEC.md §6): formulas on hand-computed examples, chain properties, determinism,
+"""Tiered releases (docs/specification.md §6): formulas on hand-computed examples, chain properties, determinism,
 bad input, and the Spark job equal to the pure-python reference."""
 from __future__ import annotations
 

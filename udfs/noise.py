@@ -1,4 +1,4 @@
-"""Pandas UDFs that draw randomness on the executors (STYLE.md: Tumult's pattern).
+"""Pandas UDFs that draw randomness on the executors (the pattern of Tumult Analytics).
 
 Both UDFs are marked non-deterministic, so Spark's optimizer never duplicates or re-orders them,
 and the jobs materialize their output (``localCheckpoint(eager=True)``) before any second use or
@@ -22,7 +22,7 @@ def noisy_centroid_udf(attribute_names: Sequence[str], noise: Optional[NoiseSour
 
     Columns in: ``attr`` int index into ``attribute_names``; ``cluster`` long; ``centroid``,
     ``scale`` (Laplace b > 0), ``lo``, ``hi`` doubles; ``categorical`` boolean. Out: the centroid
-    plus one Laplace draw, clamped to [lo, hi], rounded half up when categorical (SPEC.md §1-2).
+    plus one Laplace draw, clamped to [lo, hi], rounded half up when categorical (docs/specification.md §1-2).
 
     ``noise`` is a test-only hook; ``None`` (always, in production) means :class:`SecureLaplace`,
     created on the executor.
