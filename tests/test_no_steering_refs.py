@@ -16,19 +16,24 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: The name of the steering specification, assembled so that this file does not match itself.
+# The forbidden names are assembled from pieces so that this file, which is tracked and grepped too,
+# does not match itself.
 _SPEC = "SP" + "EC"
+_STYLE = "ST" + "YLE"
+_PAPER = "pa" + "per"
+#: Stems of the seed files of the steering documents.
+_SEED_FILES = ("idp-ir-" + "fragmented-data", "cloning-" + "independent-publications",
+               "privacy-" + "during-propagation", "two-party-" + "distdiffgen")
 
-#: What counts as a citation of a steering document or of a seed paper or seed file.
+#: What counts as a citation of a steering document, a seed paper by number or a seed file.
 PATTERNS = {
-    f"{_SPEC}.md": re.compile(re.escape(_SPEC) + r"\.md"),
+    f"{_SPEC}.md": re.compile(_SPEC + r"\.md"),
     f"{_SPEC} §": re.compile(r"\b" + _SPEC + r"\s*§"),
-    # the bare word as a citation ("(SPEC)", "SPEC's reading"); SPECS, a variable name, is not one
+    # the bare word as a citation, e.g. "({_SPEC})" or "{_SPEC}'s reading"; the variable name SPECS is none
     f"the word {_SPEC}": re.compile(r"\b" + _SPEC + r"\b"),
-    "paper 00N": re.compile(r"\bpaper\s+0" + r"0\d\b", re.IGNORECASE),
-    "STYLE.md": re.compile("ST" + r"YLE\.md"),
-    "seed file": re.compile(r"seeds/|\b(?:idp-ir-fragmented-data|cloning-independent-publications|"
-                            r"privacy-during-propagation|two-party-" r"distdiffgen)\b"),
+    f"{_PAPER} 00N": re.compile(r"\b" + _PAPER + r"\s+00\d\b", re.IGNORECASE),
+    f"{_STYLE}.md": re.compile(_STYLE + r"\.md"),
+    "seed file": re.compile("seed" + "s/|" + r"\b(?:" + "|".join(map(re.escape, _SEED_FILES)) + r")\b"),
 }
 
 SUFFIXES = (".py", ".md", ".yaml", ".yml", ".sh", ".ipynb", ".txt")
@@ -78,10 +83,10 @@ def steering_refs(path: str, text: str) -> list[str]:
 
 
 def test_patterns_catch_every_form_and_spare_non_citations():
-    s = _SPEC
+    s, p = _SPEC, _PAPER
     for cited in (f"(see {s}.md §3)", f"(the {s} §5 step 3)", f"Δu = 1 for both ({s}).", f"{s}'s literal reading",
-                  "paper 000 §5", "Paper 001 §7 on Adult", f"habit 6 ({'ST'}YLE.md)", "``seeds/x.txt``",
-                  "(seed paper ``privacy-during-propagation``)"):
+                  f"{p} 000 §5", f"{p.capitalize()} 001 §7 on Adult", f"habit 6 ({_STYLE}.md)", "``seed" "s/x.txt``",
+                  f"(seed {p} ``{_SEED_FILES[2]}``)"):
         assert steering_refs("f", cited), cited
     for fine in ("SPECS = [AttributeSpec.from_attribute(a)]", "docs/specification.md §3", "a spectral method",
                  "Del Vasto-Terrientes et al. (ICISSP 2025) §5", "paper 2003", "seed=7"):
