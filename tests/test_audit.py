@@ -33,3 +33,22 @@ def test_audit_catches_a_miscalibrated_mechanism(ages):
 
     r = audit(ages, k=4, lo=0.0, hi=100.0, epsilon=1.0, mechanism="idp-ir", runs=60_000, noise=TooLittleNoise())
     assert r.epsilon_lower_bound > 1.0
+
+
+def test_threshold_grid_covers_the_statistics_whole_range(ages):
+    # b calibrated with 0.8 Δ: T reaches ‖c − c'‖₁ / b = 1.25 ε, beyond the old grid's ±ε
+    from fragrelease.audit import centroid_vector, lr_thresholds
+
+    y, shift = worst_neighbour(ages, 12, 0.0, 100.0)
+    b = 0.8 * idp_ir_sensitivity(ages, 12, 0.0, 100.0) / 1.0
+    grid = lr_thresholds(centroid_vector(ages, 12), centroid_vector(y, 12), b, 41)
+    assert grid.max() == pytest.approx(1.25) and grid.min() == pytest.approx(-1.25)
+
+
+@pytest.mark.parametrize("k", [8, 12])
+def test_audit_flags_a_sensitivity_scaled_by_0_8(ages, k):
+    # true loss 1.25 ε on the worst neighbour; 200,000 runs per side (measured bounds 1.14-1.19)
+    r = audit(ages, k=k, lo=0.0, hi=100.0, epsilon=1.0, mechanism="idp-ir", runs=200_000, noise=FastLaplace(),
+              sensitivity_factor=0.8)
+    assert r.sensitivity == pytest.approx(0.8 * idp_ir_sensitivity(ages, k, 0.0, 100.0))
+    assert r.epsilon_lower_bound > 1.0
