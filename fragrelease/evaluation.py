@@ -257,7 +257,9 @@ def protect_and_score(attr: SortedAttribute, mechanism: str, k: int, epsilon_cen
     centroids = attr.centroids(k_used)
     scale = laplace_scale(attr.sensitivity(mechanism, k), epsilon_centroids)
     c = len(centroids)
-    noisy = noise.perturb(centroids, np.full(c, scale), np.full(c, attr.spec.name, dtype=object), np.arange(c))
+    # Read-only broadcast views: the same identifiers as the release's, without allocating c objects.
+    names = np.broadcast_to(np.asarray(attr.spec.name, dtype=object), (c,))
+    noisy = noise.perturb(centroids, np.full(c, scale), names, np.arange(c))
     z = clamp_and_round(noisy, attr.spec.lo, attr.spec.hi, attr.spec.categorical)
     released = attr.released_counts(k_used, z) if attr.spec.categorical else None
     return attr.squared_error(k_used, z), released
