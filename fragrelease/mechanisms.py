@@ -78,7 +78,7 @@ def protect_attribute(
     Parameters
     ----------
     values : array of shape (n,)
-        Numeric values in [lo, hi], or categorical frequency ranks in [1, |dom|].
+        Numeric values in [lo, hi], or categorical ranks in [1, |dom|] (fragrelease.category_order).
     k : int
         Cluster size (ignored by plain iDP, which uses k = 1).
     lo, hi : float
@@ -119,17 +119,3 @@ def protect_attribute(
     )
     return noisy[clusters]
 
-
-def frequency_ranks(values: np.ndarray, categories: list[str]) -> dict[str, int]:
-    """Rank of each declared category by frequency: 1 = most frequent, ties by category name.
-
-    Categories declared but absent from the data get frequency 0 (SPEC.md §1; paper 000 §5.1).
-    The ranking is data-dependent and must never be published.
-    """
-    vals, counts = np.unique(np.asarray(values, dtype=object), return_counts=True)
-    freq = {str(v): int(c) for v, c in zip(vals, counts, strict=False)}
-    unknown = set(freq) - set(categories)
-    if unknown:
-        raise InvalidParameterError(f"value {sorted(unknown)[0]!r} is not a declared category")
-    order = sorted(categories, key=lambda cat: (-freq.get(cat, 0), cat))
-    return {cat: i + 1 for i, cat in enumerate(order)}

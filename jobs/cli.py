@@ -199,18 +199,39 @@ def evaluate(
     mechanism: list[str] = typer.Option(["idp-ir", "dp-ir"], "--mechanism"),
     epsilon: Optional[list[str]] = typer.Option(None, "--epsilon", help="ε grid (default 0.01 0.1 0.5 1)."),
     convention: str = typer.Option("authors", help="MeanSSE: authors (default) or paper."),
+    category_order: Optional[list[str]] = typer.Option(
+        None, "--category-order",
+        help="Category order(s), repeatable: dp-frequency, declared, or data-frequency (the paper's exact-count "
+             "order, not private, evaluation only). The first is the figures' main series. Default: the release "
+             "default, then data-frequency beside it."),
+    order_share: Optional[list[str]] = typer.Option(
+        None, "--order-share",
+        help="Share(s) of a categorical attribute's ε spent on the dp-frequency histogram, repeatable; one "
+             "series per share (default: the release default)."),
     master: Optional[str] = MasterOpt,
 ):
-    """Reproduce paper 000 §5: MeanSSE over the (ε, k) grid, per scenario and mechanism, with figures."""
+    """Reproduce the paper's §5: MeanSSE and category TVD over the (ε, k) grid, per scenario, mechanism and order."""
+    from fragrelease.category_order import DEFAULT_ORDER_SHARE
     from fragrelease.evaluation import EPSILONS
 
-    from .evaluate_grid import run_evaluation
+    from .evaluate_grid import ORDER_SETTINGS, order_settings, run_evaluation, share_text
 
+    if category_order:
+        shares = order_share if order_share else ([share_text(DEFAULT_ORDER_SHARE)]
+                                                  if "dp-frequency" in category_order else [])
+        orders = order_settings(category_order, shares)
+    elif order_share:  # the default orders, with these dp-frequency shares
+        names = ["dp-frequency"] + [o.order for o in ORDER_SETTINGS if o.order != "dp-frequency"]
+        orders = order_settings(names, order_share)
+    else:
+        orders = list(ORDER_SETTINGS)
     spark = _spark(master)
-    with console.status(f"evaluating {', '.join(dataset)}: {runs} runs per cell"):
+    labels = ", ".join(o.label for o in orders)
+    with console.status(f"evaluating {', '.join(dataset)}: {runs} runs per cell, category orders {labels}"):
         result = run_evaluation(spark, dataset, out, scenarios=scenario, splits=split, mechanisms=mechanism,
-                                epsilons=epsilon or list(EPSILONS), runs=runs, convention=convention)
+                                epsilons=epsilon or list(EPSILONS), runs=runs, convention=convention, orders=orders)
     console.print(f"{result['cells']} cells x {result['runs']} runs in {result['seconds']:.1f} s -> {result['results']}")
+    console.print(f"category orders: {labels} (main series: {orders[0].label})")
     for f in result["figures"]:
         console.print(f"figure: {f}")
 

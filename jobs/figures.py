@@ -1,9 +1,14 @@
-"""The paper's figures (paper 000 §5, Figs 2-6) as PNG heatmaps, from the evaluation's results table.
+"""The paper's figures (the fragmented-data paper's §5, Figs 2-6) as PNG heatmaps, from the evaluation's results.
+
+The heatmaps show the main category-order series only (``main``: the release default); when the
+results hold several orders, the figures say which one they show.
 
 - ``<dataset>-baseline.png``: centralized iDP-IR MeanSSE over (ε, k) (Figs 2-3).
 - ``<dataset>-idp-minus-dp.png``: centralized iDP-IR minus DP-IR (Fig 4; negative = iDP-IR better).
 - ``<dataset>-fragmented-minus-centralized.png``: horizontal and vertical minus centralized, iDP-IR,
   negative differences drawn as 0 as in the paper (Figs 5-6); the signed values stay in results.csv.
+- ``<dataset>-category-order.png`` (datasets with categorical attributes and several orders):
+  centralized iDP-IR MeanSSE and category TVD against k, one line per order setting, one panel per ε.
 """
 from __future__ import annotations
 
@@ -47,24 +52,68 @@ def _select(summary, dataset, scenario, mechanism, split=None):
     return summary[q]
 
 
-def plot_all(summary: pd.DataFrame, out_dir: str) -> list[str]:
-    """Write every figure the results allow; return their paths."""
+def _order_label(order: str, share: str) -> str:
+    return f"{order} {share}" if order == "dp-frequency" else order
+
+
+def plot_order_comparison(summary: pd.DataFrame, dataset: str, out_dir: str) -> str | None:
+    """Centralized iDP-IR MeanSSE (top) and category TVD (bottom) against k, per order and ε."""
+    d = _select(summary, dataset, "centralized", "idp-ir")
+    settings = d[["category_order", "order_share"]].drop_duplicates().itertuples(index=False)
+    settings = list(settings)
+    if len(settings) < 2 or d["category_tvd"].isna().all():
+        return None
+    eps = sorted(d["epsilon"].unique(), key=float)
+    fig, axes = plt.subplots(2, len(eps), figsize=(3.2 * len(eps), 6.0), squeeze=False)
+    ks = sorted(d["k"].unique())
+    for j, e in enumerate(eps):
+        for o, sh in settings:
+            q = d[(d["epsilon"] == e) & (d["category_order"] == o) & (d["order_share"] == sh)].set_index("k").loc[ks]
+            style = "--" if o == "data-frequency" else "-"
+            for i, col in enumerate(("mean_sse", "category_tvd")):
+                axes[i][j].plot(range(len(ks)), q[col].to_numpy(float), style, marker="o", ms=3,
+                                label=_order_label(o, sh))
+        for i, col in enumerate(("MeanSSE", "category TVD")):
+            axes[i][j].set_xticks(range(len(ks)), [str(k) for k in ks], fontsize=7)
+            axes[i][j].set_title(f"{dataset}, ε = {e}: {col}", fontsize=9)
+            axes[i][j].set_xlabel("k")
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(f"{dataset}: centralized iDP-IR by category order (data-frequency = the paper's, not private)",
+                 fontsize=10)
+    return _save(fig, out_dir, f"{dataset}-category-order.png")
+
+
+def plot_all(summary: pd.DataFrame, out_dir: str, main: tuple[str, str] | None = None) -> list[str]:
+    """Write every figure the results allow; return their paths.
+
+    ``main`` = (category_order, order_share) of the series the heatmaps show (default: the first
+    row's); the category-order comparison figure shows every order.
+    """
     paths = []
+    full = summary
+    suffix = ""
+    if "category_order" in summary.columns and len(summary):
+        if main is None:
+            main = (summary["category_order"].iloc[0], summary["order_share"].iloc[0])
+        summary = summary[(summary["category_order"] == main[0]) & (summary["order_share"].astype(str) == str(main[1]))]
+        suffix = f"\ncategory order: {_order_label(*main)}"
     for dataset in sorted(summary["dataset"].unique()):
         central = _select(summary, dataset, "centralized", "idp-ir")
         if central.empty:
             continue
+        has_cat = "category_tvd" in summary.columns and not central["category_tvd"].isna().all()
+        sfx = suffix if has_cat else ""
         base = _matrix(central)
-        fig, ax = plt.subplots(figsize=(1.0 + 0.75 * base.shape[1], 3.2))
-        _heatmap(ax, base, f"{dataset}: centralized iDP-IR MeanSSE", "viridis_r")
+        fig, ax = plt.subplots(figsize=(1.0 + 0.75 * base.shape[1], 3.2 + 0.3 * bool(sfx)))
+        _heatmap(ax, base, f"{dataset}: centralized iDP-IR MeanSSE{sfx}", "viridis_r")
         paths.append(_save(fig, out_dir, f"{dataset}-baseline.png"))
 
         dp = _select(summary, dataset, "centralized", "dp-ir")
         if not dp.empty:
             diff = base - _matrix(dp)
             lim = float(np.nanmax(np.abs(diff.to_numpy(float)))) or 1.0
-            fig, ax = plt.subplots(figsize=(1.0 + 0.75 * diff.shape[1], 3.2))
-            _heatmap(ax, diff, f"{dataset}: iDP-IR minus DP-IR (centralized)", "RdBu_r", -lim, lim)
+            fig, ax = plt.subplots(figsize=(1.0 + 0.75 * diff.shape[1], 3.2 + 0.3 * bool(sfx)))
+            _heatmap(ax, diff, f"{dataset}: iDP-IR minus DP-IR (centralized){sfx}", "RdBu_r", -lim, lim)
             paths.append(_save(fig, out_dir, f"{dataset}-idp-minus-dp.png"))
 
         panels = []
@@ -76,11 +125,16 @@ def plot_all(summary: pd.DataFrame, out_dir: str) -> list[str]:
                 panels.append((label, d))
         if panels:
             vmax = max(float(np.nanmax(p.to_numpy(float))) for _, p in panels) or 1.0
-            fig, axes = plt.subplots(1, len(panels), figsize=(len(panels) * (1.0 + 0.75 * base.shape[1]), 3.2),
-                                     squeeze=False)
+            fig, axes = plt.subplots(1, len(panels), figsize=(len(panels) * (1.0 + 0.75 * base.shape[1]),
+                                                              3.2 + 0.3 * bool(sfx)), squeeze=False)
             for ax, (label, d) in zip(axes[0], panels, strict=True):
-                _heatmap(ax, d, f"{dataset}: {label} minus centralized\n(iDP-IR, negatives drawn as 0)", "Reds", 0, vmax)
+                _heatmap(ax, d, f"{dataset}: {label} minus centralized\n(iDP-IR, negatives drawn as 0){sfx}", "Reds",
+                         0, vmax)
             paths.append(_save(fig, out_dir, f"{dataset}-fragmented-minus-centralized.png"))
+        if "category_order" in full.columns:
+            p = plot_order_comparison(full, dataset, out_dir)
+            if p:
+                paths.append(p)
     return paths
 
 

@@ -5,7 +5,7 @@ import pytest
 from scipy import stats
 
 from fragrelease.errors import InvalidParameterError
-from fragrelease.mechanisms import (clamp_and_round, frequency_ranks, laplace_scale, perturb_centroids,
+from fragrelease.mechanisms import (clamp_and_round, laplace_scale, perturb_centroids,
                                     protect_attribute)
 from fragrelease.microaggregation import check_k, cluster_bounds, cluster_count, ir_centroids, ir_clusters
 from fragrelease.rng import SecureLaplace, secure_random_keys
@@ -57,13 +57,6 @@ def test_rounding_only_after_noise_and_clamp():
     assert out.tolist() == [2.0, 5.0]  # 5.1 clamped to 5 before rounding
     assert clamp_and_round(np.array([-3.0, 2.5, 7.2]), 1, 5, True).tolist() == [1.0, 3.0, 5.0]
     assert clamp_and_round(np.array([-3.0, 2.5]), 0, 100, False).tolist() == [0.0, 2.5]
-
-
-def test_frequency_ranks_ties_by_name_and_absent_categories_last():
-    vals = np.array(["b", "a", "b", "c", "a", "d"], dtype=object)
-    assert frequency_ranks(vals, ["a", "b", "c", "d", "e"]) == {"a": 1, "b": 2, "c": 3, "d": 4, "e": 5}
-    with pytest.raises(InvalidParameterError, match="'zz'"):
-        frequency_ranks(np.array(["zz"], dtype=object), ["a", "b"])
 
 
 def test_one_draw_per_cluster():
