@@ -1,4 +1,4 @@
-"""DP-IR, iDP-IR and plain iDP on one attribute, Spark-free (SPEC.md §1-2; paper 000 §3).
+"""DP-IR, iDP-IR and plain iDP on one attribute, Spark-free (docs/specification.md §1-2; Del Vasto-Terrientes et al. (ICISSP 2025) §3).
 
 :func:`perturb_centroids` is the step the Spark job applies per cluster (through a pandas UDF);
 :func:`protect_attribute` is the whole mechanism on a numpy array, the reference the Spark job is
@@ -17,7 +17,7 @@ from .sensitivity import mechanism_k, sensitivity
 
 
 def laplace_scale(delta: float, epsilon_attribute: Fraction | float) -> float:
-    """Laplace scale ``b = Δ / ε_attr`` (SPEC.md §2).
+    """Laplace scale ``b = Δ / ε_attr`` (docs/specification.md §2).
 
     Raises
     ------
@@ -35,7 +35,7 @@ def clamp_and_round(noisy: np.ndarray, lo, hi, categorical) -> np.ndarray:
     """Clamp noisy centroids to [lo, hi]; for categorical ranks, then round half up to an integer.
 
     ``lo``, ``hi`` and ``categorical`` are scalars or arrays of the same shape as ``noisy``.
-    Rounding happens only after noise and clamping (SPEC.md §1), so a rounded rank stays in
+    Rounding happens only after noise and clamping (docs/specification.md §1), so a rounded rank stays in
     [lo, hi] = [1, |dom|].
     """
     out = np.clip(np.asarray(noisy, dtype=float), np.asarray(lo, float), np.asarray(hi, float))
@@ -54,7 +54,7 @@ def perturb_centroids(
 ) -> np.ndarray:
     """Noisy, clamped (and for categorical attributes, rounded) centroids; all arrays shape (m,).
 
-    One Laplace draw per cluster (never per record), SPEC.md §2.
+    One Laplace draw per cluster (never per record), docs/specification.md §2.
     """
     noisy = noise.perturb(np.asarray(centroids, float), np.asarray(scales, float), attributes, clusters)
     return clamp_and_round(noisy, lo, hi, categorical)

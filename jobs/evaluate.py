@@ -1,4 +1,4 @@
-"""Information loss of a protected table against the original, on Spark (SPEC.md §4).
+"""Information loss of a protected table against the original, on Spark (docs/specification.md §4).
 
 Evaluates the same formula as :func:`fragrelease.metrics.mean_sse`, records matched by id. Only
 parties that hold both tables (an owner on its own fragment, or the local driver that simulates

@@ -44,7 +44,7 @@ from fragrelease.schemas.datasets import BUILTIN_SCHEMAS, load_builtin_pandas
 
 log = logging.getLogger(__name__)
 
-#: Owners of paper 000 §5 (the same as conf/*-horizontal.yaml and conf/*-vertical.yaml).
+#: Owners of Del Vasto-Terrientes et al. (ICISSP 2025) §5 (the same as conf/*-horizontal.yaml and conf/*-vertical.yaml).
 HORIZONTAL_ROWS = {"adult": (11_100, 15_000, 12_000, 7_122), "wine": (500, 1_000, 4_997)}
 VERTICAL_GROUPS = {
     "adult": tuple((a,) for a in adult.RELEASED),
@@ -104,7 +104,7 @@ def order_settings(orders: Sequence[str], shares: Sequence[str]) -> list[OrderSe
 
 
 def scenarios_for(dataset: str, names: Sequence[str], splits: Sequence[str]) -> list[Scenario]:
-    """The scenarios of paper 000 §5 for a built-in dataset."""
+    """The scenarios of Del Vasto-Terrientes et al. (ICISSP 2025) §5 for a built-in dataset."""
     base = "wine" if dataset.startswith("wine") else dataset
     out = []
     for name in names:
