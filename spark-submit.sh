@@ -50,7 +50,7 @@ py="${PYTHON:-}"
 if [ -z "$py" ]; then
   if [ -x "$here/.venv/bin/python" ]; then py="$here/.venv/bin/python"; else py="python3"; fi
 fi
-version=$(sed -n 's/^ *version="\([^"]*\)".*/\1/p' "$here/setup.py" | head -1)
+version=$(sed -n 's/^__version__ = "\([^"]*\)".*/\1/p' "$here/fragrelease/__init__.py" | head -1)  # the one version source
 wheel="$here/dist/fragrelease-${version}-py3-none-any.whl"
 
 if [ "$delta" = 1 ] && [ -z "$delta_version" ]; then

@@ -23,7 +23,9 @@ def test_dry_run_prints_the_command_with_delta_and_config():
     assert "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension" in argv
     assert "spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog" in argv
     assert "spark.executor.memory=4g" in argv
-    assert argv[argv.index("--py-files") + 1].endswith("dist/fragrelease-0.1.0-py3-none-any.whl")
+    from fragrelease import __version__
+
+    assert argv[argv.index("--py-files") + 1].endswith(f"dist/fragrelease-{__version__}-py3-none-any.whl")
     assert argv[argv.index("--files") + 1] == "conf/adult-horizontal.yaml"
     entry = [a for a in argv if a.endswith("spark_entry.py")][0]
     tail = argv[argv.index(entry) + 1:]
