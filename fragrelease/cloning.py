@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -233,8 +233,8 @@ def cloning_anonymize(df: pd.DataFrame, qis: Sequence[QuasiIdentifier], sensitiv
         raise InvalidParameterError(f"k = {k} exceeds the number of records {n}")
     raw = encode_quasi_identifiers(df, qis)
     leaves = [q.leaf_codes(df[q.name].to_numpy()) for q in qis]
-    heights = [q.taxonomy.height for q in qis]
-    lcas = [q.taxonomy.lca for q in qis]
+    heights = [q.require_taxonomy().height for q in qis]
+    lcas = [q.require_taxonomy().lca for q in qis]
     values, sens = sensitive_codes(df, sensitive)
     sizes = np.bincount(sens, minlength=len(values))
     b, counts = clone_counts({str(v): int(s) for v, s in zip(values, sizes)})
@@ -248,12 +248,12 @@ def cloning_anonymize(df: pd.DataFrame, qis: Sequence[QuasiIdentifier], sensitiv
     suppressed = counterfeit = 0
     order_j = sorted(range(len(values)), key=lambda j: (sizes[j], str(values[j])))
     for j in order_j:
-        c = counts[j].c
+        c_j = counts[j].c
         rows = np.flatnonzero(sens == j)
         remaining = rows[permutation(len(rows))]
         fake = counterfeit_slots(counts[j].counterfeit, b, permutation)
         for r in range(b):
-            places = c - int(fake[r])               # real tuples of W_j this class takes
+            places = c_j - int(fake[r])               # real tuples of W_j this class takes
             cand = remaining[:max(mu_n, places)]  # never fewer candidates than places
             if len(cand) <= places:
                 pick = np.arange(len(cand))
@@ -274,8 +274,8 @@ def cloning_anonymize(df: pd.DataFrame, qis: Sequence[QuasiIdentifier], sensitiv
                     G[r, a] = g
                 real[r] += len(chosen)
                 members[r].append(chosen)
-            multiset[r, j] += c
-            counterfeit += c - len(chosen)
+            multiset[r, j] += c_j
+            counterfeit += c_j - len(chosen)
         suppressed += len(remaining)
 
     # step 5a: merge classes with fewer than k real tuples
@@ -314,7 +314,7 @@ def cloning_anonymize(df: pd.DataFrame, qis: Sequence[QuasiIdentifier], sensitiv
         sc = [int(ms[j]) for j in np.flatnonzero(ms)]
         for p in parts:
             sub = rows[p]
-            block = {"eq_class": np.full(len(sub), eq, dtype=np.int64),
+            block: dict[str, Any] = {"eq_class": np.full(len(sub), eq, dtype=np.int64),
                      "sub_class": np.full(len(sub), sub_id, dtype=np.int64)}
             for a, q in enumerate(qis):
                 if q.kind == "numeric":
@@ -325,7 +325,7 @@ def cloning_anonymize(df: pd.DataFrame, qis: Sequence[QuasiIdentifier], sensitiv
                     block[f"{q.name}_lo"] = np.full(len(sub), float(near.min()))
                     block[f"{q.name}_hi"] = np.full(len(sub), float(near.max()))
                 else:
-                    t = q.taxonomy
+                    t = q.require_taxonomy()
                     block[q.name] = np.full(len(sub), t.nodes[t.lca_of(leaves[a][sub])], dtype=object)
                     block[f"{q.name}_distinct"] = np.full(len(sub), len(np.unique(leaves[a][sub])), dtype=np.int64)
             block[f"{sensitive}_values"] = [sv] * len(sub)

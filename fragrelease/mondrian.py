@@ -46,13 +46,13 @@ def encode_quasi_identifiers(df: pd.DataFrame, qis: Sequence[QuasiIdentifier]) -
             if np.isnan(v).any():
                 bad = col[np.isnan(v)].iloc[0]
                 raise DomainError(f"value {bad!r} of numeric quasi-identifier {q.name!r} is not a number")
-            lo, hi = q.domain
+            lo, hi = q.require_domain()
             outside = (v < lo) | (v > hi)
             if outside.any():
                 raise DomainError(f"value {v[outside][0]} of {q.name!r} lies outside its domain [{lo}, {hi}]")
             out.append(v)
         else:
-            out.append(q.taxonomy.leaf_codes(col.astype(str).to_numpy()))
+            out.append(q.require_taxonomy().leaf_codes(col.astype(str).to_numpy()))
     return out
 
 
@@ -72,10 +72,10 @@ def _widths(idx, codes, qis) -> np.ndarray:
     for a, q in enumerate(qis):
         x = codes[a][idx]
         if q.kind == "numeric":
-            lo, hi = q.domain
+            lo, hi = q.require_domain()
             w[a] = (x.max() - x.min()) / (hi - lo)
         else:
-            t = q.taxonomy
+            t = q.require_taxonomy()
             node = t.lca_of(x)
             w[a] = (t.leaf_count[node] - 1) / max(t.n_leaves - 1, 1)
     return w
@@ -92,7 +92,7 @@ def _candidate_split(idx, codes, a, q) -> Optional[list[np.ndarray]]:
         if not left.any() or left.all():
             return None
         return [idx[left], idx[~left]]
-    t = q.taxonomy
+    t = q.require_taxonomy()
     node = t.lca_of(x)
     h = int(t.height[node])
     if h == 0:
@@ -122,13 +122,16 @@ def mondrian_partition(codes: list[np.ndarray], qis: Sequence[QuasiIdentifier], 
     n = len(codes[0]) if codes else 0
     if n < k:
         raise InvalidParameterError(f"k = {k} exceeds the number of records {n}")
-    if l > 1 and len(np.unique(sens)) < l:
-        raise InvalidParameterError(f"l = {l} exceeds the {len(np.unique(sens))} distinct sensitive values")
+    if l > 1:
+        if sens is None:
+            raise InvalidParameterError(f"l = {l} needs the sensitive codes, but sens is None")
+        if len(np.unique(sens)) < l:
+            raise InvalidParameterError(f"l = {l} exceeds the {len(np.unique(sens))} distinct sensitive values")
 
     def allowable(part: np.ndarray) -> bool:
         if len(part) < k:
             return False
-        return l <= 1 or len(np.unique(sens[part])) >= l
+        return l <= 1 or (sens is not None and len(np.unique(sens[part])) >= l)
 
     done: list[np.ndarray] = []
     stack = [np.arange(n)]
@@ -200,7 +203,7 @@ def mondrian_anonymize(df: pd.DataFrame, qis: Sequence[QuasiIdentifier], sensiti
             hi = np.concatenate([np.full(len(p), codes[a][p].max()) for p in parts])
             out[f"{q.name}_lo"], out[f"{q.name}_hi"] = lo, hi
         else:
-            t = q.taxonomy
+            t = q.require_taxonomy()
             out[q.name] = np.concatenate([np.full(len(p), t.nodes[t.lca_of(codes[a][p])], dtype=object) for p in parts])
     out[sensitive] = values[sens[order]].astype(object)
     res = pd.DataFrame(out)

@@ -224,6 +224,30 @@ class QuasiIdentifier:
             values = [str(int(x)) for x in v]
         return self.taxonomy.leaf_codes(values)
 
+    def require_taxonomy(self) -> Taxonomy:
+        """This attribute's taxonomy (always present for a categorical quasi-identifier).
+
+        Raises
+        ------
+        ConfigError
+            The attribute was declared without one (a numeric quasi-identifier may be).
+        """
+        if self.taxonomy is None:
+            raise ConfigError(f"quasi-identifier {self.name!r} has no taxonomy")
+        return self.taxonomy
+
+    def require_domain(self) -> tuple[float, float]:
+        """This attribute's declared domain (lo, hi), lo < hi (always present for a numeric quasi-identifier).
+
+        Raises
+        ------
+        ConfigError
+            The attribute was declared without one (a categorical quasi-identifier may be).
+        """
+        if self.domain is None:
+            raise ConfigError(f"quasi-identifier {self.name!r} has no domain [lo, hi]")
+        return self.domain
+
 
 def adult_quasi_identifiers(names: Sequence[str]) -> list[QuasiIdentifier]:
     """Quasi-identifiers of Adult with their vendored taxonomies and the schema's declared domains.
@@ -242,7 +266,7 @@ def adult_quasi_identifiers(names: Sequence[str]) -> list[QuasiIdentifier]:
             raise ConfigError(f"{n!r} is not an Adult attribute")
         a = attrs[n]
         if a.kind == "numeric":
-            out.append(QuasiIdentifier(n, "numeric", adult_taxonomy(n), tuple(float(x) for x in a.domain)))
+            out.append(QuasiIdentifier(n, "numeric", adult_taxonomy(n), (float(a.domain[0]), float(a.domain[1]))))
         else:
             out.append(QuasiIdentifier(n, "categorical", adult_taxonomy(n)))
     return out

@@ -58,7 +58,7 @@ class Queries:
 
 def hierarchy_order(qi: QuasiIdentifier) -> np.ndarray:
     """Leaf ids of a taxonomy sorted by their root-ward path reversed, so siblings are adjacent."""
-    t = qi.taxonomy
+    t = qi.require_taxonomy()
     keys = [tuple(t.nodes[t.ancestor[leaf, h]] for h in range(t.depth, -1, -1)) for leaf in range(t.n_leaves)]
     return np.array(sorted(range(t.n_leaves), key=lambda i: keys[i]), dtype=np.int64)
 
@@ -71,16 +71,16 @@ def random_queries(qis: Sequence[QuasiIdentifier], sensitive_values: Sequence[st
     numeric, categorical, runs = {}, {}, {}
     for q in qis:
         if q.kind == "numeric":
-            lo, hi = q.domain
+            lo, hi = q.require_domain()
             width = theta * (hi - lo)
-            start = generator.uniform(lo, hi - width, size)
+            start: np.ndarray = generator.uniform(lo, hi - width, size)
             numeric[q.name] = (np.ceil(start), np.floor(start + width))
         else:
             order = hierarchy_order(q)
             n = len(order)
             run = max(1, int(round(theta * n)))
             start = generator.integers(0, n - run + 1, size)
-            mask = np.zeros((size, q.taxonomy.n_leaves), dtype=bool)
+            mask = np.zeros((size, q.require_taxonomy().n_leaves), dtype=bool)
             for off in range(run):
                 mask[np.arange(size), order[start + off]] = True
             categorical[q.name] = mask
@@ -99,17 +99,17 @@ def actual_counts(df: pd.DataFrame, qis: Sequence[QuasiIdentifier], sensitive: s
     dims, idx, lows, highs = [], [], [], []
     for q in qis:
         if q.kind == "numeric":
-            lo, hi = (int(np.floor(q.domain[0])), int(np.ceil(q.domain[1])))
+            lo, hi = (int(np.floor(q.require_domain()[0])), int(np.ceil(q.require_domain()[1])))
             dims.append(hi - lo + 1)
             idx.append(df[q.name].to_numpy(dtype=np.int64) - lo)
             qlo, qhi = queries.numeric[q.name]
             lows.append(np.clip(np.ceil(qlo).astype(np.int64) - lo, 0, hi - lo + 1))
             highs.append(np.clip(np.floor(qhi).astype(np.int64) - lo, -1, hi - lo))
         else:
-            rank = np.empty(q.taxonomy.n_leaves, dtype=np.int64)
-            rank[hierarchy_order(q)] = np.arange(q.taxonomy.n_leaves)
-            dims.append(q.taxonomy.n_leaves)
-            idx.append(rank[q.taxonomy.leaf_codes(df[q.name].astype(str).to_numpy())])
+            rank = np.empty(q.require_taxonomy().n_leaves, dtype=np.int64)
+            rank[hierarchy_order(q)] = np.arange(q.require_taxonomy().n_leaves)
+            dims.append(q.require_taxonomy().n_leaves)
+            idx.append(rank[q.require_taxonomy().leaf_codes(df[q.name].astype(str).to_numpy())])
             a, b = queries.runs[q.name]
             lows.append(np.asarray(a, dtype=np.int64))
             highs.append(np.asarray(b, dtype=np.int64))
@@ -147,7 +147,7 @@ def mondrian_groups(release: pd.DataFrame, qis: Sequence[QuasiIdentifier], sensi
     return Groups(counts.to_numpy(dtype=float), [str(c) for c in counts.columns],
                   {q.name: (first[f"{q.name}_lo"].to_numpy(float), first[f"{q.name}_hi"].to_numpy(float))
                    for q in qis if q.kind == "numeric"},
-                  {q.name: np.array([q.taxonomy.node_id(v) for v in first[q.name]]) for q in qis
+                  {q.name: np.array([q.require_taxonomy().node_id(v) for v in first[q.name]]) for q in qis
                    if q.kind == "categorical"})
 
 
@@ -165,7 +165,7 @@ def cloning_groups(release: pd.DataFrame, qis: Sequence[QuasiIdentifier], sensit
     return Groups(w, values,
                   {q.name: (first[f"{q.name}_lo"].to_numpy(float), first[f"{q.name}_hi"].to_numpy(float))
                    for q in qis if q.kind == "numeric"},
-                  {q.name: np.array([q.taxonomy.node_id(v) for v in first[q.name]]) for q in qis
+                  {q.name: np.array([q.require_taxonomy().node_id(v) for v in first[q.name]]) for q in qis
                    if q.kind == "categorical"})
 
 
@@ -178,8 +178,8 @@ def estimate_counts(groups: Groups, qis: Sequence[QuasiIdentifier], queries: Que
     for q in qis:
         if q.kind == "categorical":
             nodes = groups.categorical[q.name]
-            at_leaf = nodes < q.taxonomy.n_leaves
-            pi[q.name] = 1.0 + np.bincount(nodes[at_leaf], weights=size[at_leaf], minlength=q.taxonomy.n_leaves)
+            at_leaf = nodes < q.require_taxonomy().n_leaves
+            pi[q.name] = 1.0 + np.bincount(nodes[at_leaf], weights=size[at_leaf], minlength=q.require_taxonomy().n_leaves)
     for b0 in range(0, len(queries), batch):
         sl = slice(b0, b0 + batch)
         cols = np.array([pos.get(str(s), -1) for s in queries.sensitive[sl]])
@@ -191,7 +191,7 @@ def estimate_counts(groups: Groups, qis: Sequence[QuasiIdentifier], queries: Que
                 inside = np.minimum(ghi[:, None], qhi[None, sl]) - np.maximum(glo[:, None], qlo[None, sl]) + 1
                 w *= np.clip(inside, 0, None) / (ghi - glo + 1)[:, None]
             else:
-                member = q.taxonomy.member[groups.categorical[q.name]] * pi[q.name][None, :]  # G x leaves
+                member = q.require_taxonomy().member[groups.categorical[q.name]] * pi[q.name][None, :]  # G x leaves
                 sel = queries.categorical[q.name][sl].astype(float)                        # B x leaves
                 w *= (member @ sel.T) / member.sum(axis=1)[:, None]
         out[sl] = w.sum(axis=0)
