@@ -60,7 +60,7 @@ PLSA_MAX_EXHAUSTIVE = 10
 # Formulas
 # --------------------------------------------------------------------------------------------------
 
-def js_divergence(p: Sequence[float], q: Sequence[float]) -> float:
+def js_divergence(p: Sequence[float] | np.ndarray, q: Sequence[float] | np.ndarray) -> float:
     """Jensen–Shannon divergence of two distributions over the same values, log base 2.
 
     ``JS(p, q) = ½ KL(p ‖ m) + ½ KL(q ‖ m)`` with ``m = (p + q) / 2``; ``0 · log 0 = 0``.
@@ -129,7 +129,7 @@ def disclosure(class_counts: np.ndarray, p: Optional[np.ndarray] = None) -> floa
     return float(_js_counts(np.asarray(p, dtype=float), counts).max())
 
 
-def weighted_distance(a: Sequence[float], b: Sequence[float], weights: Sequence[float]) -> float:
+def weighted_distance(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, weights: Sequence[float]) -> float:
     """``d(t_i, t_j) = sqrt(Σ_k w_k (t_i[k] - t_j[k])²)`` (Chang & Wu (SPME 2014) §5; docs/specification.md §6)."""
     a, b, w = (np.asarray(x, dtype=float) for x in (a, b, weights))
     return float(np.sqrt(np.sum(w * (a - b) ** 2)))
@@ -149,7 +149,7 @@ def _row_norms(diff: np.ndarray, w: np.ndarray) -> np.ndarray:
     return np.sqrt(np.sum(w[None, :] * diff * diff, axis=1))
 
 
-def utility(x: np.ndarray, weights: Sequence[float], mean: Optional[np.ndarray] = None) -> float:
+def utility(x: np.ndarray, weights: Sequence[float] | np.ndarray, mean: Optional[np.ndarray] = None) -> float:
     """``U(T') = d(T', T~)``: how far the rows are from the one-class table (Chang & Wu (SPME 2014) §2).
 
     ``mean`` is the table mean (the value every row takes in ``T~``); default the mean of ``x``.
@@ -227,7 +227,7 @@ def parse_delta(delta) -> Fraction:
     return d
 
 
-def singleton_disclosure(p: Sequence[float]) -> float:
+def singleton_disclosure(p: Sequence[float] | np.ndarray) -> float:
     """``P`` of the table in which every record is its own class: ``max_v JS(p, e_v)`` over present values.
 
     A class of one record with sensitive value ``v`` has the point distribution ``e_v``; because JS
@@ -254,7 +254,7 @@ def singleton_disclosure(p: Sequence[float]) -> float:
     p = np.asarray(p, dtype=float)
     if p.ndim != 1 or (p < 0).any() or p.sum() <= 0:
         raise InvalidParameterError(f"a distribution must be 1-D, non-negative and non-zero, not {p.tolist()}")
-    p = p / p.sum()
+    p = p / float(p.sum())
     present = np.flatnonzero(p > 0)
     return float(_js_rows(p, np.eye(len(p))[present]).max())
 
