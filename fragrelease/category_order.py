@@ -142,7 +142,7 @@ def noisy_category_counts(counts: Mapping[str, int], categories: Sequence[str], 
                                     np.full(m, f"{attribute}#order", dtype=object), np.arange(m)), dtype=float)
 
 
-def order_by_counts(scores: Sequence[float], categories: Sequence[str]) -> tuple[str, ...]:
+def order_by_counts(scores: Sequence[float] | np.ndarray, categories: Sequence[str]) -> tuple[str, ...]:
     """Categories by decreasing score (rank 1 = largest), ties by declared order."""
     cats = list(categories)
     scores = np.asarray(scores, dtype=float)

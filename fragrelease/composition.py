@@ -39,7 +39,7 @@ Spark, and the tests check that both agree.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Iterable, Optional, Sequence, cast
 
 import numpy as np
 import pandas as pd
@@ -50,7 +50,7 @@ from .taxonomy import Taxonomy
 CONFIDENCE_BINS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
 
-def release_layout(columns: Sequence[str], sensitive: str) -> str:
+def release_layout(columns: Iterable[str], sensitive: str) -> str:
     """``"micro-statistics"`` or ``"generalized"``; :class:`SchemaMismatchError` naming what is missing."""
     cols = set(columns)
     if "eq_class" not in cols:
@@ -82,13 +82,15 @@ def person_multisets(release: pd.DataFrame, *, person: str, sensitive: str) -> p
     if layout == "generalized":
         pairs = release.assign(_s=release[sensitive].astype(str)).groupby(["eq_class", "_s"]).size()
         per_class: dict = {}
-        for (eq, s), c in pairs.items():
+        for key, c in pairs.items():
+            eq, s = cast(tuple, key)  # the (eq_class, _s) MultiIndex key
             per_class.setdefault(eq, {})[s] = int(c)
         ms = pd.DataFrame({"eq_class": list(per_class), "counts": list(per_class.values())})
         out = release[[person, "eq_class"]].merge(ms, on="eq_class")
     else:
         out = release[[person, "eq_class"]].copy()
-        out["counts"] = [dict(zip(map(str, v), map(int, c)))
+        # one dict per row (an object column); pandas-stubs accepts only scalars or arrays here
+        out["counts"] = [dict(zip(map(str, v), map(int, c)))  # type: ignore[assignment]
                          for v, c in zip(release[f"{sensitive}_values"], release[f"{sensitive}_counts"])]
     out["rows"] = out.groupby("eq_class")["eq_class"].transform("size").astype(np.int64)
     return out.rename(columns={person: "person"})
@@ -209,7 +211,8 @@ def _with_candidates(ms: pd.DataFrame, counterfeit_bound: Optional[int]) -> pd.D
     for eq, counts, rows in zip(ms["eq_class"], ms["counts"], ms["rows"]):
         if eq not in per_class:
             per_class[eq] = class_candidates(counts, int(rows), counterfeit_bound=counterfeit_bound)
-    return ms.assign(counts=[per_class[eq] for eq in ms["eq_class"]])
+    # one dict per row (an object column); pandas-stubs accepts only scalars or arrays here
+    return ms.assign(counts=[per_class[eq] for eq in ms["eq_class"]])  # type: ignore[misc]
 
 
 def audit_pair(p: pd.DataFrame, q: pd.DataFrame, *, person: str, sensitive: str,

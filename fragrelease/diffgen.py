@@ -375,7 +375,7 @@ class Cut:
         """Replace ``node`` by its children (categorical) or by the two halves at ``split``; return the new labels."""
         if attr in self.nodes:
             tax = self.predictors[attr]
-            if tax.is_leaf(node) or node not in self.nodes[attr]:
+            if not isinstance(tax, Taxonomy) or tax.is_leaf(node) or node not in self.nodes[attr]:
                 raise InvalidParameterError(f"{attr}: {node!r} is not a specializable value of the cut")
             i = self.nodes[attr].index(node)
             kids = list(tax.children[node])
@@ -578,7 +578,7 @@ def leaf_codes(cut: Cut, columns: Mapping[str, np.ndarray], classes, class_value
     if bad:
         raise DomainError(f"class value {bad[0]!r} is not one of {list(class_values)}")
     codes = [cut.cell_codes(a, columns[a]) for a in cut.attributes] + [np.array([cidx[u] for u in uniq])[inv]]
-    return np.ravel_multi_index(codes, shape).astype(np.int64)
+    return np.asarray(np.ravel_multi_index(codes, shape)).astype(np.int64)
 
 
 def noisy_leaf_counts(true_counts: np.ndarray, epsilon, randomness: DiffGenRandomness) -> np.ndarray:
@@ -690,10 +690,10 @@ def marginal_counts(p: Predictor, values, classes, class_values: Sequence[str]) 
     """
     numeric = isinstance(p, NumericDomain)
     v = np.asarray(values, dtype=float) if numeric else np.asarray(values).astype(str)
-    if numeric:
-        bad = ~((v >= p.lo) & (v <= p.hi))
-        if bad.any():
-            raise DomainError(f"{p.attribute} value {v[bad][0]} outside its declared domain [{p.lo}, {p.hi}]")
+    if isinstance(p, NumericDomain):
+        outside = ~((v >= p.lo) & (v <= p.hi))
+        if outside.any():
+            raise DomainError(f"{p.attribute} value {v[outside][0]} outside its declared domain [{p.lo}, {p.hi}]")
     else:
         leaves = set(p.leaves[p.root])
         unknown = [u for u in np.unique(v) if u not in leaves]

@@ -14,7 +14,7 @@ There are no seeds here. Tests that need reproducible noise pass their own :clas
 from __future__ import annotations
 
 import secrets
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -237,7 +237,7 @@ class SecureDiffGenRandomness:
         dp.enable_features("contrib")
         self._dp = dp
         self._laplace = SecureLaplace()
-        self._gauss: dict[float, object] = {}
+        self._gauss: dict[float, Any] = {}  # OpenDP measurements (opendp ships no type information)
 
     def gumbel(self, size: int) -> np.ndarray:
         return secure_gumbel(size)
