@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Mapping, Sequence
+from typing import Literal, Mapping, Sequence
 
 from .errors import InvalidParameterError
 
@@ -127,7 +127,7 @@ class ReleaseBudget:
     """
 
     total: Fraction
-    composition: str
+    composition: Literal["parallel", "sequential"]
     steps: tuple[BudgetStep, ...]
 
     def spent(self) -> Fraction:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Mapping, Sequence
+from typing import Final, Mapping, Sequence
 
 import numpy as np
 
@@ -38,7 +38,7 @@ CATEGORY_ORDERS = ("dp-frequency", "declared")
 #: The paper's data-dependent order; evaluation only, never a release.
 PAPER_ORDER = "data-frequency"
 #: Default category order and the share of a categorical attribute's budget spent on the histogram.
-DEFAULT_CATEGORY_ORDER = "dp-frequency"
+DEFAULT_CATEGORY_ORDER: Final = "dp-frequency"
 DEFAULT_ORDER_SHARE = Fraction(1, 10)
 #: L1 sensitivity of a category-count histogram under substitution (one count −1, another +1).
 HISTOGRAM_SENSITIVITY = 2

@@ -15,7 +15,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timezone
 from fractions import Fraction
-from typing import Literal, Optional
+from typing import Any, Literal, Optional, cast
 
 from pydantic import BaseModel, ConfigDict
 
@@ -240,22 +240,24 @@ def make_plan(
         specs = metas[0].attributes
     else:
         budget = vertical_budget(eps, {m.owner: _names(m) for m in metas}, epsilon_split)
-        owners = []
+        owner_list: list[PlanOwner] = []
         for m in metas:
             eps_j = sum((s.epsilon for s in budget.steps if s.owner == m.owner), Fraction(0))
             eps_attr = per_attribute_epsilon(eps_j, len(m.attributes))
-            owners.append(PlanOwner(name=m.owner, epsilon=format_epsilon(eps_j),
+            owner_list.append(PlanOwner(name=m.owner, epsilon=format_epsilon(eps_j),
                                     epsilon_per_attribute=format_epsilon(eps_attr),
                                     attributes=tuple(_names(m)), n_records=m.n_records,
                                     budgets=_budgets(m.attributes, eps_attr, category_order, share)))
-        owners = tuple(owners)
+        owners = tuple(owner_list)
         specs = tuple(a for m in metas for a in m.attributes)
     if budget.spent() != eps:
         raise AssertionError(f"budget accounting drifted: spent {budget.spent()} of {eps}")
     return Plan(
         plan_id=str(uuid.uuid4()),
         dataset=metas[0].dataset,
-        fragmentation=fragmentation,
+        # fragmentation equals every owner's (validate_metadata), category_order and linkage were
+        # checked above; the pydantic model validates all three again
+        fragmentation=cast(Literal["horizontal", "vertical"], fragmentation),
         mechanism=mechanism,
         k=k,
         epsilon=format_epsilon(eps),
@@ -265,9 +267,9 @@ def make_plan(
         owners=owners,
         id_column=metas[0].id_column,
         keep_id=keep_id,
-        category_order=category_order,
+        category_order=cast(Literal["dp-frequency", "declared"], category_order),
         category_order_share=format_epsilon(share),
-        linkage=linkage,
+        linkage=cast(Literal["linked", "unlinked"], linkage),
         created_at=datetime.now(timezone.utc).isoformat(),
     )
 
@@ -303,7 +305,7 @@ def check_manifest(manifest: Manifest, plan: Plan) -> None:
         Naming the first field that differs, with the manifest's and the plan's values.
     """
     po = plan.owner(manifest.owner)
-    expected = {
+    expected: dict[str, Any] = {
         "plan_id": plan.plan_id, "dataset": plan.dataset, "fragmentation": plan.fragmentation,
         "mechanism": plan.mechanism, "k": plan.k, "epsilon": po.epsilon,
         "epsilon_per_attribute": po.epsilon_per_attribute,
