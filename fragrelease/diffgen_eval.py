@@ -161,6 +161,7 @@ def run_cell(train: pd.DataFrame, test: pd.DataFrame, *, epsilon: Fraction, h: i
     y_te = test[ADULT_CLASS].to_numpy()
     spent = str(sum((s.epsilon for s in ledger), Fraction(0)) + Fraction(epsilon) / 2)
     t_auto = sparse_min_count(n_leaves, epsilon)
+    expanded: dict[str, tuple[int, tuple[np.ndarray, np.ndarray] | None]]  # (min count, (cells, counts) or None)
     try:  # one draw of the noisy counts; the filtered expansion keeps its cells with k >= t_auto
         plain = synthetic_leaf_counts(flat, n_leaves, epsilon, gen, randomness, min_count=1)
         keep = plain[1] >= t_auto

@@ -160,6 +160,11 @@ class SortedAttribute:
     order : sequence of the declared categories in rank order (rank 1 first), categorical only.
     """
 
+    # categorical attributes only (set by :meth:`from_counts`)
+    label_of_rank: np.ndarray
+    block_start: np.ndarray
+    block_end: np.ndarray
+
     def __init__(self, values: np.ndarray, ids: np.ndarray, spec: AttributeSpec,
                  order: Optional[Sequence[str]] = None) -> None:
         if spec.categorical:
@@ -265,7 +270,7 @@ def protect_and_score(attr: SortedAttribute, mechanism: str, k: int, epsilon_cen
     return attr.squared_error(k_used, z), released
 
 
-def category_tvd(original: dict[str, np.ndarray], released: dict[str, np.ndarray]) -> float:
+def category_tvd(original: dict[str, np.ndarray], released: dict[str, np.ndarray | float]) -> float:
     """Mean over categorical attributes of the total variation distance between category distributions.
 
     ``original`` and ``released`` map attribute → counts of shape (|dom|,), each summing to n.
@@ -313,7 +318,7 @@ class Scenario:
 
 def _fragment(data, ids, specs, index) -> dict:
     """Order-independent parts of one fragment: sorted numeric attributes and category counts."""
-    out = {}
+    out: dict[str, CategoryCounts | SortedAttribute] = {}
     for s in specs:
         v = data[s.name] if index is None else data[s.name][index]
         if s.categorical:
@@ -419,7 +424,7 @@ def run_once(
         for mechanism in mechanisms:
             for k in ks:
                 errors = {a: 0.0 for a in names}
-                released = {a: 0.0 for a in categorical}
+                released: dict[str, np.ndarray | float] = {a: 0.0 for a in categorical}
                 for attrs in prepared:
                     for attr, eps_c in attrs:
                         sse, counts = protect_and_score(attr, mechanism, k, eps_c, noise)
