@@ -47,7 +47,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, Optional, Protocol, Sequence
 
 import numpy as np
 
@@ -190,6 +190,36 @@ class Channel:
     def stats(self) -> dict:
         return {"sent_messages": self.sent_messages, "sent_bytes": self.sent_bytes,
                 "received_messages": self.received_messages, "received_bytes": self.received_bytes}
+
+
+class PartyData(Protocol):
+    """What :func:`run_party` needs from one party's records, wherever they are held.
+
+    Two implementations: :class:`PartyInput` (numpy arrays in this process) and
+    ``fragrelease.jobs.distdiffgen_party.SparkParty`` (a DataFrame in the party's own SparkSession).
+    ``prepare`` runs first and raises :class:`IdentifierError` on null or duplicated ids; ``n`` and
+    ``ids_digest`` are then the record count and a digest both parties compare in ``hello``.
+    ``marginal_counts`` returns attribute → value × class counts (:func:`fragrelease.diffgen.marginal_counts`);
+    ``encrypt_cells`` the ``count_cipher`` payload; ``sum_cells`` one list of ``blocks`` raw
+    ciphertexts per own cell. Source: Sameera K. M. et al. (IJIRST 2015) Algorithm 1; docs/specification.md §7.
+    """
+
+    @property
+    def predictors(self) -> Sequence[Predictor]: ...
+
+    @property
+    def n(self) -> int: ...
+
+    def prepare(self) -> None: ...
+
+    def ids_digest(self) -> str: ...
+
+    def marginal_counts(self, class_values: Sequence[str]) -> dict: ...
+
+    def encrypt_cells(self, pk, cut: Cut, class_values: Sequence[str], width: int, per_ct: int,
+                      blocks: int) -> dict: ...
+
+    def sum_cells(self, pk, cut: Cut, payload: dict, blocks: int) -> list[list[int]]: ...
 
 
 @dataclass
@@ -414,14 +444,15 @@ def _unpack(sk, pk, masked: list[list[str]], own_cells_e: int, width: int, per_c
     return shares
 
 
-def run_party(party: PartyInput, ch: Channel, *, role: str, epsilon, specializations: int, score: str,
+def run_party(party: PartyData, ch: Channel, *, role: str, epsilon, specializations: int, score: str,
               class_values: Sequence[str], randomness: DiffGenRandomness, key_bits: int = MIN_RELEASE_KEY_BITS,
               allow_small_key: bool = False, noise: str = DEFAULT_NOISE) -> PartyResult:
     """Run one party of DistDiffGen (Sameera K. M. et al. (IJIRST 2015) Algorithm 1; docs/specification.md §7) over channel ``ch``.
 
     Parameters
     ----------
-    party : this party's ids, classes and own predictor columns.
+    party : this party's ids, classes and own predictor columns (:class:`PartyData`: a
+        :class:`PartyInput` or a Spark-backed party).
     role : "hospital" (P1: holds the comparison key, decides winners) or "insurer" (P2).
     epsilon, specializations, score : as in :func:`fragrelease.diffgen.specialize_cut`; must agree.
     key_bits : Paillier modulus size (≥ 2048 unless ``allow_small_key``, for tests only).
@@ -628,7 +659,10 @@ def _party_process(role: str, address, authkey: bytes, attributes: list[str], ro
     from .rng import SecureDiffGenRandomness
 
     spark = None
+    party: PartyData
     if backend == "spark":
+        if exchange_dir is None:
+            raise InvalidParameterError("backend 'spark' needs an exchange_dir shared by both parties, not None")
         os.environ.setdefault("FRAGRELEASE_DRIVER_MEMORY", "1g")
         from .jobs.distdiffgen_party import adult_spark_party
         from .jobs.session import get_spark
