@@ -266,7 +266,7 @@ def adult_quasi_identifiers(names: Sequence[str]) -> list[QuasiIdentifier]:
             raise ConfigError(f"{n!r} is not an Adult attribute")
         a = attrs[n]
         if a.kind == "numeric":
-            out.append(QuasiIdentifier(n, "numeric", adult_taxonomy(n), (float(a.domain[0]), float(a.domain[1]))))
+            out.append(QuasiIdentifier(n, "numeric", adult_taxonomy(n), a.domain))  # floats (pydantic schema)
         else:
             out.append(QuasiIdentifier(n, "categorical", adult_taxonomy(n)))
     return out
