@@ -52,10 +52,9 @@ from .category_order import (
     CATEGORY_ORDERS, DEFAULT_ORDER_SHARE, declared_order, dp_frequency_order, split_attribute_budget,
 )
 from .errors import InvalidParameterError
-from .mechanisms import clamp_and_round, laplace_scale
+from .mechanisms import clamp_and_round, get_mechanism, laplace_scale, mechanism_k, sensitivity
 from .microaggregation import check_k, cluster_bounds, ir_centroids, ir_clusters
 from .rng import NoiseSource, evaluation_generator
-from .sensitivity import dp_ir_sensitivity, idp_ir_sensitivity, mechanism_k, sensitivity
 
 #: Runs a tail must hold before its ratio counts in the point estimate.
 MIN_TAIL = 100
@@ -313,6 +312,7 @@ def category_label_histograms(
         raise InvalidParameterError(f"value {unknown[0]!r} is not a declared category")
     if mechanism not in ("dp-ir", "idp-ir"):
         raise InvalidParameterError(f"the categorical audit supports 'dp-ir' and 'idp-ir', not {mechanism!r}")
+    mech = get_mechanism(mechanism)
     if callable(category_order):
         eps_order, eps_centroids = Fraction(0), Fraction(epsilon_attribute)
         order_of = lambda: category_order(counts)  # noqa: E731
@@ -337,15 +337,12 @@ def category_label_histograms(
         inverse = inverse.reshape(-1)
         cent_u, sizes = centroids_from_rank_counts(exact[distinct], k)
         cent = cent_u[inverse]
-        if mechanism == "dp-ir":
-            delta = np.full(r, dp_ir_sensitivity(1.0, float(m), k))
-        else:
-            delta_u = np.empty(len(distinct))
-            for i, o in enumerate(map(tuple, distinct)):
-                if o not in cache:
-                    cache[o] = idp_ir_sensitivity(np.repeat(np.arange(1.0, m + 1), exact[list(o)]), k, 1.0, float(m))
-                delta_u[i] = cache[o]
-            delta = delta_u[inverse]
+        delta_u = np.empty(len(distinct))
+        for i, o in enumerate(map(tuple, distinct)):  # Δ of the ranks under this order, by the registry
+            if o not in cache:
+                cache[o] = mech.sensitivity(np.repeat(np.arange(1.0, m + 1), exact[list(o)]), k, 1.0, float(m))
+            delta_u[i] = cache[o]
+        delta = delta_u[inverse]
         scale = np.repeat(delta / float(eps_centroids), cent.shape[1])
         c = cent.shape[1]
         z = noise.perturb(cent.ravel(), scale, np.full(scale.shape, "a", dtype=object), np.tile(np.arange(c), r))

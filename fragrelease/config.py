@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .budget import parse_epsilon
 from .category_order import DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE, parse_share
 from .errors import ConfigError, InvalidParameterError
+from .mechanisms import get_mechanism
 from .validation import format_validation_error, read_yaml_mapping
 
 
@@ -85,7 +86,7 @@ class ReleaseConfig(BaseModel):
     name: str
     dataset: str
     fragmentation: Literal["horizontal", "vertical"]
-    mechanism: Literal["idp-ir", "dp-ir", "idp"] = "idp-ir"
+    mechanism: str = "idp-ir"  # a name of the registry fragrelease.mechanisms.MECHANISMS
     epsilon: Union[str, float, int]
     k: int
     epsilon_split: Literal["equal", "by-attributes"] = "equal"
@@ -117,6 +118,15 @@ class ReleaseConfig(BaseModel):
     def _epsilon_ok(cls, v):
         try:
             parse_epsilon(v)
+        except InvalidParameterError as exc:
+            raise ValueError(str(exc)) from None
+        return v
+
+    @field_validator("mechanism")
+    @classmethod
+    def _mechanism_ok(cls, v: str) -> str:
+        try:
+            get_mechanism(v)
         except InvalidParameterError as exc:
             raise ValueError(str(exc)) from None
         return v

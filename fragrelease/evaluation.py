@@ -48,11 +48,10 @@ from .budget import split_epsilon_vertical
 from .category_order import (CATEGORY_ORDERS, PAPER_ORDER, data_frequency_order, declared_order,
                              dp_frequency_order, parse_share, split_attribute_budget)
 from .errors import InvalidParameterError
-from .mechanisms import clamp_and_round, laplace_scale
+from .mechanisms import clamp_and_round, get_mechanism, laplace_scale, mechanism_k
 from .metrics import CATEGORICAL_SCALE, CONVENTIONS
 from .microaggregation import check_k, cluster_count
 from .rng import NoiseSource, evaluation_generator
-from .sensitivity import dp_ir_sensitivity, idp_ir_sensitivity_from_extremes, mechanism_k
 
 SCENARIOS = ("centralized", "horizontal", "vertical")
 #: Grid of docs/specification.md §3.
@@ -219,16 +218,15 @@ class SortedAttribute:
         return (self.s1[b] - self.s1[a]) / (b - a)
 
     def sensitivity(self, mechanism: str, k: int) -> float:
-        """Δ of the centroid vector for this fragment (docs/specification.md §2)."""
-        k_used = mechanism_k(mechanism, k)
+        """Δ of the centroid vector for this fragment (docs/specification.md §2), by the registry."""
+        mech = get_mechanism(mechanism)
+        k_used = mech.k_used(k)
         lo, hi = self.spec.lo, self.spec.hi
-        if mechanism == "dp-ir":
-            return dp_ir_sensitivity(lo, hi, k_used)
         a, b = self.clusters(k_used)
         c = len(a)
         max_second_last = self.x[b[-2] - 1] if c > 1 else lo
-        return idp_ir_sensitivity_from_extremes(self.x[0], self.x[a[-1]], max_second_last, self.x[-1], k_used,
-                                                int(b[-1] - a[-1]), c, lo, hi)
+        return mech.sensitivity_from_extremes(self.x[0], self.x[a[-1]], max_second_last, self.x[-1], k=k_used,
+                                              size_last=int(b[-1] - a[-1]), n_clusters=c, lo=lo, hi=hi)
 
     def squared_error(self, k: int, z: np.ndarray) -> float:
         """Σ over records of d² when every record gets its cluster's released value z (shape (c,))."""

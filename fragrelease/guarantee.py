@@ -28,6 +28,7 @@ only the per-column statements hold, whatever the linkage.
 from __future__ import annotations
 
 from .errors import InvalidParameterError
+from .mechanisms import get_mechanism
 
 #: Linkages of a combined release (docs/specification.md §2).
 LINKAGES = ("linked", "unlinked")
@@ -45,15 +46,12 @@ def release_guarantee(*, mechanism: str, epsilon: str, composition: str, linkage
     """
     if linkage not in LINKAGES:
         raise InvalidParameterError(f"linkage must be one of {LINKAGES}, not {linkage!r}")
-    if mechanism == "dp-ir":
+    short = get_mechanism(mechanism).notion
+    if short == "DP":
         notion = "differential privacy (DP-IR: global sensitivity (hi - lo)/k from the declared domain)"
-        short = "DP"
-    elif mechanism in ("idp-ir", "idp"):
+    else:
         notion = ("individual differential privacy with respect to each owner's actual fragment "
                   "(iDP-IR: the noise scale uses the fragment's local sensitivity; plain iDP is k = 1)")
-        short = "iDP"
-    else:
-        raise InvalidParameterError(f"unknown mechanism {mechanism!r}")
     order = ("categories ranked by a Laplace histogram paid from the attribute's budget (dp-frequency)"
              if category_order == "dp-frequency" else "categories ranked in their declared, public order")
     per_column = (f"each released column, as a multiset, is eps_attr-{short} for its attribute's budget eps_attr "

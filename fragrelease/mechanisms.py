@@ -6,14 +6,16 @@ tested against with injected noise.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from fractions import Fraction
+from typing import Literal, Mapping, Optional
 
 import numpy as np
 
 from .errors import InvalidParameterError
 from .microaggregation import ir_centroids, ir_clusters
 from .rng import NoiseSource
-from .sensitivity import mechanism_k, sensitivity
+from .sensitivity import dp_ir_sensitivity, idp_ir_sensitivity, idp_ir_sensitivity_from_extremes
 
 
 def laplace_scale(delta: float, epsilon_attribute: Fraction | float) -> float:
@@ -29,6 +31,95 @@ def laplace_scale(delta: float, epsilon_attribute: Fraction | float) -> float:
     if epsilon_attribute <= 0:
         raise InvalidParameterError(f"epsilon per attribute must be > 0, not {epsilon_attribute}")
     return float(delta) / float(epsilon_attribute)
+
+
+@dataclass(frozen=True)
+class IRMechanism:
+    """One IR mechanism: the k it uses, its sensitivity Δ and its Laplace scale (docs/specification.md §2).
+
+    The one place a mechanism is defined: configuration validation, the plan, the numpy reference,
+    the evaluation, the audits and the Spark job (which calls :meth:`scale_from_extremes` on its
+    executors) all ask :func:`get_mechanism`.
+
+    Attributes
+    ----------
+    name : "idp-ir", "dp-ir" or "idp".
+    notion : "DP" (the guarantee holds for every pair of neighbours) or "iDP" (with respect to the
+        actual dataset).
+    local : True when Δ is the local sensitivity of the data (iDP-IR, iDP), False when it is the
+        global one from the declared domain (DP-IR).
+    fixed_k : the cluster size the mechanism always uses (plain iDP: 1), or None (the plan's k).
+    """
+
+    name: str
+    notion: Literal["DP", "iDP"]
+    local: bool
+    fixed_k: Optional[int] = None
+
+    def k_used(self, k: int) -> int:
+        """The cluster size this mechanism uses for a plan's k."""
+        return self.fixed_k if self.fixed_k is not None else k
+
+    def sensitivity(self, values: np.ndarray, k: int, lo: float, hi: float) -> float:
+        """Δ of one attribute's centroid vector from its values, shape (n,), in [lo, hi]."""
+        k_used = self.k_used(k)
+        if not self.local:
+            return dp_ir_sensitivity(lo, hi, k_used)
+        return idp_ir_sensitivity(values, k_used, lo, hi)
+
+    def sensitivity_from_extremes(self, min_first: float, min_last: float, max_second_last: float,
+                                  max_last: float, *, k: int, size_last: int, n_clusters: int, lo: float,
+                                  hi: float) -> float:
+        """Δ from four order statistics of the sorted attribute (what a distributed job aggregates).
+
+        ``min_first`` the smallest value, ``min_last``/``max_last`` the extremes of the last
+        cluster, ``max_second_last`` the largest value of the second-to-last cluster (any value
+        when there is one cluster), ``size_last`` the last cluster's size. DP-IR ignores them.
+        """
+        k_used = self.k_used(k)
+        if not self.local:
+            return dp_ir_sensitivity(lo, hi, k_used)
+        return idp_ir_sensitivity_from_extremes(min_first, min_last, max_second_last, max_last, k_used,
+                                                size_last, n_clusters, lo, hi)
+
+    def scale(self, delta: float, epsilon_attribute: Fraction | float) -> float:
+        """Laplace scale ``b = Δ / ε`` for the centroids' budget (:func:`laplace_scale`)."""
+        return laplace_scale(delta, epsilon_attribute)
+
+
+#: The mechanisms the project implements, by name (docs/specification.md §2).
+MECHANISMS: Mapping[str, IRMechanism] = {
+    m.name: m for m in (
+        IRMechanism("idp-ir", "iDP", local=True),
+        IRMechanism("dp-ir", "DP", local=False),
+        IRMechanism("idp", "iDP", local=True, fixed_k=1),
+    )
+}
+MECHANISM_NAMES = tuple(MECHANISMS)
+
+
+def get_mechanism(name: str) -> IRMechanism:
+    """The registered mechanism called ``name``.
+
+    Raises
+    ------
+    InvalidParameterError
+        Unknown name (the message lists the known ones).
+    """
+    try:
+        return MECHANISMS[name]
+    except (KeyError, TypeError):
+        raise InvalidParameterError(f"mechanism must be one of {MECHANISM_NAMES}, not {name!r}") from None
+
+
+def mechanism_k(mechanism: str, k: int) -> int:
+    """The cluster size ``mechanism`` uses (plain iDP: 1); see :meth:`IRMechanism.k_used`."""
+    return get_mechanism(mechanism).k_used(k)
+
+
+def sensitivity(mechanism: str, values: np.ndarray, k: int, lo: float, hi: float) -> float:
+    """Δ of one attribute under ``mechanism``; see :meth:`IRMechanism.sensitivity`."""
+    return get_mechanism(mechanism).sensitivity(values, k, lo, hi)
 
 
 def clamp_and_round(noisy: np.ndarray, lo, hi, categorical) -> np.ndarray:
@@ -101,11 +192,11 @@ def protect_attribute(
     values = np.asarray(values, dtype=float)
     if np.any(values < lo) or np.any(values > hi):
         raise InvalidParameterError(f"values of {attribute!r} must lie in [{lo}, {hi}]")
-    k_used = mechanism_k(mechanism, k)
+    mech = get_mechanism(mechanism)
+    k_used = mech.k_used(k)
     clusters = ir_clusters(values, k_used, tiebreak)
     centroids = ir_centroids(values, clusters)
-    delta = sensitivity(mechanism, values, k, lo, hi)
-    scale = laplace_scale(delta, epsilon_attribute)
+    scale = mech.scale(mech.sensitivity(values, k, lo, hi), epsilon_attribute)
     c = len(centroids)
     noisy = perturb_centroids(
         centroids,

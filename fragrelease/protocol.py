@@ -24,7 +24,7 @@ from .category_order import CATEGORY_ORDERS, DEFAULT_CATEGORY_ORDER, DEFAULT_ORD
 from .guarantee import LINKAGES
 from .errors import IdentifierError, InvalidParameterError, ManifestMismatchError, ProtocolError
 from .microaggregation import check_k
-from .sensitivity import MECHANISMS
+from .mechanisms import get_mechanism
 
 #: Smallest k of a fragmented IR release (Del Vasto-Terrientes et al. (ICISSP 2025) §4.2: "k ≥ 3").
 MIN_K = 3
@@ -217,10 +217,9 @@ def make_plan(
         raise InvalidParameterError(f"linkage must be one of {LINKAGES}, not {linkage!r}")
     if linkage == "unlinked" and keep_id:
         raise InvalidParameterError("keep_id cannot be used with linkage 'unlinked': an id column would link the rows")
-    if mechanism not in MECHANISMS:
-        raise InvalidParameterError(f"mechanism must be one of {MECHANISMS}, not {mechanism!r}")
-    if mechanism == "idp":
-        k = 1
+    mech = get_mechanism(mechanism)
+    if mech.fixed_k is not None:
+        k = mech.fixed_k
     else:
         check_k(k, minimum=MIN_K)
     validate_metadata(metas, fragmentation)

@@ -13,7 +13,8 @@ substituted record shifts every cluster between its old and its new rank.
 Summed cluster by cluster the sums telescope, so U and D need only each cluster's minimum, maximum
 and size and its neighbours' (:func:`idp_ir_sensitivity_from_clusters`); this is what the Spark
 job computes with aggregations. The local sensitivity is data-dependent and must never be
-published (docs/specification.md §2).
+published (docs/specification.md §2). Which formula a mechanism uses is decided in one place, the
+registry :data:`fragrelease.mechanisms.MECHANISMS`.
 """
 from __future__ import annotations
 
@@ -21,10 +22,6 @@ import numpy as np
 
 from .errors import InvalidParameterError
 from .microaggregation import cluster_bounds, check_k
-
-#: The mechanisms the project implements (docs/specification.md §2).
-MECHANISMS = ("idp-ir", "dp-ir", "idp")
-
 
 def check_domain(lo: float, hi: float, *, name: str = "attribute") -> None:
     """Raise InvalidParameterError unless lo < hi are finite."""
@@ -93,21 +90,6 @@ def idp_ir_sensitivity_from_clusters(
     up = np.sum((next_min - mins) / sizes)
     down = np.sum((maxs - prev_max) / sizes)
     return float(max(up, down))
-
-
-def mechanism_k(mechanism: str, k: int) -> int:
-    """The cluster size a mechanism actually uses: plain iDP is iDP-IR with k = 1."""
-    if mechanism not in MECHANISMS:
-        raise InvalidParameterError(f"mechanism must be one of {MECHANISMS}, not {mechanism!r}")
-    return 1 if mechanism == "idp" else k
-
-
-def sensitivity(mechanism: str, values: np.ndarray, k: int, lo: float, hi: float) -> float:
-    """Δ of one attribute under ``mechanism`` ("idp-ir", "dp-ir" or "idp")."""
-    k_used = mechanism_k(mechanism, k)
-    if mechanism == "dp-ir":
-        return dp_ir_sensitivity(lo, hi, k_used)
-    return idp_ir_sensitivity(values, k_used, lo, hi)
 
 
 def idp_ir_sensitivity_from_extremes(

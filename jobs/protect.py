@@ -17,9 +17,9 @@ task; the steps are detailed in :func:`protect_fragment`):
    values travel to their bucket as Arrow arrays (a few rows of many values, not one row per
    value), each bucket is sorted in one task, and counts per bucket give its first global rank.
 4. Cluster = ``min(rank // k, c - 1)``; per-cluster sums, counts and extremes are combined; the
-   sensitivity (DP-IR: public formula; iDP-IR: four order statistics per attribute,
-   :func:`fragrelease.sensitivity.idp_ir_sensitivity_from_extremes`) and the scale ``b = Δ / ε_attr``
-   stay inside Spark.
+   sensitivity and the scale ``b = Δ / ε_attr`` come from the mechanism registry's own function
+   (:meth:`fragrelease.mechanisms.IRMechanism.sensitivity_from_extremes`, four order statistics
+   per attribute), called on the executors, and stay inside Spark.
 5. One Laplace draw per cluster in a non-deterministic pandas UDF, clamped (and rounded, for
    ranks); the noisy centroids are materialized before anything reads them twice.
 6. Each bucket maps its ids to their cluster's noisy centroid; ids are regrouped by a hash and each
@@ -50,7 +50,7 @@ from fragrelease.errors import DomainError, IdentifierError, InvalidParameterErr
 from fragrelease.microaggregation import check_k, cluster_count
 from fragrelease.rng import NoiseSource, SecureLaplace, secure_random_keys
 from fragrelease.schemas.base import Attribute
-from fragrelease.sensitivity import dp_ir_sensitivity, mechanism_k
+from fragrelease.mechanisms import IRMechanism, get_mechanism
 from fragrelease.udfs.noise import noisy_centroid_udf
 
 log = logging.getLogger(__name__)
@@ -374,7 +374,7 @@ def protect_fragment(
     budgets = [split_attribute_budget(a.name, Fraction(epsilon_per_attribute), categorical=a.categorical,
                                       category_order=category_order, share=category_order_share) for a in attrs]
     n = n_records if n_records is not None else df.count()
-    check_k(mechanism_k(mechanism, k), n)  # before any budget is spent on the histograms
+    check_k(get_mechanism(mechanism).k_used(k), n)  # before any budget is spent on the histograms
     orders = category_orders(df, attrs, budgets, category_order, noise)
     return microaggregate_and_noise(df, attrs, id_column=id_column, k=k, budgets=budgets, orders=orders,
                                     mechanism=mechanism, n_records=n, noise=noise)
@@ -445,7 +445,8 @@ def microaggregate_and_noise(
     attrs = list(attributes)
     l = len(attrs)
     n = n_records if n_records is not None else df.count()
-    k_used = mechanism_k(mechanism, k)
+    mech = get_mechanism(mechanism)
+    k_used = mech.k_used(k)
     check_k(k_used, n)
     c = cluster_count(n, k_used)
     if [b.attribute for b in budgets] != [a.name for a in attrs]:
@@ -568,12 +569,7 @@ def microaggregate_and_noise(
         [(i, *a.bounds(), a.categorical, eps[i]) for i, a in enumerate(attrs)],
         "attr int, lo double, hi double, categorical boolean, eps double",
     )
-    if mechanism == "dp-ir":
-        scales = spark.createDataFrame(
-            [(i, dp_ir_sensitivity(*a.bounds(), k_used) / eps[i]) for i, a in enumerate(attrs)], "attr int, scale double"
-        )
-    else:
-        scales = _idp_scales(stats, params, k_used, c)
+    scales = _scales(stats, params, mech, k_used, c)
     noisy_udf = noisy_centroid_udf([a.name for a in attrs], noise)
     noisy = (
         stats.join(F.broadcast(params), "attr").join(F.broadcast(scales), "attr")
@@ -653,23 +649,31 @@ def microaggregate_and_noise(
     return wide.select(*out_cols)
 
 
-def _idp_scales(stats: DataFrame, params: DataFrame, k: int, c: int) -> DataFrame:
-    """Per attribute ``scale = max(U, D) / ε_attr`` from the first, second-to-last and last clusters.
+def _scales(stats: DataFrame, params: DataFrame, mech: IRMechanism, k: int, c: int) -> DataFrame:
+    """Per attribute ``scale = Δ / ε_centroids`` (``attr int, scale double``), computed on the executors.
 
-    Evaluates the expression of :func:`fragrelease.sensitivity.idp_ir_sensitivity_from_extremes`
-    with the same floating-point operations. Only three cluster rows per attribute are read.
+    Four order statistics per attribute (the first cluster's minimum, the last cluster's extremes
+    and size, the second-to-last cluster's maximum) are aggregated in Spark; one task per attribute
+    then calls the registry's own :meth:`fragrelease.mechanisms.IRMechanism.sensitivity_from_extremes`
+    and :meth:`~fragrelease.mechanisms.IRMechanism.scale`, so the Spark job and the numpy reference
+    compute the same double by construction. The local sensitivity is data-dependent: it stays
+    inside Spark (never on the driver, never logged).
     """
-    edge = stats.where(F.col("cluster").isin(0, c - 2, c - 1))
-    first = edge.where(F.col("cluster") == 0).select("attr", F.col("min").alias("min_first"))
-    last = edge.where(F.col("cluster") == c - 1).select(
-        "attr", F.col("min").alias("min_last"), F.col("max").alias("max_last"), F.col("size").cast("double").alias("s_last"))
-    if c > 1:
-        second = edge.where(F.col("cluster") == c - 2).select("attr", F.col("max").alias("max_2nd"))
-        j = first.join(last, "attr").join(second, "attr").join(F.broadcast(params), "attr")
-        up = (F.col("min_last") - F.col("min_first")) / F.lit(float(k)) + (F.col("hi") - F.col("min_last")) / F.col("s_last")
-        down = (F.col("max_2nd") - F.col("lo")) / F.lit(float(k)) + (F.col("max_last") - F.col("max_2nd")) / F.col("s_last")
-    else:
-        j = first.join(last, "attr").join(F.broadcast(params), "attr")
-        up = (F.col("hi") - F.col("min_first")) / F.col("s_last")
-        down = (F.col("max_last") - F.col("lo")) / F.col("s_last")
-    return j.select("attr", (F.greatest(up, down) / F.col("eps")).alias("scale"))
+    cl = F.col("cluster")
+    edges = (stats.where(cl.isin(0, c - 2, c - 1)).groupBy("attr").agg(
+        F.min(F.when(cl == 0, F.col("min"))).alias("min_first"),
+        F.max(F.when(cl == c - 1, F.col("min"))).alias("min_last"),
+        F.max(F.when(cl == c - 1, F.col("max"))).alias("max_last"),
+        F.max(F.when(cl == c - 2, F.col("max"))).alias("max_second_last"),
+        F.max(F.when(cl == c - 1, F.col("size"))).alias("size_last"))
+        .join(F.broadcast(params), "attr"))
+
+    def scale_of(pdf: pd.DataFrame) -> pd.DataFrame:
+        r = pdf.iloc[0]
+        second = float(r["max_second_last"]) if c > 1 else float(r["lo"])
+        delta = mech.sensitivity_from_extremes(float(r["min_first"]), float(r["min_last"]), second,
+                                               float(r["max_last"]), k=k, size_last=int(r["size_last"]),
+                                               n_clusters=c, lo=float(r["lo"]), hi=float(r["hi"]))
+        return pd.DataFrame({"attr": [int(r["attr"])], "scale": [mech.scale(delta, float(r["eps"]))]})
+
+    return edges.groupBy("attr").applyInPandas(scale_of, "attr int, scale double")

@@ -32,7 +32,7 @@ from fragrelease.jobs.protect import protect_fragment
 from fragrelease.mechanisms import laplace_scale
 from fragrelease.microaggregation import ir_clusters
 from fragrelease.schemas.base import Attribute
-from fragrelease.sensitivity import sensitivity
+from fragrelease.mechanisms import sensitivity
 from fragrelease.udfs.noise import noisy_centroid_udf
 from noise_injection import ZeroNoise
 

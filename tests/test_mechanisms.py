@@ -113,3 +113,34 @@ def test_secure_random_keys_range_and_uniqueness():
     keys = secure_random_keys(10_000)
     assert keys.dtype == np.int64 and keys.min() >= 0
     assert len(np.unique(keys)) == 10_000
+
+
+def test_registry_is_the_one_definition_of_each_mechanism():
+    """k, Δ and scale of every mechanism come from one registry entry (the Spark job calls the same methods)."""
+    from fragrelease.mechanisms import MECHANISM_NAMES, get_mechanism
+    from fragrelease.microaggregation import cluster_bounds
+    from fragrelease.sensitivity import dp_ir_sensitivity, idp_ir_sensitivity
+
+    assert MECHANISM_NAMES == ("idp-ir", "dp-ir", "idp")
+    assert [get_mechanism(m).k_used(50) for m in MECHANISM_NAMES] == [50, 50, 1]
+    assert [get_mechanism(m).notion for m in MECHANISM_NAMES] == ["iDP", "DP", "iDP"]
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        n, k = int(rng.integers(1, 60)), int(rng.integers(1, 8))
+        if k > n:
+            continue
+        x = np.sort(rng.integers(0, 20, n).astype(float))
+        for name in MECHANISM_NAMES:
+            m = get_mechanism(name)
+            bounds = cluster_bounds(n, m.k_used(k))
+            second = x[bounds[-2][1] - 1] if len(bounds) > 1 else -1.0
+            a, b = bounds[-1]
+            from_extremes = m.sensitivity_from_extremes(x[0], x[a], second, x[-1], k=k, size_last=b - a,
+                                                        n_clusters=len(bounds), lo=-1.0, hi=21.0)
+            assert from_extremes == m.sensitivity(x, k, -1.0, 21.0)
+            expected = (dp_ir_sensitivity(-1.0, 21.0, k) if name == "dp-ir"
+                        else idp_ir_sensitivity(x, m.k_used(k), -1.0, 21.0))
+            assert from_extremes == expected
+            assert m.scale(from_extremes, 0.5) == from_extremes / 0.5
+    with pytest.raises(InvalidParameterError, match="'laplace'"):
+        get_mechanism("laplace")
