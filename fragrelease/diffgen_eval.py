@@ -37,7 +37,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .diffgen import leaf_shape, marginal_counts, sparse_min_count, specialize_cut
+from .diffgen import leaf_count_scale, leaf_shape, marginal_counts, sparse_min_count, specialize_cut
 from .diffgen_taxonomy import ADULT_CLASS, ADULT_CLASS_VALUES, ADULT_PREDICTORS, adult_predictors
 from .rng import FastDiffGenRandomness
 
@@ -103,7 +103,7 @@ def synthetic_leaf_counts(true_flat_codes: np.ndarray, n_leaves: int, epsilon: F
     OverflowError
         More than :data:`MAX_SYNTHETIC_LEAVES` leaves would yield records.
     """
-    b = float(2 / Fraction(epsilon))
+    b = leaf_count_scale(epsilon)
     t = int(min_count)
     leaves, true = np.unique(true_flat_codes, return_counts=True)
     noisy = randomness.laplace(true.astype(float), b)

@@ -51,7 +51,7 @@ from typing import Mapping, Optional, Protocol, Sequence
 
 import numpy as np
 
-from .diffgen import BudgetSpend, Cut, DiffGenEngine, Predictor, epsilon_prime, marginal_counts
+from .diffgen import BudgetSpend, Cut, DiffGenEngine, Predictor, epsilon_prime, leaf_count_scale, marginal_counts
 from .errors import IdentifierError, InvalidParameterError, ProtocolError
 from .rng import DiffGenRandomness
 
@@ -591,7 +591,7 @@ def run_party(party: PartyData, ch: Channel, *, role: str, epsilon, specializati
     t3 = time.perf_counter()
     share_f = np.asarray(share, dtype=float)
     if noise == "laplace-each":
-        x_own = randomness.laplace(share_f.ravel(), float(2 / eps))
+        x_own = randomness.laplace(share_f.ravel(), leaf_count_scale(eps))
     else:
         std = math.sqrt(1 / float(eps))
         ya = randomness.gaussian(share_f.size, std)

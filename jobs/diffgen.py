@@ -29,7 +29,8 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from fragrelease.diffgen import (Cut, NumericDomain, counts_from_pairs, sparse_min_count, specialize_cut,
+from fragrelease.diffgen import (Cut, NumericDomain, counts_from_pairs, leaf_count_scale, sparse_min_count,
+                                 sparse_min_count_two_laplace, specialize_cut,
                                  synthesize_cells)
 from fragrelease.diffgen_taxonomy import (ADULT_CLASS, ADULT_CLASS_VALUES, ADULT_PREDICTORS, adult_predictors)
 from fragrelease.errors import InvalidParameterError, ProtocolError
@@ -294,7 +295,7 @@ def noisy_generalized_table(spark, df, cut: Cut, epsilon: Fraction, class_values
     keys = [ADULT_CLASS] + [_col(a) for a in cut.attributes]
     counts = coded.groupBy(*keys).count()
     full = leaf_grid(spark, cut, class_values).join(counts, on=keys, how="left").fillna(0, subset=["count"])
-    noisy = full.withColumn("noisy_count", _laplace_udf(float(2 / epsilon))(F.col("count").cast("double")))
+    noisy = full.withColumn("noisy_count", _laplace_udf(leaf_count_scale(epsilon))(F.col("count").cast("double")))
     return noisy.drop("count").localCheckpoint(eager=True)
 
 
@@ -308,32 +309,6 @@ def _labelled(spark, noisy, cut: Cut):
                                                   a: cut.labels(a)}))
         out = out.join(F.broadcast(lab), on=_col(a), how="left")
     return out.select(*[F.col(f"`{a}`") for a in cut.attributes], ADULT_CLASS, "noisy_count")
-
-
-def sparse_min_count_two_laplace(n_cells: int, epsilon) -> int:
-    """Sparse-domain threshold when each released count carries Lap(b) + Lap(b), b = 2/ε (two-party ``laplace-each``).
-
-    The smallest integer ``t >= 1`` with ``Pr[Lap(b) + Lap(b) >= t - 1/2] = exp(-x/b)(1 + x/(2b))/2 <= 1/n_cells``
-    (``x = t - 1/2``), so in expectation at most one empty cell yields synthetic records, as
-    :func:`fragrelease.diffgen.sparse_min_count` ensures for one Lap(b). That single-Laplace threshold
-    would let about ``1 + x/(2b)`` times more empty cells through (about 6 at 97,200 cells, ε = 1).
-    Depends only on the public cut size and ε: post-processing, no privacy cost.
-
-    Raises
-    ------
-    InvalidParameterError
-        ``n_cells < 1`` or ε ≤ 0 (from :func:`fragrelease.diffgen.sparse_min_count`).
-    """
-    t = sparse_min_count(n_cells, epsilon)  # validates; the single-Laplace threshold is a lower bound
-    b = float(2 / Fraction(epsilon))
-
-    def tail(t_: int) -> float:
-        x = t_ - 0.5
-        return 0.5 * math.exp(-x / b) * (1 + x / (2 * b))
-
-    while tail(t) > 1 / n_cells:
-        t += 1
-    return t
 
 
 def resolve_min_count(spec, n_cells: int, epsilon: Fraction, laplace_terms: int = 1) -> int:
