@@ -61,7 +61,7 @@ setup(
         "gmpy2>=2.1",  # speeds up phe (Paillier) about 8x
     ],
     extras_require={
-        "test": ["pytest>=8", "chispa>=0.10", "scipy>=1.11", "hypothesis>=6", "mypy>=1.10", "pandas-stubs>=2.2,<3", "types-PyYAML"],
+        "test": ["pytest>=8", "chispa>=0.10", "scipy>=1.11", "hypothesis>=6", "ruff>=0.6", "mypy>=1.10", "pandas-stubs>=2.2,<3", "types-PyYAML"],
     },
     entry_points={
         "console_scripts": [
