@@ -68,7 +68,8 @@ def main() -> None:
         t3 = time.perf_counter()
         in_spark = [k for k, v in counts.items() if isinstance(v, marginals.SparkNumericCounts)]
         rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"rows {n:,}, h {a.h}, ε {a.epsilon}, score {a.score}, max driver values {marginals.MAX_DRIVER_VALUES:,}: "
+        print(f"rows {n:,}, h {a.h}, ε {a.epsilon}, score {a.score}, "
+              f"max driver values {marginals.MAX_DRIVER_VALUES:,}: "
               f"marginals {t1 - t0:.1f} s, specialization {t2 - t1:.1f} s ({len(ledger)} ε steps), "
               f"noisy leaf counts {t3 - t2:.1f} s ({cells:,} cells); total {t3 - t0:.1f} s; "
               f"kept in Spark: {', '.join(in_spark) or 'none'}; driver Python peak RSS {rss_mb:.0f} MB", flush=True)

@@ -38,7 +38,7 @@ the bound and reach into the tails, wherever the leak is.
 The audits check the calibration and what the release reveals (clusters, sensitivity, scale,
 category order, row linkage); the sampler's distribution is tested separately
 (Kolmogorov–Smirnov), so they may run with the fast sampler. The Spark path is audited by
-``tests/test_audit_spark.py`` with the secure sampler through these same statistics.
+``tests/experiments/test_audit_spark.py`` with the secure sampler through these same statistics.
 """
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ import numpy as np
 
 from fragrelease.budget import split_epsilon_vertical
 from fragrelease.idpir.category_order import (CATEGORY_ORDERS, PAPER_ORDER, data_frequency_order, declared_order,
-                             dp_frequency_order, parse_share, split_attribute_budget)
+                                              dp_frequency_order, parse_share, split_attribute_budget)
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.mechanisms import clamp_and_round, laplace_scale
 from fragrelease.idpir.metrics import CATEGORICAL_SCALE, CONVENTIONS

@@ -34,7 +34,7 @@ from fragrelease.publications.mondrian import mondrian_anonymize
 from fragrelease.rng import evaluation_generator
 from fragrelease.schemas.taxonomies import adult_quasi_identifiers
 from fragrelease.publications.workload import (actual_counts, cloning_groups, estimate_counts, mondrian_groups,
-                                  random_queries)
+                                               random_queries)
 
 QIS = ("age", "sex", "education", "native-country")
 SENSITIVE = ("occupation", "income")

@@ -20,7 +20,8 @@ from typing import Literal, Optional
 from pydantic import BaseModel, ConfigDict
 
 from fragrelease.budget import format_epsilon, horizontal_budget, parse_epsilon, per_attribute_epsilon, vertical_budget
-from fragrelease.idpir.category_order import CATEGORY_ORDERS, DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE, parse_share, split_attribute_budget
+from fragrelease.idpir.category_order import (CATEGORY_ORDERS, DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE, parse_share,
+                                              split_attribute_budget)
 from fragrelease.idpir.guarantee import LINKAGES
 from fragrelease.errors import IdentifierError, InvalidParameterError, ManifestMismatchError, ProtocolError
 from fragrelease.idpir.microaggregation import check_k

@@ -1,4 +1,4 @@
-"""``fragrelease`` commands of iDP-IR releases (docs/specification.md §1-§4), registered in :mod:`fragrelease.jobs.cli`.
+"""``fragrelease`` commands of iDP-IR releases (docs/specification.md §1-§4), registered in ``jobs/cli/__init__.py``.
 
     fragrelease run CONFIG                      every party in this driver (local Spark by default)
     fragrelease split CONFIG                    simulate the owners' fragments only

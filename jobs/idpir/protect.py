@@ -44,8 +44,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from fragrelease.idpir.category_order import (CATEGORY_ORDERS, DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE,
-                                        AttributeBudget, declared_order, dp_frequency_order, ranks_of,
-                                        split_attribute_budget)
+                                              AttributeBudget, declared_order, dp_frequency_order, ranks_of,
+                                              split_attribute_budget)
 from fragrelease.errors import DomainError, IdentifierError, InvalidParameterError, SchemaMismatchError
 from fragrelease.idpir.microaggregation import check_k, cluster_count
 from fragrelease.rng import NoiseSource, SecureLaplace, secure_random_keys

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from fragrelease.idpir.category_order import (data_frequency_order, declared_order, dp_frequency_order,
-                                        histogram_scale)
+                                              histogram_scale)
 from fragrelease.errors import InvalidParameterError
 from fragrelease.experiments.evaluation import (AttributeSpec, CategoryCounts, OrderSetting, Scenario, SortedAttribute,
-                                    run_once)
+                                                run_once)
 from fragrelease.idpir.mechanisms import protect_attribute
 from fragrelease.idpir.metrics import mean_sse
 from fragrelease.rng import FastLaplace

@@ -6,8 +6,8 @@ import pytest
 from scipy import stats
 
 from fragrelease.idpir.category_order import (AttributeBudget, data_frequency_order, declared_order, dp_frequency_order,
-                                        histogram_scale, noisy_category_counts, order_by_counts, parse_share,
-                                        split_attribute_budget)
+                                              histogram_scale, noisy_category_counts, order_by_counts, parse_share,
+                                              split_attribute_budget)
 from fragrelease.errors import InvalidParameterError
 from fragrelease.rng import SecureLaplace
 from noise_injection import ZeroNoise

@@ -225,7 +225,7 @@ def test_mondrian_bad_inputs(sample, qis):
 # ------------------------------------------------------------------ COUNT-query workload (docs/specification.md §5, Evaluation)
 def test_workload_exact_answers_and_estimators(sample, qis):
     from fragrelease.publications.workload import (Groups, actual_counts, cloning_groups, estimate_counts, mondrian_groups,
-                                      random_queries)
+                                                   random_queries)
 
     gen = np.random.default_rng(4)  # test-only
     values = sorted(sample["occupation"].unique())
