@@ -1,14 +1,14 @@
 """Packaging for fragrelease.
 
 The repository keeps the design card's top-level folders (``jobs/``, ``udfs/``, ``schemas/``) but
-installs them under one namespace, ``fragrelease.jobs``, ``fragrelease.udfs`` and
-``fragrelease.schemas``, so that a wheel on a shared cluster does not claim generic top-level names.
-The Spark-free privacy math lives in ``fragrelease/`` itself.
+installs them under one namespace, ``fragrelease.jobs``, ``fragrelease.udfs``,
+``fragrelease.schemas`` and ``fragrelease.experiments``, so that a wheel on a shared cluster does not
+claim generic top-level names. The Spark-free privacy math lives in ``fragrelease/`` itself.
 """
 import re
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import find_packages, setup
 
 # one version source: fragrelease/__init__.py
 VERSION = re.search(r'^__version__ = "([^"]+)"', Path(__file__).with_name("fragrelease").joinpath("__init__.py")
@@ -22,18 +22,16 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.10",
-    packages=[
-        "fragrelease",
-        "fragrelease.jobs",
-        "fragrelease.udfs",
-        "fragrelease.schemas",
-        "fragrelease.data",
-    ],
+    # the repository folders jobs/, udfs/, schemas/, experiments/ and data/ install under fragrelease.*
+    packages=["fragrelease", *(f"fragrelease.{p}" for p in find_packages("fragrelease")),
+              "fragrelease.jobs", *(f"fragrelease.jobs.{p}" for p in find_packages("jobs")),
+              "fragrelease.udfs", "fragrelease.schemas", "fragrelease.experiments", "fragrelease.data"],
     package_dir={
         "fragrelease": "fragrelease",
         "fragrelease.jobs": "jobs",
         "fragrelease.udfs": "udfs",
         "fragrelease.schemas": "schemas",
+        "fragrelease.experiments": "experiments",
         "fragrelease.data": "data",
     },
     package_data={
@@ -55,22 +53,23 @@ setup(
         "opendp>=0.16,<0.17",
         "matplotlib>=3.8",
         "scipy>=1.11",
-        "scikit-learn>=1.4",
         "phe>=1.5,<2",
-        "pycanon>=1.3,<2",
         "gmpy2>=2.1",  # speeds up phe (Paillier) about 8x
     ],
     extras_require={
-        "test": ["pytest>=8", "chispa>=0.10", "scipy>=1.11", "hypothesis>=6", "ruff>=0.6", "mypy>=1.10", "pandas-stubs>=2.2,<3", "types-PyYAML"],
+        "test": ["pytest>=8", "chispa>=0.10", "scipy>=1.11", "hypothesis>=6", "pycanon>=1.3,<2", "ruff>=0.6",
+                 "mypy>=1.10", "pandas-stubs>=2.2,<3", "types-PyYAML"],
+        # paper reproductions (fragrelease.experiments): DiffGen's classifier accuracy
+        "experiments": ["scikit-learn>=1.4"],
     },
     entry_points={
         "console_scripts": [
             "fragrelease=fragrelease.jobs.cli:main",
             # one entry point per party step, for Databricks python_wheel_task with named parameters
-            "fragrelease-owner-metadata=fragrelease.jobs.owner:metadata_main",
-            "fragrelease-owner-protect=fragrelease.jobs.owner:protect_main",
-            "fragrelease-aggregator-plan=fragrelease.jobs.aggregator:plan_main",
-            "fragrelease-aggregator-release=fragrelease.jobs.aggregator:release_main",
+            "fragrelease-owner-metadata=fragrelease.jobs.cli:metadata_main",
+            "fragrelease-owner-protect=fragrelease.jobs.cli:protect_main",
+            "fragrelease-aggregator-plan=fragrelease.jobs.cli:plan_main",
+            "fragrelease-aggregator-release=fragrelease.jobs.cli:release_main",
         ],
     },
 )

@@ -70,9 +70,9 @@ def main() -> None:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--shuffle-partitions", type=int, default=16)
     args = ap.parse_args()
-    from fragrelease.jobs.publications import run_audit
+    from fragrelease.jobs.publications.runner import run_audit
     from fragrelease.jobs.session import get_spark
-    from fragrelease.taxonomy import adult_quasi_identifiers
+    from fragrelease.schemas.taxonomies import adult_quasi_identifiers
 
     spark = get_spark("bench-composition", args.master, shuffle_partitions=args.shuffle_partitions)
     pool = args.pool or args.overlap

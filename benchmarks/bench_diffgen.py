@@ -4,7 +4,7 @@ Generates N Adult-shaped records inside Spark (never through the Python driver):
 hours-per-week (integers), fnlwgt (integers uniform in [10,000, 1,490,000], so up to ~1.48M distinct
 values), sex, and an income class that depends on all four. Then runs the release's steps with the
 secure sampler and prints per-stage seconds, the peak RSS of this Python driver, and which numeric
-predictors stayed in Spark (:class:`fragrelease.jobs.diffgen.SparkNumericCounts`, more than
+predictors stayed in Spark (:class:`fragrelease.jobs.diffgen.marginals.SparkNumericCounts`, more than
 ``--max-driver-values`` distinct values) instead of being collected as value x class counts.
 
     python benchmarks/bench_diffgen.py --rows 1000000 10000000 --h 6
@@ -43,21 +43,22 @@ def main() -> None:
     ap.add_argument("--max-driver-values", type=int, default=None)
     a = ap.parse_args()
 
-    import fragrelease.jobs.diffgen as jd
-    from fragrelease.diffgen import specialize_cut
-    from fragrelease.diffgen_taxonomy import ADULT_CLASS, ADULT_CLASS_VALUES, adult_predictors
+    import fragrelease.jobs.diffgen.marginals as marginals
+    import fragrelease.jobs.diffgen.runner as jd
+    from fragrelease.diffgen.engine import specialize_cut
+    from fragrelease.schemas.taxonomies import ADULT_CLASS, ADULT_CLASS_VALUES, adult_predictors
     from fragrelease.jobs.session import get_spark
     from fragrelease.rng import SecureDiffGenRandomness
 
     if a.max_driver_values is not None:
-        jd.MAX_DRIVER_VALUES = a.max_driver_values
+        marginals.MAX_DRIVER_VALUES = a.max_driver_values
     spark = get_spark("bench-diffgen", a.master)
     preds = adult_predictors(ATTRS)
     eps = Fraction(a.epsilon)
     for n in a.rows:
         df = adult_like(spark, n).localCheckpoint(eager=True)
         t0 = time.perf_counter()
-        counts = jd.marginal_counts_spark(df, preds, ADULT_CLASS, ADULT_CLASS_VALUES)
+        counts = marginals.marginal_counts_spark(df, preds, ADULT_CLASS, ADULT_CLASS_VALUES)
         t1 = time.perf_counter()
         cut, ledger = specialize_cut(preds, counts, epsilon=eps, specializations=a.h, score=a.score,
                                      randomness=SecureDiffGenRandomness())
@@ -65,9 +66,10 @@ def main() -> None:
         noisy = jd.noisy_generalized_table(spark, df, cut, eps)
         cells = noisy.count()
         t3 = time.perf_counter()
-        in_spark = [k for k, v in counts.items() if isinstance(v, jd.SparkNumericCounts)]
+        in_spark = [k for k, v in counts.items() if isinstance(v, marginals.SparkNumericCounts)]
         rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"rows {n:,}, h {a.h}, ε {a.epsilon}, score {a.score}, max driver values {jd.MAX_DRIVER_VALUES:,}: "
+        print(f"rows {n:,}, h {a.h}, ε {a.epsilon}, score {a.score}, "
+              f"max driver values {marginals.MAX_DRIVER_VALUES:,}: "
               f"marginals {t1 - t0:.1f} s, specialization {t2 - t1:.1f} s ({len(ledger)} ε steps), "
               f"noisy leaf counts {t3 - t2:.1f} s ({cells:,} cells); total {t3 - t0:.1f} s; "
               f"kept in Spark: {', '.join(in_spark) or 'none'}; driver Python peak RSS {rss_mb:.0f} MB", flush=True)

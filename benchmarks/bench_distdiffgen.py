@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from fragrelease.distdiffgen import DEFAULT_NOISE, NOISE_MODES, run_adult_two_party
-from fragrelease.jobs.diffgen_cli import DEFAULT_HOSPITAL, DEFAULT_INSURER
+from fragrelease.diffgen.two_party import DEFAULT_NOISE, NOISE_MODES
+from fragrelease.jobs.diffgen.processes import run_adult_two_party
+from fragrelease.jobs.cli.diffgen import DEFAULT_HOSPITAL, DEFAULT_INSURER
 
 
 def main() -> None:

@@ -47,8 +47,8 @@ def attributes(n_attrs: int, data: str):
 
 
 def numpy_reference(n: int, attrs, k: int, eps_attr: float) -> float:
-    from fragrelease.category_order import DEFAULT_ORDER_SHARE, dp_frequency_order
-    from fragrelease.mechanisms import protect_attribute
+    from fragrelease.idpir.category_order import DEFAULT_ORDER_SHARE, dp_frequency_order
+    from fragrelease.idpir.mechanisms import protect_attribute
     from fragrelease.rng import SecureLaplace
 
     rng = np.random.default_rng()  # benchmark data only, not a release
@@ -94,7 +94,7 @@ class StageTimes(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
         self.lines: list[str] = []
-        self.logger = logging.getLogger("fragrelease.jobs.protect")
+        self.logger = logging.getLogger("fragrelease.jobs.idpir.protect")
         self.logger.setLevel(logging.DEBUG)
         self.logger.addHandler(self)
 
@@ -112,7 +112,7 @@ class StageTimes(logging.Handler):
 def spark_run(spark, n: int, attrs, k: int, eps_attr: Fraction) -> float:
     from pyspark.sql import functions as F
 
-    from fragrelease.jobs.protect import protect_fragment
+    from fragrelease.jobs.idpir.protect import protect_fragment
 
     def column(a):
         if a.categorical:

@@ -9,7 +9,7 @@ Every random draw of a release comes from here:
   the row order of a release and for assigning records to owners in the demo split.
 
 There are no seeds here. Tests that need reproducible noise pass their own :class:`NoiseSource`
-(see ``tests/noise_injection.py``); the CLI and the jobs never accept one from a user.
+(see ``tests/helpers/noise_injection.py``); the CLI and the jobs never accept one from a user.
 """
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Generalization taxonomies and quasi-identifier descriptions (docs/specification.md §5 and §8).
 
 A :class:`Taxonomy` is a tree over the values of one attribute, built from one root-ward path per
-leaf (``[leaf, level 1, ..., "*"]``, the format of the vendored ARX hierarchies returned by
-:func:`fragrelease.schemas.datasets.load_adult_taxonomy`). Every leaf sits at the same depth, so the
+leaf (``[leaf, level 1, ..., "*"]``, the format of the vendored ARX hierarchies, which
+:mod:`fragrelease.schemas.taxonomies` loads). Every leaf sits at the same depth, so the
 number of **generalization steps** from a leaf to an ancestor is the ancestor's height (leaves have
 height 0). The Distortion of a generalization is the sum of those steps over the attributes
 (Li, Wong, Fu, Pei, "Anonymization by local recoding in data with attribute hierarchical
@@ -177,13 +177,6 @@ class Taxonomy:
         return f"Taxonomy({self.name!r}, leaves={self.n_leaves}, depth={self.depth})"
 
 
-def adult_taxonomy(attribute: str) -> Taxonomy:
-    """The vendored ARX taxonomy of an Adult attribute (see ``load_adult_taxonomy``)."""
-    from fragrelease.schemas.datasets import load_adult_taxonomy
-
-    return Taxonomy(attribute, load_adult_taxonomy(attribute))
-
-
 @dataclass(frozen=True)
 class QuasiIdentifier:
     """One quasi-identifier: name, kind, taxonomy (required for categorical) and numeric domain.
@@ -247,29 +240,6 @@ class QuasiIdentifier:
         if self.domain is None:
             raise ConfigError(f"quasi-identifier {self.name!r} has no domain [lo, hi]")
         return self.domain
-
-
-def adult_quasi_identifiers(names: Sequence[str]) -> list[QuasiIdentifier]:
-    """Quasi-identifiers of Adult with their vendored taxonomies and the schema's declared domains.
-
-    Raises
-    ------
-    ConfigError
-        A name that is not an Adult attribute with a taxonomy.
-    """
-    from fragrelease.schemas.adult import SCHEMA
-
-    attrs = {a.name: a for a in SCHEMA.attributes}
-    out = []
-    for n in names:
-        if n not in attrs:
-            raise ConfigError(f"{n!r} is not an Adult attribute")
-        a = attrs[n]
-        if a.kind == "numeric":
-            out.append(QuasiIdentifier(n, "numeric", adult_taxonomy(n), a.domain))  # floats (pydantic schema)
-        else:
-            out.append(QuasiIdentifier(n, "categorical", adult_taxonomy(n)))
-    return out
 
 
 def check_positive_int(name: str, value, minimum: int = 1) -> int:

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 config="$1"; shift
 fr=".venv/bin/fragrelease"
 read -r simulated work_dir owners < <(.venv/bin/python -c 'import sys
-from fragrelease.config import load_config
+from fragrelease.idpir.config import load_config
 c = load_config(sys.argv[1])
 print(int(c.simulated), c.work_dir, " ".join(o.name for o in c.owners))' "$config")
 [ -n "${owners:-}" ] || { echo "run-parties: cannot read configuration $config" >&2; exit 2; }

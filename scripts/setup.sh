@@ -24,7 +24,7 @@ stamp=.venv/.fragrelease-installed
 if [ ! -f "$stamp" ] || [ setup.py -nt "$stamp" ]; then
   echo "setup: installing fragrelease and its dependencies into .venv (first run downloads pyspark, ~450 MB)"
   .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e ".[test]"
+  .venv/bin/python -m pip install --quiet -e ".[test,experiments]"
   touch "$stamp"
 fi
 

@@ -1,4 +1,13 @@
-"""Shared fixtures: one session-scoped local SparkSession (local[2], few shuffle partitions, UI off, UTC)."""
+"""Shared fixtures: one session-scoped local SparkSession (local[2], few shuffle partitions, UI off, UTC).
+
+The tests mirror the source tree (``tests/fragrelease/idpir/`` tests ``fragrelease/idpir/``, ...).
+Test-only helpers (noise injection, the retry and Spark Connect scripts) live in ``tests/helpers/``,
+which goes on ``sys.path`` and ``PYTHONPATH`` (Python workers and subprocesses import them too). Only
+that folder goes on the path: ``tests/`` itself holds folders named ``fragrelease`` and ``jobs`` that
+would shadow the installed package as namespace packages. Every test that uses the ``spark`` fixture,
+directly or through another fixture, gets the ``spark`` marker, so ``pytest -m "not spark"`` runs the
+Spark-free tests alone.
+"""
 from __future__ import annotations
 
 import os
@@ -6,10 +15,17 @@ import sys
 
 import pytest
 
-_TESTS = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, _TESTS)
+_HELPERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "helpers")
+sys.path.insert(0, _HELPERS)
 # Python workers must import the test-only helpers (noise injection) too.
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_TESTS, os.environ.get("PYTHONPATH")) if p)
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_HELPERS, os.environ.get("PYTHONPATH")) if p)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark every test whose fixture closure includes ``spark`` (directly or through another fixture)."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -5,8 +5,8 @@ import pathlib
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 #: Modules that may name the paper's order: its definition, the evaluation's labelled
 #: reproduction of the paper, and the audit that shows it leaks.
-ALLOWED = {"fragrelease/category_order.py", "fragrelease/evaluation.py", "fragrelease/audit.py",
-           "jobs/evaluate.py", "jobs/evaluate_grid.py", "jobs/figures.py"}
+ALLOWED = {"fragrelease/idpir/category_order.py", "experiments/evaluation.py", "experiments/audit.py",
+           "jobs/idpir/evaluate.py", "experiments/evaluate_grid.py", "experiments/figures.py"}
 
 
 def _names(path: pathlib.Path) -> set[str]:
@@ -40,7 +40,7 @@ def test_no_release_module_names_the_data_dependent_order():
 def test_release_configuration_refuses_the_paper_order():
     import pytest
 
-    from fragrelease.config import config_from_dict
+    from fragrelease.idpir.config import config_from_dict
     from fragrelease.errors import ConfigError
 
     with pytest.raises(ConfigError, match="category_order"):

@@ -1,6 +1,6 @@
 """Pandas UDFs that draw randomness on the executors (the pattern of Tumult Analytics).
 
-Both UDFs are marked non-deterministic, so Spark's optimizer never duplicates or re-orders them,
+The UDFs are marked non-deterministic, so Spark's optimizer never duplicates or re-orders them,
 and the jobs materialize their output (``localCheckpoint(eager=True)``) before any second use or
 write: a retried task or a recomputed plan never draws fresh noise for values already drawn.
 """
@@ -13,8 +13,8 @@ import pandas as pd
 from pyspark.sql.functions import pandas_udf
 from pyspark.sql.types import DoubleType, LongType
 
-from fragrelease.mechanisms import perturb_centroids
-from fragrelease.rng import NoiseSource, SecureLaplace, secure_random_keys
+from fragrelease.idpir.mechanisms import perturb_centroids
+from fragrelease.rng import NoiseSource, SecureDiffGenRandomness, SecureLaplace, secure_random_keys
 
 
 def noisy_centroid_udf(attribute_names: Sequence[str], noise: Optional[NoiseSource] = None):
@@ -53,3 +53,18 @@ def secure_random_key_udf():
         return pd.Series(secure_random_keys(len(anchor)))
 
     return secure_key.asNondeterministic()
+
+
+def laplace_count_udf(scale: float):
+    """UDF ``(count double) -> count + Lap(scale)`` (double): DiffGen's noisy leaf counts.
+
+    Columns in: one double count per leaf x class cell. Out: the count plus one Laplace draw of
+    scale ``scale`` (``2/ε`` for DiffGen's leaf counts, docs/specification.md §7), from
+    :class:`fragrelease.rng.SecureDiffGenRandomness` created on the executor.
+    """
+
+    @pandas_udf(DoubleType())
+    def noisy_count(counts: pd.Series) -> pd.Series:
+        return pd.Series(SecureDiffGenRandomness().laplace(counts.to_numpy(float), scale))
+
+    return noisy_count.asNondeterministic()

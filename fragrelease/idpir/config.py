@@ -1,0 +1,220 @@
+"""Release configuration files (``conf/*.yaml``), validated into typed objects.
+
+A configuration names the dataset (a built-in schema or a schema YAML), the fragmentation, the
+mechanism and its parameters, and the data owners with their fragments. Errors name the bad key and
+value (``owners.1.rows: Input should be greater than 0 (got -5)``).
+
+Owners' fragments come from one of two places:
+
+- ``source``: the owner's own table (parquet, csv or Delta), the normal case on a cluster;
+- ``rows`` (horizontal) or ``attributes`` (vertical) without ``source``: a **simulation** for local
+  runs and experiments, which cuts the configured dataset (``release.source`` or the built-in table)
+  into owner fragments, records assigned to owners at random on every run (docs/specification.md §3).
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+from typing import Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from fragrelease.budget import parse_epsilon
+from fragrelease.idpir.category_order import DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE, parse_share
+from fragrelease.errors import ConfigError, InvalidParameterError
+from fragrelease.idpir.mechanisms import get_mechanism
+from fragrelease.validation import format_validation_error, read_yaml_mapping
+
+
+class SourceConfig(BaseModel):
+    """Where a table lives: ``path`` (local, dbfs:/, s3a://, ...) and ``format``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str
+    format: Literal["parquet", "csv", "delta"] = "parquet"
+    options: dict[str, str] = Field(default_factory=dict)
+
+
+class LedgerConfig(BaseModel):
+    """An owner's privacy-budget ledger: a Delta table and the lifetime ε per dataset."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str
+    lifetime_epsilon: Union[str, float, int]
+
+    @field_validator("lifetime_epsilon")
+    @classmethod
+    def _lifetime_ok(cls, v):
+        try:
+            parse_epsilon(v, name="lifetime_epsilon")
+        except InvalidParameterError as exc:
+            raise ValueError(str(exc)) from None
+        return v
+
+    @property
+    def lifetime(self) -> Fraction:
+        return parse_epsilon(self.lifetime_epsilon, name="lifetime_epsilon")
+
+
+class OwnerConfig(BaseModel):
+    """One data owner φ_j, its fragment and, optionally, its budget ledger.
+
+    ``private_dir`` is where the owner keeps what is derived from its original data and is for its
+    eyes only: the private utility report and, in simulations, the simulated raw fragment. It must
+    not lie under the shared ``work_dir`` or the release ``output`` (the aggregator reads those).
+    Default: ``$FRAGRELEASE_PRIVATE_ROOT/<release name>/<owner>``, with
+    ``FRAGRELEASE_PRIVATE_ROOT`` defaulting to ``~/.fragrelease/private`` (the owner's own machine).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    rows: Optional[int] = Field(default=None, gt=0)
+    attributes: Optional[tuple[str, ...]] = None
+    source: Optional[SourceConfig] = None
+    ledger: Optional[LedgerConfig] = None
+    private_dir: Optional[str] = None
+
+
+class ReleaseConfig(BaseModel):
+    """A whole fragmented release: parameters, owners, where to work and where to publish."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    dataset: str
+    fragmentation: Literal["horizontal", "vertical"]
+    mechanism: str = "idp-ir"  # a name of the registry fragrelease.idpir.mechanisms.MECHANISMS
+    epsilon: Union[str, float, int]
+    k: int
+    epsilon_split: Literal["equal", "by-attributes"] = "equal"
+    keep_id: bool = False
+    owners: tuple[OwnerConfig, ...]
+    source: Optional[SourceConfig] = None
+    work_dir: str
+    output: str
+    if_exists: Literal["error", "new-version"] = "error"
+    reports: bool = True
+    #: rank order of categorical attributes (docs/specification.md §1): dp-frequency or declared
+    category_order: Literal["dp-frequency", "declared"] = DEFAULT_CATEGORY_ORDER
+    #: share of each categorical attribute's ε spent on the dp-frequency histogram, in (0, 1)
+    category_order_share: Union[str, float] = str(DEFAULT_ORDER_SHARE)
+    #: linked (the paper's rows) or unlinked (every column shuffled on its own); docs/privacy.md
+    linkage: Literal["linked", "unlinked"] = "linked"
+
+    @field_validator("category_order_share")
+    @classmethod
+    def _share_ok(cls, v):
+        try:
+            parse_share(v)
+        except InvalidParameterError as exc:
+            raise ValueError(str(exc)) from None
+        return v
+
+    @field_validator("epsilon")
+    @classmethod
+    def _epsilon_ok(cls, v):
+        try:
+            parse_epsilon(v)
+        except InvalidParameterError as exc:
+            raise ValueError(str(exc)) from None
+        return v
+
+    @field_validator("mechanism")
+    @classmethod
+    def _mechanism_ok(cls, v: str) -> str:
+        try:
+            get_mechanism(v)
+        except InvalidParameterError as exc:
+            raise ValueError(str(exc)) from None
+        return v
+
+    @field_validator("k")
+    @classmethod
+    def _k_ok(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError(f"k must be >= 1, not {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _owners_ok(self) -> "ReleaseConfig":
+        if self.keep_id and self.linkage == "unlinked":
+            raise ValueError("keep_id: true cannot be used with linkage: unlinked (the id would link the rows)")
+        if len(self.owners) < 2:
+            raise ValueError(f"a fragmented release needs at least 2 owners, got {len(self.owners)}")
+        names = [o.name for o in self.owners]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"owner name {dupes[0]!r} appears twice")
+        for o in self.owners:
+            if self.fragmentation == "horizontal":
+                if o.attributes is not None:
+                    raise ValueError(f"owner {o.name!r}: 'attributes' is for vertical releases only")
+                if (o.rows is None) == (o.source is None):
+                    raise ValueError(f"owner {o.name!r}: give exactly one of 'rows' (simulated split) or 'source'")
+            else:
+                if o.rows is not None:
+                    raise ValueError(f"owner {o.name!r}: 'rows' is for horizontal releases only")
+                if not o.attributes:
+                    raise ValueError(f"owner {o.name!r}: a vertical owner must list its 'attributes'")
+            if o.private_dir is not None:
+                for shared, key in ((self.work_dir, "work_dir"), (self.output, "output")):
+                    if _within(o.private_dir, shared):
+                        raise ValueError(f"owner {o.name!r}: private_dir {o.private_dir!r} lies under the shared "
+                                         f"{key} {shared!r}; an owner's private files must stay out of it")
+        return self
+
+    @property
+    def category_order_share_exact(self) -> Fraction:
+        return parse_share(self.category_order_share)
+
+    @property
+    def epsilon_exact(self) -> Fraction:
+        return parse_epsilon(self.epsilon)
+
+    @property
+    def simulated(self) -> bool:
+        """True when owners' fragments are cut from one table by the local driver."""
+        return all(o.source is None for o in self.owners)
+
+
+def _within(path: str, folder: str) -> bool:
+    """True if ``path`` is ``folder`` or lies under it (local paths resolved; URIs compared as text)."""
+    import os
+
+    def norm(p: str) -> str:
+        if "://" in p or p.startswith("dbfs:"):
+            return p.rstrip("/")
+        return os.path.realpath(os.path.expanduser(p))
+
+    a, b = norm(path), norm(folder)
+    return a == b or a.startswith(b.rstrip("/") + "/")
+
+
+def load_config(path: str | Path, overrides: Optional[dict] = None) -> ReleaseConfig:
+    """Read and validate a release configuration YAML.
+
+    Parameters
+    ----------
+    path : path to the YAML file.
+    overrides : dict, optional
+        Top-level keys to replace (``{"epsilon": "0.5", "k": 100}``), e.g. from the command line.
+
+    Raises
+    ------
+    ConfigError
+        The file cannot be read or does not validate; the message names key and value.
+    """
+    data = read_yaml_mapping(path, "configuration")
+    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return config_from_dict(data, source=str(path))
+
+
+def config_from_dict(data: dict, *, source: str = "<dict>") -> ReleaseConfig:
+    """Validate a configuration given as a dict (see :func:`load_config`)."""
+    try:
+        return ReleaseConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid configuration {source}: {format_validation_error(exc)}") from None

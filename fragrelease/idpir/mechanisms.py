@@ -1,0 +1,212 @@
+"""DP-IR, iDP-IR and plain iDP on one attribute, Spark-free (docs/specification.md §1-2; Del Vasto-Terrientes et al. (ICISSP 2025) §3).
+
+:func:`perturb_centroids` is the step the Spark job applies per cluster (through a pandas UDF);
+:func:`protect_attribute` is the whole mechanism on a numpy array, the reference the Spark job is
+tested against with injected noise.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal, Mapping, Optional
+
+import numpy as np
+
+from fragrelease.errors import InvalidParameterError
+from fragrelease.idpir.microaggregation import ir_centroids, ir_clusters
+from fragrelease.idpir.sensitivity import dp_ir_sensitivity, idp_ir_sensitivity, idp_ir_sensitivity_from_extremes
+from fragrelease.rng import NoiseSource
+
+
+def laplace_scale(delta: float, epsilon_attribute: Fraction | float) -> float:
+    """Laplace scale ``b = Δ / ε_attr`` (docs/specification.md §2).
+
+    Raises
+    ------
+    InvalidParameterError
+        If Δ is negative or not finite, or ε_attr ≤ 0.
+    """
+    if not np.isfinite(delta) or delta < 0:
+        raise InvalidParameterError(f"sensitivity must be finite and non-negative, not {delta}")
+    if epsilon_attribute <= 0:
+        raise InvalidParameterError(f"epsilon per attribute must be > 0, not {epsilon_attribute}")
+    return float(delta) / float(epsilon_attribute)
+
+
+@dataclass(frozen=True)
+class IRMechanism:
+    """One IR mechanism: the k it uses, its sensitivity Δ and its Laplace scale (docs/specification.md §2).
+
+    The one place a mechanism is defined: configuration validation, the plan, the numpy reference,
+    the evaluation, the audits and the Spark job (which calls :meth:`scale_from_extremes` on its
+    executors) all ask :func:`get_mechanism`.
+
+    Attributes
+    ----------
+    name : "idp-ir", "dp-ir" or "idp".
+    notion : "DP" (the guarantee holds for every pair of neighbours) or "iDP" (with respect to the
+        actual dataset).
+    local : True when Δ is the local sensitivity of the data (iDP-IR, iDP), False when it is the
+        global one from the declared domain (DP-IR).
+    fixed_k : the cluster size the mechanism always uses (plain iDP: 1), or None (the plan's k).
+    """
+
+    name: str
+    notion: Literal["DP", "iDP"]
+    local: bool
+    fixed_k: Optional[int] = None
+
+    def k_used(self, k: int) -> int:
+        """The cluster size this mechanism uses for a plan's k."""
+        return self.fixed_k if self.fixed_k is not None else k
+
+    def sensitivity(self, values: np.ndarray, k: int, lo: float, hi: float) -> float:
+        """Δ of one attribute's centroid vector from its values, shape (n,), in [lo, hi]."""
+        k_used = self.k_used(k)
+        if not self.local:
+            return dp_ir_sensitivity(lo, hi, k_used)
+        return idp_ir_sensitivity(values, k_used, lo, hi)
+
+    def sensitivity_from_extremes(self, min_first: float, min_last: float, max_second_last: float,
+                                  max_last: float, *, k: int, size_last: int, n_clusters: int, lo: float,
+                                  hi: float) -> float:
+        """Δ from four order statistics of the sorted attribute (what a distributed job aggregates).
+
+        ``min_first`` the smallest value, ``min_last``/``max_last`` the extremes of the last
+        cluster, ``max_second_last`` the largest value of the second-to-last cluster (any value
+        when there is one cluster), ``size_last`` the last cluster's size. DP-IR ignores them.
+        """
+        k_used = self.k_used(k)
+        if not self.local:
+            return dp_ir_sensitivity(lo, hi, k_used)
+        return idp_ir_sensitivity_from_extremes(min_first, min_last, max_second_last, max_last, k_used,
+                                                size_last, n_clusters, lo, hi)
+
+    def scale(self, delta: float, epsilon_attribute: Fraction | float) -> float:
+        """Laplace scale ``b = Δ / ε`` for the centroids' budget (:func:`laplace_scale`)."""
+        return laplace_scale(delta, epsilon_attribute)
+
+
+#: The mechanisms the project implements, by name (docs/specification.md §2).
+MECHANISMS: Mapping[str, IRMechanism] = {
+    m.name: m for m in (
+        IRMechanism("idp-ir", "iDP", local=True),
+        IRMechanism("dp-ir", "DP", local=False),
+        IRMechanism("idp", "iDP", local=True, fixed_k=1),
+    )
+}
+MECHANISM_NAMES = tuple(MECHANISMS)
+
+
+def get_mechanism(name: str) -> IRMechanism:
+    """The registered mechanism called ``name``.
+
+    Raises
+    ------
+    InvalidParameterError
+        Unknown name (the message lists the known ones).
+    """
+    try:
+        return MECHANISMS[name]
+    except (KeyError, TypeError):
+        raise InvalidParameterError(f"mechanism must be one of {MECHANISM_NAMES}, not {name!r}") from None
+
+
+def mechanism_k(mechanism: str, k: int) -> int:
+    """The cluster size ``mechanism`` uses (plain iDP: 1); see :meth:`IRMechanism.k_used`."""
+    return get_mechanism(mechanism).k_used(k)
+
+
+def sensitivity(mechanism: str, values: np.ndarray, k: int, lo: float, hi: float) -> float:
+    """Δ of one attribute under ``mechanism``; see :meth:`IRMechanism.sensitivity`."""
+    return get_mechanism(mechanism).sensitivity(values, k, lo, hi)
+
+
+def clamp_and_round(noisy: np.ndarray, lo, hi, categorical) -> np.ndarray:
+    """Clamp noisy centroids to [lo, hi]; for categorical ranks, then round half up to an integer.
+
+    ``lo``, ``hi`` and ``categorical`` are scalars or arrays of the same shape as ``noisy``.
+    Rounding happens only after noise and clamping (docs/specification.md §1), so a rounded rank stays in
+    [lo, hi] = [1, |dom|].
+    """
+    out = np.clip(np.asarray(noisy, dtype=float), np.asarray(lo, float), np.asarray(hi, float))
+    return np.where(np.broadcast_to(np.asarray(categorical, bool), out.shape), np.floor(out + 0.5), out)
+
+
+def perturb_centroids(
+    centroids: np.ndarray,
+    scales: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    categorical: np.ndarray,
+    attributes: np.ndarray,
+    clusters: np.ndarray,
+    noise: NoiseSource,
+) -> np.ndarray:
+    """Noisy, clamped (and for categorical attributes, rounded) centroids; all arrays shape (m,).
+
+    One Laplace draw per cluster (never per record), docs/specification.md §2.
+    """
+    noisy = noise.perturb(np.asarray(centroids, float), np.asarray(scales, float), attributes, clusters)
+    return clamp_and_round(noisy, lo, hi, categorical)
+
+
+def protect_attribute(
+    values: np.ndarray,
+    *,
+    k: int,
+    lo: float,
+    hi: float,
+    epsilon_attribute: Fraction | float,
+    mechanism: str,
+    noise: NoiseSource,
+    attribute: str = "a",
+    tiebreak: np.ndarray | None = None,
+    categorical: bool = False,
+) -> np.ndarray:
+    """Protect one attribute with IR microaggregation and Laplace noise on the centroids.
+
+    Parameters
+    ----------
+    values : array of shape (n,)
+        Numeric values in [lo, hi], or categorical ranks in [1, |dom|] (fragrelease.idpir.category_order).
+    k : int
+        Cluster size (ignored by plain iDP, which uses k = 1).
+    lo, hi : float
+        Declared domain; ranks use [1, |dom|].
+    epsilon_attribute : Fraction or float
+        Budget of this attribute (ε_j / l_j).
+    mechanism : {"idp-ir", "dp-ir", "idp"}
+    noise : NoiseSource
+    attribute : str
+        Attribute name handed to the noise source.
+    tiebreak : array of shape (n,), optional
+        Order of ties (record ids).
+    categorical : bool
+        Round the clamped noisy centroid (ranks).
+
+    Returns
+    -------
+    array of shape (n,): each value replaced by its cluster's noisy centroid, original order kept.
+    """
+    values = np.asarray(values, dtype=float)
+    if np.any(values < lo) or np.any(values > hi):
+        raise InvalidParameterError(f"values of {attribute!r} must lie in [{lo}, {hi}]")
+    mech = get_mechanism(mechanism)
+    k_used = mech.k_used(k)
+    clusters = ir_clusters(values, k_used, tiebreak)
+    centroids = ir_centroids(values, clusters)
+    scale = mech.scale(mech.sensitivity(values, k, lo, hi), epsilon_attribute)
+    c = len(centroids)
+    noisy = perturb_centroids(
+        centroids,
+        np.full(c, scale),
+        np.full(c, lo),
+        np.full(c, hi),
+        np.full(c, categorical),
+        np.full(c, attribute, dtype=object),
+        np.arange(c),
+        noise,
+    )
+    return noisy[clusters]
+

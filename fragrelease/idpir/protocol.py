@@ -1,0 +1,327 @@
+"""The fragmented-release protocol's messages and checks, Spark-free (docs/specification.md §3).
+
+Steps (Del Vasto-Terrientes et al. (ICISSP 2025) §4.2.1-4.2.2): the aggregator κ requests each
+owner's attributes → owners send :class:`OwnerMetadata` → κ validates (:func:`validate_metadata`)
+→ κ sends a :class:`Plan` with (ε_j, k) (:func:`make_plan`) → owners microaggregate and add noise,
+and write their protected fragment with a :class:`Manifest` → κ checks every manifest against the
+plan (:func:`check_manifest`) and combines the fragments.
+
+Only public parameters travel: attribute names, kinds and declared domains, record counts (n is
+public under substitution neighbourhood), k, ε, the mechanism, ids of the plan, and digests. Local
+sensitivities, observed minima/maxima and category frequencies never appear in these messages.
+"""
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+from fractions import Fraction
+from typing import Any, Literal, Optional, cast
+
+from pydantic import BaseModel, ConfigDict
+
+from fragrelease.budget import format_epsilon, horizontal_budget, parse_epsilon, per_attribute_epsilon, vertical_budget
+from fragrelease.idpir.category_order import (CATEGORY_ORDERS, DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE, parse_share,
+                                              split_attribute_budget)
+from fragrelease.idpir.guarantee import LINKAGES
+from fragrelease.errors import IdentifierError, InvalidParameterError, ManifestMismatchError, ProtocolError
+from fragrelease.idpir.microaggregation import check_k
+from fragrelease.idpir.mechanisms import get_mechanism
+
+#: Smallest k of a fragmented IR release (Del Vasto-Terrientes et al. (ICISSP 2025) §4.2: "k ≥ 3").
+MIN_K = 3
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2)
+
+
+class OwnerMetadata(_Message):
+    """What owner φ_j tells κ before any budget is spent."""
+
+    owner: str
+    dataset: str
+    fragmentation: Literal["horizontal", "vertical"]
+    attributes: tuple[dict, ...]
+    n_records: int
+    id_column: Optional[str] = None
+    id_digest: Optional[str] = None
+
+
+class PlanOwner(_Message):
+    """One owner's part of the plan; ``budgets`` splits each attribute's ε into the category
+    histogram (``epsilon_order``) and the centroids (``epsilon_centroids``), exactly."""
+
+    name: str
+    epsilon: str
+    epsilon_per_attribute: str
+    attributes: tuple[str, ...]
+    n_records: int
+    budgets: tuple[dict, ...]
+
+
+class Plan(_Message):
+    """κ's instructions: who protects which attributes with which (k, ε_j) and mechanism."""
+
+    plan_id: str
+    dataset: str
+    fragmentation: Literal["horizontal", "vertical"]
+    mechanism: str
+    k: int
+    epsilon: str
+    epsilon_split: str
+    composition: Literal["parallel", "sequential"]
+    attributes: tuple[dict, ...]
+    owners: tuple[PlanOwner, ...]
+    id_column: Optional[str] = None
+    keep_id: bool = False
+    category_order: Literal["dp-frequency", "declared"]
+    category_order_share: str
+    linkage: Literal["linked", "unlinked"]
+    created_at: str
+
+    def owner(self, name: str) -> PlanOwner:
+        for o in self.owners:
+            if o.name == name:
+                return o
+        raise ManifestMismatchError(f"owner {name!r} is not part of plan {self.plan_id}")
+
+    def attribute_specs(self, names) -> tuple[dict, ...]:
+        wanted = set(names)
+        return tuple(a for a in self.attributes if a["name"] in wanted)
+
+
+class Manifest(_Message):
+    """What an owner publishes beside its protected fragment; public parameters only."""
+
+    plan_id: str
+    owner: str
+    dataset: str
+    fragmentation: Literal["horizontal", "vertical"]
+    mechanism: str
+    k: int
+    epsilon: str
+    epsilon_per_attribute: str
+    attributes: tuple[dict, ...]
+    n_records: int
+    id_column: Optional[str] = None
+    category_order: Literal["dp-frequency", "declared"]
+    category_order_share: str
+    budgets: tuple[dict, ...]
+    content_digest: str
+    created_at: str
+
+
+def _names(meta: OwnerMetadata) -> list[str]:
+    return [a["name"] for a in meta.attributes]
+
+
+def validate_metadata(metas: list[OwnerMetadata], fragmentation: str) -> None:
+    """κ's validation of the owners' metadata (docs/specification.md §3).
+
+    Horizontal: identical attribute names, kinds and declared domains everywhere.
+    Vertical: pairwise-disjoint attribute sets, one id column, the same record count and id set
+    (compared through the owners' id digests).
+
+    Raises
+    ------
+    ProtocolError
+        Fewer than two owners, a fragmentation that differs from the release's, or the rules above;
+        the message names the owners and attributes involved.
+    IdentifierError
+        Vertical fragments without ids or with different id sets.
+    """
+    if len(metas) < 2:
+        raise ProtocolError(f"a fragmented release needs at least 2 owners, got {len(metas)}")
+    for m in metas:
+        if m.fragmentation != fragmentation:
+            raise ProtocolError(f"owner {m.owner!r} reports fragmentation {m.fragmentation!r}, expected {fragmentation!r}")
+        if not m.attributes:
+            raise ProtocolError(f"owner {m.owner!r} offers no attribute to protect")
+    datasets = {m.dataset for m in metas}
+    if len(datasets) > 1:
+        raise ProtocolError(f"owners describe different datasets: {sorted(datasets)}")
+    first = metas[0]
+    if fragmentation == "horizontal":
+        for m in metas[1:]:
+            if list(m.attributes) != list(first.attributes):
+                a, b = set(_names(first)), set(_names(m))
+                if a != b:
+                    raise ProtocolError(
+                        f"horizontal fragments must hold the same attributes: {first.owner!r} has "
+                        f"{sorted(a - b)} that {m.owner!r} lacks, {m.owner!r} has {sorted(b - a)} that {first.owner!r} lacks"
+                    )
+                for x, y in zip(sorted(first.attributes, key=lambda s: s["name"]), sorted(m.attributes, key=lambda s: s["name"]), strict=False):
+                    if x != y:
+                        raise ProtocolError(
+                            f"attribute {x['name']!r} is declared differently by {first.owner!r} ({x}) and {m.owner!r} ({y})"
+                        )
+                raise ProtocolError(f"owners {first.owner!r} and {m.owner!r} list their attributes in different orders")
+        return
+    seen: dict[str, str] = {}
+    for m in metas:
+        for name in _names(m):
+            if name in seen:
+                raise ProtocolError(
+                    f"vertical fragments must have disjoint attributes: {name!r} is held by {seen[name]!r} and {m.owner!r}"
+                )
+            seen[name] = m.owner
+    for m in metas:
+        if not m.id_column or not m.id_digest:
+            raise IdentifierError(f"vertical owner {m.owner!r} did not provide a record id column")
+        if m.id_column != first.id_column:
+            raise IdentifierError(f"owners use different id columns: {first.id_column!r} ({first.owner!r}) and {m.id_column!r} ({m.owner!r})")
+        if m.n_records != first.n_records:
+            raise IdentifierError(
+                f"vertical fragments must hold the same records: {first.owner!r} has {first.n_records}, {m.owner!r} has {m.n_records}"
+            )
+        if m.id_digest != first.id_digest:
+            raise IdentifierError(f"owners {first.owner!r} and {m.owner!r} hold different sets of record ids")
+
+
+def make_plan(
+    metas: list[OwnerMetadata],
+    *,
+    fragmentation: str,
+    mechanism: str,
+    k: int,
+    epsilon: object,
+    epsilon_split: str = "equal",
+    keep_id: bool = False,
+    category_order: str = DEFAULT_CATEGORY_ORDER,
+    category_order_share: object = DEFAULT_ORDER_SHARE,
+    linkage: str = "linked",
+) -> Plan:
+    """Validate the metadata and issue the plan (docs/specification.md §3).
+
+    Horizontal: every owner the full ε (parallel composition), ε/l per attribute.
+    Vertical: ε_j by ``epsilon_split`` ("equal": ε/m; "by-attributes": ε·l_j/l), ε_j/l_j per attribute.
+    Each categorical attribute's ε_j/l_j is split between its category order and its centroids
+    (:func:`fragrelease.idpir.category_order.split_attribute_budget`; docs/specification.md §1).
+    k must be ≥ 3 and ≤ every owner's n (plain iDP uses k = 1 by definition).
+
+    Raises
+    ------
+    InvalidParameterError
+        ε ≤ 0, unknown mechanism, category order or linkage, a share outside (0, 1), k < 3 or k > n
+        (the message names the owner and n).
+    ProtocolError, IdentifierError
+        From :func:`validate_metadata`.
+    """
+    eps = parse_epsilon(epsilon)
+    share = parse_share(category_order_share)
+    if category_order not in CATEGORY_ORDERS:
+        raise InvalidParameterError(f"category_order must be one of {CATEGORY_ORDERS}, not {category_order!r}")
+    if linkage not in LINKAGES:
+        raise InvalidParameterError(f"linkage must be one of {LINKAGES}, not {linkage!r}")
+    if linkage == "unlinked" and keep_id:
+        raise InvalidParameterError("keep_id cannot be used with linkage 'unlinked': an id column would link the rows")
+    mech = get_mechanism(mechanism)
+    if mech.fixed_k is not None:
+        k = mech.fixed_k
+    else:
+        check_k(k, minimum=MIN_K)
+    validate_metadata(metas, fragmentation)
+    for m in metas:
+        if k > m.n_records:
+            raise InvalidParameterError(f"k = {k} exceeds the {m.n_records} records of owner {m.owner!r}")
+    if fragmentation == "horizontal":
+        attrs = _names(metas[0])
+        budget = horizontal_budget(eps, [m.owner for m in metas], attrs)
+        eps_attr = per_attribute_epsilon(eps, len(attrs))
+        owners = tuple(
+            PlanOwner(name=m.owner, epsilon=format_epsilon(eps), epsilon_per_attribute=format_epsilon(eps_attr),
+                      attributes=tuple(attrs), n_records=m.n_records,
+                      budgets=_budgets(m.attributes, eps_attr, category_order, share))
+            for m in metas
+        )
+        specs = metas[0].attributes
+    else:
+        budget = vertical_budget(eps, {m.owner: _names(m) for m in metas}, epsilon_split)
+        owner_list: list[PlanOwner] = []
+        for m in metas:
+            eps_j = sum((s.epsilon for s in budget.steps if s.owner == m.owner), Fraction(0))
+            eps_attr = per_attribute_epsilon(eps_j, len(m.attributes))
+            owner_list.append(PlanOwner(name=m.owner, epsilon=format_epsilon(eps_j),
+                                    epsilon_per_attribute=format_epsilon(eps_attr),
+                                    attributes=tuple(_names(m)), n_records=m.n_records,
+                                    budgets=_budgets(m.attributes, eps_attr, category_order, share)))
+        owners = tuple(owner_list)
+        specs = tuple(a for m in metas for a in m.attributes)
+    if budget.spent() != eps:
+        raise AssertionError(f"budget accounting drifted: spent {budget.spent()} of {eps}")
+    return Plan(
+        plan_id=str(uuid.uuid4()),
+        dataset=metas[0].dataset,
+        # fragmentation equals every owner's (validate_metadata), category_order and linkage were
+        # checked above; the pydantic model validates all three again
+        fragmentation=cast(Literal["horizontal", "vertical"], fragmentation),
+        mechanism=mechanism,
+        k=k,
+        epsilon=format_epsilon(eps),
+        epsilon_split=epsilon_split if fragmentation == "vertical" else "none",
+        composition=budget.composition,
+        attributes=tuple(specs),
+        owners=owners,
+        id_column=metas[0].id_column,
+        keep_id=keep_id,
+        category_order=cast(Literal["dp-frequency", "declared"], category_order),
+        category_order_share=format_epsilon(share),
+        linkage=cast(Literal["linked", "unlinked"], linkage),
+        created_at=datetime.now(timezone.utc).isoformat(),
+    )
+
+
+def _budgets(specs, eps_attr: Fraction, category_order: str, share: Fraction) -> tuple[dict, ...]:
+    """Each attribute's exact split of ε_attr (order histogram + centroids), as plan text."""
+    out = tuple(split_attribute_budget(a["name"], eps_attr, categorical=a["kind"] == "categorical",
+                                       category_order=category_order, share=share).to_dict() for a in specs)
+    for b in out:
+        if parse_epsilon(b["epsilon_centroids"]) + Fraction(b["epsilon_order"]) != eps_attr:
+            raise AssertionError(f"budget split drifted for {b['attribute']!r}: {b}")
+    return out
+
+
+def manifest_for(plan: Plan, owner: str, n_records: int, content_digest: str) -> Manifest:
+    """The manifest an owner writes after protecting its fragment under ``plan``."""
+    po = plan.owner(owner)
+    return Manifest(
+        plan_id=plan.plan_id, owner=owner, dataset=plan.dataset, fragmentation=plan.fragmentation,
+        mechanism=plan.mechanism, k=plan.k, epsilon=po.epsilon, epsilon_per_attribute=po.epsilon_per_attribute,
+        attributes=plan.attribute_specs(po.attributes), n_records=n_records, id_column=plan.id_column,
+        category_order=plan.category_order, category_order_share=plan.category_order_share, budgets=po.budgets,
+        content_digest=content_digest, created_at=datetime.now(timezone.utc).isoformat(),
+    )
+
+
+def check_manifest(manifest: Manifest, plan: Plan) -> None:
+    """Refuse a protected fragment whose manifest does not match the plan.
+
+    Raises
+    ------
+    ManifestMismatchError
+        Naming the first field that differs, with the manifest's and the plan's values.
+    """
+    po = plan.owner(manifest.owner)
+    expected: dict[str, Any] = {
+        "plan_id": plan.plan_id, "dataset": plan.dataset, "fragmentation": plan.fragmentation,
+        "mechanism": plan.mechanism, "k": plan.k, "epsilon": po.epsilon,
+        "epsilon_per_attribute": po.epsilon_per_attribute,
+        "attributes": plan.attribute_specs(po.attributes), "n_records": po.n_records, "id_column": plan.id_column,
+        "category_order": plan.category_order, "category_order_share": plan.category_order_share,
+        "budgets": po.budgets,
+    }
+    for field, want in expected.items():
+        got = getattr(manifest, field)
+        if field in ("epsilon", "epsilon_per_attribute"):
+            same = parse_epsilon(got) == parse_epsilon(want)
+        elif field in ("attributes", "budgets"):
+            same = list(got) == list(want)
+        else:
+            same = got == want
+        if not same:
+            raise ManifestMismatchError(
+                f"manifest of owner {manifest.owner!r} does not match plan {plan.plan_id}: {field} is {got!r}, plan says {want!r}"
+            )

@@ -1,0 +1,128 @@
+"""The ``fragrelease`` command line (typer + rich): every command is registered here.
+
+This module is the table of contents. The commands live in one module per system; the party entry
+points that spark-submit, Databricks ``python_wheel_task`` and the console scripts call are at the
+bottom. Expected errors (bad configuration, refused fragments, an existing release) print one line
+and exit with status 2. ``python -m fragrelease.jobs.cli ARGS`` runs the same command line.
+
+    fragrelease run CONFIG                          iDP-IR: every party in this driver      (cli.idpir)
+    fragrelease split CONFIG                        iDP-IR: simulate the owners' fragments
+    fragrelease owner metadata|protect --config C --owner O        one data owner's step
+    fragrelease aggregator plan|release --config C                  the aggregator's step
+    fragrelease inspect TABLE                       versions and provenance of a release
+    fragrelease evaluate ...                        experiment: the paper's (ε, k) grid
+    fragrelease audit ...                           experiment: empirical privacy audit
+    fragrelease publications simulate|anonymize|audit ...           (cli.publications)
+    fragrelease diffgen run|two-party|experiment ...                (cli.diffgen)
+    fragrelease tiers run|experiment ...                            (cli.tiers)
+
+Experiment commands import :mod:`fragrelease.experiments` inside the command, so no release path
+imports it.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Optional
+
+import click
+import typer
+
+from fragrelease.errors import FragReleaseError
+from fragrelease.jobs.cli import diffgen, idpir, publications, tiers
+from fragrelease.jobs.cli._common import err
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="iDP-IR releases over fragmented data on Spark.")
+
+# iDP-IR releases over fragmented data (docs/specification.md §1-§4)
+app.command("run")(idpir.run)
+app.command("split")(idpir.split)
+owner_app = typer.Typer(no_args_is_help=True, help="Steps a data owner runs on its own fragment.")
+owner_app.command("metadata")(idpir.owner_metadata)
+owner_app.command("protect")(idpir.owner_protect)
+app.add_typer(owner_app, name="owner")
+aggregator_app = typer.Typer(no_args_is_help=True, help="Steps the aggregator runs.")
+aggregator_app.command("plan")(idpir.aggregator_plan)
+aggregator_app.command("release")(idpir.aggregator_release)
+app.add_typer(aggregator_app, name="aggregator")
+app.command("inspect")(idpir.inspect)
+app.command("evaluate")(idpir.evaluate)
+app.command("audit")(idpir.audit)
+
+# independent publications: cloning and the composition-attack audit (docs/specification.md §5)
+publications_app = typer.Typer(no_args_is_help=True, help="Independent publications: cloning and the composition-attack audit (docs/specification.md §5).")
+publications_app.command("simulate")(publications.simulate)
+publications_app.command("anonymize")(publications.anonymize)
+publications_app.command("audit")(publications.audit)
+app.add_typer(publications_app, name="publications")
+
+# DiffGen and two-party DistDiffGen (docs/specification.md §7)
+diffgen_app = typer.Typer(no_args_is_help=True, help="DiffGen / two-party DistDiffGen releases (docs/specification.md §7).")
+diffgen_app.command("run")(diffgen.run)
+diffgen_app.command("two-party")(diffgen.two_party)
+diffgen_app.command("experiment")(diffgen.experiment)
+app.add_typer(diffgen_app, name="diffgen")
+
+# tiered releases with increasing privacy (docs/specification.md §6)
+tiers_app = typer.Typer(no_args_is_help=True, help="Tiered releases: a chain of tables with increasing privacy.")
+tiers_app.command("run")(tiers.run)
+tiers_app.command("experiment")(tiers.experiment)
+app.add_typer(tiers_app, name="tiers")
+
+
+def run_cli(argv: list[str]) -> int:
+    """Run the CLI with ``argv``; return the exit status (2 for expected errors)."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        app(args=argv, standalone_mode=False)
+    except FragReleaseError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        return 2
+    except typer.Exit as exc:
+        return exc.exit_code
+    except SystemExit as exc:  # click usage errors
+        return int(exc.code or 0)
+    except click.ClickException as exc:  # usage errors (missing option, bad value), raised by typer's click
+        exc.show()
+        return int(exc.exit_code or 2)
+    return 0
+
+
+def _argv(argv: Optional[list[str]]) -> list[str]:
+    return sys.argv[1:] if argv is None else list(argv)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """Console script ``fragrelease`` and spark-submit's application (``scripts/spark_entry.py``)."""
+    return run_cli(_argv(argv))
+
+
+# ---------------------------------------------------------------- party entry points
+def owner_main(argv: Optional[list[str]] = None) -> int:
+    """A data owner's step for spark-submit: ``metadata|protect --config C --owner O``."""
+    return run_cli(["owner", *_argv(argv)])
+
+
+def metadata_main(argv: Optional[list[str]] = None) -> int:
+    """Databricks ``python_wheel_task`` entry point ``fragrelease-owner-metadata``: ``--config=C --owner=O``."""
+    return owner_main(["metadata", *_argv(argv)])
+
+
+def protect_main(argv: Optional[list[str]] = None) -> int:
+    """Databricks ``python_wheel_task`` entry point ``fragrelease-owner-protect``: ``--config=C --owner=O``."""
+    return owner_main(["protect", *_argv(argv)])
+
+
+def aggregator_main(argv: Optional[list[str]] = None) -> int:
+    """The aggregator's step for spark-submit: ``plan|release --config C``."""
+    return run_cli(["aggregator", *_argv(argv)])
+
+
+def plan_main(argv: Optional[list[str]] = None) -> int:
+    """Databricks ``python_wheel_task`` entry point ``fragrelease-aggregator-plan``: ``--config=C``."""
+    return aggregator_main(["plan", *_argv(argv)])
+
+
+def release_main(argv: Optional[list[str]] = None) -> int:
+    """Databricks ``python_wheel_task`` entry point ``fragrelease-aggregator-release``: ``--config=C``."""
+    return aggregator_main(["release", *_argv(argv)])

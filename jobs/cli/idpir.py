@@ -1,0 +1,238 @@
+"""``fragrelease`` commands of iDP-IR releases (docs/specification.md §1-§4), registered in ``jobs/cli/__init__.py``.
+
+    fragrelease run CONFIG                      every party in this driver (local Spark by default)
+    fragrelease split CONFIG                    simulate the owners' fragments only
+    fragrelease owner metadata|protect --config CONFIG --owner NAME
+    fragrelease aggregator plan|release --config CONFIG
+    fragrelease inspect TABLE                   versions and provenance of a release
+    fragrelease evaluate / audit                the paper's evaluation grid and the empirical audit
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from fragrelease.errors import FragReleaseError
+from fragrelease.idpir.config import ReleaseConfig, load_config
+from fragrelease.jobs.cli._common import MASTER, console
+
+
+def _config(path: str, **overrides) -> ReleaseConfig:
+    return load_config(path, overrides)
+
+
+def _spark(master: Optional[str]):
+    from fragrelease.jobs.session import get_spark
+
+    return get_spark("fragrelease", master)
+
+
+def run(
+    config: str = typer.Argument(..., help="Release configuration YAML (see conf/)."),
+    epsilon: Optional[str] = typer.Option(None, help="Override the total ε (e.g. 1, 0.5, 1/3)."),
+    k: Optional[int] = typer.Option(None, help="Override the cluster size k."),
+    mechanism: Optional[str] = typer.Option(None, help="Override: idp-ir, dp-ir or idp."),
+    output: Optional[str] = typer.Option(None, help="Override where the release table is written."),
+    if_exists: Optional[str] = typer.Option(None, "--if-exists", help="error (default) or new-version."),
+    category_order: Optional[str] = typer.Option(
+        None, "--category-order",
+        help="Override the rank order of categories: dp-frequency (default; a Laplace histogram paid from each "
+             "categorical attribute's budget) or declared (the schema's order, no budget). "
+             "docs/specification.md §1."),
+    order_share: Optional[str] = typer.Option(
+        None, "--order-share", help="Override the share of a categorical attribute's ε spent on the "
+                                    "dp-frequency histogram, in (0, 1) (default 1/10)."),
+    linkage: Optional[str] = typer.Option(
+        None, "--linkage",
+        help="Override: linked (default, the paper's rows; only each column is (i)DP) or unlinked (every column "
+             "shuffled on its own; the whole table is eps-(i)DP). docs/privacy.md."),
+    master: Optional[str] = MASTER,
+):
+    """Run a whole fragmented release locally: owners, aggregator and a summary."""
+    cfg = _config(config, epsilon=epsilon, k=k, mechanism=mechanism, output=output, if_exists=if_exists,
+                  category_order=category_order, category_order_share=order_share, linkage=linkage)
+    spark = _spark(master)
+    from fragrelease.jobs.idpir.release import run_local_release
+
+    with console.status("starting") as status:
+        result = run_local_release(spark, cfg, progress=lambda m: status.update(m))
+    print_summary(cfg, result)
+
+
+def print_summary(cfg: ReleaseConfig, result: dict) -> None:
+    prov = result["provenance"]
+    from fragrelease.jobs.storage import absolute
+
+    console.print(f"[bold]Release written[/bold] to Delta table {absolute(result['path'])} (version {result['version']})")
+    if result.get("report"):
+        console.print(f"public report: {absolute(result['report'])}")
+    table = Table(title=f"{cfg.name}: {prov['fragmentation']} release of {prov['dataset']}")
+    table.add_column("owner")
+    table.add_column("records", justify="right")
+    table.add_column("attributes", justify="right")
+    table.add_column("ε_j", justify="right")
+    for o in result["owners"]:
+        table.add_row(o["name"], f"{o['records']:,}", str(o["attributes"]), o["epsilon"])
+    console.print(table)
+    console.print(
+        f"rows {result['rows']:,} | total ε {prov['epsilon']} ({prov['composition']} composition) | "
+        f"k {prov['k']} | mechanism {prov['mechanism']} | category order {prov['category_order']} | "
+        f"linkage {prov['linkage']} | MeanSSE vs original {result['mean_sse']:.4f}"
+    )
+    guarantee = prov["guarantee"]
+    console.print(f"guarantee: {guarantee['per_column']}; {guarantee['table']}. Against: {guarantee['against']}.")
+
+
+def split(config: str = typer.Argument(...), master: Optional[str] = MASTER):
+    """Simulate owners: cut the configured dataset into the owners' fragments."""
+    from fragrelease.schemas.datasets import resolve_schema
+
+    from fragrelease.jobs.idpir import simulate
+
+    cfg = _config(config)
+    spark = _spark(master)
+    schema = resolve_schema(cfg.dataset)
+    sizes = simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
+    for name, n in sizes.items():
+        console.print(f"{name}: {n:,} records")
+
+
+def owner_metadata(config: str = typer.Option(..., "--config"), owner: str = typer.Option(..., "--owner"),
+                   master: Optional[str] = MASTER):
+    """Validate the owner's fragment and write its public metadata for the aggregator."""
+    from fragrelease.jobs.idpir.owner import describe_fragment
+
+    meta = describe_fragment(_spark(master), _config(config), owner)
+    console.print(f"owner {meta.owner}: {meta.n_records:,} records, {len(meta.attributes)} attributes offered")
+
+
+def owner_protect(config: str = typer.Option(..., "--config"), owner: str = typer.Option(..., "--owner"),
+                  master: Optional[str] = MASTER):
+    """Protect the owner's fragment under the aggregator's plan; write the table and manifest."""
+    from fragrelease.jobs.idpir.owner import protect_owner_fragment
+
+    m = protect_owner_fragment(_spark(master), _config(config), owner)
+    console.print(f"owner {m.owner}: protected {m.n_records:,} records with ε_j = {m.epsilon}, k = {m.k} (plan {m.plan_id})")
+
+
+def aggregator_plan(config: str = typer.Option(..., "--config")):
+    """Validate the owners' metadata and issue the plan."""
+    from fragrelease.jobs.idpir.aggregator import issue_plan
+
+    plan = issue_plan(_config(config))
+    for o in plan.owners:
+        console.print(f"{o.name}: ε_j = {o.epsilon}, per attribute {o.epsilon_per_attribute}, k = {plan.k}")
+
+
+def aggregator_release(config: str = typer.Option(..., "--config"), master: Optional[str] = MASTER):
+    """Verify the protected fragments, combine them and commit the release."""
+    from fragrelease.jobs.idpir.aggregator import release
+
+    result = release(_spark(master), _config(config))
+    console.print(f"release committed: {result['path']} version {result['version']}, {result['rows']:,} rows; "
+                  f"report {result['report']}")
+
+
+def inspect(table: str = typer.Argument(..., help="Path of a release (Delta table)."),
+            full: bool = typer.Option(False, "--full", help="Print the whole provenance as JSON.")):
+    """Show a release's versions and the provenance recorded with each commit."""
+    import json
+
+    from deltalake import DeltaTable
+
+    from fragrelease.jobs.storage import PROVENANCE_KEY, absolute
+
+    dt = DeltaTable(absolute(table))
+    for entry in dt.history():
+        raw = entry.get(PROVENANCE_KEY) or entry.get("userMetadata")
+        prov = json.loads(raw) if raw else {}
+        owners = ", ".join(f"{o['name']} (ε_j {o['epsilon']})" for o in prov.get("owners", []))
+        console.print(
+            f"[bold]version {entry.get('version')}[/bold] {entry.get('operation')}: "
+            f"{prov.get('fragmentation', '?')} {prov.get('mechanism', '?')}, ε {prov.get('epsilon', '?')} "
+            f"({prov.get('composition', '?')}), k {prov.get('k', '?')}, plan {prov.get('plan_id', '?')}; owners: {owners}"
+        )
+        if full and prov:
+            console.print_json(json.dumps(prov))
+
+
+def evaluate(
+    dataset: list[str] = typer.Option(["adult", "wine"], "--dataset", help="Built-in dataset(s): adult, wine, wine-2max."),
+    out: str = typer.Option("docs/evaluation", help="Folder for results.csv, runs.csv.gz and the figures."),
+    runs: int = typer.Option(50, help="Runs per cell."),
+    scenario: list[str] = typer.Option(["centralized", "horizontal", "vertical"], "--scenario"),
+    split: list[str] = typer.Option(["equal", "by-attributes"], "--split", help="Vertical budget split(s)."),
+    mechanism: list[str] = typer.Option(["idp-ir", "dp-ir"], "--mechanism"),
+    epsilon: Optional[list[str]] = typer.Option(None, "--epsilon", help="ε grid (default 0.01 0.1 0.5 1)."),
+    convention: str = typer.Option("authors", help="MeanSSE: authors (default) or paper."),
+    category_order: Optional[list[str]] = typer.Option(
+        None, "--category-order",
+        help="Category order(s), repeatable: dp-frequency, declared, or data-frequency (the paper's exact-count "
+             "order, not private, evaluation only). The first is the figures' main series. Default: the release "
+             "default, then data-frequency beside it."),
+    order_share: Optional[list[str]] = typer.Option(
+        None, "--order-share",
+        help="Share(s) of a categorical attribute's ε spent on the dp-frequency histogram, repeatable; one "
+             "series per share (default: the release default)."),
+    master: Optional[str] = MASTER,
+):
+    """Reproduce the paper's §5: MeanSSE and category TVD over the (ε, k) grid, per scenario, mechanism and order."""
+    from fragrelease.idpir.category_order import DEFAULT_ORDER_SHARE
+    from fragrelease.experiments.evaluation import EPSILONS
+
+    from fragrelease.experiments.evaluate_grid import ORDER_SETTINGS, order_settings, run_evaluation, share_text
+
+    if category_order:
+        shares = order_share if order_share else ([share_text(DEFAULT_ORDER_SHARE)]
+                                                  if "dp-frequency" in category_order else [])
+        orders = order_settings(category_order, shares)
+    elif order_share:  # the default orders, with these dp-frequency shares
+        names = ["dp-frequency"] + [o.order for o in ORDER_SETTINGS if o.order != "dp-frequency"]
+        orders = order_settings(names, order_share)
+    else:
+        orders = list(ORDER_SETTINGS)
+    spark = _spark(master)
+    labels = ", ".join(o.label for o in orders)
+    with console.status(f"evaluating {', '.join(dataset)}: {runs} runs per cell, category orders {labels}"):
+        result = run_evaluation(spark, dataset, out, scenarios=scenario, splits=split, mechanisms=mechanism,
+                                epsilons=epsilon or list(EPSILONS), runs=runs, convention=convention, orders=orders)
+    console.print(f"{result['cells']} cells x {result['runs']} runs in {result['seconds']:.1f} s -> {result['results']}")
+    console.print(f"category orders: {labels} (main series: {orders[0].label})")
+    for f in result["figures"]:
+        console.print(f"figure: {f}")
+
+
+def audit(
+    dataset: str = typer.Option("adult", help="Built-in dataset to take the records from."),
+    attribute: str = typer.Option("age", help="Numeric attribute to audit."),
+    n: int = typer.Option(24, help="Number of records (the first n)."),
+    k: list[int] = typer.Option([4], "--k"),
+    epsilon: list[float] = typer.Option([1.0], "--epsilon"),
+    mechanism: list[str] = typer.Option(["idp-ir", "dp-ir"], "--mechanism"),
+    runs: int = typer.Option(200_000, help="Runs on each of D and D'."),
+    alpha: float = typer.Option(1e-6, help="Probability that a correct mechanism's lower bound exceeds ε."),
+):
+    """Empirical privacy audit: estimate ε on (D, worst-case neighbour D') from many runs."""
+    from fragrelease.experiments.audit import audit as run_audit
+    from fragrelease.rng import FAST_SAMPLER_NAME, FastLaplace
+    from fragrelease.schemas.datasets import load_builtin_pandas, resolve_schema
+
+    attr = resolve_schema(dataset).attribute(attribute)
+    if attr.categorical or not attr.protected:
+        raise FragReleaseError(f"attribute {attribute!r} must be a released numeric attribute")
+    lo, hi = attr.bounds()
+    x = load_builtin_pandas(dataset)[attribute].to_numpy(float)[:n]
+    table = Table(title=f"audit of {dataset}.{attribute}, n = {n}, {runs:,} runs per side, α = {alpha:g}")
+    for col in ("mechanism", "k", "ε", "Δ used", "worst shift", "ε lower bound", "ε point estimate"):
+        table.add_column(col, justify="right")
+    for mech in mechanism:
+        for kk in k:
+            for eps in epsilon:
+                r = run_audit(x, k=kk, lo=lo, hi=hi, epsilon=eps, mechanism=mech, runs=runs, noise=FastLaplace(),
+                              alpha=alpha)
+                table.add_row(mech, str(kk), f"{eps:g}", f"{r.sensitivity:.3f}", f"{r.neighbour_shift:.3f}",
+                              f"{r.epsilon_lower_bound:.3f}", f"{r.epsilon_point_estimate:.3f}")
+    console.print(table)
+    console.print(f"sampler: {FAST_SAMPLER_NAME}")

@@ -1,0 +1,316 @@
+"""DiffGen releases on Spark (docs/specification.md §7): marginals, leaf counts and noise as Spark aggregations.
+
+Steps of :func:`run_diffgen_release`:
+
+1. per predictor, ``groupBy(attribute, class).count()`` (an aggregate, collected to the driver);
+2. the specialization process on those marginals (:func:`fragrelease.diffgen.engine.specialize_cut`,
+   CSPRNG randomness), giving the public cut;
+3. every record's leaf (cell code per attribute, a pandas UDF) and ``groupBy(cells, class).count()``;
+4. the full leaf × class grid (``crossJoin`` of the cut cells, so empty leaves are present), left-joined
+   with the counts, plus Lap(2/ε) from a non-deterministic pandas UDF (OpenDP), materialized with
+   ``localCheckpoint`` before it is written, so a retry never redraws;
+5. the generalized table committed as a Delta table (``<output>/generalized``), then the synthetic
+   microdata generated from it (``<output>/synthetic``): ``k = max(0, floor(noisy + 0.5))`` records per
+   leaf, none where ``k`` is below the sparse-domain threshold (:func:`fragrelease.diffgen.engine.sparse_min_count`
+   by default; ``synthetic_min_count=1`` for the plain expansion), values drawn uniformly inside each
+   cell (:func:`fragrelease.diffgen.engine.synthesize_cells`).
+
+Output columns. ``generalized``: one string column per predictor (the cut value's label), ``income``
+(class), ``noisy_count`` (double). ``synthetic``: one column per predictor (integer for numeric,
+string for categorical) and ``income``.
+"""
+from __future__ import annotations
+
+import math
+import time
+from fractions import Fraction
+from typing import Mapping, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from fragrelease.diffgen.engine import (Cut, NumericDomain, leaf_count_scale, sparse_min_count,
+                                        sparse_min_count_two_laplace, specialize_cut, synthesize_cells)
+from fragrelease.errors import InvalidParameterError, ProtocolError
+from fragrelease.jobs.diffgen.marginals import _col, marginal_counts_spark
+from fragrelease.schemas.taxonomies import ADULT_CLASS, ADULT_CLASS_VALUES, ADULT_PREDICTORS, adult_predictors
+
+#: Default refusal threshold for the number of leaf × class cells (each becomes a row).
+MAX_LEAVES = 5_000_000
+def _cell_udf(cut: Cut, attr: str):
+    from pyspark.sql.functions import pandas_udf
+
+    @pandas_udf("long")
+    def cell(values: pd.Series) -> pd.Series:
+        return pd.Series(cut.cell_codes(attr, values.to_numpy()))
+
+    return cell
+
+
+def leaf_grid(spark, cut: Cut, class_values: Sequence[str]):
+    """Every leaf × class cell as rows of cell codes (``c_<attr>`` longs, ``income``): a crossJoin."""
+    grid = spark.createDataFrame(pd.DataFrame({ADULT_CLASS: list(class_values)}))
+    for a in cut.attributes:
+        grid = grid.crossJoin(spark.range(cut.size(a)).withColumnRenamed("id", _col(a)))
+    return grid
+
+
+def noisy_generalized_table(spark, df, cut: Cut, epsilon: Fraction, class_values: Sequence[str] = ADULT_CLASS_VALUES,
+                            max_leaves: int = MAX_LEAVES):
+    """Leaf × class counts + Lap(2/ε) for every cell of ``cut`` (empty leaves included), materialized.
+
+    Columns out: ``c_<attr>`` (cell codes), ``income``, ``noisy_count`` (double).
+
+    Raises
+    ------
+    InvalidParameterError
+        More cells than ``max_leaves``.
+    """
+    from pyspark.sql import functions as F
+
+    from fragrelease.udfs.noise import laplace_count_udf
+
+    n_cells = math.prod(cut.size(a) for a in cut.attributes) * len(class_values)
+    if n_cells > max_leaves:
+        raise InvalidParameterError(f"the cut has {n_cells} leaf x class cells, more than max_leaves = {max_leaves}")
+    coded = df.select(F.col(ADULT_CLASS), *[_cell_udf(cut, a)(F.col(f"`{a}`")).alias(_col(a)) for a in cut.attributes])
+    keys = [ADULT_CLASS] + [_col(a) for a in cut.attributes]
+    counts = coded.groupBy(*keys).count()
+    full = leaf_grid(spark, cut, class_values).join(counts, on=keys, how="left").fillna(0, subset=["count"])
+    noisy = full.withColumn("noisy_count", laplace_count_udf(leaf_count_scale(epsilon))(F.col("count").cast("double")))
+    return noisy.drop("count").localCheckpoint(eager=True)
+
+
+def _labelled(spark, noisy, cut: Cut):
+    """Replace cell codes by the cut's public labels (small lookup joins)."""
+    from pyspark.sql import functions as F
+
+    out = noisy
+    for a in cut.attributes:
+        lab = spark.createDataFrame(pd.DataFrame({_col(a): np.arange(cut.size(a), dtype=np.int64),
+                                                  a: cut.labels(a)}))
+        out = out.join(F.broadcast(lab), on=_col(a), how="left")
+    return out.select(*[F.col(f"`{a}`") for a in cut.attributes], ADULT_CLASS, "noisy_count")
+
+
+def resolve_min_count(spec, n_cells: int, epsilon: Fraction, laplace_terms: int = 1) -> int:
+    """The synthetic expansion's threshold from a user's setting: ``"auto"`` or an integer ≥ 1.
+
+    ``"auto"``: :func:`fragrelease.diffgen.engine.sparse_min_count` when each count carries one Lap(2/ε)
+    (``laplace_terms=1``: DiffGen, two-party ``gaussian-squares``), :func:`sparse_min_count_two_laplace`
+    when it carries two (``laplace_terms=2``: two-party ``laplace-each``).
+
+    Raises
+    ------
+    InvalidParameterError
+        Anything else, naming the value; ``laplace_terms`` not 1 or 2.
+    """
+    if laplace_terms not in (1, 2):
+        raise InvalidParameterError(f"laplace_terms must be 1 or 2, not {laplace_terms!r}")
+    if isinstance(spec, str) and spec.strip().lower() == "auto":
+        if laplace_terms == 2:
+            return sparse_min_count_two_laplace(n_cells, epsilon)
+        return sparse_min_count(n_cells, epsilon)
+    try:
+        t = int(str(spec).strip())
+    except ValueError:
+        t = 0
+    if t < 1 or str(t) != str(spec).strip():
+        raise InvalidParameterError(f"synthetic min count must be 'auto' or an integer >= 1, not {spec!r}")
+    return t
+
+
+def synthetic_table(noisy, cut: Cut, min_count: int = 1):
+    """Synthetic microdata from the materialized noisy table (post-processing; no privacy cost).
+
+    Columns in: ``c_<attr>`` cell codes, ``income``, ``noisy_count``. Columns out: one per predictor
+    (long for numeric, string for categorical) and ``income``. A leaf yields
+    ``k = max(0, floor(noisy_count + 0.5))`` records if ``k >= min_count`` (see
+    :func:`fragrelease.diffgen.engine.release_counts`), none otherwise; values are drawn inside each cell.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    k = F.greatest(F.floor(F.col("noisy_count") + F.lit(0.5)), F.lit(0)).cast("int")
+    rows = noisy.withColumn("k", k).filter((F.col("k") > 0) & (F.col("k") >= F.lit(int(min_count))))
+    rows = rows.withColumn("i", F.explode(F.sequence(F.lit(1), F.col("k")))).drop("i", "k", "noisy_count")
+    fields = [StructField(a, LongType() if isinstance(cut.predictors[a], NumericDomain) else StringType())
+              for a in cut.attributes] + [StructField(ADULT_CLASS, StringType())]
+    schema = StructType(fields)
+
+    def draw(batches):
+        from fragrelease.rng import evaluation_generator
+
+        gen = evaluation_generator()  # post-processing of released counts: not privacy-relevant
+        for pdf in batches:
+            codes = {a: pdf[_col(a)].to_numpy() for a in cut.attributes}
+            vals = synthesize_cells(cut, codes, gen)
+            yield pd.DataFrame({**{a: vals[a] for a in cut.attributes}, ADULT_CLASS: pdf[ADULT_CLASS].to_numpy()})
+
+    return rows.mapInPandas(draw, schema)
+
+
+def run_diffgen_release(spark, *, epsilon, specializations: int, score: str, output: str,
+                        attributes: Sequence[str] = ADULT_PREDICTORS, if_exists: str = "error",
+                        max_leaves: int = MAX_LEAVES, synthetic_min_count="auto") -> dict:
+    """Single-party DiffGen release of the built-in Adult table (all 45,222 records) to Delta.
+
+    ``synthetic_min_count``: ``"auto"`` or an integer ≥ 1 (:func:`resolve_min_count`).
+    Returns a summary: paths, versions, cut labels, ε ledger, rows, seconds.
+
+    Raises
+    ------
+    InvalidParameterError
+        Bad ε, h, score or synthetic min count, or a cut with more than ``max_leaves`` cells.
+    """
+    from fragrelease.budget import parse_epsilon
+    from fragrelease.rng import SecureDiffGenRandomness
+    from fragrelease.schemas.datasets import load_builtin
+
+    t0 = time.perf_counter()
+    eps = parse_epsilon(epsilon)
+    preds = adult_predictors(attributes)
+    df = load_builtin(spark, "adult").select("record_id", ADULT_CLASS, *attributes)
+    counts = marginal_counts_spark(df, preds, ADULT_CLASS, ADULT_CLASS_VALUES)
+    cut, ledger = specialize_cut(preds, counts, epsilon=eps, specializations=specializations, score=score,
+                                 randomness=SecureDiffGenRandomness())
+    noisy = noisy_generalized_table(spark, df, cut, eps, max_leaves=max_leaves)
+    ledger_rows = [{"step": s.step, "attribute": s.attribute, "epsilon": str(s.epsilon),
+                    "composition": s.composition} for s in ledger]
+    ledger_rows.append({"step": "Laplace noise on leaf counts", "attribute": "leaves", "epsilon": str(eps / 2),
+                        "composition": "sequential"})
+    spent = sum((Fraction(r["epsilon"]) for r in ledger_rows), Fraction(0))
+    return write_release(spark, noisy, cut, output=output, epsilon=eps, specializations=specializations, score=score,
+                         ledger=ledger_rows, spent=spent, mode="diffgen", if_exists=if_exists, t0=t0,
+                         synthetic_min_count=synthetic_min_count)
+
+
+def write_release(spark, noisy, cut: Cut, *, output: str, epsilon: Fraction, specializations: int, score: str,
+                  ledger: list, spent: Fraction, mode: str, if_exists: str, t0: float,
+                  extra: Optional[dict] = None, synthetic_min_count="auto", laplace_terms: int = 1) -> dict:
+    """Commit the generalized table and the synthetic microdata as two Delta tables under ``output``.
+
+    The generalized table holds every leaf × class cell; the synthetic table is expanded from it with
+    the threshold :func:`resolve_min_count` gives (recorded in its provenance; it depends only on the
+    cut size, ε and ``laplace_terms``, the number of independent Lap(2/ε) terms in each released count:
+    2 for the two-party ``laplace-each`` noise). Both are materialized and checked (existing table under
+    ``if_exists="error"``, schema under ``"new-version"``) before the first commit.
+
+    Raises
+    ------
+    ReleaseExistsError, SchemaMismatchError
+        From :func:`fragrelease.jobs.storage.check_commit`, before anything is written.
+    InvalidParameterError
+        A bad synthetic min count.
+    """
+    import posixpath
+
+    from fragrelease.rng import SecureDiffGenRandomness
+
+    from fragrelease.jobs.storage import check_commit, commit_delta
+
+    prov = {"algorithm": mode, "epsilon": str(epsilon), "specializations": specializations, "score": score,
+            "epsilon_spent": str(spent), "neighbours": "add/remove one record", "ledger": ledger,
+            "cut": cut.to_public(), "sampler": SecureDiffGenRandomness.name, **(extra or {})}
+    n_cells = math.prod(cut.size(a) for a in cut.attributes) * len(ADULT_CLASS_VALUES)
+    min_count = resolve_min_count(synthetic_min_count, n_cells, epsilon, laplace_terms)
+    gen_path = posixpath.join(output, "generalized")
+    syn_path = posixpath.join(output, "synthetic")
+    # both tables are computed and checked before the first commit, so a failure or refusal writes nothing
+    generalized = _labelled(spark, noisy, cut).localCheckpoint(eager=True)
+    syn = synthetic_table(noisy, cut, min_count).localCheckpoint(eager=True)
+    for df, path in ((generalized, gen_path), (syn, syn_path)):
+        check_commit(df, path, if_exists)
+    v1 = commit_delta(generalized, gen_path, provenance=prov, if_exists=if_exists)
+    if str(synthetic_min_count).strip().lower() != "auto":
+        rule = "user setting"
+    elif laplace_terms == 2:
+        rule = ("sparse-domain filter for Lap(2/epsilon) + Lap(2/epsilon): smallest t with "
+                "exp(-(t-1/2)/b)(1 + (t-1/2)/(2b))/2 <= 1/cells, b = 2/epsilon")
+    else:
+        rule = "sparse-domain filter ceil(2/epsilon * ln(cells/2) + 1/2)"
+    v2 = commit_delta(syn, syn_path, provenance={**prov, "table": "synthetic microdata from " + gen_path,
+                                                 "synthetic_min_count": min_count, "synthetic_min_count_rule": rule},
+                      if_exists=if_exists)
+    return {"generalized": gen_path, "synthetic": syn_path, "versions": (v1, v2), "cells": n_cells,
+            "synthetic_min_count": min_count,
+            "synthetic_rows": syn.count(), "cut": {a: cut.labels(a) for a in cut.attributes}, "ledger": ledger,
+            "spent": spent, "seconds": time.perf_counter() - t0}
+
+
+def noisy_from_array(spark, cut: Cut, noisy_counts: np.ndarray, class_values: Sequence[str] = ADULT_CLASS_VALUES):
+    """The two-party result (an aggregate array shaped (cut sizes..., |classes|)) as a noisy table DataFrame."""
+    idx = np.indices(noisy_counts.shape).reshape(noisy_counts.ndim, -1)
+    pdf = pd.DataFrame({_col(a): idx[i].astype(np.int64) for i, a in enumerate(cut.attributes)})
+    pdf[ADULT_CLASS] = np.asarray(class_values)[idx[-1]]
+    pdf["noisy_count"] = noisy_counts.ravel().astype(float)
+    return spark.createDataFrame(pdf).localCheckpoint(eager=True)
+
+
+def cut_from_labels(labels: Mapping[str, list[str]]) -> Cut:
+    """Rebuild a :class:`Cut` from released labels (numeric boundaries parsed from the exact labels)."""
+    cut = Cut.top(adult_predictors(list(labels)))
+    for a, labs in labels.items():
+        p = cut.predictors[a]
+        if isinstance(p, NumericDomain):
+            cut.bounds[a] = [float(x.strip("[").split(",")[0]) for x in labs] + [float(p.hi)]
+        else:
+            cut.nodes[a] = list(labs)
+    return cut
+
+
+def run_two_party_release(spark, *, hospital_attributes: Sequence[str], insurer_attributes: Sequence[str], epsilon,
+                          specializations: int, score: str, output: str, key_bits: int = 2048,
+                          rows: Optional[tuple[int, int]] = None, if_exists: str = "error",
+                          backend: str = "spark", party_master: str = "local[1]",
+                          synthetic_min_count="auto", noise: str = "laplace-each") -> dict:
+    """DistDiffGen on Adult with two party processes, then the release written with Spark to Delta.
+
+    ``spark`` may be a SparkSession or a zero-argument callable returning one; the callable is
+    called only after the parties finish (so three JVMs never run at once). ``backend="spark"``
+    gives each party its own SparkSession (``party_master``) in its own process.
+    ``noise``: the share-noise mode (:data:`fragrelease.diffgen.two_party.NOISE_MODES`): ``"laplace-each"``
+    (default; ε-DP against the public and against the other party) or ``"gaussian-squares"``
+    (opt-in; ε-DP against the public, **not DP against the other party**). The provenance records the
+    mode that ran (``share_noise``) and both guarantees (``guarantee``,
+    :func:`fragrelease.diffgen.two_party.share_noise_guarantee`); the returned summary carries them too.
+
+    Raises
+    ------
+    InvalidParameterError, ProtocolError
+        A bad parameter or noise mode, or a failed party process; see :func:`run_adult_two_party`.
+    """
+    from fragrelease.budget import parse_epsilon
+    from fragrelease.diffgen.two_party import share_noise_guarantee
+    from fragrelease.jobs.diffgen.processes import run_adult_two_party
+
+    t0 = time.perf_counter()
+    eps = parse_epsilon(epsilon)
+    r_h, r_i = run_adult_two_party(hospital_attributes, insurer_attributes, epsilon=eps,
+                                   specializations=specializations, score=score, key_bits=key_bits, rows=rows,
+                                   backend=backend, master=party_master, noise=noise)
+    if callable(spark):
+        spark = spark()
+    if r_h.noise != noise or r_i.noise != noise:
+        raise ProtocolError(f"share noise {noise!r} was asked for, the parties ran {r_h.noise!r} and {r_i.noise!r}")
+    guarantee = share_noise_guarantee(r_h.noise, eps)
+    cut = cut_from_labels(r_h.cut_labels)
+    noisy = noisy_from_array(spark, cut, r_h.noisy_counts)
+    ledger = [{"step": s.step, "attribute": s.attribute, "epsilon": str(s.epsilon), "composition": s.composition}
+              for s in r_h.ledger]
+    cost = {"hospital": {**r_h.channel, "seconds": r_h.seconds}, "insurer": {**r_i.channel, "seconds": r_i.seconds}}
+    out = write_release(spark, noisy, cut, output=output, epsilon=eps, specializations=specializations, score=score,
+                        ledger=ledger, spent=r_h.spent(), mode="distdiffgen", if_exists=if_exists, t0=t0,
+                        extra={"parties": {"hospital": list(hospital_attributes), "insurer": list(insurer_attributes)},
+                               "paillier_key_bits": key_bits, "share_noise": r_h.noise, "guarantee": guarantee,
+                               # message counts are fixed by h; bytes and seconds grow with n, so they are
+                               # reported to the operator only, never written into the release
+                               "protocol_messages": {p: {k: v for k, v in c.items() if k.endswith("_messages")}
+                                                     for p, c in cost.items()}},
+                        synthetic_min_count=synthetic_min_count,
+                        laplace_terms=2 if r_h.noise == "laplace-each" else 1)
+    out["protocol_cost"] = cost
+    out["winners"] = r_h.winners
+    out["share_noise"] = r_h.noise
+    out["guarantee"] = guarantee
+    return out

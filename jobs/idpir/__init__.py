@@ -1,0 +1,13 @@
+"""iDP-IR releases on Spark: the parties of the fragmented-release protocol (docs/specification.md §1-§4).
+
+- :mod:`~fragrelease.jobs.idpir.layout`: where each party reads and writes under ``work_dir``;
+- :mod:`~fragrelease.jobs.idpir.protect`: IR microaggregation and noise on a fragment, fragment checks and digests;
+- :mod:`~fragrelease.jobs.idpir.owner`: a data owner's steps (metadata, protect);
+- :mod:`~fragrelease.jobs.idpir.aggregator`: the aggregator's steps (plan, verify, combine, release);
+- :mod:`~fragrelease.jobs.idpir.release`: the local driver that plays every party;
+- :mod:`~fragrelease.jobs.idpir.simulate`: simulated owners (one table cut into fragments);
+- :mod:`~fragrelease.jobs.idpir.ledger`: each owner's privacy-budget ledger;
+- :mod:`~fragrelease.jobs.idpir.evaluate`, :mod:`~fragrelease.jobs.idpir.report`: MeanSSE on Spark and the utility reports.
+
+The party modules import nothing from the command line (``fragrelease.jobs.cli``).
+"""

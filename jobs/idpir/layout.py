@@ -1,0 +1,68 @@
+"""Where each party reads and writes.
+
+Shared, under a release's ``work_dir`` (the aggregator reads it; only protocol messages and
+protected data go here):
+
+- ``metadata/<owner>.json``      owner → aggregator: public metadata (:class:`OwnerMetadata`)
+- ``plan.json``                  aggregator → owners: the plan (:class:`Plan`)
+- ``owners/<owner>/protected``   the owner's protected fragment (a Delta table)
+- ``owners/<owner>/manifest.json`` the owner's manifest (:class:`Manifest`)
+
+Private to each owner, under its ``private_dir`` (never under ``work_dir`` or ``output``; see
+:class:`fragrelease.idpir.config.OwnerConfig`):
+
+- ``fragment/``                  the owner's raw fragment when the local driver simulates owners
+- ``report.html``                the owner's private utility report (original vs protected)
+
+On a cluster the owners and the aggregator are separate job runs that share only ``work_dir``.
+"""
+from __future__ import annotations
+
+import os
+import posixpath
+
+from fragrelease.idpir.config import OwnerConfig, ReleaseConfig, SourceConfig
+
+
+def _join(*parts: str) -> str:
+    return posixpath.join(*parts)
+
+
+#: Environment variable naming the root of the owners' default private folders.
+PRIVATE_ROOT_ENV = "FRAGRELEASE_PRIVATE_ROOT"
+
+
+def owner_private_dir(cfg: ReleaseConfig, owner: OwnerConfig) -> str:
+    """The owner's private folder: ``owner.private_dir`` or ``<private root>/<release>/<owner>``."""
+    if owner.private_dir is not None:
+        return owner.private_dir
+    root = os.environ.get(PRIVATE_ROOT_ENV) or os.path.join(os.path.expanduser("~"), ".fragrelease", "private")
+    return _join(root, cfg.name, owner.name)
+
+
+def fragment_source(cfg: ReleaseConfig, owner: OwnerConfig) -> SourceConfig:
+    """The owner's own table, or the simulated fragment the local driver cut for it (owner-private)."""
+    if owner.source is not None:
+        return owner.source
+    return SourceConfig(path=_join(owner_private_dir(cfg, owner), "fragment"), format="parquet")
+
+
+def metadata_path(cfg: ReleaseConfig, owner: str) -> str:
+    return _join(cfg.work_dir, "metadata", f"{owner}.json")
+
+
+def plan_path(cfg: ReleaseConfig) -> str:
+    return _join(cfg.work_dir, "plan.json")
+
+
+def protected_path(cfg: ReleaseConfig, owner: str) -> str:
+    return _join(cfg.work_dir, "owners", owner, "protected")
+
+
+def manifest_path(cfg: ReleaseConfig, owner: str) -> str:
+    return _join(cfg.work_dir, "owners", owner, "manifest.json")
+
+
+def owner_report_path(cfg: ReleaseConfig, owner: OwnerConfig) -> str:
+    """The owner's private utility report, in its private folder (never under ``work_dir``)."""
+    return _join(owner_private_dir(cfg, owner), "report.html")

@@ -1,0 +1,146 @@
+"""The data owner's job: describe the fragment, then protect it.
+
+Sources: docs/specification.md §3; Del Vasto-Terrientes et al. (ICISSP 2025) §4.2.
+
+``metadata``: validate the fragment against the declared schema and send the aggregator public
+metadata only (attribute names, kinds, declared domains, record count; for vertical fragments the
+id column and a digest of the id set).
+
+``protect``: read the aggregator's plan, protect the attributes it assigns with (k, ε_j) and the
+plan's category order, write the protected fragment as a Delta table and a manifest of public
+parameters beside it, and a private utility report (original vs protected, for the owner only) in
+the owner's private folder, which is never under the shared ``work_dir``. The raw fragment never
+leaves the owner; nothing data-dependent (local sensitivities, observed min/max,
+frequencies) is written to the manifest, the table's commit or the logs.
+
+Run as ``fragrelease owner metadata|protect --config CONF --owner NAME``; under spark-submit or
+Databricks through the entry points of :mod:`fragrelease.jobs.cli` (``fragrelease-owner-metadata``,
+``fragrelease-owner-protect``). This module imports nothing from the command line.
+"""
+from __future__ import annotations
+
+import logging
+from fractions import Fraction
+from typing import Optional
+
+from fragrelease import __version__
+from fragrelease.idpir.category_order import split_attribute_budget
+from fragrelease.idpir.config import OwnerConfig, ReleaseConfig
+from fragrelease.errors import ConfigError, ManifestMismatchError, ReleaseExistsError
+from fragrelease.idpir.protocol import Manifest, OwnerMetadata, Plan, manifest_for
+from fragrelease.rng import NoiseSource
+from fragrelease.schemas.base import DatasetSchema
+from fragrelease.schemas.datasets import resolve_schema
+
+from fragrelease.jobs.idpir.layout import fragment_source, manifest_path, metadata_path, owner_report_path, plan_path, protected_path
+from fragrelease.jobs.idpir.report import owner_report
+from fragrelease.jobs.idpir.protect import content_digest, id_digest, protect_fragment, validate_fragment
+from fragrelease.jobs.idpir.ledger import record_spend
+from fragrelease.jobs.storage import commit_delta, is_delta_table, read_delta, read_source, read_text, write_text
+
+log = logging.getLogger(__name__)
+
+
+def _owner(cfg: ReleaseConfig, name: str) -> OwnerConfig:
+    for o in cfg.owners:
+        if o.name == name:
+            return o
+    raise ConfigError(f"owner {name!r} is not in configuration {cfg.name!r}; owners: {[o.name for o in cfg.owners]}")
+
+
+def offered_attributes(cfg: ReleaseConfig, schema: DatasetSchema, owner: OwnerConfig):
+    """The attributes this owner protects: all protected ones (horizontal) or its own (vertical)."""
+    if cfg.fragmentation == "horizontal":
+        return list(schema.protected)
+    attrs = [schema.attribute(a) for a in owner.attributes]
+    for a in attrs:
+        if not a.protected:
+            raise ConfigError(f"owner {owner.name!r} lists {a.name!r}, whose role {a.role!r} is not released")
+    return attrs
+
+
+def describe_fragment(spark, cfg: ReleaseConfig, owner_name: str) -> OwnerMetadata:
+    """Validate the owner's fragment and write its public metadata for the aggregator."""
+    schema = resolve_schema(cfg.dataset)
+    if schema.id_column is None:
+        raise ConfigError(
+            f"dataset schema {schema.name!r} declares no id column (role: id); fragments need a unique record id "
+            "to order ties and, for vertical releases, to join"
+        )
+    owner = _owner(cfg, owner_name)
+    src = fragment_source(cfg, owner)
+    df = read_source(spark, src.path, src.format, src.options)
+    attrs = offered_attributes(cfg, schema, owner)
+    check = validate_fragment(df, attrs, schema.id_column)
+    meta = OwnerMetadata(
+        owner=owner.name, dataset=schema.name, fragmentation=cfg.fragmentation,
+        attributes=tuple(a.public_spec() for a in attrs), n_records=check.n_records,
+        id_column=schema.id_column,
+        id_digest=id_digest(df, schema.id_column) if cfg.fragmentation == "vertical" else None,
+    )
+    write_text(metadata_path(cfg, owner.name), meta.to_json())
+    log.info("owner %s: metadata written (%d attributes)", owner.name, len(attrs))
+    return meta
+
+
+def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Optional[NoiseSource] = None) -> Manifest:
+    """Protect the owner's fragment under the aggregator's plan; write the Delta table and manifest.
+
+    Raises
+    ------
+    ManifestMismatchError
+        The owner is not in the plan.
+    SchemaMismatchError, DomainError, IdentifierError
+        The fragment changed since the metadata step and no longer validates.
+    ReleaseExistsError
+        The owner already wrote a protected fragment for this work folder.
+    BudgetExceededError
+        The owner's ledger (if configured) has no room for ε_j on this dataset.
+    """
+    schema = resolve_schema(cfg.dataset)
+    owner = _owner(cfg, owner_name)
+    plan = Plan.model_validate_json(read_text(plan_path(cfg)))
+    assignment = plan.owner(owner.name)
+    attrs = [schema.attribute(a) for a in assignment.attributes]
+    src = fragment_source(cfg, owner)
+    df = read_source(spark, src.path, src.format, src.options)
+    check = validate_fragment(df, attrs, schema.id_column)
+    if check.n_records != assignment.n_records:
+        raise ConfigError(f"owner {owner.name!r} now has {check.n_records} records, the plan was made for {assignment.n_records}")
+    share = Fraction(plan.category_order_share)
+    spent = tuple(split_attribute_budget(a.name, Fraction(assignment.epsilon_per_attribute), categorical=a.categorical,
+                                         category_order=plan.category_order, share=share).to_dict() for a in attrs)
+    if spent != tuple(assignment.budgets):
+        raise ManifestMismatchError(f"plan {plan.plan_id} splits owner {owner.name!r}'s budget as {assignment.budgets}, "
+                                    f"this owner would spend {spent}")
+    target = protected_path(cfg, owner.name)
+    if is_delta_table(target):
+        raise ReleaseExistsError(f"owner {owner.name!r} already wrote a protected fragment at {target!r}")
+    if owner.ledger is not None:
+        # Record the spend before any noise is drawn: a crash afterwards over-counts, never under-counts.
+        record_spend(owner.ledger.path, owner=owner.name, dataset=schema.name, plan_id=plan.plan_id,
+                     epsilon=Fraction(assignment.epsilon), lifetime=owner.ledger.lifetime)
+    # public: k, ε_j, the mechanism and the category order come from the plan; the budget split is
+    # recomputed here and must equal the plan's (exact fractions)
+    protected = protect_fragment(
+        df.select(schema.id_column, *[a.name for a in attrs]), attrs, id_column=schema.id_column, k=plan.k,
+        epsilon_per_attribute=Fraction(assignment.epsilon_per_attribute), mechanism=plan.mechanism,
+        category_order=plan.category_order, category_order_share=share,
+        n_records=check.n_records, noise=noise,
+    )
+    provenance = {
+        "role": "protected-fragment", "plan_id": plan.plan_id, "owner": owner.name, "mechanism": plan.mechanism,
+        "k": plan.k, "epsilon": assignment.epsilon, "epsilon_per_attribute": assignment.epsilon_per_attribute,
+        "category_order": plan.category_order, "category_order_share": plan.category_order_share,
+        "budgets": list(assignment.budgets), "fragrelease_version": __version__,
+    }
+    commit_delta(protected, target, provenance=provenance, if_exists="error")
+    written = read_delta(spark, target)
+    digest = content_digest(written)
+    manifest = manifest_for(plan, owner.name, check.n_records, digest)
+    write_text(manifest_path(cfg, owner.name), manifest.to_json())
+    if cfg.reports:
+        owner_report(df, written, attrs, schema.id_column, manifest.model_dump(mode="json"),
+                     owner_report_path(cfg, owner))
+    log.info("owner %s: protected fragment and manifest written for plan %s", owner.name, plan.plan_id)
+    return manifest

@@ -1,0 +1,679 @@
+"""IR microaggregation and noise on Spark: what a data owner runs on its fragment (docs/specification.md §1-2).
+
+Shapes: in, a fragment with the id column and the attributes to protect; out, the same ids with
+every protected attribute replaced by its cluster's noisy centroid (numeric → double, categorical
+→ one of the declared categories), rows in id order within each output group, never in value order.
+
+How it runs, all distributed (no step moves all rows, or all values of one attribute, into one
+task; the steps are detailed in :func:`protect_fragment`):
+
+1. Validation in one aggregation pass: nulls, values outside the declared domain, null or
+   duplicate ids (:func:`validate_fragment`).
+2. Categorical values become ranks in an order that is public (``declared``) or bought with budget
+   (``dp-frequency``: a Laplace histogram of the category counts, :func:`category_orders`); the
+   category → rank map is a broadcast join and the rank → label map runs in the Python workers, so
+   no order appears as a literal in the Spark plan.
+3. Each attribute's ``(value, id)`` order is cut into buckets by splitters estimated from a sample;
+   values travel to their bucket as Arrow arrays (a few rows of many values, not one row per
+   value), each bucket is sorted in one task, and counts per bucket give its first global rank.
+4. Cluster = ``min(rank // k, c - 1)``; per-cluster sums, counts and extremes are combined; the
+   sensitivity and the scale ``b = Δ / ε_attr`` come from the mechanism registry's own function
+   (:meth:`fragrelease.idpir.mechanisms.IRMechanism.sensitivity_from_extremes`, four order statistics
+   per attribute), called on the executors, and stay inside Spark.
+5. One Laplace draw per cluster in a non-deterministic pandas UDF, clamped (and rounded, for
+   ranks); the noisy centroids are materialized before anything reads them twice.
+6. Each bucket maps its ids to their cluster's noisy centroid; ids are regrouped by a hash and each
+   group lines its attributes up by id into wide rows.
+
+:func:`global_rank` (range partitioning + stored sort + offsets) ranks single keys elsewhere
+(:mod:`fragrelease.jobs.idpir.simulate`).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Mapping, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from fragrelease.idpir.category_order import (CATEGORY_ORDERS, DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE,
+                                              AttributeBudget, declared_order, dp_frequency_order, ranks_of,
+                                              split_attribute_budget)
+from fragrelease.errors import DomainError, IdentifierError, InvalidParameterError, SchemaMismatchError
+from fragrelease.idpir.microaggregation import check_k, cluster_count
+from fragrelease.rng import NoiseSource, SecureLaplace, secure_random_keys
+from fragrelease.schemas.base import Attribute
+from fragrelease.idpir.mechanisms import IRMechanism, get_mechanism
+from fragrelease.udfs.noise import noisy_centroid_udf
+
+log = logging.getLogger(__name__)
+
+_POS_MASK = (1 << 33) - 1
+_ROWS_PER_PARTITION = 1_000_000
+
+
+class _StageClock:
+    """DEBUG log of each stage's wall time (timings only: nothing data-dependent is logged)."""
+
+    def __init__(self) -> None:
+        self._t = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        log.debug("protect stage %s: %.2f s", stage, now - self._t)
+        self._t = now
+
+
+@dataclass(frozen=True)
+class FragmentCheck:
+    """Result of :func:`validate_fragment`: the record count (public) and nothing else."""
+
+    n_records: int
+
+
+def _spark_type_ok(attr: Attribute, dtype: T.DataType) -> bool:
+    if attr.type == "string" or attr.categorical:
+        return isinstance(dtype, T.StringType)
+    return isinstance(dtype, (T.IntegerType, T.LongType, T.ShortType, T.ByteType, T.DoubleType, T.FloatType,
+                              T.DecimalType))
+
+
+def check_columns(df: DataFrame, attributes: Sequence[Attribute], id_column: Optional[str]) -> None:
+    """Raise SchemaMismatchError if a column is missing or has a type the schema does not allow."""
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    wanted = list(attributes)
+    for attr in wanted:
+        if attr.name not in fields:
+            raise SchemaMismatchError(f"fragment has no column {attr.name!r}; it has {sorted(fields)}")
+        if not _spark_type_ok(attr, fields[attr.name]):
+            raise SchemaMismatchError(
+                f"column {attr.name!r} has type {fields[attr.name].simpleString()}, the schema declares {attr.kind or attr.type}"
+            )
+    if id_column is not None and id_column not in fields:
+        raise SchemaMismatchError(f"fragment has no id column {id_column!r}; it has {sorted(fields)}")
+
+
+def validate_fragment(df: DataFrame, attributes: Sequence[Attribute], id_column: Optional[str]) -> FragmentCheck:
+    """Check a fragment before any budget is spent; one Spark aggregation pass.
+
+    Raises
+    ------
+    SchemaMismatchError
+        Missing column or wrong type.
+    DomainError
+        A null, a numeric value outside [lo, hi], or a category that is not declared; the message
+        names the column and one offending value (shown to the owner only, never published).
+    IdentifierError
+        Null or duplicate ids (the message names a duplicated id).
+    """
+    check_columns(df, attributes, id_column)
+    aggs = [F.count(F.lit(1)).alias("__n")]
+    for i, a in enumerate(attributes):
+        col = F.col(a.name)
+        aggs.append(F.sum(col.isNull().cast("long")).alias(f"__null{i}"))
+        if a.categorical:
+            bad = ~col.isin(list(a.categories))
+        else:
+            lo, hi = a.bounds()
+            bad = (col.cast("double") < lo) | (col.cast("double") > hi) | F.isnan(col.cast("double"))
+        aggs.append(F.sum(F.when(col.isNotNull() & bad, 1).otherwise(0)).alias(f"__bad{i}"))
+        aggs.append(F.first(F.when(col.isNotNull() & bad, col.cast("string")), ignorenulls=True).alias(f"__ex{i}"))
+    if id_column is not None:
+        aggs.append(F.sum(F.col(id_column).isNull().cast("long")).alias("__idnull"))
+        aggs.append(F.approx_count_distinct(id_column).alias("__approx"))
+    row = df.agg(*aggs).first()
+    n = int(row["__n"])
+    if n == 0:
+        raise DomainError("the fragment is empty")
+    for i, a in enumerate(attributes):
+        if row[f"__null{i}"]:
+            raise DomainError(f"column {a.name!r} has {row[f'__null{i}']} null values; nulls are not allowed")
+        if row[f"__bad{i}"]:
+            where = f"categories {list(a.categories)}" if a.categorical else f"domain [{a.bounds()[0]}, {a.bounds()[1]}]"
+            raise DomainError(
+                f"column {a.name!r} has {row[f'__bad{i}']} value(s) outside its declared {where}, e.g. {row[f'__ex{i}']!r}"
+            )
+    if id_column is not None:
+        if row["__idnull"]:
+            raise IdentifierError(f"id column {id_column!r} has {row['__idnull']} null values")
+        dup = df.groupBy(id_column).count().where(F.col("count") > 1).limit(1).collect()
+        if dup:
+            raise IdentifierError(f"id {dup[0][id_column]!r} appears {dup[0]['count']} times in column {id_column!r}")
+    return FragmentCheck(n_records=n)
+
+
+def _hash60(value):
+    """The first 60 bits of SHA-256 of a string column, as decimal(38,0), for order-independent sums."""
+    return F.conv(F.substring(F.sha2(value, 256), 1, 15), 16, 10).cast("decimal(38,0)")
+
+
+def _row_json(df: DataFrame):
+    """Each row as JSON with its columns in sorted name order (digest independent of column order)."""
+    return F.to_json(F.struct(*[F.col(c) for c in sorted(df.columns)]))
+
+
+def id_digest(df: DataFrame, id_column: str) -> str:
+    """Order-independent digest of a fragment's id set: count and a sum of 60-bit hash prefixes."""
+    row = df.agg(F.count(F.lit(1)).alias("n"), F.sum(_hash60(F.col(id_column).cast("string"))).alias("s")).first()
+    return f"{row['n']}:{row['s'] or 0}"
+
+
+def content_digest(df: DataFrame) -> str:
+    """Order-independent digest of a table's content: row count and a sum of per-row SHA-256 prefixes.
+
+    Columns are taken by name in sorted order, so the digest does not depend on column order either.
+    """
+    row = df.agg(F.count(F.lit(1)).alias("n"), F.sum(_hash60(_row_json(df))).alias("s")).first()
+    return f"sha256-sum60:{row['n']}:{row['s'] or 0}"
+
+
+def fragment_digests(df: DataFrame, id_column: str) -> tuple[str, str]:
+    """``(content_digest(df), id_digest(df, id_column))`` computed in one aggregation pass."""
+    row = df.agg(F.count(F.lit(1)).alias("n"), F.sum(_hash60(_row_json(df))).alias("s"),
+                 F.sum(_hash60(F.col(id_column).cast("string"))).alias("i")).first()
+    return f"sha256-sum60:{row['n']}:{row['s'] or 0}", f"{row['n']}:{row['i'] or 0}"
+
+
+def category_orders(
+    df: DataFrame,
+    attributes: Sequence[Attribute],
+    budgets: Sequence[AttributeBudget],
+    category_order: str,
+    noise: Optional[NoiseSource] = None,
+) -> dict[str, tuple[str, ...]]:
+    """The rank order of every categorical attribute, public or bought with budget (docs/specification.md §1).
+
+    ``declared``: the schema's order, no Spark job. ``dp-frequency``: one aggregation pass counts
+    every categorical attribute's categories (a table of Σ |dom| rows, the owner's own driver, kept
+    in memory only, never logged or written); each histogram gets Laplace noise of scale
+    ``2 / ε_order`` from :func:`fragrelease.idpir.category_order.dp_frequency_order` (the secure sampler
+    unless a test injects ``noise``), drawn once on the driver, so no task retry can redraw it.
+    The returned orders are ε_order-DP (noised with budget).
+
+    Raises
+    ------
+    InvalidParameterError
+        Unknown order, or a budget without ε_order for a categorical attribute under ``dp-frequency``.
+    """
+    cats = [(j, a) for j, a in enumerate(attributes) if a.categorical]
+    if category_order not in CATEGORY_ORDERS:
+        raise InvalidParameterError(f"category_order must be one of {CATEGORY_ORDERS}, not {category_order!r}")
+    if not cats or category_order == "declared":
+        return {a.name: declared_order(a.categories) for _, a in cats}
+    by_name = {b.attribute: b for b in budgets}
+    pairs = F.explode(F.array(*[F.struct(F.lit(j).alias("attr"), F.col(a.name).alias("value")) for j, a in cats]))
+    counts: dict[int, dict[str, int]] = {j: {} for j, _ in cats}
+    for r in df.select(pairs.alias("p")).groupBy("p.attr", "p.value").count().collect():
+        counts[int(r["attr"])][r["value"]] = int(r["count"])
+    source = noise if noise is not None else SecureLaplace()
+    orders = {}
+    for j, a in cats:
+        eps_order = by_name[a.name].order
+        if eps_order <= 0:
+            raise InvalidParameterError(f"attribute {a.name!r} has no budget for its dp-frequency category order")
+        orders[a.name] = dp_frequency_order(counts[j], a.categories, eps_order, source, attribute=a.name)
+    return orders
+
+
+def _num_partitions(spark, rows: int) -> int:
+    try:
+        base = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    except Exception:  # pragma: no cover
+        base = 8
+    return max(base, math.ceil(rows / _ROWS_PER_PARTITION))
+
+
+def range_sorted(df: DataFrame, keys: Sequence[str], num_partitions: int) -> DataFrame:
+    """Range-partition and sort by ``keys``; add ``__pid`` (partition) and ``__pos`` (position in it)."""
+    return (
+        df.repartitionByRange(num_partitions, *keys)
+        .sortWithinPartitions(*keys)
+        .withColumn("__pid", F.spark_partition_id())
+        .withColumn("__pos", F.monotonically_increasing_id().bitwiseAND(F.lit(_POS_MASK)))
+    )
+
+
+def global_rank(df: DataFrame, group_col: str, order_cols: Sequence[str], num_partitions: int) -> DataFrame:
+    """Add ``rank`` (0-based, long): the row's position within its ``group_col`` group by ``order_cols``.
+
+    Distributed: range partitioning, a stored sort, per-partition counts (a table of at most
+    partitions × groups rows) and a broadcast join of the offsets. ``order_cols`` must make the order
+    total (end with a unique id).
+    """
+    spark = df.sparkSession
+    keys = [group_col, *order_cols]
+    # Store before counting: re-running an unstored range-partitioned plan re-samples its bounds.
+    part = range_sorted(df, keys, num_partitions).localCheckpoint(eager=True)
+    counts = part.groupBy("__pid", group_col).agg(F.count(F.lit(1)).alias("cnt"), F.min("__pos").alias("first")).collect()
+    offsets = []
+    running: dict = {}
+    for r in sorted(counts, key=lambda r: (r[group_col], r["__pid"])):
+        g = r[group_col]
+        start = running.get(g, 0)
+        offsets.append((int(r["__pid"]), g, start - int(r["first"])))
+        running[g] = start + int(r["cnt"])
+    group_type = part.schema[group_col].dataType
+    adj = spark.createDataFrame(
+        offsets, T.StructType([T.StructField("__pid", T.IntegerType()), T.StructField(group_col, group_type),
+                               T.StructField("__adj", T.LongType())])
+    )
+    return (part.join(F.broadcast(adj), ["__pid", group_col])
+            .withColumn("rank", F.col("__pos") + F.col("__adj"))
+            .drop("__pid", "__pos", "__adj"))
+
+
+_VALUES_PER_BUCKET = 500_000
+_ROWS_PER_ASSEMBLY = 500_000
+_RUN_ROWS = 262_144
+_SAMPLE_PER_BUCKET = 2_000
+_BROADCAST_CENTROIDS = 4_000_000
+_KEY_SAMPLE_FRACTIONS = [i / 64 for i in range(1, 64)]
+
+
+def _integral_id(df: DataFrame, id_column: str) -> bool:
+    return isinstance(df.schema[id_column].dataType, (T.LongType, T.IntegerType, T.ShortType, T.ByteType))
+
+
+def _tie_key(df: DataFrame, id_column: str):
+    """The tie-break key, a long: the id itself when it is integral, else its 64-bit xxhash."""
+    if _integral_id(df, id_column):
+        return F.col(id_column).cast("long")
+    return F.xxhash64(F.col(id_column))
+
+
+def _splitters(keyed: DataFrame, n_attrs: int, n: int, buckets: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per attribute, sorted composite splitters ``(x, key)`` cutting ``(x, key)`` order into ``buckets`` ranges.
+
+    Estimated from a Bernoulli sample (about 2,000 rows per bucket) with ``percentile_approx``; they
+    only balance the work between tasks, the output does not depend on them. A value that fills
+    several quantiles (heavy ties, e.g. a categorical rank) is cut by quantiles of the tie key, so
+    its rows spread over several buckets too. Splitters stay in driver memory (at most
+    ``buckets`` values per attribute) and are never logged or written.
+    """
+    if buckets <= 1:
+        return [(np.empty(0), np.empty(0, np.int64)) for _ in range(n_attrs)]
+    fraction = min(1.0, _SAMPLE_PER_BUCKET * buckets / n)
+    seed = int(secure_random_keys(1)[0])  # work balancing only; the release does not depend on it
+    sample = keyed.sample(fraction=fraction, seed=seed)
+    qs = [i / buckets for i in range(1, buckets)]
+    row = sample.agg(
+        *[F.percentile_approx(f"x{j}", qs, 10_000).alias(f"q{j}") for j in range(n_attrs)],
+        F.percentile_approx("key", _KEY_SAMPLE_FRACTIONS, 10_000).alias("kq"),
+    ).first()
+    key_q = np.asarray(row["kq"] or [], dtype=np.int64)
+    out = []
+    for j in range(n_attrs):
+        values = np.asarray(row[f"q{j}"] or [], dtype=float)
+        xs, ks = [], []
+        for v in np.unique(values):
+            m = int((values == v).sum())
+            if m == 1 or key_q.size == 0:
+                xs.append(v)
+                ks.append(np.iinfo(np.int64).max)
+            else:  # heavy tie: cut its rows by the tie key's quantiles
+                picks = np.unique(key_q[np.linspace(0, key_q.size - 1, m + 2)[1:-1].round().astype(int)])
+                xs.extend([v] * (picks.size + 1))
+                ks.extend([*picks.tolist(), np.iinfo(np.int64).max])
+        out.append((np.asarray(xs, dtype=float), np.asarray(ks, dtype=np.int64)))
+    return out
+
+
+def _bucket_of(x: np.ndarray, key: np.ndarray, sx: np.ndarray, sk: np.ndarray) -> np.ndarray:
+    """Number of splitters strictly below each ``(x, key)`` in lexicographic order."""
+    if sx.size == 0:
+        return np.zeros(x.shape[0], dtype=np.int64)
+    lo = np.searchsorted(sx, x, side="left")
+    hi = np.searchsorted(sx, x, side="right")
+    bucket = lo.astype(np.int64)
+    tied = np.flatnonzero(hi > lo)
+    if tied.size:
+        for start in np.unique(lo[tied]):
+            rows = tied[lo[tied] == start]
+            stop = int(hi[rows[0]])
+            bucket[rows] = start + np.searchsorted(sk[start:stop], key[rows], side="left")
+    return bucket
+
+
+def _assembly_bucket(key: np.ndarray, groups: int) -> np.ndarray:
+    """A well-mixed bucket in [0, groups) per tie key (Fibonacci hashing), for reassembling rows."""
+    mixed = (key.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)
+    return (mixed % np.uint64(groups)).astype(np.int32)
+
+
+def protect_fragment(
+    df: DataFrame,
+    attributes: Sequence[Attribute],
+    *,
+    id_column: str,
+    k: int,
+    epsilon_per_attribute: Fraction,
+    mechanism: str,
+    category_order: str = DEFAULT_CATEGORY_ORDER,
+    category_order_share: Fraction = DEFAULT_ORDER_SHARE,
+    n_records: Optional[int] = None,
+    noise: Optional[NoiseSource] = None,
+) -> DataFrame:
+    """One owner's whole protection step: category orders, then :func:`microaggregate_and_noise`.
+
+    Each attribute's budget ``epsilon_per_attribute`` (ε_j / l_j, exact) is split by
+    :func:`fragrelease.idpir.category_order.split_attribute_budget`: numeric attributes and the
+    ``declared`` order spend it all on the centroids; ``dp-frequency`` spends
+    ``category_order_share · ε_attr`` on a Laplace histogram that fixes the rank order
+    (:func:`category_orders`) and the rest on the centroids. docs/specification.md §1-2.
+
+    Shapes, errors and the rest of the parameters: :func:`microaggregate_and_noise`.
+    """
+    attrs = list(attributes)
+    budgets = [split_attribute_budget(a.name, Fraction(epsilon_per_attribute), categorical=a.categorical,
+                                      category_order=category_order, share=category_order_share) for a in attrs]
+    n = n_records if n_records is not None else df.count()
+    check_k(get_mechanism(mechanism).k_used(k), n)  # before any budget is spent on the histograms
+    orders = category_orders(df, attrs, budgets, category_order, noise)
+    return microaggregate_and_noise(df, attrs, id_column=id_column, k=k, budgets=budgets, orders=orders,
+                                    mechanism=mechanism, n_records=n, noise=noise)
+
+
+def microaggregate_and_noise(
+    df: DataFrame,
+    attributes: Sequence[Attribute],
+    *,
+    id_column: str,
+    k: int,
+    budgets: Sequence[AttributeBudget],
+    orders: Mapping[str, Sequence[str]],
+    mechanism: str,
+    n_records: Optional[int] = None,
+    noise: Optional[NoiseSource] = None,
+) -> DataFrame:
+    """IR microaggregation + Laplace noise (DP-IR, iDP-IR or plain iDP) with given budgets and category orders.
+
+    Parameters
+    ----------
+    df : DataFrame with ``id_column`` (unique, non-null) and every attribute in ``attributes``.
+    attributes : the attributes to protect, with declared domains/categories.
+    id_column : record id; ties between equal values are ordered by it (by its 64-bit xxhash when
+        the id is not an integer).
+    k : cluster size (plain iDP uses 1).
+    budgets : one :class:`fragrelease.idpir.category_order.AttributeBudget` per attribute, in order; the
+        Laplace scale uses its ``centroids`` part.
+    orders : categorical attribute name → its categories in rank order (rank 1 first). Must be
+        public or noised with budget (:func:`category_orders`); the map is applied inside Python
+        workers, so it appears as no literal in the Spark plan.
+    mechanism : "idp-ir", "dp-ir" or "idp".
+    n_records : the fragment's row count if already known (validated), else counted.
+    noise : test-only noise injection; ``None`` = the secure sampler.
+
+    Returns
+    -------
+    DataFrame ``(id_column, *attribute names)``, one row per input row; numeric attributes as
+    double, categorical as string. Rows come in id order within each output group (one group per
+    ~500,000 rows, grouped by a hash of the id), never in value order. The noise is already
+    materialized. docs/specification.md §1-2; Del Vasto-Terrientes et al. (ICISSP 2025) Alg. 1.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``budgets`` not one per attribute in order, or an order that does not list the declared
+        categories once each; k < 1 or k > n (:func:`fragrelease.idpir.microaggregation.check_k`).
+    SchemaMismatchError
+        An attribute whose value count differs from n (the fragment changed while it was read).
+
+    How it runs (every step distributed; no step moves all rows, or all values of one attribute,
+    into one task; Spark moves values in Arrow arrays of up to ~260,000 values, not row by row):
+
+    1. Each attribute's ``(x, id)`` order is cut into buckets of about 500,000 values by splitters
+       estimated from a sample (:func:`_splitters`); a map-only pass writes each input chunk's
+       values as one array row per (attribute, bucket), stored once.
+    2. Counts per (attribute, bucket) give each bucket's first global rank (a table of
+       attributes × buckets numbers). Each bucket is sorted in one task; rank → cluster
+       ``min(rank // k, c - 1)``; the task emits its ids in rank order and per-cluster partial sums,
+       counts, minima and maxima. This is stored (``localCheckpoint``).
+    3. Partial statistics are combined per (attribute, cluster); sensitivity, scale and one Laplace
+       draw per cluster as before; the noisy centroids are materialized.
+    4. Each bucket gets the noisy centroids of its cluster range, maps its ids to values, and cuts
+       them by a hash of the id; one task per hash group lines the attributes up by id.
+    """
+    spark = df.sparkSession
+    clock = _StageClock()
+    attrs = list(attributes)
+    l = len(attrs)
+    n = n_records if n_records is not None else df.count()
+    mech = get_mechanism(mechanism)
+    k_used = mech.k_used(k)
+    check_k(k_used, n)
+    c = cluster_count(n, k_used)
+    if [b.attribute for b in budgets] != [a.name for a in attrs]:
+        raise InvalidParameterError(f"budgets are for {[b.attribute for b in budgets]}, attributes are {[a.name for a in attrs]}")
+    eps = [float(b.centroids) for b in budgets]  # Fraction → float only here, for the scale
+    rank_orders: dict[str, tuple[str, ...]] = {}
+    for a in attrs:
+        if a.categorical:
+            order = tuple(orders[a.name]) if a.name in orders else ()
+            if sorted(order) != sorted(a.categories):
+                raise InvalidParameterError(f"the rank order of {a.name!r} must list its declared categories once each")
+            rank_orders[a.name] = order
+
+    # An integral id is its own tie key; any other id travels beside its hash.
+    carry_rid = not _integral_id(df, id_column)
+    cols = [_tie_key(df, id_column).alias("key")] + ([F.col(id_column).alias("rid")] if carry_rid else [])
+    keyed = df
+    for j, a in enumerate(attrs):
+        if a.categorical:
+            # category → rank through a broadcast join of a small table: the order is data, not a
+            # plan literal (it would otherwise show in explain output, the UI and event logs)
+            ranks = spark.createDataFrame([(cat, float(r)) for cat, r in ranks_of(rank_orders[a.name]).items()],
+                                          f"`__c{j}` string, `x{j}` double")
+            keyed = keyed.join(F.broadcast(ranks), F.col(a.name) == F.col(f"__c{j}"), "inner")
+            cols.append(F.col(f"x{j}"))
+        else:
+            cols.append(F.col(a.name).cast("double").alias(f"x{j}"))
+    keyed = keyed.select(*cols)
+    rid_type = keyed.schema["rid"].dataType if carry_rid else T.LongType()
+    rid_field = [T.StructField("rid", T.ArrayType(rid_type))] if carry_rid else []
+
+    buckets = max(1, math.ceil(n / _VALUES_PER_BUCKET))
+    splitters = _splitters(keyed, l, n, buckets)
+    clock.lap("splitters (sample)")
+
+    run_schema = T.StructType([
+        T.StructField("attr", T.IntegerType()), T.StructField("bucket", T.IntegerType()),
+        T.StructField("x", T.ArrayType(T.DoubleType())), T.StructField("key", T.ArrayType(T.LongType())),
+        *rid_field,
+    ])
+
+    def runs_of(batches):
+        pending, size = [], 0
+
+        def flush(chunk):
+            key = chunk["key"].to_numpy(np.int64)
+            rid = chunk["rid"].to_numpy() if carry_rid else None
+            rows = []
+            for j in range(l):
+                x = chunk[f"x{j}"].to_numpy(float)
+                b = _bucket_of(x, key, *splitters[j])
+                order = np.argsort(b, kind="stable")
+                bounds = np.flatnonzero(np.diff(b[order])) + 1
+                for part in np.split(order, bounds):
+                    if part.size:
+                        rows.append((j, int(b[part[0]]), x[part], key[part], *([rid[part]] if carry_rid else [])))
+            return pd.DataFrame(rows, columns=["attr", "bucket", "x", "key", *(["rid"] if carry_rid else [])])
+
+        for batch in batches:
+            pending.append(batch)
+            size += len(batch)
+            if size >= _RUN_ROWS:
+                yield flush(pd.concat(pending, ignore_index=True))
+                pending, size = [], 0
+        if pending:
+            yield flush(pd.concat(pending, ignore_index=True))
+
+    runs = keyed.mapInPandas(runs_of, run_schema).localCheckpoint(eager=True)
+    clock.lap("cut into bucket arrays (map, stored)")
+    counts = {(int(r["attr"]), int(r["bucket"])): int(r["m"])
+              for r in runs.groupBy("attr", "bucket").agg(F.sum(F.size("x")).alias("m")).collect()}
+    first_rank: dict[tuple[int, int], int] = {}
+    for j in range(l):
+        running = 0
+        for b in sorted(bb for (jj, bb) in counts if jj == j):
+            first_rank[(j, b)] = running
+            running += counts[(j, b)]
+        if running != n:
+            raise SchemaMismatchError(f"attribute {attrs[j].name!r} has {running} values, expected {n} rows")
+
+    ranked_schema = T.StructType([
+        T.StructField("attr", T.IntegerType()), T.StructField("bucket", T.IntegerType()),
+        T.StructField("first_rank", T.LongType()), *rid_field,
+        T.StructField("key", T.ArrayType(T.LongType())),
+        T.StructField("cluster", T.ArrayType(T.LongType())), T.StructField("sum", T.ArrayType(T.DoubleType())),
+        T.StructField("size", T.ArrayType(T.LongType())), T.StructField("min", T.ArrayType(T.DoubleType())),
+        T.StructField("max", T.ArrayType(T.DoubleType())),
+    ])
+
+    def rank_bucket(pdf: pd.DataFrame) -> pd.DataFrame:
+        j, b = int(pdf["attr"].iloc[0]), int(pdf["bucket"].iloc[0])
+        x = np.concatenate(pdf["x"].to_list())
+        key = np.concatenate(pdf["key"].to_list()).astype(np.int64)
+        order = np.lexsort((key, x))
+        x, key = x[order], key[order]
+        start = first_rank[(j, b)]
+        cluster = np.minimum((start + np.arange(x.size, dtype=np.int64)) // k_used, c - 1)
+        cuts = np.flatnonzero(np.diff(cluster)) + 1
+        firsts = np.concatenate(([0], cuts))
+        lasts = np.concatenate((cuts - 1, [x.size - 1]))
+        return pd.DataFrame({
+            "attr": [j], "bucket": [b], "first_rank": [start], "key": [key],
+            **({"rid": [np.concatenate(pdf["rid"].to_list())[order]]} if carry_rid else {}),
+            "cluster": [cluster[firsts]], "sum": [np.add.reduceat(x, firsts)],
+            "size": [(lasts - firsts + 1).astype(np.int64)], "min": [x[firsts]], "max": [x[lasts]],
+        })
+
+    clock.lap("counts per bucket")
+    ranked = runs.groupBy("attr", "bucket").applyInPandas(rank_bucket, ranked_schema).localCheckpoint(eager=True)
+    clock.lap("sort buckets, ranks, partial cluster statistics (stored)")
+
+    partial = ranked.select("attr", F.explode(F.arrays_zip("cluster", "sum", "size", "min", "max")).alias("s"))
+    stats = partial.groupBy("attr", F.col("s.cluster").alias("cluster")).agg(
+        F.sum("s.sum").alias("sum"), F.sum("s.size").alias("size"), F.min("s.min").alias("min"),
+        F.max("s.max").alias("max")).localCheckpoint(eager=True)  # read four times below; small (c · l rows)
+    clock.lap("cluster statistics")
+
+    # public: declared domains and the centroids' budget per attribute
+    params = spark.createDataFrame(
+        [(i, *a.bounds(), a.categorical, eps[i]) for i, a in enumerate(attrs)],
+        "attr int, lo double, hi double, categorical boolean, eps double",
+    )
+    scales = _scales(stats, params, mech, k_used, c)
+    noisy_udf = noisy_centroid_udf([a.name for a in attrs], noise)
+    noisy = (
+        stats.join(F.broadcast(params), "attr").join(F.broadcast(scales), "attr")
+        .withColumn("centroid", F.col("sum") / F.col("size"))
+        .select("attr", "cluster", noisy_udf("attr", "cluster", "centroid", "scale", "lo", "hi", "categorical").alias("value"))
+    )
+    # Materialize the noise once: nothing downstream may re-run the UDF.
+    noisy = noisy.localCheckpoint(eager=True)
+    clock.lap("sensitivity, scale, noise (stored)")
+
+    # Each bucket's cluster range (attributes × buckets rows) routes the noisy centroids to it.
+    ranges = spark.createDataFrame(
+        [(j, b, min(r0 // k_used, c - 1), min((r0 + counts[(j, b)] - 1) // k_used, c - 1))
+         for (j, b), r0 in first_rank.items()],
+        "attr int, bucket int, cl_lo long, cl_hi long",
+    )
+    routed = (noisy.join(F.broadcast(ranges), (noisy["attr"] == ranges["attr"])
+                         & noisy["cluster"].between(ranges["cl_lo"], ranges["cl_hi"]))
+              .select(ranges["attr"], ranges["bucket"], ranges["cl_lo"], noisy["cluster"], noisy["value"])
+              .groupBy("attr", "bucket", "cl_lo")
+              .agg(F.sort_array(F.collect_list(F.struct("cluster", "value"))).alias("centroids"))
+              .select("attr", "bucket", "cl_lo", F.col("centroids.value").alias("centroids")))
+    # Shipping the noisy centroids to the buckets (broadcast, when they are few enough) beats moving
+    # the buckets' id arrays; the broadcast is capped, so driver memory stays bounded.
+    if c * l <= _BROADCAST_CENTROIDS:
+        routed = F.broadcast(routed)
+    joined = ranked.select("attr", "bucket", "first_rank", "key", *(["rid"] if carry_rid else [])).join(
+        routed, ["attr", "bucket"])
+
+    groups = max(1, math.ceil(n / _ROWS_PER_ASSEMBLY))
+    values_schema = T.StructType([
+        T.StructField("group", T.IntegerType()), T.StructField("attr", T.IntegerType()),
+        T.StructField("rid", T.ArrayType(rid_type)), T.StructField("value", T.ArrayType(T.DoubleType())),
+    ])
+
+    def values_of(batches):
+        for pdf in batches:
+            rows = []
+            for rec in pdf.itertuples(index=False):
+                key = np.asarray(rec.key, dtype=np.int64)
+                rid = np.asarray(rec.rid) if carry_rid else key
+                centroids = np.asarray(rec.centroids, dtype=float)
+                cluster = np.minimum((rec.first_rank + np.arange(rid.size, dtype=np.int64)) // k_used, c - 1)
+                value = centroids[cluster - rec.cl_lo]
+                g = _assembly_bucket(key, groups)
+                order = np.argsort(g, kind="stable")
+                bounds = np.flatnonzero(np.diff(g[order])) + 1
+                for part in np.split(order, bounds):
+                    if part.size:
+                        rows.append((int(g[part[0]]), int(rec.attr), rid[part], value[part]))
+            yield pd.DataFrame(rows, columns=["group", "attr", "rid", "value"])
+
+    out_schema = T.StructType([T.StructField("rid", rid_type)]
+                              + [T.StructField(f"v{j}", T.StringType() if a.categorical else T.DoubleType())
+                                 for j, a in enumerate(attrs)])
+    # rank → label, applied in the Python workers (post-processing of the noisy rank; no plan literal)
+    labels = {j: np.asarray(rank_orders[a.name], dtype=object) for j, a in enumerate(attrs) if a.categorical}
+
+    def assemble(pdf: pd.DataFrame) -> pd.DataFrame:
+        columns, ids = {}, None
+        for j, part in pdf.groupby("attr"):
+            rid = np.concatenate(part["rid"].to_list())
+            value = np.concatenate(part["value"].to_list())
+            order = np.argsort(rid, kind="stable")
+            if ids is None:
+                ids = rid[order]
+            elif not np.array_equal(ids, rid[order]):
+                raise IdentifierError("protected attributes disagree on the set of ids; the fragment changed while it was read")
+            value = value[order]
+            columns[f"v{int(j)}"] = labels[int(j)][value.astype(np.int64) - 1] if int(j) in labels else value
+        return pd.DataFrame({"rid": ids, **{f"v{j}": columns[f"v{j}"] for j in range(l)}})
+
+    wide = (joined.mapInPandas(values_of, values_schema)
+            .groupBy("group").applyInPandas(assemble, out_schema))
+    out_cols = [F.col("rid").cast(df.schema[id_column].dataType).alias(id_column)]
+    out_cols += [F.col(f"v{j}").alias(a.name) for j, a in enumerate(attrs)]
+    return wide.select(*out_cols)
+
+
+def _scales(stats: DataFrame, params: DataFrame, mech: IRMechanism, k: int, c: int) -> DataFrame:
+    """Per attribute ``scale = Δ / ε_centroids`` (``attr int, scale double``), computed on the executors.
+
+    Four order statistics per attribute (the first cluster's minimum, the last cluster's extremes
+    and size, the second-to-last cluster's maximum) are aggregated in Spark; one task per attribute
+    then calls the registry's own :meth:`fragrelease.idpir.mechanisms.IRMechanism.sensitivity_from_extremes`
+    and :meth:`~fragrelease.idpir.mechanisms.IRMechanism.scale`, so the Spark job and the numpy reference
+    compute the same double by construction. The local sensitivity is data-dependent: it stays
+    inside Spark (never on the driver, never logged).
+    """
+    cl = F.col("cluster")
+    edges = (stats.where(cl.isin(0, c - 2, c - 1)).groupBy("attr").agg(
+        F.min(F.when(cl == 0, F.col("min"))).alias("min_first"),
+        F.max(F.when(cl == c - 1, F.col("min"))).alias("min_last"),
+        F.max(F.when(cl == c - 1, F.col("max"))).alias("max_last"),
+        F.max(F.when(cl == c - 2, F.col("max"))).alias("max_second_last"),
+        F.max(F.when(cl == c - 1, F.col("size"))).alias("size_last"))
+        .join(F.broadcast(params), "attr"))
+
+    def scale_of(pdf: pd.DataFrame) -> pd.DataFrame:
+        r = pdf.iloc[0]
+        second = float(r["max_second_last"]) if c > 1 else float(r["lo"])
+        delta = mech.sensitivity_from_extremes(float(r["min_first"]), float(r["min_last"]), second,
+                                               float(r["max_last"]), k=k, size_last=int(r["size_last"]),
+                                               n_clusters=c, lo=float(r["lo"]), hi=float(r["hi"]))
+        return pd.DataFrame({"attr": [int(r["attr"])], "scale": [mech.scale(delta, float(r["eps"]))]})
+
+    return edges.groupBy("attr").applyInPandas(scale_of, "attr int, scale double")

@@ -1,0 +1,66 @@
+"""Simulated owners for local runs and experiments: cut one table into owner fragments (docs/specification.md §3).
+
+Horizontal: records are assigned to owners at random (a fresh CSPRNG draw on every run, as the
+paper reshuffles records among owners on every run), owner j receiving exactly ``rows_j`` records.
+Vertical: owner j receives the id column and its ``attributes`` for every record.
+Each fragment is written as Parquet to ``work_dir/fragments/<owner>``.
+"""
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from fragrelease.idpir.config import ReleaseConfig
+from fragrelease.errors import ConfigError
+from fragrelease.schemas.base import DatasetSchema
+from fragrelease.schemas.datasets import BUILTIN_SCHEMAS, load_builtin
+from fragrelease.udfs.noise import secure_random_key_udf
+
+from fragrelease.jobs.idpir.layout import fragment_source
+from fragrelease.jobs.idpir.protect import _num_partitions, global_rank
+from fragrelease.jobs.storage import read_source
+
+
+def load_dataset(spark, cfg: ReleaseConfig, schema: DatasetSchema) -> DataFrame:
+    """The whole table to simulate owners from: ``cfg.source`` or the built-in dataset."""
+    if cfg.source is not None:
+        return read_source(spark, cfg.source.path, cfg.source.format, cfg.source.options)
+    if cfg.dataset not in BUILTIN_SCHEMAS:
+        raise ConfigError(f"dataset {cfg.dataset!r} is not built in: give 'source' or each owner's 'source'")
+    return load_builtin(spark, cfg.dataset)
+
+
+def split_fragments(spark, cfg: ReleaseConfig, schema: DatasetSchema, data: DataFrame) -> dict[str, int]:
+    """Write each simulated owner's fragment; return owner → number of records written.
+
+    Raises
+    ------
+    ConfigError
+        Horizontal row counts that do not add up to the table's size, or unknown attributes.
+    """
+    id_col = schema.id_column
+    if id_col is None:
+        raise ConfigError(f"dataset {schema.name!r} needs an id column to simulate owners")
+    sizes: dict[str, int] = {}
+    if cfg.fragmentation == "horizontal":
+        n = data.count()
+        total = sum(o.rows for o in cfg.owners)
+        if total != n:
+            raise ConfigError(f"owners' rows add up to {total}, but the dataset has {n} records")
+        keyed = data.withColumn("__key", secure_random_key_udf()(F.col(id_col)))
+        keyed = keyed.localCheckpoint(eager=True)  # one draw per record, never redrawn
+        ranked = global_rank(keyed.withColumn("__g", F.lit(0)), "__g", ["__key", id_col], _num_partitions(spark, n))
+        start = 0
+        for owner in cfg.owners:
+            part = ranked.where((F.col("rank") >= start) & (F.col("rank") < start + owner.rows))
+            part.select(*data.columns).write.mode("overwrite").parquet(fragment_source(cfg, owner).path)
+            sizes[owner.name] = owner.rows
+            start += owner.rows
+        return sizes
+    n = data.count()
+    for owner in cfg.owners:
+        for a in owner.attributes:
+            schema.attribute(a)
+        data.select(id_col, *owner.attributes).write.mode("overwrite").parquet(fragment_source(cfg, owner).path)
+        sizes[owner.name] = n
+    return sizes

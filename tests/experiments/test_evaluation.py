@@ -1,0 +1,218 @@
+"""The evaluation shortcut (prefix sums, per-cluster errors) equals the release mechanism + MeanSSE,
+for every category order; dp-frequency spends exactly ε_attr per categorical attribute."""
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from fragrelease.idpir.category_order import (data_frequency_order, declared_order, dp_frequency_order,
+                                              histogram_scale)
+from fragrelease.errors import InvalidParameterError
+from fragrelease.experiments.evaluation import (AttributeSpec, CategoryCounts, OrderSetting, Scenario, SortedAttribute,
+                                                run_once)
+from fragrelease.idpir.mechanisms import protect_attribute
+from fragrelease.idpir.metrics import mean_sse
+from fragrelease.rng import FastLaplace
+from fragrelease.schemas.adult import SCHEMA as ADULT
+from noise_injection import HashedLaplace
+
+SPECS = [AttributeSpec.from_attribute(a) for a in ADULT.protected]
+ORDERS = [OrderSetting.parse("data-frequency"), OrderSetting.parse("declared"),
+          OrderSetting.parse("dp-frequency", "0.1"), OrderSetting.parse("dp-frequency", "0.2")]
+
+
+@pytest.fixture(scope="module")
+def sample(adult_pdf):
+    pdf = adult_pdf.sample(1_200, random_state=4).reset_index(drop=True)
+    data = {s.name: pdf[s.name].to_numpy(object if s.categorical else float) for s in SPECS}
+    return data, pdf["record_id"].to_numpy()
+
+
+def injected_order(values, spec, setting, eps_attr, noise):
+    """The order an owner uses, computed here independently (same noise source => same histogram)."""
+    cats, counts = list(spec.categories), {}
+    for v in values:
+        counts[v] = counts.get(v, 0) + 1
+    if setting.order == "data-frequency":
+        return data_frequency_order(counts, cats), eps_attr
+    if setting.order == "declared":
+        return declared_order(cats), eps_attr
+    share = setting.share_fraction
+    return dp_frequency_order(counts, cats, eps_attr * share, noise, attribute=spec.name), eps_attr * (1 - share)
+
+
+def reference(data, ids, mechanism, k, eps_attr, noise, convention, setting):
+    """protect_attribute on the whole table, then mean_sse and the label TVD of the protected table."""
+    protected, original, cat, tvds, orders = {}, {}, {}, [], {}
+    for s in SPECS:
+        eps_c = eps_attr
+        if s.categorical:
+            order, eps_c = injected_order(data[s.name], s, setting, eps_attr, noise)
+            orders[s.name] = order
+            ranks = {c: i + 1 for i, c in enumerate(order)}
+            vals = np.array([ranks[v] for v in data[s.name]], float)
+        else:
+            vals = data[s.name].astype(float)
+        protected[s.name] = protect_attribute(vals, k=k, lo=s.lo, hi=s.hi, epsilon_attribute=eps_c, mechanism=mechanism,
+                                              noise=noise, attribute=s.name, tiebreak=ids, categorical=s.categorical)
+        original[s.name] = vals
+        cat[s.name] = s.categorical
+        if s.categorical:
+            labels = np.array(order, dtype=object)[protected[s.name].astype(int) - 1]
+            p = np.array([np.sum(data[s.name] == c) for c in s.categories], float) / len(ids)
+            q = np.array([np.sum(labels == c) for c in s.categories], float) / len(ids)
+            tvds.append(0.5 * np.abs(p - q).sum())
+    return mean_sse(original, protected, cat, convention), float(np.mean(tvds)), orders
+
+
+@pytest.mark.parametrize("setting", ORDERS, ids=lambda o: o.label)
+@pytest.mark.parametrize("mechanism,k", [("idp-ir", 25), ("dp-ir", 40), ("idp", 1), ("idp-ir", 7)])
+@pytest.mark.parametrize("convention", ["authors", "paper"])
+def test_run_once_equals_mechanism_plus_metric(sample, mechanism, k, convention, setting):
+    data, ids = sample
+    noise = HashedLaplace(salt=f"{mechanism}{k}")
+    got = run_once(data, ids, SPECS, Scenario("centralized"), mechanisms=[mechanism], epsilons=["1"], ks=[k],
+                   noise=noise, convention=convention, category_order=setting)
+    assert len(got) == 1
+    want_sse, want_tvd, _ = reference(data, ids, mechanism, k, Fraction(1, 10), noise, convention, setting)
+    assert got[0]["mean_sse"] == pytest.approx(want_sse, rel=1e-9)
+    assert got[0]["category_tvd"] == pytest.approx(want_tvd, rel=1e-9)
+    assert (got[0]["category_order"], got[0]["order_share"]) == (setting.order, setting.share)
+
+
+def test_the_injected_orders_differ(sample):
+    """The equality test above is not vacuous: the three orders rank native-country differently."""
+    data, ids = sample
+    noise = HashedLaplace(salt="idp-ir25")
+    orders = {o.label: reference(data, ids, "idp-ir", 25, Fraction(1, 10), noise, "authors", o)[2]["native-country"]
+              for o in ORDERS}
+    assert len(set(orders.values())) == len(ORDERS)
+
+
+class Recording(HashedLaplace):
+    """HashedLaplace that records (attribute id, scale) of every draw."""
+
+    def __init__(self):
+        super().__init__(salt="budget")
+        self.calls = []
+
+    def perturb(self, values, scales, attributes, clusters):
+        self.calls += list(zip(attributes, np.asarray(scales, float), strict=True))
+        return super().perturb(values, scales, attributes, clusters)
+
+
+@pytest.mark.parametrize("scenario", [Scenario("centralized"), Scenario("horizontal", owner_rows=(400, 500, 300))],
+                         ids=lambda s: s.name)
+def test_dp_frequency_spends_exactly_eps_attr_per_categorical_attribute(sample, scenario):
+    """Histogram (Δ = 2) + centroids (DP-IR: Δ = (hi − lo)/k) = ε_attr; numeric attributes keep ε_attr.
+
+    Every owner draws its own histogram, once per ε (the order is redrawn for every ε and run).
+    """
+    data, ids = sample
+    k, share = 40, Fraction(1, 5)
+    for eps_text in ("0.1", "1"):
+        noise = Recording()
+        rows = run_once(data, ids, SPECS, scenario, mechanisms=["dp-ir"], epsilons=[eps_text], ks=[k], noise=noise,
+                        category_order=OrderSetting.parse("dp-frequency", "0.2"), rng=np.random.default_rng(1))
+        assert rows[0]["order_share"] == "0.2"
+        eps_attr = Fraction(eps_text) / len(SPECS)
+        owners = max(1, len(scenario.owner_rows))
+        for s in SPECS:
+            delta = (s.hi - s.lo) / k
+            hist = {sc for a, sc in noise.calls if a == f"{s.name}#order"}
+            cent = [sc for a, sc in noise.calls if a == s.name]
+            assert len(set(cent)) <= owners and cent
+            if s.categorical:
+                n_hist = sum(1 for a, _ in noise.calls if a == f"{s.name}#order")
+                assert n_hist == owners * len(s.categories)  # one histogram per owner
+                (h,) = hist
+                assert h == pytest.approx(histogram_scale(eps_attr * share), rel=1e-12)
+                eps_order, eps_cent = 2 / h, delta / cent[0]
+                assert eps_order + eps_cent == pytest.approx(float(eps_attr), rel=1e-12)
+                assert eps_order == pytest.approx(float(eps_attr * share), rel=1e-12)
+            else:
+                assert not hist
+                assert delta / cent[0] == pytest.approx(float(eps_attr), rel=1e-12)
+
+
+def test_dp_frequency_order_is_redrawn_per_epsilon_and_run(sample):
+    data, ids = sample
+    noise = Recording()
+    setting = OrderSetting.parse("dp-frequency", "0.1")
+    for _ in range(2):
+        run_once(data, ids, SPECS, Scenario("centralized"), mechanisms=["idp-ir", "dp-ir"], epsilons=["0.1", "1"],
+                 ks=[20, 50], noise=noise, category_order=setting, sorted_cache={})
+    n_hist = sum(1 for a, _ in noise.calls if a == "race#order")
+    assert n_hist == 2 * 2 * 5  # runs x ε x |dom(race)|, shared by the mechanisms and k of one ε
+
+
+def test_paper_order_is_labelled_in_every_row(sample):
+    data, ids = sample
+    rows = run_once(data, ids, SPECS, Scenario("centralized"), mechanisms=["idp-ir", "dp-ir"], epsilons=["0.5", "1"],
+                    ks=[20, 50], noise=FastLaplace(), category_order=OrderSetting.parse("data-frequency"))
+    assert len(rows) == 8
+    assert all(r["category_order"] == "data-frequency" and r["order_share"] == "0" for r in rows)
+    with pytest.raises(TypeError):
+        run_once(data, ids, SPECS, Scenario("centralized"), mechanisms=["idp-ir"], epsilons=["1"], ks=[20],
+                 noise=FastLaplace())  # no silent default order
+
+
+def test_order_setting_errors_name_the_value():
+    with pytest.raises(InvalidParameterError, match="'frequency'"):
+        OrderSetting.parse("frequency")
+    with pytest.raises(InvalidParameterError, match="1.5"):
+        OrderSetting.parse("dp-frequency", "1.5")
+    with pytest.raises(InvalidParameterError, match="None"):
+        OrderSetting.parse("dp-frequency")
+    with pytest.raises(InvalidParameterError, match="0.1"):
+        OrderSetting.parse("declared", "0.1")
+
+
+def test_category_tvd_is_zero_without_noise_at_k1_and_one_for_disjoint_support():
+    spec = AttributeSpec("c", 1, 3, True, ("a", "b", "c"))
+    counts = CategoryCounts(np.array(["a", "a", "b", "c"], dtype=object), spec)
+    attr = counts.ranked(("b", "a", "c"))
+    assert attr.x.tolist() == [1.0, 2.0, 2.0, 3.0]
+    assert attr.released_counts(1, attr.centroids(1)).tolist() == [2.0, 1.0, 1.0]
+    assert attr.released_counts(2, np.array([3.0, 3.0])).tolist() == [0.0, 0.0, 4.0]
+    assert attr.squared_error(2, np.array([2.0, 2.0])) == 2.0
+    with pytest.raises(InvalidParameterError, match="'zz'"):
+        CategoryCounts(np.array(["zz"], dtype=object), spec)
+
+
+def test_squared_error_of_exact_centroids_is_within_cluster_ss():
+    x = np.array([1.0, 2.0, 3.0, 10.0, 11.0, 30.0])
+    attr = SortedAttribute(x, np.arange(6), AttributeSpec("a", 0, 100, False))
+    z = attr.centroids(3)
+    assert z.tolist() == [2.0, 17.0]
+    assert attr.squared_error(3, z) == pytest.approx(2.0 + (49 + 36 + 169))
+
+
+def test_vertical_by_attributes_matches_centralized_budget(sample):
+    data, ids = sample
+    groups = (tuple(s.name for s in SPECS[:3]), tuple(s.name for s in SPECS[3:]))
+    noise = HashedLaplace(salt="v")
+    kw = dict(mechanisms=["idp-ir"], epsilons=["0.5"], ks=[20], noise=noise,
+              category_order=OrderSetting.parse("dp-frequency", "0.1"))
+    central = run_once(data, ids, SPECS, Scenario("centralized"), **kw)
+    by_attr = run_once(data, ids, SPECS, Scenario("vertical", owner_attributes=groups, split="by-attributes"), **kw)
+    equal = run_once(data, ids, SPECS, Scenario("vertical", owner_attributes=groups, split="equal"), **kw)
+    assert by_attr[0]["mean_sse"] == pytest.approx(central[0]["mean_sse"], rel=1e-12)
+    assert by_attr[0]["category_tvd"] == pytest.approx(central[0]["category_tvd"], rel=1e-12)
+    assert equal[0]["mean_sse"] != pytest.approx(central[0]["mean_sse"], rel=1e-6)
+
+
+def test_horizontal_trends_with_fast_sampler(sample):
+    """Fixed sample sizes and thresholds: MeanSSE falls with ε; iDP-IR <= DP-IR on average."""
+    data, ids = sample
+    scen = Scenario("horizontal", owner_rows=(400, 500, 300))
+    rows = []
+    for _ in range(10):
+        rows += run_once(data, ids, SPECS, scen, mechanisms=["idp-ir", "dp-ir"], epsilons=["0.1", "1"], ks=[20],
+                         noise=FastLaplace(), category_order=OrderSetting.parse("dp-frequency", "0.1"))
+    mean = {}
+    for r in rows:
+        mean.setdefault((r["mechanism"], r["epsilon"]), []).append(r["mean_sse"])
+    mean = {key: np.mean(v) for key, v in mean.items()}
+    assert mean[("idp-ir", "1")] < mean[("idp-ir", "0.1")]
+    assert mean[("idp-ir", "1")] <= mean[("dp-ir", "1")] * 1.05

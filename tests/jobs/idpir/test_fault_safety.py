@@ -1,0 +1,130 @@
+"""Injected failures at each stage: nothing partial becomes visible, earlier versions stay intact,
+and a rerun completes (issue: fault safety)."""
+import errno
+import glob
+import os
+
+import pytest
+from deltalake import DeltaTable
+
+from fragrelease.idpir.config import config_from_dict
+from fragrelease.errors import BudgetExceededError, ManifestMismatchError
+from fragrelease.jobs.idpir import aggregator, owner, simulate
+from fragrelease.jobs.idpir.layout import manifest_path, protected_path
+from fragrelease.jobs.idpir.release import run_local_release
+from fragrelease.schemas.datasets import resolve_schema
+
+
+@pytest.fixture(scope="module")
+def wine_source(spark, wine_pdf, tmp_path_factory):
+    from fragrelease.schemas.wine import SCHEMA
+
+    path = str(tmp_path_factory.mktemp("fs") / "wine")
+    spark.createDataFrame(wine_pdf.sample(400, random_state=8), SCHEMA.struct_type()).write.parquet(path)
+    return path
+
+
+def cfg_for(tmp, source, work="work", ledger=None, **kw):
+    b = {"name": "b", "rows": 250}
+    if ledger:
+        b["ledger"] = {"path": str(tmp / "ledger-b"), "lifetime_epsilon": ledger}
+    data = dict(name="fs", dataset="wine", fragmentation="horizontal", epsilon="1", k=10,
+                source={"path": source, "format": "parquet"}, if_exists="new-version",
+                owners=[{"name": "a", "rows": 150}, b],
+                work_dir=str(tmp / work), output=str(tmp / "release"), reports=False)
+    data.update(kw)
+    return config_from_dict(data)
+
+
+def prepare(spark, cfg):
+    schema = resolve_schema(cfg.dataset)
+    simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
+    for o in cfg.owners:
+        owner.describe_fragment(spark, cfg, o.name)
+    return aggregator.issue_plan(cfg)
+
+
+def disk_full(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_failures_never_expose_partial_releases(spark, tmp_path, wine_source, monkeypatch):
+    cfg = cfg_for(tmp_path, wine_source)
+    # version 0: the earlier release that every later failure must leave intact
+    from fragrelease.jobs.storage import commit_delta
+
+    earlier = spark.read.parquet(wine_source).drop("record_id", "quality", "color").limit(123)
+    commit_delta(earlier, cfg.output, provenance={"role": "release"}, if_exists="error")
+    rows_v0 = DeltaTable(cfg.output).to_pyarrow_table().num_rows
+    assert rows_v0 == 123
+
+    cfg2 = cfg_for(tmp_path, wine_source, work="work2")
+    prepare(spark, cfg2)
+
+    # 1. an owner fails in the middle of writing (data files written, Delta commit fails: disk full)
+    import deltalake.transaction as tx
+
+    with monkeypatch.context() as m:
+        m.setattr(tx, "create_table_with_add_actions", disk_full)
+        with pytest.raises(OSError, match="No space left"):
+            owner.protect_owner_fragment(spark, cfg2, "a")
+    assert glob.glob(os.path.join(protected_path(cfg2, "a"), "part-*"))  # orphan files exist ...
+    assert not DeltaTable.is_deltatable(protected_path(cfg2, "a"))    # ... but no table is visible
+    assert not os.path.exists(manifest_path(cfg2, "a"))
+    owner.protect_owner_fragment(spark, cfg2, "a")                     # the rerun completes
+
+    # 2. disk full while the owner writes its manifest: the aggregator refuses the fragment
+    with monkeypatch.context() as m:
+        m.setattr(owner, "write_text", disk_full)
+        with pytest.raises(OSError):
+            owner.protect_owner_fragment(spark, cfg2, "b")
+    with pytest.raises(ManifestMismatchError, match="'b' has no manifest"):
+        aggregator.release(spark, cfg2)
+    assert DeltaTable(cfg.output).version() == 0
+
+    # 3. the aggregator dies during its commit: version 0 stays the current, intact release
+    cfg3 = cfg_for(tmp_path, wine_source, work="work3")
+    prepare(spark, cfg3)
+    for o in cfg3.owners:
+        owner.protect_owner_fragment(spark, cfg3, o.name)
+    with monkeypatch.context() as m:
+        m.setattr(DeltaTable, "create_write_transaction", disk_full)
+        with pytest.raises(OSError):
+            aggregator.release(spark, cfg3)
+    assert DeltaTable(cfg.output).version() == 0
+    assert DeltaTable(cfg.output).to_pyarrow_table().num_rows == rows_v0
+
+    # 4. the aggregator dies before its commit
+    with monkeypatch.context() as m:
+        m.setattr(aggregator, "commit_delta", disk_full)
+        with pytest.raises(OSError):
+            aggregator.release(spark, cfg3)
+    assert DeltaTable(cfg.output).version() == 0
+
+    # 5. a fragment truncated after its owner wrote it is refused, nothing is committed
+    victim = sorted(glob.glob(os.path.join(protected_path(cfg3, "a"), "part-*", "*.parquet")))[0]
+    with open(victim, "r+b") as f:
+        f.truncate(os.path.getsize(victim) // 2)
+    with pytest.raises(ManifestMismatchError, match="'a'"):
+        aggregator.release(spark, cfg3)
+    assert DeltaTable(cfg.output).version() == 0
+
+    # a full rerun completes and becomes version 1; version 0 is still readable
+    second = run_local_release(spark, cfg3)
+    assert second["version"] == 1
+    assert DeltaTable(cfg.output, version=0).to_pyarrow_table().num_rows == rows_v0
+
+
+def test_ledger_refuses_a_release_past_the_lifetime_budget(spark, tmp_path, wine_source):
+    from fractions import Fraction
+
+    from fragrelease.jobs.idpir.ledger import record_spend, spent
+
+    cfg = cfg_for(tmp_path, wine_source, ledger="2", epsilon="1/2")
+    record_spend(cfg.owners[1].ledger.path, owner="b", dataset="wine", plan_id="earlier", epsilon=Fraction(3, 2),
+                 lifetime=Fraction(2))
+    run_local_release(spark, cfg)  # 3/2 + 1/2 = 2: fits exactly
+    assert sum(spent(cfg.owners[1].ledger.path, "b", "wine")) == 2
+    with pytest.raises(BudgetExceededError, match=r"'b' has spent ε = 2 of its lifetime budget 2"):
+        run_local_release(spark, cfg)
+    assert DeltaTable(cfg.output).version() == 0

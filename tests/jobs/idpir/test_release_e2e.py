@@ -1,0 +1,165 @@
+"""End-to-end small releases: owners, aggregator, a real Delta table read back with delta-rs."""
+import json
+
+import pytest
+from deltalake import DeltaTable
+
+from fragrelease.idpir.config import config_from_dict
+from fragrelease.errors import ManifestMismatchError, ReleaseExistsError
+from fragrelease.jobs.idpir import aggregator
+from fragrelease.jobs.idpir.layout import manifest_path, owner_report_path, protected_path
+from fragrelease.jobs.idpir.release import run_local_release
+from fragrelease.jobs.storage import read_delta, table_provenance
+from fragrelease.schemas.adult import RELEASED as ADULT_RELEASED
+from fragrelease.schemas.wine import RELEASED as WINE_RELEASED
+
+
+@pytest.fixture(scope="module")
+def adult_source(spark, adult_pdf, tmp_path_factory):
+    from fragrelease.schemas.adult import SCHEMA
+
+    path = str(tmp_path_factory.mktemp("src") / "adult_sample")
+    spark.createDataFrame(adult_pdf.sample(2_000, random_state=11), SCHEMA.struct_type()).write.parquet(path)
+    return path
+
+
+def horizontal_cfg(tmp, source, **kw):
+    data = dict(name="t-h", dataset="adult", fragmentation="horizontal", mechanism="idp-ir", epsilon="1", k=20,
+                source={"path": source, "format": "parquet"},
+                owners=[{"name": "o1", "rows": 700}, {"name": "o2", "rows": 800}, {"name": "o3", "rows": 500}],
+                work_dir=str(tmp / "work"), output=str(tmp / "release"))
+    data.update(kw)
+    return config_from_dict(data)
+
+
+def test_horizontal_release_is_a_real_delta_table(spark, tmp_path, adult_source):
+    cfg = horizontal_cfg(tmp_path, adult_source)
+    result = run_local_release(spark, cfg)
+    dt = DeltaTable(cfg.output)
+    assert dt.version() == 0
+    table = dt.to_pyarrow_table()
+    assert table.num_rows == 2_000
+    assert table.column_names == list(ADULT_RELEASED)  # record id dropped
+    assert str(table.schema.field("age").type) == "double"
+    assert str(table.schema.field("sex").type) in ("string", "large_string", "string_view")
+    prov = table_provenance(cfg.output)
+    assert prov["epsilon"] == "1" and prov["composition"] == "parallel" and prov["k"] == 20
+    assert prov["mechanism"] == "idp-ir" and [o["name"] for o in prov["owners"]] == ["o1", "o2", "o3"]
+    assert prov["plan_id"] == result["plan"].plan_id
+    assert set(prov) == {"role", "plan_id", "dataset", "fragmentation", "mechanism", "k", "epsilon", "composition",
+                         "epsilon_split", "owners", "attributes", "keep_id", "category_order", "category_order_share",
+                         "linkage", "guarantee", "fragrelease_version"}
+    assert {k for o in prov["owners"] for k in o} == {"name", "epsilon", "epsilon_per_attribute", "attributes", "n_records",
+                                                      "budgets"}
+    assert (prov["category_order"], prov["category_order_share"], prov["linkage"]) == ("dp-frequency", "1/10", "linked")
+    assert "no epsilon bound" in prov["guarantee"]["table"] and "eps_attr-iDP" in prov["guarantee"]["per_column"]
+    sex = next(b for b in prov["owners"][0]["budgets"] if b["attribute"] == "sex")
+    assert (sex["epsilon"], sex["epsilon_order"], sex["epsilon_centroids"]) == ("1/10", "1/100", "9/100")
+    assert {k for a in prov["attributes"] for k in a} <= {"name", "kind", "domain", "categories"}
+    assert 0 < result["mean_sse"] < 10
+    # reports: the public one beside the table holds release statistics only; owners' are private
+    public = open(result["report"], encoding="utf-8").read()
+    assert result["report"].endswith("release_reports/release-v0.html")
+    assert "<img" in public and "plan id" in public and result["plan"].plan_id in public
+    assert "original" not in public.lower() and "MeanSSE" not in public
+    private = open(owner_report_path(cfg, cfg.owners[0]), encoding="utf-8").read()
+    assert "For the data owner's eyes only" in private and "MeanSSE" in private and "<img" in private
+    # every released value is in its declared domain / category list
+    pdf = table.to_pandas()
+    assert pdf["age"].between(0, 100).all() and pdf["hours-per-week"].between(1, 99).all()
+    # a second release to the same place is refused by default ...
+    with pytest.raises(ReleaseExistsError):
+        aggregator.release(spark, cfg)
+    with pytest.raises(ReleaseExistsError):  # refused before owners spend budget on a new plan
+        aggregator.issue_plan(cfg)
+    assert DeltaTable(cfg.output).version() == 0
+    # ... or becomes a new version, the first staying readable
+    cfg2 = horizontal_cfg(tmp_path, adult_source, if_exists="new-version", epsilon="0.5", reports=False)
+    run_local_release(spark, cfg2)
+    dt = DeltaTable(cfg.output)
+    assert dt.version() == 1
+    assert dt.to_pyarrow_table().num_rows == 2_000
+    assert DeltaTable(cfg.output, version=0).to_pyarrow_table().num_rows == 2_000
+    assert table_provenance(cfg.output)["epsilon"] == "1/2"
+    assert table_provenance(cfg.output, version=0)["epsilon"] == "1"
+    assert read_delta(spark, cfg.output).count() == 2_000  # active files only, not both versions
+
+
+def test_aggregator_refuses_tampered_manifest_and_fragment(spark, tmp_path, adult_source):
+    cfg = horizontal_cfg(tmp_path, adult_source, k=25, reports=False)
+    run_local_release(spark, cfg)
+    mpath = manifest_path(cfg, "o2")
+    original = open(mpath).read()
+    manifest = json.loads(original)
+    manifest["epsilon"] = "2"
+    open(mpath, "w").write(json.dumps(manifest))
+    cfg_new = horizontal_cfg(tmp_path, adult_source, k=25, output=str(tmp_path / "other"), reports=False)
+    with pytest.raises(ManifestMismatchError, match="epsilon is '2'"):
+        aggregator.release(spark, cfg_new)
+    open(mpath, "w").write(original)
+    # replace o2's protected data with different rows (a new Delta version): digest check fails
+    from fragrelease.jobs.storage import commit_delta
+
+    tampered = read_delta(spark, protected_path(cfg, "o2")).limit(799)
+    tampered = tampered.localCheckpoint(eager=True)
+    commit_delta(tampered, protected_path(cfg, "o2"), provenance={}, if_exists="new-version")
+    with pytest.raises(ManifestMismatchError, match="content digest"):
+        aggregator.release(spark, cfg_new)
+    assert not DeltaTable.is_deltatable(str(tmp_path / "other"))  # nothing half-written
+
+
+def test_vertical_release_joins_by_id(spark, tmp_path, wine_pdf):
+    from fragrelease.schemas.wine import SCHEMA
+
+    src = str(tmp_path / "wine_sample")
+    spark.createDataFrame(wine_pdf.sample(600, random_state=2), SCHEMA.struct_type()).write.parquet(src)
+    cfg = config_from_dict(dict(
+        name="t-v", dataset="wine", fragmentation="vertical", epsilon="1", k=10, epsilon_split="by-attributes",
+        source={"path": src, "format": "parquet"}, keep_id=True,
+        owners=[{"name": "acid", "attributes": ["fixed_acidity", "volatile_acidity", "citric_acid"]},
+                {"name": "sugar", "attributes": ["residual_sugar", "chlorides", "free_sulfur_dioxide", "total_sulfur_dioxide"]},
+                {"name": "phys", "attributes": ["density", "pH", "sulphates", "alcohol"]}],
+        work_dir=str(tmp_path / "work"), output=str(tmp_path / "release"), reports=False))
+    result = run_local_release(spark, cfg)
+    table = DeltaTable(cfg.output).to_pandas()
+    assert len(table) == 600 and table["record_id"].is_unique
+    assert list(table.columns) == ["record_id", *WINE_RELEASED]
+    prov = result["provenance"]
+    assert prov["composition"] == "sequential" and prov["epsilon_split"] == "by-attributes"
+    assert [o["epsilon"] for o in prov["owners"]] == ["3/11", "4/11", "4/11"]
+    assert {o["epsilon_per_attribute"] for o in prov["owners"]} == {"1/11"}
+
+
+def test_nothing_under_the_shared_work_dir_is_derived_from_original_data(spark, tmp_path, adult_source):
+    """Owners' reports and simulated raw fragments stay in their private folders (issue: private reports)."""
+    import os
+
+    cfg = horizontal_cfg(tmp_path, adult_source, k=25)
+    run_local_release(spark, cfg)
+    work = cfg.work_dir
+    found = set()
+    for root, dirs, files in os.walk(work):
+        rel = os.path.relpath(root, work)
+        parts = [] if rel == "." else rel.split(os.sep)
+        if len(parts) >= 3 and parts[0] == "owners" and parts[2] == "protected":
+            continue  # inside an owner's protected Delta table
+        for name in dirs + files:
+            found.add("/".join([*parts, name]))
+    owners = [o.name for o in cfg.owners]
+    allowed = ({"metadata", "plan.json", "owners"} | {f"metadata/{o}.json" for o in owners}
+               | {f"owners/{o}" for o in owners} | {f"owners/{o}/protected" for o in owners}
+               | {f"owners/{o}/manifest.json" for o in owners})
+    # public protocol messages, protected tables and manifests only (Spark's checksum files aside)
+    assert {f for f in found if not f.split("/")[-1].startswith(".")} <= allowed
+    for o in cfg.owners:  # the private report and the simulated fragment are in the owner's folder
+        assert os.path.exists(owner_report_path(cfg, o))
+        assert not owner_report_path(cfg, o).startswith(os.path.realpath(work))
+
+
+def test_private_dir_under_the_shared_work_dir_is_refused(tmp_path, adult_source):
+    from fragrelease.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="private_dir .* lies under the shared work_dir"):
+        horizontal_cfg(tmp_path, adult_source,
+                       owners=[{"name": "o1", "rows": 700, "private_dir": str(tmp_path / "work" / "o1")},
+                               {"name": "o2", "rows": 1300}])

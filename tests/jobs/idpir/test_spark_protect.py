@@ -1,0 +1,239 @@
+"""The Spark IR job against the numpy reference, its plan, and fragment validation."""
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+import pytest
+from pyspark.sql import functions as F
+
+from fragrelease.errors import DomainError, IdentifierError, SchemaMismatchError
+from fragrelease.jobs.idpir.protect import global_rank, protect_fragment, range_sorted, validate_fragment
+from fragrelease.idpir.category_order import DEFAULT_ORDER_SHARE, dp_frequency_order, ranks_of
+from fragrelease.idpir.mechanisms import protect_attribute
+from fragrelease.schemas.adult import SCHEMA as ADULT
+from fragrelease.schemas.wine import SCHEMA as WINE
+from noise_injection import HashedLaplace
+
+
+@pytest.fixture(scope="module")
+def adult_sample(adult_pdf):
+    return adult_pdf.sample(2_500, random_state=7).sort_values("record_id").reset_index(drop=True)
+
+
+def reference(pdf, attrs, k, eps, mechanism, noise, tiebreak=None, share=DEFAULT_ORDER_SHARE):
+    """numpy reference of the default release (dp-frequency order; the histogram gets share · ε)."""
+    ids = pdf["record_id"].to_numpy() if tiebreak is None else tiebreak
+    out = {}
+    for a in attrs:
+        lo, hi = a.bounds()
+        eps_centroids = eps
+        if a.categorical:
+            counts = pdf[a.name].value_counts().to_dict()
+            ranks = ranks_of(dp_frequency_order(counts, a.categories, eps * share, noise, attribute=a.name))
+            eps_centroids = eps * (1 - share)
+            vals = pdf[a.name].map(ranks).to_numpy(float)
+        else:
+            vals = pdf[a.name].to_numpy(float)
+        res = protect_attribute(vals, k=k, lo=lo, hi=hi, epsilon_attribute=eps_centroids, mechanism=mechanism,
+                                noise=noise, attribute=a.name, tiebreak=ids, categorical=a.categorical)
+        if a.categorical:
+            inv = {r: c for c, r in ranks.items()}
+            res = np.array([inv[int(r)] for r in res], dtype=object)
+        out[a.name] = res
+    return out
+
+
+@pytest.mark.parametrize("mechanism,k", [("idp-ir", 50), ("dp-ir", 7), ("idp", 1)])
+def test_spark_equals_numpy_reference_exactly(spark, adult_sample, mechanism, k):
+    attrs = list(ADULT.protected)
+    df = spark.createDataFrame(adult_sample, ADULT.struct_type())
+    noise = HashedLaplace(salt=mechanism)
+    eps = Fraction(1, 10)
+    got = protect_fragment(df, attrs, id_column="record_id", k=k, epsilon_per_attribute=eps, mechanism=mechanism,
+                           noise=noise).toPandas()
+    assert got["record_id"].tolist() == adult_sample["record_id"].tolist()  # one group: ids kept, in id order
+    ref = reference(adult_sample, attrs, k, eps, mechanism, noise)
+    for a in attrs:
+        if a.categorical:
+            assert (got[a.name].to_numpy() == ref[a.name]).all(), a.name
+        else:
+            assert np.array_equal(got[a.name].to_numpy(), ref[a.name]), a.name
+
+
+@pytest.mark.parametrize("mechanism,k", [("idp-ir", 50), ("idp", 1)])
+def test_many_buckets_and_assembly_groups_give_the_same_release(spark, adult_sample, monkeypatch, mechanism, k):
+    """Force 9 sort buckets per attribute (heavy ties split by id) and 6 reassembly groups."""
+    import fragrelease.jobs.idpir.protect as protect
+
+    monkeypatch.setattr(protect, "_VALUES_PER_BUCKET", 300)
+    monkeypatch.setattr(protect, "_ROWS_PER_ASSEMBLY", 450)
+    monkeypatch.setattr(protect, "_RUN_ROWS", 1000)
+    monkeypatch.setattr(protect, "_BROADCAST_CENTROIDS", 0)  # centroids routed by a shuffle join
+    attrs = list(ADULT.protected)
+    noise = HashedLaplace(salt="buckets")
+    df = spark.createDataFrame(adult_sample, ADULT.struct_type()).repartition(3)
+    got = protect_fragment(df, attrs, id_column="record_id", k=k, epsilon_per_attribute=Fraction(1, 10),
+                           mechanism=mechanism, noise=noise).toPandas()
+    got = got.sort_values("record_id").reset_index(drop=True)
+    assert got["record_id"].tolist() == adult_sample["record_id"].tolist()
+    ref = reference(adult_sample, attrs, k, Fraction(1, 10), mechanism, noise)
+    for a in attrs:
+        if a.categorical:
+            assert (got[a.name].to_numpy() == ref[a.name]).all(), a.name
+        else:
+            assert np.array_equal(got[a.name].to_numpy(), ref[a.name]), a.name
+
+
+def test_string_ids_break_ties_by_their_hash(spark, adult_sample, monkeypatch):
+    import fragrelease.jobs.idpir.protect as protect
+
+    monkeypatch.setattr(protect, "_VALUES_PER_BUCKET", 700)
+    monkeypatch.setattr(protect, "_ROWS_PER_ASSEMBLY", 1000)
+    attrs = [ADULT.attribute("age"), ADULT.attribute("sex")]
+    pdf = adult_sample[["record_id", "age", "sex"]].assign(record_id=lambda d: "p-" + d["record_id"].astype(str))
+    df = spark.createDataFrame(pdf)
+    hashes = df.select("record_id", F.xxhash64("record_id").alias("h")).toPandas().set_index("record_id")["h"]
+    noise = HashedLaplace(salt="strings")
+    got = protect_fragment(df, attrs, id_column="record_id", k=40, epsilon_per_attribute=Fraction(1, 2),
+                           mechanism="idp-ir", noise=noise).toPandas().set_index("record_id").loc[pdf["record_id"]]
+    ref = reference(pdf, attrs, 40, Fraction(1, 2), "idp-ir", noise, tiebreak=hashes.loc[pdf["record_id"]].to_numpy())
+    assert np.array_equal(got["age"].to_numpy(), ref["age"])
+    assert (got["sex"].to_numpy() == ref["sex"]).all()
+
+
+def test_bucket_of_orders_heavy_ties_by_key():
+    from fragrelease.jobs.idpir.protect import _bucket_of
+
+    sx = np.array([1.0, 2.0, 2.0, 2.0, 3.0])
+    sk = np.array([2**63 - 1, 10, 20, 2**63 - 1, 2**63 - 1])
+    x = np.array([0.5, 1.0, 1.5, 2.0, 2.0, 2.0, 2.0, 3.0, 9.0])
+    key = np.array([0, 99, 0, 5, 10, 15, 25, 7, 0])
+    # bucket = number of splitters strictly below (x, key)
+    expect = [sum((sx[i], sk[i]) < (xv, kv) for i in range(sx.size)) for xv, kv in zip(x, key)]
+    assert _bucket_of(x, key, sx, sk).tolist() == expect == [0, 0, 1, 1, 1, 2, 3, 4, 5]
+
+
+def test_spark_matches_reference_on_continuous_wine(spark, wine_pdf):
+    pdf = wine_pdf.sample(900, random_state=3).sort_values("record_id").reset_index(drop=True)
+    attrs = list(WINE.protected)
+    noise = HashedLaplace(salt="wine")
+    got = protect_fragment(spark.createDataFrame(pdf, WINE.struct_type()), attrs, id_column="record_id", k=30,
+                           epsilon_per_attribute=Fraction(1, 11), mechanism="idp-ir", noise=noise).toPandas()
+    ref = reference(pdf, attrs, 30, Fraction(1, 11), "idp-ir", noise)
+    for a in attrs:  # float sums may be added in another order: equal to 1e-9 relative
+        np.testing.assert_allclose(got[a.name].to_numpy(), ref[a.name], rtol=1e-9, atol=1e-12)
+        lo, hi = a.bounds()
+        assert got[a.name].between(lo, hi).all()
+
+
+def _executed_plan(df) -> str:
+    return df._jdf.queryExecution().executedPlan().toString()
+
+
+def test_ir_step_never_moves_rows_to_one_partition(spark, adult_sample):
+    df = spark.createDataFrame(adult_sample, ADULT.struct_type())
+    # the ranking step, before it is stored
+    long = df.select("record_id", F.lit(0).alias("attr"), F.col("age").cast("double").alias("x"))
+    sorted_plan = _executed_plan(range_sorted(long, ["attr", "x", "record_id"], 4))
+    assert "rangepartitioning" in sorted_plan.lower()
+    assert "SinglePartition" not in sorted_plan
+    # clustering, centroids, noise join, pivot and ordering of the output
+    out = protect_fragment(df, list(ADULT.protected), id_column="record_id", k=50,
+                           epsilon_per_attribute=Fraction(1, 10), mechanism="idp-ir", noise=HashedLaplace())
+    out_plan = _executed_plan(out)
+    assert "Exchange" in out_plan
+    assert "SinglePartition" not in out_plan
+
+
+def test_global_rank_is_a_permutation_in_sorted_order(spark):
+    rng = np.random.default_rng(5)
+    pdf = pd.DataFrame({"rid": np.arange(3000), "g": rng.integers(0, 3, 3000), "x": rng.integers(0, 20, 3000).astype(float)})
+    got = global_rank(spark.createDataFrame(pdf), "g", ["x", "rid"], 7).toPandas()
+    for _, part in got.groupby("g"):
+        part = part.sort_values("rank")
+        assert part["rank"].tolist() == list(range(len(part)))
+        assert part[["x", "rid"]].apply(tuple, axis=1).is_monotonic_increasing
+
+
+def _adult_df(spark, pdf):
+    return spark.createDataFrame(pdf, ADULT.struct_type())
+
+
+def test_validation_names_the_bad_value(spark, adult_sample):
+    attrs = list(ADULT.protected)
+    bad = adult_sample.head(50).copy()
+    bad.loc[3, "age"] = 130
+    with pytest.raises(DomainError, match=r"'age'.*\[0.0, 100.0\].*'130'"):
+        validate_fragment(_adult_df(spark, bad), attrs, "record_id")
+    bad = adult_sample.head(50).copy()
+    bad.loc[1, "sex"] = "Unknown"
+    with pytest.raises(DomainError, match="'Unknown'"):
+        validate_fragment(_adult_df(spark, bad), attrs, "record_id")
+    bad = adult_sample.head(50).copy()
+    bad.loc[5, "record_id"] = bad.loc[6, "record_id"]
+    with pytest.raises(IdentifierError, match=f"id {bad.loc[6, 'record_id']} appears 2 times"):
+        validate_fragment(_adult_df(spark, bad), attrs, "record_id")
+
+
+def test_validation_refuses_nulls_and_wrong_types(spark):
+    df = spark.createDataFrame([(1, None), (2, 40)], "record_id long, age int")
+    with pytest.raises(DomainError, match="'age' has 1 null"):
+        validate_fragment(df, [ADULT.attribute("age")], "record_id")
+    df = spark.createDataFrame([(1, "forty")], "record_id long, age string")
+    with pytest.raises(SchemaMismatchError, match="'age' has type string"):
+        validate_fragment(df, [ADULT.attribute("age")], "record_id")
+    with pytest.raises(SchemaMismatchError, match="no column 'sex'"):
+        validate_fragment(df.drop("age"), [ADULT.attribute("sex")], "record_id")
+
+
+def _all_plans(df) -> str:
+    qe = df._jdf.queryExecution()
+    return "\n".join([qe.logical().toString(), qe.optimizedPlan().toString(), qe.executedPlan().toString()])
+
+
+def test_category_order_is_not_a_literal_of_the_spark_plan(spark, adult_sample):
+    """The rank order (public or noised, but the label map of the release) never shows in explain/UI/event logs."""
+    attrs = [ADULT.attribute("age"), ADULT.attribute("native-country"), ADULT.attribute("occupation")]
+    df = spark.createDataFrame(adult_sample, ADULT.struct_type())
+    out = protect_fragment(df, attrs, id_column="record_id", k=50, epsilon_per_attribute=Fraction(1, 3),
+                           mechanism="idp-ir", noise=HashedLaplace(salt="plan"))
+    plans = _all_plans(out)
+    for label in ("United-States", "Holand-Netherlands", "Prof-specialty", "Tech-support"):
+        assert label not in plans, label
+
+
+def test_declared_order_maps_ranks_through_the_schema_order(spark, adult_sample):
+    """With ``declared`` and no noise, each cluster's label is the declared category at its rounded mean rank."""
+    from noise_injection import ZeroNoise
+
+    sex = ADULT.attribute("sex")
+    df = spark.createDataFrame(adult_sample, ADULT.struct_type())
+    got = protect_fragment(df, [sex], id_column="record_id", k=50, epsilon_per_attribute=Fraction(1),
+                           mechanism="dp-ir", category_order="declared", noise=ZeroNoise()).toPandas()
+    ranks = adult_sample["sex"].map({c: i + 1 for i, c in enumerate(sex.categories)}).to_numpy(float)
+    ref = protect_attribute(ranks, k=50, lo=1, hi=len(sex.categories), epsilon_attribute=1, mechanism="dp-ir",
+                            noise=ZeroNoise(), attribute="sex", tiebreak=adult_sample["record_id"].to_numpy(),
+                            categorical=True)
+    labels = np.asarray(sex.categories, dtype=object)[ref.astype(int) - 1]
+    assert (got.set_index("record_id").loc[adult_sample["record_id"], "sex"].to_numpy() == labels).all()
+
+
+def test_dp_frequency_spends_its_share_on_one_histogram_draw_per_category(spark, adult_sample):
+    class Recording(HashedLaplace):
+        def __init__(self):
+            super().__init__(salt="rec")
+            self.calls = []
+
+        def perturb(self, values, scales, attributes, clusters):
+            self.calls.append((list(attributes), np.asarray(scales, float)))
+            return super().perturb(values, scales, attributes, clusters)
+
+    race = ADULT.attribute("race")
+    noise = Recording()
+    df = spark.createDataFrame(adult_sample, ADULT.struct_type())
+    protect_fragment(df, [race], id_column="record_id", k=50, epsilon_per_attribute=Fraction(1, 2),
+                     mechanism="dp-ir", category_order_share=Fraction(1, 5), noise=noise)
+    # the histogram is drawn on the driver, in this process: |dom| draws of scale 2 / (1/5 · 1/2) = 20
+    hist = [(a, s) for a, s in noise.calls if a and a[0] == "race#order"]
+    assert len(hist) == 1 and len(hist[0][0]) == len(race.categories)
+    assert np.allclose(hist[0][1], 20.0)
