@@ -46,9 +46,9 @@ def main() -> None:
     import fragrelease.jobs.diffgen.marginals as marginals
     import fragrelease.jobs.diffgen.runner as jd
     from fragrelease.diffgen.engine import specialize_cut
-    from fragrelease.schemas.taxonomies import ADULT_CLASS, ADULT_CLASS_VALUES, adult_predictors
     from fragrelease.jobs.session import get_spark
     from fragrelease.rng import SecureDiffGenRandomness
+    from fragrelease.schemas.taxonomies import ADULT_CLASS, ADULT_CLASS_VALUES, adult_predictors
 
     if a.max_driver_values is not None:
         marginals.MAX_DRIVER_VALUES = a.max_driver_values

@@ -11,8 +11,8 @@ import argparse
 import time
 
 from fragrelease.diffgen.two_party import DEFAULT_NOISE, NOISE_MODES
-from fragrelease.jobs.diffgen.processes import run_adult_two_party
 from fragrelease.jobs.cli.diffgen import DEFAULT_HOSPITAL, DEFAULT_INSURER
+from fragrelease.jobs.diffgen.processes import run_adult_two_party
 
 
 def main() -> None:

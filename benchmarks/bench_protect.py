@@ -27,7 +27,6 @@ from fractions import Fraction
 
 import numpy as np
 
-
 CATEGORY_COUNTS = (2, 5, 10, 20, 50)
 
 

@@ -48,10 +48,14 @@ from typing import Callable, Mapping, Sequence, Union
 
 import numpy as np
 
-from fragrelease.idpir.category_order import (
-    CATEGORY_ORDERS, DEFAULT_ORDER_SHARE, declared_order, dp_frequency_order, split_attribute_budget,
-)
 from fragrelease.errors import InvalidParameterError
+from fragrelease.idpir.category_order import (
+    CATEGORY_ORDERS,
+    DEFAULT_ORDER_SHARE,
+    declared_order,
+    dp_frequency_order,
+    split_attribute_budget,
+)
 from fragrelease.idpir.mechanisms import clamp_and_round, get_mechanism, laplace_scale, mechanism_k, sensitivity
 from fragrelease.idpir.microaggregation import check_k, cluster_bounds, ir_centroids, ir_clusters
 from fragrelease.rng import NoiseSource, evaluation_generator

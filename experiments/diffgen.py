@@ -38,8 +38,8 @@ import numpy as np
 import pandas as pd
 
 from fragrelease.diffgen.engine import leaf_count_scale, leaf_shape, marginal_counts, sparse_min_count, specialize_cut
-from fragrelease.schemas.taxonomies import ADULT_CLASS, ADULT_CLASS_VALUES, ADULT_PREDICTORS, adult_predictors
 from fragrelease.rng import FastDiffGenRandomness
+from fragrelease.schemas.taxonomies import ADULT_CLASS, ADULT_CLASS_VALUES, ADULT_PREDICTORS, adult_predictors
 
 N_TRAIN = 30_162
 HS = (4, 7, 10, 13, 16)

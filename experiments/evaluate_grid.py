@@ -34,10 +34,9 @@ import pandas as pd
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from fragrelease.errors import ConfigError
-from fragrelease.idpir.category_order import DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE, PAPER_ORDER
-from fragrelease.errors import InvalidParameterError
+from fragrelease.errors import ConfigError, InvalidParameterError
 from fragrelease.experiments.evaluation import EPSILONS, K_GRID, AttributeSpec, OrderSetting, Scenario, run_once
+from fragrelease.idpir.category_order import DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE, PAPER_ORDER
 from fragrelease.rng import FAST_SAMPLER_NAME, FastLaplace
 from fragrelease.schemas import adult
 from fragrelease.schemas.datasets import BUILTIN_SCHEMAS, load_builtin_pandas

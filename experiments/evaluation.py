@@ -45,9 +45,16 @@ from typing import Optional, Sequence
 import numpy as np
 
 from fragrelease.budget import split_epsilon_vertical
-from fragrelease.idpir.category_order import (CATEGORY_ORDERS, PAPER_ORDER, data_frequency_order, declared_order,
-                                              dp_frequency_order, parse_share, split_attribute_budget)
 from fragrelease.errors import InvalidParameterError
+from fragrelease.idpir.category_order import (
+    CATEGORY_ORDERS,
+    PAPER_ORDER,
+    data_frequency_order,
+    declared_order,
+    dp_frequency_order,
+    parse_share,
+    split_attribute_budget,
+)
 from fragrelease.idpir.mechanisms import clamp_and_round, get_mechanism, laplace_scale, mechanism_k
 from fragrelease.idpir.metrics import CATEGORICAL_SCALE, CONVENTIONS
 from fragrelease.idpir.microaggregation import check_k, cluster_count
@@ -73,7 +80,7 @@ class OrderSetting:
     share: str = "0"
 
     @classmethod
-    def parse(cls, order: str, share: object = None) -> "OrderSetting":
+    def parse(cls, order: str, share: object = None) -> OrderSetting:
         """Validate an order name and share.
 
         Raises
@@ -113,7 +120,7 @@ class AttributeSpec:
     categories: tuple[str, ...] = ()
 
     @classmethod
-    def from_attribute(cls, attr) -> "AttributeSpec":
+    def from_attribute(cls, attr) -> AttributeSpec:
         """From a :class:`fragrelease.schemas.base.Attribute`."""
         lo, hi = attr.bounds()
         return cls(attr.name, lo, hi, attr.categorical, tuple(attr.categories or ()))
@@ -142,7 +149,7 @@ class CategoryCounts:
     def as_dict(self) -> dict[str, int]:
         return {c: int(n) for c, n in zip(self.spec.categories, self.counts, strict=True)}
 
-    def ranked(self, order: Sequence[str]) -> "SortedAttribute":
+    def ranked(self, order: Sequence[str]) -> SortedAttribute:
         """The attribute as ranks of ``order`` (rank 1 = order[0]), sorted: O(n) from the counts."""
         return SortedAttribute.from_counts(self.counts, order, self.spec)
 
@@ -176,7 +183,7 @@ class SortedAttribute:
         self._set(np.asarray(values, float)[order_idx], spec)
 
     @classmethod
-    def from_counts(cls, counts: np.ndarray, order: Sequence[str], spec: AttributeSpec) -> "SortedAttribute":
+    def from_counts(cls, counts: np.ndarray, order: Sequence[str], spec: AttributeSpec) -> SortedAttribute:
         """A categorical attribute from its counts (declared order) and a rank order.
 
         Raises
@@ -403,7 +410,7 @@ def run_once(
             eps_attr = {a: eps / len(names) for a in names}
         # Each owner ranks its own fragment; dp-frequency orders are redrawn for this run and ε.
         prepared = []
-        for j, frag in enumerate(fragments):
+        for frag in fragments:
             attrs = []
             for s in specs:
                 if not s.categorical:

@@ -31,10 +31,15 @@ import pandas as pd
 from fragrelease.publications.cloning import cloning_anonymize
 from fragrelease.publications.composition import audit_pair, split_with_overlap
 from fragrelease.publications.mondrian import mondrian_anonymize
+from fragrelease.publications.workload import (
+    actual_counts,
+    cloning_groups,
+    estimate_counts,
+    mondrian_groups,
+    random_queries,
+)
 from fragrelease.rng import evaluation_generator
 from fragrelease.schemas.taxonomies import adult_quasi_identifiers
-from fragrelease.publications.workload import (actual_counts, cloning_groups, estimate_counts, mondrian_groups,
-                                               random_queries)
 
 QIS = ("age", "sex", "education", "native-country")
 SENSITIVE = ("occupation", "income")

@@ -106,9 +106,8 @@ def _spark_schema_to_arrow(schema):
 
 
 def _check_schema(path: str, df) -> None:
-    from deltalake import DeltaTable
-
     import pyarrow as pa
+    from deltalake import DeltaTable
 
     existing = pa.schema(DeltaTable(absolute(path)).schema().to_arrow())
     new = _spark_schema_to_arrow(df.schema)

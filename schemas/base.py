@@ -56,7 +56,7 @@ class Attribute(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Attribute":
+    def _consistent(self) -> Attribute:
         if self.role in PROTECTED_ROLES:
             if self.kind is None:
                 raise ValueError(f"attribute {self.name!r} with role {self.role!r} needs a kind")
@@ -111,7 +111,7 @@ class DatasetSchema(BaseModel):
     description: Optional[str] = None
 
     @model_validator(mode="after")
-    def _consistent(self) -> "DatasetSchema":
+    def _consistent(self) -> DatasetSchema:
         names = [a.name for a in self.attributes]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:

@@ -40,8 +40,8 @@ def test_no_release_module_names_the_data_dependent_order():
 def test_release_configuration_refuses_the_paper_order():
     import pytest
 
-    from fragrelease.idpir.config import config_from_dict
     from fragrelease.errors import ConfigError
+    from fragrelease.idpir.config import config_from_dict
 
     with pytest.raises(ConfigError, match="category_order"):
         config_from_dict(dict(name="x", dataset="adult", fragmentation="horizontal", epsilon="1", k=5,

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import partial
 from fractions import Fraction
+from functools import partial
 from typing import Mapping, Optional, Sequence
 
 import numpy as np
@@ -343,7 +343,7 @@ class Cut:
     bounds: dict[str, list[float]] = field(default_factory=dict)
 
     @classmethod
-    def top(cls, predictors: Sequence[Predictor]) -> "Cut":
+    def top(cls, predictors: Sequence[Predictor]) -> Cut:
         cut = cls({p.attribute: p for p in predictors})
         for p in predictors:
             if isinstance(p, SpecializationTaxonomy):

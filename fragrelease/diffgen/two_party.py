@@ -51,7 +51,15 @@ from typing import Mapping, Optional, Protocol, Sequence
 
 import numpy as np
 
-from fragrelease.diffgen.engine import BudgetSpend, Cut, DiffGenEngine, Predictor, epsilon_prime, leaf_count_scale, marginal_counts
+from fragrelease.diffgen.engine import (
+    BudgetSpend,
+    Cut,
+    DiffGenEngine,
+    Predictor,
+    epsilon_prime,
+    leaf_count_scale,
+    marginal_counts,
+)
 from fragrelease.errors import IdentifierError, InvalidParameterError, ProtocolError
 from fragrelease.rng import DiffGenRandomness
 

@@ -20,8 +20,8 @@ from typing import Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from fragrelease.budget import parse_epsilon
-from fragrelease.idpir.category_order import DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE, parse_share
 from fragrelease.errors import ConfigError, InvalidParameterError
+from fragrelease.idpir.category_order import DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE, parse_share
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.validation import format_validation_error, read_yaml_mapping
 
@@ -139,7 +139,7 @@ class ReleaseConfig(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _owners_ok(self) -> "ReleaseConfig":
+    def _owners_ok(self) -> ReleaseConfig:
         if self.keep_id and self.linkage == "unlinked":
             raise ValueError("keep_id: true cannot be used with linkage: unlinked (the id would link the rows)")
         if len(self.owners) < 2:

@@ -20,12 +20,17 @@ from typing import Any, Literal, Optional, cast
 from pydantic import BaseModel, ConfigDict
 
 from fragrelease.budget import format_epsilon, horizontal_budget, parse_epsilon, per_attribute_epsilon, vertical_budget
-from fragrelease.idpir.category_order import (CATEGORY_ORDERS, DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE, parse_share,
-                                              split_attribute_budget)
-from fragrelease.idpir.guarantee import LINKAGES
 from fragrelease.errors import IdentifierError, InvalidParameterError, ManifestMismatchError, ProtocolError
-from fragrelease.idpir.microaggregation import check_k
+from fragrelease.idpir.category_order import (
+    CATEGORY_ORDERS,
+    DEFAULT_CATEGORY_ORDER,
+    DEFAULT_ORDER_SHARE,
+    parse_share,
+    split_attribute_budget,
+)
+from fragrelease.idpir.guarantee import LINKAGES
 from fragrelease.idpir.mechanisms import get_mechanism
+from fragrelease.idpir.microaggregation import check_k
 
 #: Smallest k of a fragmented IR release (Del Vasto-Terrientes et al. (ICISSP 2025) §4.2: "k ≥ 3").
 MIN_K = 3

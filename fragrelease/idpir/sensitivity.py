@@ -21,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from fragrelease.errors import InvalidParameterError
-from fragrelease.idpir.microaggregation import cluster_bounds, check_k
+from fragrelease.idpir.microaggregation import check_k, cluster_bounds
+
 
 def check_domain(lo: float, hi: float, *, name: str = "attribute") -> None:
     """Raise InvalidParameterError unless lo < hi are finite."""

@@ -50,7 +50,7 @@ class Queries:
     def __len__(self) -> int:
         return len(self.sensitive)
 
-    def take(self, idx: np.ndarray) -> "Queries":
+    def take(self, idx: np.ndarray) -> Queries:
         return Queries({k: (lo[idx], hi[idx]) for k, (lo, hi) in self.numeric.items()},
                        {k: m[idx] for k, m in self.categorical.items()}, self.sensitive[idx],
                        {k: (a[idx], b[idx]) for k, (a, b) in self.runs.items()})

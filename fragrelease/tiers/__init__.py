@@ -38,18 +38,54 @@ Modules (everything public is re-exported here, so callers import :mod:`fragrele
 """
 from __future__ import annotations
 
-from fragrelease.tiers.measures import (
-    class_means, disclosure, js_divergence, table_distance, utility, utility_loss, weighted_distance,
-)
 from fragrelease.tiers.algorithms import (
-    ALGORITHMS, Atoms, bua, build_atoms, DEFAULT_MAX_NODE_ROWS, fla_choose, fla_tree, plsa,
-    PLSA_MAX_EXHAUSTIVE, plsa_split, prefer_first, solve, TableContext, tda, tda_phase1, tda_split,
+    ALGORITHMS,
+    DEFAULT_MAX_NODE_ROWS,
+    PLSA_MAX_EXHAUSTIVE,
     UTILITY_TIE_RTOL,
+    Atoms,
+    TableContext,
+    bua,
+    build_atoms,
+    fla_choose,
+    fla_tree,
+    plsa,
+    plsa_split,
+    prefer_first,
+    solve,
+    tda,
+    tda_phase1,
+    tda_split,
 )
 from fragrelease.tiers.chain import (
-    draw_surrogate_ids, encode_sensitive, is_sanitization, node_step, parse_delta, refuse_loose_thresholds,
-    run_chain, sanitize, sanitize_rows, sensitive_values, singleton_disclosure, standardize, table_context,
-    table_disclosure, thresholds, Tier, TierColumns, validate_table, with_surrogate_ids,
+    Tier,
+    TierColumns,
+    draw_surrogate_ids,
+    encode_sensitive,
+    is_sanitization,
+    node_step,
+    parse_delta,
+    refuse_loose_thresholds,
+    run_chain,
+    sanitize,
+    sanitize_rows,
+    sensitive_values,
+    singleton_disclosure,
+    standardize,
+    table_context,
+    table_disclosure,
+    thresholds,
+    validate_table,
+    with_surrogate_ids,
+)
+from fragrelease.tiers.measures import (
+    class_means,
+    disclosure,
+    js_divergence,
+    table_distance,
+    utility,
+    utility_loss,
+    weighted_distance,
 )
 
 __all__ = [

@@ -50,7 +50,7 @@ class TableContext:
     mean: np.ndarray
 
     @staticmethod
-    def from_arrays(x: np.ndarray, sensitive_codes: np.ndarray, values: Sequence, weights: np.ndarray) -> "TableContext":
+    def from_arrays(x: np.ndarray, sensitive_codes: np.ndarray, values: Sequence, weights: np.ndarray) -> TableContext:
         counts = np.bincount(sensitive_codes, minlength=len(values)).astype(float)
         return TableContext(tuple(values), counts / counts.sum(), np.asarray(weights, dtype=float),
                             x.max(axis=0) - x.min(axis=0), x.mean(axis=0))

@@ -15,8 +15,18 @@ import pandas as pd
 
 from fragrelease.errors import DomainError, InvalidParameterError, SchemaMismatchError, ThresholdTooLooseError
 from fragrelease.rng import secure_random_keys
-from fragrelease.tiers.algorithms import (ALGORITHMS, DEFAULT_MAX_NODE_ROWS, Atoms, TableContext, _group_mean,
-                                          build_atoms, fla_choose, plsa, solve, tda_split)
+from fragrelease.tiers.algorithms import (
+    ALGORITHMS,
+    DEFAULT_MAX_NODE_ROWS,
+    Atoms,
+    TableContext,
+    _group_mean,
+    build_atoms,
+    fla_choose,
+    plsa,
+    solve,
+    tda_split,
+)
 from fragrelease.tiers.measures import _js_rows, disclosure, utility, utility_loss
 
 
@@ -141,7 +151,7 @@ def draw_surrogate_ids(n: int) -> np.ndarray:
             return ids
 
 
-def with_surrogate_ids(pdf: pd.DataFrame, cols: "TierColumns") -> pd.DataFrame:
+def with_surrogate_ids(pdf: pd.DataFrame, cols: TierColumns) -> pd.DataFrame:
     """A copy of ``pdf`` whose row-id column holds CSPRNG surrogates (:func:`draw_surrogate_ids`).
 
     Row ``j`` of the copy is row ``j`` of ``pdf`` with a fresh id; the map from surrogates back to
@@ -173,7 +183,7 @@ class TierColumns:
 
     @staticmethod
     def make(quasi_identifiers: Sequence[str], sensitive: str, row_id: str,
-             weights: Optional[Sequence[float]] = None) -> "TierColumns":
+             weights: Optional[Sequence[float]] = None) -> TierColumns:
         """Validated columns; ``weights`` default uniform, otherwise normalized to sum 1.
 
         Raises

@@ -14,7 +14,6 @@ import typer
 from fragrelease.errors import ConfigError
 from fragrelease.jobs.cli._common import MASTER, console
 
-
 DEFAULT_HOSPITAL = "age,sex,race,marital-status,relationship,native-country,education,education-num"
 DEFAULT_INSURER = "workclass,occupation,fnlwgt,capital-gain,capital-loss,hours-per-week"
 _NOISE_HELP = ("Noise on the count shares. laplace-each (default): X_i = C_i + Lap(2/eps) from each party; "
@@ -50,7 +49,6 @@ def _check(epsilon: str, specializations: int, score: str, synthetic_min_count: 
     from fragrelease.budget import parse_epsilon
     from fragrelease.diffgen.engine import SCORES
     from fragrelease.errors import InvalidParameterError
-
     from fragrelease.jobs.diffgen.runner import resolve_min_count
 
     resolve_min_count(synthetic_min_count, 2, parse_epsilon(epsilon))
@@ -105,7 +103,6 @@ def two_party(hospital_attributes: str = typer.Option(DEFAULT_HOSPITAL, help="Co
               master: Optional[str] = MASTER):
     """Two-party DistDiffGen of Adult: hospital and insurer in separate processes over a local socket."""
     from fragrelease.errors import InvalidParameterError
-
     from fragrelease.jobs.diffgen.runner import run_two_party_release
     from fragrelease.jobs.session import get_spark
 

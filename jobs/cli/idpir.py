@@ -87,9 +87,8 @@ def print_summary(cfg: ReleaseConfig, result: dict) -> None:
 
 def split(config: str = typer.Argument(...), master: Optional[str] = MASTER):
     """Simulate owners: cut the configured dataset into the owners' fragments."""
-    from fragrelease.schemas.datasets import resolve_schema
-
     from fragrelease.jobs.idpir import simulate
+    from fragrelease.schemas.datasets import resolve_schema
 
     cfg = _config(config)
     spark = _spark(master)
@@ -179,10 +178,9 @@ def evaluate(
     master: Optional[str] = MASTER,
 ):
     """Reproduce the paper's §5: MeanSSE and category TVD over the (ε, k) grid, per scenario, mechanism and order."""
-    from fragrelease.idpir.category_order import DEFAULT_ORDER_SHARE
-    from fragrelease.experiments.evaluation import EPSILONS
-
     from fragrelease.experiments.evaluate_grid import ORDER_SETTINGS, order_settings, run_evaluation, share_text
+    from fragrelease.experiments.evaluation import EPSILONS
+    from fragrelease.idpir.category_order import DEFAULT_ORDER_SHARE
 
     if category_order:
         shares = order_share if order_share else ([share_text(DEFAULT_ORDER_SHARE)]

@@ -20,7 +20,6 @@ from fragrelease.errors import ConfigError
 from fragrelease.jobs.cli._common import MASTER, console
 
 
-
 def _spark(master: Optional[str]):
     from fragrelease.jobs.session import get_spark
 
@@ -83,8 +82,8 @@ def simulate(
 
     import pandas as pd
 
-    from fragrelease.publications.composition import split_with_overlap
     from fragrelease.errors import ReleaseExistsError
+    from fragrelease.publications.composition import split_with_overlap
     from fragrelease.schemas.datasets import load_builtin_pandas
 
     if "://" not in output and os.path.exists(output):

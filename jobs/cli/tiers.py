@@ -16,7 +16,6 @@ from fragrelease.errors import InvalidParameterError
 from fragrelease.jobs.cli._common import MASTER, console
 
 
-
 def _weights(items: Optional[list[str]]) -> Optional[dict[str, float]]:
     if not items:
         return None
@@ -50,10 +49,9 @@ def run(
     master: Optional[str] = MASTER,
 ):
     """Build T_1..T_l, each from the previous one, and commit one Delta table per tier."""
-    from fragrelease.tiers import parse_delta, thresholds
-
     from fragrelease.jobs.session import get_spark
     from fragrelease.jobs.tiers.runner import run_tiers
+    from fragrelease.tiers import parse_delta, thresholds
 
     thresholds(parse_delta(delta), hops)  # fail on bad δ / hops before starting Spark
     weights = _weights(weight)

@@ -147,8 +147,8 @@ def adult_spark_party(spark, role: str, attributes: Sequence[str], rows, exchang
     """A party's own Adult holdings (ids, income, its attributes) in its own SparkSession."""
     from pyspark.sql import functions as F
 
-    from fragrelease.schemas.taxonomies import ADULT_CLASS, adult_predictors
     from fragrelease.schemas.datasets import load_builtin
+    from fragrelease.schemas.taxonomies import ADULT_CLASS, adult_predictors
 
     df = load_builtin(spark, "adult")
     if rows is not None:

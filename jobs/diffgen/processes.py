@@ -14,8 +14,17 @@ import time
 from fractions import Fraction
 from typing import Optional, Sequence
 
-from fragrelease.diffgen.two_party import (DEFAULT_NOISE, MIN_RELEASE_KEY_BITS, NOISE_MODES, PARTIES, Channel,
-                                           PartyData, PartyInput, PartyResult, run_party)
+from fragrelease.diffgen.two_party import (
+    DEFAULT_NOISE,
+    MIN_RELEASE_KEY_BITS,
+    NOISE_MODES,
+    PARTIES,
+    Channel,
+    PartyData,
+    PartyInput,
+    PartyResult,
+    run_party,
+)
 from fragrelease.errors import InvalidParameterError, ProtocolError
 
 
@@ -24,8 +33,8 @@ def load_adult_party(attributes: Sequence[str], rows: Optional[tuple[int, int]] 
 
     ``rows`` = (start, stop) selects cleaned rows (30,162 training rows are (0, 30162)).
     """
-    from fragrelease.schemas.taxonomies import ADULT_CLASS, adult_predictors
     from fragrelease.schemas.datasets import load_builtin_pandas
+    from fragrelease.schemas.taxonomies import ADULT_CLASS, adult_predictors
 
     df = load_builtin_pandas("adult")
     if rows is not None:
@@ -47,8 +56,8 @@ def _party_process(role: str, address, authkey: bytes, attributes: list[str], ro
     import pickle
     from multiprocessing.connection import Client, Listener
 
-    from fragrelease.schemas.taxonomies import ADULT_CLASS_VALUES
     from fragrelease.rng import SecureDiffGenRandomness
+    from fragrelease.schemas.taxonomies import ADULT_CLASS_VALUES
 
     spark = None
     party: PartyData
@@ -68,7 +77,7 @@ def _party_process(role: str, address, authkey: bytes, attributes: list[str], ro
         with Listener(address, authkey=authkey) as lst:
             conn = lst.accept()
     else:
-        for attempt in range(600):  # the hospital may not listen yet
+        for _attempt in range(600):  # the hospital may not listen yet
             try:
                 conn = Client(address, authkey=authkey)
                 break

@@ -29,8 +29,15 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from fragrelease.diffgen.engine import (Cut, NumericDomain, leaf_count_scale, sparse_min_count,
-                                        sparse_min_count_two_laplace, specialize_cut, synthesize_cells)
+from fragrelease.diffgen.engine import (
+    Cut,
+    NumericDomain,
+    leaf_count_scale,
+    sparse_min_count,
+    sparse_min_count_two_laplace,
+    specialize_cut,
+    synthesize_cells,
+)
 from fragrelease.errors import InvalidParameterError, ProtocolError
 from fragrelease.jobs.diffgen.marginals import _col, marginal_counts_spark
 from fragrelease.schemas.taxonomies import ADULT_CLASS, ADULT_CLASS_VALUES, ADULT_PREDICTORS, adult_predictors
@@ -205,9 +212,8 @@ def write_release(spark, noisy, cut: Cut, *, output: str, epsilon: Fraction, spe
     """
     import posixpath
 
-    from fragrelease.rng import SecureDiffGenRandomness
-
     from fragrelease.jobs.storage import check_commit, commit_delta
+    from fragrelease.rng import SecureDiffGenRandomness
 
     prov = {"algorithm": mode, "epsilon": str(epsilon), "specializations": specializations, "score": score,
             "epsilon_spent": str(spent), "neighbours": "add/remove one record", "ledger": ledger,

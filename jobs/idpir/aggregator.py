@@ -24,17 +24,16 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from fragrelease import __version__
-from fragrelease.idpir.config import ReleaseConfig
 from fragrelease.errors import ConfigError, IdentifierError, ManifestMismatchError, ReleaseExistsError
+from fragrelease.idpir.config import ReleaseConfig
 from fragrelease.idpir.guarantee import release_guarantee
 from fragrelease.idpir.protocol import Manifest, OwnerMetadata, Plan, check_manifest, make_plan
-from fragrelease.schemas.datasets import resolve_schema
-from fragrelease.udfs.noise import secure_random_key_udf
-
 from fragrelease.jobs.idpir.layout import manifest_path, metadata_path, plan_path, protected_path
 from fragrelease.jobs.idpir.protect import _num_partitions, fragment_digests, global_rank
 from fragrelease.jobs.idpir.report import public_report, public_report_path
 from fragrelease.jobs.storage import commit_delta, is_delta_table, read_delta, read_text, write_text
+from fragrelease.schemas.datasets import resolve_schema
+from fragrelease.udfs.noise import secure_random_key_udf
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,6 @@ import pyarrow as pa
 
 from fragrelease.budget import check_lifetime, format_epsilon, parse_epsilon
 from fragrelease.errors import FragReleaseError
-
 from fragrelease.jobs.storage import absolute
 
 log = logging.getLogger(__name__)

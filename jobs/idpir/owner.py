@@ -24,19 +24,25 @@ from fractions import Fraction
 from typing import Optional
 
 from fragrelease import __version__
+from fragrelease.errors import ConfigError, ManifestMismatchError, ReleaseExistsError
 from fragrelease.idpir.category_order import split_attribute_budget
 from fragrelease.idpir.config import OwnerConfig, ReleaseConfig
-from fragrelease.errors import ConfigError, ManifestMismatchError, ReleaseExistsError
 from fragrelease.idpir.protocol import Manifest, OwnerMetadata, Plan, manifest_for
+from fragrelease.jobs.idpir.layout import (
+    fragment_source,
+    manifest_path,
+    metadata_path,
+    owner_report_path,
+    plan_path,
+    protected_path,
+)
+from fragrelease.jobs.idpir.ledger import record_spend
+from fragrelease.jobs.idpir.protect import content_digest, id_digest, protect_fragment, validate_fragment
+from fragrelease.jobs.idpir.report import owner_report
+from fragrelease.jobs.storage import commit_delta, is_delta_table, read_delta, read_source, read_text, write_text
 from fragrelease.rng import NoiseSource
 from fragrelease.schemas.base import DatasetSchema
 from fragrelease.schemas.datasets import resolve_schema
-
-from fragrelease.jobs.idpir.layout import fragment_source, manifest_path, metadata_path, owner_report_path, plan_path, protected_path
-from fragrelease.jobs.idpir.report import owner_report
-from fragrelease.jobs.idpir.protect import content_digest, id_digest, protect_fragment, validate_fragment
-from fragrelease.jobs.idpir.ledger import record_spend
-from fragrelease.jobs.storage import commit_delta, is_delta_table, read_delta, read_source, read_text, write_text
 
 log = logging.getLogger(__name__)
 

@@ -43,14 +43,21 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from fragrelease.idpir.category_order import (CATEGORY_ORDERS, DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE,
-                                              AttributeBudget, declared_order, dp_frequency_order, ranks_of,
-                                              split_attribute_budget)
 from fragrelease.errors import DomainError, IdentifierError, InvalidParameterError, SchemaMismatchError
+from fragrelease.idpir.category_order import (
+    CATEGORY_ORDERS,
+    DEFAULT_CATEGORY_ORDER,
+    DEFAULT_ORDER_SHARE,
+    AttributeBudget,
+    declared_order,
+    dp_frequency_order,
+    ranks_of,
+    split_attribute_budget,
+)
+from fragrelease.idpir.mechanisms import IRMechanism, get_mechanism
 from fragrelease.idpir.microaggregation import check_k, cluster_count
 from fragrelease.rng import NoiseSource, SecureLaplace, secure_random_keys
 from fragrelease.schemas.base import Attribute
-from fragrelease.idpir.mechanisms import IRMechanism, get_mechanism
 from fragrelease.udfs.noise import noisy_centroid_udf
 
 log = logging.getLogger(__name__)

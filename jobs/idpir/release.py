@@ -13,13 +13,12 @@ import shutil
 from typing import Callable, Optional
 
 from fragrelease.idpir.config import ReleaseConfig
-from fragrelease.rng import NoiseSource
-from fragrelease.schemas.datasets import resolve_schema
-
 from fragrelease.jobs.idpir import aggregator, owner, simulate
 from fragrelease.jobs.idpir.evaluate import mean_sse
 from fragrelease.jobs.idpir.layout import fragment_source, protected_path
 from fragrelease.jobs.storage import absolute, read_delta, read_source
+from fragrelease.rng import NoiseSource
+from fragrelease.schemas.datasets import resolve_schema
 
 
 def _union(frames):

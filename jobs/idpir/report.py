@@ -30,9 +30,8 @@ import numpy as np  # noqa: E402
 from pyspark.sql import DataFrame  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
-from fragrelease.schemas.base import Attribute  # noqa: E402
-
 from fragrelease.jobs.storage import write_text  # noqa: E402
+from fragrelease.schemas.base import Attribute  # noqa: E402
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 BINS = 20

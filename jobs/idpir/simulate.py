@@ -10,15 +10,14 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from fragrelease.idpir.config import ReleaseConfig
 from fragrelease.errors import ConfigError
-from fragrelease.schemas.base import DatasetSchema
-from fragrelease.schemas.datasets import BUILTIN_SCHEMAS, load_builtin
-from fragrelease.udfs.noise import secure_random_key_udf
-
+from fragrelease.idpir.config import ReleaseConfig
 from fragrelease.jobs.idpir.layout import fragment_source
 from fragrelease.jobs.idpir.protect import _num_partitions, global_rank
 from fragrelease.jobs.storage import read_source
+from fragrelease.schemas.base import DatasetSchema
+from fragrelease.schemas.datasets import BUILTIN_SCHEMAS, load_builtin
+from fragrelease.udfs.noise import secure_random_key_udf
 
 
 def load_dataset(spark, cfg: ReleaseConfig, schema: DatasetSchema) -> DataFrame:

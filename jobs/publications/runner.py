@@ -21,9 +21,9 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
+from fragrelease.errors import ConfigError, InvalidParameterError, SchemaMismatchError
 from fragrelease.publications.cloning import cloning_anonymize
 from fragrelease.publications.composition import CONFIDENCE_BINS, release_layout
-from fragrelease.errors import ConfigError, InvalidParameterError, SchemaMismatchError
 from fragrelease.publications.mondrian import mondrian_anonymize
 from fragrelease.taxonomy import QuasiIdentifier, check_positive_int
 
@@ -378,7 +378,6 @@ def read_table(spark, path: str):
 def _refuse_existing(output: str, if_exists: str) -> None:
     """Fail before any work when the output exists and may not get a new version."""
     from fragrelease.errors import ReleaseExistsError
-
     from fragrelease.jobs.storage import absolute, is_delta_table
 
     if if_exists not in ("error", "new-version"):

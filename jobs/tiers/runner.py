@@ -38,10 +38,8 @@ from pyspark.sql import types as T
 
 from fragrelease import tiers as tm
 from fragrelease.errors import ConfigError, DomainError, InvalidParameterError, ReleaseExistsError, SchemaMismatchError
-
-from fragrelease.udfs.noise import secure_random_key_udf
-
 from fragrelease.jobs.storage import absolute, commit_delta, is_delta_table, read_source
+from fragrelease.udfs.noise import secure_random_key_udf
 
 log = logging.getLogger(__name__)
 

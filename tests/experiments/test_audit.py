@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from fragrelease.experiments.audit import audit, worst_neighbour
-from fragrelease.rng import FastLaplace
 from fragrelease.idpir.sensitivity import idp_ir_sensitivity
+from fragrelease.rng import FastLaplace
 
 
 @pytest.fixture(scope="module")

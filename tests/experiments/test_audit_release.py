@@ -3,9 +3,14 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from noise_injection import HashedLaplace
 
 from fragrelease.experiments.audit import (
-    audit_category_column, audit_table, category_label_histograms, centroids_from_rank_counts, distinct_rows,
+    audit_category_column,
+    audit_table,
+    category_label_histograms,
+    centroids_from_rank_counts,
+    distinct_rows,
     released_tables,
 )
 from fragrelease.idpir.category_order import data_frequency_order, ranks_of
@@ -13,7 +18,6 @@ from fragrelease.idpir.mechanisms import protect_attribute
 from fragrelease.idpir.microaggregation import ir_centroids, ir_clusters
 from fragrelease.rng import FastLaplace
 from fragrelease.schemas.datasets import resolve_schema
-from noise_injection import HashedLaplace
 
 ALPHA = 1e-6
 CAT_RUNS = 10_000  # per side, plus 1,000 calibration runs per side

@@ -24,17 +24,16 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 import pytest
+from audit_noise import ScaleProbe
+from noise_injection import ZeroNoise
 from pyspark.sql import functions as F
 
-from audit_noise import ScaleProbe
 from fragrelease.experiments.audit import centroid_vector, epsilon_bounds, lr_statistic, lr_thresholds, worst_neighbour
-from fragrelease.jobs.idpir.protect import protect_fragment
-from fragrelease.idpir.mechanisms import laplace_scale
+from fragrelease.idpir.mechanisms import laplace_scale, sensitivity
 from fragrelease.idpir.microaggregation import ir_clusters
+from fragrelease.jobs.idpir.protect import protect_fragment
 from fragrelease.schemas.base import Attribute
-from fragrelease.idpir.mechanisms import sensitivity
 from fragrelease.udfs.noise import noisy_centroid_udf
-from noise_injection import ZeroNoise
 
 K, EPS, LO, HI, N = 12, Fraction(2), 0.0, 100.0, 24
 RUNS = 40_000

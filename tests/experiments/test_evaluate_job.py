@@ -5,9 +5,9 @@ import pandas as pd
 import pytest
 
 from fragrelease.errors import ConfigError
+from fragrelease.experiments.evaluate_grid import ORDER_SETTINGS, order_settings, run_evaluation
 from fragrelease.experiments.evaluation import OrderSetting
 from fragrelease.jobs.cli import run_cli
-from fragrelease.experiments.evaluate_grid import ORDER_SETTINGS, order_settings, run_evaluation
 
 
 def test_small_grid_writes_results_and_figures(spark, tmp_path):

@@ -4,17 +4,22 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from noise_injection import HashedLaplace
 
-from fragrelease.idpir.category_order import (data_frequency_order, declared_order, dp_frequency_order,
-                                              histogram_scale)
 from fragrelease.errors import InvalidParameterError
-from fragrelease.experiments.evaluation import (AttributeSpec, CategoryCounts, OrderSetting, Scenario, SortedAttribute,
-                                                run_once)
+from fragrelease.experiments.evaluation import (
+    AttributeSpec,
+    CategoryCounts,
+    OrderSetting,
+    Scenario,
+    SortedAttribute,
+    run_once,
+)
+from fragrelease.idpir.category_order import data_frequency_order, declared_order, dp_frequency_order, histogram_scale
 from fragrelease.idpir.mechanisms import protect_attribute
 from fragrelease.idpir.metrics import mean_sse
 from fragrelease.rng import FastLaplace
 from fragrelease.schemas.adult import SCHEMA as ADULT
-from noise_injection import HashedLaplace
 
 SPECS = [AttributeSpec.from_attribute(a) for a in ADULT.protected]
 ORDERS = [OrderSetting.parse("data-frequency"), OrderSetting.parse("declared"),

@@ -2,8 +2,13 @@ from fractions import Fraction
 
 import pytest
 
-from fragrelease.budget import (horizontal_budget, parse_epsilon, per_attribute_epsilon, split_epsilon_vertical,
-                                vertical_budget)
+from fragrelease.budget import (
+    horizontal_budget,
+    parse_epsilon,
+    per_attribute_epsilon,
+    split_epsilon_vertical,
+    vertical_budget,
+)
 from fragrelease.errors import InvalidParameterError
 
 

@@ -8,8 +8,13 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from fragrelease.rng import (SecureDiffGenRandomness, SeededDiffGenRandomness, _open_unit_from_bits, secure_gumbel,
-                             secure_open_unit)
+from fragrelease.rng import (
+    SecureDiffGenRandomness,
+    SeededDiffGenRandomness,
+    _open_unit_from_bits,
+    secure_gumbel,
+    secure_open_unit,
+)
 
 ALL_ONES = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 # the all-zero and all-ones words, the words around the top and bottom of the 52-bit grid, a middle one

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from fragrelease.diffgen.two_party import PartyData, PartyInput
-from fragrelease.jobs.diffgen.processes import _party_process
 from fragrelease.errors import ConfigError, InvalidParameterError
+from fragrelease.jobs.diffgen.processes import _party_process
 from fragrelease.publications.mondrian import mondrian_partition
 from fragrelease.taxonomy import QuasiIdentifier, Taxonomy
 

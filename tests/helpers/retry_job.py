@@ -7,7 +7,6 @@ import sys
 from fractions import Fraction
 
 
-
 def main(out_dir: str) -> None:
     from pyspark import TaskContext
     from pyspark.sql import SparkSession

@@ -6,12 +6,19 @@ import os
 import pytest
 import yaml
 
+from fragrelease.errors import (
+    ConfigError,
+    DomainError,
+    IdentifierError,
+    InvalidParameterError,
+    ManifestMismatchError,
+    ProtocolError,
+    SchemaMismatchError,
+)
 from fragrelease.idpir.config import config_from_dict
-from fragrelease.errors import (ConfigError, DomainError, IdentifierError, InvalidParameterError,
-                                ManifestMismatchError, ProtocolError, SchemaMismatchError)
+from fragrelease.idpir.protocol import OwnerMetadata, check_manifest, make_plan, manifest_for
 from fragrelease.jobs.cli import run_cli
 from fragrelease.jobs.idpir.protect import validate_fragment
-from fragrelease.idpir.protocol import OwnerMetadata, check_manifest, make_plan, manifest_for
 from fragrelease.schemas.adult import SCHEMA as ADULT
 from fragrelease.schemas.base import schema_from_dict
 

@@ -12,14 +12,28 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fragrelease.diffgen.engine import (AttributeCounts, Cut, NumericDomain, choose_split_point, diffgen,
-                                        epsilon_prime, flat_taxonomy, leaf_codes, marginal_counts, noisy_leaf_counts,
-                                        release_counts, score_children, sparse_min_count, specialize_cut,
-                                        synthesize_cells, taxonomy_from_paths)
-from fragrelease.schemas.taxonomies import (ADULT_CLASS_VALUES, ADULT_PREDICTORS, adult_predictors)
+from fragrelease.diffgen.engine import (
+    AttributeCounts,
+    Cut,
+    NumericDomain,
+    choose_split_point,
+    diffgen,
+    epsilon_prime,
+    flat_taxonomy,
+    leaf_codes,
+    marginal_counts,
+    noisy_leaf_counts,
+    release_counts,
+    score_children,
+    sparse_min_count,
+    specialize_cut,
+    synthesize_cells,
+    taxonomy_from_paths,
+)
 from fragrelease.diffgen.two_party import Channel, PartyInput, run_party
 from fragrelease.errors import DomainError, InvalidParameterError, ProtocolError
 from fragrelease.rng import SecureDiffGenRandomness, SeededDiffGenRandomness, gumbel_max
+from fragrelease.schemas.taxonomies import ADULT_CLASS_VALUES, ADULT_PREDICTORS, adult_predictors
 
 TEST_KEY_BITS = 512  # tests only
 HOSPITAL = ["age", "sex", "race", "marital-status", "relationship", "native-country", "education", "education-num"]
@@ -440,7 +454,7 @@ def test_distributed_winner_has_the_single_party_distribution():
 
     t = threading.Thread(target=p2)
     t.start()
-    for i in range(n):
+    for _i in range(n):
         j, m = gumbel_max(lw1, r1)
         picks.append(("p1", j) if _compare_p1(ca, sk, pk, m) else None)
     t.join()
@@ -530,11 +544,9 @@ def test_cli_two_party_defaults_to_laplace_each_and_flags_gaussian_squares(monke
     against the other party."""
     import typer
 
-    from fragrelease.jobs.diffgen import runner as jd
-    from fragrelease.jobs.cli import run_cli
-    from fragrelease.jobs.cli import diffgen_app
-
     from fragrelease.diffgen.two_party import share_noise_guarantee
+    from fragrelease.jobs.cli import diffgen_app, run_cli
+    from fragrelease.jobs.diffgen import runner as jd
 
     seen = []
 

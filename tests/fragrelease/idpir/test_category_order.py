@@ -3,14 +3,22 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from noise_injection import ZeroNoise
 from scipy import stats
 
-from fragrelease.idpir.category_order import (AttributeBudget, data_frequency_order, declared_order, dp_frequency_order,
-                                              histogram_scale, noisy_category_counts, order_by_counts, parse_share,
-                                              split_attribute_budget)
 from fragrelease.errors import InvalidParameterError
+from fragrelease.idpir.category_order import (
+    AttributeBudget,
+    data_frequency_order,
+    declared_order,
+    dp_frequency_order,
+    histogram_scale,
+    noisy_category_counts,
+    order_by_counts,
+    parse_share,
+    split_attribute_budget,
+)
 from fragrelease.rng import SecureLaplace
-from noise_injection import ZeroNoise
 
 
 def test_budget_split_is_exact_and_only_for_dp_frequency_categoricals():

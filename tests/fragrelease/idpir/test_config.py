@@ -1,12 +1,12 @@
+from pathlib import Path
+
 import pytest
 import yaml
 
-from fragrelease.idpir.config import load_config
 from fragrelease.errors import ConfigError
+from fragrelease.idpir.config import load_config
 from fragrelease.schemas.base import load_schema
 from fragrelease.schemas.datasets import load_builtin_pandas, resolve_schema
-
-from pathlib import Path
 
 CONF = Path(__file__).resolve().parents[3] / "conf"
 

@@ -2,14 +2,13 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from noise_injection import HashedLaplace, ZeroNoise
 from scipy import stats
 
 from fragrelease.errors import InvalidParameterError
-from fragrelease.idpir.mechanisms import (clamp_and_round, laplace_scale, perturb_centroids,
-                                          protect_attribute)
+from fragrelease.idpir.mechanisms import clamp_and_round, laplace_scale, perturb_centroids, protect_attribute
 from fragrelease.idpir.microaggregation import check_k, cluster_bounds, cluster_count, ir_centroids, ir_clusters
 from fragrelease.rng import SecureLaplace, secure_random_keys
-from noise_injection import HashedLaplace, ZeroNoise
 
 
 def test_cluster_sizes_remainder_joins_last():

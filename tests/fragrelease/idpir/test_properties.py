@@ -5,8 +5,8 @@ from hypothesis import strategies as st
 
 from fragrelease.idpir.mechanisms import protect_attribute
 from fragrelease.idpir.microaggregation import cluster_bounds, ir_clusters
-from fragrelease.rng import SecureLaplace
 from fragrelease.idpir.sensitivity import dp_ir_sensitivity, idp_ir_sensitivity
+from fragrelease.rng import SecureLaplace
 
 NOISE = SecureLaplace()
 

@@ -3,8 +3,12 @@ import numpy as np
 import pytest
 
 from fragrelease.idpir.microaggregation import cluster_bounds, ir_centroids, ir_clusters
-from fragrelease.idpir.sensitivity import (dp_ir_sensitivity, idp_ir_sensitivity, idp_ir_sensitivity_from_clusters,
-                                           idp_ir_sensitivity_from_extremes)
+from fragrelease.idpir.sensitivity import (
+    dp_ir_sensitivity,
+    idp_ir_sensitivity,
+    idp_ir_sensitivity_from_clusters,
+    idp_ir_sensitivity_from_extremes,
+)
 
 
 def centroid_vector(x, k):

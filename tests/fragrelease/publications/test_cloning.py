@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fragrelease.publications.cloning import clone_counts, cloning_anonymize
 from fragrelease.errors import ConfigError, DomainError, InvalidParameterError, SchemaMismatchError
+from fragrelease.publications.cloning import clone_counts, cloning_anonymize
 from fragrelease.publications.mondrian import mondrian_anonymize
 from fragrelease.schemas.taxonomies import adult_hierarchy, adult_quasi_identifiers
 from fragrelease.taxonomy import QuasiIdentifier, Taxonomy
@@ -197,7 +197,12 @@ def test_mondrian_is_k_anonymous_and_l_diverse_per_pycanon(sample, qis, k, l):
 
 def test_mondrian_splits_until_no_allowable_cut(sample, qis):
     """Maximality: no class can be cut again on any attribute with both sides allowable."""
-    from fragrelease.publications.mondrian import _candidate_split, encode_quasi_identifiers, mondrian_partition, sensitive_codes
+    from fragrelease.publications.mondrian import (
+        _candidate_split,
+        encode_quasi_identifiers,
+        mondrian_partition,
+        sensitive_codes,
+    )
 
     k, l = 5, 3
     codes = encode_quasi_identifiers(sample, qis)
@@ -224,8 +229,14 @@ def test_mondrian_bad_inputs(sample, qis):
 
 # ------------------------------------------------------------------ COUNT-query workload (docs/specification.md §5, Evaluation)
 def test_workload_exact_answers_and_estimators(sample, qis):
-    from fragrelease.publications.workload import (Groups, actual_counts, cloning_groups, estimate_counts, mondrian_groups,
-                                                   random_queries)
+    from fragrelease.publications.workload import (
+        Groups,
+        actual_counts,
+        cloning_groups,
+        estimate_counts,
+        mondrian_groups,
+        random_queries,
+    )
 
     gen = np.random.default_rng(4)  # test-only
     values = sorted(sample["occupation"].unique())

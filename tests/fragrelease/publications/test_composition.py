@@ -5,10 +5,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fragrelease.publications.cloning import cloning_anonymize
-from fragrelease.publications.composition import (adversary_confidence, audit_pair, confidence_histogram,
-                                                  split_with_overlap)
 from fragrelease.errors import InvalidParameterError
+from fragrelease.publications.cloning import cloning_anonymize
+from fragrelease.publications.composition import (
+    adversary_confidence,
+    audit_pair,
+    confidence_histogram,
+    split_with_overlap,
+)
 from fragrelease.publications.mondrian import mondrian_anonymize
 from fragrelease.schemas.taxonomies import adult_quasi_identifiers
 
@@ -177,8 +181,12 @@ def test_audit_of_new_cloning_keeps_every_value(qis):
     real counts (on the old code two classes held no real B, outside the bounds [1, 2])."""
     from collections import Counter
 
-    from fragrelease.publications.composition import (class_candidates, counterfeit_caps, person_multisets,
-                                                      real_count_bounds)
+    from fragrelease.publications.composition import (
+        class_candidates,
+        counterfeit_caps,
+        person_multisets,
+        real_count_bounds,
+    )
 
     rng = np.random.default_rng(1)  # test-only data
     sens = ["A"] * 10 + ["B"] * 16 + ["C"] * 30 + ["D"] * 41

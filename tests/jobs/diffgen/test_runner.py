@@ -11,12 +11,19 @@ from multiprocessing import Pipe
 import numpy as np
 import pytest
 
-from fragrelease.diffgen.engine import (AttributeCounts, Cut, split_intervals, leaf_codes, marginal_counts,
-                                        release_counts, specialize_cut)
-from fragrelease.schemas.taxonomies import ADULT_CLASS_VALUES, adult_predictors
+from fragrelease.diffgen.engine import (
+    AttributeCounts,
+    Cut,
+    leaf_codes,
+    marginal_counts,
+    release_counts,
+    specialize_cut,
+    split_intervals,
+)
 from fragrelease.diffgen.two_party import Channel, run_party
 from fragrelease.errors import DomainError
 from fragrelease.rng import SeededDiffGenRandomness
+from fragrelease.schemas.taxonomies import ADULT_CLASS_VALUES, adult_predictors
 
 TEST_KEY_BITS = 512  # tests only
 

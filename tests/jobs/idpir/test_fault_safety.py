@@ -7,8 +7,8 @@ import os
 import pytest
 from deltalake import DeltaTable
 
-from fragrelease.idpir.config import config_from_dict
 from fragrelease.errors import BudgetExceededError, ManifestMismatchError
+from fragrelease.idpir.config import config_from_dict
 from fragrelease.jobs.idpir import aggregator, owner, simulate
 from fragrelease.jobs.idpir.layout import manifest_path, protected_path
 from fragrelease.jobs.idpir.release import run_local_release

@@ -1,6 +1,7 @@
 """The aggregator's vertical join equals a plain pandas merge; id digests tell id sets apart."""
 import numpy as np
 import pandas as pd
+
 import fragrelease.jobs.idpir.aggregator as aggregator
 
 

@@ -4,8 +4,8 @@ import json
 import pytest
 from deltalake import DeltaTable
 
-from fragrelease.idpir.config import config_from_dict
 from fragrelease.errors import ManifestMismatchError, ReleaseExistsError
+from fragrelease.idpir.config import config_from_dict
 from fragrelease.jobs.idpir import aggregator
 from fragrelease.jobs.idpir.layout import manifest_path, owner_report_path, protected_path
 from fragrelease.jobs.idpir.release import run_local_release

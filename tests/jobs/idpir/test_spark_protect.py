@@ -4,15 +4,15 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 import pytest
+from noise_injection import HashedLaplace
 from pyspark.sql import functions as F
 
 from fragrelease.errors import DomainError, IdentifierError, SchemaMismatchError
-from fragrelease.jobs.idpir.protect import global_rank, protect_fragment, range_sorted, validate_fragment
 from fragrelease.idpir.category_order import DEFAULT_ORDER_SHARE, dp_frequency_order, ranks_of
 from fragrelease.idpir.mechanisms import protect_attribute
+from fragrelease.jobs.idpir.protect import global_rank, protect_fragment, range_sorted, validate_fragment
 from fragrelease.schemas.adult import SCHEMA as ADULT
 from fragrelease.schemas.wine import SCHEMA as WINE
-from noise_injection import HashedLaplace
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fragrelease.errors import SchemaMismatchError
 from fragrelease.publications.cloning import cloning_anonymize
 from fragrelease.publications.composition import audit_pair, split_with_overlap
-from fragrelease.errors import SchemaMismatchError
 from fragrelease.publications.mondrian import mondrian_anonymize
 from fragrelease.schemas.taxonomies import adult_hierarchy, adult_quasi_identifiers
 

@@ -80,8 +80,8 @@ def test_cli_german_chain_writes_delta_tiers_with_p_and_ul(spark, tmp_path, caps
 
 
 def test_adult_sample_with_user_chosen_sensitive_attribute(spark, tmp_path, adult_pdf):
-    from fragrelease.jobs.tiers import runner as jt
     from fragrelease.jobs.storage import read_delta, table_provenance
+    from fragrelease.jobs.tiers import runner as jt
 
     path = str(tmp_path / "adult.parquet")
     spark.createDataFrame(adult_pdf.iloc[:1000]).write.parquet(path)
@@ -115,8 +115,8 @@ def test_cli_refuses_a_threshold_at_or_above_the_singleton_disclosure(spark, tmp
 
 def test_spark_release_carries_surrogate_ids_matching_their_classes(spark, tmp_path):
     """Before: run_tiers released the source's record_id in every tier."""
-    from fragrelease.jobs.tiers import runner as jt
     from fragrelease.jobs.storage import read_delta, table_provenance
+    from fragrelease.jobs.tiers import runner as jt
     from fragrelease.schemas.datasets import GERMAN_COLUMNS, load_german_credit_pandas
 
     qi = [c for c in GERMAN_COLUMNS if c != "credit_class"]
