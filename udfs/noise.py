@@ -13,16 +13,18 @@ import pandas as pd
 from pyspark.sql.functions import pandas_udf
 from pyspark.sql.types import DoubleType, LongType
 
-from fragrelease.idpir.mechanisms import perturb_centroids
+from fragrelease.idpir.mechanisms import noisy_centroids, perturb_centroids
 from fragrelease.rng import NoiseSource, SecureDiffGenRandomness, SecureLaplace, secure_random_keys
 
 
-def noisy_centroid_udf(attribute_names: Sequence[str], noise: Optional[NoiseSource] = None):
+def noisy_centroid_udf(attribute_names: Sequence[str], noise: Optional[NoiseSource] = None, *, finish: bool = True):
     """UDF ``(attr, cluster, centroid, scale, lo, hi, categorical) -> noisy value`` (double).
 
     Columns in: ``attr`` int index into ``attribute_names``; ``cluster`` long; ``centroid``,
     ``scale`` (Laplace b > 0), ``lo``, ``hi`` doubles; ``categorical`` boolean. Out: the centroid
     plus one Laplace draw, clamped to [lo, hi], rounded half up when categorical (docs/specification.md §1-2).
+    With ``finish=False`` the draw is returned unclamped, for the isotonic post-processing that
+    follows per attribute (:func:`fragrelease.idpir.postprocess.finish_centroids`).
 
     ``noise`` is a test-only hook; ``None`` (always, in production) means :class:`SecureLaplace`,
     created on the executor.
@@ -33,6 +35,9 @@ def noisy_centroid_udf(attribute_names: Sequence[str], noise: Optional[NoiseSour
     def noisy_centroid(attr: pd.Series, cluster: pd.Series, centroid: pd.Series, scale: pd.Series,
                        lo: pd.Series, hi: pd.Series, categorical: pd.Series) -> pd.Series:
         source = noise if noise is not None else SecureLaplace()
+        if not finish:
+            return pd.Series(noisy_centroids(centroid.to_numpy(float), scale.to_numpy(float),
+                                             names[attr.to_numpy(int)], cluster.to_numpy(np.int64), source))
         out = perturb_centroids(
             centroid.to_numpy(float), scale.to_numpy(float), lo.to_numpy(float), hi.to_numpy(float),
             categorical.to_numpy(bool), names[attr.to_numpy(int)], cluster.to_numpy(np.int64), source,

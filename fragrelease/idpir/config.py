@@ -103,6 +103,8 @@ class ReleaseConfig(BaseModel):
     category_order_share: Union[str, float] = str(DEFAULT_ORDER_SHARE)
     #: linked (the paper's rows) or unlinked (every column shuffled on its own); docs/privacy.md
     linkage: Literal["linked", "unlinked"] = "linked"
+    #: isotonic (default: consistency post-processing of the noisy centroids) or none (the paper)
+    postprocess: Literal["isotonic", "none"] = "isotonic"
 
     @field_validator("category_order_share")
     @classmethod

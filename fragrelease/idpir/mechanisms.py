@@ -14,6 +14,7 @@ import numpy as np
 
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.microaggregation import ir_centroids, ir_clusters
+from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS, clamp_and_round, finish_centroids
 from fragrelease.idpir.sensitivity import dp_ir_sensitivity, idp_ir_sensitivity, idp_ir_sensitivity_from_extremes
 from fragrelease.rng import NoiseSource
 
@@ -122,17 +123,6 @@ def sensitivity(mechanism: str, values: np.ndarray, k: int, lo: float, hi: float
     return get_mechanism(mechanism).sensitivity(values, k, lo, hi)
 
 
-def clamp_and_round(noisy: np.ndarray, lo, hi, categorical) -> np.ndarray:
-    """Clamp noisy centroids to [lo, hi]; for categorical ranks, then round half up to an integer.
-
-    ``lo``, ``hi`` and ``categorical`` are scalars or arrays of the same shape as ``noisy``.
-    Rounding happens only after noise and clamping (docs/specification.md §1), so a rounded rank stays in
-    [lo, hi] = [1, |dom|].
-    """
-    out = np.clip(np.asarray(noisy, dtype=float), np.asarray(lo, float), np.asarray(hi, float))
-    return np.where(np.broadcast_to(np.asarray(categorical, bool), out.shape), np.floor(out + 0.5), out)
-
-
 def perturb_centroids(
     centroids: np.ndarray,
     scales: np.ndarray,
@@ -145,10 +135,17 @@ def perturb_centroids(
 ) -> np.ndarray:
     """Noisy, clamped (and for categorical attributes, rounded) centroids; all arrays shape (m,).
 
-    One Laplace draw per cluster (never per record), docs/specification.md §2.
+    One Laplace draw per cluster (never per record), docs/specification.md §2. This is the release
+    without post-processing (``postprocess: none``); with ``isotonic`` the raw draws of
+    :func:`noisy_centroids` go through :func:`fragrelease.idpir.postprocess.finish_centroids`.
     """
-    noisy = noise.perturb(np.asarray(centroids, float), np.asarray(scales, float), attributes, clusters)
-    return clamp_and_round(noisy, lo, hi, categorical)
+    return clamp_and_round(noisy_centroids(centroids, scales, attributes, clusters, noise), lo, hi, categorical)
+
+
+def noisy_centroids(centroids: np.ndarray, scales: np.ndarray, attributes: np.ndarray, clusters: np.ndarray,
+                    noise: NoiseSource) -> np.ndarray:
+    """Centroids plus one Laplace draw each (scale ``scales``), unclamped; all arrays shape (m,)."""
+    return noise.perturb(np.asarray(centroids, float), np.asarray(scales, float), attributes, clusters)
 
 
 def protect_attribute(
@@ -163,6 +160,7 @@ def protect_attribute(
     attribute: str = "a",
     tiebreak: np.ndarray | None = None,
     categorical: bool = False,
+    postprocess: str = DEFAULT_POSTPROCESS,
 ) -> np.ndarray:
     """Protect one attribute with IR microaggregation and Laplace noise on the centroids.
 
@@ -184,10 +182,13 @@ def protect_attribute(
         Order of ties (record ids).
     categorical : bool
         Round the clamped noisy centroid (ranks).
+    postprocess : {"isotonic", "none"}
+        Isotonic projection of the noisy centroid vector before clamping and rounding
+        (docs/specification.md §9), or the paper's release.
 
     Returns
     -------
-    array of shape (n,): each value replaced by its cluster's noisy centroid, original order kept.
+    array of shape (n,): each value replaced by its cluster's released value, original order kept.
     """
     values = np.asarray(values, dtype=float)
     if np.any(values < lo) or np.any(values > hi):
@@ -198,15 +199,7 @@ def protect_attribute(
     centroids = ir_centroids(values, clusters)
     scale = mech.scale(mech.sensitivity(values, k, lo, hi), epsilon_attribute)
     c = len(centroids)
-    noisy = perturb_centroids(
-        centroids,
-        np.full(c, scale),
-        np.full(c, lo),
-        np.full(c, hi),
-        np.full(c, categorical),
-        np.full(c, attribute, dtype=object),
-        np.arange(c),
-        noise,
-    )
-    return noisy[clusters]
+    noisy = noisy_centroids(centroids, np.full(c, scale), np.full(c, attribute, dtype=object), np.arange(c), noise)
+    sizes = np.bincount(clusters, minlength=c)
+    return finish_centroids(noisy, sizes, lo, hi, categorical, postprocess)[clusters]
 

@@ -31,6 +31,7 @@ from fragrelease.idpir.category_order import (
 from fragrelease.idpir.guarantee import LINKAGES
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.microaggregation import check_k
+from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS, check_postprocess
 
 #: Smallest k of a fragmented IR release (Del Vasto-Terrientes et al. (ICISSP 2025) §4.2: "k ≥ 3").
 MIN_K = 3
@@ -85,6 +86,7 @@ class Plan(_Message):
     category_order: Literal["dp-frequency", "declared"]
     category_order_share: str
     linkage: Literal["linked", "unlinked"]
+    postprocess: Literal["isotonic", "none"]
     created_at: str
 
     def owner(self, name: str) -> PlanOwner:
@@ -115,6 +117,7 @@ class Manifest(_Message):
     category_order: Literal["dp-frequency", "declared"]
     category_order_share: str
     budgets: tuple[dict, ...]
+    postprocess: Literal["isotonic", "none"]
     content_digest: str
     created_at: str
 
@@ -198,6 +201,7 @@ def make_plan(
     category_order: str = DEFAULT_CATEGORY_ORDER,
     category_order_share: object = DEFAULT_ORDER_SHARE,
     linkage: str = "linked",
+    postprocess: str = DEFAULT_POSTPROCESS,
 ) -> Plan:
     """Validate the metadata and issue the plan (docs/specification.md §3).
 
@@ -217,6 +221,7 @@ def make_plan(
     """
     eps = parse_epsilon(epsilon)
     share = parse_share(category_order_share)
+    check_postprocess(postprocess)
     if category_order not in CATEGORY_ORDERS:
         raise InvalidParameterError(f"category_order must be one of {CATEGORY_ORDERS}, not {category_order!r}")
     if linkage not in LINKAGES:
@@ -275,6 +280,7 @@ def make_plan(
         category_order=cast(Literal["dp-frequency", "declared"], category_order),
         category_order_share=format_epsilon(share),
         linkage=cast(Literal["linked", "unlinked"], linkage),
+        postprocess=cast(Literal["isotonic", "none"], postprocess),
         created_at=datetime.now(timezone.utc).isoformat(),
     )
 
@@ -297,7 +303,7 @@ def manifest_for(plan: Plan, owner: str, n_records: int, content_digest: str) ->
         mechanism=plan.mechanism, k=plan.k, epsilon=po.epsilon, epsilon_per_attribute=po.epsilon_per_attribute,
         attributes=plan.attribute_specs(po.attributes), n_records=n_records, id_column=plan.id_column,
         category_order=plan.category_order, category_order_share=plan.category_order_share, budgets=po.budgets,
-        content_digest=content_digest, created_at=datetime.now(timezone.utc).isoformat(),
+        postprocess=plan.postprocess, content_digest=content_digest, created_at=datetime.now(timezone.utc).isoformat(),
     )
 
 
@@ -316,7 +322,7 @@ def check_manifest(manifest: Manifest, plan: Plan) -> None:
         "epsilon_per_attribute": po.epsilon_per_attribute,
         "attributes": plan.attribute_specs(po.attributes), "n_records": po.n_records, "id_column": plan.id_column,
         "category_order": plan.category_order, "category_order_share": plan.category_order_share,
-        "budgets": po.budgets,
+        "budgets": po.budgets, "postprocess": plan.postprocess,
     }
     for field, want in expected.items():
         got = getattr(manifest, field)

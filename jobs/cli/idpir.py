@@ -48,11 +48,17 @@ def run(
         None, "--linkage",
         help="Override: linked (default, the paper's rows; only each column is (i)DP) or unlinked (every column "
              "shuffled on its own; the whole table is eps-(i)DP). docs/privacy.md."),
+    postprocess: Optional[str] = typer.Option(
+        None, "--postprocess",
+        help="Override: isotonic (default; each attribute's noisy centroids projected onto non-decreasing "
+             "values in the domain, weighted by cluster size: post-processing, no privacy cost) or none "
+             "(the paper's release). docs/specification.md §9."),
     master: Optional[str] = MASTER,
 ):
     """Run a whole fragmented release locally: owners, aggregator and a summary."""
     cfg = _config(config, epsilon=epsilon, k=k, mechanism=mechanism, output=output, if_exists=if_exists,
-                  category_order=category_order, category_order_share=order_share, linkage=linkage)
+                  category_order=category_order, category_order_share=order_share, linkage=linkage,
+                  postprocess=postprocess)
     spark = _spark(master)
     from fragrelease.jobs.idpir.release import run_local_release
 
@@ -79,7 +85,7 @@ def print_summary(cfg: ReleaseConfig, result: dict) -> None:
     console.print(
         f"rows {result['rows']:,} | total ε {prov['epsilon']} ({prov['composition']} composition) | "
         f"k {prov['k']} | mechanism {prov['mechanism']} | category order {prov['category_order']} | "
-        f"linkage {prov['linkage']} | MeanSSE vs original {result['mean_sse']:.4f}"
+        f"linkage {prov['linkage']} | postprocess {prov['postprocess']} | MeanSSE vs original {result['mean_sse']:.4f}"
     )
     guarantee = prov["guarantee"]
     console.print(f"guarantee: {guarantee['per_column']}; {guarantee['table']}. Against: {guarantee['against']}.")

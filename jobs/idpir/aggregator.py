@@ -55,7 +55,7 @@ def issue_plan(cfg: ReleaseConfig) -> Plan:
     plan = make_plan(metas, fragmentation=cfg.fragmentation, mechanism=cfg.mechanism, k=cfg.k,
                      epsilon=cfg.epsilon, epsilon_split=cfg.epsilon_split, keep_id=cfg.keep_id,
                      category_order=cfg.category_order, category_order_share=cfg.category_order_share_exact,
-                     linkage=cfg.linkage)
+                     linkage=cfg.linkage, postprocess=cfg.postprocess)
     write_text(plan_path(cfg), plan.to_json())
     log.info("plan %s issued to %d owners", plan.plan_id, len(plan.owners))
     return plan
@@ -79,6 +79,7 @@ def provenance(plan: Plan) -> dict:
         "category_order": plan.category_order,
         "category_order_share": plan.category_order_share,
         "linkage": plan.linkage,
+        "postprocess": plan.postprocess,
         "guarantee": release_guarantee(mechanism=plan.mechanism, epsilon=plan.epsilon, composition=plan.composition,
                                        linkage=plan.linkage, category_order=plan.category_order),
         "fragrelease_version": __version__,

@@ -131,14 +131,14 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
     protected = protect_fragment(
         df.select(schema.id_column, *[a.name for a in attrs]), attrs, id_column=schema.id_column, k=plan.k,
         epsilon_per_attribute=Fraction(assignment.epsilon_per_attribute), mechanism=plan.mechanism,
-        category_order=plan.category_order, category_order_share=share,
+        category_order=plan.category_order, category_order_share=share, postprocess=plan.postprocess,
         n_records=check.n_records, noise=noise,
     )
     provenance = {
         "role": "protected-fragment", "plan_id": plan.plan_id, "owner": owner.name, "mechanism": plan.mechanism,
         "k": plan.k, "epsilon": assignment.epsilon, "epsilon_per_attribute": assignment.epsilon_per_attribute,
         "category_order": plan.category_order, "category_order_share": plan.category_order_share,
-        "budgets": list(assignment.budgets), "fragrelease_version": __version__,
+        "budgets": list(assignment.budgets), "postprocess": plan.postprocess, "fragrelease_version": __version__,
     }
     commit_delta(protected, target, provenance=provenance, if_exists="error")
     written = read_delta(spark, target)

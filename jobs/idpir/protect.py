@@ -56,6 +56,7 @@ from fragrelease.idpir.category_order import (
 )
 from fragrelease.idpir.mechanisms import IRMechanism, get_mechanism
 from fragrelease.idpir.microaggregation import check_k, cluster_count
+from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS, check_postprocess, finish_centroids
 from fragrelease.rng import NoiseSource, SecureLaplace, secure_random_keys
 from fragrelease.schemas.base import Attribute
 from fragrelease.udfs.noise import noisy_centroid_udf
@@ -366,6 +367,7 @@ def protect_fragment(
     category_order_share: Fraction = DEFAULT_ORDER_SHARE,
     n_records: Optional[int] = None,
     noise: Optional[NoiseSource] = None,
+    postprocess: str = DEFAULT_POSTPROCESS,
 ) -> DataFrame:
     """One owner's whole protection step: category orders, then :func:`microaggregate_and_noise`.
 
@@ -377,6 +379,7 @@ def protect_fragment(
 
     Shapes, errors and the rest of the parameters: :func:`microaggregate_and_noise`.
     """
+    check_postprocess(postprocess)
     attrs = list(attributes)
     budgets = [split_attribute_budget(a.name, Fraction(epsilon_per_attribute), categorical=a.categorical,
                                       category_order=category_order, share=category_order_share) for a in attrs]
@@ -384,7 +387,7 @@ def protect_fragment(
     check_k(get_mechanism(mechanism).k_used(k), n)  # before any budget is spent on the histograms
     orders = category_orders(df, attrs, budgets, category_order, noise)
     return microaggregate_and_noise(df, attrs, id_column=id_column, k=k, budgets=budgets, orders=orders,
-                                    mechanism=mechanism, n_records=n, noise=noise)
+                                    mechanism=mechanism, n_records=n, noise=noise, postprocess=postprocess)
 
 
 def microaggregate_and_noise(
@@ -398,6 +401,7 @@ def microaggregate_and_noise(
     mechanism: str,
     n_records: Optional[int] = None,
     noise: Optional[NoiseSource] = None,
+    postprocess: str = DEFAULT_POSTPROCESS,
 ) -> DataFrame:
     """IR microaggregation + Laplace noise (DP-IR, iDP-IR or plain iDP) with given budgets and category orders.
 
@@ -414,6 +418,9 @@ def microaggregate_and_noise(
         public or noised with budget (:func:`category_orders`); the map is applied inside Python
         workers, so it appears as no literal in the Spark plan.
     mechanism : "idp-ir", "dp-ir" or "idp".
+    postprocess : "isotonic" (default: the noisy centroid vector of each attribute is projected onto
+        the non-decreasing vectors in [lo, hi], weighted by cluster size, before rounding;
+        post-processing, docs/specification.md §9) or "none" (the paper's release).
     n_records : the fragment's row count if already known (validated), else counted.
     noise : test-only noise injection; ``None`` = the secure sampler.
 
@@ -449,6 +456,7 @@ def microaggregate_and_noise(
     """
     spark = df.sparkSession
     clock = _StageClock()
+    check_postprocess(postprocess)
     attrs = list(attributes)
     l = len(attrs)
     n = n_records if n_records is not None else df.count()
@@ -577,15 +585,20 @@ def microaggregate_and_noise(
         "attr int, lo double, hi double, categorical boolean, eps double",
     )
     scales = _scales(stats, params, mech, k_used, c)
-    noisy_udf = noisy_centroid_udf([a.name for a in attrs], noise)
+    noisy_udf = noisy_centroid_udf([a.name for a in attrs], noise, finish=postprocess == "none")
     noisy = (
         stats.join(F.broadcast(params), "attr").join(F.broadcast(scales), "attr")
         .withColumn("centroid", F.col("sum") / F.col("size"))
-        .select("attr", "cluster", noisy_udf("attr", "cluster", "centroid", "scale", "lo", "hi", "categorical").alias("value"))
+        .select("attr", "cluster", "size",
+                noisy_udf("attr", "cluster", "centroid", "scale", "lo", "hi", "categorical").alias("value"))
     )
     # Materialize the noise once: nothing downstream may re-run the UDF.
     noisy = noisy.localCheckpoint(eager=True)
     clock.lap("sensitivity, scale, noise (stored)")
+    if postprocess == "isotonic":
+        noisy = _isotonic(noisy, params).localCheckpoint(eager=True)
+        clock.lap("isotonic post-processing (stored)")
+    noisy = noisy.select("attr", "cluster", "value")
 
     # Each bucket's cluster range (attributes × buckets rows) routes the noisy centroids to it.
     ranges = spark.createDataFrame(
@@ -684,3 +697,28 @@ def _scales(stats: DataFrame, params: DataFrame, mech: IRMechanism, k: int, c: i
         return pd.DataFrame({"attr": [int(r["attr"])], "scale": [mech.scale(delta, float(r["eps"]))]})
 
     return edges.groupBy("attr").applyInPandas(scale_of, "attr int, scale double")
+
+
+def _isotonic(noisy: DataFrame, params: DataFrame) -> DataFrame:
+    """Isotonic post-processing of each attribute's noisy centroid vector, in cluster order.
+
+    Shapes: in ``(attr, cluster, size, value)`` with unclamped noisy values; out ``(attr, cluster,
+    value)`` with :func:`fragrelease.idpir.postprocess.finish_centroids` applied (projection,
+    clamping, rounding of ranks). It reads only the noisy values and public quantities (cluster
+    order and sizes, the declared domain): post-processing (docs/specification.md §9).
+
+    One task holds one attribute's c = n/k clusters (about 24 bytes each in the task's pandas
+    frame, plus SciPy's linear-time pool-adjacent-violators): 100,000 clusters (10M rows, k = 100)
+    is a few MB; plain iDP (k = 1) holds one value per record of the fragment, 10M rows about
+    250 MB in one Python worker.
+    """
+    def finish(pdf: pd.DataFrame) -> pd.DataFrame:
+        pdf = pdf.sort_values("cluster", kind="stable")
+        r = pdf.iloc[0]
+        value = finish_centroids(pdf["value"].to_numpy(float), pdf["size"].to_numpy(float), float(r["lo"]),
+                                 float(r["hi"]), bool(r["categorical"]), "isotonic")
+        return pd.DataFrame({"attr": pdf["attr"].to_numpy(np.int32), "cluster": pdf["cluster"].to_numpy(np.int64),
+                             "value": value})
+
+    return (noisy.join(F.broadcast(params.select("attr", "lo", "hi", "categorical")), "attr")
+            .groupBy("attr").applyInPandas(finish, "attr int, cluster long, value double"))

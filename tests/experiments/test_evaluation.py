@@ -59,7 +59,8 @@ def reference(data, ids, mechanism, k, eps_attr, noise, convention, setting):
         else:
             vals = data[s.name].astype(float)
         protected[s.name] = protect_attribute(vals, k=k, lo=s.lo, hi=s.hi, epsilon_attribute=eps_c, mechanism=mechanism,
-                                              noise=noise, attribute=s.name, tiebreak=ids, categorical=s.categorical)
+                                              noise=noise, attribute=s.name, tiebreak=ids, categorical=s.categorical,
+                                              postprocess="none")  # the evaluation grid is the paper's release
         original[s.name] = vals
         cat[s.name] = s.categorical
         if s.categorical:

@@ -88,7 +88,7 @@ def test_manifest_must_match_plan():
     for field, value in [("epsilon", "2"), ("k", 4), ("plan_id", "other"), ("mechanism", "dp-ir"), ("n_records", 99),
                          ("category_order", "declared"), ("category_order_share", "1/5"),
                          ("budgets", ({"attribute": "age", "epsilon": "1/2", "epsilon_order": "0",
-                                       "epsilon_centroids": "1/2"},))]:
+                                       "epsilon_centroids": "1/2"},)), ("postprocess", "none")]:
         bad = good.model_copy(update={field: value})
         with pytest.raises(ManifestMismatchError, match=field):
             check_manifest(bad, plan)
@@ -104,7 +104,7 @@ def test_messages_carry_no_data_dependent_fields():
         assert f'"{word}' not in text
     assert set(m.model_dump()) == {"plan_id", "owner", "dataset", "fragmentation", "mechanism", "k", "epsilon",
                                    "epsilon_per_attribute", "attributes", "n_records", "id_column",
-                                   "category_order", "category_order_share", "budgets",
+                                   "category_order", "category_order_share", "budgets", "postprocess",
                                    "content_digest", "created_at"}
 
 
