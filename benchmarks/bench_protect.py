@@ -45,7 +45,7 @@ def attributes(n_attrs: int, data: str):
     return out
 
 
-def numpy_reference(n: int, attrs, k: int, eps_attr: float) -> float:
+def numpy_reference(n: int, attrs, k: int, eps_attr: float, postprocess: str = "isotonic") -> float:
     from fragrelease.idpir.category_order import DEFAULT_ORDER_SHARE, dp_frequency_order
     from fragrelease.idpir.mechanisms import protect_attribute
     from fragrelease.rng import SecureLaplace
@@ -69,7 +69,8 @@ def numpy_reference(n: int, attrs, k: int, eps_attr: float) -> float:
             x = np.round(rng.uniform(0, 1000, n), 2)
         lo, hi = a.bounds()
         protect_attribute(x, k=k, lo=lo, hi=hi, epsilon_attribute=eps_attr, mechanism="idp-ir",
-                          noise=noise, attribute=a.name, tiebreak=ids, categorical=a.categorical)
+                          noise=noise, attribute=a.name, tiebreak=ids, categorical=a.categorical,
+                          postprocess=postprocess)
     return time.perf_counter() - t
 
 
@@ -108,7 +109,7 @@ class StageTimes(logging.Handler):
         print(f"    protect stage map values to noisy centroids, line up by id, write (noop): {total - sum(seconds):.2f} s")
 
 
-def spark_run(spark, n: int, attrs, k: int, eps_attr: Fraction) -> float:
+def spark_run(spark, n: int, attrs, k: int, eps_attr: Fraction, postprocess: str = "isotonic") -> float:
     from pyspark.sql import functions as F
 
     from fragrelease.jobs.idpir.protect import protect_fragment
@@ -126,7 +127,7 @@ def spark_run(spark, n: int, attrs, k: int, eps_attr: Fraction) -> float:
     stages = StageTimes()
     t = time.perf_counter()
     out = protect_fragment(df, attrs, id_column="record_id", k=k, epsilon_per_attribute=eps_attr,
-                           mechanism="idp-ir", n_records=n)
+                           mechanism="idp-ir", n_records=n, postprocess=postprocess)
     out.write.format("noop").mode("overwrite").save()
     total = time.perf_counter() - t
     stages.done(total)
@@ -140,6 +141,7 @@ def main() -> None:
     p.add_argument("--data", choices=["numeric", "mixed"], default="numeric")
     p.add_argument("--k", type=int, default=100)
     p.add_argument("--epsilon", default="1")
+    p.add_argument("--postprocess", choices=["isotonic", "none"], default="isotonic")
     p.add_argument("--master", default="local[2]")
     p.add_argument("--driver-memory", default="8g")
     args = p.parse_args()
@@ -149,14 +151,15 @@ def main() -> None:
     spark = get_spark("fragrelease-bench", args.master, shuffle_partitions=8)
     eps_attr = Fraction(args.epsilon) / args.attributes
     attrs = attributes(args.attributes, args.data)
-    print(f"data {args.data}, {args.attributes} attributes, k {args.k}, eps {args.epsilon}, {args.master}")
+    print(f"data {args.data}, {args.attributes} attributes, k {args.k}, eps {args.epsilon}, "
+          f"postprocess {args.postprocess}, {args.master}")
     print(f"{'rows':>12} {'spark s':>9} {'rows/s':>12} {'numpy s':>9} {'ratio':>6} {'py RSS MB':>10} {'JVM RSS MB':>11}")
     for n in args.rows:
-        ts = spark_run(spark, n, attrs, args.k, eps_attr)
+        ts = spark_run(spark, n, attrs, args.k, eps_attr, args.postprocess)
         py_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # the Spark driver's Python only
         # numpy runs afterwards in a child process, alone, so its arrays do not count as driver memory
         with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
-            tn = pool.submit(numpy_reference, n, attrs, args.k, float(eps_attr)).result()
+            tn = pool.submit(numpy_reference, n, attrs, args.k, float(eps_attr), args.postprocess).result()
         print(f"{n:>12,} {ts:>9.1f} {n / ts:>12,.0f} {tn:>9.1f} {ts / tn:>6.2f} {py_mb:>10.0f} {jvm_peak_rss_mb():>11.0f}",
               flush=True)
     spark.stop()
