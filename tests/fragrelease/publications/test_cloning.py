@@ -6,7 +6,9 @@ from fractions import Fraction
 
 import numpy as np
 import pandas as pd
+import publication_data
 import pytest
+from publication_data import seeded
 
 from fragrelease.errors import ConfigError, DomainError, InvalidParameterError, SchemaMismatchError
 from fragrelease.publications.cloning import clone_counts, cloning_anonymize
@@ -14,17 +16,8 @@ from fragrelease.publications.mondrian import mondrian_anonymize
 from fragrelease.schemas.taxonomies import adult_hierarchy, adult_quasi_identifiers
 from fragrelease.taxonomy import QuasiIdentifier, Taxonomy
 
-QIS = ("age", "sex", "education", "native-country")
-
-
-def seeded(seed):
-    gen = np.random.default_rng(seed)  # test-only order, never used by a release
-    return lambda n: gen.permutation(n)
-
-
-@pytest.fixture(scope="module")
-def qis():
-    return adult_quasi_identifiers(QIS)
+# shared module-scoped fixtures (tests/helpers/publication_data.py)
+qis = publication_data.qis
 
 
 @pytest.fixture(scope="module")

@@ -6,50 +6,21 @@ import os
 
 import numpy as np
 import pandas as pd
+import publication_data
 import pytest
+from publication_data import QIS, seeded
 
 from fragrelease.errors import SchemaMismatchError
 from fragrelease.publications.cloning import cloning_anonymize
-from fragrelease.publications.composition import audit_pair, split_with_overlap
+from fragrelease.publications.composition import audit_pair
 from fragrelease.publications.mondrian import mondrian_anonymize
-from fragrelease.schemas.taxonomies import adult_hierarchy, adult_quasi_identifiers
+from fragrelease.schemas.taxonomies import adult_hierarchy
 
-QIS = ("age", "sex", "education", "native-country")
-COLS = ["record_id", *QIS, "occupation", "income"]
-
-
-def seeded(seed):
-    gen = np.random.default_rng(seed)  # test-only order, never used by a release
-    return lambda n: gen.permutation(n)
-
-
-@pytest.fixture(scope="module")
-def qis():
-    return adult_quasi_identifiers(QIS)
-
-
-@pytest.fixture(scope="module")
-def publishers(adult_pdf):
-    """Three independent publishers: 350 own Adult records each plus 300 from a shared pool of 450."""
-    parts = split_with_overlap(len(adult_pdf), publishers=3, base=350, pool=450, overlap=300, permutation=seeded(11))
-    return pd.concat([adult_pdf.iloc[p][COLS].assign(publisher=f"p{i}") for i, p in enumerate(parts)],
-                     ignore_index=True)
-
-
-def _per_publisher(pdf, fn):
-    return pd.concat([fn(g).assign(publisher=name) for name, g in pdf.groupby("publisher")], ignore_index=True)
-
-
-@pytest.fixture(scope="module")
-def mondrian_releases(publishers, qis):
-    return _per_publisher(publishers, lambda g: mondrian_anonymize(g, qis, "occupation", k=4, l=3, keep=["record_id"]))
-
-
-@pytest.fixture(scope="module")
-def cloned_releases(publishers, qis):
-    order = seeded(2)
-    return _per_publisher(publishers, lambda g: cloning_anonymize(g, qis, "occupation", k=4, eta=2,
-                                                                  keep=["record_id"], permutation=order)[0])
+# shared module-scoped fixtures (tests/helpers/publication_data.py)
+cloned_releases = publication_data.cloned_releases
+mondrian_releases = publication_data.mondrian_releases
+publishers = publication_data.publishers
+qis = publication_data.qis
 
 
 def test_spark_audit_matches_reference_and_region_contains_person(spark, mondrian_releases, cloned_releases, qis,
