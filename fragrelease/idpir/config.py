@@ -26,6 +26,15 @@ from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.validation import format_validation_error, read_yaml_mapping
 
 
+def _checked(value, parse):
+    """``value`` if ``parse(value)`` accepts it; its InvalidParameterError as pydantic's ValueError."""
+    try:
+        parse(value)
+    except InvalidParameterError as exc:
+        raise ValueError(str(exc)) from None
+    return value
+
+
 class SourceConfig(BaseModel):
     """Where a table lives: ``path`` (local, dbfs:/, s3a://, ...) and ``format``."""
 
@@ -47,11 +56,7 @@ class LedgerConfig(BaseModel):
     @field_validator("lifetime_epsilon")
     @classmethod
     def _lifetime_ok(cls, v):
-        try:
-            parse_epsilon(v, name="lifetime_epsilon")
-        except InvalidParameterError as exc:
-            raise ValueError(str(exc)) from None
-        return v
+        return _checked(v, lambda x: parse_epsilon(x, name="lifetime_epsilon"))
 
     @property
     def lifetime(self) -> Fraction:
@@ -109,29 +114,17 @@ class ReleaseConfig(BaseModel):
     @field_validator("category_order_share")
     @classmethod
     def _share_ok(cls, v):
-        try:
-            parse_share(v)
-        except InvalidParameterError as exc:
-            raise ValueError(str(exc)) from None
-        return v
+        return _checked(v, parse_share)
 
     @field_validator("epsilon")
     @classmethod
     def _epsilon_ok(cls, v):
-        try:
-            parse_epsilon(v)
-        except InvalidParameterError as exc:
-            raise ValueError(str(exc)) from None
-        return v
+        return _checked(v, parse_epsilon)
 
     @field_validator("mechanism")
     @classmethod
     def _mechanism_ok(cls, v: str) -> str:
-        try:
-            get_mechanism(v)
-        except InvalidParameterError as exc:
-            raise ValueError(str(exc)) from None
-        return v
+        return _checked(v, get_mechanism)
 
     @field_validator("k")
     @classmethod
