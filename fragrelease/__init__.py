@@ -15,4 +15,4 @@ UDFs in ``fragrelease.udfs`` (``udfs/``), the dataset declarations in ``fragrele
 (``schemas/``) and the paper reproductions in ``fragrelease.experiments`` (``experiments/``).
 """
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
