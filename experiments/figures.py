@@ -14,6 +14,7 @@ results hold several orders, the figures say which one they show.
   and their ratio; cells where the projection is worse by more than two paired standard errors
   are marked.
 - ``<dataset>-postprocess-ratio-all.png``: the ratio for every scenario, split and mechanism.
+- ``postprocess-ratio.png``: the centralized iDP-IR ratio of every dataset side by side (the README's).
 
 The paper's figures (the first three) show one ``postprocess`` value (``main_postprocess``; the
 evaluation passes ``none``, the paper's release), named in their titles.
@@ -36,7 +37,7 @@ def _matrix(df: pd.DataFrame) -> pd.DataFrame:
     return m[sorted(m.columns)]
 
 
-def _heatmap(ax, m: pd.DataFrame, title: str, cmap: str, vmin=None, vmax=None, fmt="{:.2f}"):
+def _heatmap(ax, m: pd.DataFrame, title: str, cmap: str, vmin=None, vmax=None, fmt="{:.2f}", black_text=False):
     im = ax.imshow(m.to_numpy(float), cmap=cmap, aspect="auto", vmin=vmin, vmax=vmax)
     ax.set_xticks(range(m.shape[1]), [str(c) for c in m.columns])
     ax.set_yticks(range(m.shape[0]), [str(r) for r in m.index])
@@ -48,7 +49,7 @@ def _heatmap(ax, m: pd.DataFrame, title: str, cmap: str, vmin=None, vmax=None, f
     for i in range(vals.shape[0]):
         for j in range(vals.shape[1]):
             if np.isfinite(vals[i, j]):
-                color = "white" if abs(vals[i, j]) > 0.6 * hi else "black"
+                color = "white" if abs(vals[i, j]) > 0.6 * hi and not black_text else "black"
                 ax.text(j, i, fmt.format(vals[i, j]), ha="center", va="center", fontsize=7, color=color)
     return im
 
@@ -121,11 +122,11 @@ def plot_postprocess(paired: pd.DataFrame, dataset: str, out_dir: str, main: tup
     if not c.empty:
         none, iso, ratio = (_ratio_matrix(c, col) for col in ("mean_sse_none", "mean_sse_isotonic", "ratio"))
         w = 1.0 + 0.75 * ratio.shape[1]
-        fig, axes = plt.subplots(1, 3, figsize=(3 * w, 3.6))
+        fig, axes = plt.subplots(3, 1, figsize=(w, 9.6))
         vmax = float(np.nanmax(none.to_numpy(float)))
-        _heatmap(axes[0], none, f"{dataset}: MeanSSE, postprocess none\n(centralized iDP-IR)", "viridis_r", 0, vmax)
-        _heatmap(axes[1], iso, f"{dataset}: MeanSSE, postprocess isotonic\n(centralized iDP-IR)", "viridis_r", 0, vmax)
-        _heatmap(axes[2], ratio, f"{dataset}: ratio isotonic / none\n({label})", "RdYlGn_r", 0, 2)
+        _heatmap(axes[0], none, f"{dataset}: MeanSSE, postprocess none (centralized iDP-IR)", "viridis_r", 0, vmax)
+        _heatmap(axes[1], iso, f"{dataset}: MeanSSE, postprocess isotonic (centralized iDP-IR)", "viridis_r", 0, vmax)
+        _heatmap(axes[2], ratio, f"{dataset}: ratio isotonic / none\n({label})", "RdYlGn_r", 0, 2, black_text=True)
         _mark_worse(axes[2], c, ratio)
         paths.append(_save(fig, out_dir, f"{dataset}-postprocess.png"))
     panels = []
@@ -142,13 +143,33 @@ def plot_postprocess(paired: pd.DataFrame, dataset: str, out_dir: str, main: tup
         fig, axes = plt.subplots(nrow, ncol, figsize=(ncol * w, 3.0 * nrow), squeeze=False)
         for ax, (title, g) in zip(axes.flat, panels, strict=False):
             m = _ratio_matrix(g)
-            _heatmap(ax, m, f"{dataset}: {title}", "RdYlGn_r", 0, 2)
+            _heatmap(ax, m, f"{dataset}: {title}", "RdYlGn_r", 0, 2, black_text=True)
             _mark_worse(ax, g, m)
         for ax in list(axes.flat)[len(panels):]:
             ax.axis("off")
         fig.suptitle(f"{dataset}: MeanSSE ratio isotonic / none ({label}; red frame: worse by > 2 SE)", fontsize=10)
         paths.append(_save(fig, out_dir, f"{dataset}-postprocess-ratio-all.png"))
     return paths
+
+
+def plot_postprocess_headline(paired: pd.DataFrame, out_dir: str, main: tuple[str, str]) -> str | None:
+    """``postprocess-ratio.png``: the ratio isotonic / none, centralized iDP-IR, one panel per dataset."""
+    d = paired[(paired["scenario"] == "centralized") & (paired["mechanism"] == "idp-ir")
+               & (paired["category_order"] == main[0]) & (paired["order_share"].astype(str) == str(main[1]))]
+    datasets = sorted(d["dataset"].unique())
+    if not datasets:
+        return None
+    d = d.assign(epsilon=d["epsilon"].astype(str))
+    widths = [1.0 + 0.75 * d[d["dataset"] == ds]["k"].nunique() for ds in datasets]
+    fig, axes = plt.subplots(1, len(datasets), figsize=(sum(widths), 3.4), squeeze=False,
+                             gridspec_kw={"width_ratios": widths})
+    for ax, ds in zip(axes[0], datasets, strict=True):
+        g = d[d["dataset"] == ds]
+        m = _ratio_matrix(g)
+        _heatmap(ax, m, f"{ds}: MeanSSE with / without the isotonic projection\n(centralized iDP-IR, "
+                 f"{int(g['runs'].min())} paired runs; < 1: projection better)", "RdYlGn_r", 0, 2, black_text=True)
+        _mark_worse(ax, g, m)
+    return _save(fig, out_dir, "postprocess-ratio.png")
 
 
 def plot_all(summary: pd.DataFrame, out_dir: str, main: tuple[str, str] | None = None,
@@ -214,6 +235,10 @@ def plot_all(summary: pd.DataFrame, out_dir: str, main: tuple[str, str] | None =
                 paths.append(p)
         if paired is not None and len(paired) and main is not None:
             paths += plot_postprocess(paired, dataset, out_dir, main)
+    if paired is not None and len(paired) and main is not None:
+        head = plot_postprocess_headline(paired, out_dir, main)
+        if head:
+            paths.append(head)
     return paths
 
 

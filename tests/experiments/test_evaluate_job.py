@@ -30,8 +30,8 @@ def test_small_grid_writes_results_and_figures(spark, tmp_path):
     assert len(runs) == len(table) * 3
     assert runs["category_order"].notna().all()
     names = sorted(os.path.basename(f) for f in result["figures"])
-    assert names == ["wine-baseline.png", "wine-fragmented-minus-centralized.png", "wine-idp-minus-dp.png",
-                     "wine-postprocess-ratio-all.png", "wine-postprocess.png"]
+    assert names == ["postprocess-ratio.png", "wine-baseline.png", "wine-fragmented-minus-centralized.png",
+                     "wine-idp-minus-dp.png", "wine-postprocess-ratio-all.png", "wine-postprocess.png"]
     paired = pd.read_csv(result["postprocess"])
     assert len(paired) == len(table) // 2  # one paired row per (order, scenario, split, mechanism, ε, k)
     assert set(paired["runs"]) == {3}
