@@ -257,9 +257,10 @@ def plot_linkage(summary: pd.DataFrame, path: str) -> str:
                 ax.axhline(float(floor[col].iloc[0]), color="grey", ls="--", lw=1,
                            label="original, columns permuted")
             ax.set_xticks(range(len(cells)), [f"ε={e}\nk={k}" for e, k in cells], fontsize=8)
-            ax.set_title(f"{d}: {label} (centralized iDP-IR; lower is better)", fontsize=9)
-        axes[i][0].legend(fontsize=7)
-    fig.tight_layout()
+            ax.set_title(f"{d}: {label}\n(centralized iDP-IR, mean ± 1 std over runs; lower is better)", fontsize=9)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=5, fontsize=8)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
