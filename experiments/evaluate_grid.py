@@ -9,6 +9,12 @@ scenario, split, run) for every category order and the whole (mechanism, ε, k) 
 :func:`fragrelease.experiments.evaluation.run_once`, which sorts each fragment's attributes once and reuses them
 for every cell. The per-cell mean and standard deviation are aggregated in Spark.
 
+Every cell is scored with and without the isotonic post-processing of the noisy centroids
+(``postprocess``: ``isotonic``, the release default, and ``none``, the paper's release), on the same
+noise draw per run (:func:`fragrelease.experiments.evaluation.run_once`), so their ratio is measured
+with paired noise; ``postprocess.csv`` holds the per-cell ratio and the paired standard error of
+the difference. The paper's reproduction is the ``data-frequency`` / ``none`` series.
+
 Every result row names its category order and share; the first order setting is the main series
 of the figures (default: the release default of :mod:`fragrelease.idpir.category_order`), and the others
 (by default the paper's ``data-frequency``) are kept beside it in the tables.
@@ -17,9 +23,9 @@ Noise: the evaluation uses :class:`fragrelease.rng.FastLaplace` (same Laplace di
 PCG64 seeded from the OS CSPRNG, evaluation only) and says so in every result row; releases always
 use the secure sampler.
 
-Outputs (under ``--out``): ``results.csv`` (one row per dataset, scenario, mechanism, split, ε, k,
-with mean, std and runs), ``runs.csv`` (one row per run) and the paper's figures as PNG
-(:mod:`.figures`).
+Outputs (under ``--out``): ``results.csv`` (one row per dataset, scenario, mechanism, split, order,
+post-processing, ε, k, with mean, std and runs), ``runs.csv.gz`` (one row per run),
+``postprocess.csv`` (paired comparison) and the figures as PNG (:mod:`.figures`).
 """
 from __future__ import annotations
 
@@ -35,8 +41,17 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from fragrelease.errors import ConfigError, InvalidParameterError
-from fragrelease.experiments.evaluation import EPSILONS, K_GRID, AttributeSpec, OrderSetting, Scenario, run_once
+from fragrelease.experiments.evaluation import (
+    EPSILONS,
+    K_GRID,
+    AttributeSpec,
+    OrderSetting,
+    Scenario,
+    postprocess_comparison,
+    run_once,
+)
 from fragrelease.idpir.category_order import DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE, PAPER_ORDER
+from fragrelease.idpir.postprocess import POSTPROCESS, check_postprocess
 from fragrelease.rng import FAST_SAMPLER_NAME, FastLaplace
 from fragrelease.schemas import adult
 from fragrelease.schemas.datasets import BUILTIN_SCHEMAS, load_builtin_pandas
@@ -69,7 +84,8 @@ RUN_SCHEMA = T.StructType([
     T.StructField("dataset", T.StringType()), T.StructField("scenario", T.StringType()),
     T.StructField("split", T.StringType()), T.StructField("run", T.IntegerType()),
     T.StructField("mechanism", T.StringType()), T.StructField("epsilon", T.StringType()),
-    T.StructField("k", T.IntegerType()), T.StructField("category_order", T.StringType()),
+    T.StructField("k", T.IntegerType()), T.StructField("postprocess", T.StringType()),
+    T.StructField("category_order", T.StringType()),
     T.StructField("order_share", T.StringType()), T.StructField("mean_sse", T.DoubleType()),
     T.StructField("category_tvd", T.DoubleType()),
 ])
@@ -100,6 +116,25 @@ def order_settings(orders: Sequence[str], shares: Sequence[str]) -> list[OrderSe
     if len(set(labels)) != len(labels) or not out:
         raise ConfigError(f"category order settings must be distinct and non-empty, not {labels}")
     return out
+
+
+def postprocess_values(values: Sequence[str]) -> list[str]:
+    """Validate the post-processing values of the grid: distinct, non-empty, each in ``POSTPROCESS``.
+
+    Raises
+    ------
+    ConfigError
+        An unknown value (named), a repeated value or an empty list.
+    """
+    values = list(values)
+    try:
+        for p in values:
+            check_postprocess(p)
+    except InvalidParameterError as e:
+        raise ConfigError(str(e)) from e
+    if not values or len(set(values)) != len(values):
+        raise ConfigError(f"postprocess values must be distinct and non-empty, not {values}")
+    return values
 
 
 def scenarios_for(dataset: str, names: Sequence[str], splits: Sequence[str]) -> list[Scenario]:
@@ -138,9 +173,9 @@ def _evaluate_tasks(batches: Iterator[pd.DataFrame], grid: dict) -> Iterator[pd.
             for setting in grid["orders"]:
                 for r in run_once(data, ids, specs, scen, mechanisms=grid["mechanisms"], epsilons=grid["epsilons"],
                                   ks=grid["ks"][t.dataset], noise=noise, convention=grid["convention"],
-                                  sorted_cache=cache, category_order=setting):
+                                  sorted_cache=cache, category_order=setting, postprocess=grid["postprocess"]):
                     rows.append((t.dataset, t.scenario, t.split, int(t.run), r["mechanism"], r["epsilon"], r["k"],
-                                 r["category_order"], r["order_share"], r["mean_sse"], r["category_tvd"]))
+                                 r["postprocess"], r["category_order"], r["order_share"], r["mean_sse"], r["category_tvd"]))
         yield pd.DataFrame(rows, columns=[f.name for f in RUN_SCHEMA.fields])
 
 
@@ -156,19 +191,22 @@ def evaluate_grid(
     runs: int = 50,
     convention: str = "authors",
     orders: Sequence[OrderSetting] = ORDER_SETTINGS,
+    postprocess: Sequence[str] = POSTPROCESS,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Run the grid on Spark; return (per-cell summary, per-run results) as pandas (small tables).
 
     ``orders``: the category-order settings, each evaluated on every (dataset, scenario, run); every
-    row names its ``category_order`` and ``order_share``. Summary columns: ``mean_sse`` and ``std``
+    row names its ``category_order`` and ``order_share``. ``postprocess``: the finishing steps, each
+    scored on the same noise draw of a run; every row names its ``postprocess``. Summary columns: ``mean_sse`` and ``std``
     (MeanSSE over the runs), ``category_tvd`` and ``category_tvd_std`` (mean TVD over the
     categorical attributes; empty for an all-numeric dataset), ``runs``, ``convention``, ``sampler``.
 
     Raises
     ------
     ConfigError
-        Unknown dataset or scenario, or runs < 1.
+        Unknown dataset, scenario or post-processing, or runs < 1.
     """
+    postprocess = postprocess_values(postprocess)
     if runs < 1:
         raise ConfigError(f"runs must be >= 1, not {runs}")
     for d in datasets:
@@ -179,7 +217,7 @@ def evaluate_grid(
     if not orders or not all(isinstance(o, OrderSetting) for o in orders):
         raise ConfigError(f"orders must be a non-empty list of OrderSetting, not {orders!r}")
     grid = {"mechanisms": list(mechanisms), "epsilons": list(epsilons), "ks": ks, "convention": convention,
-            "orders": orders}
+            "orders": orders, "postprocess": postprocess}
     tasks = [(d, s.name, s.split, r) for d in datasets for s in scenarios_for(d, scenarios, splits)
              for r in range(runs)]
     task_df = spark.createDataFrame(tasks, "dataset string, scenario string, split string, run int")
@@ -188,7 +226,7 @@ def evaluate_grid(
     per_run = per_run.localCheckpoint(eager=True)
     tvd = F.when(F.isnan("category_tvd"), None).otherwise(F.col("category_tvd"))
     summary_pdf = (per_run.groupBy("dataset", "scenario", "mechanism", "split", "category_order", "order_share",
-                                   "epsilon", "k")
+                                   "postprocess", "epsilon", "k")
                    .agg(F.avg("mean_sse").alias("mean_sse"), F.stddev_samp("mean_sse").alias("std"),
                         F.avg(tvd).alias("category_tvd"), F.stddev_samp(tvd).alias("category_tvd_std"),
                         F.count(F.lit(1)).alias("runs"))
@@ -198,8 +236,10 @@ def evaluate_grid(
     rank = {(o.order, o.share): i for i, o in enumerate(orders)}
     summary_pdf["_order"] = [rank[(o, s)] for o, s in zip(summary_pdf["category_order"], summary_pdf["order_share"],
                                                           strict=True)]
-    summary_pdf = (summary_pdf.sort_values(["dataset", "_order", "scenario", "split", "mechanism", "epsilon", "k"],
-                                           key=_sort_key).drop(columns="_order").reset_index(drop=True))
+    summary_pdf["_post"] = [postprocess.index(p) for p in summary_pdf["postprocess"]]
+    summary_pdf = (summary_pdf.sort_values(["dataset", "_order", "_post", "scenario", "split", "mechanism", "epsilon",
+                                            "k"], key=_sort_key).drop(columns=["_order", "_post"])
+                   .reset_index(drop=True))
     return summary_pdf, per_run.toPandas()
 
 
@@ -226,8 +266,17 @@ def run_evaluation(spark, datasets: Sequence[str], out_dir: str, **kwargs) -> di
     seconds = time.perf_counter() - t0
     summary.to_csv(os.path.join(out_dir, "results.csv"), index=False)
     per_run.to_csv(os.path.join(out_dir, "runs.csv.gz"), index=False, compression="gzip")
+    paired = postprocess_comparison(per_run)
+    paths = {}
+    if len(paired):
+        paths["postprocess"] = os.path.join(out_dir, "postprocess.csv")
+        paired.sort_values(["dataset", "category_order", "scenario", "split", "mechanism", "epsilon", "k"],
+                           key=_sort_key).to_csv(paths["postprocess"], index=False)
     main = kwargs.get("orders", ORDER_SETTINGS)[0]
-    figures = plot_all(summary, out_dir, main=(main.order, main.share))
+    posts = list(kwargs.get("postprocess", POSTPROCESS))
+    # The paper's figures show the paper's finishing step when it was evaluated; the comparison figures both.
+    main_post = "none" if "none" in posts else posts[0]
+    figures = plot_all(summary, out_dir, main=(main.order, main.share), main_postprocess=main_post, paired=paired)
     log.warning("evaluation of %s took %.1f s", ",".join(datasets), seconds)
-    return {"seconds": seconds, "results": os.path.join(out_dir, "results.csv"), "figures": figures,
+    return {"seconds": seconds, "results": os.path.join(out_dir, "results.csv"), "figures": figures, **paths,
             "cells": len(summary), "runs": int(summary["runs"].max()) if len(summary) else 0}

@@ -15,10 +15,17 @@ protected attribute:
 
 so a run never materializes the protected table. The mechanism steps are the release's own
 (:mod:`fragrelease.idpir.sensitivity`, :func:`fragrelease.idpir.mechanisms.laplace_scale`,
-:func:`fragrelease.idpir.mechanisms.clamp_and_round`, :mod:`fragrelease.idpir.microaggregation`,
+:func:`fragrelease.idpir.postprocess.finish_centroids`, :mod:`fragrelease.idpir.microaggregation`,
 :mod:`fragrelease.idpir.category_order`), and a test checks that the result equals
 :func:`fragrelease.idpir.metrics.mean_sse` of :func:`fragrelease.idpir.mechanisms.protect_attribute` given the
 same noise and the same category order.
+
+Post-processing (docs/specification.md §9; :mod:`fragrelease.idpir.postprocess`): every cell is scored
+for each requested ``postprocess`` value (``isotonic``: the release default, the weighted isotonic
+projection of the noisy centroid vector onto the non-decreasing vectors in [lo, hi]; ``none``: the
+paper's clamp-and-round). The noise of a cell is drawn **once** and finished once per value, so the
+``isotonic`` and ``none`` rows of one run share their noise and their difference is a paired
+measurement. Every row names its ``postprocess``.
 
 Category order (docs/specification.md §1; :mod:`fragrelease.idpir.category_order`): categorical attributes
 are clustered on ranks, and each owner ranks the categories of its own fragment with one of
@@ -55,9 +62,10 @@ from fragrelease.idpir.category_order import (
     parse_share,
     split_attribute_budget,
 )
-from fragrelease.idpir.mechanisms import clamp_and_round, get_mechanism, laplace_scale, mechanism_k
+from fragrelease.idpir.mechanisms import get_mechanism, laplace_scale, mechanism_k
 from fragrelease.idpir.metrics import CATEGORICAL_SCALE, CONVENTIONS
 from fragrelease.idpir.microaggregation import check_k, cluster_count
+from fragrelease.idpir.postprocess import POSTPROCESS, check_postprocess, finish_centroids
 from fragrelease.rng import NoiseSource, evaluation_generator
 
 SCENARIOS = ("centralized", "horizontal", "vertical")
@@ -256,23 +264,38 @@ class SortedAttribute:
 
 
 def protect_and_score(attr: SortedAttribute, mechanism: str, k: int, epsilon_centroids: Fraction | float,
-                      noise: NoiseSource) -> tuple[float, Optional[np.ndarray]]:
-    """Protect one sorted attribute once (IR + one Laplace draw per cluster + clamp/round).
+                      noise: NoiseSource, postprocess: Sequence[str] = POSTPROCESS
+                      ) -> dict[str, tuple[float, Optional[np.ndarray]]]:
+    """Protect one sorted attribute once (IR + one Laplace draw per cluster) and finish it per ``postprocess``.
 
     ``epsilon_centroids`` is the budget of the centroid draws (ε_attr, or (1 − share)·ε_attr for a
-    ``dp-frequency`` categorical attribute). Returns (Σ d², released label counts of shape (|dom|,)
-    for a categorical attribute, else None).
+    ``dp-frequency`` categorical attribute). The noisy centroid vector is drawn once and finished with
+    :func:`fragrelease.idpir.postprocess.finish_centroids` for every value of ``postprocess`` (cluster
+    sizes as weights), so the values share their noise. Returns {postprocess: (Σ d², released label
+    counts of shape (|dom|,) for a categorical attribute, else None)}.
+
+    Raises
+    ------
+    InvalidParameterError
+        A ``postprocess`` value outside :data:`fragrelease.idpir.postprocess.POSTPROCESS`.
     """
+    for p in postprocess:
+        check_postprocess(p)
     k_used = mechanism_k(mechanism, k)
     centroids = attr.centroids(k_used)
+    a, b = attr.clusters(k_used)
+    sizes = b - a
     scale = laplace_scale(attr.sensitivity(mechanism, k), epsilon_centroids)
     c = len(centroids)
     # Read-only broadcast views: the same identifiers as the release's, without allocating c objects.
     names = np.broadcast_to(np.asarray(attr.spec.name, dtype=object), (c,))
     noisy = noise.perturb(centroids, np.full(c, scale), names, np.arange(c))
-    z = clamp_and_round(noisy, attr.spec.lo, attr.spec.hi, attr.spec.categorical)
-    released = attr.released_counts(k_used, z) if attr.spec.categorical else None
-    return attr.squared_error(k_used, z), released
+    out = {}
+    for p in postprocess:
+        z = finish_centroids(noisy, sizes, attr.spec.lo, attr.spec.hi, attr.spec.categorical, p)
+        released = attr.released_counts(k_used, z) if attr.spec.categorical else None
+        out[p] = (attr.squared_error(k_used, z), released)
+    return out
 
 
 def category_tvd(original: dict[str, np.ndarray], released: dict[str, np.ndarray | float]) -> float:
@@ -362,6 +385,7 @@ def run_once(
     ks: Sequence[int],
     noise: NoiseSource,
     category_order: OrderSetting,
+    postprocess: Sequence[str] = POSTPROCESS,
     convention: str = "authors",
     rng: Optional[np.random.Generator] = None,
     sorted_cache: Optional[dict] = None,
@@ -374,11 +398,23 @@ def run_once(
     (centralized, vertical). Each fragment's category order is drawn once per ε (``dp-frequency``)
     and shared by the mechanisms and k of that ε.
 
-    Each row: ``mechanism``, ``epsilon``, ``k``, ``mean_sse``, ``category_tvd`` (mean TVD over the
-    categorical attributes, NaN if none), ``category_order`` and ``order_share``.
+    ``postprocess``: the finishing steps scored per cell, each on the same noise draw (one row each).
+
+    Each row: ``mechanism``, ``epsilon``, ``k``, ``postprocess``, ``mean_sse``, ``category_tvd`` (mean
+    TVD over the categorical attributes, NaN if none), ``category_order`` and ``order_share``.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``category_order`` not an :class:`OrderSetting`, or ``postprocess`` empty, repeated or unknown.
     """
     if not isinstance(category_order, OrderSetting):
         raise InvalidParameterError(f"category_order must be an OrderSetting, not {category_order!r}")
+    postprocess = tuple(postprocess)
+    if not postprocess or len(set(postprocess)) != len(postprocess):
+        raise InvalidParameterError(f"postprocess must be distinct and non-empty, not {list(postprocess)}")
+    for p in postprocess:
+        check_postprocess(p)
     n = len(ids)
     scales = attribute_scales(data, specs)
     names = [s.name for s in specs]
@@ -428,16 +464,52 @@ def run_once(
             prepared.append(attrs)
         for mechanism in mechanisms:
             for k in ks:
-                errors = {a: 0.0 for a in names}
-                released: dict[str, np.ndarray | float] = {a: 0.0 for a in categorical}
+                errors = {p: {a: 0.0 for a in names} for p in postprocess}
+                released: dict[str, dict[str, np.ndarray | float]] = {p: {a: 0.0 for a in categorical}
+                                                                       for p in postprocess}
                 for attrs in prepared:
                     for attr, eps_c in attrs:
-                        sse, counts = protect_and_score(attr, mechanism, k, eps_c, noise)
-                        errors[attr.spec.name] += sse
-                        if counts is not None:
-                            released[attr.spec.name] = released[attr.spec.name] + counts
-                results.append({"mechanism": mechanism, "epsilon": eps_text, "k": int(k),
-                                "mean_sse": combine_mean_sse(errors, scales, n, convention),
-                                "category_tvd": category_tvd(original_counts, released),
-                                "category_order": category_order.order, "order_share": category_order.share})
+                        scored = protect_and_score(attr, mechanism, k, eps_c, noise, postprocess)
+                        for p, (sse, counts) in scored.items():
+                            errors[p][attr.spec.name] += sse
+                            if counts is not None:
+                                released[p][attr.spec.name] = released[p][attr.spec.name] + counts
+                for p in postprocess:
+                    results.append({"mechanism": mechanism, "epsilon": eps_text, "k": int(k), "postprocess": p,
+                                    "mean_sse": combine_mean_sse(errors[p], scales, n, convention),
+                                    "category_tvd": category_tvd(original_counts, released[p]),
+                                    "category_order": category_order.order, "order_share": category_order.share})
     return results
+
+
+#: Columns that identify one paired (isotonic, none) measurement of a run.
+PAIR_KEYS = ("dataset", "scenario", "split", "mechanism", "category_order", "order_share", "epsilon", "k")
+
+
+def postprocess_comparison(per_run):
+    """Paired comparison of ``isotonic`` against ``none`` per cell, from the per-run rows.
+
+    ``per_run``: a pandas DataFrame with the columns of :data:`PAIR_KEYS`, ``run``, ``postprocess`` and
+    ``mean_sse`` (the evaluation's ``runs.csv.gz``). The two values of a run share their noise draw,
+    so the per-run difference d_r = MeanSSE_isotonic − MeanSSE_none is a paired measurement.
+
+    Returns one row per cell with ``mean_sse_none``, ``mean_sse_isotonic``, ``ratio`` (mean isotonic /
+    mean none), ``diff`` (mean of d_r), ``se_diff`` (std(d_r, ddof=1)/√runs, NaN for one run),
+    ``worse_by_2se`` (diff > 2·se_diff) and ``runs``. Cells without both values are dropped.
+    """
+    import pandas as pd
+
+    keys = [c for c in PAIR_KEYS if c in per_run.columns]
+    wide = per_run.pivot_table(index=keys + ["run"], columns="postprocess", values="mean_sse", aggfunc="first")
+    if not {"isotonic", "none"} <= set(wide.columns):
+        return pd.DataFrame(columns=keys + ["mean_sse_none", "mean_sse_isotonic", "ratio", "diff", "se_diff",
+                                            "worse_by_2se", "runs"])
+    wide = wide.dropna(subset=["isotonic", "none"])
+    wide["d"] = wide["isotonic"] - wide["none"]
+    g = wide.groupby(level=keys)
+    out = pd.DataFrame({"mean_sse_none": g["none"].mean(), "mean_sse_isotonic": g["isotonic"].mean(),
+                        "diff": g["d"].mean(), "se_diff": g["d"].std(ddof=1) / np.sqrt(g["d"].count()),
+                        "runs": g["d"].count()}).reset_index()
+    out["ratio"] = out["mean_sse_isotonic"] / out["mean_sse_none"]
+    out["worse_by_2se"] = out["diff"] > 2 * out["se_diff"]
+    return out[keys + ["mean_sse_none", "mean_sse_isotonic", "ratio", "diff", "se_diff", "worse_by_2se", "runs"]]

@@ -9,6 +9,15 @@ results hold several orders, the figures say which one they show.
   negative differences drawn as 0 as in the paper (Figs 5-6); the signed values stay in results.csv.
 - ``<dataset>-category-order.png`` (datasets with categorical attributes and several orders):
   centralized iDP-IR MeanSSE and category TVD against k, one line per order setting, one panel per ε.
+- ``<dataset>-postprocess.png`` (results with both ``postprocess`` values): centralized iDP-IR
+  MeanSSE without (``none``) and with (``isotonic``) the isotonic projection of the noisy centroids,
+  and their ratio; cells where the projection is worse by more than two paired standard errors
+  are marked.
+- ``<dataset>-postprocess-ratio-all.png``: the ratio for every scenario, split and mechanism.
+- ``postprocess-ratio.png``: the centralized iDP-IR ratio of every dataset side by side (the README's).
+
+The paper's figures (the first three) show one ``postprocess`` value (``main_postprocess``; the
+evaluation passes ``none``, the paper's release), named in their titles.
 """
 from __future__ import annotations
 
@@ -28,7 +37,7 @@ def _matrix(df: pd.DataFrame) -> pd.DataFrame:
     return m[sorted(m.columns)]
 
 
-def _heatmap(ax, m: pd.DataFrame, title: str, cmap: str, vmin=None, vmax=None, fmt="{:.2f}"):
+def _heatmap(ax, m: pd.DataFrame, title: str, cmap: str, vmin=None, vmax=None, fmt="{:.2f}", black_text=False):
     im = ax.imshow(m.to_numpy(float), cmap=cmap, aspect="auto", vmin=vmin, vmax=vmax)
     ax.set_xticks(range(m.shape[1]), [str(c) for c in m.columns])
     ax.set_yticks(range(m.shape[0]), [str(r) for r in m.index])
@@ -40,7 +49,7 @@ def _heatmap(ax, m: pd.DataFrame, title: str, cmap: str, vmin=None, vmax=None, f
     for i in range(vals.shape[0]):
         for j in range(vals.shape[1]):
             if np.isfinite(vals[i, j]):
-                color = "white" if abs(vals[i, j]) > 0.6 * hi else "black"
+                color = "white" if abs(vals[i, j]) > 0.6 * hi and not black_text else "black"
                 ax.text(j, i, fmt.format(vals[i, j]), ha="center", va="center", fontsize=7, color=color)
     return im
 
@@ -83,20 +92,109 @@ def plot_order_comparison(summary: pd.DataFrame, dataset: str, out_dir: str) -> 
     return _save(fig, out_dir, f"{dataset}-category-order.png")
 
 
-def plot_all(summary: pd.DataFrame, out_dir: str, main: tuple[str, str] | None = None) -> list[str]:
+def _ratio_matrix(paired: pd.DataFrame, col: str = "ratio") -> pd.DataFrame:
+    return _matrix(paired.rename(columns={"mean_sse": "_m", col: "mean_sse"}))
+
+
+def _mark_worse(ax, paired: pd.DataFrame, m: pd.DataFrame) -> None:
+    worse = paired[paired["worse_by_2se"].astype(bool)]
+    rows, cols = [str(r) for r in m.index], list(m.columns)
+    for e, k in zip(worse["epsilon"], worse["k"], strict=True):
+        if str(e) in rows and k in cols:
+            ax.add_patch(plt.Rectangle((cols.index(k) - 0.5, rows.index(str(e)) - 0.5), 1, 1, fill=False,
+                                       edgecolor="red", lw=2))
+
+
+def plot_postprocess(paired: pd.DataFrame, dataset: str, out_dir: str, main: tuple[str, str]) -> list[str]:
+    """MeanSSE without / with the isotonic projection and their ratio (centralized iDP-IR), and the ratio everywhere.
+
+    ``paired``: :func:`fragrelease.experiments.evaluation.postprocess_comparison` rows. Ratio < 1: the
+    projection lowers MeanSSE; red frame: worse by more than two paired standard errors.
+    """
+    d = paired[(paired["dataset"] == dataset) & (paired["category_order"] == main[0])
+               & (paired["order_share"].astype(str) == str(main[1]))]
+    if d.empty:
+        return []
+    d = d.assign(epsilon=d["epsilon"].astype(str))
+    paths = []
+    c = d[(d["scenario"] == "centralized") & (d["mechanism"] == "idp-ir")]
+    label = f"category order: {_order_label(*main)}, {int(c['runs'].min()) if len(c) else 0} paired runs"
+    if not c.empty:
+        none, iso, ratio = (_ratio_matrix(c, col) for col in ("mean_sse_none", "mean_sse_isotonic", "ratio"))
+        w = 1.0 + 0.75 * ratio.shape[1]
+        fig, axes = plt.subplots(3, 1, figsize=(w, 9.6))
+        vmax = float(np.nanmax(none.to_numpy(float)))
+        _heatmap(axes[0], none, f"{dataset}: MeanSSE, postprocess none (centralized iDP-IR)", "viridis_r", 0, vmax)
+        _heatmap(axes[1], iso, f"{dataset}: MeanSSE, postprocess isotonic (centralized iDP-IR)", "viridis_r", 0, vmax)
+        _heatmap(axes[2], ratio, f"{dataset}: ratio isotonic / none\n({label})", "RdYlGn_r", 0, 2, black_text=True)
+        _mark_worse(axes[2], c, ratio)
+        paths.append(_save(fig, out_dir, f"{dataset}-postprocess.png"))
+    panels = []
+    for (scen, split), g in d.groupby(["scenario", "split"], sort=True):
+        for mech in ("idp-ir", "dp-ir"):
+            gm = g[g["mechanism"] == mech]
+            if not gm.empty:
+                name = scen if split == "none" else f"{scen} ({split})"
+                panels.append((f"{name}, {mech}", gm))
+    if panels:
+        ncol = 2
+        nrow = (len(panels) + 1) // 2
+        w = 1.0 + 0.75 * _ratio_matrix(panels[0][1]).shape[1]
+        fig, axes = plt.subplots(nrow, ncol, figsize=(ncol * w, 3.0 * nrow), squeeze=False)
+        for ax, (title, g) in zip(axes.flat, panels, strict=False):
+            m = _ratio_matrix(g)
+            _heatmap(ax, m, f"{dataset}: {title}", "RdYlGn_r", 0, 2, black_text=True)
+            _mark_worse(ax, g, m)
+        for ax in list(axes.flat)[len(panels):]:
+            ax.axis("off")
+        fig.suptitle(f"{dataset}: MeanSSE ratio isotonic / none ({label}; red frame: worse by > 2 SE)", fontsize=10)
+        paths.append(_save(fig, out_dir, f"{dataset}-postprocess-ratio-all.png"))
+    return paths
+
+
+def plot_postprocess_headline(paired: pd.DataFrame, out_dir: str, main: tuple[str, str]) -> str | None:
+    """``postprocess-ratio.png``: the ratio isotonic / none, centralized iDP-IR, one panel per dataset."""
+    d = paired[(paired["scenario"] == "centralized") & (paired["mechanism"] == "idp-ir")
+               & (paired["category_order"] == main[0]) & (paired["order_share"].astype(str) == str(main[1]))]
+    datasets = sorted(d["dataset"].unique())
+    if not datasets:
+        return None
+    d = d.assign(epsilon=d["epsilon"].astype(str))
+    widths = [1.0 + 0.75 * d[d["dataset"] == ds]["k"].nunique() for ds in datasets]
+    fig, axes = plt.subplots(1, len(datasets), figsize=(sum(widths), 3.4), squeeze=False,
+                             gridspec_kw={"width_ratios": widths})
+    for ax, ds in zip(axes[0], datasets, strict=True):
+        g = d[d["dataset"] == ds]
+        m = _ratio_matrix(g)
+        _heatmap(ax, m, f"{ds}: MeanSSE with / without the isotonic projection\n(centralized iDP-IR, "
+                 f"{int(g['runs'].min())} paired runs; < 1: projection better)", "RdYlGn_r", 0, 2, black_text=True)
+        _mark_worse(ax, g, m)
+    return _save(fig, out_dir, "postprocess-ratio.png")
+
+
+def plot_all(summary: pd.DataFrame, out_dir: str, main: tuple[str, str] | None = None,
+             main_postprocess: str | None = None, paired: pd.DataFrame | None = None) -> list[str]:
     """Write every figure the results allow; return their paths.
 
     ``main`` = (category_order, order_share) of the series the heatmaps show (default: the first
-    row's); the category-order comparison figure shows every order.
+    row's); the category-order comparison figure shows every order. ``main_postprocess``: the
+    ``postprocess`` value of the paper's figures (default: the first row's). ``paired``: the
+    paired comparison (:func:`fragrelease.experiments.evaluation.postprocess_comparison`) for the
+    post-processing figures.
     """
     paths = []
-    full = summary
     suffix = ""
+    if "postprocess" in summary.columns and len(summary):
+        if main_postprocess is None:
+            main_postprocess = summary["postprocess"].iloc[0]
+        summary = summary[summary["postprocess"] == main_postprocess]
+        suffix = f", postprocess {main_postprocess}"
+    full = summary
     if "category_order" in summary.columns and len(summary):
         if main is None:
             main = (summary["category_order"].iloc[0], summary["order_share"].iloc[0])
         summary = summary[(summary["category_order"] == main[0]) & (summary["order_share"].astype(str) == str(main[1]))]
-        suffix = f"\ncategory order: {_order_label(*main)}"
+        suffix = f"\ncategory order: {_order_label(*main)}{suffix}"
     for dataset in sorted(summary["dataset"].unique()):
         central = _select(summary, dataset, "centralized", "idp-ir")
         if central.empty:
@@ -135,6 +233,12 @@ def plot_all(summary: pd.DataFrame, out_dir: str, main: tuple[str, str] | None =
             p = plot_order_comparison(full, dataset, out_dir)
             if p:
                 paths.append(p)
+        if paired is not None and len(paired) and main is not None:
+            paths += plot_postprocess(paired, dataset, out_dir, main)
+    if paired is not None and len(paired) and main is not None:
+        head = plot_postprocess_headline(paired, out_dir, main)
+        if head:
+            paths.append(head)
     return paths
 
 

@@ -181,12 +181,24 @@ def evaluate(
         None, "--order-share",
         help="Share(s) of a categorical attribute's ε spent on the dp-frequency histogram, repeatable; one "
              "series per share (default: the release default)."),
+    postprocess: Optional[list[str]] = typer.Option(
+        None, "--postprocess",
+        help="Post-processing of the noisy centroids, repeatable: isotonic (the release default) and/or none (the "
+             "paper's). Both are scored on the same noise draw of each run. Default: both."),
     master: Optional[str] = MASTER,
 ):
-    """Reproduce the paper's §5: MeanSSE and category TVD over the (ε, k) grid, per scenario, mechanism and order."""
-    from fragrelease.experiments.evaluate_grid import ORDER_SETTINGS, order_settings, run_evaluation, share_text
+    """Reproduce the paper's §5: MeanSSE and category TVD over the (ε, k) grid, per scenario, mechanism, order and
+    post-processing (isotonic vs none, paired noise)."""
+    from fragrelease.experiments.evaluate_grid import (
+        ORDER_SETTINGS,
+        order_settings,
+        postprocess_values,
+        run_evaluation,
+        share_text,
+    )
     from fragrelease.experiments.evaluation import EPSILONS
     from fragrelease.idpir.category_order import DEFAULT_ORDER_SHARE
+    from fragrelease.idpir.postprocess import POSTPROCESS
 
     if category_order:
         shares = order_share if order_share else ([share_text(DEFAULT_ORDER_SHARE)]
@@ -197,13 +209,18 @@ def evaluate(
         orders = order_settings(names, order_share)
     else:
         orders = list(ORDER_SETTINGS)
+    posts = postprocess_values(postprocess or list(POSTPROCESS))
     spark = _spark(master)
     labels = ", ".join(o.label for o in orders)
-    with console.status(f"evaluating {', '.join(dataset)}: {runs} runs per cell, category orders {labels}"):
+    with console.status(f"evaluating {', '.join(dataset)}: {runs} runs per cell, category orders {labels}, "
+                        f"postprocess {', '.join(posts)}"):
         result = run_evaluation(spark, dataset, out, scenarios=scenario, splits=split, mechanisms=mechanism,
-                                epsilons=epsilon or list(EPSILONS), runs=runs, convention=convention, orders=orders)
+                                epsilons=epsilon or list(EPSILONS), runs=runs, convention=convention, orders=orders,
+                                postprocess=posts)
     console.print(f"{result['cells']} cells x {result['runs']} runs in {result['seconds']:.1f} s -> {result['results']}")
-    console.print(f"category orders: {labels} (main series: {orders[0].label})")
+    console.print(f"category orders: {labels} (main series: {orders[0].label}); postprocess: {', '.join(posts)}")
+    if "postprocess" in result:
+        console.print(f"paired comparison isotonic vs none: {result['postprocess']}")
     for f in result["figures"]:
         console.print(f"figure: {f}")
 

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from fragrelease.errors import ConfigError
-from fragrelease.experiments.evaluate_grid import ORDER_SETTINGS, order_settings, run_evaluation
+from fragrelease.experiments.evaluate_grid import ORDER_SETTINGS, order_settings, postprocess_values, run_evaluation
 from fragrelease.experiments.evaluation import OrderSetting
 from fragrelease.jobs.cli import run_cli
 
@@ -16,8 +16,10 @@ def test_small_grid_writes_results_and_figures(spark, tmp_path):
                             splits=["equal", "by-attributes"], mechanisms=["idp-ir", "dp-ir"],
                             epsilons=["0.1", "1"], ks={"wine": [1, 50, 300]}, runs=3)
     table = pd.read_csv(result["results"])
-    # 2 category orders (the release default and the paper's) x 4 scenario/split x 2 mechanisms x 2 ε x 3 k
-    assert len(table) == 2 * 4 * 2 * 2 * 3
+    # 2 category orders (the release default and the paper's) x 2 postprocess x 4 scenario/split x 2 mechanisms
+    # x 2 ε x 3 k
+    assert len(table) == 2 * 2 * 4 * 2 * 2 * 3
+    assert set(table["postprocess"]) == {"isotonic", "none"}
     assert set(table["runs"]) == {3}
     assert table["sampler"].str.contains("evaluation only").all()
     assert set(table.columns) >= {"dataset", "scenario", "mechanism", "split", "epsilon", "k", "mean_sse", "std",
@@ -28,10 +30,19 @@ def test_small_grid_writes_results_and_figures(spark, tmp_path):
     assert len(runs) == len(table) * 3
     assert runs["category_order"].notna().all()
     names = sorted(os.path.basename(f) for f in result["figures"])
-    assert names == ["wine-baseline.png", "wine-fragmented-minus-centralized.png", "wine-idp-minus-dp.png"]
+    assert names == ["postprocess-ratio.png", "wine-baseline.png", "wine-fragmented-minus-centralized.png",
+                     "wine-idp-minus-dp.png", "wine-postprocess-ratio-all.png", "wine-postprocess.png"]
+    paired = pd.read_csv(result["postprocess"])
+    assert len(paired) == len(table) // 2  # one paired row per (order, scenario, split, mechanism, ε, k)
+    assert set(paired["runs"]) == {3}
+    # the ratio is the ratio of the two summary means of the same cell
+    cell = lambda t: t[(t.scenario == "centralized") & (t.mechanism == "idp-ir") & (t.epsilon == 1.0) & (t.k == 50)
+                       & (t.category_order == ORDER_SETTINGS[0].order)]
+    means = cell(table).set_index("postprocess")["mean_sse"]
+    assert cell(paired)["ratio"].item() == pytest.approx(means["isotonic"] / means["none"], rel=1e-9)
     for f in result["figures"]:
         assert open(f, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
-    central = table[(table.scenario == "centralized") & (table.mechanism == "idp-ir")
+    central = table[(table.scenario == "centralized") & (table.mechanism == "idp-ir") & (table.postprocess == "none")
                     & (table.category_order == ORDER_SETTINGS[0].order)].set_index(["epsilon", "k"])
     assert central.loc[(1.0, 300), "mean_sse"] < central.loc[(0.1, 300), "mean_sse"]
 
@@ -41,7 +52,7 @@ def test_adult_orders_are_labelled_with_tvd(spark, tmp_path):
     out = str(tmp_path / "adult")
     orders = order_settings(["dp-frequency", "declared", "data-frequency"], ["0.1"])
     result = run_evaluation(spark, ["adult"], out, scenarios=["centralized", "horizontal"], mechanisms=["idp-ir"],
-                            epsilons=["1"], ks={"adult": [50, 2000]}, runs=2, orders=orders)
+                            epsilons=["1"], ks={"adult": [50, 2000]}, runs=2, orders=orders, postprocess=["none"])
     table = pd.read_csv(result["results"], dtype={"order_share": str})
     assert len(table) == 3 * 2 * 2
     assert sorted(zip(table.category_order, table.order_share)) == sorted(
@@ -50,6 +61,7 @@ def test_adult_orders_are_labelled_with_tvd(spark, tmp_path):
     runs = pd.read_csv(os.path.join(out, "runs.csv.gz"), dtype={"order_share": str})
     assert set(runs.category_order) == {"dp-frequency", "declared", "data-frequency"}
     assert "adult-category-order.png" in {os.path.basename(f) for f in result["figures"]}
+    assert set(table["postprocess"]) == {"none"} and "postprocess" not in result  # nothing to pair
 
 
 def test_order_settings_from_options():
@@ -68,3 +80,11 @@ def test_order_settings_from_options():
 def test_cli_rejects_a_bad_order_before_spark(capsys):
     assert run_cli(["evaluate", "--category-order", "frequency", "--out", "/nonexistent/x"]) == 2
     assert "'frequency'" in capsys.readouterr().err
+
+
+def test_cli_rejects_a_bad_postprocess_before_spark(capsys):
+    assert run_cli(["evaluate", "--postprocess", "projection", "--out", "/nonexistent/x"]) == 2
+    assert "'projection'" in capsys.readouterr().err
+    assert postprocess_values(["none", "isotonic"]) == ["none", "isotonic"]
+    with pytest.raises(ConfigError, match="distinct"):
+        postprocess_values(["none", "none"])
