@@ -133,6 +133,10 @@ def validate_fragment(df: DataFrame, attributes: Sequence[Attribute], id_column:
             bad = (col.cast("double") < lo) | (col.cast("double") > hi) | F.isnan(col.cast("double"))
         aggs.append(F.sum(F.when(col.isNotNull() & bad, 1).otherwise(0)).alias(f"__bad{i}"))
         aggs.append(F.first(F.when(col.isNotNull() & bad, col.cast("string")), ignorenulls=True).alias(f"__ex{i}"))
+        if not a.categorical and a.type in ("integer", "long"):  # e.g. a CSV column read as double
+            frac = col.cast("double") != F.floor(col.cast("double"))
+            aggs.append(F.first(F.when(col.isNotNull() & frac, col.cast("string")), ignorenulls=True)
+                        .alias(f"__frac{i}"))
     if id_column is not None:
         aggs.append(F.sum(F.col(id_column).isNull().cast("long")).alias("__idnull"))
         aggs.append(F.approx_count_distinct(id_column).alias("__approx"))
@@ -148,6 +152,9 @@ def validate_fragment(df: DataFrame, attributes: Sequence[Attribute], id_column:
             raise DomainError(
                 f"column {a.name!r} has {row[f'__bad{i}']} value(s) outside its declared {where}, e.g. {row[f'__ex{i}']!r}"
             )
+        if f"__frac{i}" in row.asDict() and row[f"__frac{i}"] is not None:
+            raise DomainError(f"column {a.name!r} is declared {a.type} but holds non-integer values, "
+                              f"e.g. {row[f'__frac{i}']!r}")
     if id_column is not None:
         if row["__idnull"]:
             raise IdentifierError(f"id column {id_column!r} has {row['__idnull']} null values")

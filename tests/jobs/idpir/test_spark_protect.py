@@ -267,3 +267,13 @@ def test_spark_postprocess_equals_the_numpy_reference(spark, adult_sample, postp
             if postprocess == "isotonic":  # released values never decrease along the original order
                 order = np.lexsort((ids, vals))
                 assert np.all(np.diff(got[a.name].to_numpy()[order]) >= 0), a.name
+
+
+def test_validation_refuses_a_non_integer_in_a_declared_integer_column(spark, adult_sample):
+    """Adult's age is declared integer; a CSV read as double must not slip 35.5 through (named in the error)."""
+    pdf = adult_sample.head(40)[["record_id", "age"]].astype({"age": float})
+    pdf.loc[7, "age"] = 35.5
+    df = spark.createDataFrame(pdf)
+    with pytest.raises(DomainError, match=r"'age' is declared integer but holds non-integer values, e.g. '35.5'"):
+        validate_fragment(df, [ADULT.attribute("age")], "record_id")
+    validate_fragment(df.where(f"record_id != {pdf.loc[7, 'record_id']}"), [ADULT.attribute("age")], "record_id")
