@@ -52,3 +52,16 @@ def cloned_releases(publishers, qis):
     order = seeded(2)
     return per_publisher(publishers, lambda g: cloning_anonymize(g, qis, "occupation", k=4, eta=2,
                                                                  keep=["record_id"], permutation=order)[0])
+
+
+def micro_release(rows):
+    """A micro-statistics release: (person, eq_class, multiset) per row."""
+    return pd.DataFrame({"pid": [r[0] for r in rows], "eq_class": [r[1] for r in rows],
+                         "disease_values": [sorted(r[2]) for r in rows],
+                         "disease_counts": [[r[2][v] for v in sorted(r[2])] for r in rows]})
+
+
+# P: the old code's release of A:5, B:8 (k = 1): classes 0-3 hold {A:1, B:2} with 3 real rows, class 4 holds
+# {A:1, B:2} with the A row only (its two B are the stacked counterfeits). Q: person 40 in a class {A:1, B:1}.
+OLD_P = micro_release([(10 * r + i, r, {"A": 1, "B": 2}) for r in range(4) for i in range(3)] + [(40, 4, {"A": 1, "B": 2})])
+Q = micro_release([(40, 0, {"A": 1, "B": 1}), (41, 0, {"A": 1, "B": 1}), (0, 1, {"A": 1, "B": 1}), (42, 1, {"A": 1, "B": 1})])

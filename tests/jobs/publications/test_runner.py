@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import publication_data
 import pytest
-from publication_data import QIS, seeded
+from publication_data import OLD_P, QIS, Q, seeded
 
 from fragrelease.errors import SchemaMismatchError
 from fragrelease.publications.cloning import cloning_anonymize
@@ -125,17 +125,6 @@ def test_cli_simulate_anonymize_audit(tmp_path, spark):
     assert not os.path.exists(str(tmp_path / "bad"))
 
 
-def _micro(rows):
-    """A micro-statistics release: (person, eq_class, multiset) per row."""
-    return pd.DataFrame({"pid": [r[0] for r in rows], "eq_class": [r[1] for r in rows],
-                         "disease_values": [sorted(r[2]) for r in rows],
-                         "disease_counts": [[r[2][v] for v in sorted(r[2])] for r in rows]})
-
-
-# P: the old code's release of A:5, B:8 (k = 1): classes 0-3 hold {A:1, B:2} with 3 real rows, class 4 holds
-# {A:1, B:2} with the A row only (its two B are the stacked counterfeits). Q: person 40 in a class {A:1, B:1}.
-OLD_P = _micro([(10 * r + i, r, {"A": 1, "B": 2}) for r in range(4) for i in range(3)] + [(40, 4, {"A": 1, "B": 2})])
-Q = _micro([(40, 0, {"A": 1, "B": 1}), (41, 0, {"A": 1, "B": 1}), (0, 1, {"A": 1, "B": 1}), (42, 1, {"A": 1, "B": 1})])
 
 
 def test_spark_audit_uses_counterfeit_attribution(spark):
