@@ -134,13 +134,19 @@ def parse_table_name(name: str, *, key: str = "table", max_parts: int = 3) -> tu
                    f"{rest.split('.')[0]!r} is not an identifier (letters, digits, _; or `quoted`)")
             raise ConfigError(f"{key}: {name!r} is not a table name [catalog.][schema.]table: {why}")
         part = m.group(0)
+        if m.end() < len(name) and name[m.end()] != ".":
+            if part.startswith("`"):
+                why = f"unexpected {name[m.end()]!r} after {part!r}"
+            else:
+                segment = name[pos:].split(".")[0]
+                why = f"{segment!r} is not an identifier (letters, digits, _; or `quoted`)"
+            if "/" in name:
+                why += "; it looks like a path, not a table name"
+            raise ConfigError(f"{key}: {name!r} is not a table name [catalog.][schema.]table: {why}")
         parts.append(part[1:-1].replace("``", "`") if part.startswith("`") else part)
         pos = m.end()
         if pos == len(name):
             break
-        if name[pos] != ".":
-            raise ConfigError(f"{key}: {name!r} is not a table name [catalog.][schema.]table: "
-                              f"unexpected {name[pos]!r} after {part!r}")
         pos += 1
     if len(parts) > max_parts:
         raise ConfigError(f"{key}: table name {name!r} has {len(parts)} parts; at most {max_parts} "
