@@ -12,7 +12,8 @@ needs the cluster's credentials). It also warns, without refusing, when ε excee
 
 Which paths are checked depends on the party: ``run`` and ``split`` play every owner on this machine
 and check every source; an owner's step checks only its own source (another owner's path is not
-on this machine); the aggregator reads no source and checks none.
+on this machine); the aggregator reads no source and no schema, and gets only the ε warning here
+(the configuration itself was validated when it was loaded).
 
 Source: docs/specification.md §3 (owners, fragments and the plan's checks, moved before Spark where
 no data is needed).
@@ -96,6 +97,8 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
     from fragrelease.schemas.datasets import BUILTIN_SCHEMAS, resolve_schema
 
     warn_if_large_epsilon(cfg.epsilon)
+    if party == "aggregator":  # it reads only protocol messages: no schema file or source needed here
+        return
     schema = resolve_schema(cfg.dataset)  # its error names the dataset
     if schema.id_column is None:
         raise ConfigError(f"dataset: schema {schema.name!r} declares no id column (role: id); fragments need a "

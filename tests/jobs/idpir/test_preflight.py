@@ -42,6 +42,7 @@ def test_each_party_checks_only_the_sources_it_reads(tmp_path):
     cfg = _cfg(tmp_path)
     preflight(cfg, party="owner", owner="a")
     preflight(cfg, party="aggregator")
+    preflight(cfg.model_copy(update={"dataset": "schema-only-at-the-owners.yaml"}), party="aggregator")
     with pytest.raises(ConfigError, match=r"owners\[1\]\.source\.path: no such file or folder"):
         preflight(cfg, party="owner", owner="b")
     with pytest.raises(ConfigError, match=r"owners\[1\]\.source\.path"):
