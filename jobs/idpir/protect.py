@@ -116,8 +116,9 @@ def validate_fragment(df: DataFrame, attributes: Sequence[Attribute], id_column:
     SchemaMismatchError
         Missing column or wrong type.
     DomainError
-        The fragment is empty (also when an empty CSV gives no or string columns), a null, a numeric value outside [lo, hi], or a category that is not declared; the message
-        names the column and one offending value (shown to the owner only, never published).
+        The fragment is empty (also an empty CSV, read as no or string columns), a null, a numeric
+        value outside [lo, hi], or a category that is not declared; the message names the column and
+        one offending value (shown to the owner only, never published).
     IdentifierError
         Null or duplicate ids (the message names a duplicated id).
     """
