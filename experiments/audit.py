@@ -242,8 +242,8 @@ def audit(
     k_used = mechanism_k(mechanism, k)
     y, shift = worst_neighbour(x, k_used, lo, hi)
     delta = sensitivity(mechanism, x, k, lo, hi) * sensitivity_factor
-    b = laplace_scale(delta, epsilon)
     c, c2 = centroid_vector(x, k_used), centroid_vector(y, k_used)
+    b = laplace_scale(delta, epsilon, len(c))
     m = len(c)
 
     def sample(center):
@@ -299,7 +299,7 @@ def category_label_histograms(
     Each run: the category order (``declared``; ``dp-frequency`` with ``share · ε_attr`` drawn
     afresh through :func:`fragrelease.idpir.category_order.dp_frequency_order`; or an order function of
     the exact counts, which gets the whole budget), ranks in that order, IR clusters of size k,
-    one Laplace draw per cluster at scale Δ / ε_centroids (DP-IR: (|dom| − 1)/k; iDP-IR: the local
+    one Laplace draw per cluster at scale ≈ Δ / ε_centroids (the registry's calibrated scale; DP-IR: (|dom| − 1)/k; iDP-IR: the local
     sensitivity of the ranks), clamping to [1, |dom|], rounding, and the rank → label map through
     the **same** order (docs/specification.md §1). Column j counts the records labelled
     ``categories[j]``.
@@ -341,14 +341,14 @@ def category_label_histograms(
         inverse = inverse.reshape(-1)
         cent_u, sizes = centroids_from_rank_counts(exact[distinct], k)
         cent = cent_u[inverse]
-        delta_u = np.empty(len(distinct))
-        for i, o in enumerate(map(tuple, distinct)):  # Δ of the ranks under this order, by the registry
-            if o not in cache:
-                cache[o] = mech.sensitivity(np.repeat(np.arange(1.0, m + 1), exact[list(o)]), k, 1.0, float(m))
-            delta_u[i] = cache[o]
-        delta = delta_u[inverse]
-        scale = np.repeat(delta / float(eps_centroids), cent.shape[1])
         c = cent.shape[1]
+        scale_u = np.empty(len(distinct))
+        for i, o in enumerate(map(tuple, distinct)):  # the scale from Δ of the ranks in this order (registry)
+            if o not in cache:
+                delta_o = mech.sensitivity(np.repeat(np.arange(1.0, m + 1), exact[list(o)]), k, 1.0, float(m))
+                cache[o] = mech.scale(delta_o, eps_centroids, c)
+            scale_u[i] = cache[o]
+        scale = np.repeat(scale_u[inverse], c)
         z = noise.perturb(cent.ravel(), scale, np.full(scale.shape, "a", dtype=object), np.tile(np.arange(c), r))
         z = clamp_and_round(z, 1.0, float(m), True).reshape(r, c).astype(np.int64)
         labels = np.take_along_axis(orders, z - 1, axis=1)  # rank → category through the same order
@@ -435,8 +435,8 @@ def released_tables(
             raise InvalidParameterError(f"values of attribute {j} must lie in [{lo[j]}, {hi[j]}]")
         cl = ir_clusters(x, k_used, np.arange(n))
         cent = ir_centroids(x, cl)
-        b = laplace_scale(sensitivity(mechanism, x, k, lo[j], hi[j]), epsilon_attribute)
         c = len(cent)
+        b = laplace_scale(sensitivity(mechanism, x, k, lo[j], hi[j]), epsilon_attribute, c)
         vals = np.tile(cent, runs)
         z = noise.perturb(vals, np.full(vals.shape, b), np.full(vals.shape, str(j), dtype=object),
                           np.tile(np.arange(c), runs))

@@ -285,8 +285,8 @@ def protect_and_score(attr: SortedAttribute, mechanism: str, k: int, epsilon_cen
     centroids = attr.centroids(k_used)
     a, b = attr.clusters(k_used)
     sizes = b - a
-    scale = laplace_scale(attr.sensitivity(mechanism, k), epsilon_centroids)
     c = len(centroids)
+    scale = laplace_scale(attr.sensitivity(mechanism, k), epsilon_centroids, c)
     # Read-only broadcast views: the same identifiers as the release's, without allocating c objects.
     names = np.broadcast_to(np.asarray(attr.spec.name, dtype=object), (c,))
     noisy = noise.perturb(centroids, np.full(c, scale), names, np.arange(c))

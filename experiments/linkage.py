@@ -145,7 +145,7 @@ def protect_table(data: dict[str, np.ndarray], ids: np.ndarray, specs: Sequence[
         clusters = ir_clusters(values, k_used, ids)
         centroids = ir_centroids(values, clusters)
         c = len(centroids)
-        scale = mech.scale(mech.sensitivity(values, k, s.lo, s.hi), eps_c)
+        scale = mech.scale(mech.sensitivity(values, k, s.lo, s.hi), eps_c, c)
         noisy = noisy_centroids(centroids, np.full(c, scale), np.full(c, s.name, dtype=object), np.arange(c), noise)
         sizes = np.bincount(clusters, minlength=c)
         for p in postprocess:

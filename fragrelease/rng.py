@@ -4,7 +4,10 @@ Every random draw of a release comes from here:
 
 - :class:`SecureLaplace` perturbs values with Laplace noise through OpenDP's ``make_laplace``, which
   samples from the operating system's CSPRNG with exact arithmetic and releases values on a grid,
-  so the output resists the floating-point attack on naive samplers (Mironov, CCS 2012).
+  so the output resists the floating-point attack on naive samplers (Mironov, CCS 2012). The grid
+  is 2**-40 (:data:`LAPLACE_GRANULARITY_EXPONENT`) and the vector size is known, which is what
+  makes it fast; :func:`calibrated_laplace_scale` computes every release's scale with OpenDP's own
+  privacy map, which charges the rounding to that grid.
 - :func:`secure_random_keys` draws 63-bit integers from :mod:`secrets` (the OS CSPRNG) for shuffling
   the row order of a release and for assigning records to owners in the demo split.
 
@@ -14,7 +17,8 @@ There are no seeds here. Tests that need reproducible noise pass their own :clas
 from __future__ import annotations
 
 import secrets
-from typing import Any, Protocol
+from fractions import Fraction
+from typing import Any, Optional, Protocol
 
 import numpy as np
 
@@ -48,27 +52,171 @@ def _checked(values, scales) -> tuple[np.ndarray, np.ndarray]:
     return values, scales
 
 
+#: Exponent k of the noise granularity 2**k of the production Laplace sampler (docs/privacy.md).
+#: OpenDP rounds every input to the nearest multiple of 2**k, adds 2**k times a discrete Laplace
+#: variable and returns the float nearest that multiple; its privacy map charges the rounding as
+#: ``size * (2**k - 2**-1074)`` extra L1 distance. k = -40 keeps that slack below 10**-5 for
+#: 10**7 values while keeping every integer the sampler handles small (about 155,000 draws per
+#: CPU-second here, against 55,000 for OpenDP's finest grid 2**-1074); see docs/benchmarks.md.
+LAPLACE_GRANULARITY_EXPONENT = -40
+
+_MEASUREMENTS: dict[tuple[float, Optional[int]], object] = {}
+_MAX_CACHED = 4096
+
+
+def _opendp():
+    import opendp.prelude as dp
+
+    # make_laplace over floats is in OpenDP's "contrib" set (vetted by its maintainers, not yet
+    # formally proven); see docs/privacy.md.
+    dp.enable_features("contrib")
+    return dp
+
+
+def laplace_measurement(scale: float, size: Optional[int]):
+    """OpenDP's Laplace measurement of the releases: vectors of exactly ``size`` floats, grid 2**k.
+
+    ``dp.m.make_laplace(vector_domain(atom_domain(T=float, nan=False), size=size),
+    l1_distance(T=float), scale=scale, k=LAPLACE_GRANULARITY_EXPONENT)``, cached per
+    ``(scale, size)``. Input: a list of ``size`` finite floats; output: the list of noisy floats,
+    each a multiple of 2**k rounded to the nearest float64. Its privacy map takes an L1 distance
+    (same unit as the values) and returns ε (pure DP): ``(d_in + size * (2**k - 2**-1074)) / scale``
+    rounded up (OpenDP 0.16, ``make_laplace`` proof document; checked in tests). ``size=None``
+    returns OpenDP's exact measurement (granularity 2**-1074, no rounding slack, any length, about a
+    third of the speed), which DiffGen's count noise keeps.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``scale`` negative or not finite, or ``size`` < 1.
+    """
+    scale = float(scale)
+    if not np.isfinite(scale) or scale < 0:
+        raise InvalidParameterError(f"Laplace scale must be finite and non-negative, not {scale}")
+    if size is not None and (int(size) != size or size < 1):
+        raise InvalidParameterError(f"vector size must be an integer >= 1, not {size}")
+    key = (scale, None if size is None else int(size))
+    m = _MEASUREMENTS.get(key)
+    if m is None:
+        dp = _opendp()
+        if size is None:
+            m = dp.m.make_laplace(dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l1_distance(T=float),
+                                  scale=scale)
+        else:
+            m = dp.m.make_laplace(dp.vector_domain(dp.atom_domain(T=float, nan=False), size=int(size)),
+                                  dp.l1_distance(T=float), scale=scale, k=LAPLACE_GRANULARITY_EXPONENT)
+        if len(_MEASUREMENTS) >= _MAX_CACHED:
+            _MEASUREMENTS.clear()
+        _MEASUREMENTS[key] = m
+    return m
+
+
+def laplace_epsilon(scale: float, sensitivity: float, size: int) -> Fraction:
+    """ε of :func:`laplace_measurement` ``(scale, size)`` at L1 distance ``sensitivity``, by OpenDP's map.
+
+    Returned as the exact Fraction of the float OpenDP reports (so comparisons with a Fraction
+    budget are exact). Raises InvalidParameterError for a negative or non-finite sensitivity, or
+    the errors of :func:`laplace_measurement`; ``scale = 0`` has no finite ε and is refused too.
+    """
+    sensitivity = float(sensitivity)
+    if not np.isfinite(sensitivity) or sensitivity < 0:
+        raise InvalidParameterError(f"sensitivity must be finite and non-negative, not {sensitivity}")
+    if not float(scale) > 0:
+        raise InvalidParameterError(f"Laplace scale must be > 0 to have a finite epsilon, not {scale}")
+    return Fraction(laplace_measurement(scale, size).map(sensitivity))
+
+
+def float_at_most(x: Fraction | float) -> float:
+    """The largest float64 ≤ ``x`` (``x`` itself for a float): a budget never rounds up.
+
+    The Spark job carries each attribute's Fraction budget to its executors as this float, and
+    :func:`calibrated_laplace_scale` applies it to any Fraction it gets, so both compute the same
+    scale from the same float. Raises InvalidParameterError for a value that is not a finite number.
+    """
+    try:
+        exact = Fraction(x)
+        f = float(exact)
+    except (TypeError, ValueError, OverflowError, ZeroDivisionError):
+        raise InvalidParameterError(f"expected a finite number, not {x!r}") from None
+    if not np.isfinite(f):
+        raise InvalidParameterError(f"expected a finite number, not {x!r}")
+    if Fraction(f) > exact:
+        f = float(np.nextafter(f, -np.inf))
+    return f
+
+
+def calibrated_laplace_scale(sensitivity: float, epsilon: Fraction | float, size: int) -> float:
+    """The smallest float scale b whose OpenDP privacy map at ``d_in = sensitivity`` is ≤ ``epsilon``.
+
+    The one place a Laplace scale of a release is computed (docs/privacy.md, "Granularity"): the
+    centroids of an attribute (``sensitivity`` = Δ of the attribute's whole centroid vector,
+    ``size`` = its number of clusters c) and the category histograms (Δ = 2, size = |dom|). The
+    Spark job and the numpy reference both call it (through
+    :meth:`fragrelease.idpir.mechanisms.IRMechanism.scale`), so they use the same double.
+
+    Why the whole vector's size: the sampler perturbs an attribute's c centroids in chunks (one per
+    Arrow batch and scale), each through ``laplace_measurement(b, m_i)`` with Σ m_i = c. A
+    neighbouring dataset moves the vector by L1 distance ≤ Δ in total, d_i in chunk i with
+    Σ d_i ≤ Δ. The map is affine, ``ε_i = (d_i + m_i · r) / b`` with ``r = 2**k - 2**-1074``
+    (checked against OpenDP's map in tests/fragrelease/test_rng_calibration.py), so sequential
+    composition of the chunks gives ``Σ ε_i ≤ (Δ + c · r) / b``: the map of the size-c measurement at
+    Δ, which this function makes ≤ ε. Chunks that mix attributes of equal scale split the same way.
+
+    Result: ``b ≈ (Δ + c · r) / ε``, i.e. at most a factor ``1 + c · 2**k / Δ`` (plus a few ulps)
+    above Δ / ε; never below Δ / ε. Data-dependent when Δ is a local sensitivity (iDP-IR, iDP):
+    never log or publish it.
+
+    Parameters
+    ----------
+    sensitivity : float, ≥ 0, finite (L1, unit of the values).
+    epsilon : Fraction or float, > 0.
+    size : int, ≥ 1, the number of values the budget covers.
+
+    Raises
+    ------
+    InvalidParameterError
+        Bad sensitivity, epsilon or size (the message names the value).
+    """
+    sensitivity = float(sensitivity)
+    if not np.isfinite(sensitivity) or sensitivity < 0:
+        raise InvalidParameterError(f"sensitivity must be finite and non-negative, not {sensitivity}")
+    eps = Fraction(float_at_most(epsilon))
+    if eps <= 0:
+        raise InvalidParameterError(f"epsilon must be > 0, not {epsilon}")
+    if int(size) != size or size < 1:
+        raise InvalidParameterError(f"vector size must be an integer >= 1, not {size}")
+    slack = int(size) * (Fraction(2) ** LAPLACE_GRANULARITY_EXPONENT - Fraction(2) ** -1074)
+    b = float((Fraction(sensitivity) + slack) / eps)
+    if not (np.isfinite(b) and b > 0):
+        raise InvalidParameterError(f"no finite Laplace scale for sensitivity {sensitivity} and epsilon {epsilon}")
+    for _ in range(64):  # the map rounds up by a few ulps at most: step up until it fits
+        if laplace_epsilon(b, sensitivity, size) <= eps:
+            break
+        b = float(np.nextafter(b, np.inf))
+    else:  # pragma: no cover - OpenDP's map is within a few ulps of the exact value
+        raise InvalidParameterError(f"could not calibrate a Laplace scale for epsilon {epsilon}")
+    while True:  # then down while it still fits: the smallest such float
+        lower = float(np.nextafter(b, 0.0))
+        if lower <= 0 or laplace_epsilon(lower, sensitivity, size) > eps:
+            break
+        b = lower
+    assert laplace_epsilon(b, sensitivity, size) <= eps, "calibrated scale exceeds its budget"
+    return b
+
+
 class SecureLaplace:
-    """Laplace noise from OpenDP (OS CSPRNG, floating-point-safe), the only production source."""
+    """Laplace noise from OpenDP (OS CSPRNG, floating-point-safe), the only production source.
 
-    def __init__(self) -> None:
-        import opendp.prelude as dp
+    Each call perturbs the values of each distinct scale with one :func:`laplace_measurement` of
+    the chunk's size (grid 2**LAPLACE_GRANULARITY_EXPONENT); the scales must come from
+    :func:`calibrated_laplace_scale` at the size of the whole vector the budget covers (see there
+    why chunks compose to that bound). ``exact=True`` uses OpenDP's exact measurement instead
+    (granularity 2**-1074, no rounding slack): DiffGen's leaf counts keep it.
+    """
 
-        # make_laplace over floats is in OpenDP's "contrib" set (vetted by its maintainers, not yet
-        # formally proven); see docs/privacy.md.
-        dp.enable_features("contrib")
-        self._dp = dp
-        self._cache: dict[float, object] = {}
-
-    def _measurement(self, scale: float):
-        m = self._cache.get(scale)
-        if m is None:
-            dp = self._dp
-            m = dp.m.make_laplace(
-                dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l1_distance(T=float), scale=scale
-            )
-            self._cache[scale] = m
-        return m
+    def __init__(self, *, exact: bool = False) -> None:
+        _opendp()
+        self._exact = bool(exact)
 
     def perturb(
         self, values: np.ndarray, scales: np.ndarray, attributes: np.ndarray, clusters: np.ndarray
@@ -77,7 +225,8 @@ class SecureLaplace:
         out = np.empty_like(values)
         for scale in np.unique(scales):
             idx = np.flatnonzero(scales == scale)
-            out[idx] = np.asarray(self._measurement(float(scale))(values[idx].tolist()), dtype=float)
+            m = laplace_measurement(float(scale), None if self._exact else idx.size)
+            out[idx] = np.asarray(m(values[idx].tolist()), dtype=float)
         return out
 
 
@@ -236,7 +385,7 @@ class SecureDiffGenRandomness:
 
         dp.enable_features("contrib")
         self._dp = dp
-        self._laplace = SecureLaplace()
+        self._laplace = SecureLaplace(exact=True)  # leaf counts: scale 2/ε, OpenDP's exact grid
         self._gauss: dict[float, Any] = {}  # OpenDP measurements (opendp ships no type information)
 
     def gumbel(self, size: int) -> np.ndarray:

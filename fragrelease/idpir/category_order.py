@@ -15,8 +15,8 @@ bought with budget:
     A share of the attribute's budget buys a Laplace histogram of the category counts; categories
     are ranked by noisy count, most frequent first, ties by declared order. Under substitution one
     record moves one unit from one count to another, so the histogram's L1 sensitivity is 2 and the
-    scale is ``2 / ε_order``. The rest of the attribute's budget, ``ε_attr − ε_order``, goes to the
-    centroids. Sequential composition of the two steps gives ``ε_attr`` for the attribute.
+    scale is ``2 / ε_order`` (calibrated by OpenDP's map, :func:`histogram_scale`). The rest of the
+    attribute's budget, ``ε_attr − ε_order``, goes to the centroids. Sequential composition of the two steps gives ``ε_attr`` for the attribute.
 
 :func:`data_frequency_order` is the paper's own reading (exact counts, no noise). It is **not** a
 release mechanism: only the evaluation's labelled reproduction of the paper's figures may call it.
@@ -31,7 +31,7 @@ import numpy as np
 
 from fragrelease.budget import format_epsilon, parse_epsilon
 from fragrelease.errors import InvalidParameterError
-from fragrelease.rng import NoiseSource
+from fragrelease.rng import NoiseSource, calibrated_laplace_scale
 
 #: Category orders a release may use (docs/specification.md §1).
 CATEGORY_ORDERS = ("dp-frequency", "declared")
@@ -103,17 +103,21 @@ def split_attribute_budget(attribute: str, epsilon_attribute: Fraction, *, categ
     return out
 
 
-def histogram_scale(epsilon_order: Fraction | float) -> float:
-    """Laplace scale of the category histogram: ``2 / ε_order`` (L1 sensitivity 2 under substitution).
+def histogram_scale(epsilon_order: Fraction | float, size: int) -> float:
+    """Laplace scale of a histogram of ``size`` categories: ``2 / ε_order`` checked by OpenDP's map.
+
+    L1 sensitivity 2 under substitution; the scale is :func:`fragrelease.rng.calibrated_laplace_scale`
+    ``(2, ε_order, size)``, the smallest float whose OpenDP privacy map (grid 2**-40, ``size``
+    values) at ``d_in = 2`` is ≤ ε_order: about ``(2 + size·2**-40) / ε_order`` (docs/privacy.md).
 
     Raises
     ------
     InvalidParameterError
-        If ε_order ≤ 0.
+        If ε_order ≤ 0 or size < 1.
     """
     if epsilon_order <= 0:
         raise InvalidParameterError(f"the category histogram's epsilon must be > 0, not {epsilon_order}")
-    return HISTOGRAM_SENSITIVITY / float(epsilon_order)
+    return calibrated_laplace_scale(HISTOGRAM_SENSITIVITY, epsilon_order, size)
 
 
 def noisy_category_counts(counts: Mapping[str, int], categories: Sequence[str], epsilon_order: Fraction | float,
@@ -122,8 +126,8 @@ def noisy_category_counts(counts: Mapping[str, int], categories: Sequence[str], 
 
     ``counts`` maps category → count in the owner's fragment (categories absent from it count 0);
     a key that is not a declared category is refused. One draw per category, scale
-    ``2 / ε_order``; the noise source gets ``attribute + "#order"`` and the category index as its
-    identifiers (test sources derive their noise from them).
+    ``2 / ε_order`` (:func:`histogram_scale`); the noise source gets ``attribute + "#order"`` and the
+    category index as its identifiers (test sources derive their noise from them).
 
     Raises
     ------
@@ -138,7 +142,7 @@ def noisy_category_counts(counts: Mapping[str, int], categories: Sequence[str], 
     if np.any(exact < 0):
         raise InvalidParameterError(f"category counts of {attribute!r} must be >= 0, not {exact.min()}")
     m = len(cats)
-    return np.asarray(noise.perturb(exact, np.full(m, histogram_scale(epsilon_order)),
+    return np.asarray(noise.perturb(exact, np.full(m, histogram_scale(epsilon_order, m)),
                                     np.full(m, f"{attribute}#order", dtype=object), np.arange(m)), dtype=float)
 
 

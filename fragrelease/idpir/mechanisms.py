@@ -16,22 +16,30 @@ from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.microaggregation import ir_centroids, ir_clusters
 from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS, clamp_and_round, finish_centroids
 from fragrelease.idpir.sensitivity import dp_ir_sensitivity, idp_ir_sensitivity, idp_ir_sensitivity_from_extremes
-from fragrelease.rng import NoiseSource
+from fragrelease.rng import NoiseSource, calibrated_laplace_scale
 
 
-def laplace_scale(delta: float, epsilon_attribute: Fraction | float) -> float:
-    """Laplace scale ``b = Δ / ε_attr`` (docs/specification.md §2).
+def laplace_scale(delta: float, epsilon_attribute: Fraction | float, size: int) -> float:
+    """Laplace scale ``b`` of an attribute's ``size`` centroids: ``Δ / ε_attr`` checked by OpenDP's map.
+
+    docs/specification.md §2 prescribes ``b = Δ / ε_attr``; the production sampler rounds to the
+    grid 2**-40, which OpenDP's privacy map charges, so ``b`` is
+    :func:`fragrelease.rng.calibrated_laplace_scale` ``(Δ, ε_attr, size)``: the smallest float whose
+    map at ``d_in = Δ`` for a vector of ``size`` values is ≤ ε_attr, about ``(Δ + size·2**-40) / ε_attr``
+    (docs/privacy.md). ``size`` is the attribute's number of clusters c (the whole vector Δ is for).
+    The Spark job and the numpy reference both call this, so they use the same double. Δ is local
+    (data-dependent) for iDP-IR and iDP: never log the result.
 
     Raises
     ------
     InvalidParameterError
-        If Δ is negative or not finite, or ε_attr ≤ 0.
+        If Δ is negative or not finite, ε_attr ≤ 0, or size < 1.
     """
     if not np.isfinite(delta) or delta < 0:
         raise InvalidParameterError(f"sensitivity must be finite and non-negative, not {delta}")
     if epsilon_attribute <= 0:
         raise InvalidParameterError(f"epsilon per attribute must be > 0, not {epsilon_attribute}")
-    return float(delta) / float(epsilon_attribute)
+    return calibrated_laplace_scale(float(delta), epsilon_attribute, size)
 
 
 @dataclass(frozen=True)
@@ -83,9 +91,9 @@ class IRMechanism:
         return idp_ir_sensitivity_from_extremes(min_first, min_last, max_second_last, max_last, k_used,
                                                 size_last, n_clusters, lo, hi)
 
-    def scale(self, delta: float, epsilon_attribute: Fraction | float) -> float:
-        """Laplace scale ``b = Δ / ε`` for the centroids' budget (:func:`laplace_scale`)."""
-        return laplace_scale(delta, epsilon_attribute)
+    def scale(self, delta: float, epsilon_attribute: Fraction | float, size: int) -> float:
+        """Laplace scale of ``size`` centroids, ``b ≈ Δ / ε`` calibrated by OpenDP's map (:func:`laplace_scale`)."""
+        return laplace_scale(delta, epsilon_attribute, size)
 
 
 #: The mechanisms the project implements, by name (docs/specification.md §2).
@@ -197,8 +205,8 @@ def protect_attribute(
     k_used = mech.k_used(k)
     clusters = ir_clusters(values, k_used, tiebreak)
     centroids = ir_centroids(values, clusters)
-    scale = mech.scale(mech.sensitivity(values, k, lo, hi), epsilon_attribute)
     c = len(centroids)
+    scale = mech.scale(mech.sensitivity(values, k, lo, hi), epsilon_attribute, c)
     noisy = noisy_centroids(centroids, np.full(c, scale), np.full(c, attribute, dtype=object), np.arange(c), noise)
     sizes = np.bincount(clusters, minlength=c)
     return finish_centroids(noisy, sizes, lo, hi, categorical, postprocess)[clusters]

@@ -57,7 +57,7 @@ from fragrelease.idpir.category_order import (
 from fragrelease.idpir.mechanisms import IRMechanism, get_mechanism
 from fragrelease.idpir.microaggregation import check_k, cluster_count
 from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS, check_postprocess, finish_centroids
-from fragrelease.rng import NoiseSource, SecureLaplace, secure_random_keys
+from fragrelease.rng import NoiseSource, SecureLaplace, float_at_most, secure_random_keys
 from fragrelease.schemas.base import Attribute
 from fragrelease.udfs.noise import noisy_centroid_udf
 
@@ -480,7 +480,7 @@ def microaggregate_and_noise(
     c = cluster_count(n, k_used)
     if [b.attribute for b in budgets] != [a.name for a in attrs]:
         raise InvalidParameterError(f"budgets are for {[b.attribute for b in budgets]}, attributes are {[a.name for a in attrs]}")
-    eps = [float(b.centroids) for b in budgets]  # Fraction → float only here, for the scale
+    eps = [float_at_most(b.centroids) for b in budgets]  # Fraction → float (rounded down) only here, for the scale
     rank_orders: dict[str, tuple[str, ...]] = {}
     for a in attrs:
         if a.categorical:
@@ -684,7 +684,7 @@ def microaggregate_and_noise(
 
 
 def _scales(stats: DataFrame, params: DataFrame, mech: IRMechanism, k: int, c: int) -> DataFrame:
-    """Per attribute ``scale = Δ / ε_centroids`` (``attr int, scale double``), computed on the executors.
+    """Per attribute ``scale ≈ Δ / ε_centroids`` for its c centroids (``attr int, scale double``), on the executors.
 
     Four order statistics per attribute (the first cluster's minimum, the last cluster's extremes
     and size, the second-to-last cluster's maximum) are aggregated in Spark; one task per attribute
@@ -708,7 +708,7 @@ def _scales(stats: DataFrame, params: DataFrame, mech: IRMechanism, k: int, c: i
         delta = mech.sensitivity_from_extremes(float(r["min_first"]), float(r["min_last"]), second,
                                                float(r["max_last"]), k=k, size_last=int(r["size_last"]),
                                                n_clusters=c, lo=float(r["lo"]), hi=float(r["hi"]))
-        return pd.DataFrame({"attr": [int(r["attr"])], "scale": [mech.scale(delta, float(r["eps"]))]})
+        return pd.DataFrame({"attr": [int(r["attr"])], "scale": [mech.scale(delta, float(r["eps"]), c)]})
 
     return edges.groupBy("attr").applyInPandas(scale_of, "attr int, scale double")
 
