@@ -45,10 +45,16 @@ def test_unknown_order_is_refused_naming_it():
         split_attribute_budget("a", Fraction(1), categorical=True, category_order="frequency", share=Fraction(1, 10))
 
 
-def test_histogram_scale_is_two_over_epsilon():
-    assert histogram_scale(Fraction(1, 4)) == 8.0
+def test_histogram_scale_is_two_over_epsilon_calibrated_by_the_map():
+    """2/ε plus the grid's slack (at most 2**-40 per category), and OpenDP's map at Δ = 2 is ≤ ε."""
+    from fragrelease.rng import laplace_epsilon
+
+    for m in (2, 40, 1000):
+        b = histogram_scale(Fraction(1, 4), m)
+        assert 8.0 < b <= (2 + m * 2.0 ** -40) * 4 * (1 + 1e-15)
+        assert laplace_epsilon(b, 2.0, m) <= Fraction(1, 4)
     with pytest.raises(InvalidParameterError):
-        histogram_scale(0)
+        histogram_scale(0, 3)
 
 
 def test_order_ties_break_by_declared_order_not_by_name():

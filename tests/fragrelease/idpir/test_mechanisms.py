@@ -8,7 +8,7 @@ from scipy import stats
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.mechanisms import clamp_and_round, laplace_scale, perturb_centroids, protect_attribute
 from fragrelease.idpir.microaggregation import check_k, cluster_bounds, cluster_count, ir_centroids, ir_clusters
-from fragrelease.rng import SecureLaplace, secure_random_keys
+from fragrelease.rng import SecureLaplace, calibrated_laplace_scale, secure_random_keys
 
 
 def test_cluster_sizes_remainder_joins_last():
@@ -38,11 +38,13 @@ def test_check_k_refuses(k, n):
 
 
 def test_laplace_scale_and_errors():
-    assert laplace_scale(2.0, Fraction(1, 10)) == pytest.approx(20.0)
+    assert laplace_scale(2.0, Fraction(1, 10), 7) == pytest.approx(20.0, rel=1e-11)
     with pytest.raises(InvalidParameterError, match="-1"):
-        laplace_scale(-1.0, 1)
+        laplace_scale(-1.0, 1, 7)
     with pytest.raises(InvalidParameterError, match="epsilon"):
-        laplace_scale(1.0, 0)
+        laplace_scale(1.0, 0, 7)
+    with pytest.raises(InvalidParameterError, match="size.*0"):
+        laplace_scale(1.0, 1, 0)
 
 
 def test_rounding_only_after_noise_and_clamp():
@@ -140,6 +142,7 @@ def test_registry_is_the_one_definition_of_each_mechanism():
             expected = (dp_ir_sensitivity(-1.0, 21.0, k) if name == "dp-ir"
                         else idp_ir_sensitivity(x, m.k_used(k), -1.0, 21.0))
             assert from_extremes == expected
-            assert m.scale(from_extremes, 0.5) == from_extremes / 0.5
+            c = len(bounds)
+            assert m.scale(from_extremes, 0.5, c) == calibrated_laplace_scale(from_extremes, 0.5, c)
     with pytest.raises(InvalidParameterError, match="'laplace'"):
         get_mechanism("laplace")
