@@ -16,6 +16,7 @@ There are no seeds here. Tests that need reproducible noise pass their own :clas
 """
 from __future__ import annotations
 
+import functools
 import secrets
 from fractions import Fraction
 from typing import Any, Optional, Protocol
@@ -185,7 +186,14 @@ def calibrated_laplace_scale(sensitivity: float, epsilon: Fraction | float, size
         raise InvalidParameterError(f"epsilon must be > 0, not {epsilon}")
     if int(size) != size or size < 1:
         raise InvalidParameterError(f"vector size must be an integer >= 1, not {size}")
-    slack = int(size) * (Fraction(2) ** LAPLACE_GRANULARITY_EXPONENT - Fraction(2) ** -1074)
+    return _calibrated(sensitivity, float(eps), int(size))
+
+
+@functools.lru_cache(maxsize=65_536)
+def _calibrated(sensitivity: float, epsilon: float, size: int) -> float:
+    """:func:`calibrated_laplace_scale` on checked arguments (cached: the evaluation grid repeats them)."""
+    eps = Fraction(epsilon)
+    slack = size * (Fraction(2) ** LAPLACE_GRANULARITY_EXPONENT - Fraction(2) ** -1074)
     b = float((Fraction(sensitivity) + slack) / eps)
     if not (np.isfinite(b) and b > 0):
         raise InvalidParameterError(f"no finite Laplace scale for sensitivity {sensitivity} and epsilon {epsilon}")
