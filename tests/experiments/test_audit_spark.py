@@ -33,6 +33,7 @@ from fragrelease.idpir.mechanisms import laplace_scale, sensitivity
 from fragrelease.idpir.microaggregation import ir_clusters
 from fragrelease.jobs.idpir.protect import protect_fragment
 from fragrelease.schemas.base import Attribute
+from fragrelease.rng import laplace_epsilon
 from fragrelease.udfs.noise import noisy_centroid_udf
 
 K, EPS, LO, HI, N = 12, Fraction(2), 0.0, 100.0, 24
@@ -80,8 +81,10 @@ def secure_runs(spark, centroids, scale, runs):
 def test_spark_clusters_and_scale_equal_the_audited_reference(calibrated):
     x, y, shift, c, c2, b = calibrated
     assert np.array_equal(c, centroid_vector(x, K)) and np.array_equal(c2, centroid_vector(y, K))
-    b_ref = laplace_scale(sensitivity("idp-ir", x, K, LO, HI), EPS)
+    delta = sensitivity("idp-ir", x, K, LO, HI)
+    b_ref = laplace_scale(delta, EPS, len(c))
     assert b == pytest.approx(b_ref, rel=1e-9)
+    assert laplace_epsilon(b_ref, delta, len(c)) <= EPS  # OpenDP's map of the sampler's measurement at Δ
     assert shift == pytest.approx(b_ref * float(EPS))  # the worst neighbour attains Δ: the loss is tight
 
 
