@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import secrets
 from fractions import Fraction
+from types import SimpleNamespace
 from typing import Any, Optional, Protocol
 
 import numpy as np
@@ -65,13 +66,23 @@ _MEASUREMENTS: dict[tuple[float, Optional[int]], object] = {}
 _MAX_CACHED = 4096
 
 
-def _opendp():
-    import opendp.prelude as dp
+@functools.lru_cache(maxsize=1)
+def _opendp() -> SimpleNamespace:
+    """OpenDP's constructors, imported module by module.
+
+    ``opendp.prelude`` would also import OpenDP's scikit-learn extras when scikit-learn is installed
+    (several seconds in every driver and Python worker process); the release needs only these.
+    """
+    import opendp.domains as domains
+    import opendp.measurements as measurements
+    import opendp.metrics as metrics
+    from opendp.mod import enable_features
 
     # make_laplace over floats is in OpenDP's "contrib" set (vetted by its maintainers, not yet
     # formally proven); see docs/privacy.md.
-    dp.enable_features("contrib")
-    return dp
+    enable_features("contrib")
+    return SimpleNamespace(m=measurements, vector_domain=domains.vector_domain, atom_domain=domains.atom_domain,
+                           l1_distance=metrics.l1_distance, l2_distance=metrics.l2_distance)
 
 
 def laplace_measurement(scale: float, size: Optional[int]):
@@ -389,10 +400,7 @@ class SecureDiffGenRandomness:
     name = "secure (secrets Gumbel/uniform, OpenDP Laplace/Gaussian)"
 
     def __init__(self) -> None:
-        import opendp.prelude as dp
-
-        dp.enable_features("contrib")
-        self._dp = dp
+        self._dp = _opendp()
         self._laplace = SecureLaplace(exact=True)  # leaf counts: scale 2/ε, OpenDP's exact grid
         self._gauss: dict[float, Any] = {}  # OpenDP measurements (opendp ships no type information)
 

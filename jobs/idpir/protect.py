@@ -543,6 +543,13 @@ def microaggregate_and_noise(
         if pending:
             yield flush(pd.concat(pending, ignore_index=True))
 
+    if buckets == 1:
+        # every attribute fits one task (<= _VALUES_PER_BUCKET values): protect it there in one call
+        # of the numpy mechanism, skipping the distributed ranking and its stored intermediates
+        return _protect_whole_attributes(
+            keyed.mapInPandas(runs_of, run_schema), attrs, budgets=budgets, k=k, n=n, mechanism=mechanism,
+            noise=noise, postprocess=postprocess, carry_rid=carry_rid, rid_type=rid_type, rank_orders=rank_orders,
+            id_type=df.schema[id_column].dataType, id_column=id_column, clock=clock)
     runs = keyed.mapInPandas(runs_of, run_schema).localCheckpoint(eager=True)
     clock.lap("cut into bucket arrays (map, stored)")
     counts = {(int(r["attr"]), int(r["bucket"])): int(r["m"])
@@ -634,10 +641,6 @@ def microaggregate_and_noise(
         routed, ["attr", "bucket"])
 
     groups = max(1, math.ceil(n / _ROWS_PER_ASSEMBLY))
-    values_schema = T.StructType([
-        T.StructField("group", T.IntegerType()), T.StructField("attr", T.IntegerType()),
-        T.StructField("rid", T.ArrayType(rid_type)), T.StructField("value", T.ArrayType(T.DoubleType())),
-    ])
 
     def values_of(batches):
         for pdf in batches:
@@ -656,10 +659,33 @@ def microaggregate_and_noise(
                         rows.append((int(g[part[0]]), int(rec.attr), rid[part], value[part]))
             yield pd.DataFrame(rows, columns=["group", "attr", "rid", "value"])
 
+    values = joined.mapInPandas(values_of, _values_schema(rid_type))
+    return _line_up(values, attrs, rid_type=rid_type, rank_orders=rank_orders, id_type=df.schema[id_column].dataType,
+                    id_column=id_column)
+
+
+def _values_schema(rid_type: T.DataType) -> T.StructType:
+    """``(group, attr, rid, value)``: one attribute's released values for the ids of one assembly group."""
+    return T.StructType([
+        T.StructField("group", T.IntegerType()), T.StructField("attr", T.IntegerType()),
+        T.StructField("rid", T.ArrayType(rid_type)), T.StructField("value", T.ArrayType(T.DoubleType())),
+    ])
+
+
+def _line_up(values: DataFrame, attrs: Sequence[Attribute], *, rid_type: T.DataType,
+             rank_orders: Mapping[str, Sequence[str]], id_type: T.DataType, id_column: str) -> DataFrame:
+    """One task per assembly group sorts each attribute's ``(rid, value)`` arrays by id and lines them up.
+
+    In: ``(group, attr, rid, value)`` (:func:`_values_schema`), every attribute's values for every id
+    of the group. Out: ``(id_column, *attribute names)``, one row per id; categorical ranks become
+    their labels here, in the Python workers (post-processing of the noisy rank; no plan literal).
+
+    Raises IdentifierError when two attributes disagree on the ids of a group.
+    """
+    l = len(attrs)
     out_schema = T.StructType([T.StructField("rid", rid_type)]
                               + [T.StructField(f"v{j}", T.StringType() if a.categorical else T.DoubleType())
                                  for j, a in enumerate(attrs)])
-    # rank → label, applied in the Python workers (post-processing of the noisy rank; no plan literal)
     labels = {j: np.asarray(rank_orders[a.name], dtype=object) for j, a in enumerate(attrs) if a.categorical}
 
     def assemble(pdf: pd.DataFrame) -> pd.DataFrame:
@@ -676,11 +702,75 @@ def microaggregate_and_noise(
             columns[f"v{int(j)}"] = labels[int(j)][value.astype(np.int64) - 1] if int(j) in labels else value
         return pd.DataFrame({"rid": ids, **{f"v{j}": columns[f"v{j}"] for j in range(l)}})
 
-    wide = (joined.mapInPandas(values_of, values_schema)
-            .groupBy("group").applyInPandas(assemble, out_schema))
-    out_cols = [F.col("rid").cast(df.schema[id_column].dataType).alias(id_column)]
+    wide = values.groupBy("group").applyInPandas(assemble, out_schema)
+    out_cols = [F.col("rid").cast(id_type).alias(id_column)]
     out_cols += [F.col(f"v{j}").alias(a.name) for j, a in enumerate(attrs)]
     return wide.select(*out_cols)
+
+
+def _protect_whole_attributes(runs: DataFrame, attrs: Sequence[Attribute], *, budgets: Sequence[AttributeBudget],
+                              k: int, n: int, mechanism: str, noise: Optional[NoiseSource], postprocess: str,
+                              carry_rid: bool, rid_type: T.DataType, rank_orders: Mapping[str, Sequence[str]],
+                              id_type: T.DataType, id_column: str, clock: _StageClock) -> DataFrame:
+    """Fragments of at most ``_VALUES_PER_BUCKET`` rows: one task per attribute runs the numpy mechanism.
+
+    In: ``runs`` = ``(attr, bucket, x, key[, rid])`` arrays (one bucket per attribute). Each task
+    concatenates its attribute's n values and calls
+    :func:`fragrelease.idpir.mechanisms.protect_attribute` (the one definition of the mechanism:
+    ranking with ties broken by the tie key, centroids, sensitivity, calibrated scale, one Laplace
+    draw per cluster from the secure sampler, post-processing); the local sensitivity and the scale
+    never leave the task. Its output (the released value of every id) is materialized at once, so
+    the noise is drawn once. Memory per task: the attribute's n values, as in a bucket of the
+    distributed path. Out: as :func:`microaggregate_and_noise`.
+    """
+    from fragrelease.idpir.mechanisms import protect_attribute
+
+    # public: declared domains and each attribute's centroid budget (exact Fraction)
+    specs = {j: (a.name, *a.bounds(), a.categorical, Fraction(b.centroids)) for j, (a, b) in enumerate(zip(attrs, budgets))}
+    out_schema = T.StructType([
+        T.StructField("attr", T.IntegerType()), T.StructField("key", T.ArrayType(T.LongType())),
+        *([T.StructField("rid", T.ArrayType(rid_type))] if carry_rid else []),
+        T.StructField("value", T.ArrayType(T.DoubleType())),
+    ])
+
+    def protect_one(pdf: pd.DataFrame) -> pd.DataFrame:
+        j = int(pdf["attr"].iloc[0])
+        x = np.concatenate(pdf["x"].to_list())
+        key = np.concatenate(pdf["key"].to_list()).astype(np.int64)
+        name, lo, hi, categorical, eps = specs[j]
+        if x.size != n:
+            raise SchemaMismatchError(f"attribute {name!r} has {x.size} values, expected {n} rows")
+        value = protect_attribute(x, k=k, lo=lo, hi=hi, epsilon_attribute=eps, mechanism=mechanism,
+                                  noise=noise if noise is not None else SecureLaplace(), attribute=name,
+                                  tiebreak=key, categorical=categorical, postprocess=postprocess)
+        out = {"attr": [j], "key": [key]}
+        if carry_rid:
+            out["rid"] = [np.concatenate(pdf["rid"].to_list())]
+        out["value"] = [value]
+        return pd.DataFrame(out)
+
+    # Materialize the noise once: nothing downstream may re-run protect_one.
+    protected = runs.groupBy("attr").applyInPandas(protect_one, out_schema).localCheckpoint(eager=True)
+    clock.lap("protect each attribute in one task (stored)")
+    groups = max(1, math.ceil(n / _ROWS_PER_ASSEMBLY))
+
+    def values_of(batches):
+        for pdf in batches:
+            rows = []
+            for rec in pdf.itertuples(index=False):
+                key = np.asarray(rec.key, dtype=np.int64)
+                rid = np.asarray(rec.rid) if carry_rid else key
+                value = np.asarray(rec.value, dtype=float)
+                g = _assembly_bucket(key, groups)
+                order = np.argsort(g, kind="stable")
+                bounds = np.flatnonzero(np.diff(g[order])) + 1
+                for part in np.split(order, bounds):
+                    if part.size:
+                        rows.append((int(g[part[0]]), int(rec.attr), rid[part], value[part]))
+            yield pd.DataFrame(rows, columns=["group", "attr", "rid", "value"])
+
+    return _line_up(protected.mapInPandas(values_of, _values_schema(rid_type)), attrs, rid_type=rid_type,
+                    rank_orders=rank_orders, id_type=id_type, id_column=id_column)
 
 
 def _scales(stats: DataFrame, params: DataFrame, mech: IRMechanism, k: int, c: int) -> DataFrame:
