@@ -93,4 +93,9 @@ command -v spark-submit >/dev/null 2>&1 || {
   PATH="$sparkbin:$PATH"
 }
 export PYSPARK_PYTHON="${PYSPARK_PYTHON:-$py}"
+case "$master" in
+  # a standalone master on this machine's loopback (scripts/standalone-cluster.sh): the driver binds
+  # there too, so no party's traffic leaves the machine's loopback interface
+  spark://127.*|spark://localhost:*) export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}" ;;
+esac
 exec "${cmd[@]}"
