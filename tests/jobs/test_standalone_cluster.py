@@ -34,7 +34,7 @@ SUBMIT = ROOT / "spark-submit.sh"
 HOOK = ROOT / "tests" / "helpers" / "executor_hook"
 OWNERS = {"a": 150, "b": 250}
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.spark]  # needs Java: deselected by -m "not spark" too
 
 
 def _java() -> bool:

@@ -63,7 +63,7 @@ def _patch(name: str, module) -> None:
             _append("draws", {"attribute": [str(a) for a in np.asarray(attributes)],
                               "cluster": [int(c) for c in np.asarray(clusters)],
                               "value": [float(v) for v in np.asarray(out)],
-                              "package_file": getattr(package, "__file__", None)})
+                              "package_file": os.path.abspath(getattr(package, "__file__", "") or "")})
             return out
 
         module.noisy_centroids = noisy_centroids
