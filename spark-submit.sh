@@ -52,6 +52,10 @@ if [ -z "$py" ]; then
 fi
 version=$(sed -n 's/^__version__ = "\([^"]*\)".*/\1/p' "$here/fragrelease/__init__.py" | head -1)  # the one version source
 wheel="$here/dist/fragrelease-${version}-py3-none-any.whl"
+# What is shipped: the same (pure-Python) wheel under a .zip name. PySpark puts --py-files on the
+# executors' Python path only for .zip, .egg and .jar files; a .whl is fetched but never imported,
+# so executors would need fragrelease installed on every node.
+shipped="$here/dist/fragrelease-${version}-py3-none-any.zip"
 
 if [ "$delta" = 1 ] && [ -z "$delta_version" ]; then
   delta_version=$("$py" -c 'import importlib.metadata as m; print(m.version("delta-spark"))' 2>/dev/null) \
@@ -68,7 +72,7 @@ for a in "$@"; do
   fi
 done
 
-cmd=(spark-submit --master "$master" --deploy-mode "$deploy_mode" --name "fragrelease $*" --py-files "$wheel")
+cmd=(spark-submit --master "$master" --deploy-mode "$deploy_mode" --name "fragrelease $*" --py-files "$shipped")
 if [ "$delta" = 1 ]; then
   cmd+=(--packages "io.delta:delta-spark_2.13:${delta_version}"
         --conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension
@@ -87,10 +91,16 @@ if [ "$build" = 1 ]; then
   "$py" -m pip wheel --quiet --no-deps -w "$here/dist" "$here" >/dev/null
 fi
 [ -f "$wheel" ] || die "wheel $wheel not found (build failed, or --no-build without a wheel)"
+if [ ! -f "$shipped" ] || ! cmp -s "$wheel" "$shipped"; then cp -f "$wheel" "$shipped"; fi
 command -v spark-submit >/dev/null 2>&1 || {
   # pyspark ships spark-submit in its bin folder
   sparkbin=$("$py" -c 'import pyspark, os; print(os.path.join(os.path.dirname(pyspark.__file__), "bin"))')
   PATH="$sparkbin:$PATH"
 }
 export PYSPARK_PYTHON="${PYSPARK_PYTHON:-$py}"
+case "$master" in
+  # a standalone master on this machine's loopback (scripts/standalone-cluster.sh): the driver binds
+  # there too, so no party's traffic leaves the machine's loopback interface
+  spark://127.*|spark://localhost:*) export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}" ;;
+esac
 exec "${cmd[@]}"

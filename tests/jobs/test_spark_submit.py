@@ -25,7 +25,8 @@ def test_dry_run_prints_the_command_with_delta_and_config():
     assert "spark.executor.memory=4g" in argv
     from fragrelease import __version__
 
-    assert argv[argv.index("--py-files") + 1].endswith(f"dist/fragrelease-{__version__}-py3-none-any.whl")
+    # the wheel under a .zip name: PySpark puts only .zip/.egg/.jar py-files on the executors' path
+    assert argv[argv.index("--py-files") + 1].endswith(f"dist/fragrelease-{__version__}-py3-none-any.zip")
     assert argv[argv.index("--files") + 1] == "conf/adult-horizontal.yaml"
     entry = [a for a in argv if a.endswith("spark_entry.py")][0]
     tail = argv[argv.index(entry) + 1:]
