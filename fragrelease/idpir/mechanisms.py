@@ -156,6 +156,44 @@ def noisy_centroids(centroids: np.ndarray, scales: np.ndarray, attributes: np.nd
     return noise.perturb(np.asarray(centroids, float), np.asarray(scales, float), attributes, clusters)
 
 
+def draw_attribute(
+    values: np.ndarray,
+    *,
+    k: int,
+    lo: float,
+    hi: float,
+    epsilon_attribute: Fraction | float,
+    mechanism: str,
+    noise: NoiseSource,
+    attribute: str = "a",
+    tiebreak: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The randomized part of :func:`protect_attribute`: IR clusters and their raw noisy centroids.
+
+    Parameters as :func:`protect_attribute`. Returns ``(clusters, noisy, sizes)``: the cluster index
+    of every value (shape (n,), original order), the noisy centroids before any post-processing
+    (shape (c,), unclamped, in the values' unit) and the cluster sizes (shape (c,)).
+    :func:`fragrelease.idpir.postprocess.finish_centroids` on ``(noisy, sizes)`` then gives the
+    released value of every cluster (post-processing: no further access to the values).
+
+    Raises
+    ------
+    InvalidParameterError
+        A value outside [lo, hi], an unknown mechanism or k out of range.
+    """
+    values = np.asarray(values, dtype=float)
+    if np.any(values < lo) or np.any(values > hi):
+        raise InvalidParameterError(f"values of {attribute!r} must lie in [{lo}, {hi}]")
+    mech = get_mechanism(mechanism)
+    k_used = mech.k_used(k)
+    clusters = ir_clusters(values, k_used, tiebreak)
+    centroids = ir_centroids(values, clusters)
+    c = len(centroids)
+    scale = mech.scale(mech.sensitivity(values, k, lo, hi), epsilon_attribute, c)
+    noisy = noisy_centroids(centroids, np.full(c, scale), np.full(c, attribute, dtype=object), np.arange(c), noise)
+    return clusters, noisy, np.bincount(clusters, minlength=c)
+
+
 def protect_attribute(
     values: np.ndarray,
     *,
@@ -198,16 +236,7 @@ def protect_attribute(
     -------
     array of shape (n,): each value replaced by its cluster's released value, original order kept.
     """
-    values = np.asarray(values, dtype=float)
-    if np.any(values < lo) or np.any(values > hi):
-        raise InvalidParameterError(f"values of {attribute!r} must lie in [{lo}, {hi}]")
-    mech = get_mechanism(mechanism)
-    k_used = mech.k_used(k)
-    clusters = ir_clusters(values, k_used, tiebreak)
-    centroids = ir_centroids(values, clusters)
-    c = len(centroids)
-    scale = mech.scale(mech.sensitivity(values, k, lo, hi), epsilon_attribute, c)
-    noisy = noisy_centroids(centroids, np.full(c, scale), np.full(c, attribute, dtype=object), np.arange(c), noise)
-    sizes = np.bincount(clusters, minlength=c)
+    clusters, noisy, sizes = draw_attribute(values, k=k, lo=lo, hi=hi, epsilon_attribute=epsilon_attribute,
+                                            mechanism=mechanism, noise=noise, attribute=attribute, tiebreak=tiebreak)
     return finish_centroids(noisy, sizes, lo, hi, categorical, postprocess)[clusters]
 

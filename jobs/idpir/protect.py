@@ -716,42 +716,65 @@ def _protect_whole_attributes(runs: DataFrame, attrs: Sequence[Attribute], *, bu
 
     In: ``runs`` = ``(attr, bucket, x, key[, rid])`` arrays (one bucket per attribute). Each task
     concatenates its attribute's n values and calls
-    :func:`fragrelease.idpir.mechanisms.protect_attribute` (the one definition of the mechanism:
-    ranking with ties broken by the tie key, centroids, sensitivity, calibrated scale, one Laplace
-    draw per cluster from the secure sampler, post-processing); the local sensitivity and the scale
-    never leave the task. Its output (the released value of every id) is materialized at once, so
-    the noise is drawn once. Memory per task: the attribute's n values, as in a bucket of the
-    distributed path. Out: as :func:`microaggregate_and_noise`.
+    :func:`fragrelease.idpir.mechanisms.draw_attribute` (the one definition of the mechanism, the
+    same the numpy reference :func:`~fragrelease.idpir.mechanisms.protect_attribute` runs: ranking
+    with ties broken by the tie key, centroids, sensitivity, calibrated scale, one Laplace draw per
+    cluster from the secure sampler); the local sensitivity and the scale never leave the task. The
+    raw noisy centroids are materialized at once, so the noise is drawn once; then
+    :func:`fragrelease.idpir.postprocess.finish_centroids` post-processes them, as in the distributed
+    path. Memory per task: the attribute's n values, as in a bucket of the distributed path.
+    Out: as :func:`microaggregate_and_noise`.
     """
-    from fragrelease.idpir.mechanisms import protect_attribute
+    from fragrelease.idpir.mechanisms import draw_attribute
 
     # public: declared domains and each attribute's centroid budget (exact Fraction)
     specs = {j: (a.name, *a.bounds(), a.categorical, Fraction(b.centroids)) for j, (a, b) in enumerate(zip(attrs, budgets))}
+    drawn_schema = T.StructType([
+        T.StructField("attr", T.IntegerType()), T.StructField("key", T.ArrayType(T.LongType())),
+        *([T.StructField("rid", T.ArrayType(rid_type))] if carry_rid else []),
+        T.StructField("cluster", T.ArrayType(T.LongType())), T.StructField("noisy", T.ArrayType(T.DoubleType())),
+        T.StructField("size", T.ArrayType(T.LongType())),
+    ])
+
+    def draw_one(pdf: pd.DataFrame) -> pd.DataFrame:
+        j = int(pdf["attr"].iloc[0])
+        x = np.concatenate(pdf["x"].to_list())
+        key = np.concatenate(pdf["key"].to_list()).astype(np.int64)
+        name, lo, hi, _, eps = specs[j]
+        if x.size != n:
+            raise SchemaMismatchError(f"attribute {name!r} has {x.size} values, expected {n} rows")
+        cluster, noisy, size = draw_attribute(x, k=k, lo=lo, hi=hi, epsilon_attribute=eps, mechanism=mechanism,
+                                              noise=noise if noise is not None else SecureLaplace(), attribute=name,
+                                              tiebreak=key)
+        out = {"attr": [j], "key": [key]}
+        if carry_rid:
+            out["rid"] = [np.concatenate(pdf["rid"].to_list())]
+        out.update(cluster=[cluster], noisy=[noisy], size=[size])
+        return pd.DataFrame(out)
+
+    # Materialize the raw noise once: nothing downstream may re-run draw_one.
+    drawn = runs.groupBy("attr").applyInPandas(draw_one, drawn_schema).localCheckpoint(eager=True)
+    clock.lap("draw each attribute's noisy centroids in one task (stored)")
     out_schema = T.StructType([
         T.StructField("attr", T.IntegerType()), T.StructField("key", T.ArrayType(T.LongType())),
         *([T.StructField("rid", T.ArrayType(rid_type))] if carry_rid else []),
         T.StructField("value", T.ArrayType(T.DoubleType())),
     ])
 
-    def protect_one(pdf: pd.DataFrame) -> pd.DataFrame:
-        j = int(pdf["attr"].iloc[0])
-        x = np.concatenate(pdf["x"].to_list())
-        key = np.concatenate(pdf["key"].to_list()).astype(np.int64)
-        name, lo, hi, categorical, eps = specs[j]
-        if x.size != n:
-            raise SchemaMismatchError(f"attribute {name!r} has {x.size} values, expected {n} rows")
-        value = protect_attribute(x, k=k, lo=lo, hi=hi, epsilon_attribute=eps, mechanism=mechanism,
-                                  noise=noise if noise is not None else SecureLaplace(), attribute=name,
-                                  tiebreak=key, categorical=categorical, postprocess=postprocess)
-        out = {"attr": [j], "key": [key]}
-        if carry_rid:
-            out["rid"] = [np.concatenate(pdf["rid"].to_list())]
-        out["value"] = [value]
-        return pd.DataFrame(out)
+    def finish(batches):
+        # post-processing of the materialized noisy centroids (public sizes and domain only)
+        for pdf in batches:
+            for rec in pdf.itertuples(index=False):
+                name, lo, hi, categorical, _ = specs[int(rec.attr)]
+                released = finish_centroids(np.asarray(rec.noisy, dtype=float), np.asarray(rec.size, dtype=float),
+                                            lo, hi, categorical, postprocess)
+                out = {"attr": [int(rec.attr)], "key": [np.asarray(rec.key, dtype=np.int64)]}
+                if carry_rid:
+                    out["rid"] = [np.asarray(rec.rid)]
+                out["value"] = [released[np.asarray(rec.cluster, dtype=np.int64)]]
+                yield pd.DataFrame(out)
 
-    # Materialize the noise once: nothing downstream may re-run protect_one.
-    protected = runs.groupBy("attr").applyInPandas(protect_one, out_schema).localCheckpoint(eager=True)
-    clock.lap("protect each attribute in one task (stored)")
+    protected = drawn.mapInPandas(finish, out_schema)
     groups = max(1, math.ceil(n / _ROWS_PER_ASSEMBLY))
 
     def values_of(batches):
