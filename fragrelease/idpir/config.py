@@ -23,6 +23,7 @@ from fragrelease.budget import parse_epsilon
 from fragrelease.errors import ConfigError, InvalidParameterError
 from fragrelease.idpir.category_order import DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE, parse_share
 from fragrelease.idpir.mechanisms import get_mechanism
+from fragrelease.table_names import check_table_name
 from fragrelease.validation import format_validation_error, read_yaml_mapping
 
 
@@ -35,23 +36,57 @@ def _checked(value, parse):
     return value
 
 
+def _table_name(v: Optional[str]) -> Optional[str]:
+    return None if v is None else _checked(v, check_table_name)
+
+
 class SourceConfig(BaseModel):
-    """Where a table lives: ``path`` (local, dbfs:/, s3a://, ...) and ``format``."""
+    """Where a table lives: ``path`` (local, dbfs:/, s3a://, ...) with ``format``, or a catalog ``table``.
+
+    ``table`` (``db.name``, read with ``spark.table``; :mod:`fragrelease.table_names`) and ``path``
+    are exclusive; ``format`` and ``options`` apply to ``path`` only.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    path: str
+    path: Optional[str] = None
+    table: Optional[str] = None
     format: Literal["parquet", "csv", "delta"] = "parquet"
     options: dict[str, str] = Field(default_factory=dict)
 
+    @field_validator("table")
+    @classmethod
+    def _table_ok(cls, v: Optional[str]) -> Optional[str]:
+        return _table_name(v)
+
+    @model_validator(mode="after")
+    def _one_place(self) -> SourceConfig:
+        if (self.path is None) == (self.table is None):
+            raise ValueError(f"give exactly one of 'path' and 'table' (got path={self.path!r}, table={self.table!r})")
+        if self.table is not None and ("format" in self.model_fields_set or self.options):
+            raise ValueError(f"'format' and 'options' apply to 'path' only; table {self.table!r} is read with spark.table")
+        return self
+
 
 class LedgerConfig(BaseModel):
-    """An owner's privacy-budget ledger: a Delta table and the lifetime ε per dataset."""
+    """An owner's privacy-budget ledger: a Delta table (``path``, or a catalog ``table``) and the lifetime ε per dataset."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    path: str
+    path: Optional[str] = None
+    table: Optional[str] = None
     lifetime_epsilon: Union[str, float, int]
+
+    @field_validator("table")
+    @classmethod
+    def _table_ok(cls, v: Optional[str]) -> Optional[str]:
+        return _table_name(v)
+
+    @model_validator(mode="after")
+    def _one_place(self) -> LedgerConfig:
+        if (self.path is None) == (self.table is None):
+            raise ValueError(f"give exactly one of 'path' and 'table' (got path={self.path!r}, table={self.table!r})")
+        return self
 
     @field_validator("lifetime_epsilon")
     @classmethod
@@ -99,7 +134,10 @@ class ReleaseConfig(BaseModel):
     owners: tuple[OwnerConfig, ...]
     source: Optional[SourceConfig] = None
     work_dir: str
-    output: str
+    #: where the release is committed: a Delta table folder (``output``) or a catalog table name
+    #: (``output_table``, ``db.name``); exactly one
+    output: Optional[str] = None
+    output_table: Optional[str] = None
     if_exists: Literal["error", "new-version"] = "error"
     reports: bool = True
     #: rank order of categorical attributes (docs/specification.md §1): dp-frequency or declared
@@ -126,6 +164,11 @@ class ReleaseConfig(BaseModel):
     def _mechanism_ok(cls, v: str) -> str:
         return _checked(v, get_mechanism)
 
+    @field_validator("output_table")
+    @classmethod
+    def _output_table_ok(cls, v: Optional[str]) -> Optional[str]:
+        return _table_name(v)
+
     @field_validator("k")
     @classmethod
     def _k_ok(cls, v: int) -> int:
@@ -135,6 +178,9 @@ class ReleaseConfig(BaseModel):
 
     @model_validator(mode="after")
     def _owners_ok(self) -> ReleaseConfig:
+        if (self.output is None) == (self.output_table is None):
+            raise ValueError(f"give exactly one of 'output' (a path) and 'output_table' (a catalog table name); got "
+                             f"output={self.output!r}, output_table={self.output_table!r}")
         if self.keep_id and self.linkage == "unlinked":
             raise ValueError("keep_id: true cannot be used with linkage: unlinked (the id would link the rows)")
         if len(self.owners) < 2:
@@ -156,7 +202,7 @@ class ReleaseConfig(BaseModel):
                     raise ValueError(f"owner {o.name!r}: a vertical owner must list its 'attributes'")
             if o.private_dir is not None:
                 for shared, key in ((self.work_dir, "work_dir"), (self.output, "output")):
-                    if _within(o.private_dir, shared):
+                    if shared is not None and _within(o.private_dir, shared):
                         raise ValueError(f"owner {o.name!r}: private_dir {o.private_dir!r} lies under the shared "
                                          f"{key} {shared!r}; an owner's private files must stay out of it")
         return self
