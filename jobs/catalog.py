@@ -241,3 +241,36 @@ def release_exists(spark, output: Optional[str], output_table: Optional[str]) ->
     if output_table is not None and table_exists(spark, output_table):
         return True
     return is_delta_table(output_location(spark, output, output_table))
+
+
+def with_table_names(cfg, *, owner: Optional[str] = None, source_table: Optional[str] = None,
+                     output_table: Optional[str] = None):
+    """``cfg`` (a :class:`fragrelease.idpir.config.ReleaseConfig`) with table names given as job parameters.
+
+    ``source_table`` replaces ``owner``'s source with ``{table: source_table}``; ``output_table``
+    replaces the release target (``output`` is dropped). Empty strings mean "not given" (Databricks
+    passes unset job parameters as ``""``). The result is validated again.
+
+    Raises
+    ------
+    ConfigError
+        An invalid name, an unknown owner, or ``source_table`` without ``owner``.
+    """
+    from fragrelease.idpir.config import config_from_dict
+
+    source_table, output_table = source_table or None, output_table or None
+    if source_table is None and output_table is None:
+        return cfg
+    data = cfg.model_dump(mode="json", exclude_none=True)
+    if output_table is not None:
+        data.pop("output", None)
+        data["output_table"] = output_table
+    if source_table is not None:
+        names = [o["name"] for o in data["owners"]]
+        if owner not in names:
+            raise ConfigError(f"source table {source_table!r} given for owner {owner!r}, who is not in {names}")
+        for o in data["owners"]:
+            if o["name"] == owner:
+                o.pop("rows", None)
+                o["source"] = {"table": source_table}
+    return config_from_dict(data, source="configuration with job parameters")

@@ -63,7 +63,7 @@ class SourceConfig(BaseModel):
     def _one_place(self) -> SourceConfig:
         if (self.path is None) == (self.table is None):
             raise ValueError(f"give exactly one of 'path' and 'table' (got path={self.path!r}, table={self.table!r})")
-        if self.table is not None and ("format" in self.model_fields_set or self.options):
+        if self.table is not None and (self.format != "parquet" or self.options):
             raise ValueError(f"'format' and 'options' apply to 'path' only; table {self.table!r} is read with spark.table")
         return self
 

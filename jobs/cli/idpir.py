@@ -104,39 +104,51 @@ def split(config: str = typer.Argument(...), master: Optional[str] = MASTER):
         console.print(f"{name}: {n:,} records")
 
 
+SOURCE_TABLE = typer.Option(None, "--source-table", help="Read this owner's fragment from this catalog table (db.name).")
+OUTPUT_TABLE = typer.Option(None, "--output-table", help="Commit the release to this catalog table (db.name).")
+
+
+def _tables(cfg: ReleaseConfig, owner: Optional[str] = None, source_table: Optional[str] = None,
+            output_table: Optional[str] = None) -> ReleaseConfig:
+    from fragrelease.jobs.catalog import with_table_names
+
+    return with_table_names(cfg, owner=owner, source_table=source_table, output_table=output_table)
+
+
 def owner_metadata(config: str = typer.Option(..., "--config"), owner: str = typer.Option(..., "--owner"),
-                   master: Optional[str] = MASTER):
+                   master: Optional[str] = MASTER, source_table: Optional[str] = SOURCE_TABLE):
     """Validate the owner's fragment and write its public metadata for the aggregator."""
     from fragrelease.jobs.idpir.owner import describe_fragment
 
-    meta = describe_fragment(_spark(master), _config(config), owner)
+    meta = describe_fragment(_spark(master), _tables(_config(config), owner, source_table), owner)
     console.print(f"owner {meta.owner}: {meta.n_records:,} records, {len(meta.attributes)} attributes offered")
 
 
 def owner_protect(config: str = typer.Option(..., "--config"), owner: str = typer.Option(..., "--owner"),
-                  master: Optional[str] = MASTER):
+                  master: Optional[str] = MASTER, source_table: Optional[str] = SOURCE_TABLE):
     """Protect the owner's fragment under the aggregator's plan; write the table and manifest."""
     from fragrelease.jobs.idpir.owner import protect_owner_fragment
 
-    m = protect_owner_fragment(_spark(master), _config(config), owner)
+    m = protect_owner_fragment(_spark(master), _tables(_config(config), owner, source_table), owner)
     console.print(f"owner {m.owner}: protected {m.n_records:,} records with ε_j = {m.epsilon}, k = {m.k} (plan {m.plan_id})")
 
 
-def aggregator_plan(config: str = typer.Option(..., "--config")):
+def aggregator_plan(config: str = typer.Option(..., "--config"), output_table: Optional[str] = OUTPUT_TABLE):
     """Validate the owners' metadata and issue the plan."""
     from fragrelease.jobs.idpir.aggregator import issue_plan
 
-    plan = issue_plan(_config(config))
+    plan = issue_plan(_tables(_config(config), output_table=output_table))
     for o in plan.owners:
         console.print(f"{o.name}: ε_j = {o.epsilon}, per attribute {o.epsilon_per_attribute}, k = {plan.k}")
 
 
-def aggregator_release(config: str = typer.Option(..., "--config"), master: Optional[str] = MASTER):
+def aggregator_release(config: str = typer.Option(..., "--config"), master: Optional[str] = MASTER,
+                       output_table: Optional[str] = OUTPUT_TABLE):
     """Verify the protected fragments, combine them and commit the release."""
     from fragrelease.jobs.idpir.aggregator import release
 
-    result = release(_spark(master), _config(config))
-    console.print(f"release committed: {result['path']} version {result['version']}, {result['rows']:,} rows; "
+    result = release(_spark(master), _tables(_config(config), output_table=output_table))
+    console.print(f"release committed: {result['table'] or result['path']} version {result['version']}, {result['rows']:,} rows; "
                   f"report {result['report']}")
 
 
