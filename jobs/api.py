@@ -367,6 +367,7 @@ class Release:
         }
         self._owners: list[dict] = []
         self._views: list[str] = []
+        self._spent_views = False
         self._config: Optional[ReleaseConfig] = None
 
     @classmethod
@@ -384,7 +385,7 @@ class Release:
             cfg = config_from_dict({**config.model_dump(mode="json", exclude_none=True), **overrides})
         out = cls.__new__(cls)
         out._spark, out._schema, out._work_dir, out._data = spark, None, cfg.work_dir, {}
-        out._owners, out._views, out._config = [], [], cfg
+        out._owners, out._views, out._config, out._spent_views = [], [], cfg, False
         return out
 
     def add_owner(self, name: str, source: Union[DataFrame, str, Mapping[str, Any], None] = None, *,
@@ -478,15 +479,18 @@ class Release:
         BudgetExceededError, SchemaMismatchError, DomainError, IdentifierError
             From the steps; see each step's documentation.
         """
+        if self._spent_views:
+            raise ConfigError("this release already ran with DataFrame owners, whose temporary views are gone; "
+                              "build a new Release (each run spends a new budget)")
         cfg = self.config()
         spark = self.spark
+        self._spent_views = bool(self._views)
         try:
             return _run(spark, cfg, noise=noise, progress=progress, evaluate=evaluate, fresh_work_dir=fresh_work_dir)
         finally:
             for view in self._views:
                 spark.catalog.dropTempView(view)
             self._views.clear()
-            self._config = cfg  # the views are gone: a second run needs new DataFrame sources
 
 
 def _union(frames):

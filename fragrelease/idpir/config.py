@@ -6,10 +6,15 @@ value (``owners.1.rows: Input should be greater than 0 (got -5)``).
 
 Owners' fragments come from one of two places:
 
-- ``source``: the owner's own table (parquet, csv or Delta), the normal case on a cluster;
+- ``source``: the owner's own table (parquet, csv or Delta by ``path``, or a catalog ``table`` read
+  with ``spark.table``), the normal case on a cluster;
 - ``rows`` (horizontal) or ``attributes`` (vertical) without ``source``: a **simulation** for local
   runs and experiments, which cuts the configured dataset (``release.source`` or the built-in table)
   into owner fragments, records assigned to owners at random on every run (docs/specification.md §3).
+
+The release goes to ``output`` (a Delta folder) or ``output_table`` (a catalog table), and a ledger
+to a ``path`` or a ``table``; table names are checked by :mod:`fragrelease.table_names`
+(docs/python-api.md).
 """
 from __future__ import annotations
 

@@ -31,7 +31,6 @@ from fragrelease.idpir.protocol import Manifest, OwnerMetadata, Plan, check_mani
 from fragrelease.jobs.catalog import commit_table, release_exists
 from fragrelease.jobs.idpir.layout import manifest_path, metadata_path, plan_path, protected_path
 from fragrelease.jobs.idpir.protect import _num_partitions, fragment_digests, global_rank
-from fragrelease.jobs.idpir.report import public_report, public_report_path
 from fragrelease.jobs.session import get_spark
 from fragrelease.jobs.storage import commit_delta, is_delta_table, read_delta, read_text, write_text
 from fragrelease.schemas.datasets import resolve_schema
@@ -236,6 +235,9 @@ def release(spark, cfg: ReleaseConfig) -> dict:
     log.info("release committed: version %d of %s", version, cfg.output_table or path)
     report = None
     if cfg.reports:
+        # imported here: the report module selects matplotlib's Agg backend (see owner.py)
+        from fragrelease.jobs.idpir.report import public_report, public_report_path
+
         schema = resolve_schema(cfg.dataset)
         attrs = [schema.attribute(a["name"]) for a in plan.attributes]
         report = public_report(read_delta(spark, path, version), attrs, prov, public_report_path(path, version))

@@ -39,7 +39,6 @@ from fragrelease.jobs.idpir.layout import (
 )
 from fragrelease.jobs.idpir.ledger import record_spend
 from fragrelease.jobs.idpir.protect import content_digest, id_digest, protect_fragment, validate_fragment
-from fragrelease.jobs.idpir.report import owner_report
 from fragrelease.jobs.storage import commit_delta, is_delta_table, read_configured, read_delta, read_text, write_text
 from fragrelease.rng import NoiseSource
 from fragrelease.schemas.base import Attribute, DatasetSchema
@@ -135,6 +134,10 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
     manifest = manifest_for(plan, owner.name, check.n_records, digest)
     write_text(manifest_path(cfg, owner.name), manifest.to_json())
     if cfg.reports:
+        # imported here: the report module selects matplotlib's Agg backend, which a notebook
+        # importing the API must not get unless it asks for reports
+        from fragrelease.jobs.idpir.report import owner_report
+
         owner_report(df, written, attrs, schema.id_column, manifest.model_dump(mode="json"),
                      owner_report_path(cfg, owner))
     log.info("owner %s: protected fragment and manifest written for plan %s", owner.name, plan.plan_id)

@@ -118,6 +118,8 @@ def test_two_owner_release_from_dataframes(spark, owners, tmp_path):
     pd.testing.assert_frame_equal(_sorted(fragment), _sorted(alone))
     # the owners' temporary views are gone once the release ran
     assert not [t for t in spark.catalog.listTables() if t.name.startswith("fragrelease_src_")]
+    with pytest.raises(ConfigError, match="already ran"):  # never a second spend over dropped views
+        release.run()
 
 
 def test_two_owner_release_from_catalog_table_names(spark, owners, database, tmp_path):
