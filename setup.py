@@ -6,9 +6,18 @@ installs them under one namespace, ``fragrelease.jobs``, ``fragrelease.udfs``,
 claim generic top-level names. The Spark-free privacy math lives in ``fragrelease/`` itself.
 """
 import re
+import warnings
 from pathlib import Path
 
 from setuptools import find_packages, setup
+
+# An editable install (scripts/setup.sh: pip install -e) of a package_dir mapping uses setuptools'
+# meta-path finder, which always warns "Editable installation. Please be careful with folders in your
+# working directory with the same name as your package". Here the one such folder, fragrelease/, is
+# the very source the finder maps, so an import from the working directory gets the same files; the
+# mapped folders (jobs/, udfs/, ...) are not named fragrelease.*. The warning says nothing about this
+# project, so a fresh install stays quiet. Every other packaging warning is left on.
+warnings.filterwarnings("ignore", message=r"Editable installation\.")
 
 # one version source: fragrelease/__init__.py
 VERSION = re.search(r'^__version__ = "([^"]+)"', Path(__file__).with_name("fragrelease").joinpath("__init__.py")

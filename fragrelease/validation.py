@@ -1,12 +1,24 @@
-"""Reading YAML files into dicts and reporting pydantic errors by key and value (configs, schemas)."""
+"""Checks that need no data: YAML files into dicts, pydantic errors by key and value, table-name
+syntax, and a warning for an ε beyond a sane range (configs, schemas, command lines).
+
+Everything here runs before a SparkSession exists (README, "Checks before Spark starts").
+"""
 from __future__ import annotations
 
+import logging
+import re
+from fractions import Fraction
 from pathlib import Path
 
 import yaml
 from pydantic import ValidationError
 
 from .errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+#: ε per release above which :func:`warn_if_large_epsilon` warns (a likelihood ratio of e^10 ≈ 22,026).
+SANE_EPSILON = Fraction(10)
 
 
 def read_yaml_mapping(path: str | Path, what: str) -> dict:
@@ -22,18 +34,163 @@ def read_yaml_mapping(path: str | Path, what: str) -> dict:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"cannot read {what} {str(path)!r}: {exc}") from None
+    if data is None:
+        raise ConfigError(f"{what} {str(path)!r} is empty")
     if not isinstance(data, dict):
         raise ConfigError(f"{what} {str(path)!r} must be a mapping, not {type(data).__name__}")
     return data
 
 
+def format_location(loc) -> str:
+    """A pydantic error location as a key path: ``("owners", 1, "rows")`` → ``owners[1].rows``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
 def format_validation_error(exc: ValidationError) -> str:
-    """One line per problem: ``key.path: message (got value)``."""
-    parts = []
+    """The problems of a pydantic ValidationError, one line each, naming the key and the value.
+
+    A field error reads ``owners[1].rows: Input should be greater than 0 (got -5)``. A missing key
+    reads ``owners[0].name: required``. The offending value is shown only when it is a scalar: a
+    mapping or list (a whole owner, the whole document) is never printed. Errors raised by a model
+    validator carry no location; their message already names the key and the value
+    (``owners[1].attributes: required for a vertical owner (owner 'insurer')``) and is shown as is.
+    Several problems are separated by newlines.
+    """
+    lines = []
     for err in exc.errors():
-        loc = ".".join(str(x) for x in err["loc"]) or "<root>"
-        shown = repr(err.get("input"))
+        msg = str(err["msg"])
+        for prefix in ("Value error, ", "Assertion failed, "):
+            if msg.startswith(prefix):
+                msg = msg[len(prefix):]
+        loc = format_location(err["loc"])
+        if not loc:
+            lines.extend(msg.splitlines())
+            continue
+        if err["type"] == "missing":
+            lines.append(f"{loc}: required")
+            continue
+        value = err.get("input")
+        if isinstance(value, (dict, list, tuple, set)):
+            lines.append(f"{loc}: {msg}")
+            continue
+        shown = repr(value)
         if len(shown) > 80:
             shown = shown[:77] + "..."
-        parts.append(f"{loc}: {err['msg']} (got {shown})")
-    return "; ".join(parts)
+        lines.append(f"{loc}: {msg} (got {shown})")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- table names
+_PLAIN = r"[A-Za-z_][A-Za-z0-9_]*"
+_QUOTED = r"`(?:[^`]|``)+`"
+_PART = re.compile(rf"(?:{_PLAIN}|{_QUOTED})")
+
+
+def parse_table_name(name: str, *, key: str = "table", max_parts: int = 3) -> tuple[str, ...]:
+    """Split a catalog table name ``[catalog.][schema.]table`` into its identifiers.
+
+    Each part is a plain identifier (ASCII letters, digits and ``_``, not starting with a digit) or
+    a backticked one (any characters but control characters; a literal backtick is written twice:
+    ```` `my``table` ````). Backticks are removed from the returned parts. This is the identifier
+    syntax of Spark SQL and Unity Catalog (``catalog.schema.table``); whether the table exists is
+    not checked (that needs a session).
+
+    Parameters
+    ----------
+    name : the table name as written in a configuration or on a command line.
+    key : the configuration key or option the name came from, for the error message.
+    max_parts : 3 (catalog.schema.table, default), or fewer to forbid a catalog or schema.
+
+    Returns
+    -------
+    tuple of 1 to ``max_parts`` identifiers, e.g. ``("main", "hr", "release")``.
+
+    Raises
+    ------
+    ConfigError
+        Not a string, empty, an empty or malformed part, a control character, or too many parts;
+        the message names ``key`` and the value.
+    """
+    if not isinstance(name, str):
+        raise ConfigError(f"{key}: a table name must be a string, not {name!r}")
+    if not name.strip():
+        raise ConfigError(f"{key}: a table name must not be empty (got {name!r})")
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise ConfigError(f"{key}: table name {name!r} contains a control character")
+    parts: list[str] = []
+    pos = 0
+    while True:
+        m = _PART.match(name, pos)
+        if m is None:
+            rest = name[pos:]
+            why = ("an empty part" if rest == "" or rest.startswith(".") else
+                   "an unclosed backtick" if rest.startswith("`") else
+                   f"{rest.split('.')[0]!r} is not an identifier (letters, digits, _; or `quoted`)")
+            raise ConfigError(f"{key}: {name!r} is not a table name [catalog.][schema.]table: {why}")
+        part = m.group(0)
+        if m.end() < len(name) and name[m.end()] != ".":
+            if part.startswith("`"):
+                why = f"unexpected {name[m.end()]!r} after {part!r}"
+            else:
+                segment = name[pos:].split(".")[0]
+                why = f"{segment!r} is not an identifier (letters, digits, _; or `quoted`)"
+            if "/" in name:
+                why += "; it looks like a path, not a table name"
+            raise ConfigError(f"{key}: {name!r} is not a table name [catalog.][schema.]table: {why}")
+        parts.append(part[1:-1].replace("``", "`") if part.startswith("`") else part)
+        pos = m.end()
+        if pos == len(name):
+            break
+        pos += 1
+    if len(parts) > max_parts:
+        raise ConfigError(f"{key}: table name {name!r} has {len(parts)} parts; at most {max_parts} "
+                          f"({'.'.join(('catalog', 'schema', 'table')[3 - max_parts:])})")
+    return tuple(parts)
+
+
+def check_table_name(name: str, *, key: str = "table", max_parts: int = 3) -> str:
+    """``name`` unchanged if :func:`parse_table_name` accepts it (for pydantic field validators).
+
+    Raises
+    ------
+    ConfigError
+        See :func:`parse_table_name`.
+    """
+    parse_table_name(name, key=key, max_parts=max_parts)
+    return name
+
+
+# ---------------------------------------------------------------- ε range
+def warn_if_large_epsilon(epsilon, *, what: str = "epsilon", limit: Fraction = SANE_EPSILON) -> bool:
+    """Log a warning when ``epsilon`` exceeds ``limit`` (default 10 per release); return whether it did.
+
+    An ε this large is valid but gives little protection: the (i)DP guarantee bounds the likelihood
+    ratio of any output by e^ε (e^10 ≈ 22,026). The warning is a parameter check, not an error; it
+    names the key and the value and goes to the ``fragrelease.validation`` logger at WARNING
+    (printed on standard error by the command line) before any Spark session starts.
+
+    Parameters
+    ----------
+    epsilon : the ε as given (str such as ``"20"`` or ``"1/3"``, int, float, Fraction); must be
+        valid for :func:`fragrelease.budget.parse_epsilon`.
+    what : the key or option name, for the message.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``epsilon`` is not a valid ε (from :func:`fragrelease.budget.parse_epsilon`).
+    """
+    from .budget import parse_epsilon
+
+    eps = parse_epsilon(epsilon, name=what)
+    if eps <= limit:
+        return False
+    log.warning("%s = %s is above %s per release: valid, but the guarantee bounds the likelihood ratio of any "
+                "output only by e^%s; check the value", what, epsilon, limit, epsilon)
+    return True

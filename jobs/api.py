@@ -54,7 +54,7 @@ from fragrelease.jobs.storage import absolute, read_configured, read_delta
 from fragrelease.rng import NoiseSource
 from fragrelease.schemas.base import Attribute, DatasetSchema
 from fragrelease.schemas.datasets import resolve_schema
-from fragrelease.table_names import check_table_name
+from fragrelease.validation import check_table_name
 
 __all__ = ["Guarantee", "OwnerResult", "ProtectResult", "Release", "ReleaseResult", "protect"]
 
@@ -315,7 +315,7 @@ def _source_dict(source, views: list[str]) -> dict:
         views.append(view)
         return {"table": view}
     if isinstance(source, str):
-        return {"table": check_table_name(source, what="owner source")}
+        return {"table": check_table_name(source, key="owner source")}
     if isinstance(source, Mapping):
         return dict(source)
     raise InvalidParameterError(f"an owner's source must be a DataFrame, a catalog table name or a mapping "

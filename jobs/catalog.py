@@ -23,20 +23,21 @@ Reads go through ``spark.table(name)``. Writes depend on what the session has:
 Limits without Delta classes: the catalog entry is a Parquet table, so Spark SQL's Delta features
 (``DESCRIBE HISTORY``, ``VERSION AS OF``) are unavailable through the name; and with Spark's
 in-memory catalog the entry lasts for the session (the Delta table itself stays on disk and is
-re-registered by the next write). Name syntax: :mod:`fragrelease.table_names`.
+re-registered by the next write). Name syntax: :func:`fragrelease.validation.parse_table_name`.
 """
 from __future__ import annotations
 
 import json
 import logging
 import posixpath
+import re
 from typing import Optional
 from urllib.parse import unquote, urlparse
 
 import pyarrow.fs as pafs
 
 from fragrelease.errors import ConfigError, ReleaseExistsError
-from fragrelease.table_names import check_table_name, split_table_name
+from fragrelease.validation import check_table_name, parse_table_name
 
 from .session import delta_available
 from .storage import _fs_path, absolute, check_commit, commit_delta, is_delta_table, read_delta
@@ -45,6 +46,7 @@ log = logging.getLogger(__name__)
 
 #: Table properties of an entry registered without Delta classes.
 PROP_LOCATION = "fragrelease.delta_location"
+_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 PROP_VERSION = "fragrelease.delta_version"
 
 
@@ -75,6 +77,22 @@ def _details(spark, name: str) -> dict[str, str]:
 
 def _properties(spark, name: str) -> dict[str, str]:
     return {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {name}").collect()}
+
+
+def split_table_name(name: str) -> tuple[str | None, str | None, str]:
+    """``(catalog, database, table)`` of a name; absent parts are None. Names whose location this
+    module derives must be plain identifiers (no backticks), since the table part becomes a folder.
+
+    Raises
+    ------
+    ConfigError
+        Not a table name, or a quoted part.
+    """
+    parts = list(parse_table_name(name))
+    if any(not _PLAIN.match(p) for p in parts):
+        raise ConfigError(f"table {name!r}: fragrelease creates tables with plain names only (letters, digits, _)")
+    full: list[str | None] = [None] * (3 - len(parts)) + parts  # type: ignore[list-item]
+    return full[0], full[1], full[2]  # type: ignore[return-value]
 
 
 def default_location(spark, name: str) -> str:
@@ -195,7 +213,7 @@ def commit_table(df, name: str, *, provenance: dict, if_exists: str = "error") -
     Parameters
     ----------
     df : the DataFrame to publish (already materialized: noise must not be redrawn here).
-    name : ``db.table`` (:mod:`fragrelease.table_names`).
+    name : ``db.table`` (:func:`fragrelease.validation.parse_table_name`).
     provenance : public facts recorded with the commit (as :func:`fragrelease.jobs.storage.commit_delta`).
     if_exists : ``"error"`` or ``"new-version"``.
 

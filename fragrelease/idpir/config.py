@@ -2,7 +2,12 @@
 
 A configuration names the dataset (a built-in schema or a schema YAML), the fragmentation, the
 mechanism and its parameters, and the data owners with their fragments. Errors name the bad key and
-value (``owners.1.rows: Input should be greater than 0 (got -5)``).
+value, one line per problem, never the whole document (``owners[1].rows: Input should be greater than 0
+(got -5)``, ``owners[1].attributes: required for a vertical owner (owner 'insurer')``).
+
+Everything that needs no data is checked here, before a SparkSession exists: ε, the mechanism, k
+(≥ 3 unless the mechanism fixes it, and ≤ every owner's declared ``rows``), owners and their keys.
+
 
 Owners' fragments come from one of two places:
 
@@ -11,10 +16,6 @@ Owners' fragments come from one of two places:
 - ``rows`` (horizontal) or ``attributes`` (vertical) without ``source``: a **simulation** for local
   runs and experiments, which cuts the configured dataset (``release.source`` or the built-in table)
   into owner fragments, records assigned to owners at random on every run (docs/specification.md §3).
-
-The release goes to ``output`` (a Delta folder) or ``output_table`` (a catalog table), and a ledger
-to a ``path`` or a ``table``; table names are checked by :mod:`fragrelease.table_names`
-(docs/python-api.md).
 """
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ from fragrelease.budget import parse_epsilon
 from fragrelease.errors import ConfigError, InvalidParameterError
 from fragrelease.idpir.category_order import DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE, parse_share
 from fragrelease.idpir.mechanisms import get_mechanism
-from fragrelease.table_names import check_table_name
-from fragrelease.validation import format_validation_error, read_yaml_mapping
+from fragrelease.idpir.protocol import MIN_K
+from fragrelease.validation import check_table_name, format_validation_error, read_yaml_mapping
 
 
 def _checked(value, parse):
@@ -41,15 +42,16 @@ def _checked(value, parse):
     return value
 
 
-def _table_name(v: Optional[str]) -> Optional[str]:
-    return None if v is None else _checked(v, check_table_name)
+def _table_name(v: Optional[str], key: str) -> Optional[str]:
+    """A catalog table name checked by :func:`fragrelease.validation.check_table_name` (ConfigError is a ValueError)."""
+    return None if v is None else check_table_name(v, key=key)
 
 
 class SourceConfig(BaseModel):
     """Where a table lives: ``path`` (local, dbfs:/, s3a://, ...) with ``format``, or a catalog ``table``.
 
-    ``table`` (``db.name``, read with ``spark.table``; :mod:`fragrelease.table_names`) and ``path``
-    are exclusive; ``format`` and ``options`` apply to ``path`` only.
+    ``table`` (``db.name``, read with ``spark.table``) and ``path`` are exclusive; ``format`` and
+    ``options`` apply to ``path`` only.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -62,7 +64,7 @@ class SourceConfig(BaseModel):
     @field_validator("table")
     @classmethod
     def _table_ok(cls, v: Optional[str]) -> Optional[str]:
-        return _table_name(v)
+        return _table_name(v, "source.table")
 
     @model_validator(mode="after")
     def _one_place(self) -> SourceConfig:
@@ -85,7 +87,7 @@ class LedgerConfig(BaseModel):
     @field_validator("table")
     @classmethod
     def _table_ok(cls, v: Optional[str]) -> Optional[str]:
-        return _table_name(v)
+        return _table_name(v, "ledger.table")
 
     @model_validator(mode="after")
     def _one_place(self) -> LedgerConfig:
@@ -172,44 +174,48 @@ class ReleaseConfig(BaseModel):
     @field_validator("output_table")
     @classmethod
     def _output_table_ok(cls, v: Optional[str]) -> Optional[str]:
-        return _table_name(v)
-
-    @field_validator("k")
-    @classmethod
-    def _k_ok(cls, v: int) -> int:
-        if v < 1:
-            raise ValueError(f"k must be >= 1, not {v}")
-        return v
+        return _table_name(v, "output_table")
 
     @model_validator(mode="after")
     def _owners_ok(self) -> ReleaseConfig:
+        """Cross-key checks; every problem found is reported, each naming its key and value."""
+        problems = []
         if (self.output is None) == (self.output_table is None):
-            raise ValueError(f"give exactly one of 'output' (a path) and 'output_table' (a catalog table name); got "
-                             f"output={self.output!r}, output_table={self.output_table!r}")
+            problems.append(f"output: give exactly one of 'output' (a path) and 'output_table' (a catalog table name); "
+                            f"got output={self.output!r}, output_table={self.output_table!r}")
         if self.keep_id and self.linkage == "unlinked":
-            raise ValueError("keep_id: true cannot be used with linkage: unlinked (the id would link the rows)")
+            problems.append("keep_id: true cannot be used with linkage: unlinked (the id would link the rows)")
+        fixed_k = get_mechanism(self.mechanism).fixed_k
+        min_k = MIN_K if fixed_k is None else 1  # plain iDP ignores k (cluster size 1)
+        if self.k < min_k:
+            problems.append(f"k: must be >= {min_k} for mechanism {self.mechanism!r}, not {self.k}")
         if len(self.owners) < 2:
-            raise ValueError(f"a fragmented release needs at least 2 owners, got {len(self.owners)}")
+            problems.append(f"owners: a fragmented release needs at least 2 owners, got {len(self.owners)}")
         names = [o.name for o in self.owners]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"owner name {dupes[0]!r} appears twice")
-        for o in self.owners:
+        for i, o in enumerate(self.owners):
+            at = f"owners[{i}]"
+            if o.name in names[:i]:
+                problems.append(f"{at}.name: owner name {o.name!r} appears twice")
             if self.fragmentation == "horizontal":
                 if o.attributes is not None:
-                    raise ValueError(f"owner {o.name!r}: 'attributes' is for vertical releases only")
+                    problems.append(f"{at}.attributes: for vertical releases only (owner {o.name!r})")
                 if (o.rows is None) == (o.source is None):
-                    raise ValueError(f"owner {o.name!r}: give exactly one of 'rows' (simulated split) or 'source'")
+                    problems.append(f"{at}: give exactly one of 'rows' (simulated split) or 'source' (owner {o.name!r})")
+                if o.rows is not None and fixed_k is None and self.k >= MIN_K and o.rows < self.k:
+                    problems.append(f"{at}.rows: {o.rows} rows are fewer than k = {self.k} (owner {o.name!r}); "
+                                    "every owner needs at least k records")
             else:
                 if o.rows is not None:
-                    raise ValueError(f"owner {o.name!r}: 'rows' is for horizontal releases only")
+                    problems.append(f"{at}.rows: for horizontal releases only (owner {o.name!r})")
                 if not o.attributes:
-                    raise ValueError(f"owner {o.name!r}: a vertical owner must list its 'attributes'")
+                    problems.append(f"{at}.attributes: required for a vertical owner (owner {o.name!r})")
             if o.private_dir is not None:
                 for shared, key in ((self.work_dir, "work_dir"), (self.output, "output")):
                     if shared is not None and _within(o.private_dir, shared):
-                        raise ValueError(f"owner {o.name!r}: private_dir {o.private_dir!r} lies under the shared "
-                                         f"{key} {shared!r}; an owner's private files must stay out of it")
+                        problems.append(f"{at}.private_dir: owner {o.name!r}'s private_dir {o.private_dir!r} lies under the "
+                                        f"shared {key} {shared!r}; an owner's private files must stay out of it")
+        if problems:
+            raise ValueError("\n".join(problems))
         return self
 
     @property
@@ -263,4 +269,6 @@ def config_from_dict(data: dict, *, source: str = "<dict>") -> ReleaseConfig:
     try:
         return ReleaseConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"invalid configuration {source}: {format_validation_error(exc)}") from None
+        lines = format_validation_error(exc).splitlines()
+        sep = " " if len(lines) == 1 else "\n  "
+        raise ConfigError(f"invalid configuration {source}:{sep}{sep.join(lines)}") from None

@@ -45,13 +45,15 @@ def _rows(text: Optional[str]) -> Optional[tuple[int, int]]:
 
 
 def _check(epsilon: str, specializations: int, score: str, synthetic_min_count: str = "auto") -> None:
-    """Validate the parameters before any Spark session or party process starts."""
+    """Validate the parameters before any Spark session or party process starts; warn when ε > 10."""
     from fragrelease.budget import parse_epsilon
     from fragrelease.diffgen.engine import SCORES
     from fragrelease.errors import InvalidParameterError
     from fragrelease.jobs.diffgen.runner import resolve_min_count
+    from fragrelease.validation import warn_if_large_epsilon
 
-    resolve_min_count(synthetic_min_count, 2, parse_epsilon(epsilon))
+    resolve_min_count(synthetic_min_count, 2, parse_epsilon(epsilon, name="--epsilon"))
+    warn_if_large_epsilon(epsilon, what="--epsilon")
     if specializations < 0:
         raise InvalidParameterError(f"number of specializations h must be >= 0, not {specializations}")
     if score not in SCORES:

@@ -19,8 +19,22 @@ from fragrelease.idpir.config import ReleaseConfig, load_config
 from fragrelease.jobs.cli._common import MASTER, console
 
 
-def _config(path: str, **overrides) -> ReleaseConfig:
-    return load_config(path, overrides)
+def _config(path: str, party: str = "run", owner: Optional[str] = None, *, source_table: Optional[str] = None,
+            output_table: Optional[str] = None, **overrides) -> ReleaseConfig:
+    """The validated configuration, checked for ``party`` before any SparkSession exists.
+
+    ``source_table`` (this owner's fragment) and ``output_table`` (the release) replace the
+    configuration's paths with catalog table names (:func:`fragrelease.jobs.catalog.with_table_names`).
+
+    Raises ConfigError naming the key and value (see :mod:`fragrelease.jobs.idpir.preflight`).
+    """
+    from fragrelease.jobs.catalog import with_table_names
+    from fragrelease.jobs.idpir.preflight import preflight
+
+    cfg = with_table_names(load_config(path, overrides), owner=owner, source_table=source_table,
+                           output_table=output_table)
+    preflight(cfg, party=party, owner=owner)  # type: ignore[arg-type]
+    return cfg
 
 
 def _spark(master: Optional[str]):
@@ -96,7 +110,7 @@ def split(config: str = typer.Argument(...), master: Optional[str] = MASTER):
     from fragrelease.jobs.idpir import simulate
     from fragrelease.schemas.datasets import resolve_schema
 
-    cfg = _config(config)
+    cfg = _config(config, "split")
     spark = _spark(master)
     schema = resolve_schema(cfg.dataset)
     sizes = simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
@@ -108,19 +122,13 @@ SOURCE_TABLE = typer.Option(None, "--source-table", help="Read this owner's frag
 OUTPUT_TABLE = typer.Option(None, "--output-table", help="Commit the release to this catalog table (db.name).")
 
 
-def _tables(cfg: ReleaseConfig, owner: Optional[str] = None, source_table: Optional[str] = None,
-            output_table: Optional[str] = None) -> ReleaseConfig:
-    from fragrelease.jobs.catalog import with_table_names
-
-    return with_table_names(cfg, owner=owner, source_table=source_table, output_table=output_table)
-
-
 def owner_metadata(config: str = typer.Option(..., "--config"), owner: str = typer.Option(..., "--owner"),
                    master: Optional[str] = MASTER, source_table: Optional[str] = SOURCE_TABLE):
     """Validate the owner's fragment and write its public metadata for the aggregator."""
     from fragrelease.jobs.idpir.owner import describe_fragment
 
-    meta = describe_fragment(_spark(master), _tables(_config(config), owner, source_table), owner)
+    cfg = _config(config, "owner", owner, source_table=source_table)
+    meta = describe_fragment(_spark(master), cfg, owner)
     console.print(f"owner {meta.owner}: {meta.n_records:,} records, {len(meta.attributes)} attributes offered")
 
 
@@ -129,7 +137,8 @@ def owner_protect(config: str = typer.Option(..., "--config"), owner: str = type
     """Protect the owner's fragment under the aggregator's plan; write the table and manifest."""
     from fragrelease.jobs.idpir.owner import protect_owner_fragment
 
-    m = protect_owner_fragment(_spark(master), _tables(_config(config), owner, source_table), owner)
+    cfg = _config(config, "owner", owner, source_table=source_table)
+    m = protect_owner_fragment(_spark(master), cfg, owner)
     console.print(f"owner {m.owner}: protected {m.n_records:,} records with ε_j = {m.epsilon}, k = {m.k} (plan {m.plan_id})")
 
 
@@ -137,7 +146,7 @@ def aggregator_plan(config: str = typer.Option(..., "--config"), output_table: O
     """Validate the owners' metadata and issue the plan."""
     from fragrelease.jobs.idpir.aggregator import issue_plan
 
-    plan = issue_plan(_tables(_config(config), output_table=output_table))
+    plan = issue_plan(_config(config, "aggregator", output_table=output_table))
     for o in plan.owners:
         console.print(f"{o.name}: ε_j = {o.epsilon}, per attribute {o.epsilon_per_attribute}, k = {plan.k}")
 
@@ -147,7 +156,8 @@ def aggregator_release(config: str = typer.Option(..., "--config"), master: Opti
     """Verify the protected fragments, combine them and commit the release."""
     from fragrelease.jobs.idpir.aggregator import release
 
-    result = release(_spark(master), _tables(_config(config), output_table=output_table))
+    cfg = _config(config, "aggregator", output_table=output_table)
+    result = release(_spark(master), cfg)
     console.print(f"release committed: {result['table'] or result['path']} version {result['version']}, {result['rows']:,} rows; "
                   f"report {result['report']}")
 
@@ -222,12 +232,14 @@ def evaluate(
     else:
         orders = list(ORDER_SETTINGS)
     posts = postprocess_values(postprocess or list(POSTPROCESS))
+    epsilons = epsilon or list(EPSILONS)
+    _check_evaluate(dataset, runs, scenario, split, mechanism, epsilons, convention)
     spark = _spark(master)
     labels = ", ".join(o.label for o in orders)
     with console.status(f"evaluating {', '.join(dataset)}: {runs} runs per cell, category orders {labels}, "
                         f"postprocess {', '.join(posts)}"):
         result = run_evaluation(spark, dataset, out, scenarios=scenario, splits=split, mechanisms=mechanism,
-                                epsilons=epsilon or list(EPSILONS), runs=runs, convention=convention, orders=orders,
+                                epsilons=epsilons, runs=runs, convention=convention, orders=orders,
                                 postprocess=posts)
     console.print(f"{result['cells']} cells x {result['runs']} runs in {result['seconds']:.1f} s -> {result['results']}")
     console.print(f"category orders: {labels} (main series: {orders[0].label}); postprocess: {', '.join(posts)}")
@@ -235,6 +247,35 @@ def evaluate(
         console.print(f"paired comparison isotonic vs none: {result['postprocess']}")
     for f in result["figures"]:
         console.print(f"figure: {f}")
+
+
+def _check_evaluate(datasets, runs, scenarios, splits, mechanisms, epsilons, convention) -> None:
+    """Refuse bad evaluation parameters before Spark starts, naming the option and the value; warn on ε > 10."""
+    from fragrelease.budget import EPSILON_SPLITS, parse_epsilon
+    from fragrelease.errors import ConfigError
+    from fragrelease.experiments.evaluate_grid import scenarios_for
+    from fragrelease.idpir.mechanisms import get_mechanism
+    from fragrelease.idpir.metrics import CONVENTIONS
+    from fragrelease.schemas.datasets import BUILTIN_SCHEMAS
+    from fragrelease.validation import warn_if_large_epsilon
+
+    if runs < 1:
+        raise ConfigError(f"--runs: must be >= 1, not {runs}")
+    for d in datasets:
+        if d not in BUILTIN_SCHEMAS:
+            raise ConfigError(f"--dataset: the evaluation runs on the built-in datasets {sorted(BUILTIN_SCHEMAS)}, "
+                              f"not {d!r}")
+        scenarios_for(d, scenarios, splits)
+    for s in splits:
+        if s not in EPSILON_SPLITS:
+            raise ConfigError(f"--split: must be one of {EPSILON_SPLITS}, not {s!r}")
+    for m in mechanisms:
+        get_mechanism(m)
+    for e in epsilons:
+        parse_epsilon(e, name="--epsilon")
+        warn_if_large_epsilon(e, what="--epsilon")
+    if convention not in CONVENTIONS:
+        raise ConfigError(f"--convention: must be one of {CONVENTIONS}, not {convention!r}")
 
 
 def audit(

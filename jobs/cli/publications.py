@@ -69,6 +69,27 @@ def quasi_identifiers(names: List[str], taxonomies: Optional[List[str]] = None, 
     return out
 
 
+def _check_anonymize(source: str, fmt: str, method: str, k: int, l: int, mu: float, eta: int) -> None:
+    """Refuse bad anonymization parameters and a missing local source before Spark starts, naming the value."""
+    from fragrelease.errors import InvalidParameterError
+    from fragrelease.jobs.idpir.preflight import check_source_exists
+    from fragrelease.jobs.publications.runner import METHODS
+    from fragrelease.taxonomy import check_positive_int
+
+    if method not in METHODS:
+        raise ConfigError(f"--method: must be one of {METHODS}, not {method!r}")
+    if fmt not in ("parquet", "csv", "delta"):
+        raise ConfigError(f"--format: must be parquet, csv or delta, not {fmt!r}")
+    k = check_positive_int("--k", k)
+    check_positive_int("--l", l)
+    eta = check_positive_int("--eta", eta)
+    if method == "cloning" and eta > k:
+        raise InvalidParameterError(f"--eta: must be <= k = {k}, not {eta}")
+    if not (0 < mu <= 1):
+        raise InvalidParameterError(f"--mu: must be a fraction of the data in (0, 1], not {mu!r}")
+    check_source_exists(source, key="SOURCE")
+
+
 def simulate(
     output: str = typer.Option(..., help="Folder for the Parquet table (column 'publisher')."),
     publishers: int = typer.Option(5, help="Number of independent publishers."),
@@ -120,6 +141,7 @@ def anonymize(
     from fragrelease.jobs.publications.runner import run_anonymize
 
     qis = quasi_identifiers(qi, taxonomy, domain)
+    _check_anonymize(source, fmt, method, k, l, mu, eta)
     spark = _spark(master)
     res = run_anonymize(spark, source=source, fmt=fmt, output=output, method=method, qis=qis, sensitive=sensitive,
                         k=k, l=l, mu=mu, eta=eta, publisher=publisher or None, keep=keep or [], if_exists=if_exists)
@@ -152,9 +174,12 @@ def audit(
     master: Optional[str] = MASTER,
 ):
     """Composition attack on people present in two releases: privacy-risk tuples per pair of releases."""
+    from fragrelease.jobs.idpir.preflight import check_source_exists
     from fragrelease.jobs.publications.runner import run_audit
 
     qis = quasi_identifiers(qi, taxonomy, domain) if qi else []
+    for i, r in enumerate(releases):
+        check_source_exists(r, key=f"RELEASES[{i}]")
     spark = _spark(master)
     res = run_audit(spark, releases=releases, output=output, person=person, sensitive=sensitive,
                     publisher=publisher or None, qis=qis, if_exists=if_exists,

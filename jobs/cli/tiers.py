@@ -55,6 +55,15 @@ def run(
 
     thresholds(parse_delta(delta), hops)  # fail on bad δ / hops before starting Spark
     weights = _weights(weight)
+    if dataset not in ("german", "adult"):  # a table path: a local one must exist
+        from fragrelease.errors import ConfigError
+        from fragrelease.jobs.idpir.preflight import check_source_exists
+
+        if fmt not in ("parquet", "csv", "delta"):
+            raise ConfigError(f"--format: must be parquet, csv or delta, not {fmt!r}")
+        if not qi or not sensitive:
+            raise ConfigError(f"--dataset: {dataset!r} is not built in (german, adult): give --qi and --sensitive")
+        check_source_exists(dataset, key="--dataset")
     spark = get_spark("fragrelease-tiers", master)
     with console.status("starting") as status:
         result = run_tiers(spark, dataset, delta, hops, output, algorithm=algorithm, sensitive=sensitive,

@@ -116,12 +116,19 @@ def validate_fragment(df: DataFrame, attributes: Sequence[Attribute], id_column:
     SchemaMismatchError
         Missing column or wrong type.
     DomainError
-        A null, a numeric value outside [lo, hi], or a category that is not declared; the message
-        names the column and one offending value (shown to the owner only, never published).
+        The fragment is empty (also an empty CSV, read as no or string columns), a null, a numeric
+        value outside [lo, hi], or a category that is not declared; the message names the column and
+        one offending value (shown to the owner only, never published).
     IdentifierError
         Null or duplicate ids (the message names a duplicated id).
     """
-    check_columns(df, attributes, id_column)
+    try:
+        check_columns(df, attributes, id_column)
+    except SchemaMismatchError:
+        # an empty CSV reads as string columns (or none): say "empty", not "wrong type"
+        if df.isEmpty():
+            raise DomainError("the fragment is empty: it has no records") from None
+        raise
     aggs = [F.count(F.lit(1)).alias("__n")]
     for i, a in enumerate(attributes):
         col = F.col(a.name)

@@ -1,7 +1,12 @@
 """A table of bad inputs across configs, protocol messages, data and the CLI: each gets a specific
-error that names the bad value, and none leaves files behind."""
+error that names the bad value, and none leaves files behind. Everything that needs no data is
+refused before a SparkSession exists (PRE_SPARK_CLI_CASES)."""
+import logging
 import math
 import os
+import subprocess
+import sys
+import time
 
 import pytest
 import yaml
@@ -23,7 +28,7 @@ from fragrelease.schemas.adult import SCHEMA as ADULT
 from fragrelease.schemas.base import schema_from_dict
 
 BASE = dict(name="m", dataset="adult", fragmentation="horizontal", epsilon="1", k=50,
-            owners=[{"name": "a", "rows": 10}, {"name": "b", "rows": 10}], work_dir="w", output="o")
+            owners=[{"name": "a", "rows": 100}, {"name": "b", "rows": 100}], work_dir="w", output="o")
 AGE = {"name": "age", "kind": "numeric", "domain": [0.0, 100.0]}
 SEX = {"name": "sex", "kind": "categorical", "categories": ["Female", "Male"]}
 
@@ -51,12 +56,15 @@ CONFIG_CASES = [
     ("epsilon NaN", lambda: cfg(epsilon="nan"), ConfigError, "nan"),
     ("epsilon zero", lambda: cfg(epsilon=0), ConfigError, "epsilon"),
     ("epsilon negative", lambda: cfg(epsilon="-0.5"), ConfigError, "-0.5"),
-    ("k zero", lambda: cfg(k=0), ConfigError, "k must be >= 1, not 0"),
+    ("k zero", lambda: cfg(k=0), ConfigError, "k: must be >= 3 for mechanism 'idp-ir', not 0"),
+    ("k two", lambda: cfg(k=2), ConfigError, "k: must be >= 3 for mechanism 'idp-ir', not 2"),
+    ("k above an owner's declared rows", lambda: cfg(owners=[{"name": "a", "rows": 40}, {"name": "b", "rows": 100}]),
+     ConfigError, "owners[0].rows: 40 rows are fewer than k = 50 (owner 'a')"),
     ("negative owner rows", lambda: cfg(owners=[{"name": "a", "rows": -3}, {"name": "b", "rows": 1}]), ConfigError, "-3"),
     ("duplicate owner", lambda: cfg(owners=[{"name": "a", "rows": 1}, {"name": "a", "rows": 1}]), ConfigError, "'a' appears twice"),
     ("single owner", lambda: cfg(owners=[{"name": "a", "rows": 1}]), ConfigError, "at least 2 owners"),
     ("vertical owner without attributes", lambda: cfg(fragmentation="vertical", owners=[{"name": "a"}, {"name": "b"}]),
-     ConfigError, "'a'"),
+     ConfigError, "owners[0].attributes: required for a vertical owner (owner 'a')"),
     ("unknown mechanism", lambda: cfg(mechanism="laplace"), ConfigError, "laplace"),
     ("schema lo >= hi", lambda: schema_from_dict({"name": "s", "attributes": [
         {"name": "x", "type": "double", "role": "sensitive", "kind": "numeric", "domain": [5, 5]}]}), ConfigError, "[5"),
@@ -115,6 +123,8 @@ DATA_CASES = [
     ("duplicate id", _rows(record_id=2), "record_id long, age int, sex string", IdentifierError, "id 2 appears 2 times"),
     ("null id", _rows(record_id=None), "record_id long, age int, sex string", IdentifierError, "'record_id' has 1 null"),
     ("empty fragment", [], "record_id long, age int, sex string", DomainError, "empty"),
+    # an empty CSV with a header reads as string columns: "empty", not a type error
+    ("empty CSV fragment", [], "record_id string, age string, sex string", DomainError, "the fragment is empty"),
 ]
 
 
@@ -139,5 +149,143 @@ def test_cli_bad_inputs_exit_2_and_write_nothing(tmp_path, monkeypatch, capsys):
     assert sorted(os.listdir(tmp_path)) == ["c.yaml", "d.yaml"]
 
 
+def test_empty_csv_file_says_empty(spark, tmp_path):
+    """A CSV with only a header, and a 0-byte CSV, as an owner's source: "empty", not a type error."""
+    from fragrelease.jobs.storage import read_source
+
+    (tmp_path / "header.csv").write_text("record_id,age,sex\n")
+    (tmp_path / "zero.csv").write_text("")
+    for name in ("header.csv", "zero.csv"):
+        df = read_source(spark, str(tmp_path / name), "csv")
+        with pytest.raises(DomainError, match="the fragment is empty"):
+            validate_fragment(df, [ADULT.attribute("age"), ADULT.attribute("sex")], "record_id")
+
+
+# ---------------------------------------------------------------- refused before Spark starts
+ADULT_ROWS = 45_222
+H = dict(name="pre", dataset="adult", fragmentation="horizontal", epsilon="1", k=50,
+         owners=[{"name": "a", "rows": 20_000}, {"name": "b", "rows": ADULT_ROWS - 20_000}],
+         work_dir="w", output="o")
+V = dict(name="prev", dataset="wine", fragmentation="vertical", epsilon="1", k=50,
+         owners=[{"name": "acid", "attributes": ["fixed_acidity", "pH"]},
+                 {"name": "insurer", "attributes": ["alcohol"]}], work_dir="w", output="o")
+
+
+def _with(base, **kw):
+    d = {k: (list(v) if isinstance(v, list) else v) for k, v in base.items()}
+    d.update(kw)
+    return d
+
+
+#: (case, config written to c.yaml or None, argv, texts the one error must contain)
+PRE_SPARK_CLI_CASES = [
+    ("run: k = 2", H, ["run", "c.yaml", "--k", "2"], ["k: must be >= 3", "not 2"]),
+    ("run: k above an owner's declared rows", _with(H, owners=[{"name": "a", "rows": 30}, {"name": "b", "rows": ADULT_ROWS - 30}]),
+     ["run", "c.yaml"], ["owners[0].rows: 30 rows are fewer than k = 50 (owner 'a')"]),
+    ("run: k above a built-in table's records", _with(V, k=7000), ["run", "c.yaml"],
+     ["k: 7000 exceeds the 6497 records", "'wine'"]),
+    ("run: vertical owner without attributes", _with(V, owners=[{"name": "acid", "attributes": ["pH"]}, {"name": "insurer"}]),
+     ["run", "c.yaml"], ["owners[1].attributes: required for a vertical owner (owner 'insurer')"]),
+    ("run: vertical attribute not in the schema", _with(V, owners=[{"name": "acid", "attributes": ["pH"]},
+                                                                    {"name": "insurer", "attributes": ["salary"]}]),
+     ["run", "c.yaml"], ["owners[1].attributes: 'salary' is not an attribute", "(owner 'insurer')"]),
+    ("run: vertical attribute held twice", _with(V, owners=[{"name": "acid", "attributes": ["pH"]},
+                                                             {"name": "insurer", "attributes": ["alcohol", "pH"]}]),
+     ["run", "c.yaml"], ["owners[1].attributes: 'pH' is also held by owner 'acid'"]),
+    ("run: simulated rows do not add up", _with(H, owners=[{"name": "a", "rows": 100}, {"name": "b", "rows": 100}]),
+     ["run", "c.yaml"], ["add up to 200", "45222 records"]),
+    ("run: epsilon negative", H, ["run", "c.yaml", "--epsilon", "-0.5"], ["epsilon", "-0.5"]),
+    ("run: epsilon not a number", H, ["run", "c.yaml", "--epsilon", "lots"], ["epsilon", "'lots'"]),
+    ("run: unknown mechanism", H, ["run", "c.yaml", "--mechanism", "laplace"], ["mechanism", "'laplace'"]),
+    ("run: unknown dataset", _with(H, dataset="no-such-dataset"), ["run", "c.yaml"], ["'no-such-dataset'"]),
+    ("run: missing local source", _with(H, owners=[{"name": "a", "source": {"path": "/nonexistent/a.parquet"}},
+                                                   {"name": "b", "source": {"path": "/nonexistent/b.parquet"}}]),
+     ["run", "c.yaml"], ["owners[0].source.path: no such file or folder '/nonexistent/a.parquet'"]),
+    ("run: empty configuration file", "", ["run", "c.yaml"], ["c.yaml", "is empty"]),
+    ("owner metadata: owner not in the configuration", H,
+     ["owner", "metadata", "--config", "c.yaml", "--owner", "zed"], ["--owner: 'zed' is not an owner", "['a', 'b']"]),
+    ("owner metadata: bad configuration", _with(H, k=2), ["owner", "metadata", "--config", "c.yaml", "--owner", "a"],
+     ["k: must be >= 3", "not 2"]),
+    ("owner protect: its own source missing", _with(H, owners=[{"name": "a", "source": {"path": "/nonexistent/a"}},
+                                                               {"name": "b", "source": {"path": "s3a://bucket/b"}}]),
+     ["owner", "protect", "--config", "c.yaml", "--owner", "a"], ["owners[0].source.path", "'/nonexistent/a'"]),
+    ("evaluate: epsilon zero", None, ["evaluate", "--epsilon", "0", "--out", "ev"], ["--epsilon", "0"]),
+    ("evaluate: unknown dataset", None, ["evaluate", "--dataset", "iris", "--out", "ev"], ["--dataset", "'iris'"]),
+    ("evaluate: unknown mechanism", None, ["evaluate", "--mechanism", "dp", "--out", "ev"], ["mechanism", "'dp'"]),
+    ("publications anonymize: k zero", None, ["publications", "anonymize", "/nonexistent/src", "--output", "o",
+                                              "--qi", "age", "--sensitive", "occupation", "--k", "0"], ["k", "0"]),
+    ("publications anonymize: missing source", None, ["publications", "anonymize", "/nonexistent/src", "--output",
+                                                      "o", "--qi", "age", "--sensitive", "occupation"],
+     ["SOURCE: no such file or folder '/nonexistent/src'"]),
+    ("publications audit: missing release", None, ["publications", "audit", "/nonexistent/r1", "/nonexistent/r2",
+                                                   "--output", "o", "--person", "pid", "--sensitive", "s"],
+     ["RELEASES[0]: no such file or folder '/nonexistent/r1'"]),
+    ("tiers run: missing table path", None, ["tiers", "run", "--dataset", "/nonexistent/t", "--delta", "0.05",
+                                             "--hops", "2", "--output", "o", "--qi", "a", "--sensitive", "s"],
+     ["--dataset: no such file or folder '/nonexistent/t'"]),
+    ("diffgen run: epsilon negative", None, ["diffgen", "run", "--epsilon", "-1", "--output", "o"], ["--epsilon", "-1"]),
+]
+
+
+class SparkStarted(AssertionError):
+    """Raised by the patched get_spark: the command reached Spark before refusing its input."""
+
+
+def _no_spark(monkeypatch):
+    import fragrelease.jobs.session as session
+
+    def refuse(*args, **kwargs):
+        raise SparkStarted("a SparkSession was requested before the bad input was refused")
+
+    monkeypatch.setattr(session, "get_spark", refuse)
+
+
+@pytest.mark.parametrize("name,config,argv,texts", PRE_SPARK_CLI_CASES, ids=[c[0] for c in PRE_SPARK_CLI_CASES])
+def test_refused_before_spark_starts_naming_the_value(name, config, argv, texts, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _no_spark(monkeypatch)
+    if config is not None:
+        (tmp_path / "c.yaml").write_text(config if isinstance(config, str) else yaml.safe_dump(config))
+    before = sorted(os.listdir(tmp_path))
+    start = time.perf_counter()
+    assert run_cli(argv) == 2
+    seconds = time.perf_counter() - start
+    err = capsys.readouterr().err
+    for text in texts:
+        assert text in " ".join(err.split()), err  # rich may wrap long lines
+    assert "{" not in err, err  # no document dump
+    assert seconds < 5, seconds
+    assert sorted(os.listdir(tmp_path)) == before  # nothing written
+
+
+def test_large_epsilon_warns_before_spark_starts(tmp_path, monkeypatch, caplog):
+    """ε = 20 is valid: the command warns, naming it, and only then asks for Spark."""
+    monkeypatch.chdir(tmp_path)
+    _no_spark(monkeypatch)
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(H))
+    with caplog.at_level(logging.WARNING), pytest.raises(SparkStarted):
+        run_cli(["run", "c.yaml", "--epsilon", "20"])
+    assert any(r.levelno == logging.WARNING and "epsilon = 20 is above 10 per release" in r.getMessage()
+               for r in caplog.records), caplog.records
+    caplog.clear()
+    with caplog.at_level(logging.WARNING), pytest.raises(SparkStarted):
+        run_cli(["run", "c.yaml", "--epsilon", "10"])
+    assert not [r for r in caplog.records if "per release" in r.getMessage()]
+
+
+def test_cli_process_refuses_k2_in_seconds_with_one_line(tmp_path):
+    """The installed command line as a user runs it: k = 2 refused without starting Spark (was ~17 s)."""
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(H))
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "fragrelease.jobs.cli", "run", "c.yaml", "--k", "2"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+    seconds = time.perf_counter() - start
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "error: invalid configuration c.yaml: k: must be >= 3 for mechanism 'idp-ir', not 2"], proc.stderr
+    assert seconds < 10, seconds  # interpreter start and imports only; a local SparkSession alone takes longer
+    assert sorted(os.listdir(tmp_path)) == ["c.yaml"]
+
+
 def test_matrix_size():
-    assert len(CONFIG_CASES) + len(PROTOCOL_CASES) + len(DATA_CASES) + 2 >= 20
+    assert len(CONFIG_CASES) + len(PROTOCOL_CASES) + len(DATA_CASES) + len(PRE_SPARK_CLI_CASES) + 2 >= 45

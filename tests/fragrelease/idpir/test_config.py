@@ -27,7 +27,7 @@ def test_config_errors_name_key_and_value(tmp_path):
     data["owners"][1]["rows"] = -5
     p = tmp_path / "c.yaml"
     p.write_text(yaml.safe_dump(data))
-    with pytest.raises(ConfigError, match=r"owners\.1\.rows.*-5"):
+    with pytest.raises(ConfigError, match=r"owners\[1\]\.rows.*-5"):
         load_config(p)
     data["owners"][1]["rows"] = 10
     data["epsilon"] = "-1"

@@ -1,0 +1,144 @@
+"""Benchmark: the fixed cost of a small fragmented release, end to end, after the JVM has started.
+
+A 1,000-row table with 20 quasi-identifiers (14 numeric, 6 categorical) is written as two CSV
+fragments (500 records each, horizontal) with a schema YAML, and the whole protocol runs in this
+driver (owners' metadata, the plan, both owners' protection, the aggregator's commit, the MeanSSE
+against the originals), as ``fragrelease run`` does. Prints the wall time of each step and in all,
+with and without the owners' private reports and the public report, and the number of Spark jobs
+each step started (from Spark's status tracker; benchmark only).
+
+Also times the Adult horizontal quick start (``conf/adult-horizontal.yaml``, 4 owners, reports on)
+with ``--adult``.
+
+    python benchmarks/bench_small_release.py --master local[2] --runs 3 --adult
+
+Target (docs/benchmarks.md): ≤ 15 s for the 1,000 × 20 release, ≤ 40 s for the Adult quick start
+including reports.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+N_ROWS = 1_000
+N_NUMERIC = 14
+CATEGORIES = (2, 3, 5, 8, 12, 20)
+
+
+def write_inputs(root: Path) -> Path:
+    """Schema YAML, two CSV fragments and a release configuration under ``root``; returns the config path."""
+    rng = np.random.default_rng(7)  # benchmark data only, not a release
+    lines = ["name: bench-small", "attributes:", "  - {name: rid, type: long, role: id}"]
+    cols = {"rid": np.arange(N_ROWS)}
+    for i in range(N_NUMERIC):
+        lines.append(f"  - {{name: x{i}, type: double, role: quasi-identifier, kind: numeric, domain: [0, 100]}}")
+        cols[f"x{i}"] = np.round(rng.uniform(0, 100, N_ROWS), 1)
+    for j, m in enumerate(CATEGORIES):
+        cats = [f"c{v}" for v in range(m)]
+        lines.append(f"  - {{name: g{j}, type: string, role: quasi-identifier, kind: categorical, "
+                     f"categories: [{', '.join(cats)}]}}")
+        cols[f"g{j}"] = np.array(cats)[np.floor(rng.uniform(0, 1, N_ROWS) ** 2 * m).astype(int)]
+    (root / "schema.yaml").write_text("\n".join(lines) + "\n")
+    import pandas as pd
+
+    table = pd.DataFrame(cols)
+    for o, part in enumerate((table.iloc[: N_ROWS // 2], table.iloc[N_ROWS // 2:]), start=1):
+        part.to_csv(root / f"owner-{o}.csv", index=False)
+    cfg = f"""name: bench-small
+dataset: {root / 'schema.yaml'}
+fragmentation: horizontal
+mechanism: idp-ir
+epsilon: "1"
+k: 10
+owners:
+  - {{name: owner-1, source: {{path: {root / 'owner-1.csv'}, format: csv}}, private_dir: {root / 'private/owner-1'}}}
+  - {{name: owner-2, source: {{path: {root / 'owner-2.csv'}, format: csv}}, private_dir: {root / 'private/owner-2'}}}
+work_dir: {root / 'work'}
+output: {root / 'release'}
+if_exists: new-version
+"""
+    path = root / "release.yaml"
+    path.write_text(cfg)
+    return path
+
+
+class Steps:
+    """Times each progress step of the local driver and counts the Spark jobs it started."""
+
+    def __init__(self, spark) -> None:
+        self.tracker = spark.sparkContext.statusTracker()  # benchmark only: the jobs never use it
+        self.rows: list[tuple[str, float, int]] = []
+        self.current: tuple[str, float, int] | None = None
+
+    def _jobs(self) -> int:
+        return len(self.tracker.getJobIdsForGroup(None))
+
+    def __call__(self, msg: str) -> None:
+        self.close()
+        self.current = (msg, time.perf_counter(), self._jobs())
+
+    def close(self) -> None:
+        if self.current is not None:
+            msg, t0, j0 = self.current
+            self.rows.append((msg, time.perf_counter() - t0, self._jobs() - j0))
+            self.current = None
+
+
+def run_once(spark, cfg_path: Path, reports: bool, show_steps: bool) -> float:
+    from fragrelease.idpir.config import load_config
+    from fragrelease.jobs.idpir.release import run_local_release
+
+    cfg = load_config(str(cfg_path), overrides={"reports": reports})
+    steps = Steps(spark)
+    t = time.perf_counter()
+    run_local_release(spark, cfg, progress=steps)
+    steps.close()
+    total = time.perf_counter() - t
+    if show_steps:
+        for msg, s, jobs in steps.rows:
+            print(f"    {s:6.2f} s  {jobs:3d} Spark jobs  {msg}")
+    return total
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--master", default="local[2]")
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--adult", action="store_true", help="also time the Adult horizontal quick start")
+    args = p.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    from fragrelease.jobs.session import get_spark
+
+    t = time.perf_counter()
+    spark = get_spark("bench-small-release", master=args.master)
+    spark.range(1).count()
+    print(f"JVM and session start: {time.perf_counter() - t:.1f} s (not counted below)")
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ.setdefault("FRAGRELEASE_PRIVATE_ROOT", str(Path(tmp) / "private-root"))
+        cfg = write_inputs(Path(tmp))
+        for reports in (False, True):
+            times = []
+            for r in range(args.runs):
+                times.append(run_once(spark, cfg, reports, show_steps=(r == args.runs - 1)))
+            print(f"1,000 rows x 20 attributes, 2 owners, reports={'on' if reports else 'off'}: "
+                  + ", ".join(f"{s:.1f}" for s in times) + f" s (best {min(times):.1f} s; target <= 15 s)")
+        if args.adult:
+            here = Path(__file__).resolve().parent.parent
+            src = (here / "conf" / "adult-horizontal.yaml").read_text()
+            src = src.replace("work_dir: work/adult-horizontal", f"work_dir: {Path(tmp) / 'adult-work'}")
+            src = src.replace("output: releases/adult-horizontal", f"output: {Path(tmp) / 'adult-release'}")
+            adult = Path(tmp) / "adult.yaml"
+            adult.write_text(src)
+            times = [run_once(spark, adult, True, show_steps=(r == args.runs - 1)) for r in range(args.runs)]
+            print("Adult horizontal quick start (4 owners, reports on): "
+                  + ", ".join(f"{s:.1f}" for s in times) + f" s (best {min(times):.1f} s; target <= 40 s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+"""Checks of a release configuration that need no data, run before a SparkSession exists.
+
+:func:`fragrelease.idpir.config.config_from_dict` already refuses what the configuration alone
+shows (ε, the mechanism, k ≥ 3 and k ≤ every owner's declared ``rows``, owner keys). This module
+adds what needs the dataset schema, the vendored tables' sizes or the local file system, but still
+no data: the dataset resolves, the schema has an id column, vertical owners list released attributes
+of the schema and no attribute twice, simulated row counts add up to the built-in table, k is at
+most a built-in table's size, the owner named on a command line is in the configuration, and every
+local source path exists (URIs such as ``s3a://``, ``abfss://`` or ``dbfs:/`` are not checked: that
+needs the cluster's credentials). It also warns, without refusing, when ε exceeds 10 per release
+(:func:`fragrelease.validation.warn_if_large_epsilon`).
+
+Which paths are checked depends on the party: ``run`` and ``split`` play every owner on this machine
+and check every source; an owner's step checks only its own source (another owner's path is not
+on this machine); the aggregator reads no source and no schema, and gets only the ε warning here
+(the configuration itself was validated when it was loaded).
+
+Source: docs/specification.md §3 (owners, fragments and the plan's checks, moved before Spark where
+no data is needed).
+"""
+from __future__ import annotations
+
+import os
+from typing import Literal, Optional
+
+from fragrelease.errors import ConfigError
+from fragrelease.idpir.config import OwnerConfig, ReleaseConfig
+from fragrelease.idpir.mechanisms import get_mechanism
+from fragrelease.validation import warn_if_large_epsilon
+
+#: Records of each built-in table after cleaning (data/README.md; checked against the loaders in tests).
+BUILTIN_ROWS: dict[str, int] = {"adult": 45_222, "wine": 6_497, "wine-2max": 6_497}
+
+Party = Literal["run", "split", "owner", "aggregator"]
+
+
+def is_local_path(path: str) -> bool:
+    """True for a path on this machine (``/data/x``, ``rel/x``, ``file:/x``); False for URIs (``s3a://``, ``dbfs:/``)."""
+    if path.startswith("file:"):
+        return True
+    return "://" not in path and not path.startswith("dbfs:")
+
+
+def _local(path: str) -> str:
+    if path.startswith("file://"):
+        return path[len("file://"):]
+    if path.startswith("file:"):
+        return path[len("file:"):]
+    return os.path.expanduser(path)
+
+
+def check_source_exists(path: str, *, key: str) -> None:
+    """Refuse a local source path that does not exist; URIs pass unchecked.
+
+    Raises
+    ------
+    ConfigError
+        The local path is missing; the message names ``key`` and the path.
+    """
+    if is_local_path(path) and not os.path.exists(_local(path)):
+        raise ConfigError(f"{key}: no such file or folder {path!r}")
+
+
+def find_owner(cfg: ReleaseConfig, name: str) -> tuple[int, OwnerConfig]:
+    """The index and configuration of owner ``name``.
+
+    Raises
+    ------
+    ConfigError
+        ``name`` is not an owner of ``cfg``; the message names it and lists the owners.
+    """
+    for i, o in enumerate(cfg.owners):
+        if o.name == name:
+            return i, o
+    raise ConfigError(f"--owner: {name!r} is not an owner of configuration {cfg.name!r}; "
+                      f"owners: {[o.name for o in cfg.owners]}")
+
+
+def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] = None) -> None:
+    """Check ``cfg`` for ``party`` before any SparkSession exists; warn when ε > 10.
+
+    Parameters
+    ----------
+    cfg : a validated configuration.
+    party : ``run`` (every party on this machine), ``split`` (simulate fragments), ``owner`` (one
+        owner's step, with ``owner``) or ``aggregator``.
+    owner : the owner's name for ``party="owner"``.
+
+    Raises
+    ------
+    ConfigError
+        An unknown dataset, a schema without id column, an owner not in the configuration, a
+        vertical owner listing an unknown, unreleased or already assigned attribute, simulated
+        rows that do not add up to the built-in table, k above a built-in table's size, or a
+        missing local source; each message names the key and the value.
+    """
+    from fragrelease.schemas.datasets import BUILTIN_SCHEMAS, resolve_schema
+
+    warn_if_large_epsilon(cfg.epsilon)
+    if party == "aggregator":  # it reads only protocol messages: no schema file or source needed here
+        return
+    schema = resolve_schema(cfg.dataset)  # its error names the dataset
+    if schema.id_column is None:
+        raise ConfigError(f"dataset: schema {schema.name!r} declares no id column (role: id); fragments need a "
+                          "unique record id to order ties and, for vertical releases, to join")
+    if owner is not None:
+        find_owner(cfg, owner)
+    if cfg.fragmentation == "vertical":
+        seen: dict[str, str] = {}
+        for i, o in enumerate(cfg.owners):
+            for a in o.attributes or ():
+                try:
+                    attr = schema.attribute(a)
+                except ConfigError:
+                    raise ConfigError(f"owners[{i}].attributes: {a!r} is not an attribute of dataset {schema.name!r} "
+                                      f"(owner {o.name!r}); attributes: {[x.name for x in schema.protected]}") from None
+                if not attr.protected:
+                    raise ConfigError(f"owners[{i}].attributes: {a!r} has role {attr.role!r}, which is not released "
+                                      f"(owner {o.name!r})")
+                if a in seen:
+                    raise ConfigError(f"owners[{i}].attributes: {a!r} is also held by owner {seen[a]!r} "
+                                      f"(owner {o.name!r}); vertical fragments must not overlap")
+                seen[a] = o.name
+    builtin_rows = BUILTIN_ROWS.get(cfg.dataset) if cfg.simulated and cfg.source is None else None
+    if cfg.simulated and cfg.source is None and cfg.dataset not in BUILTIN_SCHEMAS and party in ("run", "split"):
+        raise ConfigError(f"dataset: {cfg.dataset!r} is not built in: give 'source' (the table to simulate owners "
+                          "from) or each owner's 'source'")
+    if builtin_rows is not None:
+        if cfg.fragmentation == "horizontal":
+            total = sum(o.rows or 0 for o in cfg.owners)
+            if total != builtin_rows:
+                raise ConfigError(f"owners[*].rows: add up to {total}, but the built-in dataset {cfg.dataset!r} has "
+                                  f"{builtin_rows} records")
+        k = get_mechanism(cfg.mechanism).k_used(cfg.k)
+        if k > builtin_rows:
+            raise ConfigError(f"k: {cfg.k} exceeds the {builtin_rows} records of the built-in dataset {cfg.dataset!r}")
+    if party in ("run", "split"):
+        if cfg.simulated and cfg.source is not None and cfg.source.path is not None:  # a catalog table: no path
+            check_source_exists(cfg.source.path, key="source.path")
+        for i, o in enumerate(cfg.owners):
+            if o.source is not None and o.source.path is not None:
+                check_source_exists(o.source.path, key=f"owners[{i}].source.path")
+    elif party == "owner" and owner is not None:
+        i, o = find_owner(cfg, owner)
+        if o.source is not None and o.source.path is not None:
+            check_source_exists(o.source.path, key=f"owners[{i}].source.path")
