@@ -16,3 +16,20 @@ UDFs in ``fragrelease.udfs`` (``udfs/``), the dataset declarations in ``fragrele
 """
 
 __version__ = "0.4.0"
+
+#: Names served lazily from the Spark side (:mod:`fragrelease.jobs.api`): ``fragrelease.protect`` and
+#: ``fragrelease.Release``. The import happens on first access only, so ``import fragrelease`` stays
+#: Spark-free; this is the one exception to the layering that ``tests/test_architecture.py`` allows.
+_LAZY_API = ("protect", "Release", "ProtectResult", "ReleaseResult")
+
+
+def __getattr__(name: str):
+    if name in _LAZY_API:
+        from fragrelease.jobs import api  # the allowed lazy facade (tests/test_architecture.py)
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'fragrelease' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY_API])

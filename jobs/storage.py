@@ -82,6 +82,14 @@ def read_source(spark, path: str, fmt: str = "parquet", options: Optional[dict] 
     raise ConfigError(f"format must be parquet, csv or delta, not {fmt!r}")
 
 
+def read_configured(spark, source):
+    """The table a :class:`fragrelease.idpir.config.SourceConfig` names: ``spark.table(source.table)``
+    for a catalog table, else :func:`read_source` on its path and format."""
+    if source.table is not None:
+        return spark.table(source.table)
+    return read_source(spark, source.path, source.format, source.options)
+
+
 def read_delta(spark, path: str, version: Optional[int] = None):
     """A Delta table's current (or given) version through its active files only."""
     if delta_available(spark):

@@ -1,7 +1,10 @@
 """The layers, read from the imports (AST, absolute and relative, module level and inside functions).
 
 - ``fragrelease/`` (the Spark-free math) imports nothing from ``jobs``, ``udfs``, ``schemas``,
-  ``experiments`` or pyspark;
+  ``experiments`` or pyspark, with one exception: the lazy facade in ``fragrelease/__init__.py``,
+  whose module ``__getattr__`` imports :mod:`fragrelease.jobs.api` when ``fragrelease.protect`` or
+  ``fragrelease.Release`` is first accessed (so that a notebook can write ``fragrelease.protect``),
+  never at import time; ``import fragrelease`` alone loads no pyspark (checked in a subprocess);
 - nothing outside the command line (``jobs.cli``) imports it, the iDP-IR party modules
   (``jobs/idpir``) included;
 - no release-path module (the math, the Spark jobs, the UDFs, the schemas) imports ``experiments``;
@@ -82,23 +85,58 @@ def _under(name: str, prefix: str) -> bool:
 def test_the_walk_sees_every_folder_and_both_kinds_of_import():
     assert {"fragrelease.rng", "fragrelease.jobs.cli", "fragrelease.udfs.noise", "fragrelease.schemas.taxonomies",
             "fragrelease.experiments.evaluation", "fragrelease.tiers.chain"} <= set(MODULES)
-    release = _imports("fragrelease.jobs.idpir.release", *MODULES["fragrelease.jobs.idpir.release"])
-    assert ("fragrelease.jobs.idpir.simulate" in {m for m, _ in release})  # from P import module
+    api = _imports("fragrelease.jobs.api", *MODULES["fragrelease.jobs.api"])
+    assert ("fragrelease.jobs.idpir.simulate" in {m for m, _ in api})  # from P import module
     cli = _imports("fragrelease.jobs.cli.idpir", *MODULES["fragrelease.jobs.cli.idpir"])
     assert "fragrelease.jobs.idpir.owner" in {m for m, _ in cli}  # imported inside a function
 
 
+#: The one allowed upward import: (module, function it sits in, what it imports).
+LAZY_FACADE = ("fragrelease", "__getattr__", "fragrelease.jobs.api")
+
+
+def _enclosing_functions(path: Path) -> dict[int, str]:
+    """Line number of every import inside a function -> the function's name."""
+    out = {}
+    for fn in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(fn):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    out[node.lineno] = fn.name
+    return out
+
+
 def test_the_math_layer_imports_nothing_from_the_spark_side():
-    bad = []
+    bad, facade = [], []
     for name, (path, is_pkg) in MODULES.items():
         if not _under(name, "fragrelease") or any(_under(name, u) for u in UPPER):
             continue
+        inside = _enclosing_functions(path)
         for imported, line in _imports(name, path, is_pkg):
             top = imported.split(".")[0]
             if (top in ("pyspark", "jobs", "udfs", "schemas", "experiments")
                     or any(_under(imported, u) for u in UPPER)):
+                if (name, inside.get(line), imported) == LAZY_FACADE:
+                    facade.append(line)
+                    continue
                 bad.append(f"{path.relative_to(ROOT)}:{line} imports {imported}")
     assert not bad, "\n".join(bad)
+    assert len(facade) == 1, f"the lazy facade should import fragrelease.jobs.api exactly once, found {facade}"
+
+
+def test_importing_the_package_loads_no_spark_until_the_facade_is_used():
+    """``import fragrelease`` (and its math) loads no pyspark; ``fragrelease.protect`` then does."""
+    import subprocess
+    import sys
+
+    code = ("import sys, fragrelease, fragrelease.idpir.protocol, fragrelease.budget\n"
+            "assert 'pyspark' not in sys.modules and 'fragrelease.jobs' not in sys.modules, 'eager'\n"
+            "f = fragrelease.protect\n"
+            "assert 'pyspark' in sys.modules and f.__module__ == 'fragrelease.jobs.api'\n"
+            "try:\n    fragrelease.nothing_here\nexcept AttributeError as e:\n    print('ok', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "ok module 'fragrelease' has no attribute 'nothing_here'" in out.stdout
 
 
 def test_nothing_outside_the_cli_imports_it():
@@ -121,11 +159,16 @@ def test_no_release_path_imports_the_experiments():
 
 
 def _graph() -> dict[str, set[str]]:
+    """Import edges; the lazy facade's edge is left out: it runs on attribute access, after every
+    module involved has finished importing, so it cannot take part in an import-time cycle."""
     graph: dict[str, set[str]] = {}
     for name, (path, is_pkg) in MODULES.items():
         edges = set()
-        for imported, _ in _imports(name, path, is_pkg):
+        inside = _enclosing_functions(path)
+        for imported, line in _imports(name, path, is_pkg):
             target = _project_target(imported)
+            if (name, inside.get(line), imported) == LAZY_FACADE:
+                continue
             if target is not None and target != name:
                 edges.add(target)
         graph[name] = edges

@@ -11,7 +11,8 @@ Everything that needs no data is checked here, before a SparkSession exists: ε,
 
 Owners' fragments come from one of two places:
 
-- ``source``: the owner's own table (parquet, csv or Delta), the normal case on a cluster;
+- ``source``: the owner's own table (parquet, csv or Delta by ``path``, or a catalog ``table`` read
+  with ``spark.table``), the normal case on a cluster;
 - ``rows`` (horizontal) or ``attributes`` (vertical) without ``source``: a **simulation** for local
   runs and experiments, which cuts the configured dataset (``release.source`` or the built-in table)
   into owner fragments, records assigned to owners at random on every run (docs/specification.md §3).
@@ -29,7 +30,7 @@ from fragrelease.errors import ConfigError, InvalidParameterError
 from fragrelease.idpir.category_order import DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE, parse_share
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.protocol import MIN_K
-from fragrelease.validation import format_validation_error, read_yaml_mapping
+from fragrelease.validation import check_table_name, format_validation_error, read_yaml_mapping
 
 
 def _checked(value, parse):
@@ -41,23 +42,58 @@ def _checked(value, parse):
     return value
 
 
+def _table_name(v: Optional[str], key: str) -> Optional[str]:
+    """A catalog table name checked by :func:`fragrelease.validation.check_table_name` (ConfigError is a ValueError)."""
+    return None if v is None else check_table_name(v, key=key)
+
+
 class SourceConfig(BaseModel):
-    """Where a table lives: ``path`` (local, dbfs:/, s3a://, ...) and ``format``."""
+    """Where a table lives: ``path`` (local, dbfs:/, s3a://, ...) with ``format``, or a catalog ``table``.
+
+    ``table`` (``db.name``, read with ``spark.table``) and ``path`` are exclusive; ``format`` and
+    ``options`` apply to ``path`` only.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    path: str
+    path: Optional[str] = None
+    table: Optional[str] = None
     format: Literal["parquet", "csv", "delta"] = "parquet"
     options: dict[str, str] = Field(default_factory=dict)
 
+    @field_validator("table")
+    @classmethod
+    def _table_ok(cls, v: Optional[str]) -> Optional[str]:
+        return _table_name(v, "source.table")
+
+    @model_validator(mode="after")
+    def _one_place(self) -> SourceConfig:
+        if (self.path is None) == (self.table is None):
+            raise ValueError(f"give exactly one of 'path' and 'table' (got path={self.path!r}, table={self.table!r})")
+        if self.table is not None and (self.format != "parquet" or self.options):
+            raise ValueError(f"'format' and 'options' apply to 'path' only; table {self.table!r} is read with spark.table")
+        return self
+
 
 class LedgerConfig(BaseModel):
-    """An owner's privacy-budget ledger: a Delta table and the lifetime ε per dataset."""
+    """An owner's privacy-budget ledger: a Delta table (``path``, or a catalog ``table``) and the lifetime ε per dataset."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    path: str
+    path: Optional[str] = None
+    table: Optional[str] = None
     lifetime_epsilon: Union[str, float, int]
+
+    @field_validator("table")
+    @classmethod
+    def _table_ok(cls, v: Optional[str]) -> Optional[str]:
+        return _table_name(v, "ledger.table")
+
+    @model_validator(mode="after")
+    def _one_place(self) -> LedgerConfig:
+        if (self.path is None) == (self.table is None):
+            raise ValueError(f"give exactly one of 'path' and 'table' (got path={self.path!r}, table={self.table!r})")
+        return self
 
     @field_validator("lifetime_epsilon")
     @classmethod
@@ -105,7 +141,10 @@ class ReleaseConfig(BaseModel):
     owners: tuple[OwnerConfig, ...]
     source: Optional[SourceConfig] = None
     work_dir: str
-    output: str
+    #: where the release is committed: a Delta table folder (``output``) or a catalog table name
+    #: (``output_table``, ``db.name``); exactly one
+    output: Optional[str] = None
+    output_table: Optional[str] = None
     if_exists: Literal["error", "new-version"] = "error"
     reports: bool = True
     #: rank order of categorical attributes (docs/specification.md §1): dp-frequency or declared
@@ -132,10 +171,18 @@ class ReleaseConfig(BaseModel):
     def _mechanism_ok(cls, v: str) -> str:
         return _checked(v, get_mechanism)
 
+    @field_validator("output_table")
+    @classmethod
+    def _output_table_ok(cls, v: Optional[str]) -> Optional[str]:
+        return _table_name(v, "output_table")
+
     @model_validator(mode="after")
     def _owners_ok(self) -> ReleaseConfig:
         """Cross-key checks; every problem found is reported, each naming its key and value."""
         problems = []
+        if (self.output is None) == (self.output_table is None):
+            problems.append(f"output: give exactly one of 'output' (a path) and 'output_table' (a catalog table name); "
+                            f"got output={self.output!r}, output_table={self.output_table!r}")
         if self.keep_id and self.linkage == "unlinked":
             problems.append("keep_id: true cannot be used with linkage: unlinked (the id would link the rows)")
         fixed_k = get_mechanism(self.mechanism).fixed_k
@@ -164,7 +211,7 @@ class ReleaseConfig(BaseModel):
                     problems.append(f"{at}.attributes: required for a vertical owner (owner {o.name!r})")
             if o.private_dir is not None:
                 for shared, key in ((self.work_dir, "work_dir"), (self.output, "output")):
-                    if _within(o.private_dir, shared):
+                    if shared is not None and _within(o.private_dir, shared):
                         problems.append(f"{at}.private_dir: owner {o.name!r}'s private_dir {o.private_dir!r} lies under the "
                                         f"shared {key} {shared!r}; an owner's private files must stay out of it")
         if problems:

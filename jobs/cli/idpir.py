@@ -19,14 +19,20 @@ from fragrelease.idpir.config import ReleaseConfig, load_config
 from fragrelease.jobs.cli._common import MASTER, console
 
 
-def _config(path: str, party: str = "run", owner: Optional[str] = None, **overrides) -> ReleaseConfig:
+def _config(path: str, party: str = "run", owner: Optional[str] = None, *, source_table: Optional[str] = None,
+            output_table: Optional[str] = None, **overrides) -> ReleaseConfig:
     """The validated configuration, checked for ``party`` before any SparkSession exists.
+
+    ``source_table`` (this owner's fragment) and ``output_table`` (the release) replace the
+    configuration's paths with catalog table names (:func:`fragrelease.jobs.catalog.with_table_names`).
 
     Raises ConfigError naming the key and value (see :mod:`fragrelease.jobs.idpir.preflight`).
     """
+    from fragrelease.jobs.catalog import with_table_names
     from fragrelease.jobs.idpir.preflight import preflight
 
-    cfg = load_config(path, overrides)
+    cfg = with_table_names(load_config(path, overrides), owner=owner, source_table=source_table,
+                           output_table=output_table)
     preflight(cfg, party=party, owner=owner)  # type: ignore[arg-type]
     return cfg
 
@@ -112,42 +118,47 @@ def split(config: str = typer.Argument(...), master: Optional[str] = MASTER):
         console.print(f"{name}: {n:,} records")
 
 
+SOURCE_TABLE = typer.Option(None, "--source-table", help="Read this owner's fragment from this catalog table (db.name).")
+OUTPUT_TABLE = typer.Option(None, "--output-table", help="Commit the release to this catalog table (db.name).")
+
+
 def owner_metadata(config: str = typer.Option(..., "--config"), owner: str = typer.Option(..., "--owner"),
-                   master: Optional[str] = MASTER):
+                   master: Optional[str] = MASTER, source_table: Optional[str] = SOURCE_TABLE):
     """Validate the owner's fragment and write its public metadata for the aggregator."""
     from fragrelease.jobs.idpir.owner import describe_fragment
 
-    cfg = _config(config, "owner", owner)
+    cfg = _config(config, "owner", owner, source_table=source_table)
     meta = describe_fragment(_spark(master), cfg, owner)
     console.print(f"owner {meta.owner}: {meta.n_records:,} records, {len(meta.attributes)} attributes offered")
 
 
 def owner_protect(config: str = typer.Option(..., "--config"), owner: str = typer.Option(..., "--owner"),
-                  master: Optional[str] = MASTER):
+                  master: Optional[str] = MASTER, source_table: Optional[str] = SOURCE_TABLE):
     """Protect the owner's fragment under the aggregator's plan; write the table and manifest."""
     from fragrelease.jobs.idpir.owner import protect_owner_fragment
 
-    cfg = _config(config, "owner", owner)
+    cfg = _config(config, "owner", owner, source_table=source_table)
     m = protect_owner_fragment(_spark(master), cfg, owner)
     console.print(f"owner {m.owner}: protected {m.n_records:,} records with ε_j = {m.epsilon}, k = {m.k} (plan {m.plan_id})")
 
 
-def aggregator_plan(config: str = typer.Option(..., "--config")):
+def aggregator_plan(config: str = typer.Option(..., "--config"), output_table: Optional[str] = OUTPUT_TABLE):
     """Validate the owners' metadata and issue the plan."""
     from fragrelease.jobs.idpir.aggregator import issue_plan
 
-    plan = issue_plan(_config(config, "aggregator"))
+    plan = issue_plan(_config(config, "aggregator", output_table=output_table))
     for o in plan.owners:
         console.print(f"{o.name}: ε_j = {o.epsilon}, per attribute {o.epsilon_per_attribute}, k = {plan.k}")
 
 
-def aggregator_release(config: str = typer.Option(..., "--config"), master: Optional[str] = MASTER):
+def aggregator_release(config: str = typer.Option(..., "--config"), master: Optional[str] = MASTER,
+                       output_table: Optional[str] = OUTPUT_TABLE):
     """Verify the protected fragments, combine them and commit the release."""
     from fragrelease.jobs.idpir.aggregator import release
 
-    cfg = _config(config, "aggregator")
+    cfg = _config(config, "aggregator", output_table=output_table)
     result = release(_spark(master), cfg)
-    console.print(f"release committed: {result['path']} version {result['version']}, {result['rows']:,} rows; "
+    console.print(f"release committed: {result['table'] or result['path']} version {result['version']}, {result['rows']:,} rows; "
                   f"report {result['report']}")
 
 

@@ -28,9 +28,10 @@ from fragrelease.errors import ConfigError, IdentifierError, ManifestMismatchErr
 from fragrelease.idpir.config import ReleaseConfig
 from fragrelease.idpir.guarantee import release_guarantee
 from fragrelease.idpir.protocol import Manifest, OwnerMetadata, Plan, check_manifest, make_plan
+from fragrelease.jobs.catalog import commit_table, release_exists
 from fragrelease.jobs.idpir.layout import manifest_path, metadata_path, plan_path, protected_path
 from fragrelease.jobs.idpir.protect import _num_partitions, fragment_digests, global_rank
-from fragrelease.jobs.idpir.report import public_report, public_report_path
+from fragrelease.jobs.session import get_spark
 from fragrelease.jobs.storage import commit_delta, is_delta_table, read_delta, read_text, write_text
 from fragrelease.schemas.datasets import resolve_schema
 from fragrelease.udfs.noise import secure_random_key_udf
@@ -38,8 +39,11 @@ from fragrelease.udfs.noise import secure_random_key_udf
 log = logging.getLogger(__name__)
 
 
-def issue_plan(cfg: ReleaseConfig) -> Plan:
+def issue_plan(cfg: ReleaseConfig, spark=None) -> Plan:
     """Validate the owners' metadata files and write ``plan.json``.
+
+    ``spark`` is needed only when the release goes to a catalog table (``output_table``), to look it
+    up; without it the active (or a new local) session is used.
 
     Raises
     ------
@@ -49,8 +53,13 @@ def issue_plan(cfg: ReleaseConfig) -> Plan:
     ProtocolError, IdentifierError, InvalidParameterError
         From :func:`fragrelease.idpir.protocol.make_plan`.
     """
-    if cfg.if_exists == "error" and is_delta_table(cfg.output):
-        raise ReleaseExistsError(f"a release already exists at {cfg.output!r} and if_exists is 'error'")
+    if cfg.if_exists == "error":
+        if cfg.output_table is None:
+            exists = is_delta_table(cfg.output)
+        else:
+            exists = release_exists(spark if spark is not None else get_spark(), cfg.output, cfg.output_table)
+        if exists:
+            raise ReleaseExistsError(f"a release already exists at {cfg.output_table or cfg.output!r} and if_exists is 'error'")
     metas = [OwnerMetadata.model_validate_json(read_text(metadata_path(cfg, o.name))) for o in cfg.owners]
     plan = make_plan(metas, fragmentation=cfg.fragmentation, mechanism=cfg.mechanism, k=cfg.k,
                      epsilon=cfg.epsilon, epsilon_split=cfg.epsilon_split, keep_id=cfg.keep_id,
@@ -189,7 +198,9 @@ def release(spark, cfg: ReleaseConfig) -> dict:
 
     Returns
     -------
-    dict with ``path``, ``version``, ``rows`` and the provenance recorded with the commit.
+    dict with ``path`` (the Delta table's location), ``table`` (the catalog name, or None),
+    ``version``, ``rows``, the provenance recorded with the commit and ``report`` (path or None).
+    :class:`fragrelease.jobs.api.Release` wraps it in a typed result.
 
     Raises
     ------
@@ -215,13 +226,20 @@ def release(spark, cfg: ReleaseConfig) -> dict:
     if plan.linkage == "unlinked":  # keep_id is refused with unlinked (config and plan)
         released = unlink_columns(released, [a["name"] for a in plan.attributes])
     prov = provenance(plan)
-    version = commit_delta(released, cfg.output, provenance=prov, if_exists=cfg.if_exists)
+    if cfg.output_table is not None:
+        path, version = commit_table(released, cfg.output_table, provenance=prov, if_exists=cfg.if_exists)
+    else:
+        path = cfg.output
+        version = commit_delta(released, path, provenance=prov, if_exists=cfg.if_exists)
     rows = sum(o.n_records for o in plan.owners) if plan.fragmentation == "horizontal" else plan.owners[0].n_records
-    log.info("release committed: version %d of %s", version, cfg.output)
+    log.info("release committed: version %d of %s", version, cfg.output_table or path)
     report = None
     if cfg.reports:
+        # imported here: the report module selects matplotlib's Agg backend (see owner.py)
+        from fragrelease.jobs.idpir.report import public_report, public_report_path
+
         schema = resolve_schema(cfg.dataset)
         attrs = [schema.attribute(a["name"]) for a in plan.attributes]
-        report = public_report(read_delta(spark, cfg.output, version), attrs, prov,
-                               public_report_path(cfg.output, version))
-    return {"path": cfg.output, "version": version, "rows": rows, "provenance": prov, "report": report}
+        report = public_report(read_delta(spark, path, version), attrs, prov, public_report_path(path, version))
+    return {"path": path, "table": cfg.output_table, "version": version, "rows": rows, "provenance": prov,
+            "report": report}

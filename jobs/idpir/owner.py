@@ -26,8 +26,9 @@ from typing import Optional
 from fragrelease import __version__
 from fragrelease.errors import ConfigError, ManifestMismatchError, ReleaseExistsError
 from fragrelease.idpir.category_order import split_attribute_budget
-from fragrelease.idpir.config import OwnerConfig, ReleaseConfig
+from fragrelease.idpir.config import LedgerConfig, OwnerConfig, ReleaseConfig
 from fragrelease.idpir.protocol import Manifest, OwnerMetadata, Plan, manifest_for
+from fragrelease.jobs.catalog import register, table_location
 from fragrelease.jobs.idpir.layout import (
     fragment_source,
     manifest_path,
@@ -38,10 +39,9 @@ from fragrelease.jobs.idpir.layout import (
 )
 from fragrelease.jobs.idpir.ledger import record_spend
 from fragrelease.jobs.idpir.protect import content_digest, id_digest, protect_fragment, validate_fragment
-from fragrelease.jobs.idpir.report import owner_report
-from fragrelease.jobs.storage import commit_delta, is_delta_table, read_delta, read_source, read_text, write_text
+from fragrelease.jobs.storage import commit_delta, is_delta_table, read_configured, read_delta, read_text, write_text
 from fragrelease.rng import NoiseSource
-from fragrelease.schemas.base import DatasetSchema
+from fragrelease.schemas.base import Attribute, DatasetSchema
 from fragrelease.schemas.datasets import resolve_schema
 
 log = logging.getLogger(__name__)
@@ -74,8 +74,7 @@ def describe_fragment(spark, cfg: ReleaseConfig, owner_name: str) -> OwnerMetada
             "to order ties and, for vertical releases, to join"
         )
     owner = _owner(cfg, owner_name)
-    src = fragment_source(cfg, owner)
-    df = read_source(spark, src.path, src.format, src.options)
+    df = read_configured(spark, fragment_source(cfg, owner))
     attrs = offered_attributes(cfg, schema, owner)
     check = validate_fragment(df, attrs, schema.id_column)
     meta = OwnerMetadata(
@@ -108,32 +107,21 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
     plan = Plan.model_validate_json(read_text(plan_path(cfg)))
     assignment = plan.owner(owner.name)
     attrs = [schema.attribute(a) for a in assignment.attributes]
-    src = fragment_source(cfg, owner)
-    df = read_source(spark, src.path, src.format, src.options)
+    df = read_configured(spark, fragment_source(cfg, owner))
     check = validate_fragment(df, attrs, schema.id_column)
     if check.n_records != assignment.n_records:
         raise ConfigError(f"owner {owner.name!r} now has {check.n_records} records, the plan was made for {assignment.n_records}")
-    share = Fraction(plan.category_order_share)
-    spent = tuple(split_attribute_budget(a.name, Fraction(assignment.epsilon_per_attribute), categorical=a.categorical,
-                                         category_order=plan.category_order, share=share).to_dict() for a in attrs)
-    if spent != tuple(assignment.budgets):
-        raise ManifestMismatchError(f"plan {plan.plan_id} splits owner {owner.name!r}'s budget as {assignment.budgets}, "
-                                    f"this owner would spend {spent}")
     target = protected_path(cfg, owner.name)
     if is_delta_table(target):
         raise ReleaseExistsError(f"owner {owner.name!r} already wrote a protected fragment at {target!r}")
-    if owner.ledger is not None:
-        # Record the spend before any noise is drawn: a crash afterwards over-counts, never under-counts.
-        record_spend(owner.ledger.path, owner=owner.name, dataset=schema.name, plan_id=plan.plan_id,
-                     epsilon=Fraction(assignment.epsilon), lifetime=owner.ledger.lifetime)
     # public: k, ε_j, the mechanism and the category order come from the plan; the budget split is
     # recomputed here and must equal the plan's (exact fractions)
-    protected = protect_fragment(
-        df.select(schema.id_column, *[a.name for a in attrs]), attrs, id_column=schema.id_column, k=plan.k,
+    protected, _ = protect_attributes(
+        spark, df, attrs, id_column=schema.id_column, k=plan.k, epsilon=Fraction(assignment.epsilon),
         epsilon_per_attribute=Fraction(assignment.epsilon_per_attribute), mechanism=plan.mechanism,
-        category_order=plan.category_order, category_order_share=share, postprocess=plan.postprocess,
-        n_records=check.n_records, noise=noise,
-    )
+        category_order=plan.category_order, category_order_share=Fraction(plan.category_order_share),
+        postprocess=plan.postprocess, n_records=check.n_records, owner=owner.name, dataset=schema.name,
+        plan_id=plan.plan_id, ledger=owner.ledger, expected_budgets=tuple(assignment.budgets), noise=noise)
     provenance = {
         "role": "protected-fragment", "plan_id": plan.plan_id, "owner": owner.name, "mechanism": plan.mechanism,
         "k": plan.k, "epsilon": assignment.epsilon, "epsilon_per_attribute": assignment.epsilon_per_attribute,
@@ -146,7 +134,66 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
     manifest = manifest_for(plan, owner.name, check.n_records, digest)
     write_text(manifest_path(cfg, owner.name), manifest.to_json())
     if cfg.reports:
+        # imported here: the report module selects matplotlib's Agg backend, which a notebook
+        # importing the API must not get unless it asks for reports
+        from fragrelease.jobs.idpir.report import owner_report
+
         owner_report(df, written, attrs, schema.id_column, manifest.model_dump(mode="json"),
                      owner_report_path(cfg, owner))
     log.info("owner %s: protected fragment and manifest written for plan %s", owner.name, plan.plan_id)
     return manifest
+
+
+def ledger_location(spark, ledger: LedgerConfig) -> str:
+    """The Delta root of an owner's ledger: its ``path``, or the location of its catalog ``table``."""
+    return ledger.path if ledger.table is None else table_location(spark, ledger.table)
+
+
+def protect_attributes(
+    spark, df, attrs: list[Attribute], *, id_column: str, k: int, epsilon: Fraction, epsilon_per_attribute: Fraction,
+    mechanism: str, category_order: str, category_order_share: Fraction, postprocess: str, n_records: int,
+    owner: str, dataset: str, plan_id: str, ledger: Optional[LedgerConfig] = None,
+    expected_budgets: Optional[tuple[dict, ...]] = None, noise: Optional[NoiseSource] = None,
+):
+    """One owner's spend and protection of a validated fragment: the step both the owner job
+    (:func:`protect_owner_fragment`) and the Python API (:func:`fragrelease.jobs.api.protect`) run.
+
+    Splits each attribute's ``epsilon_per_attribute`` (ε_j / l_j, exact) between its category order
+    and its centroids (:func:`fragrelease.idpir.category_order.split_attribute_budget`), refuses a
+    split that differs from ``expected_budgets`` (the plan's), records ``epsilon`` (ε_j) in the
+    owner's ``ledger`` **before** any noise is drawn, then runs
+    :func:`fragrelease.jobs.idpir.protect.protect_fragment` (noise materialized, never redrawn).
+    docs/specification.md §1-3; Del Vasto-Terrientes et al. (ICISSP 2025) §4.2.
+
+    Shapes: ``df`` holds ``id_column`` and every attribute in ``attrs`` (``n_records`` rows, already
+    validated); returns ``(protected, budgets)``: the protected DataFrame ``(id_column, *attrs)`` and
+    each attribute's split as plan text (``AttributeBudget.to_dict``).
+
+    Raises
+    ------
+    ManifestMismatchError
+        The recomputed split differs from ``expected_budgets``.
+    BudgetExceededError
+        The ledger has no room for ``epsilon`` on ``dataset``.
+    InvalidParameterError
+        From :func:`protect_fragment` (k larger than the fragment, unknown mechanism, ...).
+    """
+    spent = tuple(split_attribute_budget(a.name, Fraction(epsilon_per_attribute), categorical=a.categorical,
+                                         category_order=category_order, share=category_order_share).to_dict()
+                  for a in attrs)
+    if expected_budgets is not None and spent != tuple(expected_budgets):
+        raise ManifestMismatchError(f"plan {plan_id} splits owner {owner!r}'s budget as {expected_budgets}, "
+                                    f"this owner would spend {spent}")
+    if ledger is not None:
+        # Record the spend before any noise is drawn: a crash afterwards over-counts, never under-counts.
+        where = ledger_location(spark, ledger)
+        record_spend(where, owner=owner, dataset=dataset, plan_id=plan_id, epsilon=Fraction(epsilon),
+                     lifetime=ledger.lifetime)
+        if ledger.table is not None:
+            register(spark, ledger.table, where, append_only=True)
+    protected = protect_fragment(
+        df.select(id_column, *[a.name for a in attrs]), attrs, id_column=id_column, k=k,
+        epsilon_per_attribute=Fraction(epsilon_per_attribute), mechanism=mechanism, category_order=category_order,
+        category_order_share=category_order_share, postprocess=postprocess, n_records=n_records, noise=noise,
+    )
+    return protected, spent

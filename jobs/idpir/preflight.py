@@ -135,12 +135,12 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
         if k > builtin_rows:
             raise ConfigError(f"k: {cfg.k} exceeds the {builtin_rows} records of the built-in dataset {cfg.dataset!r}")
     if party in ("run", "split"):
-        if cfg.simulated and cfg.source is not None:
+        if cfg.simulated and cfg.source is not None and cfg.source.path is not None:  # a catalog table: no path
             check_source_exists(cfg.source.path, key="source.path")
         for i, o in enumerate(cfg.owners):
-            if o.source is not None:
+            if o.source is not None and o.source.path is not None:
                 check_source_exists(o.source.path, key=f"owners[{i}].source.path")
     elif party == "owner" and owner is not None:
         i, o = find_owner(cfg, owner)
-        if o.source is not None:
+        if o.source is not None and o.source.path is not None:
             check_source_exists(o.source.path, key=f"owners[{i}].source.path")

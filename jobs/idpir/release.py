@@ -6,73 +6,36 @@ its metadata (:func:`.owner.describe_fragment`) → the aggregator issues the pl
 (:func:`.aggregator.issue_plan`) → every owner protects its fragment
 (:func:`.owner.protect_owner_fragment`) → the aggregator verifies, combines and commits
 (:func:`.aggregator.release`) → the driver, which holds the originals here, reports MeanSSE.
+
+The driver is :meth:`fragrelease.jobs.api.Release.run` (the Python API); :func:`run_local_release`,
+which the CLI's ``fragrelease run`` calls, runs it and returns the summary as a dict.
 """
 from __future__ import annotations
 
-import shutil
 from typing import Callable, Optional
 
 from fragrelease.idpir.config import ReleaseConfig
-from fragrelease.jobs.idpir import aggregator, owner, simulate
-from fragrelease.jobs.idpir.evaluate import mean_sse
-from fragrelease.jobs.idpir.layout import fragment_source, protected_path
-from fragrelease.jobs.storage import absolute, read_delta, read_source
+from fragrelease.jobs.api import Release
 from fragrelease.rng import NoiseSource
-from fragrelease.schemas.datasets import resolve_schema
-
-
-def _union(frames):
-    out = frames[0]
-    for f in frames[1:]:
-        out = out.unionByName(f)
-    return out
 
 
 def run_local_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource] = None,
                       progress: Callable[[str], None] = lambda msg: None, fresh_work_dir: bool = True) -> dict:
     """Run every step of the release in this driver; return a summary (path, version, owners, ε, k, MeanSSE).
 
-    ``fresh_work_dir`` clears the work folder first (protected fragments of an earlier run are
-    never reused: each run spends a new budget).
+    The same path as the Python API: ``Release.from_config(cfg).run(evaluate=True)``
+    (:class:`fragrelease.jobs.api.Release`), its typed result flattened into the dict the CLI prints:
+    ``path``, ``table``, ``version``, ``rows``, ``provenance``, ``report``, ``mean_sse``, ``owners``
+    (name, records, ε_j text, number of attributes) and ``plan``. ``fresh_work_dir`` clears the work
+    folder first (protected fragments of an earlier run are never reused: each run spends a new budget).
     """
-    schema = resolve_schema(cfg.dataset)
-    if fresh_work_dir:
-        shutil.rmtree(absolute(cfg.work_dir), ignore_errors=True)
-    if cfg.simulated:
-        progress("simulating the owners' fragments")
-        data = simulate.load_dataset(spark, cfg, schema)
-        simulate.split_fragments(spark, cfg, schema, data)
-    for o in cfg.owners:
-        progress(f"owner {o.name}: validating its fragment and sending metadata")
-        owner.describe_fragment(spark, cfg, o.name)
-    progress("aggregator: validating metadata and issuing the plan")
-    plan = aggregator.issue_plan(cfg)
-    for o in cfg.owners:
-        progress(f"owner {o.name}: protecting {len(plan.owner(o.name).attributes)} attributes")
-        owner.protect_owner_fragment(spark, cfg, o.name, noise=noise)
-    progress("aggregator: verifying fragments and committing the release")
-    result = aggregator.release(spark, cfg)
-
-    progress("evaluating information loss (MeanSSE) against the originals")
-    attrs = [schema.attribute(a["name"]) for a in plan.attributes]
-    id_col = schema.id_column
-    originals, protecteds = [], []
-    for o in cfg.owners:
-        src = fragment_source(cfg, o)
-        originals.append(read_source(spark, src.path, src.format, src.options))
-        protecteds.append(read_delta(spark, protected_path(cfg, o.name)))
-    if cfg.fragmentation == "horizontal":
-        names = [id_col, *[a.name for a in attrs]]
-        original = _union([f.select(*names) for f in originals])
-        protected = _union([f.select(*names) for f in protecteds])
-    else:
-        original, protected = originals[0], protecteds[0]
-        for f in originals[1:]:
-            original = original.join(f.drop(*[c for c in f.columns if c in original.columns and c != id_col]), id_col)
-        for f in protecteds[1:]:
-            protected = protected.join(f, id_col)
-    result["mean_sse"] = mean_sse(original, protected, attrs, id_col)
-    result["owners"] = [{"name": o.name, "records": o.n_records, "epsilon": o.epsilon,
-                         "attributes": len(o.attributes)} for o in plan.owners]
-    result["plan"] = plan
-    return result
+    result = Release.from_config(cfg, spark=spark).run(noise=noise, progress=progress, evaluate=True,
+                                                       fresh_work_dir=fresh_work_dir)
+    return {
+        "path": cfg.output if cfg.output is not None else result.path, "table": result.table,
+        "version": result.version, "rows": result.rows, "provenance": dict(result.provenance),
+        "report": result.report, "mean_sse": result.mean_sse,
+        "owners": [{"name": o.name, "records": o.n_records, "epsilon": o.epsilon, "attributes": len(o.attributes)}
+                   for o in result.plan.owners],
+        "plan": result.plan,
+    }

@@ -14,7 +14,7 @@ from fragrelease.errors import ConfigError
 from fragrelease.idpir.config import ReleaseConfig
 from fragrelease.jobs.idpir.layout import fragment_source
 from fragrelease.jobs.idpir.protect import _num_partitions, global_rank
-from fragrelease.jobs.storage import read_source
+from fragrelease.jobs.storage import read_configured
 from fragrelease.schemas.base import DatasetSchema
 from fragrelease.schemas.datasets import BUILTIN_SCHEMAS, load_builtin
 from fragrelease.udfs.noise import secure_random_key_udf
@@ -23,7 +23,7 @@ from fragrelease.udfs.noise import secure_random_key_udf
 def load_dataset(spark, cfg: ReleaseConfig, schema: DatasetSchema) -> DataFrame:
     """The whole table to simulate owners from: ``cfg.source`` or the built-in dataset."""
     if cfg.source is not None:
-        return read_source(spark, cfg.source.path, cfg.source.format, cfg.source.options)
+        return read_configured(spark, cfg.source)
     if cfg.dataset not in BUILTIN_SCHEMAS:
         raise ConfigError(f"dataset {cfg.dataset!r} is not built in: give 'source' or each owner's 'source'")
     return load_builtin(spark, cfg.dataset)

@@ -1,0 +1,180 @@
+"""The Python API (fragrelease.jobs.api): one owner's protect step and a two-owner Release from
+DataFrames and from catalog table names (Spark's built-in in-memory catalog, no Delta classes)."""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pandas as pd
+import pytest
+from deltalake import DeltaTable
+from noise_injection import HashedLaplace
+from pyspark.sql import functions as F
+
+import fragrelease
+from fragrelease.errors import ConfigError, InvalidParameterError, ReleaseExistsError, SchemaMismatchError
+from fragrelease.idpir.config import LedgerConfig, config_from_dict
+from fragrelease.idpir.protocol import OwnerMetadata, make_plan
+from fragrelease.jobs.api import OwnerResult, ProtectResult, Release, ReleaseResult, protect
+from fragrelease.jobs.catalog import PROP_LOCATION, PROP_VERSION
+from fragrelease.jobs.idpir.layout import protected_path
+from fragrelease.jobs.idpir.protect import protect_fragment
+from fragrelease.jobs.storage import read_delta, table_provenance
+from fragrelease.schemas.adult import RELEASED, SCHEMA
+
+N1, N2 = 500, 700
+
+
+@pytest.fixture(scope="module")
+def owners(spark, adult_pdf):
+    sample = adult_pdf.iloc[: N1 + N2]
+    df = spark.createDataFrame(sample, SCHEMA.struct_type())
+    return df.where(F.col("record_id") < N1), df.where(F.col("record_id") >= N1)
+
+
+@pytest.fixture(scope="module")
+def database(spark, tmp_path_factory):
+    """A database of Spark's built-in (in-memory) catalog whose tables live in a temporary folder."""
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS fr_api LOCATION '{tmp_path_factory.mktemp('warehouse')}'")
+    yield "fr_api"
+    spark.sql("DROP DATABASE IF EXISTS fr_api CASCADE")
+
+
+def _sorted(pdf: pd.DataFrame) -> pd.DataFrame:
+    return pdf.sort_values(list(pdf.columns)).reset_index(drop=True)
+
+
+# ---- protect ---------------------------------------------------------------------------------
+
+
+def test_protect_spends_the_budget_exactly_as_the_owner_step_of_a_plan(spark, owners):
+    df, _ = owners
+    result = protect(df, "adult", epsilon="1", k=20, noise=HashedLaplace("api"))
+    assert isinstance(result, ProtectResult) and result.n_records == N1 and result.k == 20
+    l_attrs = len(SCHEMA.protected)
+    assert result.epsilon_spent == 1 and result.epsilon_per_attribute == Fraction(1, l_attrs)
+    assert sum(b.total for b in result.budgets) == 1
+    sex = next(b for b in result.budgets if b.attribute == "sex")
+    assert (sex.order, sex.centroids) == (Fraction(1, 10 * l_attrs), Fraction(9, 10 * l_attrs))
+    # the plan an aggregator would issue to an owner of these records spends exactly these budgets
+    meta = [OwnerMetadata(owner=o, dataset="adult", fragmentation="horizontal", n_records=N1, id_column="record_id",
+                          attributes=tuple(a.public_spec() for a in SCHEMA.protected)) for o in ("owner", "other")]
+    plan = make_plan(meta, fragmentation="horizontal", mechanism="idp-ir", k=20, epsilon="1")
+    assert result.manifest.budgets == plan.owner("owner").budgets
+    assert result.manifest.epsilon == plan.owner("owner").epsilon
+    # and the protected values equal protect_fragment's with that budget and the same noise
+    ref = protect_fragment(df.select("record_id", *RELEASED), list(SCHEMA.protected), id_column="record_id", k=20,
+                           epsilon_per_attribute=Fraction(1, l_attrs), mechanism="idp-ir",
+                           noise=HashedLaplace("api")).toPandas()
+    got = result.dataframe.toPandas()
+    assert list(got.columns) == ["record_id", *RELEASED]
+    pd.testing.assert_frame_equal(_sorted(got), _sorted(ref))
+    # noise is materialized: a second action sees the same values
+    pd.testing.assert_frame_equal(_sorted(result.dataframe.toPandas()), _sorted(got))
+    assert "no epsilon bound" in result.guarantee.table and result.manifest.plan_id.startswith("standalone:")
+
+
+def test_protect_checks_every_parameter_before_any_spark_action(spark):
+    # any Spark job on this DataFrame fails with "no job expected"
+    boom = spark.range(10).select(F.col("id").alias("record_id"), F.lit(40.0).alias("age")).withColumn(
+        "age", F.when(F.col("record_id") >= 0, F.raise_error(F.lit("no job expected"))).otherwise(40.0).cast("double"))
+    age = [SCHEMA.attribute("age")]
+    ok = dict(epsilon="1", k=5, id_column="record_id")
+    for bad, msg in [(dict(epsilon="0"), "'0'|0"), (dict(epsilon="-1/2"), "-1/2"), (dict(k=2), "2"),
+                     (dict(mechanism="nope"), "nope"), (dict(category_order="sorted"), "sorted"),
+                     (dict(category_order_share="3/2"), "3/2"), (dict(postprocess="clip"), "clip")]:
+        with pytest.raises(InvalidParameterError, match=msg):
+            protect(boom, age, **{**ok, **bad})
+    with pytest.raises(InvalidParameterError, match="'salary'"):
+        protect(boom, "adult", epsilon="1", k=5, attributes=["age", "salary"])
+    with pytest.raises(SchemaMismatchError, match="'workclass'"):
+        protect(boom, "adult", epsilon="1", k=5)  # a missing column: from the schema, no job
+    with pytest.raises(ConfigError, match="no-such-dataset"):
+        protect(boom, "no-such-dataset", epsilon="1", k=5)
+    with pytest.raises(Exception, match="no job expected"):  # the control: valid parameters do run a job
+        protect(boom, age, **ok)
+
+
+# ---- Release ---------------------------------------------------------------------------------
+
+
+def test_two_owner_release_from_dataframes(spark, owners, tmp_path):
+    a, b = owners
+    release = Release("adult", epsilon="1", k=20, output=str(tmp_path / "release"), work_dir=str(tmp_path / "work"),
+                      spark=spark, reports=False)
+    release.add_owner("clinic-a", a).add_owner("clinic-b", b)
+    result = release.run(noise=HashedLaplace("release"))
+    assert isinstance(result, ReleaseResult) and result.table is None and result.version == 0
+    assert result.rows == N1 + N2 and result.epsilon == 1 and result.composition == "parallel"
+    assert all(isinstance(o, OwnerResult) for o in result.owners)
+    assert [(o.name, o.records, o.epsilon) for o in result.owners] == [("clinic-a", N1, 1), ("clinic-b", N2, 1)]
+    assert result.owners[0].manifest.plan_id == result.plan.plan_id == result.provenance["plan_id"]
+    assert result.guarantee.per_column == table_provenance(result.path)["guarantee"]["per_column"]
+    released = result.dataframe(spark).toPandas()
+    assert list(released.columns) == list(RELEASED) and len(released) == N1 + N2
+    assert DeltaTable(result.path).to_pandas().shape == released.shape
+    # each owner's fragment is what protect() makes of that DataFrame with the same noise (one path)
+    fragment = read_delta(spark, protected_path(release.config(), "clinic-a")).toPandas()
+    alone = protect(a, "adult", epsilon="1", k=20, noise=HashedLaplace("release")).dataframe.toPandas()
+    pd.testing.assert_frame_equal(_sorted(fragment), _sorted(alone))
+    # the owners' temporary views are gone once the release ran
+    assert not [t for t in spark.catalog.listTables() if t.name.startswith("fragrelease_src_")]
+    with pytest.raises(ConfigError, match="already ran"):  # never a second spend over dropped views
+        release.run()
+
+
+def test_two_owner_release_from_catalog_table_names(spark, owners, database, tmp_path):
+    a, b = owners
+    a.write.saveAsTable(f"{database}.clinic_a")
+    b.write.saveAsTable(f"{database}.clinic_b")
+    out, ledger = f"{database}.adult_release", f"{database}.budget_a"
+
+    def run(if_exists):
+        rel = Release("adult", epsilon="1", k=20, output_table=out, work_dir=str(tmp_path / "work"), spark=spark,
+                      reports=False, if_exists=if_exists)
+        rel.add_owner("clinic-a", f"{database}.clinic_a",
+                      ledger=LedgerConfig(table=ledger, lifetime_epsilon="3"))
+        rel.add_owner("clinic-b", f"{database}.clinic_b")
+        return rel.run()
+
+    first = run("error")
+    assert first.table == out and first.version == 0 and first.rows == N1 + N2
+    # spark.table reads the release; it is the Delta table's current version, row for row
+    via_catalog = spark.table(out).toPandas()
+    pd.testing.assert_frame_equal(_sorted(via_catalog), _sorted(DeltaTable(first.path).to_pandas()))
+    props = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {out}").collect()}
+    assert props[PROP_LOCATION] == first.path and props[PROP_VERSION] == "0"
+    assert table_provenance(first.path)["plan_id"] == first.plan.plan_id
+    with pytest.raises(ReleaseExistsError, match=out):
+        run("error")
+    second = run("new-version")
+    assert second.version == 1 and second.path == first.path
+    again = spark.table(out).toPandas()
+    assert len(again) == N1 + N2  # the new version only, not the union of both versions' files
+    pd.testing.assert_frame_equal(_sorted(again), _sorted(DeltaTable(first.path, version=1).to_pandas()))
+    pd.testing.assert_frame_equal(_sorted(first.dataframe(spark).toPandas()), _sorted(via_catalog))  # time travel
+    # the ledger is a catalog table too: one spend per release, the same rows delta-rs reads
+    spends = spark.table(ledger).toPandas()
+    assert sorted(spends["plan_id"]) == sorted([first.plan.plan_id, second.plan.plan_id])
+    assert set(spends["epsilon"]) == {"1"} and set(spends["owner"]) == {"clinic-a"}
+    ledger_path = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {ledger}").collect()}[PROP_LOCATION]
+    assert len(DeltaTable(ledger_path).to_pandas()) == 2
+
+
+def test_catalog_names_are_validated_and_exclusive_with_paths():
+    base = dict(name="x", dataset="adult", fragmentation="horizontal", epsilon="1", k=20, work_dir="w",
+                owners=[{"name": "a", "source": {"table": "db.a"}}, {"name": "b", "source": {"path": "/b"}}])
+    assert config_from_dict({**base, "output_table": "db.release"}).owners[0].source.table == "db.a"
+    for bad, msg in [({"output_table": "db.re-lease"}, "db.re-lease"), ({"output_table": "a.b.c.d"}, "a.b.c.d"),
+                     ({"output": "/r", "output_table": "db.r"}, "exactly one"), ({}, "exactly one"),
+                     ({"output": "/r", "owners": [{"name": "a", "source": {"table": "1db.a"}}, base["owners"][1]]},
+                      "1db.a"),
+                     ({"output": "/r", "owners": [{"name": "a", "source": {"table": "db.a", "format": "csv"}},
+                                                  base["owners"][1]]}, "path' only")]:
+        with pytest.raises(ConfigError, match=msg):
+            config_from_dict({**base, **bad})
+    with pytest.raises(ValueError, match="exactly one"):
+        LedgerConfig(path="/l", table="db.l", lifetime_epsilon="1")
+
+
+def test_lazy_facade_serves_the_api():
+    assert fragrelease.protect is protect and fragrelease.Release is Release
