@@ -23,17 +23,16 @@ import io
 from datetime import datetime, timezone
 from typing import Optional, Sequence
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from pyspark.sql import DataFrame  # noqa: E402
-from pyspark.sql import types as T  # noqa: E402
+# object-oriented Matplotlib (no pyplot): drawing a report never switches a notebook's backend
+from matplotlib.figure import Figure
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
 
-from fragrelease.jobs.storage import write_text  # noqa: E402
-from fragrelease.schemas.base import Attribute  # noqa: E402
+from fragrelease.jobs.storage import write_text
+from fragrelease.schemas.base import Attribute
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 BINS = 20
@@ -165,12 +164,12 @@ def _png(fig) -> str:
     buf = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buf, format="png", dpi=90)
-    plt.close(fig)
     return f'<img alt="plot" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
 
 
 def _plot_attribute(a: Attribute, released: dict, original: Optional[dict]) -> str:
-    fig, ax = plt.subplots(figsize=(5.2, 2.6))
+    fig = Figure(figsize=(5.2, 2.6))
+    ax = fig.add_subplot()
     if a.categorical:
         cats = list(a.categories)
         x = np.arange(len(cats))

@@ -32,8 +32,8 @@ from fragrelease.experiments.audit import centroid_vector, epsilon_bounds, lr_st
 from fragrelease.idpir.mechanisms import laplace_scale, sensitivity
 from fragrelease.idpir.microaggregation import ir_clusters
 from fragrelease.jobs.idpir.protect import protect_fragment
-from fragrelease.schemas.base import Attribute
 from fragrelease.rng import laplace_epsilon
+from fragrelease.schemas.base import Attribute
 from fragrelease.udfs.noise import noisy_centroid_udf
 
 K, EPS, LO, HI, N = 12, Fraction(2), 0.0, 100.0, 24
