@@ -4,8 +4,11 @@ Shapes: in, a fragment with the id column and the attributes to protect; out, th
 every protected attribute replaced by its cluster's noisy centroid (numeric → double, categorical
 → one of the declared categories), rows in id order within each output group, never in value order.
 
-How it runs, all distributed (no step moves all rows, or all values of one attribute, into one
-task; the steps are detailed in :func:`protect_fragment`):
+How it runs, all distributed (no step moves more than ``_VALUES_PER_BUCKET`` = 500,000 values of
+one attribute into one task; the steps are detailed in :func:`microaggregate_and_noise`). A fragment
+of at most that many rows skips steps 3-4 and 6's routing: one task per attribute runs the numpy
+mechanism (:func:`fragrelease.idpir.mechanisms.draw_attribute`), its raw noisy centroids are stored
+at once and then post-processed (:func:`_protect_whole_attributes`); the output is the same.
 
 1. Validation in one aggregation pass: nulls, values outside the declared domain, null or
    duplicate ids (:func:`validate_fragment`).
