@@ -21,3 +21,10 @@ def test_unknown_owner_exits_2(capsys):
 
 def test_usage_error_is_not_a_crash():
     assert run_cli(["owner", "protect"]) == 2
+
+
+def test_an_error_naming_a_long_path_keeps_it_on_one_line(capsys, tmp_path):
+    deep = tmp_path / ("a-rather-long-folder-name-" * 6) / "missing-configuration.yaml"
+    assert run_cli(["run", str(deep)]) == 2
+    err = capsys.readouterr().err
+    assert str(deep) in err and len(err.strip().splitlines()) == 1
