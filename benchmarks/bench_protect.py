@@ -144,6 +144,7 @@ def main() -> None:
     p.add_argument("--postprocess", choices=["isotonic", "none"], default="isotonic")
     p.add_argument("--master", default="local[2]")
     p.add_argument("--driver-memory", default="8g")
+    p.add_argument("--skip-numpy", action="store_true", help="Spark only (e.g. 100M rows, where numpy needs GBs)")
     args = p.parse_args()
     os.environ["FRAGRELEASE_DRIVER_MEMORY"] = args.driver_memory
     from fragrelease.jobs.session import get_spark
@@ -158,8 +159,10 @@ def main() -> None:
         ts = spark_run(spark, n, attrs, args.k, eps_attr, args.postprocess)
         py_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # the Spark driver's Python only
         # numpy runs afterwards in a child process, alone, so its arrays do not count as driver memory
-        with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
-            tn = pool.submit(numpy_reference, n, attrs, args.k, float(eps_attr), args.postprocess).result()
+        tn = float("nan")
+        if not args.skip_numpy:
+            with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+                tn = pool.submit(numpy_reference, n, attrs, args.k, float(eps_attr), args.postprocess).result()
         print(f"{n:>12,} {ts:>9.1f} {n / ts:>12,.0f} {tn:>9.1f} {ts / tn:>6.2f} {py_mb:>10.0f} {jvm_peak_rss_mb():>11.0f}",
               flush=True)
     spark.stop()
