@@ -372,6 +372,14 @@ def _assembly_bucket(key: np.ndarray, groups: int) -> np.ndarray:
     return (mixed % np.uint64(groups)).astype(np.int32)
 
 
+def _group_rows(attr: int, key: np.ndarray, rid: np.ndarray, value: np.ndarray, groups: int) -> list[tuple]:
+    """One attribute's released values cut by assembly group: ``(group, attr, rid, value)`` tuples."""
+    g = _assembly_bucket(key, groups)
+    order = np.argsort(g, kind="stable")
+    bounds = np.flatnonzero(np.diff(g[order])) + 1
+    return [(int(g[part[0]]), attr, rid[part], value[part]) for part in np.split(order, bounds) if part.size]
+
+
 def protect_fragment(
     df: DataFrame,
     attributes: Sequence[Attribute],
@@ -653,13 +661,7 @@ def microaggregate_and_noise(
                 rid = np.asarray(rec.rid) if carry_rid else key
                 centroids = np.asarray(rec.centroids, dtype=float)
                 cluster = np.minimum((rec.first_rank + np.arange(rid.size, dtype=np.int64)) // k_used, c - 1)
-                value = centroids[cluster - rec.cl_lo]
-                g = _assembly_bucket(key, groups)
-                order = np.argsort(g, kind="stable")
-                bounds = np.flatnonzero(np.diff(g[order])) + 1
-                for part in np.split(order, bounds):
-                    if part.size:
-                        rows.append((int(g[part[0]]), int(rec.attr), rid[part], value[part]))
+                rows += _group_rows(int(rec.attr), key, rid, centroids[cluster - rec.cl_lo], groups)
             yield pd.DataFrame(rows, columns=["group", "attr", "rid", "value"])
 
     values = joined.mapInPandas(values_of, _values_schema(rid_type))
@@ -758,44 +760,23 @@ def _protect_whole_attributes(runs: DataFrame, attrs: Sequence[Attribute], *, bu
     # Materialize the raw noise once: nothing downstream may re-run draw_one.
     drawn = runs.groupBy("attr").applyInPandas(draw_one, drawn_schema).localCheckpoint(eager=True)
     clock.lap("draw each attribute's noisy centroids in one task (stored)")
-    out_schema = T.StructType([
-        T.StructField("attr", T.IntegerType()), T.StructField("key", T.ArrayType(T.LongType())),
-        *([T.StructField("rid", T.ArrayType(rid_type))] if carry_rid else []),
-        T.StructField("value", T.ArrayType(T.DoubleType())),
-    ])
-
-    def finish(batches):
-        # post-processing of the materialized noisy centroids (public sizes and domain only)
-        for pdf in batches:
-            for rec in pdf.itertuples(index=False):
-                name, lo, hi, categorical, _ = specs[int(rec.attr)]
-                released = finish_centroids(np.asarray(rec.noisy, dtype=float), np.asarray(rec.size, dtype=float),
-                                            lo, hi, categorical, postprocess)
-                out = {"attr": [int(rec.attr)], "key": [np.asarray(rec.key, dtype=np.int64)]}
-                if carry_rid:
-                    out["rid"] = [np.asarray(rec.rid)]
-                out["value"] = [released[np.asarray(rec.cluster, dtype=np.int64)]]
-                yield pd.DataFrame(out)
-
-    protected = drawn.mapInPandas(finish, out_schema)
     groups = max(1, math.ceil(n / _ROWS_PER_ASSEMBLY))
 
-    def values_of(batches):
+    def finish(batches):
+        # post-processing of the materialized noisy centroids (public sizes and domain only), then
+        # each id's released value, cut by assembly group
         for pdf in batches:
             rows = []
             for rec in pdf.itertuples(index=False):
+                _, lo, hi, categorical, _ = specs[int(rec.attr)]
+                released = finish_centroids(np.asarray(rec.noisy, dtype=float), np.asarray(rec.size, dtype=float),
+                                            lo, hi, categorical, postprocess)
                 key = np.asarray(rec.key, dtype=np.int64)
                 rid = np.asarray(rec.rid) if carry_rid else key
-                value = np.asarray(rec.value, dtype=float)
-                g = _assembly_bucket(key, groups)
-                order = np.argsort(g, kind="stable")
-                bounds = np.flatnonzero(np.diff(g[order])) + 1
-                for part in np.split(order, bounds):
-                    if part.size:
-                        rows.append((int(g[part[0]]), int(rec.attr), rid[part], value[part]))
+                rows += _group_rows(int(rec.attr), key, rid, released[np.asarray(rec.cluster, dtype=np.int64)], groups)
             yield pd.DataFrame(rows, columns=["group", "attr", "rid", "value"])
 
-    return _line_up(protected.mapInPandas(values_of, _values_schema(rid_type)), attrs, rid_type=rid_type,
+    return _line_up(drawn.mapInPandas(finish, _values_schema(rid_type)), attrs, rid_type=rid_type,
                     rank_orders=rank_orders, id_type=id_type, id_column=id_column)
 
 
