@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import multiprocessing
 import os
 import resource
@@ -89,7 +90,7 @@ def jvm_peak_rss_mb() -> float:
 
 
 class StageTimes(logging.Handler):
-    """Collects ``protect_fragment``'s DEBUG stage timings; prints them with the rest of the run."""
+    """Collects ``protect_fragment``'s DEBUG stage timings; prints each as it ends."""
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
@@ -99,13 +100,13 @@ class StageTimes(logging.Handler):
         self.logger.addHandler(self)
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
+        line = record.getMessage()
+        self.lines.append(line)
+        print(f"    {line}  (as it ends)", flush=True)  # a run that fails still shows how far it got
 
     def done(self, total: float) -> None:
         self.logger.removeHandler(self)
         seconds = [float(line.rsplit(": ", 1)[1].split()[0]) for line in self.lines]
-        for line in self.lines:
-            print(f"    {line}")
         print(f"    protect stage map values to noisy centroids, line up by id, write (noop): {total - sum(seconds):.2f} s")
 
 
@@ -121,9 +122,12 @@ def spark_run(spark, n: int, attrs, k: int, eps_attr: Fraction, postprocess: str
             return F.element_at(F.array(*[F.lit(c) for c in a.categories]), pick).alias(a.name)
         return F.round(F.rand() * 1000, 2).alias(a.name)
 
-    df = spark.range(n).withColumnRenamed("id", "record_id")
+    # about 1M rows per input partition, like a table stored in files of ~100 MB
+    df = spark.range(0, n, 1, max(2, math.ceil(n / 1_000_000))).withColumnRenamed("id", "record_id")
     df = df.select("record_id", *[column(a) for a in attrs])
+    t = time.perf_counter()
     df = df.localCheckpoint(eager=True)  # generate once, outside the timed section
+    print(f"    generated {n:,} rows (stored, not timed): {time.perf_counter() - t:.2f} s", flush=True)
     stages = StageTimes()
     t = time.perf_counter()
     out = protect_fragment(df, attrs, id_column="record_id", k=k, epsilon_per_attribute=eps_attr,

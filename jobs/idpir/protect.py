@@ -45,6 +45,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.storagelevel import StorageLevel
 
 from fragrelease.errors import DomainError, IdentifierError, InvalidParameterError, SchemaMismatchError
 from fragrelease.idpir.category_order import (
@@ -300,6 +301,10 @@ _RUN_ROWS = 262_144
 _SAMPLE_PER_BUCKET = 2_000
 _BROADCAST_CENTROIDS = 4_000_000
 _KEY_SAMPLE_FRACTIONS = [i / 64 for i in range(1, 64)]
+_BUCKETS_PER_TASK = 4
+# Stored intermediates are kept serialized (memory, then disk): their memory is accounted in
+# bytes, and a block that went to disk is not deserialized back into the heap on every read.
+_STORED = StorageLevel.MEMORY_AND_DISK
 
 
 def _integral_id(df: DataFrame, id_column: str) -> bool:
@@ -519,6 +524,7 @@ def microaggregate_and_noise(
     rid_field = [T.StructField("rid", T.ArrayType(rid_type))] if carry_rid else []
 
     buckets = max(1, math.ceil(n / _VALUES_PER_BUCKET))
+    bucket_dtype = np.int16 if buckets < 2**15 else np.int32
     splitters = _splitters(keyed, l, n, buckets)
     clock.lap("splitters (sample)")
 
@@ -537,8 +543,8 @@ def microaggregate_and_noise(
             rows = []
             for j in range(l):
                 x = chunk[f"x{j}"].to_numpy(float)
-                b = _bucket_of(x, key, *splitters[j])
-                order = np.argsort(b, kind="stable")
+                b = _bucket_of(x, key, *splitters[j]).astype(bucket_dtype)
+                order = np.argsort(b, kind="stable")  # radix sort for 16-bit bucket numbers
                 bounds = np.flatnonzero(np.diff(b[order])) + 1
                 for part in np.split(order, bounds):
                     if part.size:
@@ -561,7 +567,7 @@ def microaggregate_and_noise(
             keyed.mapInPandas(runs_of, run_schema), attrs, budgets=budgets, k=k, n=n, mechanism=mechanism,
             noise=noise, postprocess=postprocess, carry_rid=carry_rid, rid_type=rid_type, rank_orders=rank_orders,
             id_type=df.schema[id_column].dataType, id_column=id_column, clock=clock)
-    runs = keyed.mapInPandas(runs_of, run_schema).localCheckpoint(eager=True)
+    runs = keyed.mapInPandas(runs_of, run_schema).localCheckpoint(eager=True, storageLevel=_STORED)
     clock.lap("cut into bucket arrays (map, stored)")
     counts = {(int(r["attr"]), int(r["bucket"])): int(r["m"])
               for r in runs.groupBy("attr", "bucket").agg(F.sum(F.size("x")).alias("m")).collect()}
@@ -602,7 +608,10 @@ def microaggregate_and_noise(
         })
 
     clock.lap("counts per bucket")
-    ranked = runs.groupBy("attr", "bucket").applyInPandas(rank_bucket, ranked_schema).localCheckpoint(eager=True)
+    # a few buckets (~8 MB each) per task, whatever the fragment's size: task memory stays bounded
+    sort_tasks = max(1, math.ceil(l * buckets / _BUCKETS_PER_TASK))
+    ranked = (runs.repartition(sort_tasks, "attr", "bucket").groupBy("attr", "bucket")
+              .applyInPandas(rank_bucket, ranked_schema).localCheckpoint(eager=True, storageLevel=_STORED))
     clock.lap("sort buckets, ranks, partial cluster statistics (stored)")
 
     partial = ranked.select("attr", F.explode(F.arrays_zip("cluster", "sum", "size", "min", "max")).alias("s"))
@@ -665,7 +674,7 @@ def microaggregate_and_noise(
             yield pd.DataFrame(rows, columns=["group", "attr", "rid", "value"])
 
     values = joined.mapInPandas(values_of, _values_schema(rid_type))
-    return _line_up(values, attrs, rid_type=rid_type, rank_orders=rank_orders, id_type=df.schema[id_column].dataType,
+    return _line_up(values, attrs, groups=groups, rid_type=rid_type, rank_orders=rank_orders, id_type=df.schema[id_column].dataType,
                     id_column=id_column)
 
 
@@ -677,7 +686,7 @@ def _values_schema(rid_type: T.DataType) -> T.StructType:
     ])
 
 
-def _line_up(values: DataFrame, attrs: Sequence[Attribute], *, rid_type: T.DataType,
+def _line_up(values: DataFrame, attrs: Sequence[Attribute], *, groups: int, rid_type: T.DataType,
              rank_orders: Mapping[str, Sequence[str]], id_type: T.DataType, id_column: str) -> DataFrame:
     """One task per assembly group sorts each attribute's ``(rid, value)`` arrays by id and lines them up.
 
@@ -707,6 +716,8 @@ def _line_up(values: DataFrame, attrs: Sequence[Attribute], *, rid_type: T.DataT
             columns[f"v{int(j)}"] = labels[int(j)][value.astype(np.int64) - 1] if int(j) in labels else value
         return pd.DataFrame({"rid": ids, **{f"v{j}": columns[f"v{j}"] for j in range(l)}})
 
+    if groups > 1:  # one task per assembly group (about 500,000 ids), whatever the fragment's size
+        values = values.repartition(groups, "group")
     wide = values.groupBy("group").applyInPandas(assemble, out_schema)
     out_cols = [F.col("rid").cast(id_type).alias(id_column)]
     out_cols += [F.col(f"v{j}").alias(a.name) for j, a in enumerate(attrs)]
@@ -776,7 +787,7 @@ def _protect_whole_attributes(runs: DataFrame, attrs: Sequence[Attribute], *, bu
                 rows += _group_rows(int(rec.attr), key, rid, released[np.asarray(rec.cluster, dtype=np.int64)], groups)
             yield pd.DataFrame(rows, columns=["group", "attr", "rid", "value"])
 
-    return _line_up(drawn.mapInPandas(finish, _values_schema(rid_type)), attrs, rid_type=rid_type,
+    return _line_up(drawn.mapInPandas(finish, _values_schema(rid_type)), attrs, groups=groups, rid_type=rid_type,
                     rank_orders=rank_orders, id_type=id_type, id_column=id_column)
 
 

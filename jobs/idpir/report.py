@@ -160,9 +160,10 @@ def correlations(df: DataFrame, attrs: Sequence[Attribute]) -> Optional[np.ndarr
     return table_summary(df, attrs)[1]
 
 
-def _png(fig) -> str:
+def _png(fig, bottom: float) -> str:
     buf = io.BytesIO()
-    fig.tight_layout()
+    # fixed margins: tight_layout measured every text first and was about a third of each plot's time
+    fig.subplots_adjust(left=0.18, right=0.98, top=0.9, bottom=bottom)
     fig.savefig(buf, format="png", dpi=90)
     return f'<img alt="plot" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
 
@@ -190,7 +191,7 @@ def _plot_attribute(a: Attribute, released: dict, original: Optional[dict]) -> s
     ax.set_title(a.name, fontsize=9)
     if original:
         ax.legend(fontsize=7)
-    return _png(fig)
+    return _png(fig, bottom=0.4 if a.categorical else 0.2)
 
 
 def _fmt(v) -> str:
