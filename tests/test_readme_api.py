@@ -2,6 +2,7 @@
 import re
 from pathlib import Path
 
+import pytest
 from deltalake import DeltaTable
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -15,6 +16,7 @@ def readme_api_example() -> str:
     return blocks[0]
 
 
+@pytest.mark.slow  # whole releases end to end (minutes with the suite's load); CI runs it
 def test_readme_api_example_runs_as_written(spark, tmp_path, monkeypatch, capsys):
     code = readme_api_example()
     assert "fragrelease.protect(" in code and "fragrelease.Release(" in code

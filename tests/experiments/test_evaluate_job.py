@@ -10,6 +10,7 @@ from fragrelease.experiments.evaluation import OrderSetting
 from fragrelease.jobs.cli import run_cli
 
 
+@pytest.mark.slow  # whole releases end to end (minutes with the suite's load); CI runs it
 def test_small_grid_writes_results_and_figures(spark, tmp_path):
     out = str(tmp_path / "eval")
     result = run_evaluation(spark, ["wine"], out, scenarios=["centralized", "horizontal", "vertical"],

@@ -97,6 +97,7 @@ def test_protect_checks_every_parameter_before_any_spark_action(spark):
 # ---- Release ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # whole releases end to end (minutes with the suite's load); CI runs it
 def test_two_owner_release_from_dataframes(spark, owners, tmp_path):
     a, b = owners
     release = Release("adult", epsilon="1", k=20, output=str(tmp_path / "release"), work_dir=str(tmp_path / "work"),
@@ -122,6 +123,7 @@ def test_two_owner_release_from_dataframes(spark, owners, tmp_path):
         release.run()
 
 
+@pytest.mark.slow  # whole releases end to end (minutes with the suite's load); CI runs it
 def test_two_owner_release_from_catalog_table_names(spark, owners, database, tmp_path):
     a, b = owners
     a.write.saveAsTable(f"{database}.clinic_a")

@@ -5,6 +5,7 @@ import re
 from importlib.metadata import entry_points
 from pathlib import Path
 
+import pytest
 import yaml
 from deltalake import DeltaTable
 
@@ -58,12 +59,14 @@ def _conf(spark, wine_pdf, tmp_path):
     return conf
 
 
+@pytest.mark.slow  # whole releases end to end (minutes with the suite's load); CI runs it
 def test_bundle_tasks_run_locally(spark, wine_pdf, tmp_path):
     _run_bundle(_conf(spark, wine_pdf, tmp_path), {})
     table = DeltaTable(str(tmp_path / "release"))
     assert table.version() == 0 and table.to_pyarrow_table().num_rows == 400
 
 
+@pytest.mark.slow  # whole releases end to end (minutes with the suite's load); CI runs it
 def test_bundle_tasks_take_catalog_table_names(spark, wine_pdf, tmp_path):
     """Owners' sources and the release given as table names through the bundle's variables."""
     from fragrelease.schemas.wine import SCHEMA

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 
+@pytest.mark.slow  # whole releases end to end (minutes with the suite's load); CI runs it
 @pytest.mark.spark  # a Spark Connect server in a subprocess
 def test_small_release_through_a_local_spark_connect_server(tmp_path):
     pytest.importorskip("grpc", reason="Spark Connect needs pyspark[connect] (grpcio) installed")

@@ -153,6 +153,7 @@ def test_spark_marginals_refuse_values_outside_the_domain(spark, small):
         marginal_counts_spark(spark.createDataFrame(bad), adult_predictors(["sex"]), "income", ADULT_CLASS_VALUES)
 
 
+@pytest.mark.slow  # whole releases end to end (minutes with the suite's load); CI runs it
 def test_spark_held_numeric_counts_score_and_choose_like_the_driver(spark, small, monkeypatch):
     """Numeric marginals kept in Spark (forced: tiny limits, several range partitions) == the driver's arrays."""
     import fragrelease.jobs.diffgen.marginals as jd

@@ -48,6 +48,7 @@ def disk_full(*args, **kwargs):
     raise OSError(errno.ENOSPC, "No space left on device")
 
 
+@pytest.mark.slow  # whole releases end to end (minutes with the suite's load); CI runs it
 def test_failures_never_expose_partial_releases(spark, tmp_path, wine_source, monkeypatch):
     cfg = cfg_for(tmp_path, wine_source)
     # version 0: the earlier release that every later failure must leave intact
@@ -115,6 +116,7 @@ def test_failures_never_expose_partial_releases(spark, tmp_path, wine_source, mo
     assert DeltaTable(cfg.output, version=0).to_pyarrow_table().num_rows == rows_v0
 
 
+@pytest.mark.slow  # whole releases end to end (minutes with the suite's load); CI runs it
 def test_ledger_refuses_a_release_past_the_lifetime_budget(spark, tmp_path, wine_source):
     from fractions import Fraction
 

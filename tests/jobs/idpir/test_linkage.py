@@ -14,6 +14,9 @@ from fragrelease.jobs.idpir.aggregator import unlink_columns
 from fragrelease.jobs.idpir.protect import protect_fragment
 from fragrelease.schemas.base import Attribute
 
+# 24 small releases through Spark in one fixture (about 45 s on the suite's shared cores); CI runs it
+pytestmark = pytest.mark.slow
+
 A = Attribute(name="a", type="double", role="quasi-identifier", kind="numeric", domain=(0.0, 100.0))
 B = Attribute(name="b", type="double", role="quasi-identifier", kind="numeric", domain=(0.0, 100.0))
 D = [(i, 10.0 * i, 10.0 * i) for i in range(1, 7)]

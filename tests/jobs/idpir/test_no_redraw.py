@@ -36,6 +36,7 @@ def test_without_materialization_a_recomputed_plan_would_redraw(spark):
     assert a != b
 
 
+@pytest.mark.slow  # whole releases end to end (minutes with the suite's load); CI runs it
 @pytest.mark.spark  # a Spark job in a subprocess
 def test_a_retried_task_sees_the_same_noise(tmp_path):
     env = dict(os.environ)

@@ -32,6 +32,7 @@ def horizontal_cfg(tmp, source, **kw):
     return config_from_dict(data)
 
 
+@pytest.mark.slow  # whole releases end to end (minutes with the suite's load); CI runs it
 def test_horizontal_release_is_a_real_delta_table(spark, tmp_path, adult_source):
     cfg = horizontal_cfg(tmp_path, adult_source)
     result = run_local_release(spark, cfg)
@@ -85,6 +86,7 @@ def test_horizontal_release_is_a_real_delta_table(spark, tmp_path, adult_source)
     assert read_delta(spark, cfg.output).count() == 2_000  # active files only, not both versions
 
 
+@pytest.mark.slow  # whole releases end to end (minutes with the suite's load); CI runs it
 def test_aggregator_refuses_tampered_manifest_and_fragment(spark, tmp_path, adult_source):
     cfg = horizontal_cfg(tmp_path, adult_source, k=25, reports=False)
     run_local_release(spark, cfg)
@@ -108,6 +110,7 @@ def test_aggregator_refuses_tampered_manifest_and_fragment(spark, tmp_path, adul
     assert not DeltaTable.is_deltatable(str(tmp_path / "other"))  # nothing half-written
 
 
+@pytest.mark.slow  # whole releases end to end (minutes with the suite's load); CI runs it
 def test_vertical_release_joins_by_id(spark, tmp_path, wine_pdf):
     from fragrelease.schemas.wine import SCHEMA
 
@@ -130,6 +133,7 @@ def test_vertical_release_joins_by_id(spark, tmp_path, wine_pdf):
     assert {o["epsilon_per_attribute"] for o in prov["owners"]} == {"1/11"}
 
 
+@pytest.mark.slow  # whole releases end to end (minutes with the suite's load); CI runs it
 def test_nothing_under_the_shared_work_dir_is_derived_from_original_data(spark, tmp_path, adult_source):
     """Owners' reports and simulated raw fragments stay in their private folders (issue: private reports)."""
     import os

@@ -51,6 +51,7 @@ def test_spark_validation_names_bad_columns_and_nulls(spark):
         jt.validate_source(df, tm.TierColumns.make(["s"], "age", "record_id"))
 
 
+@pytest.mark.slow  # whole releases end to end (minutes with the suite's load); CI runs it
 def test_cli_german_chain_writes_delta_tiers_with_p_and_ul(spark, tmp_path, capsys):
     from fragrelease.jobs.cli import run_cli
     from fragrelease.jobs.storage import read_delta, table_provenance
