@@ -21,6 +21,12 @@ def mean_sse(original: DataFrame, protected: DataFrame, attributes: Sequence[Att
              convention: str = "authors") -> float:
     """MeanSSE of ``protected`` against ``original`` (both with ``id_column`` and the attributes).
 
+    Records are matched by ``id_column`` (a full outer join); numeric attributes are scaled by the
+    original's sample standard deviation, categorical ones count a mismatch as 1 scaled by
+    ``CATEGORICAL_SCALE`` (docs/specification.md §4; the ``convention`` as in
+    :func:`fragrelease.idpir.metrics.mean_sse`, which this equals up to float rounding). Returns a
+    non-negative float (unitless). One Spark aggregation; the result is owner-only information.
+
     Raises
     ------
     InvalidParameterError
@@ -29,32 +35,31 @@ def mean_sse(original: DataFrame, protected: DataFrame, attributes: Sequence[Att
     if convention not in CONVENTIONS:
         raise InvalidParameterError(f"MeanSSE convention must be one of {CONVENTIONS}, not {convention!r}")
     attrs = list(attributes)
-    numeric = [a for a in attrs if not a.categorical]
-    stds = {}
-    if numeric:
-        row = original.agg(*[F.stddev_samp(F.col(a.name).cast("double")).alias(a.name) for a in numeric]).first()
-        stds = {a.name: row[a.name] for a in numeric}
     o = original.select(F.col(id_column), *[F.col(a.name).alias(f"o_{i}") for i, a in enumerate(attrs)])
     p = protected.select(F.col(id_column), *[F.col(a.name).alias(f"p_{i}") for i, a in enumerate(attrs)])
     joined = o.join(p, id_column, "full_outer")
-    terms = []
+    # One pass: per attribute the sum of squared differences and (numeric) the original's standard
+    # deviation; the scaling happens here on the driver, so no statistic of the original data
+    # becomes a literal of a Spark plan (explain output, the UI, event logs).
+    aggs = [F.sum((F.col("o_0").isNull() | F.col("p_0").isNull()).cast("long")).alias("unmatched"),
+            F.count(F.lit(1)).alias("n")]
     for i, a in enumerate(attrs):
-        s = CATEGORICAL_SCALE if a.categorical else stds[a.name]
-        if not s or s <= 0:
-            raise InvalidParameterError(f"attribute {a.name!r} has zero spread in the original data")
-        s = s if convention == "authors" else s * s
         if a.categorical:
             d = (F.col(f"o_{i}") != F.col(f"p_{i}")).cast("double")
         else:
             d = F.col(f"o_{i}").cast("double") - F.col(f"p_{i}").cast("double")
-        terms.append(F.pow(d / F.lit(s), 2))
-    total = terms[0]
-    for t in terms[1:]:
-        total = total + t
-    l = len(attrs)
-    denom = l if convention == "authors" else l * l
-    row = joined.agg(F.avg(total / F.lit(float(denom))).alias("m"),
-                     F.sum(total.isNull().cast("int")).alias("unmatched")).first()
+            aggs.append(F.stddev_samp(F.col(f"o_{i}").cast("double")).alias(f"s_{i}"))
+        aggs.append(F.sum(d * d).alias(f"ss_{i}"))
+    row = joined.agg(*aggs).first()
     if row["unmatched"]:
         raise InvalidParameterError(f"{row['unmatched']} records could not be matched by {id_column!r}")
-    return float(row["m"])
+    total = 0.0
+    for i, a in enumerate(attrs):
+        s = CATEGORICAL_SCALE if a.categorical else row[f"s_{i}"]
+        if not s or s <= 0:
+            raise InvalidParameterError(f"attribute {a.name!r} has zero spread in the original data")
+        s = s if convention == "authors" else s * s
+        total += float(row[f"ss_{i}"]) / (s * s)
+    l = len(attrs)
+    denom = l if convention == "authors" else l * l
+    return total / (int(row["n"]) * denom)

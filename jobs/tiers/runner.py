@@ -130,13 +130,15 @@ def prepare(df: DataFrame, cols: tm.TierColumns, standardize: bool) -> DataFrame
                     *[F.col(c).cast("double").alias(c) for c in qi], F.col(cols.sensitive))
     if not standardize:
         return out
-    stats = out.agg(*[F.avg(c).alias(f"m{i}") for i, c in enumerate(qi)],
-                    *[F.stddev_pop(c).alias(f"s{i}") for i, c in enumerate(qi)]).first()
+    # the one-row table of means and deviations is joined, not inlined: statistics of the table
+    # never become literals of a Spark plan (explain output, the UI, event logs)
+    stats = out.agg(*[F.avg(c).alias(f"__m{i}") for i, c in enumerate(qi)],
+                    *[F.stddev_pop(c).alias(f"__s{i}") for i, c in enumerate(qi)])
     cols_out = [F.col(cols.row_id)]
     for i, c in enumerate(qi):
-        m, s = stats[f"m{i}"], stats[f"s{i}"]
-        cols_out.append(((F.col(c) - F.lit(m)) / F.lit(s)).alias(c) if s and s > 0 else F.lit(0.0).alias(c))
-    return out.select(*cols_out, F.col(cols.sensitive))
+        m, sd = F.col(f"__m{i}"), F.col(f"__s{i}")
+        cols_out.append(F.when(sd > 0, (F.col(c) - m) / sd).otherwise(F.lit(0.0)).alias(c))
+    return out.crossJoin(F.broadcast(stats)).select(*cols_out, F.col(cols.sensitive))
 
 
 def assign_surrogate_ids(df: DataFrame, cols: tm.TierColumns) -> DataFrame:
@@ -214,13 +216,21 @@ def sanitize_df(df: DataFrame, cols: tm.TierColumns, ctx: tm.TableContext, theta
 
 
 def utility_df(df: DataFrame, cols: tm.TierColumns, mean: np.ndarray) -> float:
-    """``U(T) = Σ_rows d(t, T~)`` with ``T~`` every row at ``mean`` (a Spark sum)."""
-    terms = [F.lit(float(w)) * (F.col(c) - F.lit(float(m))) ** 2
-             for c, w, m in zip(cols.quasi_identifiers, cols.weights, mean)]
+    """``U(T) = Σ_rows d(t, T~)`` with ``T~`` every row at ``mean`` (a Spark sum).
+
+    ``mean`` (the source table's mean, data-dependent) is joined as a one-row table rather than
+    written into the expression, so it never becomes a literal of a Spark plan; the weights are
+    public parameters.
+    """
+    qi = list(cols.quasi_identifiers)
+    centre = df.sparkSession.createDataFrame([tuple(float(m) for m in mean)],
+                                             ", ".join(f"`__c{i}` double" for i in range(len(qi))))
+    terms = [F.lit(float(w)) * (F.col(c) - F.col(f"__c{i}")) ** 2
+             for i, (c, w) in enumerate(zip(qi, cols.weights))]
     total = terms[0]
     for t in terms[1:]:
         total = total + t
-    return float(df.agg(F.sum(F.sqrt(total))).first()[0] or 0.0)
+    return float(df.crossJoin(F.broadcast(centre)).agg(F.sum(F.sqrt(total))).first()[0] or 0.0)
 
 
 def disclosure_df(df: DataFrame, cols: tm.TierColumns, values: tuple, p: np.ndarray) -> float:

@@ -153,3 +153,23 @@ def test_spark_release_carries_surrogate_ids_matching_their_classes(spark, tmp_p
         assert rows["credit_class"].tolist() == src.loc[pairs["orig"], "credit_class"].tolist()
         labels = rows[qi].groupby(qi, sort=False).ngroup().to_numpy()
         np.testing.assert_allclose(rows[qi].to_numpy(float), tm.class_means(x0, labels), rtol=0, atol=1e-9)
+
+
+def test_standardized_source_keeps_table_statistics_out_of_the_spark_plan(spark, capsys):
+    from fragrelease.jobs.tiers import runner as jt
+
+    raw = pd.DataFrame({"record_id": [1, 2, 3, 4], "a": [1.25, 2.5, 100.125, 34.0], "b": [3.0, 3.0, 3.0, 3.0],
+                        "s": ["x", "y", "x", "y"]})
+    cols = tm.TierColumns.make(["a", "b"], "s", "record_id")
+    out = jt.prepare(spark.createDataFrame(raw), cols, standardize=True)
+    got = out.orderBy("record_id").toPandas()
+    a = raw["a"].to_numpy()
+    np.testing.assert_allclose(got["a"], (a - a.mean()) / a.std(), rtol=1e-12)
+    assert (got["b"] == 0.0).all()  # a constant column becomes 0
+    out.explain(mode="extended")
+    plan = capsys.readouterr().out
+    assert str(a.mean()) not in plan and str(a.mean())[:6] not in plan  # the mean of a (34.46875)
+    assert str(a.std())[:8] not in plan
+    mean = np.array([a.mean(), 3.0])
+    assert jt.utility_df(spark.createDataFrame(raw[["a", "b"]]), cols, mean) == pytest.approx(
+        float(np.sqrt(np.asarray(cols.weights)[0] * (a - a.mean()) ** 2).sum()), rel=1e-12)
