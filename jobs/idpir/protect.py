@@ -17,8 +17,9 @@ at once and then post-processed (:func:`_protect_whole_attributes`); the output 
    category → rank map is a broadcast join and the rank → label map runs in the Python workers, so
    no order appears as a literal in the Spark plan.
 3. Each attribute's ``(value, id)`` order is cut into buckets by splitters estimated from a sample;
-   values travel to their bucket as Arrow arrays (a few rows of many values, not one row per
-   value), each bucket is sorted in one task, and counts per bucket give its first global rank.
+   values travel to their bucket as packed arrays (a few rows of many values, each a cell of
+   little-endian bytes, not one row per value), each bucket is sorted in one task (about four
+   buckets per task), and counts per bucket give its first global rank.
 4. Cluster = ``min(rank // k, c - 1)``; per-cluster sums, counts and extremes are combined; the
    sensitivity and the scale ``b = Δ / ε_attr`` come from the mechanism registry's own function
    (:meth:`fragrelease.idpir.mechanisms.IRMechanism.sensitivity_from_extremes`, four order statistics
@@ -493,11 +494,12 @@ def microaggregate_and_noise(
         An attribute whose value count differs from n (the fragment changed while it was read).
 
     How it runs (every step distributed; no step moves all rows, or all values of one attribute,
-    into one task; Spark moves values in Arrow arrays of up to ~260,000 values, not row by row):
+    into one task; Spark moves values as packed byte cells of up to ~260,000 values, not row by row,
+    and no task's data grows with the fragment):
 
     1. Each attribute's ``(x, id)`` order is cut into buckets of about 500,000 values by splitters
        estimated from a sample (:func:`_splitters`); a map-only pass writes each input chunk's
-       values as one array row per (attribute, bucket), stored once.
+       values as one packed row per (attribute, bucket), stored once (serialized).
     2. Counts per (attribute, bucket) give each bucket's first global rank (a table of
        attributes × buckets numbers). Each bucket is sorted in one task; rank → cluster
        ``min(rank // k, c - 1)``; the task emits its ids in rank order and per-cluster partial sums,
