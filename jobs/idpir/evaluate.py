@@ -30,7 +30,7 @@ def mean_sse(original: DataFrame, protected: DataFrame, attributes: Sequence[Att
     Raises
     ------
     InvalidParameterError
-        Unknown convention, unmatched ids, or an attribute with zero spread.
+        Unknown convention, unmatched ids, empty tables, or an attribute with zero spread.
     """
     if convention not in CONVENTIONS:
         raise InvalidParameterError(f"MeanSSE convention must be one of {CONVENTIONS}, not {convention!r}")
@@ -53,6 +53,8 @@ def mean_sse(original: DataFrame, protected: DataFrame, attributes: Sequence[Att
     row = joined.agg(*aggs).first()
     if row["unmatched"]:
         raise InvalidParameterError(f"{row['unmatched']} records could not be matched by {id_column!r}")
+    if not row["n"]:
+        raise InvalidParameterError("MeanSSE needs at least one record; both tables are empty")
     total = 0.0
     for i, a in enumerate(attrs):
         s = CATEGORICAL_SCALE if a.categorical else row[f"s_{i}"]
