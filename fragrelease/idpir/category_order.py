@@ -16,7 +16,8 @@ bought with budget:
     are ranked by noisy count, most frequent first, ties by declared order. Under substitution one
     record moves one unit from one count to another, so the histogram's L1 sensitivity is 2 and the
     scale is ``2 / ε_order`` (calibrated by OpenDP's map, :func:`histogram_scale`). The rest of the
-    attribute's budget, ``ε_attr − ε_order``, goes to the centroids. Sequential composition of the two steps gives ``ε_attr`` for the attribute.
+    attribute's budget, ``ε_attr − ε_order``, goes to the centroids. Sequential composition of the
+    two steps gives ``ε_attr`` for the attribute.
 
 :func:`data_frequency_order` is the paper's own reading (exact counts, no noise). It is **not** a
 release mechanism: only the evaluation's labelled reproduction of the paper's figures may call it.

@@ -701,8 +701,8 @@ def microaggregate_and_noise(
             yield pd.DataFrame(rows, columns=["group", "attr", "rid", "value"])
 
     values = joined.mapInPandas(values_of, _values_schema(rid_type, carry_rid))
-    return _line_up(values, attrs, groups=groups, carry_rid=carry_rid, rid_type=rid_type, rank_orders=rank_orders, id_type=df.schema[id_column].dataType,
-                    id_column=id_column)
+    return _line_up(values, attrs, groups=groups, carry_rid=carry_rid, rid_type=rid_type, rank_orders=rank_orders,
+                    id_type=df.schema[id_column].dataType, id_column=id_column)
 
 
 def _values_schema(rid_type: T.DataType, carry_rid: bool) -> T.StructType:
