@@ -22,6 +22,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import uuid
+import weakref
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -50,6 +51,7 @@ from fragrelease.jobs.idpir import aggregator, owner, simulate
 from fragrelease.jobs.idpir.evaluate import mean_sse
 from fragrelease.jobs.idpir.layout import fragment_source, protected_path
 from fragrelease.jobs.idpir.protect import check_columns, content_digest, validate_fragment
+from fragrelease.jobs.idpir.workspace import claim_work_dir, clear_work_dir
 from fragrelease.jobs.storage import absolute, read_configured, read_delta
 from fragrelease.rng import NoiseSource
 from fragrelease.schemas.base import Attribute, DatasetSchema
@@ -340,8 +342,9 @@ class Release:
     fragmentation : ``horizontal`` (owners hold disjoint records) or ``vertical`` (disjoint attributes).
     epsilon, k, mechanism : the release's total ε, cluster size and mechanism.
     output / output_table : where the release is committed: a Delta folder or a catalog table name.
-    work_dir : the folder the parties share (metadata, plan, protected fragments, manifests);
-        default: a new temporary folder.
+    work_dir : the folder the parties share (metadata, plan, protected fragments, manifests); it
+        must hold nothing but a release's own entries (:mod:`fragrelease.jobs.idpir.workspace`).
+        Default: a new temporary folder (0700), removed when :meth:`run` ends or fails.
     spark : the session (default: the active one, or a new local one).
     options : any other release configuration key (``epsilon_split``, ``keep_id``, ``if_exists``,
         ``reports``, ``category_order``, ``category_order_share``, ``linkage``, ``postprocess``, ``name``).
@@ -359,6 +362,8 @@ class Release:
         self._spark = spark
         self._schema = dataset if isinstance(dataset, DatasetSchema) else None
         self._work_dir = work_dir
+        self._given_work_dir = work_dir
+        self._tmp: Optional[str] = None
         self._data: dict[str, Any] = {
             "name": options.pop("name", "release"), "dataset": dataset if isinstance(dataset, str) else None,
             "fragmentation": fragmentation,
@@ -385,6 +390,7 @@ class Release:
             cfg = config_from_dict({**config.model_dump(mode="json", exclude_none=True), **overrides})
         out = cls.__new__(cls)
         out._spark, out._schema, out._work_dir, out._data = spark, None, cfg.work_dir, {}
+        out._given_work_dir, out._tmp = cfg.work_dir, None
         out._owners, out._views, out._config, out._spent_views = [], [], cfg, False
         return out
 
@@ -441,22 +447,41 @@ class Release:
         """
         if self._config is not None:
             return self._config
-        if self._work_dir is None:
-            self._work_dir = tempfile.mkdtemp(prefix="fragrelease-work-")
+        if (self._given_work_dir is None or self._schema is not None) and self._tmp is None:
+            self._make_tmp()
+        self._work_dir = self._given_work_dir if self._given_work_dir is not None else str(Path(self._tmp) / "work")
         data = {**{k: v for k, v in self._data.items() if v is not None}, "work_dir": self._work_dir,
                 "owners": self._owners}
         if self._schema is not None:
             import yaml
 
-            path = Path(self._work_dir) / "schema.yaml"
-            path.parent.mkdir(parents=True, exist_ok=True)
+            # beside the work folder, in this release's own temporary folder: a schema file is the
+            # user's declaration, never an entry of work_dir (fragrelease.jobs.idpir.workspace)
+            path = Path(self._tmp) / "schema.yaml"
             path.write_text(yaml.safe_dump(self._schema.model_dump(mode="json", exclude_none=True)), encoding="utf-8")
             data["dataset"] = str(path)
         self._config = config_from_dict(data, source="Release(...)")
         return self._config
 
+    def _make_tmp(self) -> None:
+        """This release's own temporary folder (0700): the default work folder and a declared schema.
+
+        Removed when :meth:`run` ends or fails, or when the release object is garbage collected.
+        """
+        self._tmp = tempfile.mkdtemp(prefix="fragrelease-work-")
+        self._tmp_finalizer = weakref.finalize(self, shutil.rmtree, self._tmp, True)
+
+    def _remove_tmp(self) -> None:
+        """Remove the temporary folder this release created (only that one) and forget its paths."""
+        if self._tmp is None:
+            return
+        self._tmp_finalizer()  # shutil.rmtree(self._tmp, ignore_errors=True), once
+        self._tmp = None
+        if self._data:  # built from parameters: the next config() makes a new temporary folder
+            self._config = None
+
     def run(self, *, noise: Optional[NoiseSource] = None, progress: Callable[[str], None] = lambda msg: None,
-            evaluate: bool = False, fresh_work_dir: bool = True) -> ReleaseResult:
+            evaluate: bool = False, fresh_work_dir: bool = True, config_path: Optional[str] = None) -> ReleaseResult:
         """Play every party's step in this driver and commit the release.
 
         Steps: simulate owners if the configuration asks for it → each owner validates its fragment
@@ -471,7 +496,18 @@ class Release:
         progress : called with a short message before each step.
         evaluate : also compute MeanSSE of the protected fragments against the originals (the
             driver reads every owner's original: for simulations and experiments).
-        fresh_work_dir : clear ``work_dir`` first (an earlier run's fragments are never reused).
+        fresh_work_dir : first remove what an earlier run of this release left in ``work_dir``
+            (``metadata/``, ``plan.json``, ``owners/``; an earlier run's fragments are never reused) and
+            nothing else (:func:`fragrelease.jobs.idpir.workspace.clear_work_dir`).
+        config_path : the configuration file the release was read from, if any (it must not lie
+            inside ``work_dir``).
+
+        Before any Spark action, ``work_dir`` is checked
+        (:func:`fragrelease.jobs.idpir.workspace.check_work_dir`): a source, the output, a ledger, a
+        private folder or root, the configuration or schema file inside it, an entry no release
+        wrote, or a marker of another release is refused with a ConfigError naming the key and the
+        path. Without a ``work_dir``, the release works in a new temporary folder that is removed
+        when the run ends or fails.
 
         Raises
         ------
@@ -482,15 +518,23 @@ class Release:
         if self._spent_views:
             raise ConfigError("this release already ran with DataFrame owners, whose temporary views are gone; "
                               "build a new Release (each run spends a new budget)")
-        cfg = self.config()
-        spark = self.spark
-        self._spent_views = bool(self._views)
         try:
-            return _run(spark, cfg, noise=noise, progress=progress, evaluate=evaluate, fresh_work_dir=fresh_work_dir)
+            cfg = self.config()
+            # no Spark yet: refuse a work folder holding user files or another release's
+            if fresh_work_dir:
+                clear_work_dir(cfg, config_path)
+            else:
+                claim_work_dir(cfg, config_path)
+            spark = self.spark
+            self._spent_views = bool(self._views)
+            try:
+                return _run(spark, cfg, noise=noise, progress=progress, evaluate=evaluate)
+            finally:
+                for view in self._views:
+                    spark.catalog.dropTempView(view)
+                self._views.clear()
         finally:
-            for view in self._views:
-                spark.catalog.dropTempView(view)
-            self._views.clear()
+            self._remove_tmp()
 
 
 def _union(frames):
@@ -500,17 +544,8 @@ def _union(frames):
     return out
 
 
-def _run(spark, cfg: ReleaseConfig, *, noise, progress, evaluate: bool, fresh_work_dir: bool) -> ReleaseResult:
+def _run(spark, cfg: ReleaseConfig, *, noise, progress, evaluate: bool) -> ReleaseResult:
     schema = resolve_schema(cfg.dataset)
-    if fresh_work_dir:
-        keep = Path(cfg.dataset).resolve() if Path(cfg.dataset).suffix in (".yaml", ".yml") else None
-        work = Path(absolute(cfg.work_dir))
-        if keep is not None and work in keep.parents:
-            for child in work.iterdir():  # keep the schema the release was declared with
-                if child != keep:
-                    shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink()
-        else:
-            shutil.rmtree(work, ignore_errors=True)
     if cfg.simulated:
         progress("simulating the owners' fragments")
         simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))

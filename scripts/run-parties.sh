@@ -15,12 +15,10 @@ from fragrelease.idpir.config import load_config
 c = load_config(sys.argv[1])
 print(int(c.simulated), c.work_dir, " ".join(o.name for o in c.owners))' "$config")
 [ -n "${owners:-}" ] || { echo "run-parties: cannot read configuration $config" >&2; exit 2; }
-# A fresh work folder per run (as `fragrelease run` does): an earlier run's protected fragments
-# would otherwise be refused as already written. Only local folders are cleared.
-case "$work_dir" in
-  *://*) ;;
-  *) echo "== clearing the local work folder $work_dir"; rm -rf -- "$work_dir" ;;
-esac
+# Remove what an earlier run of this release left in work_dir (metadata/, plan.json, owners/) and
+# nothing else: the command refuses (exit 2, one line) a work_dir that holds a source, the output, a
+# ledger, a private folder, the configuration or any file no release wrote (jobs/idpir/workspace.py).
+echo "== clearing this release's entries in the work folder $work_dir"; "$fr" work clear "$config"
 if [ "$simulated" = 1 ]; then
   echo "== simulation: cutting the owners' fragments"; "$fr" split "$config" "$@"
 fi

@@ -209,11 +209,12 @@ class ReleaseConfig(BaseModel):
                     problems.append(f"{at}.rows: for horizontal releases only (owner {o.name!r})")
                 if not o.attributes:
                     problems.append(f"{at}.attributes: required for a vertical owner (owner {o.name!r})")
-            if o.private_dir is not None:
-                for shared, key in ((self.work_dir, "work_dir"), (self.output, "output")):
-                    if shared is not None and _within(o.private_dir, shared):
-                        problems.append(f"{at}.private_dir: owner {o.name!r}'s private_dir {o.private_dir!r} lies under the "
-                                        f"shared {key} {shared!r}; an owner's private files must stay out of it")
+            private = resolved_private_dir(self.name, o)
+            what = "private_dir" if o.private_dir is not None else f"default private folder ({PRIVATE_ROOT_ENV})"
+            for shared, key in ((self.work_dir, "work_dir"), (self.output, "output")):
+                if shared is not None and _within(private, shared):
+                    problems.append(f"{at}.private_dir: owner {o.name!r}'s {what} {private!r} lies under the "
+                                    f"shared {key} {shared!r}; an owner's private files must stay out of it")
         if problems:
             raise ValueError("\n".join(problems))
         return self
@@ -230,6 +231,26 @@ class ReleaseConfig(BaseModel):
     def simulated(self) -> bool:
         """True when owners' fragments are cut from one table by the local driver."""
         return all(o.source is None for o in self.owners)
+
+
+#: Environment variable naming the root of the owners' default private folders.
+PRIVATE_ROOT_ENV = "FRAGRELEASE_PRIVATE_ROOT"
+
+
+def private_root() -> str:
+    """The root of the owners' default private folders: ``$FRAGRELEASE_PRIVATE_ROOT`` or ``~/.fragrelease/private``."""
+    import os
+
+    return os.environ.get(PRIVATE_ROOT_ENV) or os.path.join(os.path.expanduser("~"), ".fragrelease", "private")
+
+
+def resolved_private_dir(release: str, owner: OwnerConfig) -> str:
+    """The owner's private folder: ``owner.private_dir`` or ``<private root>/<release>/<owner>`` (:func:`private_root`)."""
+    import posixpath
+
+    if owner.private_dir is not None:
+        return owner.private_dir
+    return posixpath.join(private_root(), release, owner.name)
 
 
 def _within(path: str, folder: str) -> bool:

@@ -9,6 +9,7 @@ and exit with status 2. ``python -m fragrelease.jobs.cli ARGS`` runs the same co
     fragrelease split CONFIG                        iDP-IR: simulate the owners' fragments
     fragrelease owner metadata|protect --config C --owner O        one data owner's step
     fragrelease aggregator plan|release --config C                  the aggregator's step
+    fragrelease work clear CONFIG                   remove only what an earlier run left in work_dir
     fragrelease inspect TABLE                       versions and provenance of a release
     fragrelease evaluate ...                        experiment: the paper's (ε, k) grid
     fragrelease audit ...                           experiment: empirical privacy audit
@@ -45,6 +46,9 @@ aggregator_app = typer.Typer(no_args_is_help=True, help="Steps the aggregator ru
 aggregator_app.command("plan")(idpir.aggregator_plan)
 aggregator_app.command("release")(idpir.aggregator_release)
 app.add_typer(aggregator_app, name="aggregator")
+work_app = typer.Typer(no_args_is_help=True, help="The release's shared work folder.")
+work_app.command("clear")(idpir.work_clear)
+app.add_typer(work_app, name="work")
 app.command("inspect")(idpir.inspect)
 app.command("evaluate")(idpir.evaluate)
 app.command("audit")(idpir.audit)

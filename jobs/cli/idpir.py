@@ -33,7 +33,11 @@ def _config(path: str, party: str = "run", owner: Optional[str] = None, *, sourc
 
     cfg = with_table_names(load_config(path, overrides), owner=owner, source_table=source_table,
                            output_table=output_table)
-    preflight(cfg, party=party, owner=owner)  # type: ignore[arg-type]
+    preflight(cfg, party=party, owner=owner, config_path=path)  # type: ignore[arg-type]
+    if party in ("owner", "aggregator"):  # these steps write into work_dir: it must be this release's
+        from fragrelease.jobs.idpir.workspace import claim_work_dir
+
+        claim_work_dir(cfg, path)
     return cfg
 
 
@@ -77,7 +81,7 @@ def run(
     from fragrelease.jobs.idpir.release import run_local_release
 
     with console.status("starting") as status:
-        result = run_local_release(spark, cfg, progress=lambda m: status.update(m))
+        result = run_local_release(spark, cfg, progress=lambda m: status.update(m), config_path=config)
     print_summary(cfg, result)
 
 
@@ -116,6 +120,17 @@ def split(config: str = typer.Argument(...), master: Optional[str] = MASTER):
     sizes = simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
     for name, n in sizes.items():
         console.print(f"{name}: {n:,} records")
+
+
+def work_clear(config: str = typer.Argument(..., help="Release configuration YAML.")):
+    """Remove what an earlier run of this release left in its work_dir (metadata/, plan.json, owners/) and
+    nothing else; refuse a work_dir that holds user files or belongs to another release."""
+    from fragrelease.jobs.idpir.workspace import clear_work_dir
+
+    cfg = _config(config, "run")
+    removed = clear_work_dir(cfg, config)
+    console.print(f"work_dir {cfg.work_dir}: removed {', '.join(removed) if removed else 'nothing'} "
+                  f"(release {cfg.name!r})")
 
 
 SOURCE_TABLE = typer.Option(None, "--source-table", help="Read this owner's fragment from this catalog table (db.name).")

@@ -18,26 +18,23 @@ On a cluster the owners and the aggregator are separate job runs that share only
 """
 from __future__ import annotations
 
-import os
 import posixpath
 
-from fragrelease.idpir.config import OwnerConfig, ReleaseConfig, SourceConfig
+from fragrelease.idpir.config import PRIVATE_ROOT_ENV, OwnerConfig, ReleaseConfig, SourceConfig, resolved_private_dir
+
+__all__ = ["PRIVATE_ROOT_ENV", "fragment_source", "manifest_path", "metadata_path", "owner_private_dir",
+           "owner_report_path", "plan_path", "protected_path"]
 
 
 def _join(*parts: str) -> str:
     return posixpath.join(*parts)
 
 
-#: Environment variable naming the root of the owners' default private folders.
-PRIVATE_ROOT_ENV = "FRAGRELEASE_PRIVATE_ROOT"
-
-
 def owner_private_dir(cfg: ReleaseConfig, owner: OwnerConfig) -> str:
-    """The owner's private folder: ``owner.private_dir`` or ``<private root>/<release>/<owner>``."""
-    if owner.private_dir is not None:
-        return owner.private_dir
-    root = os.environ.get(PRIVATE_ROOT_ENV) or os.path.join(os.path.expanduser("~"), ".fragrelease", "private")
-    return _join(root, cfg.name, owner.name)
+    """The owner's private folder: ``owner.private_dir`` or ``<private root>/<release>/<owner>``
+    (:func:`fragrelease.idpir.config.resolved_private_dir`; root ``$FRAGRELEASE_PRIVATE_ROOT`` or
+    ``~/.fragrelease/private``). Created 0700 by the steps that write into it."""
+    return resolved_private_dir(cfg.name, owner)
 
 
 def fragment_source(cfg: ReleaseConfig, owner: OwnerConfig) -> SourceConfig:

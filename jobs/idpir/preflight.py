@@ -7,7 +7,8 @@ no data: the dataset resolves, the schema has an id column, vertical owners list
 of the schema and no attribute twice, simulated row counts add up to the built-in table, k is at
 most a built-in table's size, the owner named on a command line is in the configuration, and every
 local source path exists (URIs such as ``s3a://``, ``abfss://`` or ``dbfs:/`` are not checked: that
-needs the cluster's credentials). It also warns, without refusing, when ε exceeds 10 per release
+needs the cluster's credentials), and that ``work_dir`` holds no user file and belongs to this
+release (:mod:`fragrelease.jobs.idpir.workspace`). It also warns, without refusing, when ε exceeds 10 per release
 (:func:`fragrelease.validation.warn_if_large_epsilon`).
 
 Which paths are checked depends on the party: ``run`` and ``split`` play every owner on this machine
@@ -76,7 +77,8 @@ def find_owner(cfg: ReleaseConfig, name: str) -> tuple[int, OwnerConfig]:
                       f"owners: {[o.name for o in cfg.owners]}")
 
 
-def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] = None) -> None:
+def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] = None,
+              config_path: Optional[str] = None) -> None:
     """Check ``cfg`` for ``party`` before any SparkSession exists; warn when ε > 10.
 
     Parameters
@@ -85,6 +87,8 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
     party : ``run`` (every party on this machine), ``split`` (simulate fragments), ``owner`` (one
         owner's step, with ``owner``) or ``aggregator``.
     owner : the owner's name for ``party="owner"``.
+    config_path : the configuration file, when the configuration was read from one: it must not lie
+        inside ``work_dir`` either.
 
     Raises
     ------
@@ -92,11 +96,16 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
         An unknown dataset, a schema without id column, an owner not in the configuration, a
         vertical owner listing an unknown, unreleased or already assigned attribute, simulated
         rows that do not add up to the built-in table, k above a built-in table's size, or a
-        missing local source; each message names the key and the value.
+        missing local source; a user path (source, output, ledger, private folder or root, the
+        configuration or schema file) inside ``work_dir``, an entry of ``work_dir`` that no release
+        wrote, or a ``work_dir`` claimed by another release
+        (:func:`fragrelease.jobs.idpir.workspace.check_work_dir`); each message names the key and the value.
     """
+    from fragrelease.jobs.idpir.workspace import check_work_dir
     from fragrelease.schemas.datasets import BUILTIN_SCHEMAS, resolve_schema
 
     warn_if_large_epsilon(cfg.epsilon)
+    check_work_dir(cfg, config_path)
     if party == "aggregator":  # it reads only protocol messages: no schema file or source needed here
         return
     schema = resolve_schema(cfg.dataset)  # its error names the dataset

@@ -20,17 +20,20 @@ from fragrelease.rng import NoiseSource
 
 
 def run_local_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource] = None,
-                      progress: Callable[[str], None] = lambda msg: None, fresh_work_dir: bool = True) -> dict:
+                      progress: Callable[[str], None] = lambda msg: None, fresh_work_dir: bool = True,
+                      config_path: Optional[str] = None) -> dict:
     """Run every step of the release in this driver; return a summary (path, version, owners, ε, k, MeanSSE).
 
     The same path as the Python API: ``Release.from_config(cfg).run(evaluate=True)``
     (:class:`fragrelease.jobs.api.Release`), its typed result flattened into the dict the CLI prints:
     ``path``, ``table``, ``version``, ``rows``, ``provenance``, ``report``, ``mean_sse``, ``owners``
-    (name, records, ε_j text, number of attributes) and ``plan``. ``fresh_work_dir`` clears the work
-    folder first (protected fragments of an earlier run are never reused: each run spends a new budget).
+    (name, records, ε_j text, number of attributes) and ``plan``. ``fresh_work_dir`` removes what an
+    earlier run of this release left in the work folder first (protected fragments of an earlier run are
+    never reused: each run spends a new budget), and only that (:mod:`.workspace`); ``config_path``, the
+    configuration file, must not lie inside ``work_dir``.
     """
     result = Release.from_config(cfg, spark=spark).run(noise=noise, progress=progress, evaluate=True,
-                                                       fresh_work_dir=fresh_work_dir)
+                                                       fresh_work_dir=fresh_work_dir, config_path=config_path)
     return {
         "path": cfg.output if cfg.output is not None else result.path, "table": result.table,
         "version": result.version, "rows": result.rows, "provenance": dict(result.provenance),

@@ -275,7 +275,10 @@ def public_report(release_df: DataFrame, attrs: Sequence[Attribute], provenance:
 
 def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attribute], id_column: str,
                  manifest: dict, path: str, mean_sse_value: Optional[float] = None) -> str:
-    """Write an owner's private report (its original fragment vs its protected fragment); return the path."""
+    """Write an owner's private report (its original fragment vs its protected fragment); return the path.
+
+    A local ``path`` is created with mode 0600 in a folder of mode 0700
+    (:func:`fragrelease.jobs.idpir.workspace.write_private_text`)."""
     from fragrelease.jobs.idpir.evaluate import mean_sse
 
     if mean_sse_value is None:
@@ -314,7 +317,9 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
         "</div>",
     ]
     text = _page(f"Owner report: {manifest.get('owner')} (private)", parts)
-    write_text(path, text)
+    from fragrelease.jobs.idpir.workspace import write_private_text
+
+    write_private_text(path, text)  # 0600 in a 0700 folder, whatever the umask
     return path
 
 

@@ -3,7 +3,8 @@
 Horizontal: records are assigned to owners at random (a fresh CSPRNG draw on every run, as the
 paper reshuffles records among owners on every run), owner j receiving exactly ``rows_j`` records.
 Vertical: owner j receives the id column and its ``attributes`` for every record.
-Each fragment is written as Parquet to ``work_dir/fragments/<owner>``.
+Each fragment is written as Parquet to the owner's private folder, ``<private_dir>/fragment``
+(:func:`fragrelease.jobs.idpir.layout.fragment_source`), folders 0700 and files 0600 whatever the umask.
 """
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from pyspark.sql import functions as F
 
 from fragrelease.errors import ConfigError
 from fragrelease.idpir.config import ReleaseConfig
-from fragrelease.jobs.idpir.layout import fragment_source
+from fragrelease.jobs.idpir.layout import fragment_source, owner_private_dir
 from fragrelease.jobs.idpir.protect import _num_partitions, global_rank
+from fragrelease.jobs.idpir.workspace import ensure_private_dir, restrict_private_tree
 from fragrelease.jobs.storage import read_configured
 from fragrelease.schemas.base import DatasetSchema
 from fragrelease.schemas.datasets import BUILTIN_SCHEMAS, load_builtin
@@ -52,7 +54,7 @@ def split_fragments(spark, cfg: ReleaseConfig, schema: DatasetSchema, data: Data
         start = 0
         for owner in cfg.owners:
             part = ranked.where((F.col("rank") >= start) & (F.col("rank") < start + owner.rows))
-            part.select(*data.columns).write.mode("overwrite").parquet(fragment_source(cfg, owner).path)
+            _write_private(part.select(*data.columns), cfg, owner)
             sizes[owner.name] = owner.rows
             start += owner.rows
         return sizes
@@ -60,6 +62,18 @@ def split_fragments(spark, cfg: ReleaseConfig, schema: DatasetSchema, data: Data
     for owner in cfg.owners:
         for a in owner.attributes:
             schema.attribute(a)
-        data.select(id_col, *owner.attributes).write.mode("overwrite").parquet(fragment_source(cfg, owner).path)
+        _write_private(data.select(id_col, *owner.attributes), cfg, owner)
         sizes[owner.name] = n
     return sizes
+
+
+def _write_private(df: DataFrame, cfg: ReleaseConfig, owner) -> None:
+    """Write a simulated raw fragment into the owner's private folder: folders 0700, files 0600.
+
+    The private folder is made 0700 before Spark writes into it, so the files Spark creates with
+    the process umask are never reachable by another user; they are then set to 0600.
+    """
+    ensure_private_dir(owner_private_dir(cfg, owner))
+    path = fragment_source(cfg, owner).path
+    df.write.mode("overwrite").parquet(path)
+    restrict_private_tree(path)
