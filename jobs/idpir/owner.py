@@ -27,6 +27,7 @@ from fragrelease import __version__
 from fragrelease.errors import ConfigError, ManifestMismatchError, ReleaseExistsError
 from fragrelease.idpir.category_order import split_attribute_budget
 from fragrelease.idpir.config import LedgerConfig, OwnerConfig, ReleaseConfig
+from fragrelease.idpir.plan_check import check_plan_for_owner, expected_plan_terms
 from fragrelease.idpir.protocol import Manifest, OwnerMetadata, Plan, manifest_for
 from fragrelease.jobs.catalog import register, table_location
 from fragrelease.jobs.idpir.layout import (
@@ -94,7 +95,9 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
     Raises
     ------
     ManifestMismatchError
-        The owner is not in the plan.
+        The owner is not in the plan, or the plan differs from the owner's configuration in any term
+        (ε, ε_j, k, mechanism, attributes, category order and share, post-processing, linkage, ...;
+        :func:`fragrelease.idpir.plan_check.check_plan_for_owner`), before any budget is spent.
     SchemaMismatchError, DomainError, IdentifierError
         The fragment changed since the metadata step and no longer validates.
     ReleaseExistsError
@@ -105,6 +108,9 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
     schema = resolve_schema(cfg.dataset)
     owner = _owner(cfg, owner_name)
     plan = Plan.model_validate_json(read_text(plan_path(cfg)))
+    # the plan comes from the shared folder: refuse any term that differs from this owner's own
+    # configuration before the ledger, the data or any noise is touched
+    check_plan_for_owner(plan, owner.name, expected_plan_terms(cfg, schema, owner.name))
     assignment = plan.owner(owner.name)
     attrs = [schema.attribute(a) for a in assignment.attributes]
     df = read_configured(spark, fragment_source(cfg, owner))

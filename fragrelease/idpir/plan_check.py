@@ -1,0 +1,151 @@
+"""An owner's check of the aggregator's plan against its own configuration, Spark-free.
+
+The plan (``plan.json``) lies in the shared work folder and comes from the aggregator: an owner must
+not spend what a plan says without checking it. Before its ledger or any noise is touched, each owner
+recomputes from its own configuration what the plan must say for it (:func:`expected_plan_terms`)
+and refuses a plan that differs in any field (:func:`check_plan_for_owner`): the dataset, the
+fragmentation, the owners, the release's ε, the composition and vertical split, its own ε_j (horizontal: ε, parallel composition; vertical:
+``equal`` ε/m or ``by-attributes`` ε·l_j/l) and ε_j/l_j, the mechanism, k (plain ``idp`` fixes k = 1), its attributes with their declared domains
+and categories, the id column, ``keep_id``, the category order and its share, each attribute's
+budget split, the post-processing and the linkage.
+
+Source: docs/specification.md §3 (the plan and the owners' checks); Del Vasto-Terrientes et al.
+(ICISSP 2025) §4.2 (each owner protects with the (ε_j, k) of the plan).
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from fragrelease.budget import format_epsilon, per_attribute_epsilon, split_epsilon_vertical
+from fragrelease.errors import ManifestMismatchError
+from fragrelease.idpir.category_order import split_attribute_budget
+from fragrelease.idpir.config import OwnerConfig, ReleaseConfig
+from fragrelease.idpir.mechanisms import get_mechanism
+from fragrelease.idpir.protocol import Plan
+from fragrelease.schemas.base import DatasetSchema
+
+#: Fields compared as exact ε values (``"1/2"`` equals ``"0.5"``).
+_EXACT = ("epsilon", "epsilon_j", "epsilon_per_attribute", "category_order_share")
+
+
+def _owner(cfg: ReleaseConfig, name: str) -> OwnerConfig:
+    for o in cfg.owners:
+        if o.name == name:
+            return o
+    raise ManifestMismatchError(f"owner {name!r} is not in configuration {cfg.name!r}")
+
+
+def expected_plan_terms(cfg: ReleaseConfig, schema: DatasetSchema, owner: str) -> dict[str, Any]:
+    """What a plan must say for ``owner``, recomputed from the owner's configuration and schema.
+
+    Returns a dict of field → value in the plan's own text form (ε as exact text, attribute specs as
+    :meth:`fragrelease.schemas.base.Attribute.public_spec`, budgets as
+    :meth:`fragrelease.idpir.category_order.AttributeBudget.to_dict`).
+
+    Raises
+    ------
+    ManifestMismatchError
+        ``owner`` is not in the configuration.
+    """
+    me = _owner(cfg, owner)
+    eps = cfg.epsilon_exact
+    mech = get_mechanism(cfg.mechanism)
+    if cfg.fragmentation == "horizontal":
+        attrs = list(schema.protected)
+        eps_j = eps
+    else:
+        attrs = [schema.attribute(a) for a in me.attributes or ()]
+        per_owner = {o.name: len(o.attributes or ()) for o in cfg.owners}
+        eps_j = split_epsilon_vertical(eps, per_owner, cfg.epsilon_split)[owner]
+    eps_attr = per_attribute_epsilon(eps_j, len(attrs))
+    share = cfg.category_order_share_exact
+    return {
+        "dataset": schema.name,
+        "fragmentation": cfg.fragmentation,
+        "owners": sorted(o.name for o in cfg.owners),
+        "epsilon": format_epsilon(eps),
+        "composition": "parallel" if cfg.fragmentation == "horizontal" else "sequential",
+        "epsilon_split": cfg.epsilon_split if cfg.fragmentation == "vertical" else "none",
+        "epsilon_j": format_epsilon(eps_j),
+        "epsilon_per_attribute": format_epsilon(eps_attr),
+        "mechanism": cfg.mechanism,
+        "k": mech.fixed_k if mech.fixed_k is not None else cfg.k,
+        "attributes": [a.name for a in attrs],
+        "attribute_specs": [a.public_spec() for a in attrs],
+        "id_column": schema.id_column,
+        "keep_id": cfg.keep_id,
+        "category_order": cfg.category_order,
+        "category_order_share": format_epsilon(share),
+        "budgets": [split_attribute_budget(a.name, eps_attr, categorical=a.categorical,
+                                           category_order=cfg.category_order, share=share).to_dict() for a in attrs],
+        "postprocess": cfg.postprocess,
+        "linkage": cfg.linkage,
+    }
+
+
+def plan_terms(plan: Plan, owner: str) -> dict[str, Any]:
+    """The same fields as :func:`expected_plan_terms`, as ``plan`` states them for ``owner``.
+
+    Raises
+    ------
+    ManifestMismatchError
+        ``owner`` is not part of the plan (naming the owner and the plan).
+    """
+    po = plan.owner(owner)
+    specs = {a.get("name"): a for a in plan.attributes}
+    return {
+        "dataset": plan.dataset,
+        "fragmentation": plan.fragmentation,
+        "owners": sorted(o.name for o in plan.owners),
+        "epsilon": plan.epsilon,
+        "composition": plan.composition,
+        "epsilon_split": plan.epsilon_split,
+        "epsilon_j": po.epsilon,
+        "epsilon_per_attribute": po.epsilon_per_attribute,
+        "mechanism": plan.mechanism,
+        "k": plan.k,
+        "attributes": list(po.attributes),
+        "attribute_specs": [specs.get(a) for a in po.attributes],
+        "id_column": plan.id_column,
+        "keep_id": plan.keep_id,
+        "category_order": plan.category_order,
+        "category_order_share": plan.category_order_share,
+        "budgets": list(po.budgets),
+        "postprocess": plan.postprocess,
+        "linkage": plan.linkage,
+    }
+
+
+def _same(field: str, got: Any, want: Any) -> bool:
+    if field in _EXACT:
+        try:
+            return Fraction(str(got)) == Fraction(str(want))
+        except (ValueError, ZeroDivisionError):
+            return False
+    return bool(got == want)
+
+
+def _show(value: Any) -> str:
+    return value if isinstance(value, str) else repr(value)
+
+
+def check_plan_for_owner(plan: Plan, owner: str, expected: dict[str, Any]) -> None:
+    """Refuse ``plan`` unless it says for ``owner`` exactly what ``expected`` (its configuration) says.
+
+    ``expected`` comes from :func:`expected_plan_terms`. Fields are compared in the order of
+    ``expected``; ε values exactly (``1/2`` equals ``0.5``).
+
+    Raises
+    ------
+    ManifestMismatchError
+        One line naming the owner, the plan, the first field that differs and both values, e.g.
+        ``owner 'clinic-a' refuses plan 1234…: epsilon_j is 50 in the plan, its configuration says 1``;
+        or the owner is not part of the plan.
+    """
+    stated = plan_terms(plan, owner)
+    for field, want in expected.items():
+        got = stated.get(field)
+        if not _same(field, got, want):
+            raise ManifestMismatchError(f"owner {owner!r} refuses plan {plan.plan_id}: {field} is {_show(got)} in the plan, "
+                                        f"its configuration says {_show(want)}")
