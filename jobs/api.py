@@ -50,7 +50,13 @@ from fragrelease.jobs.catalog import read_table
 from fragrelease.jobs.idpir import aggregator, owner, simulate
 from fragrelease.jobs.idpir.evaluate import mean_sse
 from fragrelease.jobs.idpir.layout import fragment_source, protected_path
-from fragrelease.jobs.idpir.protect import check_columns, content_digest, validate_fragment
+from fragrelease.jobs.idpir.protect import (
+    FragmentContext,
+    check_columns,
+    conform_id,
+    content_digest,
+    validate_fragment,
+)
 from fragrelease.jobs.idpir.workspace import claim_work_dir, clear_work_dir
 from fragrelease.jobs.storage import absolute, read_configured, read_delta
 from fragrelease.rng import NoiseSource
@@ -124,6 +130,15 @@ class ProtectResult:
 def _budget(d: Mapping[str, str]) -> AttributeBudget:
     return AttributeBudget(d["attribute"], parse_epsilon(d["epsilon"]), Fraction(d["epsilon_order"]),
                            parse_epsilon(d["epsilon_centroids"]))
+
+
+def _declared_id_type(schema: SchemaLike, id_column: str) -> Optional[str]:
+    """The declared type of ``id_column`` when ``schema`` declares it (None for a list of attributes)."""
+    if isinstance(schema, str):
+        schema = resolve_schema(schema)
+    if isinstance(schema, DatasetSchema):
+        return next((a.type for a in schema.attributes if a.name == id_column), None)
+    return None
 
 
 def _resolve(schema: SchemaLike, id_column: Optional[str]) -> tuple[str, list[Attribute], str]:
@@ -225,11 +240,14 @@ def protect(
             raise InvalidParameterError(f"attributes {list(attributes)!r}: {unknown or 'empty'} not released by the schema "
                                         f"(released: {sorted(by_name)})")
         attrs = [by_name[a] for a in attributes]
-    check_columns(df, attrs, id_col)  # column names and types: analysis only, no job
+    context = FragmentContext(owner_name, "DataFrame")
+    check_columns(df, attrs, id_col, context)  # column names and types: analysis only, no job
     eps_attr = per_attribute_epsilon(eps, len(attrs))
     plan_id = f"standalone:{uuid.uuid4()}"
     # --- the owner's step -------------------------------------------------------------------------
-    check = validate_fragment(df, attrs, id_col)
+    id_type = _declared_id_type(schema, id_col)
+    check = validate_fragment(df, attrs, id_col, context, id_type=id_type)
+    df = conform_id(df, id_col, id_type)
     if k > check.n_records:
         raise InvalidParameterError(f"k = {k} exceeds the {check.n_records} records of owner {owner_name!r}")
     protected, budgets = owner.protect_attributes(

@@ -39,7 +39,15 @@ from fragrelease.jobs.idpir.layout import (
     protected_path,
 )
 from fragrelease.jobs.idpir.ledger import record_spend
-from fragrelease.jobs.idpir.protect import content_digest, id_digest, protect_fragment, validate_fragment
+from fragrelease.jobs.idpir.protect import (
+    FragmentContext,
+    conform_id,
+    content_digest,
+    describe_source,
+    id_digest,
+    protect_fragment,
+    validate_fragment,
+)
 from fragrelease.jobs.storage import commit_delta, is_delta_table, read_configured, read_delta, read_text, write_text
 from fragrelease.rng import NoiseSource
 from fragrelease.schemas.base import Attribute, DatasetSchema
@@ -53,6 +61,17 @@ def _owner(cfg: ReleaseConfig, name: str) -> OwnerConfig:
         if o.name == name:
             return o
     raise ConfigError(f"owner {name!r} is not in configuration {cfg.name!r}; owners: {[o.name for o in cfg.owners]}")
+
+
+def _read_fragment(spark, cfg: ReleaseConfig, owner: OwnerConfig):
+    """The owner's fragment and the context its validation errors name (the owner and its source)."""
+    source = fragment_source(cfg, owner)
+    return read_configured(spark, source), FragmentContext(owner.name, describe_source(source))
+
+
+def _id_type(schema: DatasetSchema) -> Optional[str]:
+    """The declared type of the schema's id column (``integer``, ``long``, ``double``, ``string``)."""
+    return schema.attribute(schema.id_column).type if schema.id_column is not None else None
 
 
 def offered_attributes(cfg: ReleaseConfig, schema: DatasetSchema, owner: OwnerConfig):
@@ -75,9 +94,10 @@ def describe_fragment(spark, cfg: ReleaseConfig, owner_name: str) -> OwnerMetada
             "to order ties and, for vertical releases, to join"
         )
     owner = _owner(cfg, owner_name)
-    df = read_configured(spark, fragment_source(cfg, owner))
+    df, context = _read_fragment(spark, cfg, owner)
     attrs = offered_attributes(cfg, schema, owner)
-    check = validate_fragment(df, attrs, schema.id_column)
+    check = validate_fragment(df, attrs, schema.id_column, context, id_type=_id_type(schema))
+    df = conform_id(df, schema.id_column, _id_type(schema))
     meta = OwnerMetadata(
         owner=owner.name, dataset=schema.name, fragmentation=cfg.fragmentation,
         attributes=tuple(a.public_spec() for a in attrs), n_records=check.n_records,
@@ -113,8 +133,9 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
     check_plan_for_owner(plan, owner.name, expected_plan_terms(cfg, schema, owner.name))
     assignment = plan.owner(owner.name)
     attrs = [schema.attribute(a) for a in assignment.attributes]
-    df = read_configured(spark, fragment_source(cfg, owner))
-    check = validate_fragment(df, attrs, schema.id_column)
+    df, context = _read_fragment(spark, cfg, owner)
+    check = validate_fragment(df, attrs, schema.id_column, context, id_type=_id_type(schema))
+    df = conform_id(df, schema.id_column, _id_type(schema))
     if check.n_records != assignment.n_records:
         raise ConfigError(f"owner {owner.name!r} now has {check.n_records} records, the plan was made for {assignment.n_records}")
     target = protected_path(cfg, owner.name)

@@ -111,7 +111,7 @@ def _rows(**override):
 
 DATA_CASES = [
     ("string in numeric column", [{"record_id": 1, "age": "forty", "sex": "Male"}], "record_id long, age string, sex string",
-     SchemaMismatchError, "'age' has type string"),
+     DomainError, "column 'age' value 'forty' (record id 1) is not a number"),
     ("missing column", [{"record_id": 1, "age": 3}], "record_id long, age int", SchemaMismatchError, "no column 'sex'"),
     ("null attribute", _rows(age=None), "record_id long, age int, sex string", DomainError, "'age' has 1 null"),
     ("NaN attribute", [{"record_id": 1, "age": math.nan, "sex": "Male"}], "record_id long, age double, sex string", DomainError, "'NaN'"),
