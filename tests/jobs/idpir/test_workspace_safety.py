@@ -10,7 +10,6 @@ import json
 import os
 import stat
 import subprocess
-import sys
 import tempfile
 
 import pytest
