@@ -192,6 +192,8 @@ class ReleaseConfig(BaseModel):
         if len(self.owners) < 2:
             problems.append(f"owners: a fragmented release needs at least 2 owners, got {len(self.owners)}")
         names = [o.name for o in self.owners]
+        root_inside = [key for key in ("work_dir", "output")
+                       if getattr(self, key) is not None and _within(private_root(), getattr(self, key))]
         for i, o in enumerate(self.owners):
             at = f"owners[{i}]"
             if o.name in names[:i]:
@@ -212,9 +214,16 @@ class ReleaseConfig(BaseModel):
             private = resolved_private_dir(self.name, o)
             what = "private_dir" if o.private_dir is not None else f"default private folder ({PRIVATE_ROOT_ENV})"
             for shared, key in ((self.work_dir, "work_dir"), (self.output, "output")):
-                if shared is not None and _within(private, shared):
+                if shared is None or (o.private_dir is None and key in root_inside):
+                    continue  # the default root itself lies there: reported once below
+                if _within(private, shared):
                     problems.append(f"{at}.private_dir: owner {o.name!r}'s {what} {private!r} lies under the "
                                     f"shared {key} {shared!r}; an owner's private files must stay out of it")
+        defaulted = [o.name for o in self.owners if o.private_dir is None]
+        for key in root_inside if defaulted else ():
+            problems.append(f"{PRIVATE_ROOT_ENV}: the default private root {private_root()!r} of owners {defaulted} lies "
+                            f"under the shared {key} {getattr(self, key)!r}; set {PRIVATE_ROOT_ENV} or each owner's "
+                            "private_dir outside it")
         if problems:
             raise ValueError("\n".join(problems))
         return self

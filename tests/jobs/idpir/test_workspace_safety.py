@@ -175,15 +175,21 @@ def test_private_folder_or_root_inside_work_dir_is_refused(how, tmp_path, monkey
         text = "owners[0].private_dir: owner 'a''s private_dir"
     else:
         monkeypatch.setenv("FRAGRELEASE_PRIVATE_ROOT", str(tmp_path / "work" / "private"))
-        text = "owners[0].private_dir: owner 'a''s default private folder (FRAGRELEASE_PRIVATE_ROOT)"
+        text = (f"FRAGRELEASE_PRIVATE_ROOT: the default private root {str(tmp_path / 'work' / 'private')!r} of owners "
+                "['a', 'b'] lies under the shared work_dir")
     with pytest.raises(ConfigError) as info:
         config_from_dict(data)
     assert text in str(info.value) and "lies under the shared work_dir" in str(info.value), str(info.value)
+    assert "\n" not in str(info.value)
 
 
 def test_private_root_under_the_output_is_refused(tmp_path, monkeypatch):
+    """And a default private folder under work_dir whose root is not (work_dir inside the root) too."""
+    monkeypatch.setenv("FRAGRELEASE_PRIVATE_ROOT", str(tmp_path / "priv"))
+    with pytest.raises(ConfigError, match="owners\\[0\\].private_dir: owner 'a''s default private folder"):
+        config_from_dict(_base(tmp_path, work_dir=str(tmp_path / "priv" / "safe")))
     monkeypatch.setenv("FRAGRELEASE_PRIVATE_ROOT", str(tmp_path / "release" / "p"))
-    with pytest.raises(ConfigError, match="default private folder .* lies under the shared output"):
+    with pytest.raises(ConfigError, match="default private root .* lies under the shared output"):
         config_from_dict(_base(tmp_path))
 
 
