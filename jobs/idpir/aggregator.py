@@ -31,6 +31,7 @@ from fragrelease.idpir.protocol import Manifest, OwnerMetadata, Plan, check_mani
 from fragrelease.jobs.catalog import commit_table, release_exists
 from fragrelease.jobs.idpir.layout import manifest_path, metadata_path, plan_path, protected_path
 from fragrelease.jobs.idpir.protect import _num_partitions, fragment_digests, global_rank
+from fragrelease.jobs.idpir.workspace import claim_work_dir
 from fragrelease.jobs.session import get_spark
 from fragrelease.jobs.storage import commit_delta, is_delta_table, read_delta, read_text, write_text
 from fragrelease.schemas.datasets import resolve_schema
@@ -53,6 +54,7 @@ def issue_plan(cfg: ReleaseConfig, spark=None) -> Plan:
     ProtocolError, IdentifierError, InvalidParameterError
         From :func:`fragrelease.idpir.protocol.make_plan`.
     """
+    claim_work_dir(cfg)  # the plan goes into work_dir: it must be this release's (jobs/idpir/workspace.py)
     if cfg.if_exists == "error":
         if cfg.output_table is None:
             exists = is_delta_table(cfg.output)

@@ -48,6 +48,7 @@ from fragrelease.jobs.idpir.protect import (
     protect_fragment,
     validate_fragment,
 )
+from fragrelease.jobs.idpir.workspace import claim_work_dir
 from fragrelease.jobs.storage import commit_delta, is_delta_table, read_configured, read_delta, read_text, write_text
 from fragrelease.rng import NoiseSource
 from fragrelease.schemas.base import Attribute, DatasetSchema
@@ -86,7 +87,11 @@ def offered_attributes(cfg: ReleaseConfig, schema: DatasetSchema, owner: OwnerCo
 
 
 def describe_fragment(spark, cfg: ReleaseConfig, owner_name: str) -> OwnerMetadata:
-    """Validate the owner's fragment and write its public metadata for the aggregator."""
+    """Validate the owner's fragment and write its public metadata for the aggregator.
+
+    Claims ``work_dir`` for the release first (:func:`fragrelease.jobs.idpir.workspace.claim_work_dir`:
+    refused when it holds user files or belongs to another release)."""
+    claim_work_dir(cfg)
     schema = resolve_schema(cfg.dataset)
     if schema.id_column is None:
         raise ConfigError(
@@ -125,6 +130,7 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
     BudgetExceededError
         The owner's ledger (if configured) has no room for ε_j on this dataset.
     """
+    claim_work_dir(cfg)
     schema = resolve_schema(cfg.dataset)
     owner = _owner(cfg, owner_name)
     plan = Plan.model_validate_json(read_text(plan_path(cfg)))

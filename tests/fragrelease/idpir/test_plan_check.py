@@ -153,8 +153,11 @@ def test_protect_refuses_a_forged_plan_before_the_ledger_or_spark(tmp_path):
     from fragrelease.jobs.idpir.owner import protect_owner_fragment
     from fragrelease.jobs.storage import write_text
 
+    from fragrelease.jobs.idpir.workspace import claim_work_dir
+
     cfg = _cfg(tmp_path)
     forged = _plan(_cfg(tmp_path, epsilon="50", k=3))
+    claim_work_dir(cfg)  # as the release's first step does
     write_text(plan_path(cfg), forged.to_json())
     with pytest.raises(ManifestMismatchError, match="epsilon is 50 in the plan, its configuration says 1"):
         protect_owner_fragment(None, cfg, "clinic-a")  # spark=None: refused before any Spark call
