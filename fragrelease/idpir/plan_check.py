@@ -15,7 +15,7 @@ Source: docs/specification.md §3 (the plan and the owners' checks); Del Vasto-T
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any
+from typing import Any, Protocol, Sequence
 
 from fragrelease.budget import format_epsilon, per_attribute_epsilon, split_epsilon_vertical
 from fragrelease.errors import ManifestMismatchError
@@ -23,7 +23,21 @@ from fragrelease.idpir.category_order import split_attribute_budget
 from fragrelease.idpir.config import OwnerConfig, ReleaseConfig
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.protocol import Plan
-from fragrelease.schemas.base import DatasetSchema
+
+
+class _Schema(Protocol):
+    """What the check reads of a dataset schema (:class:`fragrelease.schemas.base.DatasetSchema`)."""
+
+    name: str
+
+    @property
+    def id_column(self) -> Any: ...
+
+    @property
+    def protected(self) -> Sequence[Any]: ...
+
+    def attribute(self, name: str) -> Any: ...
+
 
 #: Fields compared as exact ε values (``"1/2"`` equals ``"0.5"``).
 _EXACT = ("epsilon", "epsilon_j", "epsilon_per_attribute", "category_order_share")
@@ -36,7 +50,7 @@ def _owner(cfg: ReleaseConfig, name: str) -> OwnerConfig:
     raise ManifestMismatchError(f"owner {name!r} is not in configuration {cfg.name!r}")
 
 
-def expected_plan_terms(cfg: ReleaseConfig, schema: DatasetSchema, owner: str) -> dict[str, Any]:
+def expected_plan_terms(cfg: ReleaseConfig, schema: _Schema, owner: str) -> dict[str, Any]:
     """What a plan must say for ``owner``, recomputed from the owner's configuration and schema.
 
     Returns a dict of field → value in the plan's own text form (ε as exact text, attribute specs as
