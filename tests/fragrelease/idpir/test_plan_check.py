@@ -151,9 +151,8 @@ def test_protect_refuses_a_forged_plan_before_the_ledger_or_spark(tmp_path):
     """The owner step itself (no SparkSession needed to refuse): the ledger is never created."""
     from fragrelease.jobs.idpir.layout import plan_path
     from fragrelease.jobs.idpir.owner import protect_owner_fragment
-    from fragrelease.jobs.storage import write_text
-
     from fragrelease.jobs.idpir.workspace import claim_work_dir
+    from fragrelease.jobs.storage import write_text
 
     cfg = _cfg(tmp_path)
     forged = _plan(_cfg(tmp_path, epsilon="50", k=3))
