@@ -354,3 +354,30 @@ def test_api_temp_work_dir_removed_after_success_and_rerun_keeps_user_files(spar
         r.add_owner("a", a).add_owner("b", b)
         assert r.run().version == version
         assert sorted(os.listdir(work)) == [MARKER, "metadata", "owners", "plan.json"]
+
+
+def test_simulated_fragments_are_private_whatever_the_umask(spark, tmp_path, monkeypatch, wine_pdf):
+    """At 13383f1 the simulated raw fragment was 0755/0644 (Spark's files under the process umask)."""
+    from fragrelease.jobs.idpir import simulate
+    from fragrelease.jobs.idpir.layout import fragment_source, owner_private_dir
+    from fragrelease.schemas.datasets import resolve_schema
+    from fragrelease.schemas.wine import SCHEMA
+
+    monkeypatch.setenv("FRAGRELEASE_PRIVATE_ROOT", str(tmp_path / "priv"))
+    src = str(tmp_path / "wine")
+    spark.createDataFrame(wine_pdf.head(60), SCHEMA.struct_type()).write.parquet(src)
+    cfg = config_from_dict(dict(name="sim", dataset="wine", fragmentation="horizontal", epsilon="1", k=5,
+                                source={"path": src}, owners=[{"name": "a", "rows": 20}, {"name": "b", "rows": 40}],
+                                work_dir=str(tmp_path / "work"), output=str(tmp_path / "out")))
+    old = os.umask(0o022)
+    try:
+        schema = resolve_schema(cfg.dataset)
+        simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
+    finally:
+        os.umask(old)
+    for o in cfg.owners:
+        assert stat.S_IMODE(os.stat(owner_private_dir(cfg, o)).st_mode) == 0o700
+        for root, _dirs, files in os.walk(fragment_source(cfg, o).path):
+            assert stat.S_IMODE(os.stat(root).st_mode) == 0o700, root
+            for f in files:
+                assert stat.S_IMODE(os.stat(os.path.join(root, f)).st_mode) == 0o600, f
