@@ -50,6 +50,7 @@ from fragrelease.jobs.idpir import aggregator, owner, simulate
 from fragrelease.jobs.idpir.evaluate import mean_sse
 from fragrelease.jobs.idpir.layout import fragment_source, protected_path
 from fragrelease.jobs.idpir.protect import check_columns, content_digest, validate_fragment
+from fragrelease.jobs.idpir.signatures import with_release_keys
 from fragrelease.jobs.storage import absolute, read_configured, read_delta
 from fragrelease.rng import NoiseSource
 from fragrelease.schemas.base import Attribute, DatasetSchema
@@ -501,6 +502,9 @@ def _union(frames):
 
 
 def _run(spark, cfg: ReleaseConfig, *, noise, progress, evaluate: bool, fresh_work_dir: bool) -> ReleaseResult:
+    # signed manifests: a key pair per owner and release where none is configured (private keys in
+    # the owners' private folders; the public keys reach the aggregator step in this in-memory cfg)
+    cfg = with_release_keys(cfg)
     schema = resolve_schema(cfg.dataset)
     if fresh_work_dir:
         keep = Path(cfg.dataset).resolve() if Path(cfg.dataset).suffix in (".yaml", ".yml") else None

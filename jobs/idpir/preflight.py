@@ -92,7 +92,9 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
         An unknown dataset, a schema without id column, an owner not in the configuration, a
         vertical owner listing an unknown, unreleased or already assigned attribute, simulated
         rows that do not add up to the built-in table, k above a built-in table's size, or a
-        missing local source; each message names the key and the value.
+        missing local source; each message names the key and the value. (``SigningKeyError``,
+        a ConfigError: a configured ``signing_key`` that is unsafe, unreadable or does not match
+        the owner's ``public_key``; ``run`` checks every owner's, ``owner`` its own.)
     """
     from fragrelease.schemas.datasets import BUILTIN_SCHEMAS, resolve_schema
 
@@ -144,3 +146,8 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
         i, o = find_owner(cfg, owner)
         if o.source is not None and o.source.path is not None:
             check_source_exists(o.source.path, key=f"owners[{i}].source.path")
+    # signed manifests: a configured private key file must be safe (mode, place) before Spark starts
+    if party in ("run", "owner"):
+        from fragrelease.jobs.idpir.signatures import check_signing_keys
+
+        check_signing_keys(cfg, None if party == "run" else [owner] if owner is not None else [])
