@@ -169,6 +169,13 @@ def describe_table(spark, path: str, version: Optional[int] = None) -> tuple[int
     return v, sorted_files(files), log
 
 
+def _cause(exc: Exception) -> str:
+    """One line of an exception: a JVM error's first ``...Exception: message`` line, else its first line."""
+    lines = [x.strip().lstrip(": ") for x in str(exc).splitlines() if x.strip().lstrip(": ")]
+    java = [x for x in lines if "Exception:" in x or "Error:" in x]
+    return (java[0] if java else lines[0] if lines else type(exc).__name__)[:300]
+
+
 def sign_manifest(manifest: Manifest, key: Ed25519PrivateKey) -> Manifest:
     """``manifest`` with ``signature`` set: Ed25519 over :meth:`Manifest.signed_fields`."""
     return manifest.model_copy(update={"signature": sign_manifest_fields(key, manifest.signed_fields())})
@@ -235,8 +242,7 @@ def verify_table(spark, manifest: Manifest, path: str, owner: str) -> None:
     except ManifestMismatchError as exc:
         raise ManifestMismatchError(f"protected table of owner {owner!r}: {exc}") from None
     except Exception as exc:  # a missing or unreadable file surfaces as a Spark or IO error
-        raise ManifestMismatchError(f"protected table of owner {owner!r} cannot be read: {type(exc).__name__}: "
-                                    f"{str(exc).splitlines()[0][:300] if str(exc) else ''}") from None
+        raise ManifestMismatchError(f"protected table of owner {owner!r} cannot be read: {_cause(exc)}") from None
     signed = sorted_files(manifest.files)
     if [(f["path"], f["size"]) for f in files] != [(f["path"], f["size"]) for f in signed]:
         have = {f["path"] for f in files}
