@@ -56,13 +56,7 @@ def issue_plan(cfg: ReleaseConfig, spark=None) -> Plan:
     ProtocolError, IdentifierError, InvalidParameterError
         From :func:`fragrelease.idpir.protocol.make_plan`.
     """
-    if cfg.if_exists == "error":
-        if cfg.output_table is None:
-            exists = is_delta_table(cfg.output)
-        else:
-            exists = release_exists(spark if spark is not None else get_spark(), cfg.output, cfg.output_table)
-        if exists:
-            raise ReleaseExistsError(f"a release already exists at {cfg.output_table or cfg.output!r} and if_exists is 'error'")
+    refuse_existing_release(cfg, spark)
     metas = [OwnerMetadata.model_validate_json(read_text(metadata_path(cfg, o.name))) for o in cfg.owners]
     plan = make_plan(metas, fragmentation=cfg.fragmentation, mechanism=cfg.mechanism, k=cfg.k,
                      epsilon=cfg.epsilon, epsilon_split=cfg.epsilon_split, keep_id=cfg.keep_id,
@@ -71,6 +65,17 @@ def issue_plan(cfg: ReleaseConfig, spark=None) -> Plan:
     write_text(plan_path(cfg), plan.to_json())
     log.info("plan %s issued to %d owners", plan.plan_id, len(plan.owners))
     return plan
+
+
+def refuse_existing_release(cfg: ReleaseConfig, spark=None) -> None:
+    """Raise ReleaseExistsError when the release target exists and ``if_exists`` is ``error``."""
+    if cfg.if_exists == "error":
+        if cfg.output_table is None:
+            exists = is_delta_table(cfg.output)
+        else:
+            exists = release_exists(spark if spark is not None else get_spark(), cfg.output, cfg.output_table)
+        if exists:
+            raise ReleaseExistsError(f"a release already exists at {cfg.output_table or cfg.output!r} and if_exists is 'error'")
 
 
 def provenance(plan: Plan) -> dict:
@@ -232,6 +237,7 @@ def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519Pub
     IdentifierError
         Vertical fragments whose id sets differ (the join would lose or invent records).
     """
+    refuse_existing_release(cfg, spark)  # before any fragment is read or verified
     plan = Plan.model_validate_json(read_text(plan_path(cfg)))
     fragments, id_sets = {}, {}
     for o in plan.owners:
