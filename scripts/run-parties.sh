@@ -15,6 +15,20 @@ from fragrelease.idpir.config import load_config
 c = load_config(sys.argv[1])
 print(int(c.simulated), c.work_dir, " ".join(o.name for o in c.owners))' "$config")
 [ -n "${owners:-}" ] || { echo "run-parties: cannot read configuration $config" >&2; exit 2; }
+# Signed manifests: owners without configured keys get a key pair for this run (private keys in a
+# 0700 temporary folder removed at exit) through a copy of the configuration that names them.
+keydir=$(mktemp -d -t fragrelease-keys-XXXXXX)
+trap 'rm -rf -- "$keydir"' EXIT
+.venv/bin/python - "$config" "$keydir" <<'PY' || exit 2
+import sys, yaml
+from fragrelease.signing import write_key_pair
+conf = yaml.safe_load(open(sys.argv[1], encoding="utf-8"))
+for o in conf["owners"]:
+    if "signing_key" not in o and "public_key" not in o:
+        o["signing_key"], o["public_key"] = write_key_pair(sys.argv[2], o["name"])
+open(f"{sys.argv[2]}/config.yaml", "w", encoding="utf-8").write(yaml.safe_dump(conf, sort_keys=False))
+PY
+config="$keydir/config.yaml"
 # A fresh work folder per run (as `fragrelease run` does): an earlier run's protected fragments
 # would otherwise be refused as already written. Only local folders are cleared.
 case "$work_dir" in
