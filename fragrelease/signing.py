@@ -92,6 +92,20 @@ def _within(path: str, folder: str) -> bool:
     return a == b or a.startswith(b.rstrip("/") + "/")
 
 
+def check_key_location(path: str, *, owner: str, shared: Mapping[str, Optional[str]] = {}) -> None:
+    """Refuse a private key path under any ``shared`` folder (``{config key: folder}``; URIs skipped).
+
+    Raises
+    ------
+    SigningKeyError
+        One line naming the owner, the path and the shared folder.
+    """
+    for key, folder in shared.items():
+        if folder and "://" not in folder and not folder.startswith("dbfs:") and _within(path, folder):
+            raise SigningKeyError(f"owner {owner!r}: signing_key {path!r} lies under the shared {key} {folder!r}; "
+                                  "a private key must stay out of every folder the aggregator or recipients read")
+
+
 def check_private_key_file(path: str, *, owner: str, shared: Mapping[str, Optional[str]] = {}) -> None:
     """Refuse an owner's private key file that others could read or that lies in a shared folder.
 
@@ -105,10 +119,7 @@ def check_private_key_file(path: str, *, owner: str, shared: Mapping[str, Option
     SigningKeyError
         One line naming the owner, the path and the reason.
     """
-    for key, folder in shared.items():
-        if folder and "://" not in folder and not folder.startswith("dbfs:") and _within(path, folder):
-            raise SigningKeyError(f"owner {owner!r}: signing_key {path!r} lies under the shared {key} {folder!r}; "
-                                  "a private key must stay out of every folder the aggregator or recipients read")
+    check_key_location(path, owner=owner, shared=shared)
     local = os.path.expanduser(path)
     try:
         st = os.stat(local)

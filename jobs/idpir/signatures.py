@@ -15,6 +15,7 @@ row-level data is collected.
 from __future__ import annotations
 
 import hashlib
+import os
 import posixpath
 from typing import Mapping, Optional
 from urllib.parse import unquote
@@ -93,13 +94,15 @@ def with_release_keys(cfg: ReleaseConfig) -> ReleaseConfig:
     """
     from fragrelease.jobs.idpir.layout import owner_private_dir
     from fragrelease.rng import secure_bytes
-    from fragrelease.signing import write_key_pair
+    from fragrelease.signing import check_key_location, write_key_pair
 
     owners = []
     for o in cfg.owners:
         if o.signing_key is None and o.public_key is None:
             folder = owner_private_dir(cfg, o)
-            path, pub = write_key_pair(folder, o.name, filename=f"signing-{secure_bytes(6).hex()}.key")
+            name = f"signing-{secure_bytes(6).hex()}.key"
+            check_key_location(os.path.join(folder, name), owner=o.name, shared=_shared(cfg))  # before writing
+            path, pub = write_key_pair(folder, o.name, filename=name)
             o = o.model_copy(update={"signing_key": path, "public_key": pub})
         elif o.signing_key is None:
             raise SigningKeyError(f"owner {o.name!r} declares a public_key but no signing_key; a release that plays "

@@ -212,3 +212,46 @@ def test_another_owners_public_key_is_refused(spark, protected):
     tmp, _, keys, _ = protected
     cfg = copy_of(protected, keys={"a": keys["a"], "b": {"public_key": keys["a"]["public_key"]}})
     refused(spark, cfg, r"^manifest of owner 'b' does not verify under owner 'b''s configured public key")
+
+
+# ---------------------------------------------------------------- single-command releases (no Spark)
+def _plain_cfg(tmp, **b):
+    return config_from_dict(dict(name="one-shot", dataset="wine", fragmentation="horizontal", epsilon="1", k=10,
+                                 owners=[{"name": "a", "rows": 3000}, {"name": "b", "rows": 3497, **b}],
+                                 work_dir=str(tmp / "work"), output=str(tmp / "out")))
+
+
+def test_single_command_release_generates_private_keys_per_owner_and_release(tmp_path, monkeypatch):
+    import stat
+
+    from fragrelease.jobs.idpir.layout import PRIVATE_ROOT_ENV, owner_private_dir
+    from fragrelease.jobs.idpir.signatures import owner_signing_key, with_release_keys
+    from fragrelease.signing import public_key_text
+
+    monkeypatch.setenv(PRIVATE_ROOT_ENV, str(tmp_path / "private"))
+    cfg = _plain_cfg(tmp_path)
+    first, second = with_release_keys(cfg), with_release_keys(cfg)
+    for o, o2 in zip(first.owners, second.owners):
+        folder = owner_private_dir(cfg, o)
+        assert os.path.dirname(o.signing_key) == folder
+        assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
+        assert stat.S_IMODE(os.stat(o.signing_key).st_mode) == 0o600
+        assert public_key_text(owner_signing_key(first, o)) == o.public_key
+        assert o2.signing_key != o.signing_key and o2.public_key != o.public_key  # a new pair per release
+        assert os.path.exists(o.signing_key)  # the earlier release's key is never overwritten
+    assert all(o.signing_key is None and o.public_key is None for o in cfg.owners)  # the caller's cfg untouched
+
+
+def test_single_command_release_refuses_keys_in_shared_folders_before_writing(tmp_path, monkeypatch):
+    from fragrelease.errors import SigningKeyError
+    from fragrelease.jobs.idpir.layout import PRIVATE_ROOT_ENV
+    from fragrelease.jobs.idpir.signatures import with_release_keys
+
+    monkeypatch.setenv(PRIVATE_ROOT_ENV, str(tmp_path / "work" / "private"))
+    with pytest.raises(SigningKeyError, match=r"^owner 'a': signing_key '.*' lies under the shared work_dir"):
+        with_release_keys(_plain_cfg(tmp_path))
+    assert not (tmp_path / "work").exists()  # nothing secret was written to the shared folder
+    monkeypatch.setenv(PRIVATE_ROOT_ENV, str(tmp_path / "private"))
+    _, pub = write_key_pair(str(tmp_path / "k"), "b")
+    with pytest.raises(SigningKeyError, match="owner 'b' declares a public_key but no signing_key"):
+        with_release_keys(_plain_cfg(tmp_path, public_key=pub))
