@@ -240,8 +240,8 @@ def verify_manifest_fields(public_key: Ed25519PublicKey, fields: Mapping[str, An
     try:
         public_key.verify(raw, manifest_payload(fields))
     except InvalidSignature:
-        raise SignatureError(f"manifest of owner {owner!r} does not verify under owner {owner!r}'s configured "
-                             "public key: it was changed after signing or signed with another key") from None
+        raise SignatureError(f"manifest of owner {owner!r} does not verify under the public key configured for "
+                             f"owner {owner!r}: it was changed after signing or signed with another key") from None
 
 
 def same_public_key(a: Ed25519PublicKey, b: Ed25519PublicKey) -> bool:

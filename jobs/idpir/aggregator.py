@@ -131,7 +131,7 @@ def load_verified_fragment(spark, cfg: ReleaseConfig, plan: Plan, owner: str,
     except ConfigError as exc:
         raise ManifestMismatchError(f"owner {owner!r} has no manifest: {exc}") from None
     except ValueError as exc:  # pydantic's ValidationError: a manifest that is not one
-        raise ManifestMismatchError(f"the manifest in owner {owner!r}'s folder is malformed: "
+        raise ManifestMismatchError(f"the manifest in the folder of owner {owner!r} is malformed: "
                                     f"{str(exc).splitlines()[0][:300]}") from None
     # signed manifests: the owner, its folder and its key before anything in the manifest is used
     verify_owner_manifest(manifest, folder_owner=owner, plan_owner=plan.owner(owner).name,

@@ -211,8 +211,8 @@ def verify_owner_manifest(manifest: Manifest, *, folder_owner: str, plan_owner: 
     """
     if manifest.owner != folder_owner or manifest.owner != plan_owner:
         raise ManifestMismatchError(
-            f"the manifest in owner {folder_owner!r}'s folder names owner {manifest.owner!r}: refused (a fragment "
-            f"copied or moved from another owner's folder)")
+            f"the manifest in the folder of owner {folder_owner!r} names owner {manifest.owner!r}: refused (a "
+            f"fragment copied or moved from another owner's folder)")
     key = keys.get(folder_owner)
     if key is None:
         raise ManifestMismatchError(f"no public key is configured for owner {folder_owner!r} (owners[].public_key): "

@@ -53,7 +53,7 @@ def test_signature_verifies_and_every_changed_field_fails():
         {**FIELDS, "files": []}, {**FIELDS, "table_version": 1}, {**FIELDS, "extra": 1},
     ]
     for fields in tampered:
-        with pytest.raises(SignatureError, match="does not verify under owner 'a'"):
+        with pytest.raises(SignatureError, match="does not verify under the public key configured for owner 'a'"):
             verify_manifest_fields(pub, fields, sig, owner="a")
     # the signature is over the domain-separated payload, not the bare JSON
     raw = base64.b64decode(sig)

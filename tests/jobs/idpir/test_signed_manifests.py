@@ -95,7 +95,7 @@ def test_copied_fragment_is_refused(spark, protected):
     cfg = copy_of(protected)
     shutil.rmtree(_owner_dir(cfg, "b"))
     shutil.copytree(_owner_dir(cfg, "a"), _owner_dir(cfg, "b"))
-    refused(spark, cfg, r"^the manifest in owner 'b''s folder names owner 'a': refused")
+    refused(spark, cfg, r"^the manifest in the folder of owner 'b' names owner 'a': refused")
 
 
 def test_swapped_folders_are_refused(spark, protected):
@@ -104,7 +104,7 @@ def test_swapped_folders_are_refused(spark, protected):
     os.rename(a, a + ".tmp")
     os.rename(b, a)
     os.rename(a + ".tmp", b)
-    refused(spark, cfg, r"^the manifest in owner 'a''s folder names owner 'b': refused")
+    refused(spark, cfg, r"^the manifest in the folder of owner 'a' names owner 'b': refused")
 
 
 def test_manifest_renamed_to_the_folder_owner_is_refused(spark, protected):
@@ -115,7 +115,7 @@ def test_manifest_renamed_to_the_folder_owner_is_refused(spark, protected):
     m = json.loads(open(manifest_path(cfg, "b")).read())
     m["owner"] = "b"
     open(manifest_path(cfg, "b"), "w").write(json.dumps(m))
-    refused(spark, cfg, r"^manifest of owner 'b' does not verify under owner 'b''s configured public key")
+    refused(spark, cfg, r"^manifest of owner 'b' does not verify under the public key configured for owner 'b'")
 
 
 def test_redigested_change_is_refused(spark, protected):
@@ -133,7 +133,7 @@ def test_redigested_change_is_refused(spark, protected):
     assert new_digest != m["content_digest"]
     m["content_digest"] = new_digest
     open(manifest_path(cfg, "b"), "w").write(json.dumps(m))
-    refused(spark, cfg, r"^manifest of owner 'b' does not verify under owner 'b''s configured public key: "
+    refused(spark, cfg, r"^manifest of owner 'b' does not verify under the public key configured for owner 'b': "
                         r"it was changed after signing or signed with another key$")
 
 
@@ -178,7 +178,7 @@ def test_forged_manifest_is_refused(spark, protected):
     forged = m.model_copy(update={"content_digest": "sha256-sum60:150:1"})
     forged = forged.model_copy(update={"signature": sign_manifest_fields(generate_private_key(), forged.signed_fields())})
     open(manifest_path(cfg, "b"), "w").write(forged.to_json())
-    refused(spark, cfg, r"^manifest of owner 'b' does not verify under owner 'b''s configured public key")
+    refused(spark, cfg, r"^manifest of owner 'b' does not verify under the public key configured for owner 'b'")
     # a's key signing b's manifest is no better
     tmp, _, keys, _ = protected
     from fragrelease.signing import load_private_key
@@ -211,7 +211,7 @@ def test_another_owners_public_key_is_refused(spark, protected):
     # the configuration names a's key for b: b's genuine manifest does not verify under it
     tmp, _, keys, _ = protected
     cfg = copy_of(protected, keys={"a": keys["a"], "b": {"public_key": keys["a"]["public_key"]}})
-    refused(spark, cfg, r"^manifest of owner 'b' does not verify under owner 'b''s configured public key")
+    refused(spark, cfg, r"^manifest of owner 'b' does not verify under the public key configured for owner 'b'")
 
 
 # ---------------------------------------------------------------- single-command releases (no Spark)
