@@ -18,7 +18,7 @@ import hashlib
 import os
 import posixpath
 from typing import Mapping, Optional
-from urllib.parse import unquote
+from urllib.parse import unquote, urlparse
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from pyspark.sql import functions as F
@@ -123,7 +123,18 @@ def _hash_files(spark, uris: list[str]) -> dict[str, tuple[int, str]]:
     return {unquote(r["path"]): (int(r["length"]), r["sha256"]) for r in rows}
 
 
-def _match(hashes: dict[str, tuple[int, str]], rel: str) -> Optional[tuple[int, str]]:
+def _location(uri: str) -> str:
+    """A file's place without its scheme (``file:/x``, ``file:///x`` and ``/x`` agree; ``s3a://b/k`` ~ ``s3://b/k``)."""
+    u = urlparse(uri)
+    return u.netloc + posixpath.normpath(unquote(u.path)) if u.scheme else posixpath.normpath(unquote(uri))
+
+
+def _match(hashes: dict[str, tuple[int, str]], root: str, rel: str) -> Optional[tuple[int, str]]:
+    """The hashed file at ``root/rel`` (exact place; else the one file whose path ends with ``/rel``)."""
+    want = _location(root.rstrip("/") + "/" + rel)
+    exact = [v for k, v in hashes.items() if _location(k) == want]
+    if len(exact) == 1:
+        return exact[0]
     suffix = "/" + unquote(rel)
     found = [v for k, v in hashes.items() if k.endswith(suffix)]
     return found[0] if len(found) == 1 else None
@@ -157,7 +168,7 @@ def describe_table(spark, path: str, version: Optional[int] = None) -> tuple[int
     hashes = _hash_files(spark, dt.file_uris())
     files = []
     for rel, size in zip(actions["path"], actions["size_bytes"], strict=True):
-        got = _match(hashes, rel)
+        got = _match(hashes, root, rel)
         if got is None:
             raise ManifestMismatchError(f"data file {rel!r} of the Delta table at {path!r} cannot be read")
         if got[0] != size:
