@@ -54,3 +54,12 @@ class ReleaseExistsError(FragReleaseError, FileExistsError):
 
 class BudgetExceededError(FragReleaseError):
     """A release would take an owner's spent ε past its declared lifetime budget."""
+
+
+class SigningKeyError(ConfigError):
+    """An owner's signing key or public key is missing, malformed, unsafe (readable by others, under a
+    shared folder) or does not match; the message names the owner and the path or value."""
+
+
+class SignatureError(ManifestMismatchError):
+    """A manifest is unsigned, or its Ed25519 signature does not verify under its owner's public key."""

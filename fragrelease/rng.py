@@ -287,6 +287,14 @@ def secure_random_keys(size: int) -> np.ndarray:
     return (raw >> np.uint64(1)).astype(np.int64)
 
 
+def secure_bytes(size: int) -> bytes:
+    """``size`` bytes from the OS CSPRNG (:mod:`secrets`): key material (Ed25519 signing keys,
+    :func:`fragrelease.signing.generate_private_key`)."""
+    if size < 1:
+        raise InvalidParameterError(f"size must be >= 1, not {size}")
+    return secrets.token_bytes(size)
+
+
 def secure_permutation(size: int) -> np.ndarray:
     """A uniformly random permutation of ``0 .. size-1`` (int64) from the OS CSPRNG.
 

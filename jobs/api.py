@@ -57,6 +57,7 @@ from fragrelease.jobs.idpir.protect import (
     content_digest,
     validate_fragment,
 )
+from fragrelease.jobs.idpir.signatures import with_release_keys
 from fragrelease.jobs.idpir.workspace import claim_work_dir, clear_work_dir
 from fragrelease.jobs.storage import absolute, read_configured, read_delta
 from fragrelease.rng import NoiseSource
@@ -563,6 +564,9 @@ def _union(frames):
 
 
 def _run(spark, cfg: ReleaseConfig, *, noise, progress, evaluate: bool) -> ReleaseResult:
+    # signed manifests: a key pair per owner and release where none is configured (private keys in
+    # the owners' private folders; the public keys reach the aggregator step in this in-memory cfg)
+    cfg = with_release_keys(cfg)
     schema = resolve_schema(cfg.dataset)
     if cfg.simulated:
         progress("simulating the owners' fragments")

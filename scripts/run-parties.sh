@@ -19,6 +19,20 @@ print(int(c.simulated), c.work_dir, " ".join(o.name for o in c.owners))' "$confi
 # nothing else: the command refuses (exit 2, one line) a work_dir that holds a source, the output, a
 # ledger, a private folder, the configuration or any file no release wrote (jobs/idpir/workspace.py).
 echo "== clearing this release's entries in the work folder $work_dir"; "$fr" work clear "$config"
+# Signed manifests: owners without configured keys get a key pair for this run (private keys in a
+# 0700 temporary folder removed at exit) through a copy of the configuration that names them.
+keydir=$(mktemp -d -t fragrelease-keys-XXXXXX)
+trap 'rm -rf -- "$keydir"' EXIT
+.venv/bin/python - "$config" "$keydir" <<'PY' || exit 2
+import sys, yaml
+from fragrelease.signing import write_key_pair
+conf = yaml.safe_load(open(sys.argv[1], encoding="utf-8"))
+for o in conf["owners"]:
+    if "signing_key" not in o and "public_key" not in o:
+        o["signing_key"], o["public_key"] = write_key_pair(sys.argv[2], o["name"])
+open(f"{sys.argv[2]}/config.yaml", "w", encoding="utf-8").write(yaml.safe_dump(conf, sort_keys=False))
+PY
+config="$keydir/config.yaml"
 if [ "$simulated" = 1 ]; then
   echo "== simulation: cutting the owners' fragments"; "$fr" split "$config" "$@"
 fi

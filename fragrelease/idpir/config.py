@@ -113,6 +113,13 @@ class OwnerConfig(BaseModel):
     not lie under the shared ``work_dir`` or the release ``output`` (the aggregator reads those).
     Default: ``$FRAGRELEASE_PRIVATE_ROOT/<release name>/<owner>``, with
     ``FRAGRELEASE_PRIVATE_ROOT`` defaulting to ``~/.fragrelease/private`` (the owner's own machine).
+
+    Manifest signatures (docs/known-limitations.md #7): ``public_key`` is the owner's Ed25519 public
+    key, base64 of its raw 32 bytes as ``fragrelease keys generate`` prints it; the aggregator
+    verifies the owner's manifest under it and refuses the owner's fragment without it.
+    ``signing_key`` is the path of the owner's private key file (PKCS#8 PEM, mode 0600, never under
+    ``work_dir`` or ``output``), read by the owner's protect step only. ``fragrelease run`` and
+    ``Release.run()`` generate a key pair per owner and release when an owner has neither.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -123,6 +130,9 @@ class OwnerConfig(BaseModel):
     source: Optional[SourceConfig] = None
     ledger: Optional[LedgerConfig] = None
     private_dir: Optional[str] = None
+    # manifest signatures (fragrelease.signing)
+    public_key: Optional[str] = None
+    signing_key: Optional[str] = None
 
 
 class ReleaseConfig(BaseModel):
@@ -224,6 +234,7 @@ class ReleaseConfig(BaseModel):
             problems.append(f"{PRIVATE_ROOT_ENV}: the default private root {private_root()!r} of owners {defaulted} lies "
                             f"under the shared {key} {getattr(self, key)!r}; set {PRIVATE_ROOT_ENV} or each owner's "
                             "private_dir outside it")
+            problems.extend(_signing_problems(self, o, at))
         if problems:
             raise ValueError("\n".join(problems))
         return self
@@ -260,6 +271,25 @@ def resolved_private_dir(release: str, owner: OwnerConfig) -> str:
     if owner.private_dir is not None:
         return owner.private_dir
     return posixpath.join(private_root(), release, owner.name)
+
+
+def _signing_problems(cfg: ReleaseConfig, o: OwnerConfig, at: str) -> list[str]:
+    """An owner's ``public_key`` that does not parse, or a ``signing_key`` under ``work_dir`` or ``output``."""
+    from fragrelease.errors import SigningKeyError
+    from fragrelease.signing import parse_public_key
+
+    out = []
+    if o.public_key is not None:
+        try:
+            parse_public_key(o.public_key, owner=o.name)
+        except SigningKeyError as exc:
+            out.append(f"{at}.public_key: {exc}")
+    if o.signing_key is not None:
+        for shared, key in ((cfg.work_dir, "work_dir"), (cfg.output, "output")):
+            if shared is not None and _within(o.signing_key, shared):
+                out.append(f"{at}.signing_key: owner {o.name!r}'s signing_key {o.signing_key!r} lies under the shared "
+                           f"{key} {shared!r}; a private key must stay out of it")
+    return out
 
 
 def _within(path: str, folder: str) -> bool:

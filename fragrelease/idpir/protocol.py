@@ -101,7 +101,15 @@ class Plan(_Message):
 
 
 class Manifest(_Message):
-    """What an owner publishes beside its protected fragment; public parameters only."""
+    """What an owner publishes beside its protected fragment; public parameters only.
+
+    Binding to the owner (docs/known-limitations.md #7): ``table_version`` is the Delta version the
+    owner committed, ``files`` its table's active data files at that version (``{"path"`` relative
+    to the table as in the Delta log, ``"size"`` in bytes, ``"sha256"`` of the file's bytes``}``,
+    sorted by path), ``delta_log`` the SHA-256 of each commit file ``_delta_log/<version>.json``
+    up to ``table_version``, and ``signature`` the owner's Ed25519 signature (base64) of every other
+    field (:meth:`signed_fields`, :func:`fragrelease.signing.manifest_payload`).
+    """
 
     plan_id: str
     owner: str
@@ -120,6 +128,14 @@ class Manifest(_Message):
     postprocess: Literal["isotonic", "none"]
     content_digest: str
     created_at: str
+    table_version: Optional[int] = None
+    files: tuple[dict, ...] = ()
+    delta_log: tuple[dict, ...] = ()
+    signature: Optional[str] = None
+
+    def signed_fields(self) -> dict[str, Any]:
+        """Every field but ``signature``, as JSON values: what the owner signs."""
+        return self.model_dump(mode="json", exclude={"signature"})
 
 
 def _names(meta: OwnerMetadata) -> list[str]:
@@ -295,8 +311,13 @@ def _budgets(specs, eps_attr: Fraction, category_order: str, share: Fraction) ->
     return out
 
 
-def manifest_for(plan: Plan, owner: str, n_records: int, content_digest: str) -> Manifest:
-    """The manifest an owner writes after protecting its fragment under ``plan``."""
+def manifest_for(plan: Plan, owner: str, n_records: int, content_digest: str, *, table_version: Optional[int] = None,
+                 files: tuple[dict, ...] = (), delta_log: tuple[dict, ...] = ()) -> Manifest:
+    """The (unsigned) manifest an owner writes after protecting its fragment under ``plan``.
+
+    ``table_version``, ``files`` and ``delta_log`` describe the owner's committed table (see
+    :class:`Manifest`); the owner then signs it (:func:`fragrelease.signing.sign_manifest_fields`).
+    """
     po = plan.owner(owner)
     return Manifest(
         plan_id=plan.plan_id, owner=owner, dataset=plan.dataset, fragmentation=plan.fragmentation,
@@ -304,6 +325,7 @@ def manifest_for(plan: Plan, owner: str, n_records: int, content_digest: str) ->
         attributes=plan.attribute_specs(po.attributes), n_records=n_records, id_column=plan.id_column,
         category_order=plan.category_order, category_order_share=plan.category_order_share, budgets=po.budgets,
         postprocess=plan.postprocess, content_digest=content_digest, created_at=datetime.now(timezone.utc).isoformat(),
+        table_version=table_version, files=tuple(files), delta_log=tuple(delta_log),
     )
 
 

@@ -11,6 +11,7 @@ and exit with status 2. ``python -m fragrelease.jobs.cli ARGS`` runs the same co
     fragrelease aggregator plan|release --config C                  the aggregator's step
     fragrelease work clear CONFIG                   remove only what an earlier run left in work_dir
     fragrelease inspect TABLE                       versions and provenance of a release
+    fragrelease keys generate --owner O --out DIR   an owner's manifest signing key pair  (cli.keys)
     fragrelease evaluate ...                        experiment: the paper's (ε, k) grid
     fragrelease audit ...                           experiment: empirical privacy audit
     fragrelease publications simulate|anonymize|audit ...           (cli.publications)
@@ -30,7 +31,7 @@ import click
 import typer
 
 from fragrelease.errors import FragReleaseError
-from fragrelease.jobs.cli import diffgen, idpir, publications, tiers
+from fragrelease.jobs.cli import diffgen, idpir, keys, publications, tiers
 from fragrelease.jobs.cli._common import err
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="iDP-IR releases over fragmented data on Spark.")
@@ -52,6 +53,10 @@ app.add_typer(work_app, name="work")
 app.command("inspect")(idpir.inspect)
 app.command("evaluate")(idpir.evaluate)
 app.command("audit")(idpir.audit)
+# the owners' manifest signing keys (docs/known-limitations.md #7)
+keys_app = typer.Typer(no_args_is_help=True, help="Data owners' Ed25519 keys that sign their manifests.")
+keys_app.command("generate")(keys.generate)
+app.add_typer(keys_app, name="keys")
 
 # independent publications: cloning and the composition-attack audit (docs/specification.md §5)
 publications_app = typer.Typer(no_args_is_help=True, help="Independent publications: cloning and the composition-attack audit (docs/specification.md §5).")

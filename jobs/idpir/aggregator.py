@@ -19,7 +19,9 @@ write the public report (statistics of the released table only) beside it.
 from __future__ import annotations
 
 import logging
+from typing import Mapping, Optional
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -31,6 +33,7 @@ from fragrelease.idpir.protocol import Manifest, OwnerMetadata, Plan, check_mani
 from fragrelease.jobs.catalog import commit_table, release_exists
 from fragrelease.jobs.idpir.layout import manifest_path, metadata_path, plan_path, protected_path
 from fragrelease.jobs.idpir.protect import _num_partitions, fragment_digests, global_rank
+from fragrelease.jobs.idpir.signatures import public_keys, verify_owner_manifest, verify_table
 from fragrelease.jobs.idpir.workspace import claim_work_dir
 from fragrelease.jobs.session import get_spark
 from fragrelease.jobs.storage import commit_delta, is_delta_table, read_delta, read_text, write_text
@@ -55,13 +58,7 @@ def issue_plan(cfg: ReleaseConfig, spark=None) -> Plan:
         From :func:`fragrelease.idpir.protocol.make_plan`.
     """
     claim_work_dir(cfg)  # the plan goes into work_dir: it must be this release's (jobs/idpir/workspace.py)
-    if cfg.if_exists == "error":
-        if cfg.output_table is None:
-            exists = is_delta_table(cfg.output)
-        else:
-            exists = release_exists(spark if spark is not None else get_spark(), cfg.output, cfg.output_table)
-        if exists:
-            raise ReleaseExistsError(f"a release already exists at {cfg.output_table or cfg.output!r} and if_exists is 'error'")
+    refuse_existing_release(cfg, spark)
     metas = [OwnerMetadata.model_validate_json(read_text(metadata_path(cfg, o.name))) for o in cfg.owners]
     plan = make_plan(metas, fragmentation=cfg.fragmentation, mechanism=cfg.mechanism, k=cfg.k,
                      epsilon=cfg.epsilon, epsilon_split=cfg.epsilon_split, keep_id=cfg.keep_id,
@@ -70,6 +67,17 @@ def issue_plan(cfg: ReleaseConfig, spark=None) -> Plan:
     write_text(plan_path(cfg), plan.to_json())
     log.info("plan %s issued to %d owners", plan.plan_id, len(plan.owners))
     return plan
+
+
+def refuse_existing_release(cfg: ReleaseConfig, spark=None) -> None:
+    """Raise ReleaseExistsError when the release target exists and ``if_exists`` is ``error``."""
+    if cfg.if_exists == "error":
+        if cfg.output_table is None:
+            exists = is_delta_table(cfg.output)
+        else:
+            exists = release_exists(spark if spark is not None else get_spark(), cfg.output, cfg.output_table)
+        if exists:
+            raise ReleaseExistsError(f"a release already exists at {cfg.output_table or cfg.output!r} and if_exists is 'error'")
 
 
 def provenance(plan: Plan) -> dict:
@@ -97,8 +105,16 @@ def provenance(plan: Plan) -> dict:
     }
 
 
-def load_verified_fragment(spark, cfg: ReleaseConfig, plan: Plan, owner: str) -> tuple[Manifest, DataFrame, str]:
-    """An owner's protected fragment after checking manifest ↔ plan and content ↔ manifest.
+def load_verified_fragment(spark, cfg: ReleaseConfig, plan: Plan, owner: str,
+                           keys: Optional[Mapping[str, Ed25519PublicKey]] = None) -> tuple[Manifest, DataFrame, str]:
+    """An owner's protected fragment after checking manifest ↔ owner, signature, plan, table and content.
+
+    Checks, in order (docs/known-limitations.md #7): the manifest in ``owners/<owner>/`` names
+    ``owner``, which is the plan's owner; its Ed25519 signature verifies under ``owner``'s public
+    key (``keys``, default: the configuration's ``owners[].public_key``; a missing key is refused);
+    it matches the plan; the table's latest Delta version, commit files and active data files
+    (path, size, SHA-256) are the signed ones (:func:`fragrelease.jobs.idpir.signatures.verify_table`);
+    the content digest recomputed from the data is the signed one.
 
     Returns the manifest, the fragment (id column first, then the attributes in manifest order) and
     the digest of its id set (:func:`fragrelease.jobs.idpir.protect.id_digest`; same pass as the content
@@ -107,20 +123,29 @@ def load_verified_fragment(spark, cfg: ReleaseConfig, plan: Plan, owner: str) ->
     Raises
     ------
     ManifestMismatchError
-        Missing manifest or table, a manifest that differs from the plan, a table whose columns,
-        record count or content digest differ from the manifest.
+        Missing or unreadable manifest or table, a manifest naming another owner than its folder,
+        an unsigned manifest or one whose signature does not verify, no configured public key, a
+        manifest that differs from the plan, a table whose version, files, columns, record count or
+        content digest differ from the signed manifest. One line naming the owner.
     """
     try:
         manifest = Manifest.model_validate_json(read_text(manifest_path(cfg, owner)))
     except ConfigError as exc:
         raise ManifestMismatchError(f"owner {owner!r} has no manifest: {exc}") from None
+    except ValueError as exc:  # pydantic's ValidationError: a manifest that is not one
+        raise ManifestMismatchError(f"the manifest in the folder of owner {owner!r} is malformed: "
+                                    f"{str(exc).splitlines()[0][:300]}") from None
+    # signed manifests: the owner, its folder and its key before anything in the manifest is used
+    verify_owner_manifest(manifest, folder_owner=owner, plan_owner=plan.owner(owner).name,
+                          keys=public_keys(cfg) if keys is None else keys)
     check_manifest(manifest, plan)
     path = protected_path(cfg, owner)
     if not is_delta_table(path):
         raise ManifestMismatchError(f"owner {owner!r} has no protected Delta table at {path!r}")
+    verify_table(spark, manifest, path, owner)
     expected = [plan.id_column, *[a["name"] for a in manifest.attributes]]
     try:
-        df = read_delta(spark, path)
+        df = read_delta(spark, path, manifest.table_version)  # the signed version only
         columns = df.columns
         digest, ids = fragment_digests(df, plan.id_column) if sorted(columns) == sorted(expected) else (None, None)
     except Exception as exc:  # a truncated or corrupted file surfaces as a Spark read error
@@ -195,8 +220,11 @@ def unlink_columns(df: DataFrame, columns: list[str]) -> DataFrame:
     return out.drop("__row")
 
 
-def release(spark, cfg: ReleaseConfig) -> dict:
+def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519PublicKey]] = None) -> dict:
     """Validate every owner's protected fragment, combine them and commit the release.
+
+    ``keys``: the owners' public keys (default: the configuration's ``owners[].public_key``);
+    :func:`fragrelease.jobs.api.Release.run` passes the keys it generated for the release.
 
     Returns
     -------
@@ -211,10 +239,11 @@ def release(spark, cfg: ReleaseConfig) -> dict:
     IdentifierError
         Vertical fragments whose id sets differ (the join would lose or invent records).
     """
+    refuse_existing_release(cfg, spark)  # before any fragment is read or verified
     plan = Plan.model_validate_json(read_text(plan_path(cfg)))
     fragments, id_sets = {}, {}
     for o in plan.owners:
-        _, df, id_sets[o.name] = load_verified_fragment(spark, cfg, plan, o.name)
+        _, df, id_sets[o.name] = load_verified_fragment(spark, cfg, plan, o.name, keys)
         fragments[o.name] = df
     if plan.fragmentation == "vertical":
         first = plan.owners[0].name

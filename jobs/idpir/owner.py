@@ -48,6 +48,7 @@ from fragrelease.jobs.idpir.protect import (
     protect_fragment,
     validate_fragment,
 )
+from fragrelease.jobs.idpir.signatures import describe_table, owner_signing_key, sign_manifest
 from fragrelease.jobs.idpir.workspace import claim_work_dir
 from fragrelease.jobs.storage import commit_delta, is_delta_table, read_configured, read_delta, read_text, write_text
 from fragrelease.rng import NoiseSource
@@ -125,6 +126,9 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
         :func:`fragrelease.idpir.plan_check.check_plan_for_owner`), before any budget is spent.
     SchemaMismatchError, DomainError, IdentifierError
         The fragment changed since the metadata step and no longer validates.
+    SigningKeyError
+        The owner has no ``signing_key``, or it is unsafe or does not match its ``public_key``
+        (:func:`fragrelease.jobs.idpir.signatures.owner_signing_key`); raised before any spend.
     ReleaseExistsError
         The owner already wrote a protected fragment for this work folder.
     BudgetExceededError
@@ -133,6 +137,7 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
     claim_work_dir(cfg)
     schema = resolve_schema(cfg.dataset)
     owner = _owner(cfg, owner_name)
+    signing_key = owner_signing_key(cfg, owner)  # signed manifests: refuse a missing or unsafe key before any spend
     plan = Plan.model_validate_json(read_text(plan_path(cfg)))
     # the plan comes from the shared folder: refuse any term that differs from this owner's own
     # configuration before the ledger, the data or any noise is touched
@@ -164,7 +169,10 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
     commit_delta(protected, target, provenance=provenance, if_exists="error")
     written = read_delta(spark, target)
     digest = content_digest(written)
-    manifest = manifest_for(plan, owner.name, check.n_records, digest)
+    # signed manifests: bind the manifest to this owner's key, the table's version, files and log
+    version, files, delta_log = describe_table(spark, target)
+    manifest = sign_manifest(manifest_for(plan, owner.name, check.n_records, digest, table_version=version,
+                                          files=tuple(files), delta_log=tuple(delta_log)), signing_key)
     write_text(manifest_path(cfg, owner.name), manifest.to_json())
     if cfg.reports:
         # imported here: the report module selects matplotlib's Agg backend, which a notebook

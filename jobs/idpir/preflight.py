@@ -99,7 +99,9 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
         missing local source; a user path (source, output, ledger, private folder or root, the
         configuration or schema file) inside ``work_dir``, an entry of ``work_dir`` that no release
         wrote, or a ``work_dir`` claimed by another release
-        (:func:`fragrelease.jobs.idpir.workspace.check_work_dir`); each message names the key and the value.
+        (:func:`fragrelease.jobs.idpir.workspace.check_work_dir`); each message names the key and the value. (``SigningKeyError``,
+        a ConfigError: a configured ``signing_key`` that is unsafe, unreadable or does not match
+        the owner's ``public_key``; ``run`` checks every owner's, ``owner`` its own.)
     """
     from fragrelease.jobs.idpir.workspace import check_work_dir
     from fragrelease.schemas.datasets import BUILTIN_SCHEMAS, resolve_schema
@@ -153,3 +155,8 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
         i, o = find_owner(cfg, owner)
         if o.source is not None and o.source.path is not None:
             check_source_exists(o.source.path, key=f"owners[{i}].source.path")
+    # signed manifests: a configured private key file must be safe (mode, place) before Spark starts
+    if party in ("run", "owner"):
+        from fragrelease.jobs.idpir.signatures import check_signing_keys
+
+        check_signing_keys(cfg, None if party == "run" else [owner] if owner is not None else [])

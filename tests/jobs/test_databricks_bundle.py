@@ -45,6 +45,14 @@ def _run_bundle(conf, variables: dict) -> None:
         assert status in (0, None), (task["task_key"], status)
 
 
+def _keys(tmp_path, owner):
+    """The owner's signing key pair (the owner and aggregator tasks run apart: keys come from the config)."""
+    from fragrelease.signing import write_key_pair
+
+    path, public = write_key_pair(str(tmp_path / "keys"), owner)
+    return {"signing_key": path, "public_key": public}
+
+
 def _conf(spark, wine_pdf, tmp_path):
     from fragrelease.schemas.wine import SCHEMA
 
@@ -54,7 +62,7 @@ def _conf(spark, wine_pdf, tmp_path):
     conf.write_text(yaml.safe_dump(dict(
         name="bundle", dataset="wine", fragmentation="horizontal", epsilon="1", k=10, reports=False,
         source={"path": src, "format": "parquet"},
-        owners=[{"name": f"owner-{i}", "rows": 100} for i in range(1, 5)],
+        owners=[{"name": f"owner-{i}", "rows": 100, **_keys(tmp_path, f"owner-{i}")} for i in range(1, 5)],
         work_dir=str(tmp_path / "work"), output=str(tmp_path / "release"))))
     return conf
 

@@ -139,9 +139,12 @@ def planned(cluster, tmp_path_factory, wine_pdf):
 def write_config(base: Path, name: str) -> Path:
     lines = [f"name: cluster-{name}", "dataset: wine", "fragmentation: horizontal", 'epsilon: "1"', "k: 10",
              "owners:"]
+    from fragrelease.signing import write_key_pair
+
     for o in OWNERS:
+        key, pub = write_key_pair(str(base / "keys" / name), o)  # signed manifests: the owners' key pairs
         lines.append(f"  - {{name: {o}, source: {{path: {base / 'src' / o}, format: parquet}}, "
-                     f"private_dir: {base / 'private' / name / o}}}")
+                     f"private_dir: {base / 'private' / name / o}, signing_key: {key}, public_key: '{pub}'}}")
     lines += [f"work_dir: {base / name / 'work'}", f"output: {base / name / 'release'}", "reports: false"]
     path = base / f"{name}.yaml"
     path.write_text("\n".join(lines) + "\n")

@@ -33,7 +33,9 @@ def cfg_for(tmp, source, work="work", ledger=None, **kw):
                 owners=[{"name": "a", "rows": 150}, b],
                 work_dir=str(tmp / work), output=str(tmp / "release"), reports=False)
     data.update(kw)
-    return config_from_dict(data)
+    from signing_keys import with_keys  # owners protect in separate steps here: they need signing keys
+
+    return with_keys(config_from_dict(data), tmp / f"keys-{work}")
 
 
 def prepare(spark, cfg):

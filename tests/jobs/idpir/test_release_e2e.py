@@ -88,24 +88,27 @@ def test_horizontal_release_is_a_real_delta_table(spark, tmp_path, adult_source)
 
 @pytest.mark.slow  # whole releases end to end (minutes with the suite's load); CI runs it
 def test_aggregator_refuses_tampered_manifest_and_fragment(spark, tmp_path, adult_source):
-    cfg = horizontal_cfg(tmp_path, adult_source, k=25, reports=False)
+    from signing_keys import with_keys  # owners' keys, so that a second aggregator run can verify
+
+    cfg = with_keys(horizontal_cfg(tmp_path, adult_source, k=25, reports=False), tmp_path / "keys")
     run_local_release(spark, cfg)
     mpath = manifest_path(cfg, "o2")
     original = open(mpath).read()
     manifest = json.loads(original)
     manifest["epsilon"] = "2"
     open(mpath, "w").write(json.dumps(manifest))
-    cfg_new = horizontal_cfg(tmp_path, adult_source, k=25, output=str(tmp_path / "other"), reports=False)
-    with pytest.raises(ManifestMismatchError, match="epsilon is '2'"):
+    cfg_new = with_keys(horizontal_cfg(tmp_path, adult_source, k=25, output=str(tmp_path / "other"), reports=False),
+                        tmp_path / "keys")
+    with pytest.raises(ManifestMismatchError, match="manifest of owner 'o2' does not verify"):
         aggregator.release(spark, cfg_new)
     open(mpath, "w").write(original)
-    # replace o2's protected data with different rows (a new Delta version): digest check fails
+    # replace o2's protected data with different rows (a new Delta version): the signed version differs
     from fragrelease.jobs.storage import commit_delta
 
     tampered = read_delta(spark, protected_path(cfg, "o2")).limit(799)
     tampered = tampered.localCheckpoint(eager=True)
     commit_delta(tampered, protected_path(cfg, "o2"), provenance={}, if_exists="new-version")
-    with pytest.raises(ManifestMismatchError, match="content digest"):
+    with pytest.raises(ManifestMismatchError, match="'o2' is at Delta version 1, its signed manifest says 0"):
         aggregator.release(spark, cfg_new)
     assert not DeltaTable.is_deltatable(str(tmp_path / "other"))  # nothing half-written
 

@@ -1,0 +1,257 @@
+"""Signed manifests bind each protected fragment to its owner (issue: fragments bound to their owners).
+
+One two-owner horizontal work_dir is protected once (module fixture); every tampering case works on
+its own copy (shutil.copytree) and the aggregator must refuse it with one line naming the owner.
+The untouched copy releases fine. Every case here was accepted before manifests were signed
+(the aggregator compared ``manifest.owner`` with the plan only and trusted an unkeyed digest).
+"""
+import json
+import os
+import shutil
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from fragrelease.errors import ManifestMismatchError, SignatureError
+from fragrelease.idpir.config import config_from_dict
+from fragrelease.idpir.protocol import Manifest
+from fragrelease.jobs.idpir import aggregator, owner, simulate
+from fragrelease.jobs.idpir.layout import manifest_path, protected_path
+from fragrelease.jobs.idpir.protect import content_digest
+from fragrelease.jobs.storage import read_delta
+from fragrelease.schemas.datasets import resolve_schema
+from fragrelease.signing import generate_private_key, sign_manifest_fields, write_key_pair
+
+
+def _data(tmp, source, work, keys, out="release"):
+    return dict(name="signed", dataset="wine", fragmentation="horizontal", epsilon="1", k=10,
+                source={"path": source, "format": "parquet"}, reports=False,
+                owners=[{"name": "a", "rows": 150, **keys["a"]}, {"name": "b", "rows": 150, **keys["b"]}],
+                work_dir=str(work), output=str(tmp / out))
+
+
+@pytest.fixture(scope="module")
+def protected(spark, wine_pdf, tmp_path_factory):
+    """(tmp root, source, keys, work_dir) after both owners protected and signed their fragments."""
+    from fragrelease.schemas.wine import SCHEMA
+
+    tmp = tmp_path_factory.mktemp("signed")
+    source = str(tmp / "wine")
+    spark.createDataFrame(wine_pdf.sample(300, random_state=22), SCHEMA.struct_type()).write.parquet(source)
+    keys = {}
+    for name in ("a", "b"):
+        path, pub = write_key_pair(str(tmp / "keys" / name), name)
+        keys[name] = {"signing_key": path, "public_key": pub}
+    cfg = config_from_dict(_data(tmp, source, tmp / "work", keys))
+    schema = resolve_schema(cfg.dataset)
+    simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
+    for o in cfg.owners:
+        owner.describe_fragment(spark, cfg, o.name)
+    aggregator.issue_plan(cfg)
+    for o in cfg.owners:
+        owner.protect_owner_fragment(spark, cfg, o.name)
+    return tmp, source, keys, tmp / "work"
+
+
+_copies = iter(range(1000))
+
+
+def copy_of(protected, keys=None):
+    """A fresh copy of the protected work_dir and a configuration pointing at it (own output)."""
+    tmp, source, default_keys, work = protected
+    i = next(_copies)
+    dst = tmp / f"copy-{i}"
+    shutil.copytree(work, dst)
+    return config_from_dict(_data(tmp, source, dst, keys or default_keys, out=f"release-{i}"))
+
+
+def refused(spark, cfg, match):
+    with pytest.raises(ManifestMismatchError, match=match) as exc:
+        aggregator.release(spark, cfg)
+    msg = str(exc.value)
+    assert len(msg.splitlines()) == 1
+    assert not DeltaTable.is_deltatable(cfg.output)  # nothing committed
+    print(f"\nREFUSED: {msg}")
+    return msg
+
+
+def _owner_dir(cfg, name):
+    return os.path.dirname(manifest_path(cfg, name))
+
+
+def test_untouched_copy_releases(spark, protected):
+    cfg = copy_of(protected)
+    out = aggregator.release(spark, cfg)
+    assert out["version"] == 0 and out["rows"] == 300
+    assert DeltaTable(cfg.output).to_pyarrow_table().num_rows == 300
+    m = Manifest.model_validate_json(open(manifest_path(cfg, "a")).read())
+    assert m.signature and m.table_version == 0 and m.files and m.delta_log
+    assert all(set(f) == {"path", "size", "sha256"} and not f["path"].startswith("/") for f in m.files)
+
+
+def test_copied_fragment_is_refused(spark, protected):
+    # owner a's folder copied over owner b's: the old aggregator committed 300 rows with a's twice
+    cfg = copy_of(protected)
+    shutil.rmtree(_owner_dir(cfg, "b"))
+    shutil.copytree(_owner_dir(cfg, "a"), _owner_dir(cfg, "b"))
+    refused(spark, cfg, r"^the manifest in the folder of owner 'b' names owner 'a': refused")
+
+
+def test_swapped_folders_are_refused(spark, protected):
+    cfg = copy_of(protected)
+    a, b = _owner_dir(cfg, "a"), _owner_dir(cfg, "b")
+    os.rename(a, a + ".tmp")
+    os.rename(b, a)
+    os.rename(a + ".tmp", b)
+    refused(spark, cfg, r"^the manifest in the folder of owner 'a' names owner 'b': refused")
+
+
+def test_manifest_renamed_to_the_folder_owner_is_refused(spark, protected):
+    # a's folder copied over b's, the manifest's owner field edited to 'b': the signature breaks
+    cfg = copy_of(protected)
+    shutil.rmtree(_owner_dir(cfg, "b"))
+    shutil.copytree(_owner_dir(cfg, "a"), _owner_dir(cfg, "b"))
+    m = json.loads(open(manifest_path(cfg, "b")).read())
+    m["owner"] = "b"
+    open(manifest_path(cfg, "b"), "w").write(json.dumps(m))
+    refused(spark, cfg, r"^manifest of owner 'b' does not verify under the public key configured for owner 'b'")
+
+
+def test_redigested_change_is_refused(spark, protected):
+    # one value changed (the table rewritten with delta-rs), the manifest's digest recomputed
+    cfg = copy_of(protected)
+    path = protected_path(cfg, "b")
+    t = DeltaTable(path).to_pyarrow_table()
+    col = "alcohol"
+    values = t.column(col).to_pylist()
+    values[0] = values[0] + 1.0
+    t = t.set_column(t.schema.get_field_index(col), col, pa.array(values, t.schema.field(col).type))
+    write_deltalake(path, t, mode="overwrite")
+    m = json.loads(open(manifest_path(cfg, "b")).read())
+    new_digest = content_digest(read_delta(spark, path))
+    assert new_digest != m["content_digest"]
+    m["content_digest"] = new_digest
+    open(manifest_path(cfg, "b"), "w").write(json.dumps(m))
+    refused(spark, cfg, r"^manifest of owner 'b' does not verify under the public key configured for owner 'b': "
+                        r"it was changed after signing or signed with another key$")
+
+
+def test_extra_commit_is_refused(spark, protected):
+    cfg = copy_of(protected)
+    path = protected_path(cfg, "b")
+    t = DeltaTable(path).to_pyarrow_table()
+    write_deltalake(path, t.slice(0, 1), mode="append")
+    refused(spark, cfg, r"^protected table of owner 'b' is at Delta version 1, its signed manifest says 0: "
+                        r"a commit was added or removed$")
+
+
+def test_data_file_rewritten_in_place_is_refused(spark, protected):
+    # same path, same size, other bytes: the Delta log cannot see it, the signed SHA-256 does
+    cfg = copy_of(protected)
+    m = Manifest.model_validate_json(open(manifest_path(cfg, "b")).read())
+    victim = os.path.join(protected_path(cfg, "b"), m.files[0]["path"])
+    data = bytearray(open(victim, "rb").read())
+    data[len(data) // 2] ^= 0xFF
+    open(victim, "wb").write(bytes(data))
+    # Hadoop's local file system keeps a .crc sidecar, which alone would make the read fail; whoever
+    # rewrites the file removes it too (object stores have none)
+    crc = os.path.join(os.path.dirname(victim), "." + os.path.basename(victim) + ".crc")
+    if os.path.exists(crc):
+        refused(spark, cfg, r"^protected table of owner 'b' cannot be read: ")
+        os.remove(crc)
+    refused(spark, cfg, r"^protected table of owner 'b': data file '.*' was changed after the owner signed it$")
+
+
+def test_rewritten_delta_log_is_refused(spark, protected):
+    cfg = copy_of(protected)
+    log = os.path.join(protected_path(cfg, "a"), "_delta_log", f"{0:020d}.json")
+    with open(log, "a") as f:
+        f.write("\n")
+    refused(spark, cfg, r"^protected table of owner 'a': its Delta log was rewritten after the owner signed it$")
+
+
+def test_forged_manifest_is_refused(spark, protected):
+    # someone with write access re-signs b's manifest (here with the digest of other data) with a key of its own
+    cfg = copy_of(protected)
+    m = Manifest.model_validate_json(open(manifest_path(cfg, "b")).read())
+    forged = m.model_copy(update={"content_digest": "sha256-sum60:150:1"})
+    forged = forged.model_copy(update={"signature": sign_manifest_fields(generate_private_key(), forged.signed_fields())})
+    open(manifest_path(cfg, "b"), "w").write(forged.to_json())
+    refused(spark, cfg, r"^manifest of owner 'b' does not verify under the public key configured for owner 'b'")
+    # a's key signing b's manifest is no better
+    tmp, _, keys, _ = protected
+    from fragrelease.signing import load_private_key
+
+    a_key = load_private_key(keys["a"]["signing_key"], owner="a")
+    open(manifest_path(cfg, "b"), "w").write(m.model_copy(update={"signature": sign_manifest_fields(
+        a_key, m.signed_fields())}).to_json())
+    refused(spark, cfg, r"^manifest of owner 'b' does not verify")
+
+
+def test_unsigned_manifest_is_refused(spark, protected):
+    cfg = copy_of(protected)
+    m = json.loads(open(manifest_path(cfg, "a")).read())
+    del m["signature"]
+    open(manifest_path(cfg, "a"), "w").write(json.dumps(m))
+    with pytest.raises(SignatureError):  # the ManifestMismatchError subclass of signature failures
+        aggregator.release(spark, cfg)
+    refused(spark, cfg, r"^manifest of owner 'a' is not signed; the aggregator accepts only manifests signed with "
+                        r"the owner's configured key$")
+
+
+def test_missing_public_key_is_refused(spark, protected):
+    tmp, _, keys, _ = protected
+    cfg = copy_of(protected, keys={"a": keys["a"], "b": {}})
+    refused(spark, cfg, r"^no public key is configured for owner 'b' \(owners\[\]\.public_key\): its manifest "
+                        r"cannot be verified, refused$")
+
+
+def test_another_owners_public_key_is_refused(spark, protected):
+    # the configuration names a's key for b: b's genuine manifest does not verify under it
+    tmp, _, keys, _ = protected
+    cfg = copy_of(protected, keys={"a": keys["a"], "b": {"public_key": keys["a"]["public_key"]}})
+    refused(spark, cfg, r"^manifest of owner 'b' does not verify under the public key configured for owner 'b'")
+
+
+# ---------------------------------------------------------------- single-command releases (no Spark)
+def _plain_cfg(tmp, **b):
+    return config_from_dict(dict(name="one-shot", dataset="wine", fragmentation="horizontal", epsilon="1", k=10,
+                                 owners=[{"name": "a", "rows": 3000}, {"name": "b", "rows": 3497, **b}],
+                                 work_dir=str(tmp / "work"), output=str(tmp / "out")))
+
+
+def test_single_command_release_generates_private_keys_per_owner_and_release(tmp_path, monkeypatch):
+    import stat
+
+    from fragrelease.jobs.idpir.layout import PRIVATE_ROOT_ENV, owner_private_dir
+    from fragrelease.jobs.idpir.signatures import owner_signing_key, with_release_keys
+    from fragrelease.signing import public_key_text
+
+    monkeypatch.setenv(PRIVATE_ROOT_ENV, str(tmp_path / "private"))
+    cfg = _plain_cfg(tmp_path)
+    first, second = with_release_keys(cfg), with_release_keys(cfg)
+    for o, o2 in zip(first.owners, second.owners):
+        folder = owner_private_dir(cfg, o)
+        assert os.path.dirname(o.signing_key) == folder
+        assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
+        assert stat.S_IMODE(os.stat(o.signing_key).st_mode) == 0o600
+        assert public_key_text(owner_signing_key(first, o)) == o.public_key
+        assert o2.signing_key != o.signing_key and o2.public_key != o.public_key  # a new pair per release
+        assert os.path.exists(o.signing_key)  # the earlier release's key is never overwritten
+    assert all(o.signing_key is None and o.public_key is None for o in cfg.owners)  # the caller's cfg untouched
+
+
+def test_single_command_release_refuses_keys_in_shared_folders_before_writing(tmp_path, monkeypatch):
+    from fragrelease.errors import SigningKeyError
+    from fragrelease.jobs.idpir.layout import PRIVATE_ROOT_ENV
+    from fragrelease.jobs.idpir.signatures import with_release_keys
+
+    monkeypatch.setenv(PRIVATE_ROOT_ENV, str(tmp_path / "work" / "private"))
+    with pytest.raises(SigningKeyError, match=r"^owner 'a': signing_key '.*' lies under the shared work_dir"):
+        with_release_keys(_plain_cfg(tmp_path))
+    assert not (tmp_path / "work").exists()  # nothing secret was written to the shared folder
+    monkeypatch.setenv(PRIVATE_ROOT_ENV, str(tmp_path / "private"))
+    _, pub = write_key_pair(str(tmp_path / "k"), "b")
+    with pytest.raises(SigningKeyError, match="owner 'b' declares a public_key but no signing_key"):
+        with_release_keys(_plain_cfg(tmp_path, public_key=pub))
