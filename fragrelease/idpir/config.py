@@ -229,12 +229,12 @@ class ReleaseConfig(BaseModel):
                 if _within(private, shared):
                     problems.append(f"{at}.private_dir: owner {o.name!r}'s {what} {private!r} lies under the "
                                     f"shared {key} {shared!r}; an owner's private files must stay out of it")
+            problems.extend(_signing_problems(self, o, at))
         defaulted = [o.name for o in self.owners if o.private_dir is None]
         for key in root_inside if defaulted else ():
             problems.append(f"{PRIVATE_ROOT_ENV}: the default private root {private_root()!r} of owners {defaulted} lies "
                             f"under the shared {key} {getattr(self, key)!r}; set {PRIVATE_ROOT_ENV} or each owner's "
                             "private_dir outside it")
-            problems.extend(_signing_problems(self, o, at))
         if problems:
             raise ValueError("\n".join(problems))
         return self

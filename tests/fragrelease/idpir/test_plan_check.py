@@ -149,12 +149,15 @@ def test_owner_not_in_the_plan_is_refused(tmp_path):
 
 def test_protect_refuses_a_forged_plan_before_the_ledger_or_spark(tmp_path):
     """The owner step itself (no SparkSession needed to refuse): the ledger is never created."""
+    from signing_keys import with_keys  # tests/helpers: owners' signing keys (checked before the plan)
+
     from fragrelease.jobs.idpir.layout import plan_path
     from fragrelease.jobs.idpir.owner import protect_owner_fragment
     from fragrelease.jobs.idpir.workspace import claim_work_dir
     from fragrelease.jobs.storage import write_text
 
-    cfg = _cfg(tmp_path)
+    keys = tmp_path / "keys"
+    cfg = with_keys(_cfg(tmp_path), keys)
     forged = _plan(_cfg(tmp_path, epsilon="50", k=3))
     claim_work_dir(cfg)  # as the release's first step does
     write_text(plan_path(cfg), forged.to_json())

@@ -243,12 +243,13 @@ def test_single_command_release_generates_private_keys_per_owner_and_release(tmp
 
 
 def test_single_command_release_refuses_keys_in_shared_folders_before_writing(tmp_path, monkeypatch):
-    from fragrelease.errors import SigningKeyError
+    from fragrelease.errors import ConfigError, SigningKeyError
     from fragrelease.jobs.idpir.layout import PRIVATE_ROOT_ENV
     from fragrelease.jobs.idpir.signatures import with_release_keys
 
     monkeypatch.setenv(PRIVATE_ROOT_ENV, str(tmp_path / "work" / "private"))
-    with pytest.raises(SigningKeyError, match=r"^owner 'a': signing_key '.*' lies under the shared work_dir"):
+    # the configuration itself refuses a default private root (where generated keys would go) under work_dir
+    with pytest.raises(ConfigError, match=r"the default private root '.*' of owners \['a', 'b'\] lies under the shared work_dir"):
         with_release_keys(_plain_cfg(tmp_path))
     assert not (tmp_path / "work").exists()  # nothing secret was written to the shared folder
     monkeypatch.setenv(PRIVATE_ROOT_ENV, str(tmp_path / "private"))
