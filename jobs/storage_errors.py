@@ -14,6 +14,9 @@ import re
 
 _OS_ERROR = re.compile(r"os error (\d+)")
 _ERRNO = re.compile(r"\[errno (\d+)\]", re.IGNORECASE)
+#: causes recognised by their text in messages that carry no code (Java's IOExceptions through Spark)
+_KNOWN = (_errno.ENOSPC, _errno.EDQUOT, _errno.EROFS, _errno.EACCES, _errno.EPERM, _errno.ENOTDIR, _errno.EISDIR,
+          _errno.ENOENT)
 
 
 def _named(code: int) -> str:
@@ -31,7 +34,14 @@ def os_cause(exc: BaseException) -> str:
         codes = pattern.findall(text)
         if codes:
             return _named(int(codes[-1]))
-    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    for code in _KNOWN:
+        if os.strerror(code).lower() in text.lower():
+            return _named(code)
+    return _first_line(exc)
+
+
+def _first_line(exc: BaseException) -> str:
+    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
     return first if len(first) <= 200 else first[:197] + "..."
 
 
@@ -52,7 +62,7 @@ def path_cause(path: str, exc: BaseException) -> str:
     (delta-rs's "Could not create local directory"): a regular file where a folder must be, or an
     unwritable folder, is named."""
     cause = os_cause(exc)
-    if isinstance(exc, OSError) and exc.errno or _OS_ERROR.search(str(exc)) or _ERRNO.search(str(exc)):
+    if cause != _first_line(exc):
         return cause
     from urllib.parse import urlparse
 
