@@ -226,14 +226,9 @@ def _commit_with_delta_rs(df, path: str, meta: str, table_exists: bool) -> int:
 
 
 def _write_failure(exc: BaseException) -> bool:
-    """A storage, delta-rs or Spark failure (not a programming error)."""
-    from .storage_errors import is_storage_failure
+    from .storage_errors import is_write_failure
 
-    if is_storage_failure(exc):
-        return True
-    from pyspark.errors import PySparkException
-
-    return isinstance(exc, PySparkException) or type(exc).__name__ == "Py4JJavaError"
+    return is_write_failure(exc)
 
 
 def _discard_uncommitted(path: str, sub: str, new_folder: bool) -> str:

@@ -57,6 +57,17 @@ def is_storage_failure(exc: BaseException) -> bool:
     return isinstance(exc, (DeltaError, CommitFailedError)) or type(exc).__name__ == "PanicException"
 
 
+def is_write_failure(exc: BaseException) -> bool:
+    """:func:`is_storage_failure`, or a failed Spark job (a Spark write or read that storage refused)."""
+    if is_storage_failure(exc):
+        return True
+    if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+        return False
+    from pyspark.errors import PySparkException
+
+    return isinstance(exc, PySparkException) or type(exc).__name__ == "Py4JJavaError"
+
+
 def path_cause(path: str, exc: BaseException) -> str:
     """:func:`os_cause`, made precise for a local ``path`` when the exception carries no OS error code
     (delta-rs's "Could not create local directory"): a regular file where a folder must be, or an
