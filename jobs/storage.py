@@ -242,8 +242,8 @@ def _discard_uncommitted(path: str, sub: str, new_folder: bool) -> str:
         if DeltaTable.is_deltatable(path) and any(f"/{sub}/" in u for u in DeltaTable(path).file_uris()):
             return "its files are committed"
         fs.delete_dir(posixpath.join(root, sub))
-    except FileNotFoundError:
-        pass
+    except (FileNotFoundError, NotADirectoryError):
+        pass  # nothing was written
     except BaseException as exc:
         if not _write_failure(exc):
             raise

@@ -155,3 +155,14 @@ def test_the_cli_prints_a_commit_failure_as_one_line_with_exit_code_2(spark, tmp
     assert err == (f"error: writing Delta table {table!r} failed: No space left on device (ENOSPC); nothing was "
                    "committed and the files it wrote were removed"), err
     assert issubclass(ConcurrentCommitError, FragReleaseError)
+
+
+def test_a_table_path_under_a_regular_file_is_one_line_and_the_file_is_kept(spark, tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    table = str(blocker / "release")
+    with pytest.raises(TableWriteError) as info:
+        storage.commit_delta(_frame(spark, 2), table, provenance={"role": "release"})
+    assert str(info.value) == (f"writing Delta table {table!r} failed: Not a directory (ENOTDIR); nothing was "
+                               "committed and the files it wrote were removed")
+    assert blocker.read_text() == "x"
