@@ -180,16 +180,14 @@ def record_spend(path: str, *, owner: str, dataset: str, plan_id: str, epsilon: 
             raise _storage_error(path, "read", exc) from None
         try:
             return try_record(dt, owner, dataset, plan_id, epsilon, lifetime)
-        except CommitFailedError as exc:
-            if not _moved_on(path, pinned):
-                raise _storage_error(path, "written", exc) from None
-            time.sleep(0.05 * (attempt + 1))  # a real conflict: check again against the new version
         except FragReleaseError:
             raise
         except BaseException as exc:
-            if not is_storage_failure(exc):
+            if not (isinstance(exc, CommitFailedError) or is_storage_failure(exc)):
                 raise
-            raise _storage_error(path, "written", exc) from None
+            if not _moved_on(path, pinned):  # storage refused it: no other release committed meanwhile
+                raise _storage_error(path, "written", exc) from None
+            time.sleep(0.05 * (attempt + 1))  # a real conflict: check again against the new version
     raise FragReleaseError(f"budget ledger {path!r} stayed contended for {MAX_ATTEMPTS} attempts; "
                            "nothing was spent; retry later")
 

@@ -180,7 +180,9 @@ def discard_unpublished_fragment(cfg: ReleaseConfig, plan_id: str, owner_name: s
     killed between its table commit and its manifest leaves an unpublished fragment; a run killed
     inside Spark's write leaves ``part-<uuid>`` folders and no table. Both are discarded here (the
     folder ``target`` only), so the owner step can be run again. The earlier attempt's ledger spend
-    stays recorded (an over-count; docs/known-limitations.md, "Budget ledger scope").
+    stays recorded (an over-count; docs/known-limitations.md, "Budget ledger scope"). One owner's
+    step must not run twice at the same time in the same ``work_dir``: a rerun takes an attempt still
+    running for a killed one.
 
     Raises
     ------
