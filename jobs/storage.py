@@ -210,19 +210,35 @@ def _commit_with_delta_rs(df, path: str, meta: str, table_exists: bool) -> int:
 
     from fragrelease.errors import FragReleaseError, TableWriteError
 
+    from .storage_errors import path_cause
+
     sub = f"part-{uuid.uuid4().hex}"
     fs, root = _fs_path(path)
-    if fs.get_file_info(posixpath.join(root, sub)).type != pafs.FileType.NotFound:
-        raise TableWriteError(f"writing Delta table {path!r} failed: folder {sub!r} already exists")
-    new_folder = fs.get_file_info(root).type == pafs.FileType.NotFound
-    before = DeltaTable(path).version() if table_exists else None
+    try:
+        if fs.get_file_info(posixpath.join(root, sub)).type != pafs.FileType.NotFound:
+            raise TableWriteError(f"writing Delta table {path!r} failed: folder {sub!r} already exists")
+        new_folder = fs.get_file_info(root).type == pafs.FileType.NotFound
+        before = DeltaTable(path).version() if table_exists else None
+    except FragReleaseError:
+        raise
+    except BaseException as exc:
+        if not _write_failure(exc):
+            raise
+        raise TableWriteError(f"writing Delta table {path!r} failed: {path_cause(path, exc)}; nothing was "
+                              "written") from None
     try:
         return _write_and_commit(df, path, sub, meta, table_exists)
     except BaseException as exc:
         removed = _discard_uncommitted(path, sub, new_folder)
         if isinstance(exc, (FragReleaseError, KeyboardInterrupt, SystemExit)) or not _write_failure(exc):
             raise
+        if removed == _COMMITTED:
+            raise TableWriteError(f"Delta table {path!r} was committed, but reading it back failed: "
+                                  f"{path_cause(path, exc)}") from None
         raise _commit_error(path, before, exc, removed) from None
+
+
+_COMMITTED = "its files are committed"
 
 
 def _write_failure(exc: BaseException) -> bool:
@@ -240,7 +256,7 @@ def _discard_uncommitted(path: str, sub: str, new_folder: bool) -> str:
     fs, root = _fs_path(path)
     try:
         if DeltaTable.is_deltatable(path) and any(f"/{sub}/" in u for u in DeltaTable(path).file_uris()):
-            return "its files are committed"
+            return _COMMITTED
         fs.delete_dir(posixpath.join(root, sub))
     except (FileNotFoundError, NotADirectoryError):
         pass  # nothing was written
