@@ -31,6 +31,7 @@ import time
 import uuid
 from datetime import datetime, timezone
 from fractions import Fraction
+from typing import Optional
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -140,13 +141,31 @@ def try_record(dt, owner: str, dataset: str, plan_id: str, epsilon: Fraction, li
                         data_change=True, stats=f'{{"numRecords":{row.num_rows}}}')
         dt.create_write_transaction([add], mode="append", schema=dt.schema(),
                                     commit_properties=CommitProperties(max_commit_retries=0))
-    except BaseException:
-        try:
-            fs.delete_file(file)  # this call's own file only; its row was not committed
-        except (OSError, FileNotFoundError):
-            pass
+    except BaseException as exc:
+        committed = _committed(dt.table_uri, name)
+        if committed:  # a step after the commit failed (e.g. a checkpoint): the spend counts
+            log.warning("budget ledger %s: the spend was recorded, then %s", dt.table_uri, exc)
+            return total
+        if committed is False:
+            try:
+                fs.delete_file(file)  # this call's own file only; its row was not committed
+            except OSError:
+                pass
         raise
     return total
+
+
+def _committed(uri: str, name: str) -> Optional[bool]:
+    """Whether data file ``name`` is part of the ledger's latest version; None when that cannot be read
+    (the file is then kept: removing a committed row's file would break the ledger)."""
+    from deltalake import DeltaTable
+
+    try:
+        return any(u.rstrip("/").endswith("/" + name) for u in DeltaTable(uri).file_uris())
+    except BaseException as exc:
+        if not is_storage_failure(exc):
+            raise
+        return None
 
 
 def record_spend(path: str, *, owner: str, dataset: str, plan_id: str, epsilon: Fraction, lifetime: Fraction) -> Fraction:

@@ -186,3 +186,22 @@ def test_the_cli_prints_a_ledger_storage_error_as_one_line(tmp_path, monkeypatch
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "budget ledger" in err and "nothing was spent" in err, err
     assert isinstance(LedgerStorageError("x"), FragReleaseError)
+
+
+def test_a_failure_after_the_commit_still_counts_the_spend(tmp_path, monkeypatch):
+    """A step after the commit failing (e.g. writing a checkpoint on a full disk) never un-records a spend."""
+    import errno
+
+    path = str(tmp_path / "ledger")
+    record_spend(path, owner="o", dataset="d", plan_id="a", epsilon=Fraction(1, 2), lifetime=Fraction(3))
+    real = DeltaTable.create_write_transaction
+
+    def commit_then_fail(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(DeltaTable, "create_write_transaction", commit_then_fail)
+    assert record_spend(path, owner="o", dataset="d", plan_id="b", epsilon=Fraction(1, 2), lifetime=Fraction(3)) == 1
+    monkeypatch.undo()
+    assert spent(path, "o", "d") == [Fraction(1, 2), Fraction(1, 2)]
+    _assert_only_committed_files(path)
