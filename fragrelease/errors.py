@@ -63,3 +63,22 @@ class SigningKeyError(ConfigError):
 
 class SignatureError(ManifestMismatchError):
     """A manifest is unsigned, or its Ed25519 signature does not verify under its owner's public key."""
+
+
+class StorageError(FragReleaseError, OSError):
+    """Shared storage refused a read or write: disk full, read-only folder, permission denied, a file
+    where a folder must be. The message names the path and the operating system's cause."""
+
+
+class LedgerStorageError(StorageError):
+    """An owner's budget ledger cannot be read or written; nothing was spent."""
+
+
+class TableWriteError(StorageError):
+    """A Delta table commit failed on storage; the files the failed write created were removed."""
+
+
+class ConcurrentCommitError(FragReleaseError):
+    """Another writer committed to the same Delta table at the same time (two releases creating the
+    same output table, or adding versions to it concurrently); the losing write's files were removed
+    and nothing of it is readable."""

@@ -171,6 +171,9 @@ def commit_delta(df, path: str, *, provenance: dict, if_exists: str = "error") -
         The table exists and ``if_exists == "error"``.
     SchemaMismatchError
         ``new-version`` with a schema different from the table's.
+    ConcurrentCommitError, TableWriteError
+        (delta-rs path) another release committed to the table at the same time, or storage refused
+        the write; the files this call wrote were removed (:func:`_commit_with_delta_rs`).
     """
     path = absolute(path)
     table_exists = check_commit(df, path, if_exists)
@@ -186,11 +189,115 @@ def commit_delta(df, path: str, *, provenance: dict, if_exists: str = "error") -
 
 
 def _commit_with_delta_rs(df, path: str, meta: str, table_exists: bool) -> int:
+    """Spark writes ``df`` as Parquet into a new ``part-<uuid>`` folder of the table; delta-rs commits it.
+
+    A failure at any step (Spark's write, reading the written files, the commit) removes that
+    ``part-<uuid>`` folder, which this call created, unless the commit is in the table's log; nothing
+    else is touched (a table folder this call created is removed only when empty). A new table is
+    created with no commit retries: of two releases creating it at once, one commits version 0 and
+    the other fails (delta-rs would otherwise retry the loser as an append, both releases' rows
+    visible).
+
+    Raises
+    ------
+    ConcurrentCommitError
+        Another writer created or committed to the table at the same time.
+    TableWriteError
+        Storage refused the write or the commit (disk full, read-only, permission); one line with the
+        OS cause.
+    """
+    from deltalake import DeltaTable
+
+    from fragrelease.errors import FragReleaseError, TableWriteError
+
+    from .storage_errors import path_cause
+
+    sub = f"part-{uuid.uuid4().hex}"
+    fs, root = _fs_path(path)
+    try:
+        if fs.get_file_info(posixpath.join(root, sub)).type != pafs.FileType.NotFound:
+            raise TableWriteError(f"writing Delta table {path!r} failed: folder {sub!r} already exists")
+        new_folder = fs.get_file_info(root).type == pafs.FileType.NotFound
+        before = DeltaTable(path).version() if table_exists else None
+    except FragReleaseError:
+        raise
+    except BaseException as exc:
+        if not _write_failure(exc):
+            raise
+        raise TableWriteError(f"writing Delta table {path!r} failed: {path_cause(path, exc)}; nothing was "
+                              "written") from None
+    try:
+        return _write_and_commit(df, path, sub, meta, table_exists)
+    except BaseException as exc:
+        removed = _discard_uncommitted(path, sub, new_folder)
+        if isinstance(exc, (FragReleaseError, KeyboardInterrupt, SystemExit)) or not _write_failure(exc):
+            raise
+        if removed == _COMMITTED:
+            raise TableWriteError(f"Delta table {path!r} was committed, but reading it back failed: "
+                                  f"{path_cause(path, exc)}") from None
+        raise _commit_error(path, before, exc, removed) from None
+
+
+_COMMITTED = "its files are committed"
+
+
+def _write_failure(exc: BaseException) -> bool:
+    from .storage_errors import is_write_failure
+
+    return is_write_failure(exc)
+
+
+def _discard_uncommitted(path: str, sub: str, new_folder: bool) -> str:
+    """Remove folder ``sub`` of table ``path`` (this call's own) unless a commit references it; say what was done."""
+    from deltalake import DeltaTable
+
+    from .storage_errors import os_cause
+
+    fs, root = _fs_path(path)
+    try:
+        if DeltaTable.is_deltatable(path) and any(f"/{sub}/" in u for u in DeltaTable(path).file_uris()):
+            return _COMMITTED
+        fs.delete_dir(posixpath.join(root, sub))
+    except (FileNotFoundError, NotADirectoryError):
+        pass  # nothing was written
+    except BaseException as exc:
+        if not _write_failure(exc):
+            raise
+        return f"its files under {posixpath.join(path, sub)!r} could not be removed ({os_cause(exc)})"
+    if new_folder and fs.type_name == "local":
+        try:
+            os.rmdir(root)  # only if empty: the folder this call created, with nothing left in it
+        except OSError:
+            pass
+    return "the files it wrote were removed"
+
+
+def _commit_error(path: str, before: Optional[int], exc: BaseException, removed: str) -> Exception:
+    from deltalake import DeltaTable
+
+    from fragrelease.errors import ConcurrentCommitError, TableWriteError
+
+    from .storage_errors import path_cause
+
+    try:
+        now = DeltaTable(path).version() if DeltaTable.is_deltatable(path) else None
+    except BaseException as again:
+        if not _write_failure(again):
+            raise
+        now = None
+    if now is not None and (before is None or now > before):
+        verb = "created" if before is None else f"committed version {now} of"
+        return ConcurrentCommitError(f"another release {verb} Delta table {path!r} at the same time; this release "
+                                     f"was not committed and {removed}")
+    return TableWriteError(f"writing Delta table {path!r} failed: {path_cause(path, exc)}; nothing was committed "
+                           f"and {removed}")
+
+
+def _write_and_commit(df, path: str, sub: str, meta: str, table_exists: bool) -> int:
     from deltalake import DeltaTable
     from deltalake.schema import Schema
     from deltalake.transaction import AddAction, CommitProperties, create_table_with_add_actions
 
-    sub = f"part-{uuid.uuid4().hex}"
     df.write.mode("error").parquet(posixpath.join(path, sub))
     fs, root = _fs_path(path)
     infos = fs.get_file_info(pafs.FileSelector(posixpath.join(root, sub)))
@@ -212,8 +319,10 @@ def _commit_with_delta_rs(df, path: str, meta: str, table_exists: bool) -> int:
         DeltaTable(path).create_write_transaction(actions, mode="overwrite", schema=Schema.from_arrow(arrow_schema),
                                                   commit_properties=props)
     else:
+        # no retries: a create that lost a race must fail, not be retried as an append
         create_table_with_add_actions(path, Schema.from_arrow(arrow_schema), actions, mode="error",
-                                      commit_properties=props)
+                                      commit_properties=CommitProperties(custom_metadata={PROVENANCE_KEY: meta},
+                                                                         max_commit_retries=0))
     return DeltaTable(path).version()
 
 

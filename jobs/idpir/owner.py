@@ -130,7 +130,11 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
         The owner has no ``signing_key``, or it is unsafe or does not match its ``public_key``
         (:func:`fragrelease.jobs.idpir.signatures.owner_signing_key`); raised before any spend.
     ReleaseExistsError
-        The owner already wrote a protected fragment for this work folder.
+        The owner already published a protected fragment for this plan (its manifest exists), or the
+        protected folder holds something else (:func:`discard_unpublished_fragment`; an unpublished
+        fragment of this owner and plan, left by a run killed before its manifest, is discarded).
+    StorageError
+        The manifest could not be written; the fragment just committed was removed again.
     BudgetExceededError
         The owner's ledger (if configured) has no room for ε_j on this dataset.
     """
@@ -150,8 +154,7 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
     if check.n_records != assignment.n_records:
         raise ConfigError(f"owner {owner.name!r} now has {check.n_records} records, the plan was made for {assignment.n_records}")
     target = protected_path(cfg, owner.name)
-    if is_delta_table(target):
-        raise ReleaseExistsError(f"owner {owner.name!r} already wrote a protected fragment at {target!r}")
+    discard_unpublished_fragment(cfg, plan.plan_id, owner.name, target)
     # public: k, ε_j, the mechanism and the category order come from the plan; the budget split is
     # recomputed here and must equal the plan's (exact fractions)
     protected, _ = protect_attributes(
@@ -167,13 +170,26 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
         "budgets": list(assignment.budgets), "postprocess": plan.postprocess, "fragrelease_version": __version__,
     }
     commit_delta(protected, target, provenance=provenance, if_exists="error")
-    written = read_delta(spark, target)
-    digest = content_digest(written)
-    # signed manifests: bind the manifest to this owner's key, the table's version, files and log
-    version, files, delta_log = describe_table(spark, target)
-    manifest = sign_manifest(manifest_for(plan, owner.name, check.n_records, digest, table_version=version,
-                                          files=tuple(files), delta_log=tuple(delta_log)), signing_key)
-    write_text(manifest_path(cfg, owner.name), manifest.to_json())
+    # the fragment is published only by its manifest: until the manifest is written it is removed on
+    # any failure here (this run committed it), and a rerun after a kill discards it
+    try:
+        written = read_delta(spark, target)
+        digest = content_digest(written)
+        # signed manifests: bind the manifest to this owner's key, the table's version, files and log
+        version, files, delta_log = describe_table(spark, target)
+        manifest = sign_manifest(manifest_for(plan, owner.name, check.n_records, digest, table_version=version,
+                                              files=tuple(files), delta_log=tuple(delta_log)), signing_key)
+        write_text(manifest_path(cfg, owner.name), manifest.to_json())
+    except Exception as exc:
+        from fragrelease.errors import FragReleaseError, StorageError
+        from fragrelease.jobs.storage_errors import is_write_failure, path_cause
+
+        _remove_tree(target)
+        if isinstance(exc, FragReleaseError) or not is_write_failure(exc):
+            raise
+        raise StorageError(f"owner {owner.name!r} could not publish its protected fragment: "
+                           f"{path_cause(manifest_path(cfg, owner.name), exc)}; the unpublished fragment at "
+                           f"{target!r} was removed; run the owner step again") from None
     if cfg.reports:
         # imported here: the report module selects matplotlib's Agg backend, which a notebook
         # importing the API must not get unless it asks for reports
@@ -183,6 +199,99 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
                      owner_report_path(cfg, owner))
     log.info("owner %s: protected fragment and manifest written for plan %s", owner.name, plan.plan_id)
     return manifest
+
+
+def _remove_tree(uri: str) -> None:
+    """Delete folder ``uri`` and everything in it (only ever a protected fragment this owner step wrote)."""
+    import pyarrow.fs as pafs
+
+    from fragrelease.jobs.storage import absolute
+
+    fs, path = pafs.FileSystem.from_uri(absolute(uri))
+    try:
+        fs.delete_dir(path)
+    except FileNotFoundError:
+        pass
+
+
+def discard_unpublished_fragment(cfg: ReleaseConfig, plan_id: str, owner_name: str, target: str) -> None:
+    """Make room at ``target`` (``owners/<owner>/protected``) for this owner's fragment under plan ``plan_id``.
+
+    A protected fragment is published only by its manifest (``owners/<owner>/manifest.json``). A run
+    killed between its table commit and its manifest leaves an unpublished fragment; a run killed
+    inside Spark's write leaves ``part-<uuid>`` folders and no table. Both are discarded here (the
+    folder ``target`` only), so the owner step can be run again. The earlier attempt's ledger spend
+    stays recorded (an over-count; docs/known-limitations.md, "Budget ledger scope"). One owner's
+    step must not run twice at the same time in the same ``work_dir``: a rerun takes an attempt still
+    running for a killed one.
+
+    Raises
+    ------
+    ReleaseExistsError
+        The fragment at ``target`` is published (its manifest is for plan ``plan_id``); or ``target``
+        holds something else than an unpublished fragment of this owner under this plan (another plan
+        or owner in the table's commit, more than one table version, files fragrelease does not
+        write there). Nothing is deleted then; the message names what is there.
+    """
+    if not is_delta_table(target):
+        _discard_interrupted_write(owner_name, target)
+        return
+    published = _manifest_plan(manifest_path(cfg, owner_name))
+    if published == plan_id:
+        raise ReleaseExistsError(f"owner {owner_name!r} already published a protected fragment for plan {plan_id} "
+                                 f"at {target!r}")
+    from deltalake import DeltaTable
+
+    from fragrelease.jobs.storage import absolute, table_provenance
+
+    version = DeltaTable(absolute(target)).version()
+    provenance = table_provenance(target, 0)
+    found = (provenance.get("role"), provenance.get("plan_id"), provenance.get("owner"))
+    if found != ("protected-fragment", plan_id, owner_name) or version != 0:
+        raise ReleaseExistsError(
+            f"{target!r} holds a Delta table (role {found[0]!r}, plan {found[1]!r}, owner {found[2]!r}, "
+            f"version {version}) that is not an unpublished protected fragment of owner {owner_name!r} under plan "
+            f"{plan_id}; it was left in place; remove it or use another work_dir")
+    _remove_tree(target)
+    log.warning("owner %s: discarded the unpublished protected fragment of plan %s at %r (an earlier run stopped "
+                "before its manifest); protecting again; the ledger keeps the earlier attempt's spend",
+                owner_name, plan_id, target)
+
+
+def _manifest_plan(path: str) -> Optional[str]:
+    """The plan id of the manifest at ``path``, or None when there is none (or it is unreadable)."""
+    try:
+        return Manifest.model_validate_json(read_text(path)).plan_id
+    except (ConfigError, ValueError):
+        return None
+
+
+def _discard_interrupted_write(owner_name: str, target: str) -> None:
+    """Remove ``part-<uuid>`` folders (and an uncommitted ``_delta_log``) a killed write left at ``target``."""
+    import re
+
+    import pyarrow.fs as pafs
+
+    from fragrelease.jobs.storage import absolute
+
+    # what fragrelease's writes put there: delta-rs path part-<uuid>/ folders, Delta-Spark part files
+    part, commit = re.compile(r"part-[0-9a-f]{32}"), re.compile(r"\d{20}\.json")
+    spark_file = re.compile(r"\.?part-\d{5}-[0-9a-f-]{36}(-c\d{3})?(\.\w+)*\.parquet(\.crc)?")
+    fs, root = pafs.FileSystem.from_uri(absolute(target))
+    if fs.get_file_info(root).type == pafs.FileType.NotFound:
+        return
+    entries = fs.get_file_info(pafs.FileSelector(root))
+    log_dir = [e for e in entries if e.base_name == "_delta_log"]
+    commits = [e for d in log_dir for e in fs.get_file_info(pafs.FileSelector(d.path)) if commit.fullmatch(e.base_name)]
+    strangers = [e.base_name for e in entries
+                 if not (e.type == pafs.FileType.Directory and (part.fullmatch(e.base_name) or e.base_name == "_delta_log")
+                         or e.type == pafs.FileType.File and spark_file.fullmatch(e.base_name))]
+    if strangers or commits:
+        raise ReleaseExistsError(f"{target!r} is not a Delta table but holds {sorted(strangers + [c.base_name for c in commits])[:3]}, "
+                                 f"which owner {owner_name!r}'s step did not write; it was left in place")
+    if entries:
+        _remove_tree(target)
+        log.warning("owner %s: removed the uncommitted files an interrupted write left at %r", owner_name, target)
 
 
 def ledger_location(spark, ledger: LedgerConfig) -> str:

@@ -7,7 +7,7 @@ import os
 import pytest
 from deltalake import DeltaTable
 
-from fragrelease.errors import BudgetExceededError, ManifestMismatchError
+from fragrelease.errors import BudgetExceededError, ManifestMismatchError, TableWriteError
 from fragrelease.idpir.config import config_from_dict
 from fragrelease.jobs.idpir import aggregator, owner, simulate
 from fragrelease.jobs.idpir.layout import manifest_path, protected_path
@@ -69,10 +69,10 @@ def test_failures_never_expose_partial_releases(spark, tmp_path, wine_source, mo
 
     with monkeypatch.context() as m:
         m.setattr(tx, "create_table_with_add_actions", disk_full)
-        with pytest.raises(OSError, match="No space left"):
+        with pytest.raises(TableWriteError, match=r"No space left on device \(ENOSPC\); nothing was committed"):
             owner.protect_owner_fragment(spark, cfg2, "a")
-    assert glob.glob(os.path.join(protected_path(cfg2, "a"), "part-*"))  # orphan files exist ...
-    assert not DeltaTable.is_deltatable(protected_path(cfg2, "a"))    # ... but no table is visible
+    assert not glob.glob(os.path.join(protected_path(cfg2, "a"), "part-*"))  # the written files were removed
+    assert not DeltaTable.is_deltatable(protected_path(cfg2, "a"))        # and no table is visible
     assert not os.path.exists(manifest_path(cfg2, "a"))
     owner.protect_owner_fragment(spark, cfg2, "a")                     # the rerun completes
 
