@@ -42,7 +42,9 @@ def _cfg(spark, tmp, source):
                         {"name": "b", "rows": 150,
                          "ledger": {"path": str(tmp / "ledger-b"), "lifetime_epsilon": "5"}}],
                 work_dir=str(tmp / "work"), output=str(tmp / "release"), reports=False)
-    cfg = config_from_dict(data)
+    from signing_keys import with_keys  # tests/helpers: owners sign their manifests
+
+    cfg = with_keys(config_from_dict(data), tmp / "keys")
     schema = resolve_schema(cfg.dataset)
     simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
     for o in cfg.owners:
