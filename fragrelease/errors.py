@@ -54,3 +54,7 @@ class ReleaseExistsError(FragReleaseError, FileExistsError):
 
 class BudgetExceededError(FragReleaseError):
     """A release would take an owner's spent ε past its declared lifetime budget."""
+
+
+class MissingDependencyError(FragReleaseError, ImportError):
+    """A runtime dependency is missing or outside the supported range (pyspark < 4.0 or not installed)."""

@@ -16,11 +16,12 @@ from typing import Callable, Optional
 
 from fragrelease.idpir.config import ReleaseConfig
 from fragrelease.jobs.api import Release
+from fragrelease.jobs.progress import ProgressEvent
 from fragrelease.rng import NoiseSource
 
 
 def run_local_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource] = None,
-                      progress: Callable[[str], None] = lambda msg: None, fresh_work_dir: bool = True) -> dict:
+                      progress: Optional[Callable[[ProgressEvent], None]] = None, fresh_work_dir: bool = True) -> dict:
     """Run every step of the release in this driver; return a summary (path, version, owners, ε, k, MeanSSE).
 
     The same path as the Python API: ``Release.from_config(cfg).run(evaluate=True)``
@@ -28,6 +29,8 @@ def run_local_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource]
     ``path``, ``table``, ``version``, ``rows``, ``provenance``, ``report``, ``mean_sse``, ``owners``
     (name, records, ε_j text, number of attributes) and ``plan``. ``fresh_work_dir`` clears the work
     folder first (protected fragments of an earlier run are never reused: each run spends a new budget).
+    ``progress`` receives each step's start and end (:class:`~fragrelease.jobs.progress.ProgressEvent`);
+    default: the logger ``fragrelease.progress``, one INFO line per finished step.
     """
     result = Release.from_config(cfg, spark=spark).run(noise=noise, progress=progress, evaluate=True,
                                                        fresh_work_dir=fresh_work_dir)
