@@ -24,6 +24,9 @@ SUPPORTED_PYSPARK = ((4, 0), (4, 2))
 #: How to get a supported pyspark, named in every message.
 INSTALL_HINT = "pip install 'fragrelease[local]' or run on a Spark 4.0-4.2 runtime (e.g. Databricks 17.x)"
 
+#: The one line when pyspark is not installed.
+MISSING_PYSPARK = f"fragrelease needs pyspark >= 4.0, and none is installed: {INSTALL_HINT}"
+
 _checked: str | None = None
 
 
@@ -48,8 +51,7 @@ def require_pyspark() -> str:
     try:
         import pyspark
     except ImportError:
-        raise MissingDependencyError(f"fragrelease needs pyspark >= 4.0, and none is installed: {INSTALL_HINT}") \
-            from None
+        raise MissingDependencyError(MISSING_PYSPARK) from None
     version = str(getattr(pyspark, "__version__", "") or "")
     found = _major_minor(version)
     low, high = SUPPORTED_PYSPARK

@@ -34,6 +34,7 @@ from typing import Optional
 
 import click
 import typer
+from rich.markup import escape
 
 from fragrelease.errors import FragReleaseError
 from fragrelease.jobs.cli import diffgen, idpir, publications, tiers
@@ -131,15 +132,14 @@ def run_cli(argv: list[str]) -> int:
     try:
         app(args=argv, standalone_mode=False)
     except FragReleaseError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         return 2
     except ModuleNotFoundError as exc:  # pyspark is not a wheel dependency (fragrelease.jobs.require_pyspark)
         if (exc.name or "").split(".")[0] != "pyspark":
             raise
-        from fragrelease.jobs import INSTALL_HINT
+        from fragrelease.jobs import MISSING_PYSPARK
 
-        err.print(f"[red]error:[/red] fragrelease needs pyspark >= 4.0, and none is installed: {INSTALL_HINT}",
-                  highlight=False)
+        err.print(f"[red]error:[/red] {escape(MISSING_PYSPARK)}", highlight=False)
         return 2
     except typer.Exit as exc:
         return exc.exit_code
