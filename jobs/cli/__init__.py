@@ -44,6 +44,9 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="iDP-IR relea
 
 #: Log line format of the command line (standard error): time, level, logger, message.
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+#: The handler the command line puts on the root logger when the process has none (standard error).
+_HANDLER = logging.StreamHandler(sys.stderr)
+_HANDLER.setFormatter(logging.Formatter(LOG_FORMAT))
 
 
 def _configure_output(verbosity: int) -> None:
@@ -52,14 +55,14 @@ def _configure_output(verbosity: int) -> None:
     Default: WARNING for every logger, INFO for ``fragrelease.progress`` (one line per finished
     step, shown when stdout is not a terminal). Verbose: INFO for everything and DEBUG for
     fragrelease's own loggers. Quiet: ERROR for everything, and the console prints nothing (errors
-    go to standard error through ``err``).
+    go to standard error through ``err``). The root logger's handler and level are set only when
+    the process has no logging set up (a console run); a program embedding the CLI keeps its own.
     """
     root = logging.getLogger()
     if not root.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter(LOG_FORMAT))
-        root.addHandler(handler)
-    root.setLevel(logging.ERROR if verbosity < 0 else logging.INFO if verbosity > 0 else logging.WARNING)
+        root.addHandler(_HANDLER)
+    if _HANDLER in root.handlers:  # the root logger is ours (a console run), not an embedding program's
+        root.setLevel(logging.ERROR if verbosity < 0 else logging.INFO if verbosity > 0 else logging.WARNING)
     logging.getLogger("fragrelease").setLevel(
         logging.ERROR if verbosity < 0 else logging.DEBUG if verbosity > 0 else logging.NOTSET)
     logging.getLogger("fragrelease.progress").setLevel(logging.ERROR if verbosity < 0 else logging.DEBUG
