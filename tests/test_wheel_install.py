@@ -1,19 +1,22 @@
 """The built wheel on a Spark runtime, and the lowest supported pyspark (issue: "The Databricks bundle
 would break a cluster"; "run the API end-to-end test in CI on the lowest supported pyspark").
 
-A NEW virtual environment (under the test's temporary folder) first gets pyspark at the lowest
-supported version (:data:`LOWEST_PYSPARK`), as a Spark runtime holds its own; then the wheel built from
-this checkout is installed the ordinary way, WITH its dependencies. pip must leave that pyspark in
-place (the wheel does not depend on pyspark or delta-spark: setup.py's ``local`` extra does). Then a
-two-owner release runs end to end in that environment, on that pyspark.
+A virtual environment that holds pyspark at the lowest supported version (:data:`LOWEST_PYSPARK`),
+as a Spark runtime holds its own, gets the wheel built from this checkout installed the ordinary way,
+WITH its dependencies. pip must leave that pyspark in place (the wheel does not depend on pyspark or
+delta-spark: setup.py's ``local`` extra does). Then a two-owner release runs end to end in that
+environment, on that pyspark.
 
-Cost: pip's own cache (``~/.cache/pip``, outside the repository) holds the built pyspark wheel after
-the first run, so the venv takes about 1-2 minutes (mostly copying pyspark and the scientific stack),
-and the release about 1 minute on 2 cores; the first run on a new machine also downloads pyspark's
-434 MB source once. Nothing is written inside the repository.
+The environment is created NEW, with pyspark first, the first time (and whenever its pyspark is no
+longer LOWEST_PYSPARK), and kept under ``~/.cache/fragrelease-ci`` (``FRAGRELEASE_CI_CACHE``), outside
+the repository; every run uninstalls fragrelease from it and installs the freshly built wheel with its
+dependencies again, so the check that pip keeps pyspark runs every time. Cost on 2 cores: creating
+it takes 3-8 minutes (pyspark 4.0.5 is a 434 MB source download, built once into pip's cache, plus
+the scientific stack), after that about 30 s per run; the release takes 1-3 minutes.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -35,21 +38,41 @@ def _run(cmd, **kw):
     return proc
 
 
+#: Where the environment is kept (outside the repository).
+CACHE = Path(os.environ.get("FRAGRELEASE_CI_CACHE") or Path.home() / ".cache" / "fragrelease-ci")
+#: Written into an environment this test created: only such a folder is ever replaced.
+MARKER = ".fragrelease-ci-venv"
+
+
+def _new_runtime_venv(venv: Path, env: dict) -> None:
+    """A NEW venv at ``venv`` holding pyspark LOWEST_PYSPARK. A half-made one (an interrupted run) has
+    the marker but not that pyspark, so the next run makes it again."""
+    if venv.exists():
+        assert (venv / MARKER).exists(), f"{venv} was not created by this test; remove it or set FRAGRELEASE_CI_CACHE"
+        shutil.rmtree(venv)
+    _run([sys.executable, "-m", "venv", venv], timeout=300)
+    (venv / MARKER).write_text("created by tests/test_wheel_install.py\n")
+    _run([venv / "bin" / "python", "-m", "pip", "install", "--quiet", "--progress-bar", "off",
+          f"pyspark[sql,connect]=={LOWEST_PYSPARK}"], env=env, timeout=2400)
+
+
 @pytest.fixture(scope="module")
 def runtime_venv(tmp_path_factory):
-    """A new venv holding pyspark LOWEST_PYSPARK, then the wheel of this checkout installed with its deps."""
+    """The cached venv holding pyspark LOWEST_PYSPARK, with this checkout's wheel installed with its deps."""
     from fragrelease.jobs import SUPPORTED_PYSPARK
 
     assert tuple(int(x) for x in LOWEST_PYSPARK.split(".")[:2]) == SUPPORTED_PYSPARK[0]
-    base = tmp_path_factory.mktemp("runtime")
-    dist = base / "dist"
+    dist = tmp_path_factory.mktemp("dist")
     _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", dist, ROOT], timeout=600)
     wheel = next(dist.glob("fragrelease-*.whl"))
-    venv = base / "venv"
-    _run([sys.executable, "-m", "venv", venv], timeout=300)
-    py = venv / "bin" / "python"
     env = {k: v for k, v in os.environ.items() if k not in _SPARK_ENV}
-    _run([py, "-m", "pip", "install", "--quiet", f"pyspark[sql,connect]=={LOWEST_PYSPARK}"], env=env, timeout=1800)
+    venv = CACHE / f"venv-pyspark-{LOWEST_PYSPARK}-py{sys.version_info.major}{sys.version_info.minor}"
+    py = venv / "bin" / "python"
+    if not py.exists() or _version(py, env, "pyspark") != LOWEST_PYSPARK:
+        CACHE.mkdir(parents=True, exist_ok=True)
+        _new_runtime_venv(venv, env)
+    assert _version(py, env, "pyspark") == LOWEST_PYSPARK
+    _run([py, "-m", "pip", "uninstall", "--yes", "--quiet", "fragrelease"], env=env, timeout=300)
     install = _run([py, "-m", "pip", "install", "--progress-bar", "off", wheel], env=env, timeout=1800)
     return py, env, install.stdout
 
@@ -60,7 +83,7 @@ def _version(py, env, dist: str):
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
-@pytest.mark.slow  # builds a venv (1-2 minutes from pip's cache)
+@pytest.mark.slow  # a venv (created once: minutes; then about 30 s per run)
 def test_installing_the_wheel_leaves_the_runtime_pyspark_alone(runtime_venv):
     py, env, log = runtime_venv
     assert _version(py, env, "fragrelease") is not None

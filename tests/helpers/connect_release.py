@@ -64,8 +64,7 @@ def api_mode(tmp: str) -> None:
                                   work_dir=os.path.join(tmp, "api-work"), spark=spark)
     release.add_owner("a", df.where("record_id < 150")).add_owner("b", wine.iloc[150:])
     result = release.run(progress=lambda e: events.append(str(e)) if e.done else None)
-    print(json.dumps({"session": type(spark).__module__, "api_mode": spark.conf.get("spark.api.mode", None),
-                      "get_spark_reuses_it": same, "protected_rows": one.dataframe.count(),
+    print(json.dumps({"session": type(spark).__module__, "get_spark_reuses_it": same, "protected_rows": one.dataframe.count(),
                       "protected_session": type(one.dataframe.sparkSession).__module__,
                       "version": result.version, "rows": result.rows, "read_back": result.dataframe(spark).count(),
                       "steps": events}))
