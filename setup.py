@@ -47,10 +47,11 @@ setup(
         "fragrelease.data": ["adult/*", "adult/hierarchies/*", "wine/*", "german/*", "*.md", "*.sha256"],
         "fragrelease.schemas": ["*.yaml"],
     },
+    # Pure-Python dependencies only: pyspark and delta-spark are NOT here, so installing the wheel on a
+    # Spark runtime (Databricks, a cluster's own Spark) leaves the runtime's pyspark and Delta alone.
+    # Supported Spark: 4.0 to 4.2 (README, "Supported Spark versions"); fragrelease.jobs checks it at
+    # the first Spark use and names this extra when pyspark is missing.
     install_requires=[
-        # delta-spark 4.4.1 (the newest) supports pyspark <= 4.2.0
-        "pyspark[sql,connect]==4.2.0",
-        "delta-spark==4.4.1",
         "deltalake>=1.6,<2",
         "pandas>=2.2,<3",
         "numpy>=1.26",
@@ -67,6 +68,9 @@ setup(
         "cryptography>=42",  # Ed25519 signatures of owners' manifests (fragrelease.signing)
     ],
     extras_require={
+        # the embedded local Spark stack (laptops, CI, spark-submit from this machine): scripts/setup.sh
+        # installs it. delta-spark 4.4.1 (the newest) supports pyspark <= 4.2.0.
+        "local": ["pyspark[sql,connect]==4.2.0", "delta-spark==4.4.1"],
         "test": ["pytest>=8", "pytest-xdist>=3.6,<4", "chispa>=0.10", "scipy>=1.12", "hypothesis>=6", "pycanon>=1.3,<2",
                  # linters pinned so CI does not change verdict with a new release
                  "ruff==0.17.6", "mypy==2.4.1", "pandas-stubs==2.3.3.260113", "types-PyYAML==6.0.12.20261113",

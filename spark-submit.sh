@@ -15,8 +15,9 @@
 # examples:
 #   ./spark-submit.sh --master yarn --delta -- aggregator release --config conf/clinics.yaml
 #   ./spark-submit.sh --dry-run -- run conf/adult-horizontal.yaml
-# Configuration files (*.yaml) given as arguments are shipped with --files; in cluster deploy mode
-# their paths are rewritten to the shipped copies.
+# Configuration files (*.yaml) given as arguments are shipped with --files, with the schema file a
+# configuration names (dataset: path/to/schema.yaml); in cluster deploy mode their paths are
+# rewritten to the shipped copies (a copy of the configuration naming the shipped schema).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 
@@ -62,10 +63,52 @@ if [ "$delta" = 1 ] && [ -z "$delta_version" ]; then
     || die "--delta: cannot find the installed delta-spark version; pass --delta-version"
 fi
 
+# The schema YAML a configuration names (`dataset: path/to/schema.yaml`), or nothing for a built-in dataset.
+schema_of() {
+  "$py" - "$1" <<'PY'
+import sys
+import yaml
+try:
+    data = yaml.safe_load(open(sys.argv[1], encoding="utf-8"))
+except Exception:
+    data = None
+ds = data.get("dataset") if isinstance(data, dict) else None
+print(ds if isinstance(ds, str) and ds.endswith((".yaml", ".yml")) else "")
+PY
+}
+# In cluster mode: a copy of configuration $1 whose dataset is the shipped schema's file name $2 (the
+# driver runs in the folder where --files puts both). Written under dist/cluster-files/, which this
+# script owns; prints the copy's path.
+cluster_copy() {
+  mkdir -p "$here/dist/cluster-files"
+  "$py" - "$1" "$2" "$here/dist/cluster-files/$(basename "$1")" <<'PY'
+import sys
+import yaml
+src, schema, dst = sys.argv[1:]
+data = yaml.safe_load(open(src, encoding="utf-8"))
+data["dataset"] = schema
+with open(dst, "w", encoding="utf-8") as f:
+    f.write(f"# written by spark-submit.sh for cluster deploy mode from {src}: dataset is the shipped schema\n")
+    yaml.safe_dump(data, f, sort_keys=False, allow_unicode=True)
+print(dst)
+PY
+}
+
 files=(); args=()
 for a in "$@"; do
   if [[ "$a" == *.yaml || "$a" == *.yml ]] && [ -f "$a" ]; then
-    files+=("$a")
+    schema=$(schema_of "$a")
+    shipped_conf="$a"
+    if [ -n "$schema" ]; then
+      # the schema is read relative to the driver's working folder, as fragrelease reads it
+      [ -f "$schema" ] || die "configuration $a names dataset '$schema', which is not a file here"
+      if [ "$(basename "$schema")" = "$(basename "$a")" ]; then
+        die "configuration $a and its schema $schema have the same file name; rename one"
+      fi
+      files+=("$schema")
+      if [ "$deploy_mode" = cluster ]; then shipped_conf=$(cluster_copy "$a" "$(basename "$schema")"); fi
+    fi
+    files+=("$shipped_conf")
     if [ "$deploy_mode" = cluster ]; then args+=("$(basename "$a")"); else args+=("$a"); fi
   else
     args+=("$a")

@@ -82,3 +82,7 @@ class ConcurrentCommitError(FragReleaseError):
     """Another writer committed to the same Delta table at the same time (two releases creating the
     same output table, or adding versions to it concurrently); the losing write's files were removed
     and nothing of it is readable."""
+
+
+class MissingDependencyError(FragReleaseError, ImportError):
+    """A runtime dependency is missing or outside the supported range (pyspark < 4.0 or not installed)."""

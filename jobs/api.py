@@ -29,7 +29,13 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
-from pyspark.sql import DataFrame
+try:
+    from pyspark.sql import DataFrame
+except ImportError:  # pyspark is not a wheel dependency: one clear line instead of the bare import error
+    from fragrelease.jobs import require_pyspark
+
+    require_pyspark()
+    raise
 
 from fragrelease.budget import format_epsilon, parse_epsilon, per_attribute_epsilon
 from fragrelease.errors import ConfigError, InvalidParameterError
@@ -46,6 +52,7 @@ from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.microaggregation import check_k
 from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS, check_postprocess
 from fragrelease.idpir.protocol import MIN_K, Manifest, Plan
+from fragrelease.jobs import require_pyspark
 from fragrelease.jobs.catalog import read_table
 from fragrelease.jobs.idpir import aggregator, owner, simulate
 from fragrelease.jobs.idpir.evaluate import mean_sse
@@ -59,6 +66,7 @@ from fragrelease.jobs.idpir.protect import (
 )
 from fragrelease.jobs.idpir.signatures import with_release_keys
 from fragrelease.jobs.idpir.workspace import claim_work_dir, clear_work_dir
+from fragrelease.jobs.progress import ProgressEvent, Steps
 from fragrelease.jobs.storage import absolute, read_configured, read_delta
 from fragrelease.rng import NoiseSource
 from fragrelease.schemas.base import Attribute, DatasetSchema
@@ -162,8 +170,74 @@ def _resolve(schema: SchemaLike, id_column: Optional[str]) -> tuple[str, list[At
     return name, attrs, ids
 
 
+def _is_pandas(obj) -> bool:
+    import pandas as pd
+
+    return isinstance(obj, pd.DataFrame)
+
+
+def _from_pandas(spark, pdf, columns: Sequence[Attribute], *, owner: str) -> DataFrame:
+    """A pandas fragment as a Spark DataFrame with the declared types (the dataset schema's columns).
+
+    Every declared column that ``pdf`` has is converted to its declared type (``integer``/``long``:
+    whole numbers; ``double``; ``string``: labels as text); other columns are dropped (they are never
+    released). Missing columns, nulls and values outside a domain are left to the fragment's
+    validation (:func:`fragrelease.jobs.idpir.protect.validate_fragment`), which names them.
+
+    Raises
+    ------
+    SchemaMismatchError
+        A value that is not of the declared type (names the owner, the column and the value as written).
+    """
+    import pandas as pd
+
+    from fragrelease.errors import SchemaMismatchError
+
+    present = [a for a in columns if a.name in pdf.columns]
+    if not present:
+        raise SchemaMismatchError(f"owner {owner!r}: the pandas DataFrame has none of the declared columns "
+                                  f"{[a.name for a in columns]} (it has {list(pdf.columns)[:10]})")
+    out = {}
+    for a in present:
+        col = pdf[a.name].reset_index(drop=True)
+        given = col.notna()
+        if a.type == "string":
+            out[a.name] = pd.Series([v if isinstance(v, str) else str(v) if g else None for v, g in zip(col, given)],
+                                    dtype=object)
+            continue
+        num = pd.to_numeric(col, errors="coerce")
+        bad = given & num.isna()
+        if a.type in ("integer", "long"):
+            finite = num.where(num.abs() != float("inf"))
+            bad |= given & ~num.isna() & (finite.isna() | (finite != finite.round()))
+        if bad.any():
+            value = col[bad].iloc[0]
+            value = value.item() if hasattr(value, "item") else value  # numpy scalars as plain Python values
+            raise SchemaMismatchError(f"owner {owner!r}, source pandas DataFrame, column {a.name!r}: declared "
+                                      f"{a.type}, holds {value!r}")
+        dtype = {"integer": "Int32", "long": "Int64", "double": "float64"}[a.type]
+        out[a.name] = num.astype(dtype)
+    from pyspark.sql import types as T
+
+    spark_type = {"integer": T.IntegerType(), "long": T.LongType(), "double": T.DoubleType(), "string": T.StringType()}
+    struct = T.StructType([T.StructField(a.name, spark_type[a.type], nullable=True) for a in present])
+    return spark.createDataFrame(pd.DataFrame(out), schema=struct)
+
+
+def _declared_columns(schema: SchemaLike, id_column: Optional[str]) -> list[Attribute]:
+    """Every declared column of ``schema`` (a DatasetSchema's own, or the id plus the given attributes)."""
+    if isinstance(schema, str):
+        schema = resolve_schema(schema)
+    if isinstance(schema, DatasetSchema):
+        return list(schema.attributes)
+    attrs = [a for a in schema if isinstance(a, Attribute)]
+    if id_column and all(a.name != id_column for a in attrs):
+        attrs.insert(0, Attribute(name=id_column, type="long", role="id"))
+    return attrs
+
+
 def protect(
-    df: DataFrame,
+    df: Any,
     schema: SchemaLike,
     *,
     epsilon: Union[str, float, int, Fraction],
@@ -188,8 +262,10 @@ def protect(
 
     Parameters
     ----------
-    df : the owner's raw fragment: ``id_column`` (unique, non-null) and every released attribute; other
-        columns are ignored. Values must lie in the declared domains (numeric) or categories.
+    df : the owner's raw fragment, a Spark or a pandas DataFrame: ``id_column`` (unique, non-null) and
+        every released attribute; other columns are ignored. Values must lie in the declared domains
+        (numeric) or categories. A pandas DataFrame is converted with the declared column types
+        (a custom attribute list's id column: ``long``) in the active or a new local session.
     schema : a built-in dataset name (``"adult"``, ``"wine"``), a schema YAML path, a
         :class:`~fragrelease.schemas.base.DatasetSchema`, or a list of
         :class:`~fragrelease.schemas.base.Attribute` (then ``id_column`` is required).
@@ -218,11 +294,13 @@ def protect(
         Unknown dataset name or a schema file that does not validate.
     SchemaMismatchError, DomainError, IdentifierError
         The DataFrame lacks a column, has a value outside a declared domain or category, or ids that
-        are null or not unique (:func:`fragrelease.jobs.idpir.protect.validate_fragment`).
+        are null or not unique (:func:`fragrelease.jobs.idpir.protect.validate_fragment`); a pandas
+        value that is not of its column's declared type.
     BudgetExceededError
         The ledger has no room for ε on this dataset.
     """
     # --- checks without data -------------------------------------------------------------------
+    require_pyspark()
     eps = parse_epsilon(epsilon)
     share = parse_share(category_order_share)
     mech = get_mechanism(mechanism)
@@ -234,6 +312,12 @@ def protect(
     else:
         check_k(k, minimum=MIN_K)
     dataset, attrs, id_col = _resolve(schema, id_column)
+    if _is_pandas(df):
+        from fragrelease.jobs.session import get_spark
+
+        df = _from_pandas(get_spark(), df, _declared_columns(schema, id_col), owner=owner_name)
+    elif not isinstance(df, DataFrame):
+        raise InvalidParameterError(f"df must be a Spark or a pandas DataFrame, not {type(df).__name__}")
     if attributes is not None:
         by_name = {a.name: a for a in attrs}
         unknown = [a for a in attributes if a not in by_name]
@@ -339,7 +423,7 @@ def _source_dict(source, views: list[str]) -> dict:
         return {"table": check_table_name(source, key="owner source")}
     if isinstance(source, Mapping):
         return dict(source)
-    raise InvalidParameterError(f"an owner's source must be a DataFrame, a catalog table name or a mapping "
+    raise InvalidParameterError(f"an owner's source must be a Spark or pandas DataFrame, a catalog table name or a mapping "
                                 f"{{path, format}}, not {type(source).__name__}")
 
 
@@ -413,14 +497,15 @@ class Release:
         out._owners, out._views, out._config, out._spent_views = [], [], cfg, False
         return out
 
-    def add_owner(self, name: str, source: Union[DataFrame, str, Mapping[str, Any], None] = None, *,
+    def add_owner(self, name: str, source: Union[DataFrame, Any, str, Mapping[str, Any], None] = None, *,
                   attributes: Optional[Sequence[str]] = None, rows: Optional[int] = None,
                   ledger: Optional[Union[LedgerConfig, Mapping[str, Any]]] = None,
                   private_dir: Optional[str] = None) -> Release:
         """Add data owner ``name`` with its fragment; returns ``self`` (chainable).
 
-        ``source``: a DataFrame (registered as a session-scoped temporary view and read back with
-        ``spark.table``), a catalog table name (``db.table``), or ``{path, format}``. Vertical owners
+        ``source``: a Spark DataFrame (registered as a session-scoped temporary view and read back with
+        ``spark.table``), a pandas DataFrame (converted with the dataset's declared column types,
+        then the same), a catalog table name (``db.table``), or ``{path, format}``. Vertical owners
         list their ``attributes``; ``rows`` without ``source`` simulates a horizontal owner from the
         dataset (local runs). ``ledger``: ``{path or table, lifetime_epsilon}``.
 
@@ -430,10 +515,15 @@ class Release:
             The release was built from a configuration (its owners are fixed there).
         InvalidParameterError
             A source of another type, or an invalid table name.
+        SchemaMismatchError
+            A pandas value that is not of its column's declared type (names the owner, column and value).
         """
         if self._config is not None and not self._data:
             raise ConfigError("this release was built from a configuration; its owners are the configuration's")
         entry: dict[str, Any] = {"name": name}
+        if _is_pandas(source):
+            declared = self._schema if self._schema is not None else resolve_schema(self._data["dataset"])
+            source = _from_pandas(self.spark, source, declared.attributes, owner=name)
         if source is not None:
             entry["source"] = _source_dict(source, self._views)
         if attributes is not None:
@@ -499,7 +589,7 @@ class Release:
         if self._data:  # built from parameters: the next config() makes a new temporary folder
             self._config = None
 
-    def run(self, *, noise: Optional[NoiseSource] = None, progress: Callable[[str], None] = lambda msg: None,
+    def run(self, *, noise: Optional[NoiseSource] = None, progress: Optional[Callable[[ProgressEvent], None]] = None,
             evaluate: bool = False, fresh_work_dir: bool = True, config_path: Optional[str] = None) -> ReleaseResult:
         """Play every party's step in this driver and commit the release.
 
@@ -512,7 +602,13 @@ class Release:
         Parameters
         ----------
         noise : tests only (seeded noise).
-        progress : called with a short message before each step.
+        progress : called twice per step with a :class:`~fragrelease.jobs.progress.ProgressEvent`:
+            when the step starts (``event.status == "started"``) and when it ends (``"done"`` or
+            ``"failed"``, with ``event.seconds``); ``str(event)`` is a one-line description such as
+            ``step 4/8 owner clinic-a: protecting 10 attributes … done in 12.4 s``. Default: the
+            logger ``fragrelease.progress`` (ended steps at INFO, started ones at DEBUG).
+            Steps: simulation (if configured), each owner's metadata, the plan, each owner's
+            protection, the release, the evaluation (if ``evaluate``). docs/python-api.md.
         evaluate : also compute MeanSSE of the protected fragments against the originals (the
             driver reads every owner's original: for simulations and experiments).
         fresh_work_dir : first remove what an earlier run of this release left in ``work_dir``
@@ -534,6 +630,7 @@ class Release:
         BudgetExceededError, SchemaMismatchError, DomainError, IdentifierError
             From the steps; see each step's documentation.
         """
+        require_pyspark()
         if self._spent_views:
             raise ConfigError("this release already ran with DataFrame owners, whose temporary views are gone; "
                               "build a new Release (each run spends a new budget)")
@@ -568,24 +665,25 @@ def _run(spark, cfg: ReleaseConfig, *, noise, progress, evaluate: bool) -> Relea
     # the owners' private folders; the public keys reach the aggregator step in this in-memory cfg)
     cfg = with_release_keys(cfg)
     schema = resolve_schema(cfg.dataset)
+    steps = Steps(int(cfg.simulated) + 2 * len(cfg.owners) + 2 + int(evaluate), progress)
     if cfg.simulated:
-        progress("simulating the owners' fragments")
-        simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
+        with steps.step("driver", "simulating the owners' fragments"):
+            simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
     for o in cfg.owners:
-        progress(f"owner {o.name}: validating its fragment and sending metadata")
-        owner.describe_fragment(spark, cfg, o.name)
-    progress("aggregator: validating metadata and issuing the plan")
-    plan = aggregator.issue_plan(cfg, spark)
+        with steps.step("owner", "validating its fragment and sending metadata", o.name):
+            owner.describe_fragment(spark, cfg, o.name)
+    with steps.step("aggregator", "validating metadata and issuing the plan"):
+        plan = aggregator.issue_plan(cfg, spark)
     manifests = {}
     for o in cfg.owners:
-        progress(f"owner {o.name}: protecting {len(plan.owner(o.name).attributes)} attributes")
-        manifests[o.name] = owner.protect_owner_fragment(spark, cfg, o.name, noise=noise)
-    progress("aggregator: verifying fragments and committing the release")
-    out = aggregator.release(spark, cfg)
+        with steps.step("owner", f"protecting {len(plan.owner(o.name).attributes)} attributes", o.name):
+            manifests[o.name] = owner.protect_owner_fragment(spark, cfg, o.name, noise=noise)
+    with steps.step("aggregator", "verifying fragments and committing the release"):
+        out = aggregator.release(spark, cfg)
     score = None
     if evaluate:
-        progress("evaluating information loss (MeanSSE) against the originals")
-        score = _mean_sse(spark, cfg, plan, schema)
+        with steps.step("driver", "evaluating information loss (MeanSSE) against the originals"):
+            score = _mean_sse(spark, cfg, plan, schema)
     prov = out["provenance"]
     return ReleaseResult(
         path=absolute(out["path"]), table=out["table"], version=out["version"], rows=out["rows"], plan=plan,

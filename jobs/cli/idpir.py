@@ -4,7 +4,8 @@
     fragrelease split CONFIG                    simulate the owners' fragments only
     fragrelease owner metadata|protect --config CONFIG --owner NAME
     fragrelease aggregator plan|release --config CONFIG
-    fragrelease inspect TABLE                   versions and provenance of a release
+    fragrelease inspect TABLE|--table NAME      versions and provenance of a release (folder or catalog name)
+    fragrelease validate CONFIG                 every check that needs no data, without Spark
     fragrelease evaluate / audit                the paper's evaluation grid and the empirical audit
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ from rich.table import Table
 
 from fragrelease.errors import FragReleaseError
 from fragrelease.idpir.config import ReleaseConfig, load_config
-from fragrelease.jobs.cli._common import MASTER, console
+from fragrelease.jobs.cli._common import MASTER, console, progress_display
 
 
 def _config(path: str, party: str = "run", owner: Optional[str] = None, *, source_table: Optional[str] = None,
@@ -80,8 +81,8 @@ def run(
     spark = _spark(master)
     from fragrelease.jobs.idpir.release import run_local_release
 
-    with console.status("starting") as status:
-        result = run_local_release(spark, cfg, progress=lambda m: status.update(m), config_path=config)
+    with progress_display() as progress:
+        result = run_local_release(spark, cfg, progress=progress, config_path=config)
     print_summary(cfg, result)
 
 
@@ -180,16 +181,87 @@ def aggregator_release(config: str = typer.Option(..., "--config"), master: Opti
                   f"report {result['report']}")
 
 
-def inspect(table: str = typer.Argument(..., help="Path of a release (Delta table)."),
-            full: bool = typer.Option(False, "--full", help="Print the whole provenance as JSON.")):
+def validate(config: str = typer.Argument(..., help="Release configuration YAML (see conf/)."),
+             owner: Optional[str] = typer.Option(
+                 None, "--owner", help="Check as this data owner's step would (only its own source)."),
+             aggregator: bool = typer.Option(False, "--aggregator", help="Check as the aggregator's steps would."),
+             source_table: Optional[str] = SOURCE_TABLE, output_table: Optional[str] = OUTPUT_TABLE):
+    """Run every check that needs no data (the configuration, its schema, owners, k, local paths): no Spark.
+
+    Prints ``OK`` and what the configuration releases, or the problem on one line (exit status 2).
+    """
+    if owner is not None and aggregator:
+        raise FragReleaseError("validate: give --owner or --aggregator, not both")
+    party = "owner" if owner is not None else "aggregator" if aggregator else "run"
+    cfg = _config(config, party, owner, source_table=source_table, output_table=output_table)
+    target = cfg.output_table or cfg.output
+    console.print(f"OK {config}: {cfg.fragmentation} release of {cfg.dataset}, {len(cfg.owners)} owners, "
+                  f"ε {cfg.epsilon}, k {cfg.k}, {cfg.mechanism} -> {target} (checked for {party}"
+                  f"{' ' + owner if owner else ''}; the data is checked when each owner runs)", highlight=False)
+
+
+def _release_location(table: str, catalog_name: Optional[str], master: Optional[str]) -> str:
+    """The Delta folder of a release given as a path or a catalog table name (one-line errors).
+
+    A folder (or URI) is used as it is; ``catalog_name``, or an argument that is no existing path
+    and reads as ``db.name`` / ``catalog.db.name``, is looked up in the session's catalog.
+
+    Raises
+    ------
+    FragReleaseError
+        No such folder or table, or not a Delta table.
+    """
+    import os
+
+    from fragrelease.jobs.storage import absolute, is_delta_table
+    from fragrelease.validation import parse_table_name
+
+    name = catalog_name
+    if name is None and table and "/" not in table and "\\" not in table and not os.path.exists(table):
+        try:
+            parse_table_name(table)
+            name = table if "." in table else None
+        except FragReleaseError:
+            name = None
+    if name is not None:
+        from fragrelease.jobs.catalog import table_exists, table_location
+
+        spark = _spark(master)
+        if not table_exists(spark, name):
+            raise FragReleaseError(f"inspect: table {name!r} is not in the catalog (give a release folder, or the "
+                                   f"name of a table in this session's catalog)")
+        location = table_location(spark, name)
+    else:
+        if not table:
+            raise FragReleaseError("inspect: give a release folder or --table NAME")
+        location = absolute(table)
+        if "://" not in table and not os.path.exists(location):
+            raise FragReleaseError(f"inspect: {table!r} does not exist (give a release folder or a catalog table name)")
+    try:
+        ok = is_delta_table(location)
+    except Exception as exc:  # an unreachable URI: pyarrow's message, on one line
+        raise FragReleaseError(f"inspect: cannot read {location!r}: {str(exc).splitlines()[0]}") from None
+    if not ok:
+        raise FragReleaseError(f"inspect: {location!r} is not a Delta table (no _delta_log): give a release folder "
+                               f"or a catalog table name")
+    return location
+
+
+def inspect(table: Optional[str] = typer.Argument(None, help="A release: its Delta folder, or a catalog table name "
+                                                                "(db.name)."),
+            table_name: Optional[str] = typer.Option(None, "--table", help="The release's catalog table name."),
+            full: bool = typer.Option(False, "--full", help="Print the whole provenance as JSON."),
+            master: Optional[str] = MASTER):
     """Show a release's versions and the provenance recorded with each commit."""
     import json
 
     from deltalake import DeltaTable
 
-    from fragrelease.jobs.storage import PROVENANCE_KEY, absolute
+    from fragrelease.jobs.storage import PROVENANCE_KEY
 
-    dt = DeltaTable(absolute(table))
+    if table is not None and table_name is not None:
+        raise FragReleaseError("inspect: give a release folder or --table NAME, not both")
+    dt = DeltaTable(_release_location(table or "", table_name, master))
     for entry in dt.history():
         raw = entry.get(PROVENANCE_KEY) or entry.get("userMetadata")
         prov = json.loads(raw) if raw else {}

@@ -16,11 +16,12 @@ from typing import Callable, Optional
 
 from fragrelease.idpir.config import ReleaseConfig
 from fragrelease.jobs.api import Release
+from fragrelease.jobs.progress import ProgressEvent
 from fragrelease.rng import NoiseSource
 
 
 def run_local_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource] = None,
-                      progress: Callable[[str], None] = lambda msg: None, fresh_work_dir: bool = True,
+                      progress: Optional[Callable[[ProgressEvent], None]] = None, fresh_work_dir: bool = True,
                       config_path: Optional[str] = None) -> dict:
     """Run every step of the release in this driver; return a summary (path, version, owners, ε, k, MeanSSE).
 
@@ -31,6 +32,8 @@ def run_local_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource]
     earlier run of this release left in the work folder first (protected fragments of an earlier run are
     never reused: each run spends a new budget), and only that (:mod:`.workspace`); ``config_path``, the
     configuration file, must not lie inside ``work_dir``.
+    ``progress`` receives each step's start and end (:class:`~fragrelease.jobs.progress.ProgressEvent`);
+    default: the logger ``fragrelease.progress``, one INFO line per finished step.
     """
     result = Release.from_config(cfg, spark=spark).run(noise=noise, progress=progress, evaluate=True,
                                                        fresh_work_dir=fresh_work_dir, config_path=config_path)
