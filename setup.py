@@ -64,6 +64,7 @@ setup(
         "scipy>=1.12",  # scipy.optimize.isotonic_regression
         "phe>=1.5,<2",
         "gmpy2>=2.1",  # speeds up phe (Paillier) about 8x
+        "cryptography>=42",  # HMAC-SHA-256 pseudonyms (fragrelease.pseudonyms)
     ],
     extras_require={
         "test": ["pytest>=8", "pytest-xdist>=3.6,<4", "chispa>=0.10", "scipy>=1.12", "hypothesis>=6", "pycanon>=1.3,<2",

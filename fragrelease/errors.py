@@ -54,3 +54,7 @@ class ReleaseExistsError(FragReleaseError, FileExistsError):
 
 class BudgetExceededError(FragReleaseError):
     """A release would take an owner's spent ε past its declared lifetime budget."""
+
+
+class PseudonymKeyError(FragReleaseError, ValueError):
+    """An owner's pseudonym key is missing, unreadable, too short or misplaced; names the owner and where it looked."""

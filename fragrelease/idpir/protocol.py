@@ -45,7 +45,13 @@ class _Message(BaseModel):
 
 
 class OwnerMetadata(_Message):
-    """What owner φ_j tells κ before any budget is spent."""
+    """What owner φ_j tells κ before any budget is spent.
+
+    ``id_digest`` (vertical owners) is the digest of the owner's set of record **pseudonyms**
+    (context ``metadata``, :mod:`fragrelease.pseudonyms`), never of raw ids: κ can compare owners'
+    sets but cannot test guessed ids against it. ``pseudonym_key_check`` is the public fingerprint
+    of the owner's pseudonym key (:func:`fragrelease.pseudonyms.key_check`): owners must share one key.
+    """
 
     owner: str
     dataset: str
@@ -54,6 +60,7 @@ class OwnerMetadata(_Message):
     n_records: int
     id_column: Optional[str] = None
     id_digest: Optional[str] = None
+    pseudonym_key_check: Optional[str] = None
 
 
 class PlanOwner(_Message):
@@ -120,6 +127,9 @@ class Manifest(_Message):
     postprocess: Literal["isotonic", "none"]
     content_digest: str
     created_at: str
+    #: digest of the owner's set of pseudonyms under this plan (``count:sum``; the ``pseudonym``
+    #: column of the protected table, or, with ``linkage: unlinked``, of ``owners/<owner>/pseudonyms``)
+    pseudonym_digest: Optional[str] = None
 
 
 def _names(meta: OwnerMetadata) -> list[str]:
@@ -152,6 +162,10 @@ def validate_metadata(metas: list[OwnerMetadata], fragmentation: str) -> None:
     if len(datasets) > 1:
         raise ProtocolError(f"owners describe different datasets: {sorted(datasets)}")
     first = metas[0]
+    for m in metas[1:]:
+        if m.pseudonym_key_check != first.pseudonym_key_check:
+            raise ProtocolError(f"owners {first.owner!r} and {m.owner!r} use different pseudonym keys (their key checks "
+                                "differ); the owners of a release must share one pseudonym key")
     if fragmentation == "horizontal":
         for m in metas[1:]:
             if list(m.attributes) != list(first.attributes):
@@ -186,7 +200,8 @@ def validate_metadata(metas: list[OwnerMetadata], fragmentation: str) -> None:
                 f"vertical fragments must hold the same records: {first.owner!r} has {first.n_records}, {m.owner!r} has {m.n_records}"
             )
         if m.id_digest != first.id_digest:
-            raise IdentifierError(f"owners {first.owner!r} and {m.owner!r} hold different sets of record ids")
+            raise IdentifierError(f"owners {first.owner!r} and {m.owner!r} hold different sets of record ids "
+                                  "(the digests of their pseudonym sets differ)")
 
 
 def make_plan(
@@ -295,7 +310,8 @@ def _budgets(specs, eps_attr: Fraction, category_order: str, share: Fraction) ->
     return out
 
 
-def manifest_for(plan: Plan, owner: str, n_records: int, content_digest: str) -> Manifest:
+def manifest_for(plan: Plan, owner: str, n_records: int, content_digest: str,
+                 pseudonym_digest: Optional[str] = None) -> Manifest:
     """The manifest an owner writes after protecting its fragment under ``plan``."""
     po = plan.owner(owner)
     return Manifest(
@@ -304,6 +320,7 @@ def manifest_for(plan: Plan, owner: str, n_records: int, content_digest: str) ->
         attributes=plan.attribute_specs(po.attributes), n_records=n_records, id_column=plan.id_column,
         category_order=plan.category_order, category_order_share=plan.category_order_share, budgets=po.budgets,
         postprocess=plan.postprocess, content_digest=content_digest, created_at=datetime.now(timezone.utc).isoformat(),
+        pseudonym_digest=pseudonym_digest,
     )
 
 
