@@ -130,6 +130,8 @@ class Manifest(_Message):
     #: digest of the owner's set of pseudonyms under this plan (``count:sum``; the ``pseudonym``
     #: column of the protected table, or, with ``linkage: unlinked``, of ``owners/<owner>/pseudonyms``)
     pseudonym_digest: Optional[str] = None
+    #: the public check of the pseudonym key the fragment was written under (:func:`fragrelease.pseudonyms.key_check`)
+    pseudonym_key_check: Optional[str] = None
 
 
 def _names(meta: OwnerMetadata) -> list[str]:
@@ -311,7 +313,7 @@ def _budgets(specs, eps_attr: Fraction, category_order: str, share: Fraction) ->
 
 
 def manifest_for(plan: Plan, owner: str, n_records: int, content_digest: str,
-                 pseudonym_digest: Optional[str] = None) -> Manifest:
+                 pseudonym_digest: Optional[str] = None, pseudonym_key_check: Optional[str] = None) -> Manifest:
     """The manifest an owner writes after protecting its fragment under ``plan``."""
     po = plan.owner(owner)
     return Manifest(
@@ -320,7 +322,7 @@ def manifest_for(plan: Plan, owner: str, n_records: int, content_digest: str,
         attributes=plan.attribute_specs(po.attributes), n_records=n_records, id_column=plan.id_column,
         category_order=plan.category_order, category_order_share=plan.category_order_share, budgets=po.budgets,
         postprocess=plan.postprocess, content_digest=content_digest, created_at=datetime.now(timezone.utc).isoformat(),
-        pseudonym_digest=pseudonym_digest,
+        pseudonym_digest=pseudonym_digest, pseudonym_key_check=pseudonym_key_check,
     )
 
 

@@ -260,11 +260,16 @@ def release(spark, cfg: ReleaseConfig) -> dict:
         horizontal owners holding the same pseudonym (:func:`check_disjoint_pseudonyms`).
     """
     plan = Plan.model_validate_json(read_text(plan_path(cfg)))
-    fragments, psets, digests = {}, {}, {}
+    fragments, psets, digests, manifests = {}, {}, {}, {}
     for o in plan.owners:
-        _, fragments[o.name], psets[o.name], digests[o.name] = load_verified_fragment(spark, cfg, plan, o.name)
+        manifests[o.name], fragments[o.name], psets[o.name], digests[o.name] = load_verified_fragment(
+            spark, cfg, plan, o.name)
+    first = plan.owners[0].name
+    for o in plan.owners[1:]:  # pseudonyms under different keys would neither join nor show shared records
+        if manifests[o.name].pseudonym_key_check != manifests[first].pseudonym_key_check:
+            raise ManifestMismatchError(f"owners {first!r} and {o.name!r} wrote their fragments under different "
+                                        "pseudonym keys (their key checks differ)")
     if plan.fragmentation == "vertical":
-        first = plan.owners[0].name
         for o in plan.owners[1:]:
             if digests[o.name] != digests[first]:
                 raise IdentifierError(f"the protected fragments of {first!r} and {o.name!r} hold different sets of "

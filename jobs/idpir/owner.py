@@ -180,7 +180,7 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
     else:
         commit_delta(shuffle_rows(shared, PSEUDONYM_COLUMN), target, provenance=provenance, if_exists="error")
         digest, pset_digest = fragment_digests(read_delta(spark, target), PSEUDONYM_COLUMN)
-    manifest = manifest_for(plan, owner.name, check.n_records, digest, pset_digest)
+    manifest = manifest_for(plan, owner.name, check.n_records, digest, pset_digest, key_check(key))
     write_text(manifest_path(cfg, owner.name), manifest.to_json())
     if cfg.reports:
         # imported here: the report module selects matplotlib's Agg backend, which a notebook

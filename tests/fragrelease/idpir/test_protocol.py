@@ -105,7 +105,7 @@ def test_messages_carry_no_data_dependent_fields():
     assert set(m.model_dump()) == {"plan_id", "owner", "dataset", "fragmentation", "mechanism", "k", "epsilon",
                                    "epsilon_per_attribute", "attributes", "n_records", "id_column",
                                    "category_order", "category_order_share", "budgets", "postprocess",
-                                   "content_digest", "created_at", "pseudonym_digest"}
+                                   "content_digest", "created_at", "pseudonym_digest", "pseudonym_key_check"}
 
 
 def test_plan_splits_each_categorical_budget_exactly_and_records_it():

@@ -252,3 +252,23 @@ def test_the_key_is_not_in_the_spark_plan(spark):
     for needle in (KEY.decode(), KEY.hex(), "0123456789abcdef"):
         assert needle not in plan
     assert sorted(r["pseudonym"] for r in out.collect()) == sorted(pseudonym(KEY, i, context="plan-x") for i in (1, 2))
+
+
+def test_fragments_written_under_another_key_than_the_plans_are_refused(spark, tmp_path, schema_path):
+    """The key changes between the metadata and the protect step (e.g. two runs racing on one key
+    file): shared records would then hide behind different pseudonyms, so the aggregator refuses."""
+    from fragrelease.errors import ManifestMismatchError
+
+    kf = key_file(tmp_path)
+    src = write_source(spark, tmp_path / "a", range(1, 21))
+    cfg = config(tmp_path, schema_path, [{"name": n, "source": src, "pseudonym_key": {"file": kf}} for n in ("a", "b")])
+    for o in cfg.owners:
+        owner.describe_fragment(spark, cfg, o.name)
+    aggregator.issue_plan(cfg, spark)
+    owner.protect_owner_fragment(spark, cfg, "a")
+    open(kf, "wb").write(b"a different key of 32 bytes or more")
+    owner.protect_owner_fragment(spark, cfg, "b")
+    with pytest.raises(ManifestMismatchError) as e:
+        aggregator.release(spark, cfg)
+    assert str(e.value) == ("owners 'a' and 'b' wrote their fragments under different pseudonym keys "
+                            "(their key checks differ)")
