@@ -191,7 +191,8 @@ def check_disjoint_pseudonyms(psets: dict[str, DataFrame]) -> None:
         return
     a, b, count = pairs[0]["a"], pairs[0]["b"], int(pairs[0]["count"])
     if b is None:
-        raise IdentifierError(f"the protected fragment of {a!r} holds {count} pseudonyms more than once; "
+        raise IdentifierError(f"the protected fragment of {a!r} holds {count} pseudonym{'s' if count > 1 else ''} "
+                              "more than once; "
                               "a horizontal owner holds each record once")
     raise IdentifierError(f"owners {a!r} and {b!r} hold {count} records with the same pseudonym; horizontal owners "
                           "must hold disjoint records (a record held twice would be released twice under "

@@ -272,3 +272,19 @@ def test_fragments_written_under_another_key_than_the_plans_are_refused(spark, t
         aggregator.release(spark, cfg)
     assert str(e.value) == ("owners 'a' and 'b' wrote their fragments under different pseudonym keys "
                             "(their key checks differ)")
+
+
+def test_disjointness_check_counts_shared_and_repeated_pseudonyms_without_showing_them(spark):
+    def frame(values):
+        return spark.createDataFrame([(v,) for v in values], "pseudonym string")
+
+    aggregator.check_disjoint_pseudonyms({"a": frame(["p1", "p2"]), "b": frame(["p3"]), "c": frame(["p4"])})  # disjoint
+    with pytest.raises(IdentifierError) as e:
+        aggregator.check_disjoint_pseudonyms({"a": frame(["p1", "p2", "p9"]), "b": frame(["p5"]),
+                                              "c": frame(["p1", "p2", "p5"])})
+    assert str(e.value).startswith("owners 'a' and 'c' hold 2 records with the same pseudonym;")  # the largest pair
+    assert "p1" not in str(e.value) and "p2" not in str(e.value)
+    with pytest.raises(IdentifierError) as e:
+        aggregator.check_disjoint_pseudonyms({"a": frame(["p1", "p1", "p2"]), "b": frame(["p3"])})
+    assert str(e.value) == ("the protected fragment of 'a' holds 1 pseudonym more than once; "
+                            "a horizontal owner holds each record once")
