@@ -58,6 +58,22 @@ def generate_release_key(cfg: ReleaseConfig) -> list[str]:
     return paths
 
 
+def check_pseudonym_key(cfg: ReleaseConfig, owner: OwnerConfig, *, generated: bool) -> None:
+    """Refuse, before Spark starts, an owner whose key cannot be found (no data needed).
+
+    ``generated``: the single-command release, which writes the release key itself, so only a
+    configured key is read here. Otherwise (an owner step alone) a missing generated key is refused
+    unless the owners share one private root (the step then creates it).
+
+    Raises
+    ------
+    PseudonymKeyError
+        As :func:`owner_pseudonym_key`.
+    """
+    if owner.pseudonym_key is not None or not generated and shared_private_root(cfg) is None:
+        owner_pseudonym_key(cfg, owner)
+
+
 def owner_pseudonym_key(cfg: ReleaseConfig, owner: OwnerConfig) -> bytes:
     """The owner's pseudonym key (at least 32 bytes); see the module docstring for where it comes from.
 
