@@ -65,7 +65,7 @@ setup(
         "scipy>=1.12",  # scipy.optimize.isotonic_regression
         "phe>=1.5,<2",
         "gmpy2>=2.1",  # speeds up phe (Paillier) about 8x
-        "cryptography>=42",  # Ed25519 signatures of owners' manifests (fragrelease.signing)
+        "cryptography>=42",  # Ed25519 manifest signatures (fragrelease.signing), HMAC-SHA-256 pseudonyms (fragrelease.pseudonyms)
     ],
     extras_require={
         # the embedded local Spark stack (laptops, CI, spark-submit from this machine): scripts/setup.sh

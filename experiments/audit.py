@@ -30,6 +30,13 @@ Three audits, one per thing a release publishes:
     A table of several attributes: ``linked`` (every row carries its record's cluster value for
     every attribute, the paper's release) or ``unlinked`` (each column permuted independently).
     T is the number of distinct row tuples. The claimed ε is the sum over attributes.
+:func:`audit_aggregator_view`
+    One attribute's column **as the aggregator reads it** in an owner's protected fragment: rows
+    ``(pseudonym, value)`` in a CSPRNG order, pseudonyms keyed by the owners' key (which the
+    aggregator lacks) with a new plan id per release (``view="pseudonyms"``), or, as fragments
+    were before, ``(record id, value)`` rows in id order (``view="ids"``). T is the number of
+    adjacent rows with equal values once the rows are sorted by their label (id or pseudonym):
+    with ids it sees which identified records share a cluster. The claimed ε is ε_attr.
 
 For statistics other than the likelihood ratio, thresholds are chosen on a separate calibration
 sample (pooled empirical quantiles of both sides), so they are independent of the runs that give
@@ -482,3 +489,88 @@ def audit_table(
     eps = float(epsilon_attribute) * data_d.shape[1]
     return audit_statistic(sampler(data_d), sampler(data_n), epsilon=eps, runs=runs, alpha=alpha,
                            calibration_runs=calibration_runs, name=f"{getattr(statistic, '__name__', 'statistic')} ({linkage})")
+
+
+# ------------------------------------------------------------------------------------------------
+# The aggregator's view of one attribute: an owner's protected fragment
+# ------------------------------------------------------------------------------------------------
+
+AGGREGATOR_VIEWS = ("pseudonyms", "ids")
+
+
+def aggregator_views(
+    x: np.ndarray, *, k: int, lo: float, hi: float, epsilon_attribute: Fraction | float, mechanism: str, runs: int,
+    noise: NoiseSource, view: str, key: bytes | None = None, contexts: Sequence[str] | None = None,
+) -> np.ndarray:
+    """``runs`` independent views of one attribute's column as the aggregator reads it, shape (runs, n).
+
+    Each run is one release of ``x`` (shape (n,), record ids = positions 0..n-1): IR clusters,
+    one Laplace draw per cluster, clamping (:func:`released_tables`), then the fragment the owner
+    writes. ``view="pseudonyms"`` (the owner job, :func:`fragrelease.jobs.idpir.owner.protect_and_write`):
+    every id replaced by :func:`fragrelease.pseudonyms.pseudonym` under ``key`` (default: one fresh
+    key for all runs, never shown to the reader) with the run's plan id as context (``contexts[r]``,
+    default a new one per run) and the rows in a CSPRNG order
+    (:func:`fragrelease.rng.secure_permutation`). ``view="ids"``: the fragment before pseudonyms,
+    rows ``(id, value)`` in id order. Row r of the result holds the values in the order of their
+    labels (pseudonyms or ids): a function of what the reader sees, which any statistic may use.
+
+    Raises
+    ------
+    InvalidParameterError
+        Unknown view, or as :func:`released_tables`.
+    """
+    from fragrelease.pseudonyms import new_key_text, pseudonyms
+    from fragrelease.rng import secure_permutation, secure_token_bytes
+
+    if view not in AGGREGATOR_VIEWS:
+        raise InvalidParameterError(f"view must be one of {AGGREGATOR_VIEWS}, not {view!r}")
+    x = np.asarray(x, dtype=float)
+    n = x.size
+    cols = released_tables(x[:, None], k=k, lo=[lo], hi=[hi], epsilon_attribute=epsilon_attribute,
+                           mechanism=mechanism, runs=runs, noise=noise, linkage="linked")[:, :, 0]  # (runs, n), id order
+    if view == "ids":
+        return cols
+    secret = key if key is not None else new_key_text()
+    out = np.empty_like(cols)
+    for r in range(runs):
+        context = contexts[r] if contexts is not None else secure_token_bytes(16).hex()
+        order = secure_permutation(n)  # the owner's shuffled rows: (pseudonym, value) in file order
+        labels = np.asarray(pseudonyms(secret, order.tolist(), context=context))
+        values = cols[r, order]
+        out[r] = values[np.argsort(labels, kind="stable")]  # the reader sorts by pseudonym
+    return out
+
+
+def adjacent_equal_pairs(views: np.ndarray) -> np.ndarray:
+    """Per view (rows of shape (runs, n)): how many neighbouring values are equal, (runs,) integers."""
+    v = np.asarray(views)
+    return (v[:, 1:] == v[:, :-1]).sum(axis=1)
+
+
+def audit_aggregator_view(
+    x_d: np.ndarray, x_n: np.ndarray, *, k: int, lo: float, hi: float, epsilon_attribute: Fraction | float,
+    mechanism: str, runs: int, noise: NoiseSource, view: str,
+    statistic: Callable[[np.ndarray], np.ndarray] = adjacent_equal_pairs, alpha: float = 1e-6,
+    calibration_runs: int | None = None,
+) -> StatisticAudit:
+    """Audit one attribute's column as the aggregator reads it, on D (``x_d``) and D' (``x_n``).
+
+    The claimed ε is ``epsilon_attribute``, the per-column statement the guarantee makes against
+    the aggregator (docs/privacy.md). See :func:`aggregator_views` and :func:`audit_statistic`.
+
+    Raises
+    ------
+    InvalidParameterError
+        D and D' of different sizes, or as :func:`aggregator_views`.
+    """
+    x_d, x_n = np.asarray(x_d, float), np.asarray(x_n, float)
+    if x_d.shape != x_n.shape or x_d.ndim != 1:
+        raise InvalidParameterError(f"D and D' must be columns of the same size, not {x_d.shape} and {x_n.shape}")
+
+    def sampler(x):
+        return lambda r: statistic(aggregator_views(x, k=k, lo=lo, hi=hi, epsilon_attribute=epsilon_attribute,
+                                                    mechanism=mechanism, runs=r, noise=noise, view=view))
+
+    return audit_statistic(sampler(x_d), sampler(x_n), epsilon=float(epsilon_attribute), runs=runs, alpha=alpha,
+                           calibration_runs=calibration_runs,
+                           name=f"{getattr(statistic, '__name__', 'statistic')} ({view})")

@@ -86,3 +86,7 @@ class ConcurrentCommitError(FragReleaseError):
 
 class MissingDependencyError(FragReleaseError, ImportError):
     """A runtime dependency is missing or outside the supported range (pyspark < 4.0 or not installed)."""
+
+
+class PseudonymKeyError(FragReleaseError, ValueError):
+    """An owner's pseudonym key is missing, unreadable, too short or misplaced; names the owner and where it looked."""

@@ -279,6 +279,11 @@ def evaluation_generator() -> np.random.Generator:
 FAST_SAMPLER_NAME = FastLaplace.name
 
 
+def secure_token_bytes(size: int) -> bytes:
+    """``size`` bytes from the OS CSPRNG (:func:`secrets.token_bytes`): secret keys such as a release's pseudonym key."""
+    return secrets.token_bytes(size)
+
+
 def secure_random_keys(size: int) -> np.ndarray:
     """``size`` independent uniform integers in [0, 2**63) from the OS CSPRNG, as int64."""
     if size < 0:

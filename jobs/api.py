@@ -56,7 +56,8 @@ from fragrelease.jobs import require_pyspark
 from fragrelease.jobs.catalog import read_table
 from fragrelease.jobs.idpir import aggregator, owner, simulate
 from fragrelease.jobs.idpir.evaluate import mean_sse
-from fragrelease.jobs.idpir.layout import fragment_source, protected_path
+from fragrelease.jobs.idpir.keys import generate_release_key
+from fragrelease.jobs.idpir.layout import fragment_source
 from fragrelease.jobs.idpir.protect import (
     FragmentContext,
     check_columns,
@@ -64,6 +65,7 @@ from fragrelease.jobs.idpir.protect import (
     content_digest,
     validate_fragment,
 )
+from fragrelease.jobs.idpir.shuffle import shuffle_rows
 from fragrelease.jobs.idpir.signatures import with_release_keys
 from fragrelease.jobs.idpir.workspace import claim_work_dir, clear_work_dir
 from fragrelease.jobs.progress import ProgressEvent, Steps
@@ -105,15 +107,19 @@ class ProtectResult:
     Attributes
     ----------
     dataframe : the protected fragment, columns ``(id_column, *attributes)``, one row per input row
-        (``n_records``); numeric attributes as doubles within their declared domains, categorical ones
-        as declared labels. Its noise is materialized: every action on it sees the same values.
+        (``n_records``) in a random order (CSPRNG keys, not the input's or the ids' order); numeric
+        attributes as doubles within their declared domains, categorical ones as declared labels.
+        Its noise is materialized: every action on it sees the same values. While the id column is
+        present it shows which identified records share a cluster: no ε bound holds against
+        anyone who sees it (see :func:`protect`).
     manifest : the public manifest of the step (:class:`fragrelease.idpir.protocol.Manifest`): plan id
         ``standalone:<uuid>`` (no aggregator), fragmentation ``horizontal`` (one owner holding every
         record: the centralized case), k, ε, each attribute's budget split and the content digest.
     epsilon_spent : ε spent by this step (exact): the sum of ``budgets``' totals.
     epsilon_per_attribute : ε / l, what each attribute gets (sequential composition over attributes).
     budgets : each attribute's split between its category-order histogram and its centroids.
-    guarantee : the statement that holds for ``dataframe`` (per column; it keeps ids and linked rows).
+    guarantee : the statement for ``dataframe``: per column once the id column is dropped; while the
+        ids are present no ε bound holds (``against`` says so).
     """
 
     dataframe: DataFrame
@@ -254,6 +260,19 @@ def protect(
 ) -> ProtectResult:
     """Protect one owner's DataFrame with IR microaggregation and Laplace noise (one owner's step).
 
+    What holds for the returned DataFrame (neighbours differ by the substitution of one record):
+
+    - **With the id column** (as returned): each row pairs a record's id with its cluster's noisy
+      values, so whoever sees it learns which identified records share a cluster without noise.
+      No ε bound holds against such a reader, not even for one column (a substitution moves a
+      record into another cluster, which the ids show; measured on six records, DP-IR, k = 3,
+      claimed ε = 1/2: an ε lower bound of about 5). Keep it for the owner's own eyes.
+    - **After** ``dataframe.drop(id_column)``: the rows are in a random order (CSPRNG keys,
+      :func:`fragrelease.jobs.idpir.shuffle.shuffle_rows`), never in id or input order, so each
+      column, as a multiset, is ε_attr-DP (DP-IR) or ε_attr-iDP (iDP-IR, plain iDP) with
+      ε_attr = ε / l; the rows still link a record's values across attributes, so the joint table
+      has no ε bound (the guarantee's ``table`` text). Unlink the columns for an ε bound on the table.
+
     The budget is spent exactly as the owner job spends a plan's ε_j
     (:func:`fragrelease.jobs.idpir.owner.protect_attributes`): ε / l per attribute (sequential
     composition over the l attributes), each categorical attribute's share split between its
@@ -339,6 +358,7 @@ def protect(
         df.sparkSession, df, attrs, id_column=id_col, k=k, epsilon=eps, epsilon_per_attribute=eps_attr,
         mechanism=mechanism, category_order=category_order, category_order_share=share, postprocess=postprocess,
         n_records=check.n_records, owner=owner_name, dataset=dataset, plan_id=plan_id, ledger=ledger, noise=noise)
+    protected = shuffle_rows(protected, id_col)  # never in id order: the values are materialized, the order is random
     typed = tuple(_budget(b) for b in budgets)
     assert sum((b.total for b in typed), Fraction(0)) == eps
     manifest = Manifest(
@@ -349,8 +369,12 @@ def protect(
         postprocess=postprocess,
         content_digest=content_digest(protected), created_at=_now(),
     )
-    guarantee = Guarantee.from_dict(release_guarantee(mechanism=mechanism, epsilon=format_epsilon(eps), composition="sequential",
-                                                      linkage="linked", category_order=category_order))
+    statement = release_guarantee(mechanism=mechanism, epsilon=format_epsilon(eps), composition="sequential",
+                                  linkage="linked", category_order=category_order)
+    statement["against"] = (f"with the id column {id_col!r} present, nobody: the ids show which identified records "
+                            "share a cluster, so no epsilon bound holds; after dropping it (rows are in a random "
+                            "order), the per-column statements hold against anyone who reads the rest")
+    guarantee = Guarantee.from_dict(statement)
     return ProtectResult(dataframe=protected, manifest=manifest, epsilon_spent=eps, epsilon_per_attribute=eps_attr,
                          budgets=typed, guarantee=guarantee)
 
@@ -666,6 +690,9 @@ def _run(spark, cfg: ReleaseConfig, *, noise, progress, evaluate: bool) -> Relea
     cfg = with_release_keys(cfg)
     schema = resolve_schema(cfg.dataset)
     steps = Steps(int(cfg.simulated) + 2 * len(cfg.owners) + 2 + int(evaluate), progress)
+    # every party plays on this machine: one fresh pseudonym key per release for the owners whose
+    # configuration names none, kept in their private folders (0600), never under work_dir
+    generate_release_key(cfg)
     if cfg.simulated:
         with steps.step("driver", "simulating the owners' fragments"):
             simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
@@ -674,16 +701,16 @@ def _run(spark, cfg: ReleaseConfig, *, noise, progress, evaluate: bool) -> Relea
             owner.describe_fragment(spark, cfg, o.name)
     with steps.step("aggregator", "validating metadata and issuing the plan"):
         plan = aggregator.issue_plan(cfg, spark)
-    manifests = {}
+    manifests, protecteds = {}, {}
     for o in cfg.owners:
         with steps.step("owner", f"protecting {len(plan.owner(o.name).attributes)} attributes", o.name):
-            manifests[o.name] = owner.protect_owner_fragment(spark, cfg, o.name, noise=noise)
+            manifests[o.name], protecteds[o.name] = owner.protect_and_write(spark, cfg, o.name, noise=noise)
     with steps.step("aggregator", "verifying fragments and committing the release"):
         out = aggregator.release(spark, cfg)
     score = None
     if evaluate:
         with steps.step("driver", "evaluating information loss (MeanSSE) against the originals"):
-            score = _mean_sse(spark, cfg, plan, schema)
+            score = _mean_sse(spark, cfg, plan, schema, protecteds)
     prov = out["provenance"]
     return ReleaseResult(
         path=absolute(out["path"]), table=out["table"], version=out["version"], rows=out["rows"], plan=plan,
@@ -695,11 +722,13 @@ def _run(spark, cfg: ReleaseConfig, *, noise, progress, evaluate: bool) -> Relea
     )
 
 
-def _mean_sse(spark, cfg: ReleaseConfig, plan: Plan, schema: DatasetSchema) -> float:
+def _mean_sse(spark, cfg: ReleaseConfig, plan: Plan, schema: DatasetSchema, by_owner: Mapping[str, DataFrame]) -> float:
+    """MeanSSE of the owners' protected fragments (with raw ids, this driver's own copies, never
+    the pseudonymized ones under ``work_dir``) against the originals."""
     attrs = [schema.attribute(a["name"]) for a in plan.attributes]
     id_col = schema.id_column
     originals = [read_configured(spark, fragment_source(cfg, o)) for o in cfg.owners]
-    protecteds = [read_delta(spark, protected_path(cfg, o.name)) for o in cfg.owners]
+    protecteds = [by_owner[o.name] for o in cfg.owners]
     if cfg.fragmentation == "horizontal":
         names = [id_col, *[a.name for a in attrs]]
         original = _union([f.select(*names) for f in originals])

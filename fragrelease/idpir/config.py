@@ -105,12 +105,44 @@ class LedgerConfig(BaseModel):
         return parse_epsilon(self.lifetime_epsilon, name="lifetime_epsilon")
 
 
+class PseudonymKeyConfig(BaseModel):
+    """Where an owner's pseudonym key comes from: a ``file`` (its bytes) or an ``env`` variable; exactly one.
+
+    Every owner of a release must name the same key (the aggregator compares their public key
+    checks); the aggregator never gets it. At least 32 bytes (``openssl rand -hex 32`` gives 64
+    characters). The file must not lie under the release's ``work_dir`` or ``output``.
+    See :mod:`fragrelease.pseudonyms` and docs/privacy.md.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    file: Optional[str] = None
+    env: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _one_place(self) -> PseudonymKeyConfig:
+        if (self.file is None) == (self.env is None):
+            raise ValueError(f"give exactly one of 'file' and 'env' (got file={self.file!r}, env={self.env!r})")
+        return self
+
+    @property
+    def where(self) -> str:
+        return f"file {self.file!r}" if self.file is not None else f"environment variable {self.env!r}"
+
+
 class OwnerConfig(BaseModel):
     """One data owner φ_j, its fragment and, optionally, its budget ledger.
 
     ``private_dir`` is where the owner keeps what is derived from its original data and is for its
     eyes only: the private utility report and, in simulations, the simulated raw fragment. It must
     not lie under the shared ``work_dir`` or the release ``output`` (the aggregator reads those).
+
+    ``pseudonym_key`` (``{file: PATH}`` or ``{env: VAR}``) names the key the owners share to replace
+    record ids by keyed pseudonyms (:mod:`fragrelease.pseudonyms`). Without it, ``fragrelease run``
+    and ``Release.run()`` generate a fresh key per release in the owners' private folders, and the
+    separate owner commands use the one key of the release's shared private root when no owner sets
+    a ``private_dir`` (every party on one machine); otherwise they refuse
+    (:func:`fragrelease.jobs.idpir.keys.owner_pseudonym_key`).
     Default: ``$FRAGRELEASE_PRIVATE_ROOT/<release name>/<owner>``, with
     ``FRAGRELEASE_PRIVATE_ROOT`` defaulting to ``~/.fragrelease/private`` (the owner's own machine).
 
@@ -133,6 +165,7 @@ class OwnerConfig(BaseModel):
     # manifest signatures (fragrelease.signing)
     public_key: Optional[str] = None
     signing_key: Optional[str] = None
+    pseudonym_key: Optional[PseudonymKeyConfig] = None
 
 
 class ReleaseConfig(BaseModel):
@@ -230,11 +263,24 @@ class ReleaseConfig(BaseModel):
                     problems.append(f"{at}.private_dir: owner {o.name!r}'s {what} {private!r} lies under the "
                                     f"shared {key} {shared!r}; an owner's private files must stay out of it")
             problems.extend(_signing_problems(self, o, at))
+            if o.pseudonym_key is not None and o.pseudonym_key.file is not None:
+                for shared, key in ((self.work_dir, "work_dir"), (self.output, "output")):
+                    if shared is not None and _within(o.pseudonym_key.file, shared):
+                        problems.append(f"{at}.pseudonym_key: owner {o.name!r}'s pseudonym key file "
+                                        f"{o.pseudonym_key.file!r} lies under the shared {key} {shared!r}; "
+                                        "a secret key must stay out of it")
         defaulted = [o.name for o in self.owners if o.private_dir is None]
         for key in root_inside if defaulted else ():
             problems.append(f"{PRIVATE_ROOT_ENV}: the default private root {private_root()!r} of owners {defaulted} lies "
                             f"under the shared {key} {getattr(self, key)!r}; set {PRIVATE_ROOT_ENV} or each owner's "
                             "private_dir outside it")
+        keyed = [o.name for o in self.owners if o.pseudonym_key is not None]
+        if keyed and len(keyed) < len(self.owners):
+            for i, o in enumerate(self.owners):
+                if o.pseudonym_key is None:
+                    problems.append(f"owners[{i}].pseudonym_key: owner {o.name!r} names no pseudonym key while "
+                                    f"{keyed[0]!r} does; the owners of a release share one key")
+                    break
         if problems:
             raise ValueError("\n".join(problems))
         return self

@@ -45,7 +45,13 @@ class _Message(BaseModel):
 
 
 class OwnerMetadata(_Message):
-    """What owner φ_j tells κ before any budget is spent."""
+    """What owner φ_j tells κ before any budget is spent.
+
+    ``id_digest`` (vertical owners) is the digest of the owner's set of record **pseudonyms**
+    (context ``metadata``, :mod:`fragrelease.pseudonyms`), never of raw ids: κ can compare owners'
+    sets but cannot test guessed ids against it. ``pseudonym_key_check`` is the public fingerprint
+    of the owner's pseudonym key (:func:`fragrelease.pseudonyms.key_check`): owners must share one key.
+    """
 
     owner: str
     dataset: str
@@ -54,6 +60,7 @@ class OwnerMetadata(_Message):
     n_records: int
     id_column: Optional[str] = None
     id_digest: Optional[str] = None
+    pseudonym_key_check: Optional[str] = None
 
 
 class PlanOwner(_Message):
@@ -128,9 +135,18 @@ class Manifest(_Message):
     postprocess: Literal["isotonic", "none"]
     content_digest: str
     created_at: str
+    #: digest of the owner's set of pseudonyms under this plan (``count:sum``; the ``pseudonym``
+    #: column of the protected table, or, with ``linkage: unlinked``, of ``owners/<owner>/pseudonyms``)
+    pseudonym_digest: Optional[str] = None
+    #: the public check of the pseudonym key the fragment was written under (:func:`fragrelease.pseudonyms.key_check`)
+    pseudonym_key_check: Optional[str] = None
     table_version: Optional[int] = None
     files: tuple[dict, ...] = ()
     delta_log: tuple[dict, ...] = ()
+    #: with ``linkage: unlinked``, the same three facts of the owner's pseudonym-set table
+    pseudonym_table_version: Optional[int] = None
+    pseudonym_files: tuple[dict, ...] = ()
+    pseudonym_delta_log: tuple[dict, ...] = ()
     signature: Optional[str] = None
 
     def signed_fields(self) -> dict[str, Any]:
@@ -168,6 +184,10 @@ def validate_metadata(metas: list[OwnerMetadata], fragmentation: str) -> None:
     if len(datasets) > 1:
         raise ProtocolError(f"owners describe different datasets: {sorted(datasets)}")
     first = metas[0]
+    for m in metas[1:]:
+        if m.pseudonym_key_check != first.pseudonym_key_check:
+            raise ProtocolError(f"owners {first.owner!r} and {m.owner!r} use different pseudonym keys (their key checks "
+                                "differ); the owners of a release must share one pseudonym key")
     if fragmentation == "horizontal":
         for m in metas[1:]:
             if list(m.attributes) != list(first.attributes):
@@ -202,7 +222,8 @@ def validate_metadata(metas: list[OwnerMetadata], fragmentation: str) -> None:
                 f"vertical fragments must hold the same records: {first.owner!r} has {first.n_records}, {m.owner!r} has {m.n_records}"
             )
         if m.id_digest != first.id_digest:
-            raise IdentifierError(f"owners {first.owner!r} and {m.owner!r} hold different sets of record ids")
+            raise IdentifierError(f"owners {first.owner!r} and {m.owner!r} hold different sets of record ids "
+                                  "(the digests of their pseudonym sets differ)")
 
 
 def make_plan(
@@ -311,12 +332,16 @@ def _budgets(specs, eps_attr: Fraction, category_order: str, share: Fraction) ->
     return out
 
 
-def manifest_for(plan: Plan, owner: str, n_records: int, content_digest: str, *, table_version: Optional[int] = None,
-                 files: tuple[dict, ...] = (), delta_log: tuple[dict, ...] = ()) -> Manifest:
+def manifest_for(plan: Plan, owner: str, n_records: int, content_digest: str,
+                 pseudonym_digest: Optional[str] = None, pseudonym_key_check: Optional[str] = None, *,
+                 table_version: Optional[int] = None, files: tuple[dict, ...] = (),
+                 delta_log: tuple[dict, ...] = (),
+                 pseudonym_table: Optional[tuple[int, Any, Any]] = None) -> Manifest:
     """The (unsigned) manifest an owner writes after protecting its fragment under ``plan``.
 
     ``table_version``, ``files`` and ``delta_log`` describe the owner's committed table (see
-    :class:`Manifest`); the owner then signs it (:func:`fragrelease.signing.sign_manifest_fields`).
+    :class:`Manifest`), ``pseudonym_table`` the same ``(version, files, delta_log)`` of its
+    pseudonym-set table (``linkage: unlinked``); the owner then signs it (:func:`fragrelease.signing.sign_manifest_fields`).
     """
     po = plan.owner(owner)
     return Manifest(
@@ -326,6 +351,10 @@ def manifest_for(plan: Plan, owner: str, n_records: int, content_digest: str, *,
         category_order=plan.category_order, category_order_share=plan.category_order_share, budgets=po.budgets,
         postprocess=plan.postprocess, content_digest=content_digest, created_at=datetime.now(timezone.utc).isoformat(),
         table_version=table_version, files=tuple(files), delta_log=tuple(delta_log),
+        pseudonym_table_version=None if pseudonym_table is None else pseudonym_table[0],
+        pseudonym_files=() if pseudonym_table is None else tuple(pseudonym_table[1]),
+        pseudonym_delta_log=() if pseudonym_table is None else tuple(pseudonym_table[2]),
+        pseudonym_digest=pseudonym_digest, pseudonym_key_check=pseudonym_key_check,
     )
 
 

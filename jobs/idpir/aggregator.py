@@ -6,10 +6,13 @@ Sources: docs/specification.md §3; Del Vasto-Terrientes et al. (ICISSP 2025) §
 domains; vertical: disjoint attributes, the same id set, no duplicates), and issue the plan
 (k ≥ 3, k ≤ n; horizontal: every owner the full ε; vertical: ε_j by the configured split).
 
-``release``: check every owner's manifest against the plan and its protected fragment against the
-manifest (schema, record count, content digest), union (horizontal) or join by id (vertical),
-drop the record id unless the configuration keeps it, shuffle the row order with CSPRNG keys (and,
-with ``linkage: unlinked``, every column on its own), and
+``release``: check every owner's manifest against the plan and its protected fragment and
+pseudonym set against the manifest (schema, record count, content digest, pseudonym-set digest),
+refuse vertical pseudonym sets that differ and horizontal owners that share a pseudonym (a record
+held twice), union (horizontal) or join on the pseudonym (vertical), drop the pseudonym unless
+the configuration keeps it (``keep_id: true`` publishes the ``pseudonym`` column, which only the
+owners, who hold the key, can map back to record ids), shuffle the row order with CSPRNG keys
+(and, with ``linkage: unlinked``, every column on its own), and
 commit the release as one Delta transaction whose commit records the provenance: total ε,
 composition, k, mechanism, owners and their ε_j with each attribute's budget split, the category
 order, the linkage, the exact guarantee (:func:`fragrelease.idpir.guarantee.release_guarantee`) and the
@@ -29,16 +32,21 @@ from fragrelease import __version__
 from fragrelease.errors import ConfigError, IdentifierError, ManifestMismatchError, ReleaseExistsError
 from fragrelease.idpir.config import ReleaseConfig
 from fragrelease.idpir.guarantee import release_guarantee
+from fragrelease.idpir.plan_check import check_plan_for_owner, expected_plan_terms
 from fragrelease.idpir.protocol import Manifest, OwnerMetadata, Plan, check_manifest, make_plan
 from fragrelease.jobs.catalog import commit_table, release_exists
-from fragrelease.jobs.idpir.layout import manifest_path, metadata_path, plan_path, protected_path
-from fragrelease.jobs.idpir.protect import _num_partitions, fragment_digests, global_rank
+from fragrelease.jobs.idpir.layout import manifest_path, metadata_path, plan_path, protected_path, pseudonyms_path
+from fragrelease.jobs.idpir.protect import content_digest, fragment_digests
+from fragrelease.jobs.idpir.shuffle import line_up_columns, pseudonym_set_digest, shuffle_rows, unlink_columns
 from fragrelease.jobs.idpir.signatures import public_keys, verify_owner_manifest, verify_table
 from fragrelease.jobs.idpir.workspace import claim_work_dir
 from fragrelease.jobs.session import get_spark
 from fragrelease.jobs.storage import commit_delta, is_delta_table, read_delta, read_text, write_text
+from fragrelease.pseudonyms import PSEUDONYM_COLUMN
 from fragrelease.schemas.datasets import resolve_schema
-from fragrelease.udfs.noise import secure_random_key_udf
+
+__all__ = ["check_disjoint_pseudonyms", "combine", "issue_plan", "join_vertical", "line_up_columns",
+           "load_verified_fragment", "provenance", "release", "shuffle_rows", "unlink_columns"]
 
 log = logging.getLogger(__name__)
 
@@ -100,33 +108,52 @@ def provenance(plan: Plan) -> dict:
         "linkage": plan.linkage,
         "postprocess": plan.postprocess,
         "guarantee": release_guarantee(mechanism=plan.mechanism, epsilon=plan.epsilon, composition=plan.composition,
-                                       linkage=plan.linkage, category_order=plan.category_order),
+                                       linkage=plan.linkage, category_order=plan.category_order,
+                                       keep_id=plan.keep_id),
         "fragrelease_version": __version__,
     }
 
 
+def _read_checked(spark, owner: str, path: str, what: str, expected: list[str], digest_of, version=None):
+    """Read a Delta table of ``owner`` and compute ``digest_of(df)`` if its columns are ``expected``."""
+    if not is_delta_table(path):
+        raise ManifestMismatchError(f"owner {owner!r} has no {what} Delta table at {path!r}")
+    try:
+        df = read_delta(spark, path, version)  # the signed version only
+        columns = df.columns
+        digests = digest_of(df) if sorted(columns) == sorted(expected) else None
+    except Exception as exc:  # a truncated or corrupted file surfaces as a Spark read error
+        raise ManifestMismatchError(f"{what} fragment of {owner!r} at {path!r} cannot be read: "
+                                    f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}") from None
+    if digests is None:
+        raise ManifestMismatchError(f"{what} fragment of {owner!r} has columns {columns}, the manifest says {expected}")
+    return df, digests
+
+
 def load_verified_fragment(spark, cfg: ReleaseConfig, plan: Plan, owner: str,
-                           keys: Optional[Mapping[str, Ed25519PublicKey]] = None) -> tuple[Manifest, DataFrame, str]:
-    """An owner's protected fragment after checking manifest ↔ owner, signature, plan, table and content.
+                           keys: Optional[Mapping[str, Ed25519PublicKey]] = None,
+                           ) -> tuple[Manifest, DataFrame, DataFrame, str]:
+    """An owner's protected fragment after checking manifest ↔ owner, signature, plan, tables and content.
 
     Checks, in order (docs/known-limitations.md #7): the manifest in ``owners/<owner>/`` names
     ``owner``, which is the plan's owner; its Ed25519 signature verifies under ``owner``'s public
     key (``keys``, default: the configuration's ``owners[].public_key``; a missing key is refused);
-    it matches the plan; the table's latest Delta version, commit files and active data files
+    it matches the plan; each table's latest Delta version, commit files and active data files
     (path, size, SHA-256) are the signed ones (:func:`fragrelease.jobs.idpir.signatures.verify_table`);
-    the content digest recomputed from the data is the signed one.
+    the content and pseudonym-set digests recomputed from the data are the signed ones.
 
-    Returns the manifest, the fragment (id column first, then the attributes in manifest order) and
-    the digest of its id set (:func:`fragrelease.jobs.idpir.protect.id_digest`; same pass as the content
-    digest).
+    Returns the manifest, the fragment (``pseudonym`` first, then the attributes in manifest order;
+    with ``linkage: unlinked`` the attributes only), the owner's pseudonym set (a DataFrame with one
+    column ``pseudonym``: the fragment's column, or ``owners/<owner>/pseudonyms`` when unlinked) and
+    the digest of that set (``count:sum``, checked against the manifest's ``pseudonym_digest``).
 
     Raises
     ------
     ManifestMismatchError
         Missing or unreadable manifest or table, a manifest naming another owner than its folder,
         an unsigned manifest or one whose signature does not verify, no configured public key, a
-        manifest that differs from the plan, a table whose version, files, columns, record count or
-        content digest differ from the signed manifest. One line naming the owner.
+        manifest that differs from the plan, a table whose version, files, columns, record count content
+        digest or pseudonym-set digest differ from the signed manifest. One line naming the owner. One line naming the owner.
     """
     try:
         manifest = Manifest.model_validate_json(read_text(manifest_path(cfg, owner)))
@@ -139,85 +166,137 @@ def load_verified_fragment(spark, cfg: ReleaseConfig, plan: Plan, owner: str,
     verify_owner_manifest(manifest, folder_owner=owner, plan_owner=plan.owner(owner).name,
                           keys=public_keys(cfg) if keys is None else keys)
     check_manifest(manifest, plan)
-    path = protected_path(cfg, owner)
+    names = [a["name"] for a in manifest.attributes]
+    path, pset_path = protected_path(cfg, owner), pseudonyms_path(cfg, owner)
+    unlinked = plan.linkage == "unlinked"
     if not is_delta_table(path):
         raise ManifestMismatchError(f"owner {owner!r} has no protected Delta table at {path!r}")
-    verify_table(spark, manifest, path, owner)
-    expected = [plan.id_column, *[a["name"] for a in manifest.attributes]]
-    try:
-        df = read_delta(spark, path, manifest.table_version)  # the signed version only
-        columns = df.columns
-        digest, ids = fragment_digests(df, plan.id_column) if sorted(columns) == sorted(expected) else (None, None)
-    except Exception as exc:  # a truncated or corrupted file surfaces as a Spark read error
-        raise ManifestMismatchError(f"protected fragment of {owner!r} at {path!r} cannot be read: "
-                                    f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}") from None
-    if digest is None:
-        raise ManifestMismatchError(f"protected fragment of {owner!r} has columns {columns}, the manifest says {expected}")
+    if unlinked and not is_delta_table(pset_path):
+        raise ManifestMismatchError(f"owner {owner!r} has no pseudonym-set Delta table at {pset_path!r}")
+    verify_table(spark, manifest, path, owner, pseudonyms_path=pset_path if unlinked else None)
+    if unlinked:
+        df, digest = _read_checked(spark, owner, path, "protected", names, content_digest, manifest.table_version)
+        pset, pdigest = _read_checked(spark, owner, pset_path, "pseudonym-set", [PSEUDONYM_COLUMN],
+                                      pseudonym_set_digest, manifest.pseudonym_table_version)
+        expected = names
+    else:
+        expected = [PSEUDONYM_COLUMN, *names]
+        df, (digest, pdigest) = _read_checked(spark, owner, path, "protected", expected,
+                                              lambda d: fragment_digests(d, PSEUDONYM_COLUMN), manifest.table_version)
+        pset = df.select(PSEUDONYM_COLUMN)
     if digest != manifest.content_digest:
         raise ManifestMismatchError(
             f"protected fragment of {owner!r} does not match its manifest: content digest {digest} != {manifest.content_digest}"
         )
     if int(digest.split(":")[1]) != manifest.n_records:
         raise ManifestMismatchError(f"protected fragment of {owner!r} has {digest.split(':')[1]} rows, manifest says {manifest.n_records}")
-    return manifest, df.select(*expected), ids
+    if pdigest != manifest.pseudonym_digest:
+        raise ManifestMismatchError(f"pseudonym set of {owner!r} does not match its manifest: digest {pdigest} != "
+                                    f"{manifest.pseudonym_digest}")
+    if int(pdigest.split(":")[0]) != manifest.n_records:
+        raise ManifestMismatchError(f"pseudonym set of {owner!r} has {pdigest.split(':')[0]} pseudonyms, "
+                                    f"manifest says {manifest.n_records} records")
+    return manifest, df.select(*expected), pset, pdigest
+
+
+def check_plan_against_config(plan: Plan, cfg: ReleaseConfig) -> None:
+    """Refuse a ``plan.json`` whose terms differ from the aggregator's own configuration.
+
+    The plan lies on shared storage; the owners' signed manifests pin each owner's part of it, not
+    the release-wide terms only the aggregator uses (``keep_id``, ``linkage``, the owners' list).
+    Every owner's terms are recomputed from ``cfg`` (:func:`fragrelease.idpir.plan_check.expected_plan_terms`)
+    and compared (:func:`fragrelease.idpir.plan_check.check_plan_for_owner`).
+
+    Raises
+    ------
+    ManifestMismatchError
+        ``the aggregator refuses plan.json: ...`` naming the field and both values.
+    """
+    schema = resolve_schema(cfg.dataset)
+    for o in cfg.owners:
+        try:
+            check_plan_for_owner(plan, o.name, expected_plan_terms(cfg, schema, o.name))
+        except ManifestMismatchError as exc:
+            raise ManifestMismatchError(f"the aggregator refuses plan.json ({exc})") from None
+
+
+def check_disjoint_pseudonyms(psets: dict[str, DataFrame]) -> None:
+    """Refuse horizontal owners that share a record: a pseudonym held twice (by two owners or by one).
+
+    Distributed: the owners' pseudonym columns, tagged by owner, are grouped by pseudonym; groups
+    held more than once are counted per pair of owners (at most one row per pair reaches the
+    driver; no pseudonym is ever collected or printed). Pseudonyms are keyed hashes of record ids
+    under one key (the owners' key checks matched at the plan), so equal pseudonyms mean equal ids.
+
+    Raises
+    ------
+    IdentifierError
+        Naming both owners and how many pseudonyms they share (one owner: how many it repeats).
+    """
+    tagged = [df.select(F.lit(name).alias("__owner"), F.col(PSEUDONYM_COLUMN)) for name, df in psets.items()]
+    u = tagged[0]
+    for t in tagged[1:]:
+        u = u.unionByName(t)
+    held = (u.groupBy(PSEUDONYM_COLUMN)
+            .agg(F.count(F.lit(1)).alias("__n"), F.array_sort(F.collect_set("__owner")).alias("__owners"))
+            .where(F.col("__n") > 1))
+    pairs = (held.select(F.col("__owners")[0].alias("a"),
+                         F.when(F.size("__owners") > 1, F.col("__owners")[1]).alias("b"))
+             .groupBy("a", "b").count().orderBy(F.desc("count"), "a", "b").limit(1).collect())
+    if not pairs:
+        return
+    a, b, count = pairs[0]["a"], pairs[0]["b"], int(pairs[0]["count"])
+    if b is None:
+        raise IdentifierError(f"the protected fragment of {a!r} holds {count} pseudonym{'s' if count > 1 else ''} "
+                              "more than once; "
+                              "a horizontal owner holds each record once")
+    raise IdentifierError(f"owners {a!r} and {b!r} hold {count} records with the same pseudonym; horizontal owners "
+                          "must hold disjoint records (a record held twice would be released twice under "
+                          "parallel composition)")
 
 
 def combine(plan: Plan, fragments: dict[str, DataFrame]) -> DataFrame:
-    """Union (horizontal) or join on the id (vertical) the verified fragments; columns in plan order.
+    """Combine the verified fragments; columns in plan order, rows in a random order.
 
-    Vertical fragments must hold the same id set (:func:`release` checks their id digests first).
+    Linked: union (horizontal) or join on the pseudonym (vertical, :func:`join_vertical`), then a
+    CSPRNG row shuffle; out ``(pseudonym, *attributes)``. Unlinked (the fragments hold attributes
+    only, each column already in its own random order): union then :func:`unlink_columns`
+    (horizontal), or every owner's columns lined up by a fresh random rank (vertical,
+    :func:`fragrelease.jobs.idpir.shuffle.line_up_columns`); out ``(*attributes)``.
+
+    Vertical fragments must hold the same pseudonym set (:func:`release` compares their digests first).
     """
-    id_col = plan.id_column
     names = [a["name"] for a in plan.attributes]
+    frames = [fragments[o.name] for o in plan.owners]
+    if plan.linkage == "unlinked":
+        if plan.fragmentation == "horizontal":
+            out = frames[0].select(*names)
+            for f in frames[1:]:
+                out = out.unionByName(f.select(*names))
+            return unlink_columns(out, names).select(*names)
+        return line_up_columns([(f, c) for f in frames for c in f.columns]).select(*names)
     if plan.fragmentation == "horizontal":
-        frames = [fragments[o.name].select(id_col, *names) for o in plan.owners]
-        out = frames[0]
+        out = frames[0].select(PSEUDONYM_COLUMN, *names)
         for f in frames[1:]:
-            out = out.unionByName(f)
-        return out
-    return join_vertical([fragments[o.name] for o in plan.owners], id_col).select(id_col, *names)
+            out = out.unionByName(f.select(PSEUDONYM_COLUMN, *names))
+    else:
+        out = join_vertical(frames, PSEUDONYM_COLUMN).select(PSEUDONYM_COLUMN, *names)
+    return shuffle_rows(out, PSEUDONYM_COLUMN)
 
 
 def join_vertical(frames: list[DataFrame], id_column: str) -> DataFrame:
-    """Line up vertical fragments by id: one row per id with every fragment's columns.
+    """Line up vertical fragments by their key column (the pseudonym): one row per key with every fragment's columns.
 
     Shapes: each frame is ``(id_column, its attributes)``; out: ``(id_column, attributes of frame 0,
-    of frame 1, ...)``. The frames must hold the same id set: :func:`release` compares their id
-    digests (computed in the same pass as the content digests) before it joins, so the chain of
-    inner joins neither loses nor invents records. Inner joins keep the hash partitioning on the
-    id, so each fragment is shuffled once (``benchmarks/bench_combine.py``).
+    of frame 1, ...)``. The frames must hold the same key set: :func:`release` compares their
+    pseudonym-set digests (computed in the same pass as the content digests) before it joins, so the
+    chain of inner joins neither loses nor invents records. Inner joins keep the hash partitioning on
+    the key, so each fragment is shuffled once (``benchmarks/bench_combine.py``).
     """
     out = frames[0]
     for f in frames[1:]:
         out = out.join(f, id_column, "inner")
     return out
-
-
-def shuffle_rows(df: DataFrame, id_column: str) -> DataFrame:
-    """Random row order (keys from the OS CSPRNG): the release cannot be lined up with the inputs."""
-    return (df.withColumn("__key", secure_random_key_udf()(F.col(id_column)))
-            .repartitionByRange("__key").sortWithinPartitions("__key").drop("__key"))
-
-
-def unlink_columns(df: DataFrame, columns: list[str]) -> DataFrame:
-    """Shuffle every column on its own (``linkage: unlinked``; docs/specification.md §2).
-
-    Shapes: in, any DataFrame holding ``columns``; out, the same columns with the same multiset of
-    values per column, each column in its own uniformly random order (keys from the OS CSPRNG,
-    :func:`fragrelease.udfs.noise.secure_random_key_udf`), lined up by position. After this the
-    table is a function of the columns' multisets alone: no row links a record's values across
-    attributes. Distributed: each column is ranked by its random key with
-    :func:`fragrelease.jobs.idpir.protect.global_rank` (range partitioning, stored before counting, so
-    the keys are drawn once) and the columns are joined on that rank.
-    """
-    parts = _num_partitions(df.sparkSession, 0)
-    key = secure_random_key_udf()
-    out = None
-    for c in columns:
-        keyed = df.select(F.lit(0).alias("__g"), key(F.col(c)).alias("__key"), F.col(c))
-        ranked = global_rank(keyed, "__g", ["__key"], parts).select(F.col("rank").alias("__row"), c)
-        out = ranked if out is None else out.join(ranked, "__row")
-    return out.drop("__row")
 
 
 def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519PublicKey]] = None) -> dict:
@@ -237,25 +316,31 @@ def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519Pub
     ManifestMismatchError
         A fragment that does not match its manifest or the plan (:func:`load_verified_fragment`).
     IdentifierError
-        Vertical fragments whose id sets differ (the join would lose or invent records).
+        Vertical fragments whose pseudonym sets differ (the join would lose or invent records), or
+        horizontal owners holding the same pseudonym (:func:`check_disjoint_pseudonyms`).
     """
     refuse_existing_release(cfg, spark)  # before any fragment is read or verified
     plan = Plan.model_validate_json(read_text(plan_path(cfg)))
-    fragments, id_sets = {}, {}
+    check_plan_against_config(plan, cfg)  # plan.json lies on shared storage: nothing in it is trusted
+    fragments, psets, digests, manifests = {}, {}, {}, {}
     for o in plan.owners:
-        _, df, id_sets[o.name] = load_verified_fragment(spark, cfg, plan, o.name, keys)
-        fragments[o.name] = df
+        manifests[o.name], fragments[o.name], psets[o.name], digests[o.name] = load_verified_fragment(
+            spark, cfg, plan, o.name, keys)
+    first = plan.owners[0].name
+    for o in plan.owners[1:]:  # pseudonyms under different keys would neither join nor show shared records
+        if manifests[o.name].pseudonym_key_check != manifests[first].pseudonym_key_check:
+            raise ManifestMismatchError(f"owners {first!r} and {o.name!r} wrote their fragments under different "
+                                        "pseudonym keys (their key checks differ)")
     if plan.fragmentation == "vertical":
-        first = plan.owners[0].name
         for o in plan.owners[1:]:
-            if id_sets[o.name] != id_sets[first]:
-                raise IdentifierError(f"the protected fragments of {first!r} and {o.name!r} hold different sets of record ids")
-    combined = combine(plan, fragments)
-    released = shuffle_rows(combined, plan.id_column)
-    if not plan.keep_id:
-        released = released.drop(plan.id_column)
-    if plan.linkage == "unlinked":  # keep_id is refused with unlinked (config and plan)
-        released = unlink_columns(released, [a["name"] for a in plan.attributes])
+            if digests[o.name] != digests[first]:
+                raise IdentifierError(f"the protected fragments of {first!r} and {o.name!r} hold different sets of "
+                                      "pseudonyms (their pseudonym-set digests differ)")
+    else:
+        check_disjoint_pseudonyms(psets)
+    released = combine(plan, fragments)
+    if plan.linkage == "linked" and not plan.keep_id:
+        released = released.drop(PSEUDONYM_COLUMN)
     prov = provenance(plan)
     if cfg.output_table is not None:
         path, version = commit_table(released, cfg.output_table, provenance=prov, if_exists=cfg.if_exists)

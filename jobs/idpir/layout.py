@@ -5,7 +5,11 @@ protected data go here):
 
 - ``metadata/<owner>.json``      owner → aggregator: public metadata (:class:`OwnerMetadata`)
 - ``plan.json``                  aggregator → owners: the plan (:class:`Plan`)
-- ``owners/<owner>/protected``   the owner's protected fragment (a Delta table)
+- ``owners/<owner>/protected``   the owner's protected fragment (a Delta table): ``pseudonym`` and
+                                 the attributes, rows in a random order (``linkage: unlinked``:
+                                 the attributes only, every column in its own random order)
+- ``owners/<owner>/pseudonyms``  ``linkage: unlinked`` only: the owner's set of pseudonyms (a Delta
+                                 table, one column ``pseudonym``, random order)
 - ``owners/<owner>/manifest.json`` the owner's manifest (:class:`Manifest`)
 
 Private to each owner, under its ``private_dir`` (never under ``work_dir`` or ``output``; see
@@ -13,6 +17,8 @@ Private to each owner, under its ``private_dir`` (never under ``work_dir`` or ``
 
 - ``fragment/``                  the owner's raw fragment when the local driver simulates owners
 - ``report.html``                the owner's private utility report (original vs protected)
+- ``pseudonym-key``              the release's generated pseudonym key (0600), when the
+                                 configuration names none (:mod:`fragrelease.jobs.idpir.keys`)
 
 On a cluster the owners and the aggregator are separate job runs that share only ``work_dir``.
 """
@@ -54,6 +60,11 @@ def plan_path(cfg: ReleaseConfig) -> str:
 
 def protected_path(cfg: ReleaseConfig, owner: str) -> str:
     return _join(cfg.work_dir, "owners", owner, "protected")
+
+
+def pseudonyms_path(cfg: ReleaseConfig, owner: str) -> str:
+    """``linkage: unlinked``: the owner's pseudonym set, apart from its unlinked rows."""
+    return _join(cfg.work_dir, "owners", owner, "pseudonyms")
 
 
 def manifest_path(cfg: ReleaseConfig, owner: str) -> str:

@@ -3,13 +3,17 @@
 Sources: docs/specification.md §3; Del Vasto-Terrientes et al. (ICISSP 2025) §4.2.
 
 ``metadata``: validate the fragment against the declared schema and send the aggregator public
-metadata only (attribute names, kinds, declared domains, record count; for vertical fragments the
-id column and a digest of the id set).
+metadata only (attribute names, kinds, declared domains, record count, the public check of the
+owners' pseudonym key; for vertical fragments the id column and a digest of the set of record
+pseudonyms, never of raw ids).
 
 ``protect``: read the aggregator's plan, protect the attributes it assigns with (k, ε_j) and the
-plan's category order, write the protected fragment as a Delta table and a manifest of public
-parameters beside it, and a private utility report (original vs protected, for the owner only) in
-the owner's private folder, which is never under the shared ``work_dir``. The raw fragment never
+plan's category order, replace the record id by its keyed pseudonym (HMAC-SHA-256 under the key
+the owners share, context = the plan id; :mod:`fragrelease.pseudonyms`), shuffle the rows with
+CSPRNG keys (``linkage: unlinked``: every column on its own, the pseudonym set written apart as
+``owners/<owner>/pseudonyms``), write the protected fragment as a Delta table and a manifest of
+public parameters beside it, and a private utility report (original vs protected, for the owner
+only) in the owner's private folder, which is never under the shared ``work_dir``. The raw fragment never
 leaves the owner; nothing data-dependent (local sensitivities, observed min/max,
 frequencies) is written to the manifest, the table's commit or the logs.
 
@@ -30,6 +34,7 @@ from fragrelease.idpir.config import LedgerConfig, OwnerConfig, ReleaseConfig
 from fragrelease.idpir.plan_check import check_plan_for_owner, expected_plan_terms
 from fragrelease.idpir.protocol import Manifest, OwnerMetadata, Plan, manifest_for
 from fragrelease.jobs.catalog import register, table_location
+from fragrelease.jobs.idpir.keys import owner_pseudonym_key
 from fragrelease.jobs.idpir.layout import (
     fragment_source,
     manifest_path,
@@ -37,6 +42,7 @@ from fragrelease.jobs.idpir.layout import (
     owner_report_path,
     plan_path,
     protected_path,
+    pseudonyms_path,
 )
 from fragrelease.jobs.idpir.ledger import record_spend
 from fragrelease.jobs.idpir.protect import (
@@ -44,13 +50,15 @@ from fragrelease.jobs.idpir.protect import (
     conform_id,
     content_digest,
     describe_source,
-    id_digest,
+    fragment_digests,
     protect_fragment,
     validate_fragment,
 )
+from fragrelease.jobs.idpir.shuffle import pseudonym_set_digest, pseudonymize, shuffle_rows, unlink_columns
 from fragrelease.jobs.idpir.signatures import describe_table, owner_signing_key, sign_manifest
 from fragrelease.jobs.idpir.workspace import claim_work_dir
 from fragrelease.jobs.storage import commit_delta, is_delta_table, read_configured, read_delta, read_text, write_text
+from fragrelease.pseudonyms import METADATA_CONTEXT, PSEUDONYM_COLUMN, key_check
 from fragrelease.rng import NoiseSource
 from fragrelease.schemas.base import Attribute, DatasetSchema
 from fragrelease.schemas.datasets import resolve_schema
@@ -100,23 +108,40 @@ def describe_fragment(spark, cfg: ReleaseConfig, owner_name: str) -> OwnerMetada
             "to order ties and, for vertical releases, to join"
         )
     owner = _owner(cfg, owner_name)
-    df, context = _read_fragment(spark, cfg, owner)
     attrs = offered_attributes(cfg, schema, owner)
+    _check_pseudonym_column(owner.name, attrs)
+    key = owner_pseudonym_key(cfg, owner)  # before Spark reads anything: a missing key needs no data
+    df, context = _read_fragment(spark, cfg, owner)
     check = validate_fragment(df, attrs, schema.id_column, context, id_type=_id_type(schema))
     df = conform_id(df, schema.id_column, _id_type(schema))
+    digest = None
+    if cfg.fragmentation == "vertical":  # the set of pseudonyms, never of raw ids
+        digest = pseudonym_set_digest(pseudonymize(df.select(schema.id_column), schema.id_column, key, METADATA_CONTEXT))
     meta = OwnerMetadata(
         owner=owner.name, dataset=schema.name, fragmentation=cfg.fragmentation,
         attributes=tuple(a.public_spec() for a in attrs), n_records=check.n_records,
-        id_column=schema.id_column,
-        id_digest=id_digest(df, schema.id_column) if cfg.fragmentation == "vertical" else None,
+        id_column=schema.id_column, id_digest=digest, pseudonym_key_check=key_check(key),
     )
     write_text(metadata_path(cfg, owner.name), meta.to_json())
     log.info("owner %s: metadata written (%d attributes)", owner.name, len(attrs))
     return meta
 
 
+def _check_pseudonym_column(owner: str, attrs) -> None:
+    if any(a.name == PSEUDONYM_COLUMN for a in attrs):
+        raise ConfigError(f"owner {owner!r} releases an attribute named {PSEUDONYM_COLUMN!r}, the name of the "
+                          "pseudonym column of protected fragments; rename the attribute")
+
+
 def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Optional[NoiseSource] = None) -> Manifest:
     """Protect the owner's fragment under the aggregator's plan; write the Delta table and manifest.
+
+    What is written under ``owners/<owner>/`` (what the aggregator reads): ``protected``, the
+    attributes with the record id replaced by its pseudonym (column ``pseudonym``, first) in a
+    CSPRNG-shuffled row order; with ``linkage: unlinked`` the attributes only, every column in its
+    own random order, and ``pseudonyms``, the set of pseudonyms (one column ``pseudonym``) in a
+    random order; ``manifest.json`` with the content digest of ``protected`` and the digest of the
+    pseudonym set. See :func:`protect_and_write`.
 
     Raises
     ------
@@ -137,6 +162,18 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
         The manifest could not be written; the fragment just committed was removed again.
     BudgetExceededError
         The owner's ledger (if configured) has no room for ε_j on this dataset.
+    PseudonymKeyError
+        No pseudonym key (:func:`fragrelease.jobs.idpir.keys.owner_pseudonym_key`), refused before Spark reads data.
+    """
+    return protect_and_write(spark, cfg, owner_name, noise=noise)[0]
+
+
+def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Optional[NoiseSource] = None):
+    """:func:`protect_owner_fragment`, also returning the owner's own protected DataFrame.
+
+    Returns ``(manifest, protected)``: ``protected`` has the raw ``id_column`` and the attributes
+    (noise materialized), for the owner's (or the single-machine driver's) utility evaluation only;
+    it is never written to the shared ``work_dir``.
     """
     claim_work_dir(cfg)
     schema = resolve_schema(cfg.dataset)
@@ -148,13 +185,16 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
     check_plan_for_owner(plan, owner.name, expected_plan_terms(cfg, schema, owner.name))
     assignment = plan.owner(owner.name)
     attrs = [schema.attribute(a) for a in assignment.attributes]
+    _check_pseudonym_column(owner.name, attrs)
+    key = owner_pseudonym_key(cfg, owner)
     df, context = _read_fragment(spark, cfg, owner)
     check = validate_fragment(df, attrs, schema.id_column, context, id_type=_id_type(schema))
     df = conform_id(df, schema.id_column, _id_type(schema))
     if check.n_records != assignment.n_records:
         raise ConfigError(f"owner {owner.name!r} now has {check.n_records} records, the plan was made for {assignment.n_records}")
-    target = protected_path(cfg, owner.name)
+    target, pset_target = protected_path(cfg, owner.name), pseudonyms_path(cfg, owner.name)
     discard_unpublished_fragment(cfg, plan.plan_id, owner.name, target)
+    discard_unpublished_fragment(cfg, plan.plan_id, owner.name, pset_target, role="pseudonym-set")
     # public: k, ε_j, the mechanism and the category order come from the plan; the budget split is
     # recomputed here and must equal the plan's (exact fractions)
     protected, _ = protect_attributes(
@@ -169,22 +209,35 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
         "category_order": plan.category_order, "category_order_share": plan.category_order_share,
         "budgets": list(assignment.budgets), "postprocess": plan.postprocess, "fragrelease_version": __version__,
     }
-    commit_delta(protected, target, provenance=provenance, if_exists="error")
-    # the fragment is published only by its manifest: until the manifest is written it is removed on
-    # any failure here (this run committed it), and a rerun after a kill discards it
+    # what the aggregator reads: pseudonyms (keyed, context = plan id) and a CSPRNG row order
+    shared = pseudonymize(protected, schema.id_column, key, plan.plan_id)
+    names = [a.name for a in attrs]
+    # the fragment is published only by its manifest: until the manifest is written, what this run
+    # committed is removed on any failure here, and a rerun after a kill discards it
     try:
-        written = read_delta(spark, target)
-        digest = content_digest(written)
-        # signed manifests: bind the manifest to this owner's key, the table's version, files and log
+        pset_table = None
+        if plan.linkage == "unlinked":
+            pset = shuffle_rows(shared.select(PSEUDONYM_COLUMN), PSEUDONYM_COLUMN)
+            commit_delta(pset, pset_target, provenance={**provenance, "role": "pseudonym-set"}, if_exists="error")
+            commit_delta(unlink_columns(shared, names), target, provenance=provenance, if_exists="error")
+            digest = content_digest(read_delta(spark, target))
+            pset_digest = pseudonym_set_digest(read_delta(spark, pset_target))
+            pset_table = describe_table(spark, pset_target)
+        else:
+            commit_delta(shuffle_rows(shared, PSEUDONYM_COLUMN), target, provenance=provenance, if_exists="error")
+            digest, pset_digest = fragment_digests(read_delta(spark, target), PSEUDONYM_COLUMN)
+        # signed manifests: bind the manifest to this owner's key, the tables' versions, files and logs
         version, files, delta_log = describe_table(spark, target)
-        manifest = sign_manifest(manifest_for(plan, owner.name, check.n_records, digest, table_version=version,
-                                              files=tuple(files), delta_log=tuple(delta_log)), signing_key)
+        manifest = sign_manifest(manifest_for(
+            plan, owner.name, check.n_records, digest, pset_digest, key_check(key), table_version=version,
+            files=tuple(files), delta_log=tuple(delta_log), pseudonym_table=pset_table), signing_key)
         write_text(manifest_path(cfg, owner.name), manifest.to_json())
     except Exception as exc:
         from fragrelease.errors import FragReleaseError, StorageError
         from fragrelease.jobs.storage_errors import is_write_failure, path_cause
 
         _remove_tree(target)
+        _remove_tree(pset_target)
         if isinstance(exc, FragReleaseError) or not is_write_failure(exc):
             raise
         raise StorageError(f"owner {owner.name!r} could not publish its protected fragment: "
@@ -195,10 +248,10 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
         # importing the API must not get unless it asks for reports
         from fragrelease.jobs.idpir.report import owner_report
 
-        owner_report(df, written, attrs, schema.id_column, manifest.model_dump(mode="json"),
+        owner_report(df, protected, attrs, schema.id_column, manifest.model_dump(mode="json"),
                      owner_report_path(cfg, owner))
     log.info("owner %s: protected fragment and manifest written for plan %s", owner.name, plan.plan_id)
-    return manifest
+    return manifest, protected
 
 
 def _remove_tree(uri: str) -> None:
@@ -214,13 +267,15 @@ def _remove_tree(uri: str) -> None:
         pass
 
 
-def discard_unpublished_fragment(cfg: ReleaseConfig, plan_id: str, owner_name: str, target: str) -> None:
+def discard_unpublished_fragment(cfg: ReleaseConfig, plan_id: str, owner_name: str, target: str, *,
+                                 role: str = "protected-fragment") -> None:
     """Make room at ``target`` (``owners/<owner>/protected``) for this owner's fragment under plan ``plan_id``.
 
     A protected fragment is published only by its manifest (``owners/<owner>/manifest.json``). A run
     killed between its table commit and its manifest leaves an unpublished fragment; a run killed
     inside Spark's write leaves ``part-<uuid>`` folders and no table. Both are discarded here (the
-    folder ``target`` only), so the owner step can be run again. The earlier attempt's ledger spend
+    folder ``target`` only), so the owner step can be run again. ``role`` is the provenance role of
+    the table expected there (``pseudonym-set`` for ``owners/<owner>/pseudonyms``). The earlier attempt's ledger spend
     stays recorded (an over-count; docs/known-limitations.md, "Budget ledger scope"). One owner's
     step must not run twice at the same time in the same ``work_dir``: a rerun takes an attempt still
     running for a killed one.
@@ -247,7 +302,7 @@ def discard_unpublished_fragment(cfg: ReleaseConfig, plan_id: str, owner_name: s
     version = DeltaTable(absolute(target)).version()
     provenance = table_provenance(target, 0)
     found = (provenance.get("role"), provenance.get("plan_id"), provenance.get("owner"))
-    if found != ("protected-fragment", plan_id, owner_name) or version != 0:
+    if found != (role, plan_id, owner_name) or version != 0:
         raise ReleaseExistsError(
             f"{target!r} holds a Delta table (role {found[0]!r}, plan {found[1]!r}, owner {found[2]!r}, "
             f"version {version}) that is not an unpublished protected fragment of owner {owner_name!r} under plan "

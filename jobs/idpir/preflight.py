@@ -5,10 +5,11 @@ shows (ε, the mechanism, k ≥ 3 and k ≤ every owner's declared ``rows``, own
 adds what needs the dataset schema, the vendored tables' sizes or the local file system, but still
 no data: the dataset resolves, the schema has an id column, vertical owners list released attributes
 of the schema and no attribute twice, simulated row counts add up to the built-in table, k is at
-most a built-in table's size, the owner named on a command line is in the configuration, and every
-local source path exists (URIs such as ``s3a://``, ``abfss://`` or ``dbfs:/`` are not checked: that
-needs the cluster's credentials), and that ``work_dir`` holds no user file and belongs to this
-release (:mod:`fragrelease.jobs.idpir.workspace`). It also warns, without refusing, when ε exceeds 10 per release
+most a built-in table's size, the owner named on a command line is in the configuration, the
+owners' pseudonym keys can be read (:mod:`fragrelease.jobs.idpir.keys`), every local source path
+exists (URIs such as ``s3a://``, ``abfss://`` or ``dbfs:/`` are not checked: that needs the cluster's
+credentials), and that ``work_dir`` holds no user file and belongs to this release
+(:mod:`fragrelease.jobs.idpir.workspace`). It also warns, without refusing, when ε exceeds 10 per release
 (:func:`fragrelease.validation.warn_if_large_epsilon`).
 
 Which paths are checked depends on the party: ``run`` and ``split`` play every owner on this machine
@@ -102,6 +103,9 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
         (:func:`fragrelease.jobs.idpir.workspace.check_work_dir`); each message names the key and the value. (``SigningKeyError``,
         a ConfigError: a configured ``signing_key`` that is unsafe, unreadable or does not match
         the owner's ``public_key``; ``run`` checks every owner's, ``owner`` its own.)
+    PseudonymKeyError
+        An owner's pseudonym key that cannot be read, is too short or, for an owner step alone, is
+        neither configured nor generated (:func:`fragrelease.jobs.idpir.keys.check_pseudonym_key`).
     """
     from fragrelease.jobs.idpir.workspace import check_work_dir
     from fragrelease.schemas.datasets import BUILTIN_SCHEMAS, resolve_schema
@@ -145,6 +149,13 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
         k = get_mechanism(cfg.mechanism).k_used(cfg.k)
         if k > builtin_rows:
             raise ConfigError(f"k: {cfg.k} exceeds the {builtin_rows} records of the built-in dataset {cfg.dataset!r}")
+    from fragrelease.jobs.idpir.keys import check_pseudonym_key
+
+    if party == "run":  # the run generates the release key itself; configured keys must be readable
+        for o in cfg.owners:
+            check_pseudonym_key(cfg, o, generated=True)
+    elif party == "owner" and owner is not None:
+        check_pseudonym_key(cfg, find_owner(cfg, owner)[1], generated=False)
     if party in ("run", "split"):
         if cfg.simulated and cfg.source is not None and cfg.source.path is not None:  # a catalog table: no path
             check_source_exists(cfg.source.path, key="source.path")

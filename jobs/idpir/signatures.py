@@ -231,43 +231,56 @@ def verify_owner_manifest(manifest: Manifest, *, folder_owner: str, plan_owner: 
     verify_manifest_fields(key, manifest.signed_fields(), manifest.signature, owner=folder_owner)
 
 
-def verify_table(spark, manifest: Manifest, path: str, owner: str) -> None:
+def verify_table(spark, manifest: Manifest, path: str, owner: str, *, pseudonyms_path: Optional[str] = None) -> None:
     """Refuse an owner's table that is not exactly the one its (verified) manifest signs.
 
     The table's latest Delta version must be the signed ``table_version``, its commit files and
     its active data files (path, size, SHA-256 of the bytes) the signed ``delta_log`` and ``files``.
+    With ``pseudonyms_path`` (``linkage: unlinked``: the owner's pseudonym-set table), the same holds
+    for that table against ``pseudonym_table_version``, ``pseudonym_files`` and ``pseudonym_delta_log``.
 
     Raises
     ------
     ManifestMismatchError
         Naming the owner and the first difference: another version (an extra commit), another
-        file set, a file's bytes, a commit file's bytes.
+        file set, a file's bytes, a commit file's bytes; or a pseudonym-set table the manifest does
+        not describe.
     """
     if manifest.table_version is None or not manifest.files:
         raise ManifestMismatchError(f"manifest of owner {owner!r} does not describe its table's files: refused")
+    _verify_files(spark, path, owner, "protected table", manifest.table_version, manifest.files, manifest.delta_log)
+    if pseudonyms_path is not None:
+        if manifest.pseudonym_table_version is None or not manifest.pseudonym_files:
+            raise ManifestMismatchError(f"manifest of owner {owner!r} does not describe its pseudonym-set table's "
+                                        "files: refused")
+        _verify_files(spark, pseudonyms_path, owner, "pseudonym-set table", manifest.pseudonym_table_version,
+                      manifest.pseudonym_files, manifest.pseudonym_delta_log)
+
+
+def _verify_files(spark, path: str, owner: str, what: str, version: int, signed_files, signed_log) -> None:
     from deltalake import DeltaTable
 
     latest = DeltaTable(absolute(path)).version()
-    if latest != manifest.table_version:
-        raise ManifestMismatchError(f"protected table of owner {owner!r} is at Delta version {latest}, its signed "
-                                    f"manifest says {manifest.table_version}: a commit was added or removed")
+    if latest != version:
+        raise ManifestMismatchError(f"{what} of owner {owner!r} is at Delta version {latest}, its signed "
+                                    f"manifest says {version}: a commit was added or removed")
     try:
         _, files, log = describe_table(spark, path, latest)
     except ManifestMismatchError as exc:
-        raise ManifestMismatchError(f"protected table of owner {owner!r}: {exc}") from None
+        raise ManifestMismatchError(f"{what} of owner {owner!r}: {exc}") from None
     except Exception as exc:  # a missing or unreadable file surfaces as a Spark or IO error
-        raise ManifestMismatchError(f"protected table of owner {owner!r} cannot be read: {_cause(exc)}") from None
-    signed = sorted_files(manifest.files)
+        raise ManifestMismatchError(f"{what} of owner {owner!r} cannot be read: {_cause(exc)}") from None
+    signed = sorted_files(signed_files)
     if [(f["path"], f["size"]) for f in files] != [(f["path"], f["size"]) for f in signed]:
         have = {f["path"] for f in files}
         want = {f["path"] for f in signed}
         raise ManifestMismatchError(
-            f"protected table of owner {owner!r} holds other data files than its signed manifest: "
+            f"{what} of owner {owner!r} holds other data files than its signed manifest: "
             f"{len(have - want)} unsigned, {len(want - have)} missing, {len(have & want)} common")
     for got, want_f in zip(files, signed, strict=True):
         if got["sha256"] != want_f["sha256"]:
-            raise ManifestMismatchError(f"protected table of owner {owner!r}: data file {got['path']!r} was changed "
+            raise ManifestMismatchError(f"{what} of owner {owner!r}: data file {got['path']!r} was changed "
                                         "after the owner signed it")
-    if [dict(x) for x in manifest.delta_log] != log:
-        raise ManifestMismatchError(f"protected table of owner {owner!r}: its Delta log was rewritten after the owner "
+    if [dict(x) for x in signed_log] != log:
+        raise ManifestMismatchError(f"{what} of owner {owner!r}: its Delta log was rewritten after the owner "
                                     "signed it")

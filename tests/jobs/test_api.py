@@ -16,9 +16,11 @@ from fragrelease.idpir.config import LedgerConfig, config_from_dict
 from fragrelease.idpir.protocol import OwnerMetadata, make_plan
 from fragrelease.jobs.api import OwnerResult, ProtectResult, Release, ReleaseResult, protect
 from fragrelease.jobs.catalog import PROP_LOCATION, PROP_VERSION
+from fragrelease.jobs.idpir.keys import generated_key_path
 from fragrelease.jobs.idpir.layout import protected_path
 from fragrelease.jobs.idpir.protect import protect_fragment
 from fragrelease.jobs.storage import read_delta, table_provenance
+from fragrelease.pseudonyms import pseudonyms
 from fragrelease.schemas.adult import RELEASED, SCHEMA
 
 N1, N2 = 500, 700
@@ -114,8 +116,13 @@ def test_two_owner_release_from_dataframes(spark, owners, tmp_path):
     assert list(released.columns) == list(RELEASED) and len(released) == N1 + N2
     assert DeltaTable(result.path).to_pandas().shape == released.shape
     # each owner's fragment is what protect() makes of that DataFrame with the same noise (one path)
+    # (the shared fragment carries pseudonyms under the release's generated key, never record ids)
     fragment = read_delta(spark, protected_path(release.config(), "clinic-a")).toPandas()
+    assert "record_id" not in fragment.columns
+    cfg = release.config()
+    key = open(generated_key_path(cfg, cfg.owners[0]), "rb").read()
     alone = protect(a, "adult", epsilon="1", k=20, noise=HashedLaplace("release")).dataframe.toPandas()
+    alone.insert(0, "pseudonym", pseudonyms(key, alone.pop("record_id").tolist(), context=result.plan.plan_id))
     pd.testing.assert_frame_equal(_sorted(fragment), _sorted(alone))
     # the owners' temporary views are gone once the release ran
     assert not [t for t in spark.catalog.listTables() if t.name.startswith("fragrelease_src_")]
@@ -180,3 +187,14 @@ def test_catalog_names_are_validated_and_exclusive_with_paths():
 
 def test_lazy_facade_serves_the_api():
     assert fragrelease.protect is protect and fragrelease.Release is Release
+
+
+def test_protect_returns_rows_in_random_order_and_says_what_holds_with_ids(spark, owners):
+    df, _ = owners
+    one = protect(df, "adult", epsilon="1", k=20, attributes=["age"], noise=HashedLaplace("order"))
+    first = [int(r["record_id"]) for r in one.dataframe.select("record_id").collect()]
+    assert sorted(first) == list(range(N1)) and first != sorted(first)  # never in id (input) order
+    two = protect(df, "adult", epsilon="1", k=20, attributes=["age"], noise=HashedLaplace("order"))
+    assert [int(r["record_id"]) for r in two.dataframe.select("record_id").collect()] != first  # a fresh order
+    assert "no epsilon bound" in one.guarantee.against and "'record_id' present" in one.guarantee.against
+    assert "no epsilon bound holds" in fragrelease.protect.__doc__ or "No ε bound holds" in fragrelease.protect.__doc__

@@ -105,10 +105,11 @@ def test_messages_carry_no_data_dependent_fields():
     assert set(m.model_dump()) == {"plan_id", "owner", "dataset", "fragmentation", "mechanism", "k", "epsilon",
                                    "epsilon_per_attribute", "attributes", "n_records", "id_column",
                                    "category_order", "category_order_share", "budgets", "postprocess",
-                                   "content_digest", "created_at",
+                                   "content_digest", "created_at", "pseudonym_digest", "pseudonym_key_check",
                                    # signed manifests: the committed table's version, files (sizes and
                                    # hashes of the protected data only) and log, and the owner's signature
-                                   "table_version", "files", "delta_log", "signature"}
+                                   "table_version", "files", "delta_log", "signature",
+                                   "pseudonym_table_version", "pseudonym_files", "pseudonym_delta_log"}
 
 
 def test_plan_splits_each_categorical_budget_exactly_and_records_it():

@@ -114,7 +114,7 @@ def test_aggregator_refuses_tampered_manifest_and_fragment(spark, tmp_path, adul
 
 
 @pytest.mark.slow  # whole releases end to end (minutes with the suite's load); CI runs it
-def test_vertical_release_joins_by_id(spark, tmp_path, wine_pdf):
+def test_vertical_release_joins_by_pseudonym(spark, tmp_path, wine_pdf):
     from fragrelease.schemas.wine import SCHEMA
 
     src = str(tmp_path / "wine_sample")
@@ -128,8 +128,15 @@ def test_vertical_release_joins_by_id(spark, tmp_path, wine_pdf):
         work_dir=str(tmp_path / "work"), output=str(tmp_path / "release"), reports=False))
     result = run_local_release(spark, cfg)
     table = DeltaTable(cfg.output).to_pandas()
-    assert len(table) == 600 and table["record_id"].is_unique
-    assert list(table.columns) == ["record_id", *WINE_RELEASED]
+    # keep_id publishes the pseudonym, which only a key holder maps back to the record ids
+    assert len(table) == 600 and table["pseudonym"].is_unique
+    assert list(table.columns) == ["pseudonym", *WINE_RELEASED]
+    from fragrelease.jobs.idpir.keys import generated_key_path
+    from fragrelease.pseudonyms import pseudonyms
+
+    key = open(generated_key_path(cfg, cfg.owners[0]), "rb").read()
+    ids = wine_pdf.sample(600, random_state=2)["record_id"].tolist()
+    assert set(table["pseudonym"]) == set(pseudonyms(key, ids, context=result["plan"].plan_id))
     prov = result["provenance"]
     assert prov["composition"] == "sequential" and prov["epsilon_split"] == "by-attributes"
     assert [o["epsilon"] for o in prov["owners"]] == ["3/11", "4/11", "4/11"]

@@ -1,0 +1,190 @@
+"""Keyed pseudonyms for record ids: HMAC-SHA-256 under a key the data owners share (Spark-free).
+
+Why: a protected fragment that carries raw record ids shows its reader which identified records
+share a cluster, so no ε bound holds against the aggregator (docs/privacy.md, "Against the
+aggregator"). Owners therefore replace each record id by
+
+    pseudonym = hex(HMAC-SHA-256(key, message))
+
+where ``message`` is the id's canonical text (:func:`canonical_id_text`, UTF-8), prefixed by a
+context and a NUL byte when a context is given (``context + "\\x00" + id text``). A release's
+fragments use the plan id as the context, so the same record gets a different pseudonym in every
+release even under one key; the metadata step uses the context ``"metadata"``. HMAC is a
+pseudorandom function under the key (RFC 2104; Bellare, "New Proofs for NMAC and HMAC", CRYPTO
+2006): without the key the pseudonyms of a fragment are indistinguishable from random labels, and
+a guessed id cannot be tested against them. Every owner of a release uses the same key, so the
+aggregator can join vertical fragments and detect a record held by two horizontal owners; the
+aggregator never holds the key. Sources: RFC 2104 (HMAC), RFC 4231 (HMAC-SHA-256 test vectors).
+
+The key comes from a file or an environment variable named in the owner's configuration
+(:class:`fragrelease.idpir.config.PseudonymKeyConfig`); it must hold at least
+:data:`MIN_KEY_BYTES` bytes. :func:`key_check` is a public fingerprint of a key (an HMAC of a fixed
+label), so the aggregator can tell whether two owners use the same key without learning it.
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterable, Optional
+
+from cryptography.hazmat.primitives import hashes, hmac
+
+from fragrelease.errors import PseudonymKeyError
+
+#: Shortest key accepted, in bytes (the output size of SHA-256; RFC 2104 §3 recommends at least L bytes).
+MIN_KEY_BYTES = 32
+#: Bytes of fresh key material a generated key holds (hex-encoded in its file: 64 characters).
+GENERATED_KEY_BYTES = 32
+#: The context of the pseudonyms an owner's metadata step digests (vertical id-set check).
+METADATA_CONTEXT = "metadata"
+_KEY_CHECK_LABEL = b"fragrelease pseudonym key check v1"
+
+
+def hmac_sha256(key: bytes, message: bytes) -> bytes:
+    """HMAC-SHA-256 (RFC 2104) of ``message`` under ``key``, 32 bytes, with the ``cryptography`` package."""
+    mac = hmac.HMAC(key, hashes.SHA256())
+    mac.update(message)
+    return mac.finalize()
+
+
+def canonical_id_text(record_id: object) -> str:
+    """The text a record id is keyed as: integers in decimal, text as is.
+
+    Spark computes the same text with ``cast(id as string)`` (decimal for integral types), so an id
+    held as ``long`` by one vertical owner and as the string ``"42"`` by another gets one pseudonym.
+
+    Raises
+    ------
+    PseudonymKeyError
+        A null id (validation refuses those first) or a boolean.
+    """
+    if record_id is None or isinstance(record_id, bool):
+        raise PseudonymKeyError(f"record id {record_id!r} has no canonical text")
+    if isinstance(record_id, int):
+        return str(int(record_id))
+    return str(record_id)
+
+
+def _message(record_id: object, context: str) -> bytes:
+    text = canonical_id_text(record_id)
+    return (f"{context}\x00{text}" if context else text).encode("utf-8")
+
+
+def check_key(key: bytes, *, owner: str = "?", where: str = "the key") -> bytes:
+    """``key`` if it holds at least :data:`MIN_KEY_BYTES` bytes.
+
+    Raises
+    ------
+    PseudonymKeyError
+        A shorter key; the message names the owner, where the key came from and its length (never the key).
+    """
+    if len(key) < MIN_KEY_BYTES:
+        raise PseudonymKeyError(f"owner {owner!r}: pseudonym key from {where} is {len(key)} bytes; "
+                                f"at least {MIN_KEY_BYTES} are required")
+    return key
+
+
+def pseudonym(key: bytes, record_id: object, *, context: str = "") -> str:
+    """The pseudonym of one record id: 64 lowercase hex characters (HMAC-SHA-256, see the module docstring).
+
+    Raises
+    ------
+    PseudonymKeyError
+        A key shorter than :data:`MIN_KEY_BYTES`, or an id without canonical text.
+    """
+    check_key(key)
+    return hmac_sha256(key, _message(record_id, context)).hex()
+
+
+def pseudonyms(key: bytes, record_ids: Iterable[object], *, context: str = "") -> list[str]:
+    """:func:`pseudonym` of each id, in order (the batch the Spark UDF computes per Arrow batch)."""
+    check_key(key)
+    base = hmac.HMAC(key, hashes.SHA256())
+    out = []
+    for rid in record_ids:
+        mac = base.copy()
+        mac.update(_message(rid, context))
+        out.append(mac.finalize().hex())
+    return out
+
+
+def key_check(key: bytes) -> str:
+    """A public fingerprint of ``key`` (hex HMAC of a fixed label): equal keys give equal checks.
+
+    Owners publish it in their metadata so the aggregator refuses owners whose keys differ (their
+    pseudonyms would neither join nor reveal shared records). It reveals nothing else about the key
+    (HMAC is a PRF), but it does show which releases used the same key.
+    """
+    return hmac_sha256(check_key(key), _KEY_CHECK_LABEL).hex()
+
+
+def read_key_file(path: str, *, owner: str) -> bytes:
+    """The key held in a file: its bytes, without one trailing line break.
+
+    Raises
+    ------
+    PseudonymKeyError
+        The file cannot be read (naming the owner, the path and the OS error), or the key is short.
+    """
+    try:
+        with open(os.path.expanduser(path), "rb") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        raise PseudonymKeyError(f"owner {owner!r}: pseudonym key file {path!r} cannot be read: "
+                                f"{exc.strerror or type(exc).__name__}") from None
+    key = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1] if raw.endswith(b"\n") else raw
+    return check_key(key, owner=owner, where=f"file {path!r}")
+
+
+def read_key_env(variable: str, *, owner: str, environ: Optional[dict] = None) -> bytes:
+    """The key held in environment variable ``variable`` (its UTF-8 bytes).
+
+    Raises
+    ------
+    PseudonymKeyError
+        The variable is unset or empty, or the key is short.
+    """
+    env = os.environ if environ is None else environ
+    value = env.get(variable)
+    if not value:
+        raise PseudonymKeyError(f"owner {owner!r}: pseudonym key environment variable {variable!r} is not set")
+    return check_key(value.encode("utf-8"), owner=owner, where=f"environment variable {variable!r}")
+
+
+def new_key_text() -> bytes:
+    """A fresh key for one release: :data:`GENERATED_KEY_BYTES` bytes from the OS CSPRNG, hex-encoded
+    (what a generated key file holds; :func:`fragrelease.rng.secure_token_bytes`)."""
+    from fragrelease.rng import secure_token_bytes
+
+    return secure_token_bytes(GENERATED_KEY_BYTES).hex().encode("ascii")
+
+
+def write_key_file(path: str, key: bytes, *, exclusive: bool = False) -> bool:
+    """Write ``key`` to ``path`` with mode 0600, its folder created 0700.
+
+    The key is written to a temporary file in the same folder first, then moved over ``path``
+    (``os.replace``), or, with ``exclusive``, linked to ``path`` only if no file is there yet
+    (atomic ``link(2)``); returns False when one was (another party of the same machine created
+    it first, whose key is then the one to use).
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    os.chmod(folder, 0o700)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(key)
+    if not exclusive:
+        os.replace(tmp, path)
+        return True
+    try:  # link(2) fails if path exists: a reader never sees a half-written key
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
+    return True
+
+
+#: Name of the pseudonym column in owners' protected fragments, their pseudonym-set tables and,
+#: with ``keep_id: true``, the release.
+PSEUDONYM_COLUMN = "pseudonym"

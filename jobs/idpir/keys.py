@@ -1,0 +1,98 @@
+"""Where an owner's pseudonym key comes from (docs/privacy.md, "Against the aggregator").
+
+1. ``pseudonym_key`` in the owner's configuration (``{file: PATH}`` or ``{env: VAR}``): that key.
+2. Otherwise the release's generated key file, ``pseudonym-key`` (mode 0600, folder 0700):
+
+   - in the release's shared private root ``$FRAGRELEASE_PRIVATE_ROOT/<release>/pseudonym-key``
+     when no owner sets a ``private_dir`` (every party on one machine, one private root);
+   - else in each owner's ``private_dir``.
+
+   ``fragrelease run`` and ``Release.run()`` play every party on one machine: they write a fresh
+   key there for every release (:func:`generate_release_key`), so a single-command release needs
+   no setting. A separate owner command (``fragrelease owner metadata|protect``) uses the file if it
+   exists; in the shared-root case the first owner step creates it atomically (the others read it);
+   with owners' own ``private_dir`` and no configured key it refuses: the owners of separate
+   machines must agree on a key, which fragrelease cannot do for them.
+
+Keys never go under ``work_dir`` or ``output`` (the configuration refuses a key file there).
+"""
+from __future__ import annotations
+
+import os
+import posixpath
+from typing import Optional
+
+from fragrelease.errors import PseudonymKeyError
+from fragrelease.idpir.config import OwnerConfig, ReleaseConfig
+from fragrelease.jobs.idpir.layout import PRIVATE_ROOT_ENV, owner_private_dir
+from fragrelease.pseudonyms import new_key_text, read_key_env, read_key_file, write_key_file
+
+#: File name of a generated release key.
+KEY_FILE = "pseudonym-key"
+
+
+def shared_private_root(cfg: ReleaseConfig) -> Optional[str]:
+    """``<private root>/<release>`` when no owner sets ``private_dir`` (all owners share one root), else None."""
+    if any(o.private_dir is not None for o in cfg.owners):
+        return None
+    root = os.environ.get(PRIVATE_ROOT_ENV) or os.path.join(os.path.expanduser("~"), ".fragrelease", "private")
+    return posixpath.join(root, cfg.name)
+
+
+def generated_key_path(cfg: ReleaseConfig, owner: OwnerConfig) -> str:
+    """Where the release's generated key for ``owner`` lives (see the module docstring)."""
+    shared = shared_private_root(cfg)
+    return posixpath.join(shared if shared is not None else owner_private_dir(cfg, owner), KEY_FILE)
+
+
+def generate_release_key(cfg: ReleaseConfig) -> list[str]:
+    """Write one fresh key (CSPRNG, :func:`fragrelease.pseudonyms.new_key_text`) for this release
+    to the key file of every owner without a configured ``pseudonym_key``; returns the paths written.
+
+    Called by the single-command release only (:func:`fragrelease.jobs.api._run`), which plays every party.
+    """
+    key = new_key_text()
+    paths = sorted({generated_key_path(cfg, o) for o in cfg.owners if o.pseudonym_key is None})
+    for path in paths:
+        write_key_file(path, key)
+    return paths
+
+
+def check_pseudonym_key(cfg: ReleaseConfig, owner: OwnerConfig, *, generated: bool) -> None:
+    """Refuse, before Spark starts, an owner whose key cannot be found (no data needed).
+
+    ``generated``: the single-command release, which writes the release key itself, so only a
+    configured key is read here. Otherwise (an owner step alone) a missing generated key is refused
+    unless the owners share one private root (the step then creates it).
+
+    Raises
+    ------
+    PseudonymKeyError
+        As :func:`owner_pseudonym_key`.
+    """
+    if owner.pseudonym_key is not None or not generated and shared_private_root(cfg) is None:
+        owner_pseudonym_key(cfg, owner)
+
+
+def owner_pseudonym_key(cfg: ReleaseConfig, owner: OwnerConfig) -> bytes:
+    """The owner's pseudonym key (at least 32 bytes); see the module docstring for where it comes from.
+
+    Raises
+    ------
+    PseudonymKeyError
+        The configured file cannot be read, the variable is not set, the key is shorter than 32
+        bytes, or no key is configured and none was generated for this release; each names the owner
+        and where it looked.
+    """
+    if owner.pseudonym_key is not None:
+        if owner.pseudonym_key.file is not None:
+            return read_key_file(owner.pseudonym_key.file, owner=owner.name)
+        return read_key_env(str(owner.pseudonym_key.env), owner=owner.name)
+    path = generated_key_path(cfg, owner)
+    if not os.path.exists(path) and shared_private_root(cfg) is not None:
+        write_key_file(path, new_key_text(), exclusive=True)  # loses cleanly to a concurrent owner step
+    if not os.path.exists(path):
+        raise PseudonymKeyError(
+            f"owner {owner.name!r} has no pseudonym_key in its configuration and no generated release key at "
+            f"{path!r}; name the key the owners share ({{file: PATH}} or {{env: VAR}})")
+    return read_key_file(path, owner=owner.name)

@@ -1,0 +1,290 @@
+"""What the aggregator reads: keyed pseudonyms, shuffled rows, unlinked fragments, and its refusals.
+
+Small releases of a two-attribute schema (ids 1..n) through the owners' and the aggregator's own
+functions (the ones ``fragrelease owner ...`` / ``aggregator ...`` run): the owners' fragments under
+``work_dir`` carry no raw id and are not in id order, vertical fragments join on pseudonyms,
+horizontal owners that share records are refused, and keys are found or refused as documented.
+"""
+import os
+import stat
+
+import pandas as pd
+import pytest
+import yaml
+
+from fragrelease.errors import IdentifierError, PseudonymKeyError
+from fragrelease.idpir.config import config_from_dict
+from fragrelease.jobs.idpir import aggregator, owner
+from fragrelease.jobs.idpir.keys import generated_key_path, owner_pseudonym_key
+from fragrelease.jobs.idpir.layout import manifest_path, protected_path, pseudonyms_path
+from fragrelease.jobs.idpir.release import run_local_release
+from fragrelease.jobs.storage import read_delta
+from fragrelease.pseudonyms import pseudonym
+
+SCHEMA = dict(name="pseudo-test", attributes=[
+    {"name": "rid", "type": "long", "role": "id"},
+    {"name": "x", "type": "double", "role": "quasi-identifier", "kind": "numeric", "domain": [0, 100]},
+    {"name": "y", "type": "double", "role": "sensitive", "kind": "numeric", "domain": [0, 100]},
+])
+KEY = b"0123456789abcdef0123456789abcdef-test-key"
+
+
+@pytest.fixture(scope="module")
+def schema_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("schema") / "schema.yaml"
+    path.write_text(yaml.safe_dump(SCHEMA))
+    return str(path)
+
+
+def write_source(spark, folder, ids, cols=("x", "y")):
+    pdf = pd.DataFrame({"rid": list(ids), **{c: [float((7 * i + 3 * j) % 100) for i in ids]
+                                             for j, c in enumerate(cols)}})
+    spark.createDataFrame(pdf, "rid long, " + ", ".join(f"{c} double" for c in cols)).write.parquet(str(folder))
+    return {"path": str(folder), "format": "parquet"}
+
+
+def key_file(tmp_path, key=KEY):
+    path = tmp_path / "keys" / "owners.key"
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(key)
+    return str(path)
+
+
+def config(tmp_path, schema_path, owners, fragmentation="horizontal", **kw):
+    return config_from_dict(dict(name="pseudo", dataset=schema_path, fragmentation=fragmentation, mechanism="dp-ir",
+                                 epsilon="1", k=3, owners=owners, work_dir=str(tmp_path / "work"),
+                                 output=str(tmp_path / "release"), reports=False, **kw))
+
+
+def play(spark, cfg):
+    """Every party's step, as the separate commands run them."""
+    for o in cfg.owners:
+        owner.describe_fragment(spark, cfg, o.name)
+    plan = aggregator.issue_plan(cfg, spark)
+    for o in cfg.owners:
+        owner.protect_owner_fragment(spark, cfg, o.name)
+    return plan
+
+
+def test_owner_fragment_has_pseudonyms_not_ids_and_is_not_in_id_order(spark, tmp_path, schema_path):
+    kf = key_file(tmp_path)
+    ids_a, ids_b = range(1, 41), range(41, 71)
+    cfg = config(tmp_path, schema_path, [
+        {"name": "a", "source": write_source(spark, tmp_path / "a", ids_a), "pseudonym_key": {"file": kf}},
+        {"name": "b", "source": write_source(spark, tmp_path / "b", ids_b), "pseudonym_key": {"file": kf}}],
+        keep_id=True)
+    plan = play(spark, cfg)
+    frag = read_delta(spark, protected_path(cfg, "a")).toPandas()  # what the aggregator reads
+    assert list(frag.columns) == ["pseudonym", "x", "y"]  # no raw id column
+    back = {pseudonym(KEY, i, context=plan.plan_id): i for i in ids_a}  # only a key holder can do this
+    assert set(frag["pseudonym"]) == set(back)
+    assert not set(frag["pseudonym"]) & {str(i) for i in ids_a}
+    order = [back[p] for p in frag["pseudonym"]]
+    assert order != sorted(order)  # rows shuffled: 1/40! to be sorted by chance
+    assert not os.path.exists(pseudonyms_path(cfg, "a"))  # linked: the pseudonyms travel in the rows
+    out = aggregator.release(spark, cfg)
+    rel = read_delta(spark, out["path"]).toPandas()
+    assert list(rel.columns) == ["pseudonym", "x", "y"] and len(rel) == 70  # keep_id publishes pseudonyms
+    assert set(rel["pseudonym"]) == set(back) | {pseudonym(KEY, i, context=plan.plan_id) for i in ids_b}
+    assert "pseudonym" in out["provenance"]["guarantee"]["against"]
+    assert "keep_id" in out["provenance"]["guarantee"]["against"]
+
+
+def test_horizontal_owners_sharing_records_are_refused(spark, tmp_path, schema_path):
+    kf = key_file(tmp_path)
+    cfg = config(tmp_path, schema_path, [
+        {"name": "a", "source": write_source(spark, tmp_path / "a", range(1, 61)), "pseudonym_key": {"file": kf}},
+        {"name": "b", "source": write_source(spark, tmp_path / "b", range(41, 91)), "pseudonym_key": {"file": kf}},
+        {"name": "c", "source": write_source(spark, tmp_path / "c", range(91, 101)), "pseudonym_key": {"file": kf}}])
+    play(spark, cfg)
+    with pytest.raises(IdentifierError) as e:
+        aggregator.release(spark, cfg)
+    assert str(e.value) == ("owners 'a' and 'b' hold 20 records with the same pseudonym; horizontal owners must hold "
+                            "disjoint records (a record held twice would be released twice under parallel composition)")
+    assert not os.path.exists(cfg.output)  # nothing committed
+
+
+def test_horizontal_owners_with_different_keys_are_refused_at_the_plan(spark, tmp_path, schema_path):
+    from fragrelease.errors import ProtocolError
+
+    k1, k2 = key_file(tmp_path), str(tmp_path / "other.key")
+    open(k2, "wb").write(b"another key of at least 32 bytes!!")
+    cfg = config(tmp_path, schema_path, [
+        {"name": "a", "source": write_source(spark, tmp_path / "a", range(1, 11)), "pseudonym_key": {"file": k1}},
+        {"name": "b", "source": write_source(spark, tmp_path / "b", range(1, 11)), "pseudonym_key": {"file": k2}}])
+    for o in cfg.owners:
+        owner.describe_fragment(spark, cfg, o.name)
+    with pytest.raises(ProtocolError, match="owners 'a' and 'b' use different pseudonym keys"):
+        aggregator.issue_plan(cfg, spark)
+
+
+def test_vertical_fragments_join_on_pseudonyms(spark, tmp_path, schema_path):
+    kf = key_file(tmp_path)
+    ids = range(1, 31)
+    cfg = config(tmp_path, schema_path, [
+        {"name": "a", "attributes": ["x"], "source": write_source(spark, tmp_path / "a", ids, ("x",)),
+         "pseudonym_key": {"file": kf}},
+        {"name": "b", "attributes": ["y"], "source": write_source(spark, tmp_path / "b", ids, ("y",)),
+         "pseudonym_key": {"file": kf}}], fragmentation="vertical", keep_id=True)
+    plan = play(spark, cfg)
+    fa = read_delta(spark, protected_path(cfg, "a")).toPandas()
+    fb = read_delta(spark, protected_path(cfg, "b")).toPandas()
+    assert list(fa.columns) == ["pseudonym", "x"] and list(fb.columns) == ["pseudonym", "y"]
+    rel = read_delta(spark, aggregator.release(spark, cfg)["path"]).toPandas()
+    want = fa.merge(fb, on="pseudonym")
+    assert len(want) == 30
+    pd.testing.assert_frame_equal(rel.sort_values("pseudonym").reset_index(drop=True),
+                                  want[["pseudonym", "x", "y"]].sort_values("pseudonym").reset_index(drop=True))
+    assert set(rel["pseudonym"]) == {pseudonym(KEY, i, context=plan.plan_id) for i in ids}
+
+
+def test_vertical_pseudonym_sets_that_differ_are_refused(spark, tmp_path, schema_path):
+    kf = key_file(tmp_path)
+    cfg = config(tmp_path, schema_path, [
+        {"name": "a", "attributes": ["x"], "source": write_source(spark, tmp_path / "a", range(1, 21), ("x",)),
+         "pseudonym_key": {"file": kf}},
+        {"name": "b", "attributes": ["y"], "source": {"path": str(tmp_path / "b"), "format": "parquet"},
+         "pseudonym_key": {"file": kf}}], fragmentation="vertical")
+    write_source(spark, tmp_path / "b", range(1, 21), ("y",))
+    for o in cfg.owners:
+        owner.describe_fragment(spark, cfg, o.name)
+    aggregator.issue_plan(cfg, spark)
+    # owner b's table changes after the plan: one record replaced by another (same count)
+    import shutil
+
+    shutil.rmtree(tmp_path / "b")
+    write_source(spark, tmp_path / "b", [*range(1, 20), 99], ("y",))
+    for o in cfg.owners:
+        owner.protect_owner_fragment(spark, cfg, o.name)
+    with pytest.raises(IdentifierError) as e:
+        aggregator.release(spark, cfg)
+    assert str(e.value) == ("the protected fragments of 'a' and 'b' hold different sets of pseudonyms "
+                            "(their pseudonym-set digests differ)")
+
+
+@pytest.mark.parametrize("fragmentation", ["horizontal", "vertical"])
+def test_unlinked_owners_unlink_their_columns_and_send_pseudonyms_apart(spark, tmp_path, schema_path, fragmentation):
+    kf = key_file(tmp_path)
+    if fragmentation == "horizontal":
+        owners = [{"name": "a", "source": write_source(spark, tmp_path / "a", range(1, 31))},
+                  {"name": "b", "source": write_source(spark, tmp_path / "b", range(31, 51))}]
+    else:
+        owners = [{"name": "a", "attributes": ["x"], "source": write_source(spark, tmp_path / "a", range(1, 31), ("x",))},
+                  {"name": "b", "attributes": ["y"], "source": write_source(spark, tmp_path / "b", range(1, 31), ("y",))}]
+    for o in owners:
+        o["pseudonym_key"] = {"file": kf}
+    cfg = config(tmp_path, schema_path, owners, fragmentation=fragmentation, linkage="unlinked")
+    plan = play(spark, cfg)
+    frag = read_delta(spark, protected_path(cfg, "a")).toPandas()
+    assert list(frag.columns) == (["x", "y"] if fragmentation == "horizontal" else ["x"])  # no pseudonym in the rows
+    pset = read_delta(spark, pseudonyms_path(cfg, "a")).toPandas()
+    assert list(pset.columns) == ["pseudonym"]
+    assert set(pset["pseudonym"]) == {pseudonym(KEY, i, context=plan.plan_id) for i in range(1, 31)}
+    manifest = open(manifest_path(cfg, "a")).read()
+    assert '"pseudonym_digest": "30:' in manifest
+    rel = read_delta(spark, aggregator.release(spark, cfg)["path"]).toPandas()
+    assert list(rel.columns) == ["x", "y"] and len(rel) == (50 if fragmentation == "horizontal" else 30)
+    # each released column is the multiset of the owners' columns
+    if fragmentation == "vertical":
+        fb = read_delta(spark, protected_path(cfg, "b")).toPandas()
+        assert sorted(rel["x"]) == sorted(frag["x"]) and sorted(rel["y"]) == sorted(fb["y"])
+
+
+def test_owner_steps_alone_need_a_key_unless_owners_share_one_private_root(spark, tmp_path, schema_path, monkeypatch):
+    src = write_source(spark, tmp_path / "a", range(1, 11))
+    own = [{"name": "a", "source": src, "private_dir": str(tmp_path / "pa")},
+           {"name": "b", "source": src, "private_dir": str(tmp_path / "pb")}]
+    cfg = config(tmp_path, schema_path, own)
+    path = generated_key_path(cfg, cfg.owners[0])
+    with pytest.raises(PseudonymKeyError) as e:
+        owner.describe_fragment(spark, cfg, "a")
+    assert str(e.value) == (f"owner 'a' has no pseudonym_key in its configuration and no generated release key at "
+                            f"{path!r}; name the key the owners share ({{file: PATH}} or {{env: VAR}})")
+    assert path == str(tmp_path / "pa" / "pseudonym-key")
+    # one private root (no private_dir): the first owner step creates the release key, the others read it
+    monkeypatch.setenv("FRAGRELEASE_PRIVATE_ROOT", str(tmp_path / "root"))
+    shared = config(tmp_path, schema_path, [{"name": "a", "source": src}, {"name": "b", "source": src}])
+    ka = owner_pseudonym_key(shared, shared.owners[0])
+    assert owner_pseudonym_key(shared, shared.owners[1]) == ka and len(ka) == 64
+    kp = tmp_path / "root" / "pseudo" / "pseudonym-key"
+    assert stat.S_IMODE(os.stat(kp).st_mode) == 0o600 and stat.S_IMODE(os.stat(kp.parent).st_mode) == 0o700
+    # a configured key that is missing or short
+    missing = config(tmp_path, schema_path, [{"name": n, "source": src, "pseudonym_key": {"env": "FR_NO_SUCH_KEY"}}
+                                             for n in ("a", "b")])
+    monkeypatch.delenv("FR_NO_SUCH_KEY", raising=False)
+    with pytest.raises(PseudonymKeyError, match="^owner 'a': pseudonym key environment variable 'FR_NO_SUCH_KEY' is not set$"):
+        owner.describe_fragment(spark, missing, "a")
+    monkeypatch.setenv("FR_NO_SUCH_KEY", "short")
+    with pytest.raises(PseudonymKeyError, match="is 5 bytes; at least 32 are required$"):
+        owner.describe_fragment(spark, missing, "a")
+
+
+def test_single_command_release_generates_a_fresh_private_key_per_release(spark, tmp_path, schema_path):
+    own = [{"name": "a", "source": write_source(spark, tmp_path / "a", range(1, 21)), "private_dir": str(tmp_path / "pa")},
+           {"name": "b", "source": write_source(spark, tmp_path / "b", range(21, 41)), "private_dir": str(tmp_path / "pb")}]
+    cfg = config(tmp_path, schema_path, own, if_exists="new-version")
+    first = run_local_release(spark, cfg, fresh_work_dir=True)
+    ka = open(tmp_path / "pa" / "pseudonym-key", "rb").read()
+    assert open(tmp_path / "pb" / "pseudonym-key", "rb").read() == ka and len(ka) == 64
+    for folder in ("pa", "pb"):
+        assert stat.S_IMODE(os.stat(tmp_path / folder / "pseudonym-key").st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(tmp_path / folder).st_mode) == 0o700
+    frag = read_delta(spark, protected_path(cfg, "a")).toPandas()
+    assert set(frag["pseudonym"]) == {pseudonym(ka, i, context=first["plan"].plan_id) for i in range(1, 21)}
+    assert first["mean_sse"] is None or first["mean_sse"] >= 0
+    run_local_release(spark, cfg, fresh_work_dir=True)
+    assert open(tmp_path / "pa" / "pseudonym-key", "rb").read() != ka  # one key per release
+
+
+def test_the_key_is_not_in_the_spark_plan(spark):
+    from fragrelease.jobs.idpir.shuffle import pseudonymize
+
+    df = spark.createDataFrame([(1, 2.0), (2, 3.0)], "rid long, x double")
+    out = pseudonymize(df, "rid", KEY, "plan-x")
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        out.explain(True)
+    plan = buf.getvalue()
+    assert "pseudonymize" in plan  # the control: the plan was captured
+    for needle in (KEY.decode(), KEY.hex(), "0123456789abcdef"):
+        assert needle not in plan
+    assert sorted(r["pseudonym"] for r in out.collect()) == sorted(pseudonym(KEY, i, context="plan-x") for i in (1, 2))
+
+
+def test_fragments_written_under_another_key_than_the_plans_are_refused(spark, tmp_path, schema_path):
+    """The key changes between the metadata and the protect step (e.g. two runs racing on one key
+    file): shared records would then hide behind different pseudonyms, so the aggregator refuses."""
+    from fragrelease.errors import ManifestMismatchError
+
+    kf = key_file(tmp_path)
+    src = write_source(spark, tmp_path / "a", range(1, 21))
+    cfg = config(tmp_path, schema_path, [{"name": n, "source": src, "pseudonym_key": {"file": kf}} for n in ("a", "b")])
+    for o in cfg.owners:
+        owner.describe_fragment(spark, cfg, o.name)
+    aggregator.issue_plan(cfg, spark)
+    owner.protect_owner_fragment(spark, cfg, "a")
+    open(kf, "wb").write(b"a different key of 32 bytes or more")
+    owner.protect_owner_fragment(spark, cfg, "b")
+    with pytest.raises(ManifestMismatchError) as e:
+        aggregator.release(spark, cfg)
+    assert str(e.value) == ("owners 'a' and 'b' wrote their fragments under different pseudonym keys "
+                            "(their key checks differ)")
+
+
+def test_disjointness_check_counts_shared_and_repeated_pseudonyms_without_showing_them(spark):
+    def frame(values):
+        return spark.createDataFrame([(v,) for v in values], "pseudonym string")
+
+    aggregator.check_disjoint_pseudonyms({"a": frame(["p1", "p2"]), "b": frame(["p3"]), "c": frame(["p4"])})  # disjoint
+    with pytest.raises(IdentifierError) as e:
+        aggregator.check_disjoint_pseudonyms({"a": frame(["p1", "p2", "p9"]), "b": frame(["p5"]),
+                                              "c": frame(["p1", "p2", "p5"])})
+    assert str(e.value).startswith("owners 'a' and 'c' hold 2 records with the same pseudonym;")  # the largest pair
+    assert "p1" not in str(e.value) and "p2" not in str(e.value)
+    with pytest.raises(IdentifierError) as e:
+        aggregator.check_disjoint_pseudonyms({"a": frame(["p1", "p1", "p2"]), "b": frame(["p3"])})
+    assert str(e.value) == ("the protected fragment of 'a' holds 1 pseudonym more than once; "
+                            "a horizontal owner holds each record once")
