@@ -51,9 +51,12 @@ def key_file(tmp_path, key=KEY):
 
 
 def config(tmp_path, schema_path, owners, fragmentation="horizontal", **kw):
-    return config_from_dict(dict(name="pseudo", dataset=schema_path, fragmentation=fragmentation, mechanism="dp-ir",
-                                 epsilon="1", k=3, owners=owners, work_dir=str(tmp_path / "work"),
-                                 output=str(tmp_path / "release"), reports=False, **kw))
+    from signing_keys import with_keys  # tests/helpers: the owners sign their manifests
+
+    return with_keys(config_from_dict(dict(name="pseudo", dataset=schema_path, fragmentation=fragmentation,
+                                           mechanism="dp-ir", epsilon="1", k=3, owners=owners,
+                                           work_dir=str(tmp_path / "work"), output=str(tmp_path / "release"),
+                                           reports=False, **kw)), tmp_path / "signing")
 
 
 def play(spark, cfg):
@@ -288,3 +291,22 @@ def test_disjointness_check_counts_shared_and_repeated_pseudonyms_without_showin
         aggregator.check_disjoint_pseudonyms({"a": frame(["p1", "p1", "p2"]), "b": frame(["p3"])})
     assert str(e.value) == ("the protected fragment of 'a' holds 1 pseudonym more than once; "
                             "a horizontal owner holds each record once")
+
+
+def test_a_changed_pseudonym_set_of_an_unlinked_owner_is_refused(spark, tmp_path, schema_path):
+    """The pseudonym-set table travels apart from the rows; the owner's signature covers it too."""
+    from deltalake import write_deltalake
+
+    from fragrelease.errors import ManifestMismatchError
+
+    kf = key_file(tmp_path)
+    owners = [{"name": "a", "source": write_source(spark, tmp_path / "a", range(1, 31)), "pseudonym_key": {"file": kf}},
+              {"name": "b", "source": write_source(spark, tmp_path / "b", range(31, 51)), "pseudonym_key": {"file": kf}}]
+    cfg = config(tmp_path, schema_path, owners, linkage="unlinked")
+    play(spark, cfg)
+    # someone with write access to work_dir replaces b's pseudonym set by a's (a second commit)
+    forged = read_delta(spark, pseudonyms_path(cfg, "a")).toPandas()
+    write_deltalake(pseudonyms_path(cfg, "b"), forged, mode="overwrite")
+    with pytest.raises(ManifestMismatchError,
+                       match=r"^pseudonym-set table of owner 'b' is at Delta version 1, its signed manifest says 0"):
+        aggregator.release(spark, cfg)
