@@ -21,7 +21,6 @@ from typing import Mapping, Optional
 from urllib.parse import unquote, urlparse
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from pyspark.sql import functions as F
 
 from fragrelease.errors import ManifestMismatchError, SigningKeyError
 from fragrelease.idpir.config import OwnerConfig, ReleaseConfig
@@ -114,12 +113,19 @@ def with_release_keys(cfg: ReleaseConfig) -> ReleaseConfig:
     return cfg.model_copy(update={"owners": tuple(owners)})
 
 
+def _sha2(column: str):
+    """SHA-256 of a binary column (imported here: preflight imports this module before Spark exists)."""
+    from pyspark.sql import functions as F
+
+    return F.sha2(F.col(column), 256)
+
+
 def _hash_files(spark, uris: list[str]) -> dict[str, tuple[int, str]]:
     """``{unquoted file URI: (size, sha256 hex)}`` of ``uris``, hashed by the executors."""
     if not uris:
         return {}
     rows = (spark.read.format("binaryFile").load(uris)
-            .select("path", "length", F.sha2(F.col("content"), 256).alias("sha256")).collect())
+            .select("path", "length", _sha2("content").alias("sha256")).collect())
     return {unquote(r["path"]): (int(r["length"]), r["sha256"]) for r in rows}
 
 
