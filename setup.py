@@ -48,9 +48,10 @@ setup(
         "fragrelease.schemas": ["*.yaml"],
     },
     install_requires=[
-        # delta-spark 4.4.1 (the newest) supports pyspark <= 4.2.0
+        # delta-spark 4.4.x supports pyspark <= 4.2.0; Maven Central has the matching jar
+        # (io.delta:delta-spark_4.2_2.13) at 4.4.0 only, and the Python package must match the jar
         "pyspark[sql,connect]==4.2.0",
-        "delta-spark==4.4.1",
+        "delta-spark==4.4.0",
         "deltalake>=1.6,<2",
         "pandas>=2.2,<3",
         "numpy>=1.26",

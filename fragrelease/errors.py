@@ -54,3 +54,11 @@ class ReleaseExistsError(FragReleaseError, FileExistsError):
 
 class BudgetExceededError(FragReleaseError):
     """A release would take an owner's spent ε past its declared lifetime budget."""
+
+
+class DeltaUnavailableError(FragReleaseError):
+    """Delta Lake's Spark classes were required (``FRAGRELEASE_DELTA=spark``) but cannot be loaded."""
+
+
+class DeltaWriteError(FragReleaseError):
+    """A Delta commit through Spark failed; the files this write created were removed (message: the cause)."""

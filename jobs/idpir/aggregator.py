@@ -29,6 +29,7 @@ from fragrelease.idpir.config import ReleaseConfig
 from fragrelease.idpir.guarantee import release_guarantee
 from fragrelease.idpir.protocol import Manifest, OwnerMetadata, Plan, check_manifest, make_plan
 from fragrelease.jobs.catalog import commit_table, release_exists
+from fragrelease.jobs.describe import cast_declared_integers, integer_columns, release_description
 from fragrelease.jobs.idpir.layout import manifest_path, metadata_path, plan_path, protected_path
 from fragrelease.jobs.idpir.protect import _num_partitions, fragment_digests, global_rank
 from fragrelease.jobs.session import get_spark
@@ -226,11 +227,17 @@ def release(spark, cfg: ReleaseConfig) -> dict:
     if plan.linkage == "unlinked":  # keep_id is refused with unlinked (config and plan)
         released = unlink_columns(released, [a["name"] for a in plan.attributes])
     prov = provenance(plan)
+    # integer-declared attributes are written as integers (rounding a released value is post-processing),
+    # and the table describes itself from the public provenance only (fragrelease.jobs.describe)
+    declared = {a.name: a.type for a in resolve_schema(cfg.dataset).attributes}
+    released = cast_declared_integers(released, integer_columns(plan.attributes, declared))
+    described = release_description(prov, declared_types=declared, id_column=plan.id_column)
     if cfg.output_table is not None:
-        path, version = commit_table(released, cfg.output_table, provenance=prov, if_exists=cfg.if_exists)
+        path, version = commit_table(released, cfg.output_table, provenance=prov, if_exists=cfg.if_exists,
+                                     description=described)
     else:
         path = cfg.output
-        version = commit_delta(released, path, provenance=prov, if_exists=cfg.if_exists)
+        version = commit_delta(released, path, provenance=prov, if_exists=cfg.if_exists, description=described)
     rows = sum(o.n_records for o in plan.owners) if plan.fragmentation == "horizontal" else plan.owners[0].n_records
     log.info("release committed: version %d of %s", version, cfg.output_table or path)
     report = None
