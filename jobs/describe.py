@@ -61,9 +61,10 @@ def release_description(provenance: dict, *, declared_types: Optional[dict[str, 
     declared_types = declared_types or {}
     guarantee = provenance.get("guarantee") or {}
     mech = str(provenance.get("mechanism", "?"))
+    label = {"idp-ir": "iDP-IR", "dp-ir": "DP-IR"}.get(mech, mech)
     notion = "DP" if mech.lower().startswith("dp") else "iDP"
     comment = (f"fragrelease {provenance.get('role', 'release')} of dataset {provenance.get('dataset')!s} "
-               f"({provenance.get('fragmentation')} fragments, {mech.upper()}: k-anonymous microaggregation with "
+               f"({provenance.get('fragmentation')} fragments, {label}: k-anonymous microaggregation with "
                f"Laplace noise, {notion}). Parameters in the table properties fragrelease.*, each version's "
                f"provenance in its commit's userMetadata; guarantee: {guarantee.get('table', '?')}")
     props = {
@@ -87,7 +88,7 @@ def release_description(provenance: dict, *, declared_types: Optional[dict[str, 
         domain = ("categories of the declared list" if a.get("kind") == "categorical"
                   else f"declared domain {a.get('domain')}")
         rounded = " rounded to an integer (post-processing)" if declared_types.get(name) in ("integer", "long") else ""
-        columns[name] = (f"{mech.upper()}, eps_attr = {_eps_by_owner(provenance, name)} ({notion} of this column "
+        columns[name] = (f"{label}, eps_attr = {_eps_by_owner(provenance, name)} ({notion} of this column "
                          f"as a multiset per owner's fragment); noisy cluster value clamped to the {domain}{rounded}; "
                          f"{linkage}")
     if id_column and provenance.get("keep_id"):

@@ -1,0 +1,141 @@
+"""Releases through Delta Lake's Spark API, and releases that describe themselves, on both commit paths.
+
+The session fixture (tests/conftest.py) has Delta's classes unless ``FRAGRELEASE_DELTA=off``;
+:func:`test_the_same_release_runs_without_delta_classes` reruns this file's release test in a
+subprocess with ``FRAGRELEASE_DELTA=off`` (delta-rs path), since one process holds one SparkSession.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from deltalake import DeltaTable
+from noise_injection import HashedLaplace
+from pyspark.sql import functions as F
+
+from fragrelease.jobs.api import Release
+from fragrelease.jobs.session import delta_available, delta_mode
+from fragrelease.jobs.storage import read_delta, table_provenance
+from fragrelease.schemas.adult import RELEASED, SCHEMA
+
+N1, N2 = 300, 400
+
+
+@pytest.fixture(scope="module")
+def owners(spark, adult_pdf):
+    df = spark.createDataFrame(adult_pdf.iloc[: N1 + N2], SCHEMA.struct_type())
+    return df.where(F.col("record_id") < N1), df.where(F.col("record_id") >= N1)
+
+
+@pytest.fixture(scope="module")
+def database(spark, tmp_path_factory):
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS fr_lake LOCATION '{tmp_path_factory.mktemp('lake-warehouse')}'")
+    yield "fr_lake"
+    spark.sql("DROP DATABASE IF EXISTS fr_lake CASCADE")
+
+
+def _observed(pdf: pd.DataFrame) -> set[str]:
+    """Data-dependent numbers of the owners' original data: per-column min, max and mean as text."""
+    out = set()
+    for c in ("age", "hours-per-week"):
+        col = pdf[c]
+        for v in (col.min(), col.max(), round(col.mean(), 2), round(col.mean(), 1)):
+            out.add(str(v))
+    return {v for v in out if len(v) >= 2}
+
+
+def test_session_uses_delta_unless_turned_off(spark):
+    """The embedded session has Delta's extension and catalog (FRAGRELEASE_DELTA=auto|spark), not with off."""
+    if delta_mode() == "off":
+        assert not delta_available(spark)
+        return
+    assert delta_available(spark)
+    assert spark.conf.get("spark.sql.catalog.spark_catalog") == "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+
+
+@pytest.mark.slow  # two releases end to end
+def test_two_owner_release_through_the_active_path(spark, owners, database, tmp_path, adult_pdf):
+    a, b = owners
+    name = f"{database}.adult_release"
+
+    def run(epsilon, if_exists):
+        rel = Release("adult", epsilon=epsilon, k=20, output_table=name, work_dir=str(tmp_path / f"work{epsilon}"),
+                      spark=spark, reports=False, if_exists=if_exists)
+        rel.add_owner("clinic-a", a).add_owner("clinic-b", b)
+        return rel.run(noise=HashedLaplace("lake"))
+
+    first = run("1", "error")
+    assert first.version == 0
+    dt = DeltaTable(first.path)
+    # integer-declared attributes are integers; categorical ones strings
+    types = {f.name: f.type.type for f in dt.schema().fields}
+    assert (types["age"], types["hours-per-week"], types["sex"]) == ("integer", "integer", "string")
+    released = dt.to_pandas()
+    assert len(released) == N1 + N2 and list(released.columns) == list(RELEASED)
+    # the provenance is the commit's userMetadata (not a custom key)
+    hist = dt.history()[0]
+    assert json.loads(hist["userMetadata"])["plan_id"] == first.plan.plan_id and "fragrelease" not in hist
+    # description and column comments state the guarantee
+    meta = dt.metadata()
+    assert "guarantee" in meta.description and "no epsilon bound" in meta.description
+    comments = {f.name: f.metadata.get("comment", "") for f in dt.schema().fields}
+    assert set(comments) == set(RELEASED) and all(comments.values())
+    assert comments["age"].startswith("iDP-IR, eps_attr = ") and "(clinic-a, clinic-b)" in comments["age"]
+    assert "rounded to an integer" in comments["age"] and "linked rows" in comments["sex"]
+    if delta_available(spark):
+        props = {k: v for k, v in meta.configuration.items() if k.startswith("fragrelease.")}
+        assert props["fragrelease.epsilon"] == "1" and props["fragrelease.k"] == "20"
+        assert props["fragrelease.mechanism"] == "idp-ir" and props["fragrelease.linkage"] == "linked"
+        assert {"fragrelease.composition", "fragrelease.postprocess", "fragrelease.category_order",
+                "fragrelease.version", "fragrelease.guarantee.table"} <= set(props)
+        # Delta's Spark API: path read, catalog name, DESCRIBE HISTORY, comments in DESCRIBE TABLE
+        assert spark.read.format("delta").load(first.path).count() == N1 + N2
+        assert spark.table(name).count() == N1 + N2
+        rows = spark.sql(f"DESCRIBE HISTORY {name}").select("version", "operation", "userMetadata").collect()
+        assert rows[0]["operation"] == "CREATE TABLE AS SELECT"
+        assert json.loads(rows[0]["userMetadata"])["epsilon"] == "1"
+        desc = {r[0]: r[2] for r in spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()}
+        assert desc["age"].startswith("iDP-IR, eps_attr")
+        detail = {r[0]: r[1] for r in spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()}
+        assert detail["Provider"] == "delta" and "guarantee" in detail["Comment"]
+    else:
+        assert not [k for k in meta.configuration if k.startswith("fragrelease.")]  # delta-rs: documented limit
+    # nothing data-dependent in properties, comments, description or userMetadata
+    blob = json.dumps([meta.description, dict(meta.configuration), comments, hist["userMetadata"]])
+    original = pd.concat([a.toPandas(), b.toPandas()])
+    leaked = [v for v in _observed(original) if f" {v}" in blob or f"[{v}" in blob or f"={v}" in blob]
+    assert not leaked, leaked
+
+    second = run("1/2", "new-version")
+    assert second.version == 1
+    assert table_provenance(first.path)["epsilon"] == "1/2"
+    assert read_delta(spark, first.path).count() == N1 + N2
+    if delta_available(spark):
+        v0 = spark.sql(f"SELECT * FROM {name} VERSION AS OF 0").toPandas()
+        key = list(RELEASED)
+        pd.testing.assert_frame_equal(v0.sort_values(key).reset_index(drop=True),
+                                      released.sort_values(key).reset_index(drop=True), check_dtype=False)
+        hist = spark.sql(f"DESCRIBE HISTORY {name}").select("version", "operation", "userMetadata").collect()
+        assert [r["version"] for r in hist] == [1, 0]
+        assert hist[0]["operation"] in ("WRITE", "REPLACE TABLE AS SELECT")  # ε changed: REPLACE
+        assert json.loads(hist[0]["userMetadata"])["epsilon"] == "1/2"
+        props = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {name}").collect()}
+        assert props["fragrelease.epsilon"] == "1/2"
+    else:
+        assert DeltaTable(first.path).history()[0]["operation"] == "WRITE"
+
+
+@pytest.mark.slow  # starts a second Python process with its own Spark session (delta-rs path)
+def test_the_same_release_runs_without_delta_classes(tmp_path):
+    if delta_mode() == "off":
+        pytest.skip("this process already runs the delta-rs path")
+    env = {**os.environ, "FRAGRELEASE_DELTA": "off"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:cacheprovider",
+                           f"--basetemp={tmp_path / 'pt'}", __file__, "-k", "through_the_active_path or session_uses"],
+                          env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "2 passed" in proc.stdout
