@@ -299,12 +299,12 @@ def _description_changed(path: str, description: TableDescription) -> bool:
 
 
 def _listing(path: str) -> set[str]:
-    """Every file under ``path`` (recursive), or the empty set when it does not exist."""
+    """Every file and folder under ``path`` (recursive; folders end with ``/``), or the empty set."""
     fs, root = _fs_path(path)
     if fs.get_file_info(root).type == pafs.FileType.NotFound:
         return set()
-    return {i.path for i in fs.get_file_info(pafs.FileSelector(root, recursive=True))
-            if i.type == pafs.FileType.File}
+    return {i.path + ("/" if i.type == pafs.FileType.Directory else "")
+            for i in fs.get_file_info(pafs.FileSelector(root, recursive=True))}
 
 
 def _referenced(path: str) -> set[str]:
@@ -328,12 +328,13 @@ def _referenced(path: str) -> set[str]:
 
 
 def _remove_orphans(path: str, before: set[str]) -> int:
-    """Remove the data files created under ``path`` since ``before`` that no Delta commit references.
+    """Remove what a failed write created under ``path`` since the listing ``before``: data files no
+    Delta commit references, then the folders it created that are left empty.
 
-    Only files this run's write can have created are candidates (new since the listing ``before``,
-    outside ``_delta_log``); Delta's log, and every file a commit adds, stay. Residual risk: another
-    writer's not-yet-committed files written into the same table folder during this write would be
-    removed too; fragrelease writes each release table from one aggregator (docs/known-limitations.md).
+    Delta's commit files (``_delta_log/*.json``, checkpoints) and every file a commit adds stay.
+    Residual risk: another writer's not-yet-committed files written into the same table folder during
+    this write would be removed too (its commit would then fail or reference missing files);
+    fragrelease writes each table from one process at a time (docs/known-limitations.md).
     Returns the number of files removed.
     """
     fs, root = _fs_path(path)
@@ -343,13 +344,25 @@ def _remove_orphans(path: str, before: set[str]) -> int:
     except OSError:
         return 0
     removed = 0
-    for f in sorted(new):
+    for f in sorted(p for p in new if not p.endswith("/")):
         rel = posixpath.relpath(f, root)
-        if rel.startswith("_delta_log") or f in referenced:
+        if f in referenced or (rel.startswith("_delta_log/") and not rel.startswith("_delta_log/_staged_commits/")):
             continue
         try:
             fs.delete_file(f)
             removed += 1
+        except OSError:
+            pass
+    for d in sorted((p.rstrip("/") for p in new if p.endswith("/")), key=len, reverse=True):
+        try:
+            if not fs.get_file_info(pafs.FileSelector(d)):
+                fs.delete_dir(d)
+        except OSError:
+            pass
+    if not before:  # the write created the folder: remove it too when nothing is left
+        try:
+            if not fs.get_file_info(pafs.FileSelector(root)):
+                fs.delete_dir(root)
         except OSError:
             pass
     return removed
@@ -401,6 +414,26 @@ def _arrow_with_comments(schema, description: Optional[TableDescription]):
 
     return pa.schema([f.with_metadata({"comment": description.column_comments[f.name]})
                       if f.name in description.column_comments else f for f in schema])
+
+
+def table_self_description(path: str, version: Optional[int] = None) -> dict:
+    """What a Delta table says about itself (latest, or ``version``), read with delta-rs (either path wrote it).
+
+    Returns
+    -------
+    dict with ``description`` (str or None), ``properties`` (the ``fragrelease.*`` table properties;
+    empty for tables committed by delta-rs, see the module docstring) and ``column_comments``
+    (column name -> comment, for commented columns). Public facts only.
+    """
+    from deltalake import DeltaTable
+
+    dt = DeltaTable(absolute(path), version=version)
+    meta = dt.metadata()
+    return {
+        "description": meta.description,
+        "properties": {k: v for k, v in sorted(meta.configuration.items()) if k.startswith("fragrelease.")},
+        "column_comments": {f.name: f.metadata["comment"] for f in dt.schema().fields if f.metadata.get("comment")},
+    }
 
 
 def table_provenance(path: str, version: Optional[int] = None) -> dict:

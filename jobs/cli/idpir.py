@@ -164,16 +164,24 @@ def aggregator_release(config: str = typer.Option(..., "--config"), master: Opti
 
 def inspect(table: str = typer.Argument(..., help="Path of a release (Delta table)."),
             full: bool = typer.Option(False, "--full", help="Print the whole provenance as JSON.")):
-    """Show a release's versions and the provenance recorded with each commit."""
+    """Show a release's description, properties and column comments, and every version with its provenance
+    (the commit's userMetadata; the custom key ``fragrelease`` for tables written by earlier versions)."""
     import json
 
     from deltalake import DeltaTable
 
-    from fragrelease.jobs.storage import PROVENANCE_KEY, absolute
+    from fragrelease.jobs.storage import PROVENANCE_KEY, absolute, table_self_description
 
     dt = DeltaTable(absolute(table))
+    described = table_self_description(table)
+    if described["description"]:
+        console.print(f"[bold]description[/bold]: {described['description']}", highlight=False)
+    for key, value in described["properties"].items():
+        console.print(f"  {key} = {value}", highlight=False)
+    for column, comment in described["column_comments"].items():
+        console.print(f"  column {column}: {comment}", highlight=False)
     for entry in dt.history():
-        raw = entry.get(PROVENANCE_KEY) or entry.get("userMetadata")
+        raw = entry.get("userMetadata") or entry.get(PROVENANCE_KEY)
         prov = json.loads(raw) if raw else {}
         owners = ", ".join(f"{o['name']} (ε_j {o['epsilon']})" for o in prov.get("owners", []))
         console.print(

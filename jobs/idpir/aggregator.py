@@ -33,7 +33,14 @@ from fragrelease.jobs.describe import cast_declared_integers, integer_columns, r
 from fragrelease.jobs.idpir.layout import manifest_path, metadata_path, plan_path, protected_path
 from fragrelease.jobs.idpir.protect import _num_partitions, fragment_digests, global_rank
 from fragrelease.jobs.session import get_spark
-from fragrelease.jobs.storage import commit_delta, is_delta_table, read_delta, read_text, write_text
+from fragrelease.jobs.storage import (
+    commit_delta,
+    is_delta_table,
+    read_delta,
+    read_text,
+    table_self_description,
+    write_text,
+)
 from fragrelease.schemas.datasets import resolve_schema
 from fragrelease.udfs.noise import secure_random_key_udf
 
@@ -247,6 +254,7 @@ def release(spark, cfg: ReleaseConfig) -> dict:
 
         schema = resolve_schema(cfg.dataset)
         attrs = [schema.attribute(a["name"]) for a in plan.attributes]
-        report = public_report(read_delta(spark, path, version), attrs, prov, public_report_path(path, version))
+        report = public_report(read_delta(spark, path, version), attrs, prov, public_report_path(path, version),
+                               described=table_self_description(path, version))
     return {"path": path, "table": cfg.output_table, "version": version, "rows": rows, "provenance": prov,
             "report": report}

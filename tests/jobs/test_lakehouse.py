@@ -127,6 +127,12 @@ def test_two_owner_release_through_the_active_path(spark, owners, database, tmp_
         assert props["fragrelease.epsilon"] == "1/2"
     else:
         assert DeltaTable(first.path).history()[0]["operation"] == "WRITE"
+    # the README's readers see the current version; reading the folder as Parquet sees both versions
+    import polars as pl
+
+    assert pl.read_delta(first.path).height == N1 + N2 and pl.read_delta(first.path, version=0).height == N1 + N2
+    assert len(DeltaTable(first.path).to_pandas()) == N1 + N2
+    assert len(pd.read_parquet(first.path)) == 2 * (N1 + N2)
 
 
 @pytest.mark.slow  # starts a second Python process with its own Spark session (delta-rs path)
@@ -139,3 +145,35 @@ def test_the_same_release_runs_without_delta_classes(tmp_path):
                           env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "2 passed" in proc.stdout
+
+
+def test_a_failed_spark_delta_write_leaves_no_orphan_files(spark, tmp_path):
+    """A write that fails midway (one task raises after others wrote files) commits nothing, removes the
+    files it wrote and raises one line; an existing version stays intact."""
+    if not delta_available(spark):
+        pytest.skip("Delta's Spark write path only")
+    from pyspark.sql import types as T
+
+    from fragrelease.errors import DeltaWriteError
+    from fragrelease.jobs.storage import commit_delta
+
+    @F.udf(T.LongType())
+    def fail_late(i):
+        if i >= 30:
+            raise OSError("No space left on device (simulated)")
+        return i
+
+    path = str(tmp_path / "t")
+    bad = spark.range(0, 40, 1, 4).select(fail_late("id").alias("id"))
+    with pytest.raises(DeltaWriteError, match=r"^the Delta write to .* failed and was not committed .*removed$") as e:
+        commit_delta(bad, path, provenance={"role": "test"})
+    assert "\n" not in str(e.value)
+    left = [p for p in tmp_path.rglob("*") if p.is_file() and "_delta_log" not in p.parts]
+    assert not left, left
+    assert not DeltaTable.is_deltatable(path)
+    commit_delta(spark.range(0, 10, 1, 2), path, provenance={"role": "test"})
+    files_v0 = {p for p in tmp_path.rglob("*.parquet")}
+    with pytest.raises(DeltaWriteError):
+        commit_delta(bad, path, provenance={"role": "test"}, if_exists="new-version")
+    assert {p for p in tmp_path.rglob("*.parquet")} == files_v0  # only the failed write's files went
+    assert DeltaTable(path).version() == 0 and read_delta(spark, path).count() == 10
