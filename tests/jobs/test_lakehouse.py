@@ -177,3 +177,53 @@ def test_a_failed_spark_delta_write_leaves_no_orphan_files(spark, tmp_path):
         commit_delta(bad, path, provenance={"role": "test"}, if_exists="new-version")
     assert {p for p in tmp_path.rglob("*.parquet")} == files_v0  # only the failed write's files went
     assert DeltaTable(path).version() == 0 and read_delta(spark, path).count() == 10
+
+
+def _provenance() -> dict:
+    return {"role": "release", "plan_id": "p-1", "dataset": "adult", "fragmentation": "horizontal",
+            "mechanism": "idp-ir", "k": 20, "epsilon": "1", "composition": "parallel", "epsilon_split": None,
+            "linkage": "linked", "postprocess": "isotonic", "category_order": "declared",
+            "category_order_share": "1/10", "keep_id": False, "fragrelease_version": "9.9",
+            "attributes": [{"name": "age", "kind": "numeric", "domain": [0, 100]}],
+            "owners": [{"name": "o1", "epsilon": "1", "budgets": [{"attribute": "age", "epsilon": "1"}]}],
+            "guarantee": {"table": "linked rows (the paper's release)", "per_column": "each column ..."}}
+
+
+def test_inspect_and_table_self_description_read_the_new_fields(spark, tmp_path, capsys):
+    """``fragrelease inspect`` prints the description, properties, column comments and each version's
+    userMetadata; ``table_self_description`` returns them (either commit path)."""
+    from fragrelease.jobs.cli import run_cli
+    from fragrelease.jobs.describe import release_description
+    from fragrelease.jobs.idpir.report import _description_html
+    from fragrelease.jobs.storage import commit_delta, table_self_description
+
+    prov = _provenance()
+    described = release_description(prov, declared_types={"age": "integer"})
+    assert described.properties["fragrelease.epsilon"] == "1" and described.properties["fragrelease.version"] == "9.9"
+    assert described.column_comments["age"] == (
+        "iDP-IR, eps_attr = 1 (o1) (iDP of this column as a multiset per owner's fragment); noisy cluster value "
+        "clamped to the declared domain [0, 100] rounded to an integer (post-processing); linked rows: see the "
+        "table's guarantee")
+    path = str(tmp_path / "rel")
+    commit_delta(spark.range(5).selectExpr("cast(id as int) as age"), path, provenance=prov, description=described)
+    got = table_self_description(path)
+    assert got["description"] == described.comment and got["column_comments"] == described.column_comments
+    assert got["properties"] == (described.properties if delta_available(spark) else {})
+    html = "".join(_description_html(got))
+    assert "eps_attr = 1 (o1)" in html and "linked rows (the paper" in html
+    assert run_cli(["inspect", path]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # the console may wrap long lines
+    assert "description" in out and "column age: iDP-IR, eps_attr = 1 (o1)" in out
+    assert "version 0" in out and "ε 1 (parallel), k 20, plan p-1" in out
+
+
+def test_provenance_under_the_old_commit_key_is_still_read(tmp_path):
+    """Tables committed by earlier versions kept the provenance under the commit key ``fragrelease``."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+    from deltalake.transaction import CommitProperties
+
+    path = str(tmp_path / "old")
+    write_deltalake(path, pa.table({"a": [1]}),
+                    commit_properties=CommitProperties(custom_metadata={"fragrelease": json.dumps({"epsilon": "1/3"})}))
+    assert table_provenance(path)["epsilon"] == "1/3"
