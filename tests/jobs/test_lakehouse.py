@@ -102,6 +102,13 @@ def test_two_owner_release_through_the_active_path(spark, owners, database, tmp_
         assert desc["age"].startswith("iDP-IR, eps_attr")
         detail = {r[0]: r[1] for r in spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()}
         assert detail["Provider"] == "delta" and "guarantee" in detail["Comment"]
+        # the README's calls: delta-spark's DeltaTable by path, the schema's column comment
+        from delta.tables import DeltaTable as SparkDeltaTable
+
+        by_path = SparkDeltaTable.forPath(spark, first.path)
+        assert json.loads(by_path.history().first()["userMetadata"])["plan_id"] == first.plan.plan_id
+        assert by_path.detail().first()["description"] == meta.description
+        assert spark.read.format("delta").load(first.path).schema["age"].metadata["comment"] == comments["age"]
     else:
         assert not [k for k in meta.configuration if k.startswith("fragrelease.")]  # delta-rs: documented limit
     # nothing data-dependent in properties, comments, description or userMetadata
