@@ -85,12 +85,13 @@ def release_description(provenance: dict, *, declared_types: Optional[dict[str, 
     columns: dict[str, str] = {}
     for a in provenance.get("attributes", []):
         name = a["name"]
-        domain = ("categories of the declared list" if a.get("kind") == "categorical"
-                  else f"declared domain {a.get('domain')}")
-        rounded = " rounded to an integer (post-processing)" if declared_types.get(name) in ("integer", "long") else ""
+        if a.get("kind") == "categorical":
+            value = "noisy cluster rank clamped and rounded to a category of the declared list"
+        else:
+            rounded = " rounded to an integer (post-processing)" if declared_types.get(name) in ("integer", "long") else ""
+            value = f"noisy cluster value clamped to the declared domain {a.get('domain')}{rounded}"
         columns[name] = (f"{label}, eps_attr = {_eps_by_owner(provenance, name)} ({notion} of this column "
-                         f"as a multiset per owner's fragment); noisy cluster value clamped to the {domain}{rounded}; "
-                         f"{linkage}")
+                         f"as a multiset per owner's fragment); {value}; {linkage}")
     if id_column and provenance.get("keep_id"):
         columns[id_column] = "record id, released unchanged (keep_id): not protected"
     return TableDescription(comment, properties, columns)

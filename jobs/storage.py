@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import os
 import posixpath
+import re
 import time
 import uuid
 from typing import Optional
@@ -225,10 +226,6 @@ def _with_comments(df, description: Optional[TableDescription]):
     return df
 
 
-def _sql_literal(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 class _UserMetadata:
     """Sets Delta's session conf for a commit's ``userMetadata`` (``writeTo`` and SQL commands ignore the
     writer option) and restores the previous value. The session conf is shared: concurrent commits
@@ -280,12 +277,20 @@ def commit_with_spark(df, path: str, meta: str, *, table_exists: bool, descripti
                  .option("userMetadata", meta).save(path))
     except Exception as exc:  # noqa: BLE001 - any failure: clean up what this write created, then one line
         removed = _remove_orphans(path, before)
-        cause = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        cause = _cause(exc)
         raise DeltaWriteError(f"the Delta write to {path!r} failed and was not committed ({cause}); "
                               f"{removed} file(s) it had written were removed") from exc
     from deltalake import DeltaTable
 
     return DeltaTable(path).version()
+
+
+def _cause(exc: BaseException) -> str:
+    """One line naming why a Spark write failed: the last ``SomeError: ...`` line of its message (a Python
+    worker's traceback ends with it), else the message's first line."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    named = [ln for ln in lines if re.match(r"^[\w.]+(Error|Exception): ", ln)]
+    return ((named[-1] if named else lines[0]) if lines else type(exc).__name__)[:300]
 
 
 def _description_changed(path: str, description: TableDescription) -> bool:
