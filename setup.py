@@ -69,9 +69,12 @@ setup(
     ],
     extras_require={
         # the embedded local Spark stack (laptops, CI, spark-submit from this machine): scripts/setup.sh
-        # installs it. delta-spark 4.4.1 (the newest) supports pyspark <= 4.2.0.
-        "local": ["pyspark[sql,connect]==4.2.0", "delta-spark==4.4.1"],
+        # installs it. delta-spark 4.4.x supports pyspark <= 4.2.0; Maven Central has the matching jar
+        # (io.delta:delta-spark_4.2_2.13) at 4.4.0 only, and the Python package must match the jar.
+        "local": ["pyspark[sql,connect]==4.2.0", "delta-spark==4.4.0"],
         "test": ["pytest>=8", "pytest-xdist>=3.6,<4", "chispa>=0.10", "scipy>=1.12", "hypothesis>=6", "pycanon>=1.3,<2",
+                 # the README's reading examples (tests/jobs/test_lakehouse.py): pl.read_delta
+                 "polars>=1.20,<3",
                  # linters pinned so CI does not change verdict with a new release
                  "ruff==0.17.6", "mypy==2.4.1", "pandas-stubs==2.3.3.260113", "types-PyYAML==6.0.12.20261113",
                  # executing notebooks/walkthrough.ipynb in CI (tests/test_notebook.py)

@@ -4,7 +4,7 @@
 # usage: ./spark-submit.sh [options] -- <fragrelease arguments>
 #   --master URL         Spark master (default: local[*]; yarn, k8s://..., spark://...)
 #   --deploy-mode MODE   client (default) or cluster
-#   --delta              add Delta Lake (io.delta:delta-spark_2.13:<version of the installed delta-spark>)
+#   --delta              add Delta Lake (io.delta:delta-spark_<pyspark major.minor>_2.13:<installed delta-spark>)
 #                        with its SQL extension and catalog, so releases are written by Spark's delta format
 #   --delta-version V    Delta Lake version to use with --delta (default: the installed delta-spark's)
 #   --conf KEY=VALUE     extra Spark configuration (repeatable)
@@ -62,6 +62,12 @@ if [ "$delta" = 1 ] && [ -z "$delta_version" ]; then
   delta_version=$("$py" -c 'import importlib.metadata as m; print(m.version("delta-spark"))' 2>/dev/null) \
     || die "--delta: cannot find the installed delta-spark version; pass --delta-version"
 fi
+# Delta's jars are published per Spark minor version (io.delta:delta-spark_4.2_2.13 for Spark 4.2)
+spark_mm=""
+if [ "$delta" = 1 ]; then
+  spark_mm=$("$py" -c 'import pyspark; print(".".join(pyspark.__version__.split(".")[:2]))' 2>/dev/null) \
+    || die "--delta: cannot find the installed pyspark version"
+fi
 
 # The schema YAML a configuration names (`dataset: path/to/schema.yaml`), or nothing for a built-in dataset.
 schema_of() {
@@ -117,7 +123,7 @@ done
 
 cmd=(spark-submit --master "$master" --deploy-mode "$deploy_mode" --name "fragrelease $*" --py-files "$shipped")
 if [ "$delta" = 1 ]; then
-  cmd+=(--packages "io.delta:delta-spark_2.13:${delta_version}"
+  cmd+=(--packages "io.delta:delta-spark_${spark_mm}_2.13:${delta_version}"
         --conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension
         --conf spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog)
 fi

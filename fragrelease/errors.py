@@ -90,3 +90,11 @@ class MissingDependencyError(FragReleaseError, ImportError):
 
 class PseudonymKeyError(FragReleaseError, ValueError):
     """An owner's pseudonym key is missing, unreadable, too short or misplaced; names the owner and where it looked."""
+
+
+class DeltaUnavailableError(FragReleaseError):
+    """Delta Lake's Spark classes were required (``FRAGRELEASE_DELTA=spark``) but cannot be loaded."""
+
+
+class DeltaWriteError(FragReleaseError):
+    """A Delta commit through Spark failed; the files this write created were removed (message: the cause)."""

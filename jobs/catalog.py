@@ -2,16 +2,23 @@
 
 Reads go through ``spark.table(name)``. Writes depend on what the session has:
 
-- **Delta's Spark classes configured** (delta-spark, Databricks): the release is written through
-  Delta's catalog, ``df.write.format("delta").saveAsTable(name)``, one commit per release version with
-  the provenance as the commit's ``userMetadata``; a ledger is registered as
-  ``CREATE TABLE name USING delta LOCATION ...``.
-- **No Delta classes** (the embedded local default, where Maven is unreachable): Spark cannot read
-  or register a Delta table at all. The table is written path-based (Parquet files committed by
-  delta-rs as one Delta transaction, :func:`fragrelease.jobs.storage.commit_delta`) and registered
-  in Spark's catalog as an **external Parquet table over exactly the files of the current Delta
-  version**: every release commit puts its files in a folder of its own, and the catalog entry's
-  ``LOCATION`` is that folder (moved with ``ALTER TABLE ... SET LOCATION`` on every new version).
+- **Delta's Spark classes configured** (the embedded session once ``scripts/setup.sh`` fetched
+  Delta's jars; delta-spark clusters; Databricks): the catalog entry is a real Delta table. A new
+  release table is created through Delta's catalog, ``df.writeTo(name).using("delta").create()``
+  (its location is the database's location + the table name), with the description,
+  ``fragrelease.*`` properties and column comments; a new version is a Delta overwrite of that
+  location (:func:`fragrelease.jobs.storage.commit_with_spark`). Every commit carries the provenance
+  as ``userMetadata``, so ``DESCRIBE HISTORY name``, ``SELECT ... FROM name VERSION AS OF n`` and
+  ``spark.read.option("versionAsOf", n).table(name)`` work. A ledger (committed by delta-rs, which
+  gives the pinned-version check-and-append it needs) is registered as ``CREATE TABLE name USING
+  delta LOCATION ...``. A Delta table left at the default location by an earlier session (Spark's
+  in-memory catalog forgets its entries) is registered again before the next version is written.
+- **No Delta classes** (``FRAGRELEASE_DELTA=off``, or no jars): Spark cannot read or register a
+  Delta table at all. The table is written path-based (Parquet files committed by delta-rs as one
+  Delta transaction, :func:`fragrelease.jobs.storage.commit_delta`) and registered in Spark's
+  catalog as an **external Parquet table over exactly the files of the current Delta version**:
+  every release commit puts its files in a folder of its own, and the catalog entry's ``LOCATION``
+  is that folder (moved with ``ALTER TABLE ... SET LOCATION`` on every new version).
   ``spark.table(name)`` therefore reads the current version and nothing else; the Delta root and
   version are kept in the table properties ``fragrelease.delta_location`` and
   ``fragrelease.delta_version``, and earlier versions are read by path with delta-rs
@@ -39,8 +46,9 @@ import pyarrow.fs as pafs
 from fragrelease.errors import ConfigError, ReleaseExistsError
 from fragrelease.validation import check_table_name, parse_table_name
 
+from .describe import TableDescription
 from .session import delta_available
-from .storage import _fs_path, absolute, check_commit, commit_delta, is_delta_table, read_delta
+from .storage import _fs_path, absolute, check_commit, commit_delta, commit_with_spark, is_delta_table, read_delta
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +215,8 @@ def register(spark, name: str, location: str, *, append_only: bool = False) -> N
     log.info("registered %s (Delta version %d) as a catalog table", name, version)
 
 
-def commit_table(df, name: str, *, provenance: dict, if_exists: str = "error") -> tuple[str, int]:
+def commit_table(df, name: str, *, provenance: dict, if_exists: str = "error",
+                 description: Optional[TableDescription] = None) -> tuple[str, int]:
     """Commit ``df`` as a new version of catalog table ``name``; return its location and version.
 
     Parameters
@@ -216,6 +225,7 @@ def commit_table(df, name: str, *, provenance: dict, if_exists: str = "error") -
     name : ``db.table`` (:func:`fragrelease.validation.parse_table_name`).
     provenance : public facts recorded with the commit (as :func:`fragrelease.jobs.storage.commit_delta`).
     if_exists : ``"error"`` or ``"new-version"``.
+    description : description, properties and column comments (as :func:`fragrelease.jobs.storage.commit_delta`).
 
     Raises
     ------
@@ -225,22 +235,24 @@ def commit_table(df, name: str, *, provenance: dict, if_exists: str = "error") -
         ``new-version`` with another schema than the table's.
     ConfigError
         ``name`` is registered as something other than a Delta table (or this module's entry).
+    DeltaWriteError
+        Delta's Spark write failed; the files it had written were removed.
     """
-    from deltalake import DeltaTable
-
     spark = df.sparkSession
     location = table_location(spark, name)
     if delta_available(spark):
         registered = table_exists(spark, name)
+        if not registered and is_delta_table(location):  # left by an earlier session's in-memory catalog
+            register(spark, name, location)
+            registered = True
         if registered and if_exists == "error":
             raise ReleaseExistsError(f"catalog table {name!r} already exists and if_exists is 'error'")
         if registered:
             check_commit(df, location, if_exists)
-        (df.write.format("delta").mode("overwrite" if registered else "errorifexists")
-         .option("userMetadata", json.dumps(provenance, sort_keys=True)).saveAsTable(name))
-        location = table_location(spark, name)
-        return location, DeltaTable(location).version()
-    version = commit_delta(df, location, provenance=provenance, if_exists=if_exists)
+        version = commit_with_spark(df, absolute(location), json.dumps(provenance, sort_keys=True),
+                                    table_exists=registered, description=description, name=name)
+        return table_location(spark, name), version
+    version = commit_delta(df, location, provenance=provenance, if_exists=if_exists, description=description)
     register(spark, name, location)
     return location, version
 

@@ -5,6 +5,23 @@
   Databricks runtime, the session comes from the environment's configuration.
 - Otherwise an embedded local session (``local[*]``) is started with a small, quiet configuration;
   this needs a Java runtime (``JAVA_HOME`` or ``java`` on ``PATH``).
+
+Delta Lake in the embedded session (only there: sessions from spark-submit, Spark Connect or
+Databricks keep their own configuration). ``FRAGRELEASE_DELTA`` chooses:
+
+- ``auto`` (default): configure Delta's Spark classes (``spark.sql.extensions`` =
+  ``io.delta.sql.DeltaSparkSessionExtension``, ``spark.sql.catalog.spark_catalog`` =
+  ``org.apache.spark.sql.delta.catalog.DeltaCatalog``) with the jars of
+  :func:`delta_jar_coordinate`: from the folder :func:`delta_jars_dir` (filled once by
+  ``scripts/setup.sh`` with Maven; works offline afterwards), else through ``spark.jars.packages``
+  (Spark's Ivy resolver, cached in ``~/.ivy2``). If neither works, the session starts without
+  Delta's classes, one warning is logged, and tables are committed with delta-rs instead
+  (:mod:`fragrelease.jobs.storage`).
+- ``spark``: as ``auto``, but a session without Delta's classes is an error
+  (:class:`fragrelease.errors.DeltaUnavailableError`).
+- ``off``: never configure Delta's classes (the delta-rs path).
+
+``FRAGRELEASE_DELTA_JARS`` names another jar folder than ``<venv>/fragrelease-jars/<artifact>-<version>``.
 """
 from __future__ import annotations
 
@@ -14,9 +31,76 @@ import os
 import shutil
 import sys
 
-from fragrelease.errors import FragReleaseError
+from fragrelease.errors import ConfigError, DeltaUnavailableError, FragReleaseError
 
 log = logging.getLogger(__name__)
+
+#: Delta's Spark session extension and catalog (the names delta-spark documents).
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+#: Delta's jars are built for Scala 2.13 only since Delta 4.
+_SCALA = "2.13"
+_warned_no_delta = False
+
+
+def delta_mode() -> str:
+    """``FRAGRELEASE_DELTA`` (``auto``, ``spark`` or ``off``; default ``auto``).
+
+    Raises
+    ------
+    ConfigError
+        Any other value.
+    """
+    mode = (os.environ.get("FRAGRELEASE_DELTA") or "auto").strip().lower()
+    if mode not in ("auto", "spark", "off"):
+        raise ConfigError(f"FRAGRELEASE_DELTA must be auto, spark or off, not {os.environ['FRAGRELEASE_DELTA']!r}")
+    return mode
+
+
+def delta_jar_coordinate() -> str:
+    """The Maven coordinate of the delta-spark jar matching the installed pyspark and delta-spark packages.
+
+    E.g. ``io.delta:delta-spark_4.2_2.13:4.4.0`` for pyspark 4.2.x and delta-spark 4.4.0 (the Python
+    package and the jar must be the same Delta version; setup.py pins both).
+
+    Raises
+    ------
+    DeltaUnavailableError
+        The delta-spark Python package is not installed.
+    """
+    from importlib import metadata
+
+    import pyspark
+
+    try:
+        delta = metadata.version("delta-spark")
+    except metadata.PackageNotFoundError:
+        raise DeltaUnavailableError("the delta-spark package is not installed (pip install delta-spark)") from None
+    spark_mm = ".".join(pyspark.__version__.split(".")[:2])
+    return f"io.delta:delta-spark_{spark_mm}_{_SCALA}:{delta}"
+
+
+def delta_jars_dir() -> str:
+    """The folder of Delta's jars ``scripts/setup.sh`` fills: ``$FRAGRELEASE_DELTA_JARS``, else
+    ``<sys.prefix>/fragrelease-jars/<artifact>-<version>`` (inside the virtualenv)."""
+    given = os.environ.get("FRAGRELEASE_DELTA_JARS")
+    if given:
+        return os.path.abspath(given)
+    _, artifact, version = delta_jar_coordinate().split(":")
+    return os.path.join(sys.prefix, "fragrelease-jars", f"{artifact}-{version}")
+
+
+def _delta_jars() -> list[str]:
+    """The jar files in :func:`delta_jars_dir` if it holds the matching delta-spark jar, else []."""
+    folder = delta_jars_dir()
+    _, artifact, version = delta_jar_coordinate().split(":")
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".jar"))
+    except OSError:
+        return []
+    if f"{artifact}-{version}.jar" not in names:
+        return []
+    return [os.path.join(folder, n) for n in names]
 
 
 def ensure_java() -> str:
@@ -77,19 +161,56 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
     # Local Python workers must run this interpreter (with pandas, numpy and opendp installed).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = (
-        SparkSession.builder.appName(app_name)
-        .master(master or os.environ.get("FRAGRELEASE_SPARK_MASTER", "local[*]"))
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.driver.memory", os.environ.get("FRAGRELEASE_DRIVER_MEMORY", "4g"))
-        .config("spark.sql.adaptive.enabled", "true")
-        .config("spark.log.level", os.environ.get("FRAGRELEASE_SPARK_LOG_LEVEL", "ERROR"))
-    )
-    return _stopped_at_exit(builder.getOrCreate())
+    mode = delta_mode()
+
+    def builder():
+        return (
+            SparkSession.builder.appName(app_name)
+            .master(master or os.environ.get("FRAGRELEASE_SPARK_MASTER", "local[*]"))
+            .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+            .config("spark.driver.memory", os.environ.get("FRAGRELEASE_DRIVER_MEMORY", "4g"))
+            .config("spark.sql.adaptive.enabled", "true")
+            .config("spark.log.level", os.environ.get("FRAGRELEASE_SPARK_LOG_LEVEL", "ERROR"))
+        )
+
+    if mode == "off":
+        return _stopped_at_exit(builder().getOrCreate())
+    try:
+        return _stopped_at_exit(_with_delta(builder()).getOrCreate())
+    except DeltaUnavailableError as e:
+        cause = str(e)
+    except Exception as e:  # noqa: BLE001 - Ivy resolution failures surface as a JVM that does not start
+        cause = f"Spark could not load {delta_jar_coordinate()} ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+    if mode == "spark":
+        raise DeltaUnavailableError(f"FRAGRELEASE_DELTA=spark but Delta's Spark classes are unavailable: {cause}; "
+                                    "run scripts/setup.sh once with network access")
+    _warn_no_delta(cause)
+    return _stopped_at_exit(builder().getOrCreate())
+
+
+def _with_delta(builder):
+    """``builder`` configured with Delta's extension, catalog and jars (a jar folder, else Ivy)."""
+    jars = _delta_jars()
+    builder = builder.config("spark.sql.extensions", DELTA_EXTENSION).config("spark.sql.catalog.spark_catalog",
+                                                                              DELTA_CATALOG)
+    if jars:
+        log.debug("Delta Lake jars from %s", delta_jars_dir())
+        return builder.config("spark.jars", ",".join(jars))
+    log.debug("Delta Lake jars through spark.jars.packages=%s", delta_jar_coordinate())
+    return builder.config("spark.jars.packages", delta_jar_coordinate())
+
+
+def _warn_no_delta(cause: str) -> None:
+    global _warned_no_delta
+    if not _warned_no_delta:
+        _warned_no_delta = True
+        log.warning("Delta Lake's Spark classes are unavailable (%s): tables are committed with delta-rs; "
+                    "run scripts/setup.sh once with network access, or set FRAGRELEASE_DELTA=off to silence this",
+                    cause)
 
 
 def _stopped_at_exit(spark):

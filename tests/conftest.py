@@ -7,6 +7,13 @@ that folder goes on the path: ``tests/`` itself holds folders named ``fragreleas
 would shadow the installed package as namespace packages. Every test that uses the ``spark`` fixture,
 directly or through another fixture, gets the ``spark`` marker, so ``pytest -m "not spark"`` runs the
 Spark-free tests alone.
+
+Commit paths: the session has Delta Lake's Spark classes (jars from ``scripts/setup.sh``; the
+default, ``FRAGRELEASE_DELTA=auto``), so tables are written through Delta's Spark API. One process
+holds one SparkSession, so the path without Delta's classes (delta-rs) runs in a second process:
+``FRAGRELEASE_DELTA=off pytest ...`` runs any selection that way, and
+``tests/jobs/test_lakehouse.py::test_the_same_release_runs_without_delta_classes`` does so for the
+two-owner release in CI. The report header names the path.
 """
 from __future__ import annotations
 
@@ -26,6 +33,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spark)
+
+
+def pytest_report_header(config):
+    mode = os.environ.get("FRAGRELEASE_DELTA") or "auto"
+    path = "delta-rs (no Delta classes)" if mode == "off" else "Delta's Spark API when its jars load"
+    return f"fragrelease commit path: FRAGRELEASE_DELTA={mode}: {path}"
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -252,18 +252,27 @@ def inspect(table: Optional[str] = typer.Argument(None, help="A release: its Del
             table_name: Optional[str] = typer.Option(None, "--table", help="The release's catalog table name."),
             full: bool = typer.Option(False, "--full", help="Print the whole provenance as JSON."),
             master: Optional[str] = MASTER):
-    """Show a release's versions and the provenance recorded with each commit."""
+    """Show a release's description, properties and column comments, and every version with its provenance
+    (the commit's userMetadata; the custom key ``fragrelease`` for tables written by earlier versions)."""
     import json
 
     from deltalake import DeltaTable
 
-    from fragrelease.jobs.storage import PROVENANCE_KEY
+    from fragrelease.jobs.storage import PROVENANCE_KEY, table_self_description
 
     if table is not None and table_name is not None:
         raise FragReleaseError("inspect: give a release folder or --table NAME, not both")
-    dt = DeltaTable(_release_location(table or "", table_name, master))
+    location = _release_location(table or "", table_name, master)
+    dt = DeltaTable(location)
+    described = table_self_description(location)
+    if described["description"]:
+        console.print(f"[bold]description[/bold]: {described['description']}", highlight=False)
+    for key, value in described["properties"].items():
+        console.print(f"  {key} = {value}", highlight=False)
+    for column, comment in described["column_comments"].items():
+        console.print(f"  column {column}: {comment}", highlight=False)
     for entry in dt.history():
-        raw = entry.get(PROVENANCE_KEY) or entry.get("userMetadata")
+        raw = entry.get("userMetadata") or entry.get(PROVENANCE_KEY)
         prov = json.loads(raw) if raw else {}
         owners = ", ".join(f"{o['name']} (ε_j {o['epsilon']})" for o in prov.get("owners", []))
         console.print(

@@ -35,13 +35,21 @@ from fragrelease.idpir.guarantee import release_guarantee
 from fragrelease.idpir.plan_check import check_plan_for_owner, expected_plan_terms
 from fragrelease.idpir.protocol import Manifest, OwnerMetadata, Plan, check_manifest, make_plan
 from fragrelease.jobs.catalog import commit_table, release_exists
+from fragrelease.jobs.describe import cast_declared_integers, integer_columns, release_description
 from fragrelease.jobs.idpir.layout import manifest_path, metadata_path, plan_path, protected_path, pseudonyms_path
 from fragrelease.jobs.idpir.protect import content_digest, fragment_digests
 from fragrelease.jobs.idpir.shuffle import line_up_columns, pseudonym_set_digest, shuffle_rows, unlink_columns
 from fragrelease.jobs.idpir.signatures import public_keys, verify_owner_manifest, verify_table
 from fragrelease.jobs.idpir.workspace import claim_work_dir
 from fragrelease.jobs.session import get_spark
-from fragrelease.jobs.storage import commit_delta, is_delta_table, read_delta, read_text, write_text
+from fragrelease.jobs.storage import (
+    commit_delta,
+    is_delta_table,
+    read_delta,
+    read_text,
+    table_self_description,
+    write_text,
+)
 from fragrelease.pseudonyms import PSEUDONYM_COLUMN
 from fragrelease.schemas.datasets import resolve_schema
 
@@ -342,11 +350,17 @@ def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519Pub
     if plan.linkage == "linked" and not plan.keep_id:
         released = released.drop(PSEUDONYM_COLUMN)
     prov = provenance(plan)
+    # integer-declared attributes are written as integers (rounding a released value is post-processing),
+    # and the table describes itself from the public provenance only (fragrelease.jobs.describe)
+    declared = {a.name: a.type for a in resolve_schema(cfg.dataset).attributes}
+    released = cast_declared_integers(released, integer_columns(plan.attributes, declared))
+    described = release_description(prov, declared_types=declared, id_column=plan.id_column)
     if cfg.output_table is not None:
-        path, version = commit_table(released, cfg.output_table, provenance=prov, if_exists=cfg.if_exists)
+        path, version = commit_table(released, cfg.output_table, provenance=prov, if_exists=cfg.if_exists,
+                                     description=described)
     else:
         path = cfg.output
-        version = commit_delta(released, path, provenance=prov, if_exists=cfg.if_exists)
+        version = commit_delta(released, path, provenance=prov, if_exists=cfg.if_exists, description=described)
     rows = sum(o.n_records for o in plan.owners) if plan.fragmentation == "horizontal" else plan.owners[0].n_records
     log.info("release committed: version %d of %s", version, cfg.output_table or path)
     report = None
@@ -356,6 +370,7 @@ def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519Pub
 
         schema = resolve_schema(cfg.dataset)
         attrs = [schema.attribute(a["name"]) for a in plan.attributes]
-        report = public_report(read_delta(spark, path, version), attrs, prov, public_report_path(path, version))
+        report = public_report(read_delta(spark, path, version), attrs, prov, public_report_path(path, version),
+                               described=table_self_description(path, version))
     return {"path": path, "table": cfg.output_table, "version": version, "rows": rows, "provenance": prov,
             "report": report}

@@ -235,8 +235,28 @@ def _numeric_rows(attrs, stats, prefix=""):
     return rows
 
 
-def public_report(release_df: DataFrame, attrs: Sequence[Attribute], provenance: dict, path: str) -> str:
-    """Write the public report of a release to ``path`` (HTML); return the path."""
+def _description_html(described: Optional[dict]) -> list[str]:
+    """The table's own description, ``fragrelease.*`` properties and column comments
+    (:func:`fragrelease.jobs.storage.table_self_description`), as HTML parts."""
+    if not described:
+        return []
+    parts = ["<h2>What the table says about itself</h2>",
+             f"<p>{html.escape(described.get('description') or '(no description)')}</p>"]
+    if described.get("properties"):
+        parts.append(_table(["table property", "value"], [[k, v] for k, v in described["properties"].items()]))
+    if described.get("column_comments"):
+        parts.append(_table(["column", "comment (its guarantee)"],
+                            [[k, v] for k, v in described["column_comments"].items()]))
+    return parts
+
+
+def public_report(release_df: DataFrame, attrs: Sequence[Attribute], provenance: dict, path: str,
+                  described: Optional[dict] = None) -> str:
+    """Write the public report of a release to ``path`` (HTML); return the path.
+
+    ``described`` is the table's description, properties and column comments
+    (:func:`fragrelease.jobs.storage.table_self_description`); the report shows them as written.
+    """
     stats, corr = table_summary(release_df, attrs)
     owners = provenance.get("owners", [])
     parts = [
@@ -254,6 +274,7 @@ def public_report(release_df: DataFrame, attrs: Sequence[Attribute], provenance:
         ]),
         "<h2>Guarantee</h2>",
         _table(["what", "statement"], [[k.replace("_", " "), v] for k, v in (provenance.get("guarantee") or {}).items()]),
+        *_description_html(described),
         "<h2>Budget per owner and per attribute</h2>",
         _table(["owner", "records", "ε_j", "ε per attribute", "attributes"],
                [[o["name"], o["n_records"], o["epsilon"], o["epsilon_per_attribute"], ", ".join(o["attributes"])]

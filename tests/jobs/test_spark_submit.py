@@ -19,7 +19,7 @@ def test_dry_run_prints_the_command_with_delta_and_config():
     argv = shlex.split(r.stdout)
     assert argv[0] == "spark-submit"
     assert argv[argv.index("--master") + 1] == "yarn"
-    assert argv[argv.index("--packages") + 1] == "io.delta:delta-spark_2.13:4.4.1"
+    assert argv[argv.index("--packages") + 1] == "io.delta:delta-spark_4.2_2.13:4.4.0"
     assert "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension" in argv
     assert "spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog" in argv
     assert "spark.executor.memory=4g" in argv

@@ -1,0 +1,85 @@
+"""How the embedded session gets Delta Lake's jars (no Spark started: the builder is recorded)."""
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from fragrelease.errors import ConfigError
+from fragrelease.jobs import session
+
+
+class _Builder:
+    def __init__(self):
+        self.conf = {}
+
+    def config(self, key, value):
+        self.conf[key] = value
+        return self
+
+
+def test_the_jar_matches_the_installed_pyspark_and_delta_spark():
+    from importlib import metadata
+
+    import pyspark
+
+    coordinate = session.delta_jar_coordinate()
+    assert coordinate == f"io.delta:delta-spark_{'.'.join(pyspark.__version__.split('.')[:2])}_2.13:" \
+                         f"{metadata.version('delta-spark')}"
+    assert coordinate == "io.delta:delta-spark_4.2_2.13:4.4.0"  # the pinned stack (Maven Central has this jar)
+
+
+def test_a_jar_folder_is_loaded_with_spark_jars(tmp_path, monkeypatch):
+    _, artifact, version = session.delta_jar_coordinate().split(":")
+    folder = tmp_path / f"{artifact}-{version}"
+    folder.mkdir()
+    for name in (f"{artifact}-{version}.jar", f"delta-storage-{version}.jar"):
+        (folder / name).write_bytes(b"")
+    monkeypatch.setenv("FRAGRELEASE_DELTA_JARS", str(folder))
+    conf = session._with_delta(_Builder()).conf
+    assert conf["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
+    assert conf["spark.sql.catalog.spark_catalog"] == "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+    assert sorted(conf["spark.jars"].split(",")) == sorted(str(p) for p in folder.iterdir())
+    assert "spark.jars.packages" not in conf
+
+
+def test_without_the_folder_spark_resolves_the_jar_with_ivy(tmp_path, monkeypatch):
+    monkeypatch.setenv("FRAGRELEASE_DELTA_JARS", str(tmp_path / "missing"))
+    conf = session._with_delta(_Builder()).conf
+    assert conf["spark.jars.packages"] == session.delta_jar_coordinate() and "spark.jars" not in conf
+
+
+def test_a_folder_without_the_matching_delta_jar_is_not_used(tmp_path, monkeypatch):
+    (tmp_path / "delta-spark_4.2_2.13-4.3.0.jar").write_bytes(b"")  # another Delta version
+    monkeypatch.setenv("FRAGRELEASE_DELTA_JARS", str(tmp_path))
+    assert "spark.jars.packages" in session._with_delta(_Builder()).conf
+
+
+def test_the_default_folder_is_inside_the_environment(monkeypatch):
+    import sys
+
+    monkeypatch.delenv("FRAGRELEASE_DELTA_JARS", raising=False)
+    assert session.delta_jars_dir().startswith(sys.prefix)
+
+
+@pytest.mark.parametrize("value, mode", [(None, "auto"), ("", "auto"), ("SPARK", "spark"), ("off", "off")])
+def test_delta_mode(monkeypatch, value, mode):
+    if value is None:
+        monkeypatch.delenv("FRAGRELEASE_DELTA", raising=False)
+    else:
+        monkeypatch.setenv("FRAGRELEASE_DELTA", value)
+    assert session.delta_mode() == mode
+
+
+def test_a_bad_delta_mode_is_refused_naming_it(monkeypatch):
+    monkeypatch.setenv("FRAGRELEASE_DELTA", "maybe")
+    with pytest.raises(ConfigError, match="FRAGRELEASE_DELTA must be auto, spark or off, not 'maybe'"):
+        session.delta_mode()
+
+
+def test_the_fallback_warns_once(monkeypatch, caplog):
+    monkeypatch.setattr(session, "_warned_no_delta", False)
+    with caplog.at_level(logging.WARNING, logger=session.__name__):
+        session._warn_no_delta("no network")
+        session._warn_no_delta("no network")
+    assert len(caplog.records) == 1 and "tables are committed with delta-rs" in caplog.records[0].getMessage()
