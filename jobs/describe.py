@@ -49,7 +49,7 @@ def release_description(provenance: dict, *, declared_types: Optional[dict[str, 
     ----------
     provenance : the release's public provenance (plan facts and guarantee).
     declared_types : attribute name -> declared column type (``integer``, ``long``, ``double``, ``string``).
-    id_column : the record id column when the release keeps it (``keep_id``).
+    id_column : the released pseudonym column when the release keeps it (``keep_id``; ``pseudonym``).
 
     Returns
     -------
@@ -93,7 +93,8 @@ def release_description(provenance: dict, *, declared_types: Optional[dict[str, 
         columns[name] = (f"{label}, eps_attr = {_eps_by_owner(provenance, name)} ({notion} of this column "
                          f"as a multiset per owner's fragment); {value}; {linkage}")
     if id_column and provenance.get("keep_id"):
-        columns[id_column] = "record id, released unchanged (keep_id): not protected"
+        columns[id_column] = ("keyed pseudonym of the record id (HMAC-SHA-256 under the owners' key; keep_id): a "
+                              "linkage key for whoever holds the key, outside every epsilon statement")
     return TableDescription(comment, properties, columns)
 
 

@@ -354,7 +354,7 @@ def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519Pub
     # and the table describes itself from the public provenance only (fragrelease.jobs.describe)
     declared = {a.name: a.type for a in resolve_schema(cfg.dataset).attributes}
     released = cast_declared_integers(released, integer_columns(plan.attributes, declared))
-    described = release_description(prov, declared_types=declared, id_column=plan.id_column)
+    described = release_description(prov, declared_types=declared, id_column=PSEUDONYM_COLUMN)
     if cfg.output_table is not None:
         path, version = commit_table(released, cfg.output_table, provenance=prov, if_exists=cfg.if_exists,
                                      description=described)
