@@ -15,7 +15,7 @@ UDFs in ``fragrelease.udfs`` (``udfs/``), the dataset declarations in ``fragrele
 (``schemas/``) and the paper reproductions in ``fragrelease.experiments`` (``experiments/``).
 """
 
-__version__ = "0.5.1"
+__version__ = "0.6.0"
 
 #: Names served lazily from the Spark side (:mod:`fragrelease.jobs.api`): ``fragrelease.protect`` and
 #: ``fragrelease.Release``. The import happens on first access only, so ``import fragrelease`` stays

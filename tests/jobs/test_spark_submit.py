@@ -12,7 +12,7 @@ def run(*args):
 
 
 def test_dry_run_prints_the_command_with_delta_and_config():
-    r = run("--dry-run", "--master", "yarn", "--deploy-mode", "cluster", "--delta", "--delta-version", "4.4.1",
+    r = run("--dry-run", "--master", "yarn", "--deploy-mode", "cluster", "--delta", "--delta-version", "4.4.0",
             "--conf", "spark.executor.memory=4g", "--", "owner", "protect", "--config", "conf/adult-horizontal.yaml",
             "--owner", "owner-1")
     assert r.returncode == 0, r.stderr

@@ -165,3 +165,17 @@ def test_protect_refuses_a_forged_plan_before_the_ledger_or_spark(tmp_path):
         protect_owner_fragment(None, cfg, "clinic-a")  # spark=None: refused before any Spark call
     assert not os.path.exists(tmp_path / "ledger-a")
     assert not os.path.exists(tmp_path / "work" / "owners")
+
+
+@pytest.mark.parametrize("field, forged, said", [("linkage", "unlinked", "linked"), ("keep_id", True, "False")])
+def test_the_aggregator_refuses_a_plan_json_that_differs_from_its_configuration(tmp_path, field, forged, said):
+    """plan.json lies on shared storage; the release-wide terms (linkage, keep_id) are pinned by no
+    owner's signature, so the aggregator recomputes every term from its own configuration."""
+    from fragrelease.jobs.idpir.aggregator import check_plan_against_config
+
+    cfg = _cfg(tmp_path)
+    honest = _plan(cfg)
+    check_plan_against_config(honest, cfg)  # the honest plan passes
+    with pytest.raises(ManifestMismatchError, match=rf"^the aggregator refuses plan.json \(owner 'clinic-a' refuses plan "
+                                                    rf"[0-9a-f-]+: {field} is .* in the plan, its configuration says {said}\)$"):
+        check_plan_against_config(honest.model_copy(update={field: forged}), cfg)
