@@ -137,14 +137,21 @@ def planned(cluster, tmp_path_factory, wine_pdf):
 
 
 def write_config(base: Path, name: str) -> Path:
-    lines = [f"name: cluster-{name}", "dataset: wine", "fragmentation: horizontal", 'epsilon: "1"', "k: 10",
+    lines = ["name: cluster-release", "dataset: wine", "fragmentation: horizontal", 'epsilon: "1"', "k: 10",
              "owners:"]
     from fragrelease.signing import write_key_pair
 
+    # the owners' shared pseudonym key (each owner has its own private_dir, so no key is generated)
+    pkey = base / "keys" / "pseudonym.key"
+    if not pkey.exists():
+        pkey.parent.mkdir(parents=True, exist_ok=True)
+        pkey.write_bytes(os.urandom(32))
+        pkey.chmod(0o600)
     for o in OWNERS:
         key, pub = write_key_pair(str(base / "keys" / name), o)  # signed manifests: the owners' key pairs
         lines.append(f"  - {{name: {o}, source: {{path: {base / 'src' / o}, format: parquet}}, "
-                     f"private_dir: {base / 'private' / name / o}, signing_key: {key}, public_key: '{pub}'}}")
+                     f"private_dir: {base / 'private' / name / o}, signing_key: {key}, public_key: '{pub}', "
+                     f"pseudonym_key: {{file: {pkey}}}}}")
     lines += [f"work_dir: {base / name / 'work'}", f"output: {base / name / 'release'}", "reports: false"]
     path = base / f"{name}.yaml"
     path.write_text("\n".join(lines) + "\n")
@@ -232,7 +239,7 @@ def check_no_redraw_and_committed(log_dir: Path, table: Path | None, shipped_to:
         protected = read_table(table)
         outputs = [set(f["output"]) for f in distinct]
         for col in protected.columns:
-            if col == "record_id":
+            if col in ("record_id", "pseudonym"):  # the owner writes keyed pseudonyms, not ids
                 continue
             values = set(protected[col])
             assert any(values <= out for out in outputs), f"column {col}: values not from the first draws"
