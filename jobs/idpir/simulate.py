@@ -8,6 +8,8 @@ Each fragment is written as Parquet to the owner's private folder, ``<private_di
 """
 from __future__ import annotations
 
+import os
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -67,6 +69,10 @@ def split_fragments(spark, cfg: ReleaseConfig, schema: DatasetSchema, data: Data
     return sizes
 
 
+#: written into a simulated fragment's folder; only such a folder is ever overwritten
+SIMULATED_MARKER = ".fragrelease-simulated"
+
+
 def _write_private(df: DataFrame, cfg: ReleaseConfig, owner) -> None:
     """Write a simulated raw fragment into the owner's private folder: folders 0700, files 0600.
 
@@ -75,5 +81,12 @@ def _write_private(df: DataFrame, cfg: ReleaseConfig, owner) -> None:
     """
     ensure_private_dir(owner_private_dir(cfg, owner))
     path = fragment_source(cfg, owner).path
+    marker = os.path.join(path, SIMULATED_MARKER)
+    if os.path.exists(path) and not os.path.exists(marker):
+        # only a fragment an earlier simulation wrote is replaced, never a folder of the user's
+        raise ConfigError(f"owner {owner.name!r}: {path!r} exists and was not written by a fragrelease simulation "
+                          f"(no {SIMULATED_MARKER}); move it or choose another private_dir")
     df.write.mode("overwrite").parquet(path)
+    with open(marker, "w", encoding="utf-8") as f:  # hidden: Parquet readers skip it
+        f.write("simulated fragment written by fragrelease\n")
     restrict_private_tree(path)

@@ -382,3 +382,22 @@ def test_simulated_fragments_are_private_whatever_the_umask(spark, tmp_path, mon
             assert stat.S_IMODE(os.stat(root).st_mode) == 0o700, root
             for f in files:
                 assert stat.S_IMODE(os.stat(os.path.join(root, f)).st_mode) == 0o600, f
+
+
+def test_a_simulation_never_overwrites_a_fragment_folder_it_did_not_write(tmp_path):
+    """``<private_dir>/fragment`` is replaced only when an earlier simulation wrote it (its marker)."""
+    from fragrelease.errors import ConfigError
+    from fragrelease.idpir.config import config_from_dict
+    from fragrelease.jobs.idpir.simulate import _write_private
+
+    cfg = config_from_dict(dict(name="sim", dataset="wine", fragmentation="horizontal", epsilon="1", k=10,
+                                owners=[{"name": "a", "rows": 20, "private_dir": str(tmp_path / "pa")},
+                                        {"name": "b", "rows": 20, "private_dir": str(tmp_path / "pb")}],
+                                work_dir=str(tmp_path / "work"), output=str(tmp_path / "release")))
+    mine = tmp_path / "pa" / "fragment" / "notes.parquet"
+    mine.parent.mkdir(parents=True)
+    mine.write_bytes(b"the user's own file")
+    with pytest.raises(ConfigError, match=r"^owner 'a': '.*fragment' exists and was not written by a fragrelease "
+                                          r"simulation"):
+        _write_private(None, cfg, cfg.owners[0])  # refused before any write: no DataFrame needed
+    assert mine.read_bytes() == b"the user's own file"
