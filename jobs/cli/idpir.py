@@ -107,8 +107,13 @@ def print_summary(cfg: ReleaseConfig, result: dict) -> None:
         f"k {prov['k']} | mechanism {prov['mechanism']} | category order {prov['category_order']} | "
         f"linkage {prov['linkage']} | postprocess {prov['postprocess']} | MeanSSE vs original {result['mean_sse']:.4f}"
     )
+    from fragrelease.idpir.metrics import SCALE_TEXT
+    from fragrelease.idpir.preview import preview_from_provenance
+
+    console.print(f"MeanSSE {result['mean_sse']:.4f}: {SCALE_TEXT}", highlight=False)
     guarantee = prov["guarantee"]
     console.print(f"guarantee: {guarantee['per_column']}; {guarantee['table']}. Against: {guarantee['against']}.")
+    print_preview(preview_from_provenance(prov), suggestions=False)  # public parameters of the release only
 
 
 def preview_table(pv) -> Table:

@@ -80,3 +80,31 @@ def test_plan_errors_are_one_line_with_status_2(capsys, tmp_path):
         assert len(err.strip().splitlines()) == 1 and message in err, err
     assert main(["plan", str(tmp_path / "none.yaml")]) == 2
     assert "none.yaml" in capsys.readouterr().err
+
+
+def test_the_run_summary_prints_the_table_and_the_meansse_scale(capsys):
+    """After a run: the same per-attribute table beside the guarantee, from the release's provenance."""
+    from fragrelease.idpir.protocol import OwnerMetadata, make_plan
+    from fragrelease.jobs.cli.idpir import print_summary
+    from fragrelease.jobs.idpir.aggregator import provenance
+    from fragrelease.schemas.datasets import resolve_schema
+
+    schema = resolve_schema("conf/german-credit-schema.yaml")
+    specs = tuple(a.public_spec() for a in schema.protected)
+    metas = [OwnerMetadata(owner=o, dataset="german-credit", fragmentation="horizontal", attributes=specs,
+                           n_records=n) for o, n in (("bank-a", 600), ("bank-b", 400))]
+    plan = make_plan(metas, fragmentation="horizontal", mechanism="idp-ir", k=20, epsilon="1")
+    prov = provenance(plan)
+    result = {"path": "/tmp/r", "version": 0, "rows": 1000, "provenance": prov, "mean_sse": 5.56,
+              "owners": [{"name": o.name, "records": o.n_records, "epsilon": o.epsilon,
+                          "attributes": len(o.attributes)} for o in plan.owners]}
+    from fragrelease.idpir.config import load_config
+
+    print_summary(load_config("conf/german-credit-horizontal.yaml"), result)
+    out = capsys.readouterr().out
+    assert "MeanSSE 5.5600: mean over records and attributes of the squared error in units of the original's " \
+           "standard deviation; 0 = every released value equals the original" in out
+    assert out.index("guarantee:") < out.index("credit_amount")
+    rows = _rows(out)
+    assert rows["credit_amount"][1:] == ["num", "1/20", "5e+04", "1.498e+05", "599%", "WARN"]
+    assert "warning: 20 of 20 attributes" in out and "suggestion" not in out
