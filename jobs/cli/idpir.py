@@ -79,12 +79,28 @@ def run(
     cfg = _config(config, epsilon=epsilon, k=k, mechanism=mechanism, output=output, if_exists=if_exists,
                   category_order=category_order, category_order_share=order_share, linkage=linkage,
                   postprocess=postprocess)
+    _warn_accuracy(cfg, config)
     spark = _spark(master)
     from fragrelease.jobs.idpir.release import run_local_release
 
     with progress_display() as progress:
         result = run_local_release(spark, cfg, progress=progress, config_path=config)
     print_summary(cfg, result)
+
+
+def _warn_accuracy(cfg: ReleaseConfig, config_path: str) -> None:
+    """Before Spark starts: log the preview's warning (public quantities only) when attributes would drown in noise."""
+    import logging
+
+    from fragrelease.idpir.preview import preview
+    from fragrelease.jobs.idpir.preflight import BUILTIN_ROWS
+    from fragrelease.schemas.datasets import resolve_schema
+
+    rows = BUILTIN_ROWS.get(cfg.dataset) if cfg.simulated and cfg.source is None else None
+    pv = preview(cfg, [a.public_spec() for a in resolve_schema(cfg.dataset).protected], rows=rows)
+    warning = pv.warning_text()
+    if warning:
+        logging.getLogger("fragrelease.preview").warning("%s; see fragrelease plan %s", warning, config_path)
 
 
 def print_summary(cfg: ReleaseConfig, result: dict) -> None:

@@ -108,3 +108,26 @@ def test_the_run_summary_prints_the_table_and_the_meansse_scale(capsys):
     rows = _rows(out)
     assert rows["credit_amount"][1:] == ["num", "1/20", "5e+04", "1.498e+05", "599%", "WARN"]
     assert "warning: 20 of 20 attributes" in out and "suggestion" not in out
+
+
+def test_the_python_api_previews_without_spark():
+    from fragrelease.jobs.api import Release
+
+    pv = Release.from_config("conf/german-credit-horizontal.yaml").preview()
+    assert len(pv.warnings) == 20 and pv.suggestions is not None and pv.suggestions.k == 267
+    assert pv.to_dict()["suggestions"]["epsilon"] == "14"
+    assert not Release.from_config("conf/german-credit-horizontal.yaml", overrides={"k": 267}).preview().warnings
+
+
+def test_run_logs_the_preview_warning_before_spark_starts(caplog):
+    import logging
+
+    from fragrelease.idpir.config import load_config
+    from fragrelease.jobs.cli.idpir import _warn_accuracy
+
+    with caplog.at_level(logging.WARNING, logger="fragrelease.preview"):
+        _warn_accuracy(load_config("conf/german-credit-horizontal.yaml"), "conf/german-credit-horizontal.yaml")
+        _warn_accuracy(load_config("conf/german-credit-horizontal.yaml", {"k": 300}), "c.yaml")
+    assert len(caplog.records) == 1
+    assert caplog.records[0].getMessage().startswith("20 of 20 attributes have a 95 % noise interval")
+    assert caplog.records[0].getMessage().endswith("see fragrelease plan conf/german-credit-horizontal.yaml")
