@@ -25,8 +25,9 @@ calibrated value by at most c·2⁻⁴⁰/ε_μ.
 half up (docs/specification.md §1). For a cluster whose exact mean rank μ is a whole interior rank
 (every record of the cluster in one category, the usual case for clusters of sorted ranks) the
 released rank differs from μ exactly when |Lap(b)| ≥ ½: probability ``exp(−1/(2b))``; it moves by
-two ranks or more with probability ``exp(−3/(2b))``. This is the smallest chance over interior
-clusters (an interval of length 1 centred on the mode holds the most Laplace mass); a cluster at rank
+two ranks or more with probability ``exp(−3/(2b))`` (when μ lies at least two ranks from either end).
+This is the smallest chance over interior clusters (an interval of length 1 centred on the mode holds
+the most Laplace mass); a cluster at rank
 1 or |dom| moves with half of it (clamping keeps one side). Under ``dp-frequency`` the category order
 itself is bought with a Laplace histogram of scale ``2/ε_order``
 (:func:`~fragrelease.idpir.category_order.histogram_scale`); the preview gives that scale too.
@@ -478,6 +479,11 @@ def preview_from_provenance(provenance: Mapping[str, Any], threshold: float = DE
     return preview_params(p, threshold, with_suggestions=False)
 
 
+def _number(x: float) -> str:
+    """Four significant digits; thousands as whole numbers with separators (50,000 rather than 5e+04)."""
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
+
+
 def table_header(pv: ReleasePreview) -> list[str]:
     """Column titles of :func:`table_rows` (the owner column only for vertical releases)."""
     head = ["attribute"] + (["owner"] if pv.params.fragmentation == "vertical" else [])
@@ -502,8 +508,8 @@ def table_rows(pv: ReleasePreview) -> list[list[str]]:
     rows = []
     for a in pv.attributes:
         row = [a.attribute] + ([", ".join(a.owners)] if pv.params.fragmentation == "vertical" else [])
-        row += ["cat" if a.kind == "categorical" else "num", format_epsilon(a.epsilon), f"{a.scale:.4g}",
-                f"{a.half_width:.4g}", f"{a.coverage:.0%}", "" if a.p_move is None else f"{a.p_move:.0%}",
+        row += ["cat" if a.kind == "categorical" else "num", format_epsilon(a.epsilon), _number(a.scale),
+                _number(a.half_width), f"{a.coverage:.0%}", "" if a.p_move is None else f"{a.p_move:.0%}",
                 "WARN" if a.warn else "ok"]
         rows.append(row)
     return rows

@@ -35,7 +35,8 @@ def test_plan_of_the_20_attribute_release_warns_and_suggests_k_and_epsilon(capsy
     out = capsys.readouterr().out
     rows = _rows(out)
     assert len([r for r in rows.values() if r[-1] == "WARN"]) == 20
-    assert rows["credit_amount"][1:3] == ["num", "1/20"] and rows["credit_amount"][5] == "599%"
+    # credit amount: Δ = 50,000/20 DM, b = Δ/(1/20) = 50,000 DM, ±b·ln 20 = 149,787 DM
+    assert rows["credit_amount"][1:] == ["num", "1/20", "50,000", "149,787", "599%", "WARN"]
     assert "warning: 20 of 20 attributes have a 95 % noise interval covering more than 50% of their domain" in out
     # k: categorical ε_centroids = 9/10 · 1/20, 2·ln 20/(k·0.045) <= 0.5 -> k = 267 <= the smaller bank's 400
     assert "suggestion: k = 267" in out and "suggestion: epsilon = 14 " in out
@@ -106,7 +107,7 @@ def test_the_run_summary_prints_the_table_and_the_meansse_scale(capsys):
            "standard deviation; 0 = every released value equals the original" in out
     assert out.index("guarantee:") < out.index("credit_amount")
     rows = _rows(out)
-    assert rows["credit_amount"][1:] == ["num", "1/20", "5e+04", "1.498e+05", "599%", "WARN"]
+    assert rows["credit_amount"][1:] == ["num", "1/20", "50,000", "149,787", "599%", "WARN"]
     assert "warning: 20 of 20 attributes" in out and "suggestion" not in out
 
 
