@@ -606,11 +606,9 @@ class Release:
         :class:`~fragrelease.idpir.preview.ReleasePreview`. Raises ConfigError or InvalidParameterError
         naming the bad key or value.
         """
-        from fragrelease.idpir.preview import preview
+        from fragrelease.jobs.idpir.preflight import accuracy_preview
 
-        cfg = self.config()
-        schema = self._schema if self._schema is not None else resolve_schema(cfg.dataset)
-        return preview(cfg, [a.public_spec() for a in schema.protected], rows=rows, threshold=threshold)
+        return accuracy_preview(self.config(), rows=rows, threshold=threshold)
 
     def _make_tmp(self) -> None:
         """This release's own temporary folder (0700): the default work folder and a declared schema.

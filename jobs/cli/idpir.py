@@ -92,13 +92,9 @@ def _warn_accuracy(cfg: ReleaseConfig, config_path: str) -> None:
     """Before Spark starts: log the preview's warning (public quantities only) when attributes would drown in noise."""
     import logging
 
-    from fragrelease.idpir.preview import preview
-    from fragrelease.jobs.idpir.preflight import BUILTIN_ROWS
-    from fragrelease.schemas.datasets import resolve_schema
+    from fragrelease.jobs.idpir.preflight import accuracy_preview
 
-    rows = BUILTIN_ROWS.get(cfg.dataset) if cfg.simulated and cfg.source is None else None
-    pv = preview(cfg, [a.public_spec() for a in resolve_schema(cfg.dataset).protected], rows=rows)
-    warning = pv.warning_text()
+    warning = accuracy_preview(cfg).warning_text()
     if warning:
         logging.getLogger("fragrelease.preview").warning("%s; see fragrelease plan %s", warning, config_path)
 
@@ -188,18 +184,13 @@ def plan(
     95 % interval (units and share of the domain), the categorical rank-move chance; warnings and the k, ε or
     attributes that would fit. Public quantities only: no data, no Spark, no budget. docs/specification.md §2."""
     from fragrelease.errors import ConfigError
-    from fragrelease.idpir.preview import preview
-    from fragrelease.jobs.idpir.preflight import BUILTIN_ROWS
-    from fragrelease.schemas.datasets import resolve_schema
+    from fragrelease.jobs.idpir.preflight import accuracy_preview
 
     if rows is not None and rows < 1:
         raise ConfigError(f"--rows: must be >= 1, not {rows}")
     cfg = load_config(config, {"epsilon": epsilon, "k": k, "mechanism": mechanism, "category_order": category_order,
                                "category_order_share": order_share})
-    schema = resolve_schema(cfg.dataset)
-    if rows is None and cfg.simulated and cfg.source is None:
-        rows = BUILTIN_ROWS.get(cfg.dataset)  # the built-in table's public size (vertical simulations)
-    pv = preview(cfg, [a.public_spec() for a in schema.protected], rows=rows, threshold=threshold)
+    pv = accuracy_preview(cfg, rows=rows, threshold=threshold)
     console.print(f"{config}: {cfg.fragmentation} release of {cfg.dataset}, {len(cfg.owners)} owners, ε {cfg.epsilon}, "
                   f"k {cfg.k}, {cfg.mechanism}, category order {cfg.category_order}", highlight=False)
     print_preview(pv)
