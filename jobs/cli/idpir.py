@@ -79,8 +79,8 @@ def run(
     cfg = _config(config, epsilon=epsilon, k=k, mechanism=mechanism, output=output, if_exists=if_exists,
                   category_order=category_order, category_order_share=order_share, linkage=linkage,
                   postprocess=postprocess)
-    _warn_accuracy(cfg, config)
     spark = _spark(master)
+    _warn_accuracy(cfg, config)  # before any data is read (after the session: no pyspark, one error line only)
     from fragrelease.jobs.idpir.release import run_local_release
 
     with progress_display() as progress:
@@ -89,7 +89,8 @@ def run(
 
 
 def _warn_accuracy(cfg: ReleaseConfig, config_path: str) -> None:
-    """Before Spark starts: log the preview's warning (public quantities only) when attributes would drown in noise."""
+    """Before any data is read: log the preview's warning (public quantities only) when attributes would drown in
+    noise."""
     import logging
 
     from fragrelease.jobs.idpir.preflight import accuracy_preview

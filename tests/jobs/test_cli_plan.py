@@ -121,7 +121,7 @@ def test_the_python_api_previews_without_spark():
     assert not Release.from_config("conf/german-credit-horizontal.yaml", overrides={"k": 267}).preview().warnings
 
 
-def test_run_logs_the_preview_warning_before_spark_starts(caplog):
+def test_run_logs_the_preview_warning_before_reading_data(caplog):
     import logging
 
     from fragrelease.idpir.config import load_config
