@@ -372,10 +372,13 @@ def suggest(p: PreviewParams, threshold: float = DEFAULT_THRESHOLD) -> Optional[
     Each suggestion changes one thing and keeps the rest: the smallest k in [3, min declared n] (binary
     search: the coverage ``2·ln 20·b/(hi − lo)`` never grows with k); the smallest ε with two significant
     digits (b ∝ 1/ε, checked exactly); the attributes to keep, dropping the attribute with the widest
-    interval and recomputing the budgets until all fit (the largest such set when every attribute gets
-    the same budget, i.e. horizontal and ``by-attributes`` releases without dp-frequency; otherwise a
-    greedy choice). A release keeps needing at least two owners; the suggestion does not check that.
+    interval (ties: the later name) and recomputing the budgets until all fit. When every attribute gets
+    ε/l (horizontal and ``by-attributes`` releases) each coverage is a fixed constant of its kind over
+    ε/l, so this keeps the largest set that fits (up to the sampler's 2⁻⁴⁰ grid allowance); for the
+    vertical ``equal`` split it is a greedy choice. A release keeps needing at least two owners; the
+    suggestion does not check that.
     """
+    p = replace(p, budgets=None)  # every variant recomputes its budgets from ε, the split and the order
     previews = attribute_previews(p, threshold)
     bad = [a for a in previews if a.warn]
     if not bad:

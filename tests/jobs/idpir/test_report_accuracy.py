@@ -68,6 +68,7 @@ def test_public_report_shows_the_noise_table_from_public_parameters_only(spark, 
     path = public_report(spark.createDataFrame(prot[["age", "sex"]]), ATTRS, prov, str(tmp_path / "p.html"))
     text = open(path, encoding="utf-8").read()
     assert "Noise per attribute" in text and "exact (DP-IR)" in text
+    assert "original" not in text.lower() and "MeanSSE" not in text  # nothing computed from the original data
     # age: Δ = 100/5, ε = 1/2 -> b = 40 (+ the 2^-40 grid allowance), ±119.8, 240 % of the domain
     assert "<tr><td>age</td><td>num</td><td>1/2</td><td>40</td><td>119.8</td><td>240%</td><td></td><td>WARN</td></tr>" \
         in text
