@@ -596,6 +596,20 @@ class Release:
         self._config = config_from_dict(data, source="Release(...)")
         return self._config
 
+    def preview(self, *, rows: Optional[int] = None, threshold: float = 0.5):
+        """Accuracy preview before any data is read (:func:`fragrelease.idpir.preview.preview`; no Spark action).
+
+        Per released attribute: ε_attr, the Laplace scale b = E|noise| (exact for DP-IR, an upper bound for
+        iDP-IR), the 95 % interval ±b·ln 20 and the share of the domain it covers, the categorical rank-move
+        chance; warnings above ``threshold`` and the smallest k, ε or attribute subset that fits. ``rows``:
+        the record count of owners that declare none. Returns a
+        :class:`~fragrelease.idpir.preview.ReleasePreview`. Raises ConfigError or InvalidParameterError
+        naming the bad key or value.
+        """
+        from fragrelease.jobs.idpir.preflight import accuracy_preview
+
+        return accuracy_preview(self.config(), rows=rows, threshold=threshold)
+
     def _make_tmp(self) -> None:
         """This release's own temporary folder (0700): the default work folder and a declared schema.
 

@@ -76,6 +76,15 @@ class IRMechanism:
             return dp_ir_sensitivity(lo, hi, k_used)
         return idp_ir_sensitivity(values, k_used, lo, hi)
 
+    def sensitivity_bound(self, k: int, lo: float, hi: float) -> float:
+        """Δ without any data: ``(hi - lo) / k_used`` (docs/specification.md §2).
+
+        Exact for DP-IR (the global sensitivity it calibrates to); for iDP-IR and plain iDP an upper
+        bound of the local Δ of every dataset in [lo, hi] of any size n ≥ k_used, since every gap is
+        counted once with weight at most 1/k. Public (k and the declared domain only).
+        """
+        return dp_ir_sensitivity(lo, hi, self.k_used(k))
+
     def sensitivity_from_extremes(self, min_first: float, min_last: float, max_second_last: float,
                                   max_last: float, *, k: int, size_last: int, n_clusters: int, lo: float,
                                   hi: float) -> float:

@@ -19,6 +19,12 @@ from fragrelease.errors import InvalidParameterError
 CONVENTIONS = ("authors", "paper")
 CATEGORICAL_SCALE = 0.5
 
+#: How to read a MeanSSE in the authors' convention (CLI summary, reports): its unit and what 0 and 1 mean.
+SCALE_TEXT = ("mean over records and attributes of the squared error in units of the original's standard "
+              "deviation; 0 = every released value equals the original; 1 = errors as large as replacing every "
+              "numeric value by its attribute's mean (that scores (n-1)/n), while a changed categorical label "
+              "counts 4 (s = 0.5), so 1 = a quarter of the labels changed")
+
 
 def attribute_scale(original: np.ndarray, categorical: bool, convention: str = "authors") -> float:
     """The divisor of attribute g: s_g (authors) or σ²_g (paper)."""

@@ -8,6 +8,7 @@ and exit with status 2. ``python -m fragrelease.jobs.cli ARGS`` runs the same co
     fragrelease [--verbose|--quiet] [--version] COMMAND ...    global options (before the command)
     fragrelease run CONFIG                          iDP-IR: every party in this driver      (cli.idpir)
     fragrelease validate CONFIG                     every check that needs no data (no Spark)
+    fragrelease plan CONFIG                         accuracy preview per attribute, before any data is read
     fragrelease split CONFIG                        iDP-IR: simulate the owners' fragments
     fragrelease owner metadata|protect --config C --owner O        one data owner's step
     fragrelease aggregator plan|release --config C                  the aggregator's step
@@ -110,6 +111,7 @@ work_app.command("clear")(idpir.work_clear)
 app.add_typer(work_app, name="work")
 app.command("inspect")(idpir.inspect)
 app.command("validate")(idpir.validate)
+app.command("plan")(idpir.plan)
 app.command("evaluate")(idpir.evaluate)
 app.command("audit")(idpir.audit)
 # the owners' manifest signing keys (docs/known-limitations.md #7)

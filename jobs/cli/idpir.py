@@ -6,6 +6,7 @@
     fragrelease aggregator plan|release --config CONFIG
     fragrelease inspect TABLE|--table NAME      versions and provenance of a release (folder or catalog name)
     fragrelease validate CONFIG                 every check that needs no data, without Spark
+    fragrelease plan CONFIG                     accuracy preview per attribute, before any data is read
     fragrelease evaluate / audit                the paper's evaluation grid and the empirical audit
 """
 from __future__ import annotations
@@ -79,11 +80,24 @@ def run(
                   category_order=category_order, category_order_share=order_share, linkage=linkage,
                   postprocess=postprocess)
     spark = _spark(master)
+    _warn_accuracy(cfg, config)  # before any data is read (after the session: no pyspark, one error line only)
     from fragrelease.jobs.idpir.release import run_local_release
 
     with progress_display() as progress:
         result = run_local_release(spark, cfg, progress=progress, config_path=config)
     print_summary(cfg, result)
+
+
+def _warn_accuracy(cfg: ReleaseConfig, config_path: str) -> None:
+    """Before any data is read: log the preview's warning (public quantities only) when attributes would drown in
+    noise."""
+    import logging
+
+    from fragrelease.jobs.idpir.preflight import accuracy_preview
+
+    warning = accuracy_preview(cfg).warning_text()
+    if warning:
+        logging.getLogger("fragrelease.preview").warning("%s; see fragrelease plan %s", warning, config_path)
 
 
 def print_summary(cfg: ReleaseConfig, result: dict) -> None:
@@ -106,8 +120,81 @@ def print_summary(cfg: ReleaseConfig, result: dict) -> None:
         f"k {prov['k']} | mechanism {prov['mechanism']} | category order {prov['category_order']} | "
         f"linkage {prov['linkage']} | postprocess {prov['postprocess']} | MeanSSE vs original {result['mean_sse']:.4f}"
     )
+    from fragrelease.idpir.metrics import SCALE_TEXT
+    from fragrelease.idpir.preview import preview_from_provenance
+
+    console.print(f"MeanSSE {result['mean_sse']:.4f}: {SCALE_TEXT}", highlight=False)
     guarantee = prov["guarantee"]
     console.print(f"guarantee: {guarantee['per_column']}; {guarantee['table']}. Against: {guarantee['against']}.")
+    print_preview(preview_from_provenance(prov), suggestions=False)  # public parameters of the release only
+
+
+def preview_table(pv) -> Table:
+    """The per-attribute accuracy table of a preview (:mod:`fragrelease.idpir.preview`) as a rich Table."""
+    from rich import box
+
+    from fragrelease.idpir.preview import table_header, table_rows
+
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for h in table_header(pv):
+        text = h in ("attribute", "owner", "kind", "check")
+        table.add_column(h, justify="left" if text else "right", no_wrap=True)
+    for row in table_rows(pv):
+        table.add_row(*row)
+    return table
+
+
+def print_preview(pv, *, suggestions: bool = True) -> None:
+    """Print a preview: the table, its warning line, the suggestions and the notes (all public quantities)."""
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    from fragrelease.idpir.preview import table_title
+
+    console.print(table_title(pv), highlight=False)
+    table = preview_table(pv)
+    # never squeezed below its natural width (a narrow terminal or a log file would cut the figures)
+    need = Measurement.get(console, console.options.update(width=10_000), table).maximum
+    Console(file=console.file, width=max(console.width, need), quiet=console.quiet, highlight=False,
+            force_terminal=console.is_terminal).print(table)
+    warning = pv.warning_text()
+    if warning:
+        console.print(f"[bold yellow]warning:[/bold yellow] {warning}", highlight=False)
+    if suggestions and pv.suggestions is not None:
+        for line in pv.suggestions.lines():
+            console.print(f"  suggestion: {line}", highlight=False)
+    for note in pv.notes:
+        console.print(f"  note: {note}", highlight=False)
+
+
+def plan(
+    config: str = typer.Argument(..., help="Release configuration YAML (see conf/)."),
+    epsilon: Optional[str] = typer.Option(None, help="Override the total ε (e.g. 1, 0.5, 1/3)."),
+    k: Optional[int] = typer.Option(None, help="Override the cluster size k."),
+    mechanism: Optional[str] = typer.Option(None, help="Override: idp-ir, dp-ir or idp."),
+    category_order: Optional[str] = typer.Option(None, "--category-order", help="Override: dp-frequency or declared."),
+    order_share: Optional[str] = typer.Option(None, "--order-share", help="Override the dp-frequency share, in (0, 1)."),
+    rows: Optional[int] = typer.Option(
+        None, "--rows", help="Record count of every owner whose configuration declares none (public; sharpens the "
+                             "scale and bounds the suggested k)."),
+    threshold: float = typer.Option(
+        0.5, "--threshold", help="Warn when an attribute's 95 % noise interval covers more than this share of its "
+                                 "declared domain (default 0.5)."),
+):
+    """Accuracy preview before any data is read: per attribute, ε_attr, the Laplace scale, the expected noise and a
+    95 % interval (units and share of the domain), the categorical rank-move chance; warnings and the k, ε or
+    attributes that would fit. Public quantities only: no data, no Spark, no budget. docs/specification.md §2."""
+    from fragrelease.errors import ConfigError
+    from fragrelease.jobs.idpir.preflight import accuracy_preview
+
+    if rows is not None and rows < 1:
+        raise ConfigError(f"--rows: must be >= 1, not {rows}")
+    cfg = load_config(config, {"epsilon": epsilon, "k": k, "mechanism": mechanism, "category_order": category_order,
+                               "category_order_share": order_share})
+    pv = accuracy_preview(cfg, rows=rows, threshold=threshold)
+    console.print(f"{config}: {cfg.fragmentation} release of {cfg.dataset}, {len(cfg.owners)} owners, ε {cfg.epsilon}, "
+                  f"k {cfg.k}, {cfg.mechanism}, category order {cfg.category_order}", highlight=False)
+    print_preview(pv)
 
 
 def split(config: str = typer.Argument(...), master: Optional[str] = MASTER):

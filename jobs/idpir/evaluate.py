@@ -32,6 +32,17 @@ def mean_sse(original: DataFrame, protected: DataFrame, attributes: Sequence[Att
     InvalidParameterError
         Unknown convention, unmatched ids, empty tables, or an attribute with zero spread.
     """
+    return sum(mean_sse_by_attribute(original, protected, attributes, id_column, convention).values())
+
+
+def mean_sse_by_attribute(original: DataFrame, protected: DataFrame, attributes: Sequence[Attribute],
+                          id_column: str, convention: str = "authors") -> dict[str, float]:
+    """Each attribute's contribution to :func:`mean_sse`, attribute name → non-negative float; they add up to it.
+
+    Attribute g contributes ``(1/(n·l)) Σ_h (d_g / s_g)²`` (authors' convention; ``(1/(n·l²)) Σ_h (d_g/σ²_g)²``
+    for ``paper``), docs/specification.md §4. Same inputs, errors and single Spark aggregation as
+    :func:`mean_sse`; owner-only information (computed from the original data).
+    """
     if convention not in CONVENTIONS:
         raise InvalidParameterError(f"MeanSSE convention must be one of {CONVENTIONS}, not {convention!r}")
     attrs = list(attributes)
@@ -55,13 +66,13 @@ def mean_sse(original: DataFrame, protected: DataFrame, attributes: Sequence[Att
         raise InvalidParameterError(f"{row['unmatched']} records could not be matched by {id_column!r}")
     if not row["n"]:
         raise InvalidParameterError("MeanSSE needs at least one record; both tables are empty")
-    total = 0.0
+    l = len(attrs)
+    denom = int(row["n"]) * (l if convention == "authors" else l * l)
+    out = {}
     for i, a in enumerate(attrs):
         s = CATEGORICAL_SCALE if a.categorical else row[f"s_{i}"]
         if not s or s <= 0:
             raise InvalidParameterError(f"attribute {a.name!r} has zero spread in the original data")
         s = s if convention == "authors" else s * s
-        total += float(row[f"ss_{i}"]) / (s * s)
-    l = len(attrs)
-    denom = l if convention == "authors" else l * l
-    return total / (int(row["n"]) * denom)
+        out[a.name] = float(row[f"ss_{i}"]) / (s * s) / denom
+    return out

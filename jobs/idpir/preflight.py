@@ -171,3 +171,23 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
         from fragrelease.jobs.idpir.signatures import check_signing_keys
 
         check_signing_keys(cfg, None if party == "run" else [owner] if owner is not None else [])
+
+
+def accuracy_preview(cfg: ReleaseConfig, *, rows: Optional[int] = None, threshold: float = 0.5):
+    """The accuracy preview of ``cfg`` (:func:`fragrelease.idpir.preview.preview`), before Spark starts.
+
+    Reads the configuration's schema (never data). ``rows`` is the record count of owners that declare
+    none; a simulation of a built-in table without ``source`` uses the table's public size
+    (:data:`BUILTIN_ROWS`). Returns a :class:`fragrelease.idpir.preview.ReleasePreview`; raises ConfigError
+    for an unknown dataset and InvalidParameterError for a bad threshold or ``rows``.
+    """
+    from fragrelease.errors import InvalidParameterError
+    from fragrelease.idpir.preview import preview
+    from fragrelease.schemas.datasets import resolve_schema
+
+    if rows is not None and rows < 1:
+        raise InvalidParameterError(f"rows must be >= 1, not {rows}")
+    if rows is None and cfg.simulated and cfg.source is None:
+        rows = BUILTIN_ROWS.get(cfg.dataset)  # the built-in table's public size (vertical simulations)
+    specs = [a.public_spec() for a in resolve_schema(cfg.dataset).protected]
+    return preview(cfg, specs, rows=rows, threshold=threshold)

@@ -31,6 +31,7 @@ from matplotlib.figure import Figure
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
+from fragrelease.idpir.metrics import CATEGORICAL_SCALE, SCALE_TEXT
 from fragrelease.jobs.storage import write_text
 from fragrelease.schemas.base import Attribute
 
@@ -274,6 +275,7 @@ def public_report(release_df: DataFrame, attrs: Sequence[Attribute], provenance:
         ]),
         "<h2>Guarantee</h2>",
         _table(["what", "statement"], [[k.replace("_", " "), v] for k, v in (provenance.get("guarantee") or {}).items()]),
+        *noise_preview_html(provenance),
         *_description_html(described),
         "<h2>Budget per owner and per attribute</h2>",
         _table(["owner", "records", "ε_j", "ε per attribute", "attributes"],
@@ -300,10 +302,11 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
 
     A local ``path`` is created with mode 0600 in a folder of mode 0700
     (:func:`fragrelease.jobs.idpir.workspace.write_private_text`)."""
-    from fragrelease.jobs.idpir.evaluate import mean_sse
+    from fragrelease.jobs.idpir.evaluate import mean_sse_by_attribute
 
+    contributions = mean_sse_by_attribute(original, protected, attrs, id_column)
     if mean_sse_value is None:
-        mean_sse_value = mean_sse(original, protected, attrs, id_column)
+        mean_sse_value = sum(contributions.values())
     so, co = table_summary(original, attrs)
     sp, cp = table_summary(protected, attrs)
     names = [a.name for a in attrs if not a.categorical]
@@ -328,6 +331,8 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
                                         ["ε per attribute", manifest.get("epsilon_per_attribute")],
                                         ["records", manifest.get("n_records")],
                                         ["MeanSSE (authors' convention)", mean_sse_value]]),
+        f"<p>MeanSSE: {html.escape(SCALE_TEXT)}.</p>",
+        *attribute_error_html(attrs, so, sp, contributions),
         "<h2>Numeric attributes: original vs released</h2>",
         _table(["attribute", "mean", "std", *[f"q{int(q * 100)}" for q in QUANTILES]], rows),
         "<h2>Categorical attributes: frequencies</h2>" if cat_rows else "",
@@ -342,6 +347,50 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
 
     write_private_text(path, text)  # 0600 in a 0700 folder, whatever the umask
     return path
+
+
+def noise_preview_html(provenance: dict) -> list[str]:
+    """The per-attribute noise table of a release (:func:`fragrelease.idpir.preview.preview_from_provenance`):
+    ε_attr, the Laplace scale, the 95 % interval and the rank-move chance, from the provenance's public
+    parameters only (mechanism, k, ε, budgets, record counts, declared domains)."""
+    from fragrelease.idpir.preview import preview_from_provenance, table_header, table_rows, table_title
+
+    try:
+        pv = preview_from_provenance(provenance)
+    except (KeyError, TypeError):  # a provenance written before these fields existed
+        return []
+    warning = pv.warning_text()
+    return ["<h2>Noise per attribute</h2>", f"<p>{html.escape(table_title(pv))}. The interval is ±b·ln 20 around "
+            "the exact centroid, in the attribute's units (ranks for categorical attributes).</p>",
+            _table(table_header(pv), table_rows(pv)),
+            f"<p class='warn'>{html.escape(warning)}</p>" if warning else "",
+            "<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in pv.notes) + "</ul>"]
+
+
+def attribute_error_html(attrs: Sequence[Attribute], original: dict, released: dict,
+                         contributions: dict) -> list[str]:
+    """The owner's actual error per attribute (private): mean shift, standard-deviation ratio, MeanSSE share.
+
+    Numeric: released mean − original mean (the attribute's units), that shift in original standard
+    deviations, released sd / original sd; categorical: the share of changed labels. Every attribute:
+    its contribution to MeanSSE (the contributions add up to it; docs/specification.md §4).
+    """
+    l = len(attrs)
+    rows = []
+    for a in attrs:
+        c = contributions[a.name]
+        if a.categorical:  # c = changed · (1/s)² / l, s = CATEGORICAL_SCALE
+            changed = c * l * CATEGORICAL_SCALE ** 2
+            rows.append([a.name, "categorical", None, None, None, f"{changed:.1%} labels changed", c])
+            continue
+        o, r = original[a.name], released[a.name]
+        shift = None if o["mean"] is None or r["mean"] is None else r["mean"] - o["mean"]
+        in_sd = None if shift is None or not o["std"] else shift / o["std"]
+        ratio = None if not o["std"] or r["std"] is None else r["std"] / o["std"]
+        rows.append([a.name, "numeric", shift, in_sd, ratio, "", c])
+    return ["<h2>Error per attribute (this fragment)</h2>",
+            _table(["attribute", "kind", "mean shift (released − original)", "shift in original sd",
+                    "sd ratio (released / original)", "labels", "MeanSSE contribution"], rows)]
 
 
 def public_report_path(output: str, version: int) -> str:

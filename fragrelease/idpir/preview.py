@@ -1,0 +1,518 @@
+"""Accuracy preview of an IR release from public quantities only, before any data is read.
+
+For each released attribute: its budget ε_attr (and the part ε_μ left for the centroids), the
+Laplace scale b of its noisy centroids, the expected absolute noise E|Lap(b)| = b, the 95 %
+interval ±b·ln 20 of a released centroid around the exact one (P(|Lap(b)| ≥ t) = exp(−t/b), so
+t = b·ln 20 leaves 5 %), in the attribute's units and as the share of the declared domain it covers,
+and for a categorical attribute the chance that a cluster's released rank differs from its exact
+rank. Sources: docs/specification.md §1 (ranks), §2 (mechanisms, budget) and §3 (fragmented budgets);
+Del Vasto-Terrientes et al. (ICISSP 2025) §3.3; Sánchez et al. (Information Fusion 2016).
+
+**What it reads.** The mechanism, k, ε, the fragmentation and ε split, the category order and its
+share, the declared domains / categories and, when declared, each owner's record count n (all public:
+n is public under substitution neighbourhood). Never the data, never a local sensitivity, and it spends
+no budget. Every figure below is a function of these public quantities.
+
+**Scale.** Δ is :meth:`~fragrelease.idpir.mechanisms.IRMechanism.sensitivity_bound`, ``(hi − lo)/k``
+(ranks: ``(|dom| − 1)/k``; plain iDP: k = 1). For DP-IR it is the Δ the release uses, so b is exact;
+for iDP-IR and plain iDP it is an upper bound of the local Δ of any fragment (docs/specification.md
+§2: Δ ≤ (hi − lo)/k), so b, the expected noise, the interval and the rank-move chance are upper bounds.
+With n known, b is :meth:`~fragrelease.idpir.mechanisms.IRMechanism.scale` of Δ for the c = max(⌊n/k⌋, 1)
+centroids (the production calibration, ≈ (Δ + c·2⁻⁴⁰)/ε_μ); without n, b = Δ/ε_μ, below the
+calibrated value by at most c·2⁻⁴⁰/ε_μ.
+
+**Categorical attributes.** The noisy mean rank z = μ + Lap(b) is clamped to [1, |dom|] and rounded
+half up (docs/specification.md §1). For a cluster whose exact mean rank μ is a whole interior rank
+(every record of the cluster in one category, the usual case for clusters of sorted ranks) the
+released rank differs from μ exactly when |Lap(b)| ≥ ½: probability ``exp(−1/(2b))``; it moves by
+two ranks or more with probability ``exp(−3/(2b))`` (when μ lies at least two ranks from either end).
+This is the smallest chance over interior clusters (an interval of length 1 centred on the mode holds
+the most Laplace mass); a cluster at rank
+1 or |dom| moves with half of it (clamping keeps one side). Under ``dp-frequency`` the category order
+itself is bought with a Laplace histogram of scale ``2/ε_order``
+(:func:`~fragrelease.idpir.category_order.histogram_scale`); the preview gives that scale too.
+
+**Not included.** The isotonic projection (``postprocess: isotonic``, docs/specification.md §9) and
+clamping act after the noise; they usually reduce the error (docs/evaluation.md), but no per-centroid
+bound is claimed for them, so the figures describe the Laplace draw itself.
+
+**Warning and suggestions.** An attribute warns when its 95 % interval (length 2·b·ln 20) covers more
+than ``threshold`` of its domain width. :func:`suggest` then finds, by exact search over these closed
+forms, the smallest k (≥ 3 and ≤ every declared n), the smallest ε with two significant digits, and the
+attributes to keep (dropping the widest interval first, budgets recomputed each time) that bring every
+attribute under the threshold.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from decimal import ROUND_CEILING, Decimal
+from fractions import Fraction
+from typing import Any, Mapping, Optional, Sequence
+
+from fragrelease.budget import format_epsilon, parse_epsilon, per_attribute_epsilon, split_epsilon_vertical
+from fragrelease.errors import InvalidParameterError
+from fragrelease.idpir.category_order import AttributeBudget, histogram_scale, parse_share, split_attribute_budget
+from fragrelease.idpir.mechanisms import get_mechanism
+from fragrelease.idpir.microaggregation import cluster_count
+from fragrelease.idpir.protocol import MIN_K
+
+#: Two-sided 95 % quantile of |Lap(b)| in units of b: P(|L| ≥ b·ln 20) = 1/20.
+Z95 = math.log(20.0)
+#: Default warning threshold: share of the domain width that a 95 % noise interval may cover.
+DEFAULT_THRESHOLD = 0.5
+#: Largest k the search tries when no owner declares its record count.
+_K_SEARCH_LIMIT = 10**9
+
+#: The statement every preview carries (CLI, reports, API).
+PUBLIC_NOTE = ("computed from public quantities only (mechanism, k, epsilon, the declared domains and categories, "
+               "the declared record counts): no data read, no budget spent")
+
+
+@dataclass(frozen=True)
+class OwnerPlan:
+    """One owner as the preview sees it: its name, the attributes it releases and its record count (None: not declared)."""
+
+    name: str
+    attributes: tuple[str, ...]
+    n: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class PreviewParams:
+    """The public parameters a preview depends on (a configuration or a release's provenance).
+
+    ``specs`` maps attribute name → public spec ``{"name", "kind", "domain": [lo, hi]}`` or
+    ``{"name", "kind": "categorical", "categories": [...]}`` (:meth:`fragrelease.schemas.base.Attribute.public_spec`).
+    ``budgets`` (optional) gives each owner's exact per-attribute budgets, as a released plan records them;
+    without it they are derived from ε, the fragmentation and the split (docs/specification.md §2-3).
+    """
+
+    mechanism: str
+    k: int
+    epsilon: Fraction
+    fragmentation: str
+    owners: tuple[OwnerPlan, ...]
+    specs: Mapping[str, Mapping[str, Any]]
+    epsilon_split: str = "equal"
+    category_order: str = "dp-frequency"
+    category_order_share: Fraction = Fraction(1, 10)
+    budgets: Optional[Mapping[str, tuple[AttributeBudget, ...]]] = None
+
+
+@dataclass(frozen=True)
+class AttributePreview:
+    """The predicted noise of one released attribute (units: the attribute's; ranks for categorical ones).
+
+    ``owners`` hold the attribute (horizontal: all of them; b is the largest over them, which differ only
+    by the c·2⁻⁴⁰ calibration). ``scale`` = b = E|noise|; ``half_width`` = b·ln 20; ``coverage`` =
+    2·half_width / (hi − lo), the share of the domain width the 95 % interval covers (may exceed 1);
+    ``exact`` is True for DP-IR, False when b bounds a local (iDP) scale from above. Categorical only:
+    ``p_move`` = exp(−1/(2b)), ``p_move2`` = exp(−3/(2b)), ``order_scale`` the dp-frequency histogram's
+    scale in records (None for the declared order).
+    """
+
+    attribute: str
+    kind: str
+    owners: tuple[str, ...]
+    lo: float
+    hi: float
+    epsilon: Fraction
+    epsilon_centroids: Fraction
+    sensitivity: float
+    scale: float
+    exact: bool
+    half_width: float
+    coverage: float
+    warn: bool
+    p_move: Optional[float] = None
+    p_move2: Optional[float] = None
+    order_scale: Optional[float] = None
+
+    @property
+    def mean_abs_noise(self) -> float:
+        """E|Lap(b)| = b, in the attribute's units."""
+        return self.scale
+
+    def to_dict(self) -> dict:
+        """Plain JSON-able form (budgets as exact text)."""
+        return {"attribute": self.attribute, "kind": self.kind, "owners": list(self.owners),
+                "domain": [self.lo, self.hi], "epsilon": format_epsilon(self.epsilon),
+                "epsilon_centroids": format_epsilon(self.epsilon_centroids), "sensitivity": self.sensitivity,
+                "scale": self.scale, "exact": self.exact, "mean_abs_noise": self.mean_abs_noise,
+                "half_width_95": self.half_width, "coverage_95": self.coverage, "warn": self.warn,
+                "p_rank_move": self.p_move, "p_rank_move_2": self.p_move2, "order_scale": self.order_scale}
+
+
+@dataclass(frozen=True)
+class Suggestions:
+    """What brings every attribute under the threshold, each found alone (the others unchanged).
+
+    ``k``: the smallest k, or None when none ≤ the smallest declared n does (or the mechanism fixes k);
+    ``epsilon``: the smallest total ε with two significant digits; ``keep``: attributes to keep
+    (empty when not even one attribute fits); ``notes``: why a suggestion is missing.
+    """
+
+    k: Optional[int]
+    epsilon: Optional[Fraction]
+    keep: tuple[str, ...]
+    drop: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+
+    def lines(self) -> list[str]:
+        out = []
+        if self.k is not None:
+            out.append(f"k = {self.k} (the smallest k that brings every attribute under the threshold)")
+        if self.epsilon is not None:
+            out.append(f"epsilon = {_decimal_text(self.epsilon)} (the smallest with two significant digits)")
+        if self.drop:
+            out.append(f"keep only {', '.join(self.keep)} (drop {', '.join(self.drop)})" if self.keep
+                       else "no subset of attributes fits: even a single attribute's interval is too wide")
+        out.extend(self.notes)
+        return out
+
+
+@dataclass(frozen=True)
+class ReleasePreview:
+    """A release's per-attribute accuracy preview (:func:`preview_params`)."""
+
+    params: PreviewParams
+    threshold: float
+    attributes: tuple[AttributePreview, ...]
+    suggestions: Optional[Suggestions] = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def warnings(self) -> tuple[AttributePreview, ...]:
+        return tuple(a for a in self.attributes if a.warn)
+
+    @property
+    def n_known(self) -> bool:
+        return all(o.n is not None for o in self.params.owners)
+
+    def warning_text(self) -> Optional[str]:
+        """One line naming the attributes whose 95 % interval covers more than the threshold, or None."""
+        if not self.warnings:
+            return None
+        worst = max(self.warnings, key=lambda a: a.coverage)
+        verdict = ("their released centroids are mostly noise" if worst.exact else
+                   "at this bound their released centroids would be mostly noise (the actual local scale is at most "
+                   "this)")
+        return (f"{len(self.warnings)} of {len(self.attributes)} attributes have a 95 % noise interval covering more "
+                f"than {self.threshold:.0%} of their domain (widest: {worst.attribute}, ±{worst.half_width:.4g} = "
+                f"{worst.coverage:.0%} of [{worst.lo:g}, {worst.hi:g}]); {verdict}")
+
+    def to_dict(self) -> dict:
+        p = self.params
+        out: dict[str, Any] = {
+            "mechanism": p.mechanism, "k": p.k, "epsilon": format_epsilon(p.epsilon),
+            "fragmentation": p.fragmentation, "threshold": self.threshold, "note": PUBLIC_NOTE,
+            "attributes": [a.to_dict() for a in self.attributes], "notes": list(self.notes)}
+        if self.suggestions is not None:
+            s = self.suggestions
+            out["suggestions"] = {"k": s.k, "epsilon": None if s.epsilon is None else format_epsilon(s.epsilon),
+                                  "keep": list(s.keep), "drop": list(s.drop), "notes": list(s.notes)}
+        return out
+
+
+def _bounds(spec: Mapping[str, Any]) -> tuple[float, float, bool]:
+    """(lo, hi, categorical) of a public attribute spec; ranks [1, |dom|] for categorical ones."""
+    if spec.get("kind") == "categorical":
+        cats = spec.get("categories") or ()
+        if len(cats) < 2:
+            raise InvalidParameterError(f"categorical attribute {spec.get('name')!r} needs at least 2 categories")
+        return 1.0, float(len(cats)), True
+    dom = spec.get("domain")
+    if dom is None or len(dom) != 2:
+        raise InvalidParameterError(f"numeric attribute {spec.get('name')!r} needs a declared domain [lo, hi]")
+    return float(dom[0]), float(dom[1]), False
+
+
+def _owner_budgets(p: PreviewParams) -> dict[str, tuple[AttributeBudget, ...]]:
+    """Each owner's per-attribute budgets: as given, or derived (docs/specification.md §2-3, the plan's rules)."""
+    if p.budgets is not None:
+        return {o.name: tuple(p.budgets[o.name]) for o in p.owners}
+    if p.fragmentation == "horizontal":
+        eps_owner = {o.name: p.epsilon for o in p.owners}  # parallel composition: the full ε each
+    else:
+        eps_owner = split_epsilon_vertical(p.epsilon, {o.name: len(o.attributes) for o in p.owners}, p.epsilon_split)
+    out = {}
+    for o in p.owners:
+        eps_attr = per_attribute_epsilon(eps_owner[o.name], len(o.attributes))
+        out[o.name] = tuple(split_attribute_budget(a, eps_attr, categorical=_bounds(p.specs[a])[2],
+                                                   category_order=p.category_order, share=p.category_order_share)
+                            for a in o.attributes)
+    return out
+
+
+def attribute_previews(p: PreviewParams, threshold: float = DEFAULT_THRESHOLD) -> tuple[AttributePreview, ...]:
+    """One :class:`AttributePreview` per released attribute, in first-owner order (module docstring).
+
+    Raises
+    ------
+    InvalidParameterError
+        Unknown mechanism, k out of range, ε ≤ 0, an owner without attributes, an attribute without a
+        public spec, or a threshold that is not > 0.
+    """
+    if not threshold > 0:
+        raise InvalidParameterError(f"threshold must be > 0 (a share of the domain), not {threshold}")
+    mech = get_mechanism(p.mechanism)
+    k_used = mech.k_used(p.k)
+    budgets = _owner_budgets(p)
+    order: list[str] = []
+    held: dict[str, list[tuple[OwnerPlan, AttributeBudget]]] = {}
+    for o in p.owners:
+        if not o.attributes:
+            raise InvalidParameterError(f"owner {o.name!r} releases no attribute")
+        for b in budgets[o.name]:
+            if b.attribute not in p.specs:
+                raise InvalidParameterError(f"attribute {b.attribute!r} of owner {o.name!r} has no declared domain")
+            if b.attribute not in held:
+                order.append(b.attribute)
+                held[b.attribute] = []
+            held[b.attribute].append((o, b))
+    out = []
+    for name in order:
+        lo, hi, categorical = _bounds(p.specs[name])
+        delta = mech.sensitivity_bound(p.k, lo, hi)  # public: k and the declared domain
+        scales, eps, eps_mu, order_scale = [], None, None, None
+        for o, b in held[name]:
+            eps, eps_mu = b.total, b.centroids
+            if o.n is None:
+                scales.append(delta / float(eps_mu))
+            else:  # the production calibration for the owner's c public clusters
+                scales.append(mech.scale(delta, eps_mu, cluster_count(o.n, k_used)))
+            if categorical and b.order > 0:
+                order_scale = max(order_scale or 0.0, histogram_scale(b.order, int(hi)))
+        assert eps is not None and eps_mu is not None
+        scale = max(scales)
+        half = scale * Z95
+        coverage = 2 * half / (hi - lo)
+        out.append(AttributePreview(
+            attribute=name, kind="categorical" if categorical else "numeric",
+            owners=tuple(o.name for o, _ in held[name]), lo=lo, hi=hi, epsilon=eps, epsilon_centroids=eps_mu,
+            sensitivity=delta, scale=scale, exact=not mech.local, half_width=half, coverage=coverage,
+            warn=coverage > threshold,
+            p_move=math.exp(-0.5 / scale) if categorical else None,
+            p_move2=math.exp(-1.5 / scale) if categorical else None,
+            order_scale=order_scale))
+    return tuple(out)
+
+
+def _fits(p: PreviewParams, threshold: float) -> bool:
+    return not any(a.warn for a in attribute_previews(p, threshold))
+
+
+def _decimal_text(x: Fraction) -> str:
+    d = Decimal(x.numerator) / Decimal(x.denominator)
+    return format(d.normalize(), "f")
+
+
+def _two_digits_up(x: float) -> Fraction:
+    """The smallest number with two significant digits that is ≥ x (> 0)."""
+    d = Decimal(repr(x))
+    exp = d.adjusted() - 1
+    q = Decimal(1).scaleb(exp)
+    return Fraction((d / q).to_integral_value(rounding=ROUND_CEILING) * q)
+
+
+def _next_two_digits(x: Fraction) -> Fraction:
+    d = Decimal(x.numerator) / Decimal(x.denominator)
+    return Fraction(d + Decimal(1).scaleb(d.adjusted() - 1))
+
+
+def _suggest_k(p: PreviewParams, threshold: float) -> tuple[Optional[int], Optional[str]]:
+    if get_mechanism(p.mechanism).fixed_k is not None:
+        return None, f"mechanism {p.mechanism!r} fixes k, so no k is suggested"
+    ns = [o.n for o in p.owners if o.n is not None]
+    upper = min(ns) if ns else _K_SEARCH_LIMIT
+    if upper < MIN_K or not _fits(replace(p, k=upper), threshold):
+        return None, (f"no k up to the smallest owner's record count n = {upper} suffices" if ns
+                      else "no k suffices")
+    lo, hi = MIN_K, upper  # the coverage never grows with k: binary search for the smallest fitting k
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _fits(replace(p, k=mid), threshold):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo, (None if ns else "k must also stay <= every owner's record count (not declared here)")
+
+
+def _suggest_epsilon(p: PreviewParams, worst: float, threshold: float) -> Fraction:
+    # b ∝ 1/ε up to the calibration's c·2⁻⁴⁰ slack: start from the proportional value, then step up
+    eps = _two_digits_up(float(p.epsilon) * worst / threshold)
+    while not _fits(replace(p, epsilon=eps), threshold):
+        eps = _next_two_digits(eps)
+    while True:  # and down, in case the proportional start was above the smallest
+        lower = eps - Fraction(Decimal(1).scaleb((Decimal(eps.numerator) / Decimal(eps.denominator)).adjusted() - 1))
+        if lower <= 0 or not _fits(replace(p, epsilon=lower), threshold):
+            return eps
+        eps = lower
+
+
+def _suggest_keep(p: PreviewParams, threshold: float) -> tuple[str, ...]:
+    current = p
+    while True:
+        previews = attribute_previews(current, threshold)
+        bad = [a for a in previews if a.warn]
+        if not bad:
+            return tuple(a.attribute for a in previews)
+        worst = max(bad, key=lambda a: (a.coverage, a.attribute)).attribute
+        owners = tuple(replace(o, attributes=tuple(a for a in o.attributes if a != worst)) for o in current.owners)
+        owners = tuple(o for o in owners if o.attributes)
+        if not owners:
+            return ()
+        current = replace(current, owners=owners, budgets=None)
+
+
+def suggest(p: PreviewParams, threshold: float = DEFAULT_THRESHOLD) -> Optional[Suggestions]:
+    """What brings every attribute under ``threshold`` (None when all are already under it).
+
+    Each suggestion changes one thing and keeps the rest: the smallest k in [3, min declared n] (binary
+    search: the coverage ``2·ln 20·b/(hi − lo)`` never grows with k); the smallest ε with two significant
+    digits (b ∝ 1/ε, checked exactly); the attributes to keep, dropping the attribute with the widest
+    interval (ties: the later name) and recomputing the budgets until all fit. When every attribute gets
+    ε/l (horizontal and ``by-attributes`` releases) each coverage is a fixed constant of its kind over
+    ε/l, so this keeps the largest set that fits (up to the sampler's 2⁻⁴⁰ grid allowance); for the
+    vertical ``equal`` split it is a greedy choice. A release keeps needing at least two owners; the
+    suggestion does not check that.
+    """
+    p = replace(p, budgets=None)  # every variant recomputes its budgets from ε, the split and the order
+    previews = attribute_previews(p, threshold)
+    bad = [a for a in previews if a.warn]
+    if not bad:
+        return None
+    notes = []
+    k, note = _suggest_k(p, threshold)
+    if note:
+        notes.append(note)
+    eps = _suggest_epsilon(p, max(a.coverage for a in bad), threshold)
+    keep = _suggest_keep(p, threshold)
+    drop = tuple(a.attribute for a in previews if a.attribute not in keep)
+    return Suggestions(k=k, epsilon=eps, keep=keep, drop=drop, notes=tuple(notes))
+
+
+def preview_params(p: PreviewParams, threshold: float = DEFAULT_THRESHOLD, *,
+                   with_suggestions: bool = True) -> ReleasePreview:
+    """The whole preview of ``p``: per-attribute figures, warnings and (if any warns) suggestions."""
+    attrs = attribute_previews(p, threshold)
+    notes = [PUBLIC_NOTE]
+    if get_mechanism(p.mechanism).local:
+        notes.append(f"{p.mechanism}: every figure is an upper bound (the DP-IR value; the local sensitivity never "
+                     "exceeds it, docs/specification.md §2)")
+    if not all(o.n is not None for o in p.owners):
+        notes.append("record counts not declared: b = Δ/ε_centroids, without the sampler's grid allowance "
+                     "(at most n/k·2^-40/ε_centroids)")
+    notes.append("the figures describe the Laplace draw on each centroid, before clamping and the isotonic "
+                 "projection, which usually reduce the error")
+    return ReleasePreview(params=p, threshold=threshold, attributes=attrs,
+                          suggestions=suggest(p, threshold) if with_suggestions else None, notes=tuple(notes))
+
+
+def params_from_config(config: Any, specs: Sequence[Mapping[str, Any]], *, rows: Optional[int] = None) -> PreviewParams:
+    """:class:`PreviewParams` of a release configuration (:class:`fragrelease.idpir.config.ReleaseConfig`).
+
+    ``specs`` are the public specs of the dataset's released attributes in schema order
+    (``[a.public_spec() for a in schema.protected]``). Horizontal owners release all of them and
+    their n is their ``rows`` (simulation) or ``rows`` given here; vertical owners release their
+    ``attributes`` and share one n (``rows``), None when not given.
+
+    Raises
+    ------
+    InvalidParameterError
+        A vertical owner names an attribute the dataset does not release.
+    """
+    by_name = {s["name"]: s for s in specs}
+    owners = []
+    for o in config.owners:
+        if config.fragmentation == "horizontal":
+            attrs = tuple(by_name)
+            n = o.rows if o.rows is not None else rows
+        else:
+            attrs = tuple(o.attributes or ())
+            unknown = [a for a in attrs if a not in by_name]
+            if unknown:
+                raise InvalidParameterError(f"owner {o.name!r}: attribute {unknown[0]!r} is not a released attribute "
+                                            f"of dataset {config.dataset!r}")
+            n = rows
+        owners.append(OwnerPlan(o.name, attrs, n))
+    return PreviewParams(mechanism=config.mechanism, k=config.k, epsilon=config.epsilon_exact,
+                         fragmentation=config.fragmentation, owners=tuple(owners), specs=by_name,
+                         epsilon_split=config.epsilon_split, category_order=config.category_order,
+                         category_order_share=config.category_order_share_exact)
+
+
+def preview(config: Any, specs: Sequence[Mapping[str, Any]], *, rows: Optional[int] = None,
+            threshold: float = DEFAULT_THRESHOLD) -> ReleasePreview:
+    """Accuracy preview of a release configuration before any data is read (module docstring).
+
+    Parameters
+    ----------
+    config : fragrelease.idpir.config.ReleaseConfig
+    specs : the dataset's released attributes as public specs (see :func:`params_from_config`).
+    rows : record count of every owner whose configuration declares none (optional, public).
+    threshold : float > 0, the share of an attribute's domain width its 95 % interval may cover.
+
+    Returns
+    -------
+    ReleasePreview: one row per attribute, the warnings and, if any, :class:`Suggestions`.
+    """
+    return preview_params(params_from_config(config, specs, rows=rows), threshold)
+
+
+def preview_from_provenance(provenance: Mapping[str, Any], threshold: float = DEFAULT_THRESHOLD) -> ReleasePreview:
+    """The same per-attribute table for a committed release, from its provenance (public parameters only).
+
+    Uses the provenance's ``mechanism``, ``k``, ``epsilon``, ``fragmentation``, ``attributes`` (public
+    specs) and ``owners`` (names, ``attributes``, ``n_records`` and the exact ``budgets``); no suggestions.
+    """
+    specs = {a["name"]: a for a in provenance["attributes"]}
+    owners, budgets = [], {}
+    for o in provenance["owners"]:
+        owners.append(OwnerPlan(o["name"], tuple(o["attributes"]), int(o["n_records"])))
+        budgets[o["name"]] = tuple(AttributeBudget(b["attribute"], parse_epsilon(b["epsilon"]),
+                                                   Fraction(b["epsilon_order"]), parse_epsilon(b["epsilon_centroids"]))
+                                   for b in o["budgets"])
+    p = PreviewParams(mechanism=provenance["mechanism"], k=int(provenance["k"]),
+                      epsilon=parse_epsilon(provenance["epsilon"]), fragmentation=provenance["fragmentation"],
+                      owners=tuple(owners), specs=specs, category_order=provenance.get("category_order", "declared"),
+                      category_order_share=parse_share(provenance.get("category_order_share") or "1/10"),
+                      budgets=budgets)
+    return preview_params(p, threshold, with_suggestions=False)
+
+
+def _number(x: float) -> str:
+    """Four significant digits; thousands as whole numbers with separators (50,000 rather than 5e+04)."""
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
+
+
+def table_header(pv: ReleasePreview) -> list[str]:
+    """Column titles of :func:`table_rows` (the owner column only for vertical releases)."""
+    head = ["attribute"] + (["owner"] if pv.params.fragmentation == "vertical" else [])
+    return head + ["kind", "ε_attr", "b = E|noise|", "95 % ±", "of domain", "P(rank moves)", "check"]
+
+
+def table_title(pv: ReleasePreview) -> str:
+    """What the table's figures are: exact (DP-IR) or upper bounds (iDP-IR, iDP), and the threshold."""
+    what = ("upper bounds (the DP-IR values)" if get_mechanism(pv.params.mechanism).local
+            else "exact (DP-IR)")
+    return (f"noise on each released centroid, {what}; check: 95 % interval within {pv.threshold:.0%} of the "
+            "domain")
+
+
+def table_rows(pv: ReleasePreview) -> list[list[str]]:
+    """The per-attribute table as text cells (CLI and reports share it); header: :func:`table_header`.
+
+    Cells: ε_attr (exact), b = E|noise| and the 95 % half-width b·ln 20 in the attribute's units (ranks for
+    categorical attributes), the share of the domain width the 95 % interval covers, P(rank moves by ≥ 1)
+    for categorical attributes, and WARN or ok.
+    """
+    rows = []
+    for a in pv.attributes:
+        row = [a.attribute] + ([", ".join(a.owners)] if pv.params.fragmentation == "vertical" else [])
+        row += ["cat" if a.kind == "categorical" else "num", format_epsilon(a.epsilon), _number(a.scale),
+                _number(a.half_width), f"{a.coverage:.0%}", "" if a.p_move is None else f"{a.p_move:.0%}",
+                "WARN" if a.warn else "ok"]
+        rows.append(row)
+    return rows

@@ -1,0 +1,135 @@
+"""``fragrelease plan CONFIG``: the accuracy preview, printed without data, Spark or budget."""
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from fragrelease.jobs.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+ADULT = ["age", "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex",
+         "hours-per-week", "native-country"]
+
+
+def _rows(out: str) -> dict[str, list[str]]:
+    """Table rows by attribute name (the first cell of each line)."""
+    return {line.split()[0]: line.split() for line in out.splitlines() if line.split()}
+
+
+def test_plan_prints_the_table_of_the_adult_release(capsys):
+    assert main(["plan", "conf/adult-horizontal.yaml"]) == 0
+    out = capsys.readouterr().out
+    rows = _rows(out)
+    for a in ADULT:
+        assert a in rows, out
+    # age: DP-IR bound Δ = 100/50, ε_attr = 1/10 -> b = 20 years, ±20·ln 20 = 59.91, 120 % of the domain
+    assert rows["age"][1:] == ["num", "1/10", "20", "59.91", "120%", "WARN"]
+    # sex: ranks [1, 2], ε_centroids = 9/10 · 1/10: b = (1/50)/0.09, P(rank moves) = exp(-1/(2b)) = 11 %
+    assert rows["sex"][1:] == ["cat", "1/10", "0.2222", "0.6657", "133%", "11%", "WARN"]
+    assert "upper bounds (the DP-IR values)" in out and "no data read, no budget spent" in out
+
+
+def test_plan_of_the_20_attribute_release_warns_and_suggests_k_and_epsilon(capsys):
+    assert main(["plan", "conf/german-credit-horizontal.yaml"]) == 0
+    out = capsys.readouterr().out
+    rows = _rows(out)
+    assert len([r for r in rows.values() if r[-1] == "WARN"]) == 20
+    # credit amount: Δ = 50,000/20 DM, b = Δ/(1/20) = 50,000 DM, ±b·ln 20 = 149,787 DM
+    assert rows["credit_amount"][1:] == ["num", "1/20", "50,000", "149,787", "599%", "WARN"]
+    assert "warning: 20 of 20 attributes have a 95 % noise interval covering more than 50% of their domain" in out
+    # k: categorical ε_centroids = 9/10 · 1/20, 2·ln 20/(k·0.045) <= 0.5 -> k = 267 <= the smaller bank's 400
+    assert "suggestion: k = 267" in out and "suggestion: epsilon = 14 " in out
+
+
+def test_plan_threshold_and_overrides(capsys):
+    assert main(["plan", "conf/german-credit-horizontal.yaml", "--k", "267"]) == 0
+    out = capsys.readouterr().out
+    assert "warning" not in out and "suggestion" not in out
+    assert main(["plan", "conf/adult-horizontal.yaml", "--threshold", "1.5"]) == 0
+    assert "warning" not in capsys.readouterr().out
+
+
+def test_plan_reads_no_data(tmp_path, capsys):
+    """Owners whose sources do not exist still preview: nothing is read but the configuration and schema."""
+    conf = yaml.safe_load((ROOT / "conf" / "wine-horizontal.yaml").read_text())
+    conf["owners"] = [{"name": "a", "source": {"path": str(tmp_path / "missing-a.parquet")}},
+                      {"name": "b", "source": {"path": str(tmp_path / "missing-b.parquet")}}]
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(conf))
+    assert main(["plan", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "alcohol" in _rows(out) and "record counts not declared" in out
+    assert main(["plan", str(path), "--rows", "500"]) == 0
+    assert "record counts not declared" not in capsys.readouterr().out
+
+
+def test_plan_runs_without_pyspark():
+    code = ("import sys; sys.modules['pyspark'] = None; from fragrelease.jobs.cli import main; "
+            "sys.exit(main(sys.argv[1:]))")
+    r = subprocess.run([sys.executable, "-c", code, "plan", "conf/adult-vertical.yaml"], capture_output=True,
+                       text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "owner-native-country" in r.stdout
+    assert "record counts not declared" not in r.stdout  # a simulation of the built-in table: its public size
+
+
+def test_plan_errors_are_one_line_with_status_2(capsys, tmp_path):
+    for args, message in ((["--threshold", "0"], "threshold"), (["--rows", "0"], "--rows"),
+                          (["--epsilon", "-1"], "-1")):
+        assert main(["plan", "conf/adult-horizontal.yaml", *args]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and message in err, err
+    assert main(["plan", str(tmp_path / "none.yaml")]) == 2
+    assert "none.yaml" in capsys.readouterr().err
+
+
+def test_the_run_summary_prints_the_table_and_the_meansse_scale(capsys):
+    """After a run: the same per-attribute table beside the guarantee, from the release's provenance."""
+    from fragrelease.idpir.protocol import OwnerMetadata, make_plan
+    from fragrelease.jobs.cli.idpir import print_summary
+    from fragrelease.jobs.idpir.aggregator import provenance
+    from fragrelease.schemas.datasets import resolve_schema
+
+    schema = resolve_schema("conf/german-credit-schema.yaml")
+    specs = tuple(a.public_spec() for a in schema.protected)
+    metas = [OwnerMetadata(owner=o, dataset="german-credit", fragmentation="horizontal", attributes=specs,
+                           n_records=n) for o, n in (("bank-a", 600), ("bank-b", 400))]
+    plan = make_plan(metas, fragmentation="horizontal", mechanism="idp-ir", k=20, epsilon="1")
+    prov = provenance(plan)
+    result = {"path": "/tmp/r", "version": 0, "rows": 1000, "provenance": prov, "mean_sse": 5.56,
+              "owners": [{"name": o.name, "records": o.n_records, "epsilon": o.epsilon,
+                          "attributes": len(o.attributes)} for o in plan.owners]}
+    from fragrelease.idpir.config import load_config
+
+    print_summary(load_config("conf/german-credit-horizontal.yaml"), result)
+    out = capsys.readouterr().out
+    assert "MeanSSE 5.5600: mean over records and attributes of the squared error in units of the original's " \
+           "standard deviation; 0 = every released value equals the original" in out
+    assert out.index("guarantee:") < out.index("credit_amount")
+    rows = _rows(out)
+    assert rows["credit_amount"][1:] == ["num", "1/20", "50,000", "149,787", "599%", "WARN"]
+    assert "warning: 20 of 20 attributes" in out and "suggestion" not in out
+
+
+def test_the_python_api_previews_without_spark():
+    from fragrelease.jobs.api import Release
+
+    pv = Release.from_config("conf/german-credit-horizontal.yaml").preview()
+    assert len(pv.warnings) == 20 and pv.suggestions is not None and pv.suggestions.k == 267
+    assert pv.to_dict()["suggestions"]["epsilon"] == "14"
+    assert not Release.from_config("conf/german-credit-horizontal.yaml", overrides={"k": 267}).preview().warnings
+
+
+def test_run_logs_the_preview_warning_before_reading_data(caplog):
+    import logging
+
+    from fragrelease.idpir.config import load_config
+    from fragrelease.jobs.cli.idpir import _warn_accuracy
+
+    with caplog.at_level(logging.WARNING, logger="fragrelease.preview"):
+        _warn_accuracy(load_config("conf/german-credit-horizontal.yaml"), "conf/german-credit-horizontal.yaml")
+        _warn_accuracy(load_config("conf/german-credit-horizontal.yaml", {"k": 300}), "c.yaml")
+    assert len(caplog.records) == 1
+    assert caplog.records[0].getMessage().startswith("20 of 20 attributes have a 95 % noise interval")
+    assert caplog.records[0].getMessage().endswith("see fragrelease plan conf/german-credit-horizontal.yaml")
