@@ -81,9 +81,9 @@ class AttributeBudget(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, serialize_by_alias=True)
 
     attribute: str
-    total: Epsilon = Field(alias="epsilon")
-    order: EpsilonPart = Field(alias="epsilon_order")
-    centroids: Epsilon = Field(alias="epsilon_centroids")
+    total: Epsilon = Field(validation_alias="epsilon", serialization_alias="epsilon")
+    order: EpsilonPart = Field(validation_alias="epsilon_order", serialization_alias="epsilon_order")
+    centroids: Epsilon = Field(validation_alias="epsilon_centroids", serialization_alias="epsilon_centroids")
 
     @model_validator(mode="after")
     def _adds_up(self) -> AttributeBudget:
