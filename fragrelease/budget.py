@@ -3,13 +3,20 @@
 Budgets are :class:`fractions.Fraction` values so that splitting ε among owners and attributes and
 adding it back up is exact: ``sum(per-attribute ε) == total ε`` holds with ``==``, not ``isclose``.
 Floats are produced only at the last step, when a Laplace scale ``b = Δ / ε_attr`` is computed.
+
+:data:`Epsilon` is the one type of a budget between the configuration and the noise: a
+:class:`~fractions.Fraction` in Python, exact text (``"1/10"``) on the wire (plans, manifests,
+provenance). :data:`EpsilonPart` is the same for a part of a budget that may be 0 (a numeric
+attribute's category-histogram share).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal, Mapping, Sequence
+from typing import Annotated, Literal, Mapping, Sequence
+
+from pydantic import PlainSerializer, PlainValidator, WithJsonSchema
 
 from .errors import InvalidParameterError
 
@@ -54,6 +61,34 @@ def parse_epsilon(value: object, *, name: str = "epsilon") -> Fraction:
 def format_epsilon(eps: Fraction) -> str:
     """Exact text form of a budget: ``"1"``, ``"1/10"``, ``"3/40"``."""
     return str(eps)
+
+
+def parse_epsilon_part(value: object, *, name: str = "epsilon") -> Fraction:
+    """Like :func:`parse_epsilon` but also accepts 0: a part of a budget that may be unspent.
+
+    Raises
+    ------
+    InvalidParameterError
+        If the value is not a finite number >= 0 (the message repeats it).
+    """
+    if isinstance(value, float) and value == 0:
+        return Fraction(0)
+    if isinstance(value, (str, int, Fraction)) and not isinstance(value, bool):
+        try:
+            if Fraction(str(value).strip()) == 0:
+                return Fraction(0)
+        except (ValueError, ZeroDivisionError):
+            pass
+    return parse_epsilon(value, name=name)
+
+
+_EXACT_TEXT = PlainSerializer(format_epsilon, return_type=str, when_used="json")
+_TEXT_SCHEMA = WithJsonSchema({"type": "string", "description": "exact rational, e.g. \"1/10\""})
+
+#: A budget ε > 0: a Fraction in Python, exact text on the wire (pydantic fields of plans and manifests).
+Epsilon = Annotated[Fraction, PlainValidator(lambda v: parse_epsilon(v)), _EXACT_TEXT, _TEXT_SCHEMA]
+#: A part of a budget, ε >= 0 (e.g. the category histogram's share of a numeric attribute: 0).
+EpsilonPart = Annotated[Fraction, PlainValidator(lambda v: parse_epsilon_part(v)), _EXACT_TEXT, _TEXT_SCHEMA]
 
 
 def split_epsilon_vertical(

@@ -37,7 +37,7 @@ except ImportError:  # pyspark is not a wheel dependency: one clear line instead
     require_pyspark()
     raise
 
-from fragrelease.budget import format_epsilon, parse_epsilon, per_attribute_epsilon
+from fragrelease.budget import format_epsilon, parse_epsilon
 from fragrelease.errors import ConfigError, InvalidParameterError
 from fragrelease.idpir.category_order import (
     CATEGORY_ORDERS,
@@ -52,6 +52,7 @@ from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.microaggregation import check_k
 from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS, check_postprocess
 from fragrelease.idpir.protocol import MIN_K, Manifest, Plan
+from fragrelease.idpir.spec import protection_spec
 from fragrelease.jobs import require_pyspark
 from fragrelease.jobs.catalog import read_table
 from fragrelease.jobs.idpir import aggregator, owner, simulate
@@ -140,11 +141,6 @@ class ProtectResult:
     @property
     def mechanism(self) -> str:
         return self.manifest.mechanism
-
-
-def _budget(d: Mapping[str, str]) -> AttributeBudget:
-    return AttributeBudget(d["attribute"], parse_epsilon(d["epsilon"]), Fraction(d["epsilon_order"]),
-                           parse_epsilon(d["epsilon_centroids"]))
 
 
 def _declared_id_type(schema: SchemaLike, id_column: str) -> Optional[str]:
@@ -346,26 +342,22 @@ def protect(
         attrs = [by_name[a] for a in attributes]
     context = FragmentContext(owner_name, "DataFrame")
     check_columns(df, attrs, id_col, context)  # column names and types: analysis only, no job
-    eps_attr = per_attribute_epsilon(eps, len(attrs))
     plan_id = f"standalone:{uuid.uuid4()}"
     # --- the owner's step -------------------------------------------------------------------------
     id_type = _declared_id_type(schema, id_col)
     check = validate_fragment(df, attrs, id_col, context, id_type=id_type)
     df = conform_id(df, id_col, id_type)
-    if k > check.n_records:
-        raise InvalidParameterError(f"k = {k} exceeds the {check.n_records} records of owner {owner_name!r}")
-    protected, budgets = owner.protect_attributes(
-        df.sparkSession, df, attrs, id_column=id_col, k=k, epsilon=eps, epsilon_per_attribute=eps_attr,
-        mechanism=mechanism, category_order=category_order, category_order_share=share, postprocess=postprocess,
-        n_records=check.n_records, owner=owner_name, dataset=dataset, plan_id=plan_id, ledger=ledger, noise=noise)
+    # the one spec of this step (a single owner is its own plan): public parameters and the row count
+    spec = protection_spec(owner=owner_name, dataset=dataset, plan_id=plan_id, attributes=[(a.name, a.categorical) for a in attrs],
+                           mechanism=mech, k=k, epsilon=eps, category_order=category_order, category_order_share=share,
+                           postprocess=postprocess, linkage="linked", n_records=check.n_records)
+    protected = owner.protect_attributes(df.sparkSession, df, attrs, spec, id_column=id_col, ledger=ledger, noise=noise)
     protected = shuffle_rows(protected, id_col)  # never in id order: the values are materialized, the order is random
-    typed = tuple(_budget(b) for b in budgets)
-    assert sum((b.total for b in typed), Fraction(0)) == eps
     manifest = Manifest(
         plan_id=plan_id, owner=owner_name, dataset=dataset, fragmentation="horizontal", mechanism=mechanism, k=k,
-        epsilon=format_epsilon(eps), epsilon_per_attribute=format_epsilon(eps_attr),
+        epsilon=spec.epsilon, epsilon_per_attribute=spec.epsilon_per_attribute,
         attributes=tuple(a.public_spec() for a in attrs), n_records=check.n_records, id_column=id_col,
-        category_order=category_order, category_order_share=format_epsilon(share), budgets=budgets,
+        category_order=category_order, category_order_share=share, budgets=spec.budgets,
         postprocess=postprocess,
         content_digest=content_digest(protected), created_at=_now(),
     )
@@ -375,8 +367,8 @@ def protect(
                             "share a cluster, so no epsilon bound holds; after dropping it (rows are in a random "
                             "order), the per-column statements hold against anyone who reads the rest")
     guarantee = Guarantee.from_dict(statement)
-    return ProtectResult(dataframe=protected, manifest=manifest, epsilon_spent=eps, epsilon_per_attribute=eps_attr,
-                         budgets=typed, guarantee=guarantee)
+    return ProtectResult(dataframe=protected, manifest=manifest, epsilon_spent=spec.epsilon,
+                         epsilon_per_attribute=spec.epsilon_per_attribute, budgets=spec.budgets, guarantee=guarantee)
 
 
 def _now() -> str:
@@ -728,9 +720,9 @@ def _run(spark, cfg: ReleaseConfig, *, noise, progress, evaluate: bool) -> Relea
     prov = out["provenance"]
     return ReleaseResult(
         path=absolute(out["path"]), table=out["table"], version=out["version"], rows=out["rows"], plan=plan,
-        owners=tuple(OwnerResult(name=o.name, records=o.n_records, epsilon=parse_epsilon(o.epsilon),
+        owners=tuple(OwnerResult(name=o.name, records=o.n_records, epsilon=o.epsilon,
                                  attributes=tuple(o.attributes), manifest=manifests[o.name]) for o in plan.owners),
-        epsilon=parse_epsilon(plan.epsilon), composition=plan.composition,
+        epsilon=plan.epsilon, composition=plan.composition,
         guarantee=Guarantee.from_dict(prov["guarantee"]), provenance=MappingProxyType(prov), report=out["report"],
         mean_sse=score,
     )

@@ -24,13 +24,13 @@ release mechanism: only the evaluation's labelled reproduction of the paper's fi
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from fractions import Fraction
-from typing import Final, Mapping, Sequence
+from typing import Annotated, Final, Mapping, Sequence
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, WithJsonSchema, model_validator
 
-from fragrelease.budget import format_epsilon, parse_epsilon
+from fragrelease.budget import Epsilon, EpsilonPart, parse_epsilon
 from fragrelease.errors import InvalidParameterError
 from fragrelease.rng import NoiseSource, calibrated_laplace_scale
 
@@ -59,23 +59,42 @@ def parse_share(value: object, *, name: str = "category_order_share") -> Fractio
     return share
 
 
-@dataclass(frozen=True)
-class AttributeBudget:
+#: The histogram's share as a field type: a Fraction in (0, 1) in Python, exact text on the wire.
+Share = Annotated[Fraction, PlainValidator(lambda v: parse_share(v)), PlainSerializer(str, return_type=str, when_used="json"),
+                  WithJsonSchema({"type": "string", "description": "exact rational in (0, 1), e.g. \"1/10\""})]
+
+
+class AttributeBudget(BaseModel):
     """How one attribute's budget ε_attr is spent (exact; ``order + centroids == total``).
 
     ``order`` is the budget of the noisy category histogram (0 for numeric attributes and for the
     ``declared`` order); ``centroids`` is the budget of the Laplace draws on the centroid vector.
+    On the wire (plans, manifests, provenance) the fields are ``attribute``, ``epsilon``,
+    ``epsilon_order`` and ``epsilon_centroids``, each budget as exact text.
+
+    Raises
+    ------
+    pydantic.ValidationError
+        A negative or non-numeric part, or parts that do not add up to the total.
     """
 
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, serialize_by_alias=True)
+
     attribute: str
-    total: Fraction
-    order: Fraction
-    centroids: Fraction
+    total: Epsilon = Field(validation_alias="epsilon", serialization_alias="epsilon")
+    order: EpsilonPart = Field(validation_alias="epsilon_order", serialization_alias="epsilon_order")
+    centroids: Epsilon = Field(validation_alias="epsilon_centroids", serialization_alias="epsilon_centroids")
+
+    @model_validator(mode="after")
+    def _adds_up(self) -> AttributeBudget:
+        if self.order + self.centroids != self.total:
+            raise ValueError(f"budget of {self.attribute!r}: order {self.order} + centroids {self.centroids} "
+                             f"is not its total {self.total}")
+        return self
 
     def to_dict(self) -> dict:
         """Exact text form for plans, manifests and provenance."""
-        return {"attribute": self.attribute, "epsilon": format_epsilon(self.total),
-                "epsilon_order": format_epsilon(self.order), "epsilon_centroids": format_epsilon(self.centroids)}
+        return self.model_dump(mode="json")
 
 
 def split_attribute_budget(attribute: str, epsilon_attribute: Fraction, *, categorical: bool,
@@ -97,11 +116,9 @@ def split_attribute_budget(attribute: str, epsilon_attribute: Fraction, *, categ
         raise InvalidParameterError(f"epsilon per attribute must be > 0, not {epsilon_attribute}")
     share = parse_share(share)
     if not categorical or category_order == "declared":
-        return AttributeBudget(attribute, eps, Fraction(0), eps)
+        return AttributeBudget(attribute=attribute, total=eps, order=Fraction(0), centroids=eps)
     order = eps * share
-    out = AttributeBudget(attribute, eps, order, eps - order)
-    assert out.order + out.centroids == out.total
-    return out
+    return AttributeBudget(attribute=attribute, total=eps, order=order, centroids=eps - order)
 
 
 def histogram_scale(epsilon_order: Fraction | float, size: int) -> float:

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 from fractions import Fraction
 from pathlib import Path
-from typing import Literal, Optional, Union
+from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from fragrelease.budget import parse_epsilon
+from fragrelease.budget import Epsilon
 from fragrelease.errors import ConfigError, InvalidParameterError
-from fragrelease.idpir.category_order import DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE, parse_share
+from fragrelease.idpir.category_order import DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE, Share
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.protocol import MIN_K
 from fragrelease.validation import check_table_name, format_validation_error, read_yaml_mapping
@@ -82,7 +82,8 @@ class LedgerConfig(BaseModel):
 
     path: Optional[str] = None
     table: Optional[str] = None
-    lifetime_epsilon: Union[str, float, int]
+    #: ε a data owner may spend on a dataset over all releases (exact: "3", "5/2")
+    lifetime_epsilon: Epsilon
 
     @field_validator("table")
     @classmethod
@@ -95,14 +96,10 @@ class LedgerConfig(BaseModel):
             raise ValueError(f"give exactly one of 'path' and 'table' (got path={self.path!r}, table={self.table!r})")
         return self
 
-    @field_validator("lifetime_epsilon")
-    @classmethod
-    def _lifetime_ok(cls, v):
-        return _checked(v, lambda x: parse_epsilon(x, name="lifetime_epsilon"))
-
     @property
     def lifetime(self) -> Fraction:
-        return parse_epsilon(self.lifetime_epsilon, name="lifetime_epsilon")
+        """The lifetime budget (exact)."""
+        return self.lifetime_epsilon
 
 
 class PseudonymKeyConfig(BaseModel):
@@ -177,7 +174,8 @@ class ReleaseConfig(BaseModel):
     dataset: str
     fragmentation: Literal["horizontal", "vertical"]
     mechanism: str = "idp-ir"  # a name of the registry fragrelease.idpir.mechanisms.MECHANISMS
-    epsilon: Union[str, float, int]
+    #: the release's total ε (exact; "1", "0.5" and "1/2" are the same budget)
+    epsilon: Epsilon
     k: int
     epsilon_split: Literal["equal", "by-attributes"] = "equal"
     keep_id: bool = False
@@ -193,21 +191,11 @@ class ReleaseConfig(BaseModel):
     #: rank order of categorical attributes (docs/specification.md §1): dp-frequency or declared
     category_order: Literal["dp-frequency", "declared"] = DEFAULT_CATEGORY_ORDER
     #: share of each categorical attribute's ε spent on the dp-frequency histogram, in (0, 1)
-    category_order_share: Union[str, float] = str(DEFAULT_ORDER_SHARE)
+    category_order_share: Share = DEFAULT_ORDER_SHARE
     #: linked (the paper's rows) or unlinked (every column shuffled on its own); docs/privacy.md
     linkage: Literal["linked", "unlinked"] = "linked"
     #: isotonic (default: consistency post-processing of the noisy centroids) or none (the paper)
     postprocess: Literal["isotonic", "none"] = "isotonic"
-
-    @field_validator("category_order_share")
-    @classmethod
-    def _share_ok(cls, v):
-        return _checked(v, parse_share)
-
-    @field_validator("epsilon")
-    @classmethod
-    def _epsilon_ok(cls, v):
-        return _checked(v, parse_epsilon)
 
     @field_validator("mechanism")
     @classmethod
@@ -284,14 +272,6 @@ class ReleaseConfig(BaseModel):
         if problems:
             raise ValueError("\n".join(problems))
         return self
-
-    @property
-    def category_order_share_exact(self) -> Fraction:
-        return parse_share(self.category_order_share)
-
-    @property
-    def epsilon_exact(self) -> Fraction:
-        return parse_epsilon(self.epsilon)
 
     @property
     def simulated(self) -> bool:

@@ -17,12 +17,13 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any, Protocol, Sequence
 
-from fragrelease.budget import format_epsilon, per_attribute_epsilon, split_epsilon_vertical
+from fragrelease.budget import split_epsilon_vertical
 from fragrelease.errors import ManifestMismatchError
-from fragrelease.idpir.category_order import split_attribute_budget
+from fragrelease.idpir.category_order import AttributeBudget
 from fragrelease.idpir.config import OwnerConfig, ReleaseConfig
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.protocol import Plan
+from fragrelease.idpir.spec import ProtectionSpec, attribute_budgets
 
 
 class _Schema(Protocol):
@@ -53,9 +54,10 @@ def _owner(cfg: ReleaseConfig, name: str) -> OwnerConfig:
 def expected_plan_terms(cfg: ReleaseConfig, schema: _Schema, owner: str) -> dict[str, Any]:
     """What a plan must say for ``owner``, recomputed from the owner's configuration and schema.
 
-    Returns a dict of field → value in the plan's own text form (ε as exact text, attribute specs as
-    :meth:`fragrelease.schemas.base.Attribute.public_spec`, budgets as
-    :meth:`fragrelease.idpir.category_order.AttributeBudget.to_dict`).
+    Returns a dict of field → value: ε values as Fractions, attribute specs as
+    :meth:`fragrelease.schemas.base.Attribute.public_spec`, budgets in their wire form
+    (:meth:`fragrelease.idpir.category_order.AttributeBudget.to_dict`) from
+    :func:`fragrelease.idpir.spec.protection_spec`, the one place the split is computed.
 
     Raises
     ------
@@ -63,7 +65,7 @@ def expected_plan_terms(cfg: ReleaseConfig, schema: _Schema, owner: str) -> dict
         ``owner`` is not in the configuration.
     """
     me = _owner(cfg, owner)
-    eps = cfg.epsilon_exact
+    eps = cfg.epsilon
     mech = get_mechanism(cfg.mechanism)
     if cfg.fragmentation == "horizontal":
         attrs = list(schema.protected)
@@ -72,27 +74,27 @@ def expected_plan_terms(cfg: ReleaseConfig, schema: _Schema, owner: str) -> dict
         attrs = [schema.attribute(a) for a in me.attributes or ()]
         per_owner = {o.name: len(o.attributes or ()) for o in cfg.owners}
         eps_j = split_epsilon_vertical(eps, per_owner, cfg.epsilon_split)[owner]
-    eps_attr = per_attribute_epsilon(eps_j, len(attrs))
-    share = cfg.category_order_share_exact
+    k = mech.fixed_k if mech.fixed_k is not None else cfg.k
+    budgets = attribute_budgets([(a.name, a.categorical) for a in attrs], eps_j, category_order=cfg.category_order,
+                                category_order_share=cfg.category_order_share)
     return {
         "dataset": schema.name,
         "fragmentation": cfg.fragmentation,
         "owners": sorted(o.name for o in cfg.owners),
-        "epsilon": format_epsilon(eps),
+        "epsilon": eps,
         "composition": "parallel" if cfg.fragmentation == "horizontal" else "sequential",
         "epsilon_split": cfg.epsilon_split if cfg.fragmentation == "vertical" else "none",
-        "epsilon_j": format_epsilon(eps_j),
-        "epsilon_per_attribute": format_epsilon(eps_attr),
+        "epsilon_j": eps_j,
+        "epsilon_per_attribute": budgets[0].total,
         "mechanism": cfg.mechanism,
-        "k": mech.fixed_k if mech.fixed_k is not None else cfg.k,
+        "k": k,
         "attributes": [a.name for a in attrs],
         "attribute_specs": [a.public_spec() for a in attrs],
         "id_column": schema.id_column,
         "keep_id": cfg.keep_id,
         "category_order": cfg.category_order,
-        "category_order_share": format_epsilon(share),
-        "budgets": [split_attribute_budget(a.name, eps_attr, categorical=a.categorical,
-                                           category_order=cfg.category_order, share=share).to_dict() for a in attrs],
+        "category_order_share": cfg.category_order_share,
+        "budgets": [b.to_dict() for b in budgets],
         "postprocess": cfg.postprocess,
         "linkage": cfg.linkage,
     }
@@ -125,10 +127,15 @@ def plan_terms(plan: Plan, owner: str) -> dict[str, Any]:
         "keep_id": plan.keep_id,
         "category_order": plan.category_order,
         "category_order_share": plan.category_order_share,
-        "budgets": list(po.budgets),
+        "budgets": [_wire(b) for b in po.budgets],
         "postprocess": plan.postprocess,
         "linkage": plan.linkage,
     }
+
+
+def _wire(budget: Any) -> Any:
+    """A plan's budget in wire form (an :class:`AttributeBudget`, or as written if it is not one)."""
+    return budget.to_dict() if isinstance(budget, AttributeBudget) else budget
 
 
 def _same(field: str, got: Any, want: Any) -> bool:
@@ -141,7 +148,7 @@ def _same(field: str, got: Any, want: Any) -> bool:
 
 
 def _show(value: Any) -> str:
-    return value if isinstance(value, str) else repr(value)
+    return value if isinstance(value, str) else str(value) if isinstance(value, Fraction) else repr(value)
 
 
 def check_plan_for_owner(plan: Plan, owner: str, expected: dict[str, Any]) -> None:
@@ -163,3 +170,21 @@ def check_plan_for_owner(plan: Plan, owner: str, expected: dict[str, Any]) -> No
         if not _same(field, got, want):
             raise ManifestMismatchError(f"owner {owner!r} refuses plan {plan.plan_id}: {field} is {_show(got)} in the plan, "
                                         f"its configuration says {_show(want)}")
+
+
+def verified_spec(plan: Plan, cfg: ReleaseConfig, schema: _Schema, owner: str) -> ProtectionSpec:
+    """Check ``plan`` for ``owner`` against its configuration once, then return the owner's spec from it.
+
+    The one check an owner makes before its ledger, its data or any noise is touched
+    (docs/specification.md §3). Everything downstream takes the returned
+    :class:`~fragrelease.idpir.spec.ProtectionSpec` and recomputes nothing.
+
+    Raises
+    ------
+    ManifestMismatchError
+        From :func:`check_plan_for_owner` (one line naming the first field that differs).
+    InvalidParameterError
+        The plan's k exceeds the owner's records as the plan states them.
+    """
+    check_plan_for_owner(plan, owner, expected_plan_terms(cfg, schema, owner))
+    return plan.spec_for(owner)

@@ -19,19 +19,21 @@ from typing import Any, Literal, Optional, cast
 
 from pydantic import BaseModel, ConfigDict
 
-from fragrelease.budget import format_epsilon, horizontal_budget, parse_epsilon, per_attribute_epsilon, vertical_budget
+from fragrelease.budget import Epsilon, horizontal_budget, parse_epsilon, vertical_budget
 from fragrelease.errors import IdentifierError, InvalidParameterError, ManifestMismatchError, ProtocolError
 from fragrelease.idpir.category_order import (
     CATEGORY_ORDERS,
     DEFAULT_CATEGORY_ORDER,
     DEFAULT_ORDER_SHARE,
+    AttributeBudget,
+    Share,
     parse_share,
-    split_attribute_budget,
 )
 from fragrelease.idpir.guarantee import LINKAGES
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.microaggregation import check_k
 from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS, check_postprocess
+from fragrelease.idpir.spec import ProtectionSpec, protection_spec
 
 #: Smallest k of a fragmented IR release (Del Vasto-Terrientes et al. (ICISSP 2025) §4.2: "k ≥ 3").
 MIN_K = 3
@@ -68,11 +70,11 @@ class PlanOwner(_Message):
     histogram (``epsilon_order``) and the centroids (``epsilon_centroids``), exactly."""
 
     name: str
-    epsilon: str
-    epsilon_per_attribute: str
+    epsilon: Epsilon
+    epsilon_per_attribute: Epsilon
     attributes: tuple[str, ...]
     n_records: int
-    budgets: tuple[dict, ...]
+    budgets: tuple[AttributeBudget, ...]
 
 
 class Plan(_Message):
@@ -83,7 +85,7 @@ class Plan(_Message):
     fragmentation: Literal["horizontal", "vertical"]
     mechanism: str
     k: int
-    epsilon: str
+    epsilon: Epsilon
     epsilon_split: str
     composition: Literal["parallel", "sequential"]
     attributes: tuple[dict, ...]
@@ -91,7 +93,7 @@ class Plan(_Message):
     id_column: Optional[str] = None
     keep_id: bool = False
     category_order: Literal["dp-frequency", "declared"]
-    category_order_share: str
+    category_order_share: Share
     linkage: Literal["linked", "unlinked"]
     postprocess: Literal["isotonic", "none"]
     created_at: str
@@ -105,6 +107,26 @@ class Plan(_Message):
     def attribute_specs(self, names) -> tuple[dict, ...]:
         wanted = set(names)
         return tuple(a for a in self.attributes if a["name"] in wanted)
+
+    def spec_for(self, name: str) -> ProtectionSpec:
+        """Owner ``name``'s frozen :class:`~fragrelease.idpir.spec.ProtectionSpec`, read from the plan
+        as it stands (the budgets are the plan's, not recomputed). An owner uses it only after
+        :func:`fragrelease.idpir.plan_check.check_plan_for_owner` has compared the plan with its own
+        configuration (:func:`fragrelease.idpir.plan_check.verified_spec` does both).
+
+        Raises
+        ------
+        ManifestMismatchError
+            ``name`` is not part of the plan.
+        InvalidParameterError
+            The plan's budgets for the owner do not add up to its ε_j, or k exceeds its records.
+        """
+        po = self.owner(name)
+        return ProtectionSpec(owner=name, dataset=self.dataset, plan_id=self.plan_id,
+                              mechanism=get_mechanism(self.mechanism), k=self.k, epsilon=po.epsilon,
+                              budgets=tuple(po.budgets), category_order=self.category_order,
+                              category_order_share=self.category_order_share, postprocess=self.postprocess,
+                              linkage=self.linkage, n_records=po.n_records)
 
 
 class Manifest(_Message):
@@ -124,14 +146,14 @@ class Manifest(_Message):
     fragmentation: Literal["horizontal", "vertical"]
     mechanism: str
     k: int
-    epsilon: str
-    epsilon_per_attribute: str
+    epsilon: Epsilon
+    epsilon_per_attribute: Epsilon
     attributes: tuple[dict, ...]
     n_records: int
     id_column: Optional[str] = None
     category_order: Literal["dp-frequency", "declared"]
-    category_order_share: str
-    budgets: tuple[dict, ...]
+    category_order_share: Share
+    budgets: tuple[AttributeBudget, ...]
     postprocess: Literal["isotonic", "none"]
     content_digest: str
     created_at: str
@@ -274,31 +296,31 @@ def make_plan(
     for m in metas:
         if k > m.n_records:
             raise InvalidParameterError(f"k = {k} exceeds the {m.n_records} records of owner {m.owner!r}")
+    def owner_part(m: OwnerMetadata, eps_j: Fraction) -> PlanOwner:
+        # the one split of ε_j over the owner's attributes and of each between histogram and centroids
+        spec = protection_spec(owner=m.owner, dataset=m.dataset, plan_id="", mechanism=mech, k=k, epsilon=eps_j,
+                               attributes=[(a["name"], a["kind"] == "categorical") for a in m.attributes],
+                               category_order=category_order, category_order_share=share,
+                               postprocess=postprocess, linkage=linkage, n_records=m.n_records)
+        return PlanOwner(name=m.owner, epsilon=spec.epsilon, epsilon_per_attribute=spec.epsilon_per_attribute,
+                         attributes=spec.attributes, n_records=m.n_records, budgets=spec.budgets)
+
     if fragmentation == "horizontal":
-        attrs = _names(metas[0])
-        budget = horizontal_budget(eps, [m.owner for m in metas], attrs)
-        eps_attr = per_attribute_epsilon(eps, len(attrs))
-        owners = tuple(
-            PlanOwner(name=m.owner, epsilon=format_epsilon(eps), epsilon_per_attribute=format_epsilon(eps_attr),
-                      attributes=tuple(attrs), n_records=m.n_records,
-                      budgets=_budgets(m.attributes, eps_attr, category_order, share))
-            for m in metas
-        )
+        budget = horizontal_budget(eps, [m.owner for m in metas], _names(metas[0]))
+        owners = tuple(owner_part(m, eps) for m in metas)
         specs = metas[0].attributes
     else:
         budget = vertical_budget(eps, {m.owner: _names(m) for m in metas}, epsilon_split)
-        owner_list: list[PlanOwner] = []
-        for m in metas:
-            eps_j = sum((s.epsilon for s in budget.steps if s.owner == m.owner), Fraction(0))
-            eps_attr = per_attribute_epsilon(eps_j, len(m.attributes))
-            owner_list.append(PlanOwner(name=m.owner, epsilon=format_epsilon(eps_j),
-                                    epsilon_per_attribute=format_epsilon(eps_attr),
-                                    attributes=tuple(_names(m)), n_records=m.n_records,
-                                    budgets=_budgets(m.attributes, eps_attr, category_order, share)))
-        owners = tuple(owner_list)
+        owners = tuple(owner_part(m, sum((s.epsilon for s in budget.steps if s.owner == m.owner), Fraction(0)))
+                       for m in metas)
         specs = tuple(a for m in metas for a in m.attributes)
     if budget.spent() != eps:
         raise AssertionError(f"budget accounting drifted: spent {budget.spent()} of {eps}")
+    for po in owners:
+        # the plan's per-attribute split equals the composition's steps, exactly
+        steps = {s.attribute: s.epsilon for s in budget.steps if s.owner == po.name}
+        if {b.attribute: b.total for b in po.budgets} != steps:
+            raise AssertionError(f"budget split drifted for owner {po.name!r}: {po.budgets} against {steps}")
     return Plan(
         plan_id=str(uuid.uuid4()),
         dataset=metas[0].dataset,
@@ -307,7 +329,7 @@ def make_plan(
         fragmentation=cast(Literal["horizontal", "vertical"], fragmentation),
         mechanism=mechanism,
         k=k,
-        epsilon=format_epsilon(eps),
+        epsilon=eps,
         epsilon_split=epsilon_split if fragmentation == "vertical" else "none",
         composition=budget.composition,
         attributes=tuple(specs),
@@ -315,21 +337,11 @@ def make_plan(
         id_column=metas[0].id_column,
         keep_id=keep_id,
         category_order=cast(Literal["dp-frequency", "declared"], category_order),
-        category_order_share=format_epsilon(share),
+        category_order_share=share,
         linkage=cast(Literal["linked", "unlinked"], linkage),
         postprocess=cast(Literal["isotonic", "none"], postprocess),
         created_at=datetime.now(timezone.utc).isoformat(),
     )
-
-
-def _budgets(specs, eps_attr: Fraction, category_order: str, share: Fraction) -> tuple[dict, ...]:
-    """Each attribute's exact split of ε_attr (order histogram + centroids), as plan text."""
-    out = tuple(split_attribute_budget(a["name"], eps_attr, categorical=a["kind"] == "categorical",
-                                       category_order=category_order, share=share).to_dict() for a in specs)
-    for b in out:
-        if parse_epsilon(b["epsilon_centroids"]) + Fraction(b["epsilon_order"]) != eps_attr:
-            raise AssertionError(f"budget split drifted for {b['attribute']!r}: {b}")
-    return out
 
 
 def manifest_for(plan: Plan, owner: str, n_records: int, content_digest: str,
@@ -377,12 +389,8 @@ def check_manifest(manifest: Manifest, plan: Plan) -> None:
     }
     for field, want in expected.items():
         got = getattr(manifest, field)
-        if field in ("epsilon", "epsilon_per_attribute"):
-            same = parse_epsilon(got) == parse_epsilon(want)
-        elif field in ("attributes", "budgets"):
-            same = list(got) == list(want)
-        else:
-            same = got == want
+        # typed fields: ε values are Fractions ("1/2" and "0.5" parse equal), budgets AttributeBudget models
+        same = list(got) == list(want) if field in ("attributes", "budgets") else got == want
         if not same:
             raise ManifestMismatchError(
                 f"manifest of owner {manifest.owner!r} does not match plan {plan.plan_id}: {field} is {got!r}, plan says {want!r}"

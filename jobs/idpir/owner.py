@@ -24,15 +24,14 @@ Databricks through the entry points of :mod:`fragrelease.jobs.cli` (``fragreleas
 from __future__ import annotations
 
 import logging
-from fractions import Fraction
 from typing import Optional
 
 from fragrelease import __version__
-from fragrelease.errors import ConfigError, ManifestMismatchError, ReleaseExistsError
-from fragrelease.idpir.category_order import split_attribute_budget
+from fragrelease.errors import ConfigError, ReleaseExistsError
 from fragrelease.idpir.config import LedgerConfig, OwnerConfig, ReleaseConfig
-from fragrelease.idpir.plan_check import check_plan_for_owner, expected_plan_terms
+from fragrelease.idpir.plan_check import verified_spec
 from fragrelease.idpir.protocol import Manifest, OwnerMetadata, Plan, manifest_for
+from fragrelease.idpir.spec import ProtectionSpec
 from fragrelease.jobs.catalog import register, table_location
 from fragrelease.jobs.idpir.keys import owner_pseudonym_key
 from fragrelease.jobs.idpir.layout import (
@@ -182,32 +181,26 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
     plan = Plan.model_validate_json(read_text(plan_path(cfg)))
     # the plan comes from the shared folder: refuse any term that differs from this owner's own
     # configuration before the ledger, the data or any noise is touched
-    check_plan_for_owner(plan, owner.name, expected_plan_terms(cfg, schema, owner.name))
-    assignment = plan.owner(owner.name)
-    attrs = [schema.attribute(a) for a in assignment.attributes]
+    spec = verified_spec(plan, cfg, schema, owner.name)
+    attrs = [schema.attribute(a) for a in spec.attributes]
     _check_pseudonym_column(owner.name, attrs)
     key = owner_pseudonym_key(cfg, owner)
     df, context = _read_fragment(spark, cfg, owner)
     check = validate_fragment(df, attrs, schema.id_column, context, id_type=_id_type(schema))
     df = conform_id(df, schema.id_column, _id_type(schema))
-    if check.n_records != assignment.n_records:
-        raise ConfigError(f"owner {owner.name!r} now has {check.n_records} records, the plan was made for {assignment.n_records}")
+    if check.n_records != spec.n_records:
+        raise ConfigError(f"owner {owner.name!r} now has {check.n_records} records, the plan was made for {spec.n_records}")
     target, pset_target = protected_path(cfg, owner.name), pseudonyms_path(cfg, owner.name)
     discard_unpublished_fragment(cfg, plan.plan_id, owner.name, target)
     discard_unpublished_fragment(cfg, plan.plan_id, owner.name, pset_target, role="pseudonym-set")
-    # public: k, ε_j, the mechanism and the category order come from the plan; the budget split is
-    # recomputed here and must equal the plan's (exact fractions)
-    protected, _ = protect_attributes(
-        spark, df, attrs, id_column=schema.id_column, k=plan.k, epsilon=Fraction(assignment.epsilon),
-        epsilon_per_attribute=Fraction(assignment.epsilon_per_attribute), mechanism=plan.mechanism,
-        category_order=plan.category_order, category_order_share=Fraction(plan.category_order_share),
-        postprocess=plan.postprocess, n_records=check.n_records, owner=owner.name, dataset=schema.name,
-        plan_id=plan.plan_id, ledger=owner.ledger, expected_budgets=tuple(assignment.budgets), noise=noise)
+    # public: everything in the spec comes from the plan, checked once against this owner's configuration
+    protected = protect_attributes(spark, df, attrs, spec, id_column=schema.id_column, ledger=owner.ledger, noise=noise)
     provenance = {
         "role": "protected-fragment", "plan_id": plan.plan_id, "owner": owner.name, "mechanism": plan.mechanism,
-        "k": plan.k, "epsilon": assignment.epsilon, "epsilon_per_attribute": assignment.epsilon_per_attribute,
-        "category_order": plan.category_order, "category_order_share": plan.category_order_share,
-        "budgets": list(assignment.budgets), "postprocess": plan.postprocess, "fragrelease_version": __version__,
+        "k": plan.k, "epsilon": str(spec.epsilon), "epsilon_per_attribute": str(spec.epsilon_per_attribute),
+        "category_order": plan.category_order, "category_order_share": str(plan.category_order_share),
+        "budgets": [b.to_dict() for b in spec.budgets], "postprocess": plan.postprocess,
+        "fragrelease_version": __version__,
     }
     # what the aggregator reads: pseudonyms (keyed, context = plan id) and a CSPRNG row order
     shared = pseudonymize(protected, schema.id_column, key, plan.plan_id)
@@ -355,50 +348,34 @@ def ledger_location(spark, ledger: LedgerConfig) -> str:
 
 
 def protect_attributes(
-    spark, df, attrs: list[Attribute], *, id_column: str, k: int, epsilon: Fraction, epsilon_per_attribute: Fraction,
-    mechanism: str, category_order: str, category_order_share: Fraction, postprocess: str, n_records: int,
-    owner: str, dataset: str, plan_id: str, ledger: Optional[LedgerConfig] = None,
-    expected_budgets: Optional[tuple[dict, ...]] = None, noise: Optional[NoiseSource] = None,
+    spark, df, attrs: list[Attribute], spec: ProtectionSpec, *, id_column: str,
+    ledger: Optional[LedgerConfig] = None, noise: Optional[NoiseSource] = None,
 ):
-    """One owner's spend and protection of a validated fragment: the step both the owner job
-    (:func:`protect_owner_fragment`) and the Python API (:func:`fragrelease.jobs.api.protect`) run.
+    """One owner's spend and protection of a validated fragment under ``spec``: the step both the
+    owner job (:func:`protect_owner_fragment`) and the Python API (:func:`fragrelease.jobs.api.protect`) run.
 
-    Splits each attribute's ``epsilon_per_attribute`` (ε_j / l_j, exact) between its category order
-    and its centroids (:func:`fragrelease.idpir.category_order.split_attribute_budget`), refuses a
-    split that differs from ``expected_budgets`` (the plan's), records ``epsilon`` (ε_j) in the
-    owner's ``ledger`` **before** any noise is drawn, then runs
-    :func:`fragrelease.jobs.idpir.protect.protect_fragment` (noise materialized, never redrawn).
-    docs/specification.md §1-3; Del Vasto-Terrientes et al. (ICISSP 2025) §4.2.
+    Records ``spec.epsilon`` (ε_j, exact) in the owner's ``ledger`` **before** any noise is drawn,
+    then runs :func:`fragrelease.jobs.idpir.protect.protect_fragment` (noise materialized, never
+    redrawn). The budget split is the spec's (:class:`fragrelease.idpir.spec.ProtectionSpec`,
+    computed once by :func:`fragrelease.idpir.spec.protection_spec` and, for a plan, verified once by
+    :func:`fragrelease.idpir.plan_check.verified_spec`). docs/specification.md §1-3;
+    Del Vasto-Terrientes et al. (ICISSP 2025) §4.2.
 
-    Shapes: ``df`` holds ``id_column`` and every attribute in ``attrs`` (``n_records`` rows, already
-    validated); returns ``(protected, budgets)``: the protected DataFrame ``(id_column, *attrs)`` and
-    each attribute's split as plan text (``AttributeBudget.to_dict``).
+    Shapes: ``df`` holds ``id_column`` and every attribute in ``attrs`` (``spec.n_records`` rows,
+    already validated); returns the protected DataFrame ``(id_column, *attrs)``.
 
     Raises
     ------
-    ManifestMismatchError
-        The recomputed split differs from ``expected_budgets``.
     BudgetExceededError
-        The ledger has no room for ``epsilon`` on ``dataset``.
+        The ledger has no room for ``spec.epsilon`` on ``spec.dataset``.
     InvalidParameterError
-        From :func:`protect_fragment` (k larger than the fragment, unknown mechanism, ...).
+        From :func:`protect_fragment` (attributes other than the spec's, k larger than the fragment, ...).
     """
-    spent = tuple(split_attribute_budget(a.name, Fraction(epsilon_per_attribute), categorical=a.categorical,
-                                         category_order=category_order, share=category_order_share).to_dict()
-                  for a in attrs)
-    if expected_budgets is not None and spent != tuple(expected_budgets):
-        raise ManifestMismatchError(f"plan {plan_id} splits owner {owner!r}'s budget as {expected_budgets}, "
-                                    f"this owner would spend {spent}")
     if ledger is not None:
         # Record the spend before any noise is drawn: a crash afterwards over-counts, never under-counts.
         where = ledger_location(spark, ledger)
-        record_spend(where, owner=owner, dataset=dataset, plan_id=plan_id, epsilon=Fraction(epsilon),
+        record_spend(where, owner=spec.owner, dataset=spec.dataset, plan_id=spec.plan_id, epsilon=spec.epsilon,
                      lifetime=ledger.lifetime)
         if ledger.table is not None:
             register(spark, ledger.table, where, append_only=True)
-    protected = protect_fragment(
-        df.select(id_column, *[a.name for a in attrs]), attrs, id_column=id_column, k=k,
-        epsilon_per_attribute=Fraction(epsilon_per_attribute), mechanism=mechanism, category_order=category_order,
-        category_order_share=category_order_share, postprocess=postprocess, n_records=n_records, noise=noise,
-    )
-    return protected, spent
+    return protect_fragment(df.select(id_column, *[a.name for a in attrs]), attrs, spec, id_column=id_column, noise=noise)

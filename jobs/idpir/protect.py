@@ -51,17 +51,15 @@ from pyspark.storagelevel import StorageLevel
 from fragrelease.errors import DomainError, IdentifierError, InvalidParameterError, SchemaMismatchError
 from fragrelease.idpir.category_order import (
     CATEGORY_ORDERS,
-    DEFAULT_CATEGORY_ORDER,
-    DEFAULT_ORDER_SHARE,
     AttributeBudget,
     declared_order,
     dp_frequency_order,
     ranks_of,
-    split_attribute_budget,
 )
 from fragrelease.idpir.mechanisms import IRMechanism, get_mechanism
 from fragrelease.idpir.microaggregation import check_k, cluster_count
 from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS, check_postprocess, finish_centroids
+from fragrelease.idpir.spec import ProtectionSpec
 from fragrelease.rng import NoiseSource, SecureLaplace, float_at_most, secure_random_keys
 from fragrelease.schemas.base import Attribute
 from fragrelease.udfs.noise import noisy_centroid_udf
@@ -561,36 +559,35 @@ def _group_rows(attr: int, key: np.ndarray, rid: np.ndarray, value: np.ndarray, 
 def protect_fragment(
     df: DataFrame,
     attributes: Sequence[Attribute],
+    spec: ProtectionSpec,
     *,
     id_column: str,
-    k: int,
-    epsilon_per_attribute: Fraction,
-    mechanism: str,
-    category_order: str = DEFAULT_CATEGORY_ORDER,
-    category_order_share: Fraction = DEFAULT_ORDER_SHARE,
-    n_records: Optional[int] = None,
     noise: Optional[NoiseSource] = None,
-    postprocess: str = DEFAULT_POSTPROCESS,
 ) -> DataFrame:
-    """One owner's whole protection step: category orders, then :func:`microaggregate_and_noise`.
+    """One owner's whole protection step under ``spec``: category orders, then :func:`microaggregate_and_noise`.
 
-    Each attribute's budget ``epsilon_per_attribute`` (ε_j / l_j, exact) is split by
-    :func:`fragrelease.idpir.category_order.split_attribute_budget`: numeric attributes and the
-    ``declared`` order spend it all on the centroids; ``dp-frequency`` spends
-    ``category_order_share · ε_attr`` on a Laplace histogram that fixes the rank order
-    (:func:`category_orders`) and the rest on the centroids. docs/specification.md §1-2.
+    ``spec`` (:class:`fragrelease.idpir.spec.ProtectionSpec`, verified against the plan once) fixes
+    k, the mechanism, each attribute's budget split (numeric attributes and the ``declared`` order
+    spend it all on the centroids; ``dp-frequency`` spends ``category_order_share · ε_attr`` on a
+    Laplace histogram that fixes the rank order (:func:`category_orders`) and the rest on the
+    centroids), the post-processing and n. Nothing is recomputed here. docs/specification.md §1-2.
 
-    Shapes, errors and the rest of the parameters: :func:`microaggregate_and_noise`.
+    Shapes and the rest of the errors: :func:`microaggregate_and_noise`.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``attributes`` are not the spec's, in its order; k > n.
     """
-    check_postprocess(postprocess)
     attrs = list(attributes)
-    budgets = [split_attribute_budget(a.name, Fraction(epsilon_per_attribute), categorical=a.categorical,
-                                      category_order=category_order, share=category_order_share) for a in attrs]
-    n = n_records if n_records is not None else df.count()
-    check_k(get_mechanism(mechanism).k_used(k), n)  # before any budget is spent on the histograms
-    orders = category_orders(df, attrs, budgets, category_order, noise)
-    return microaggregate_and_noise(df, attrs, id_column=id_column, k=k, budgets=budgets, orders=orders,
-                                    mechanism=mechanism, n_records=n, noise=noise, postprocess=postprocess)
+    if tuple(a.name for a in attrs) != spec.attributes:
+        raise InvalidParameterError(f"owner {spec.owner!r}: attributes {[a.name for a in attrs]} are not the spec's "
+                                    f"{list(spec.attributes)}")
+    check_k(spec.k_used, spec.n_records)  # before any budget is spent on the histograms
+    orders = category_orders(df, attrs, spec.budgets, spec.category_order, noise)
+    return microaggregate_and_noise(df, attrs, id_column=id_column, k=spec.k, budgets=spec.budgets, orders=orders,
+                                    mechanism=spec.mechanism.name, n_records=spec.n_records, noise=noise,
+                                    postprocess=spec.postprocess)
 
 
 def microaggregate_and_noise(

@@ -41,7 +41,7 @@ def run_local_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource]
         "path": cfg.output if cfg.output is not None else result.path, "table": result.table,
         "version": result.version, "rows": result.rows, "provenance": dict(result.provenance),
         "report": result.report, "mean_sse": result.mean_sse,
-        "owners": [{"name": o.name, "records": o.n_records, "epsilon": o.epsilon, "attributes": len(o.attributes)}
+        "owners": [{"name": o.name, "records": o.n_records, "epsilon": str(o.epsilon), "attributes": len(o.attributes)}
                    for o in result.plan.owners],
         "plan": result.plan,
     }

@@ -48,15 +48,15 @@ def test_id_view_shows_the_clusters_and_the_pseudonym_view_does_not():
 def test_the_audited_view_is_the_fragment_the_owner_writes(spark, tmp_path):
     """Cross-check with the Spark path: the owner's protection, pseudonyms and shuffle give the audited view."""
     import pandas as pd
+    from specs import protect_with
 
-    from fragrelease.jobs.idpir.protect import protect_fragment
     from fragrelease.jobs.idpir.shuffle import pseudonymize, shuffle_rows
     from fragrelease.schemas.base import Attribute
 
     key, plan_id = b"k" * 32, "plan-audit"
     attr = Attribute(name="a", type="double", role="quasi-identifier", kind="numeric", domain=(10.0, 60.0))
     df = spark.createDataFrame(pd.DataFrame({"rid": np.arange(6), "a": X_N}))
-    protected = protect_fragment(df, [attr], id_column="rid", k=3, epsilon_per_attribute=Fraction(1, 2),
+    protected = protect_with(df, [attr], id_column="rid", k=3, epsilon_per_attribute=Fraction(1, 2),
                                  mechanism="dp-ir", noise=ZeroNoise(), postprocess="none")
     written = shuffle_rows(pseudonymize(protected, "rid", key, plan_id), "pseudonym").toPandas()
     assert list(written.columns) == ["pseudonym", "a"]

@@ -27,11 +27,11 @@ import pytest
 from audit_noise import ScaleProbe
 from noise_injection import ZeroNoise
 from pyspark.sql import functions as F
+from specs import protect_with
 
 from fragrelease.experiments.audit import centroid_vector, epsilon_bounds, lr_statistic, lr_thresholds, worst_neighbour
 from fragrelease.idpir.mechanisms import laplace_scale, sensitivity
 from fragrelease.idpir.microaggregation import ir_clusters
-from fragrelease.jobs.idpir.protect import protect_fragment
 from fragrelease.rng import laplace_epsilon
 from fragrelease.schemas.base import Attribute
 from fragrelease.udfs.noise import noisy_centroid_udf
@@ -48,7 +48,7 @@ def spark_centroids(spark, x, noise):
     ids = np.arange(len(x))
     df = spark.createDataFrame(pd.DataFrame({"record_id": ids, "age": x}))
     # postprocess="none": the audit bounds the noisy vector itself; the isotonic projection only post-processes it
-    out = protect_fragment(df, [ATTR], id_column="record_id", k=K, epsilon_per_attribute=EPS, mechanism="idp-ir",
+    out = protect_with(df, [ATTR], id_column="record_id", k=K, epsilon_per_attribute=EPS, mechanism="idp-ir",
                            noise=noise, postprocess="none").toPandas().sort_values("record_id")
     clusters = ir_clusters(x, K, ids)
     first = [int(np.flatnonzero(clusters == j)[0]) for j in range(clusters.max() + 1)]
@@ -124,7 +124,7 @@ def test_protect_fragment_with_the_secure_sampler_draws_laplace_at_the_audited_s
     attrs = [Attribute(name=f"age{i}", type="double", role="quasi-identifier", kind="numeric", domain=(LO, HI))
              for i in range(COPIES)]
     df = spark.createDataFrame(pd.DataFrame({"record_id": ids, **{a.name: x for a in attrs}}))
-    out = protect_fragment(df, attrs, id_column="record_id", k=K, epsilon_per_attribute=EPS, mechanism="idp-ir",
+    out = protect_with(df, attrs, id_column="record_id", k=K, epsilon_per_attribute=EPS, mechanism="idp-ir",
                            noise=None, postprocess="none").toPandas().sort_values("record_id")  # the raw draws
     clusters = ir_clusters(x, K, ids)
     first = [int(np.flatnonzero(clusters == j)[0]) for j in range(len(c))]

@@ -10,8 +10,8 @@ from fractions import Fraction
 def main(out_dir: str) -> None:
     from pyspark import TaskContext
     from pyspark.sql import SparkSession
+    from specs import protect_with
 
-    from fragrelease.jobs.idpir.protect import protect_fragment
     from fragrelease.schemas.base import Attribute
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -20,7 +20,7 @@ def main(out_dir: str) -> None:
              .config("spark.log.level", "ERROR").getOrCreate())
     attr = Attribute(name="x", type="double", role="quasi-identifier", kind="numeric", domain=(0, 1000))
     df = spark.range(2000).withColumnRenamed("id", "record_id").selectExpr("record_id", "cast(record_id % 997 as double) as x")
-    out = protect_fragment(df, [attr], id_column="record_id", k=20, epsilon_per_attribute=Fraction(1), mechanism="idp-ir")
+    out = protect_with(df, [attr], id_column="record_id", k=20, epsilon_per_attribute=Fraction(1), mechanism="idp-ir")
     seen_path = os.path.join(out_dir, "seen.json")
 
     def flaky(batches):

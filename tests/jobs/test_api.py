@@ -10,6 +10,7 @@ import pytest
 from deltalake import DeltaTable
 from noise_injection import HashedLaplace
 from pyspark.sql import functions as F
+from specs import protect_with
 
 import fragrelease
 from fragrelease.errors import ConfigError, InvalidParameterError, ReleaseExistsError, SchemaMismatchError
@@ -19,7 +20,6 @@ from fragrelease.jobs.api import OwnerResult, ProtectResult, Release, ReleaseRes
 from fragrelease.jobs.catalog import PROP_LOCATION, PROP_VERSION, table_location
 from fragrelease.jobs.idpir.keys import generated_key_path
 from fragrelease.jobs.idpir.layout import protected_path
-from fragrelease.jobs.idpir.protect import protect_fragment
 from fragrelease.jobs.session import delta_available
 from fragrelease.jobs.storage import read_delta, table_provenance
 from fragrelease.pseudonyms import pseudonyms
@@ -66,7 +66,7 @@ def test_protect_spends_the_budget_exactly_as_the_owner_step_of_a_plan(spark, ow
     assert result.manifest.budgets == plan.owner("owner").budgets
     assert result.manifest.epsilon == plan.owner("owner").epsilon
     # and the protected values equal protect_fragment's with that budget and the same noise
-    ref = protect_fragment(df.select("record_id", *RELEASED), list(SCHEMA.protected), id_column="record_id", k=20,
+    ref = protect_with(df.select("record_id", *RELEASED), list(SCHEMA.protected), id_column="record_id", k=20,
                            epsilon_per_attribute=Fraction(1, l_attrs), mechanism="idp-ir",
                            noise=HashedLaplace("api")).toPandas()
     got = result.dataframe.toPandas()

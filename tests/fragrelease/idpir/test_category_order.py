@@ -24,7 +24,7 @@ from fragrelease.rng import SecureLaplace
 def test_budget_split_is_exact_and_only_for_dp_frequency_categoricals():
     b = split_attribute_budget("sex", Fraction(1, 10), categorical=True, category_order="dp-frequency",
                                share=Fraction(1, 10))
-    assert b == AttributeBudget("sex", Fraction(1, 10), Fraction(1, 100), Fraction(9, 100))
+    assert b == AttributeBudget(attribute="sex", total=Fraction(1, 10), order=Fraction(1, 100), centroids=Fraction(9, 100))
     assert b.order + b.centroids == b.total
     assert b.to_dict() == {"attribute": "sex", "epsilon": "1/10", "epsilon_order": "1/100",
                            "epsilon_centroids": "9/100"}

@@ -46,7 +46,7 @@ def _plan(cfg, n=100):
                                    id_column=schema.id_column, id_digest="d" if cfg.fragmentation == "vertical" else None))
     return make_plan(metas, fragmentation=cfg.fragmentation, mechanism=cfg.mechanism, k=cfg.k, epsilon=cfg.epsilon,
                      epsilon_split=cfg.epsilon_split, keep_id=cfg.keep_id, category_order=cfg.category_order,
-                     category_order_share=cfg.category_order_share_exact, linkage=cfg.linkage,
+                     category_order_share=cfg.category_order_share, linkage=cfg.linkage,
                      postprocess=cfg.postprocess)
 
 
@@ -109,7 +109,7 @@ def _field_cases(tmp_path):
         ("category order share", h, hp.model_copy(update={"category_order_share": "1/2"}), "clinic-a",
          "category_order_share is 1/2 in the plan, its configuration says 1/10"),
         ("budget split", h, _forge_owner(hp, "clinic-a", budgets=tuple(
-            {**x, "epsilon_order": "0"} for x in b.budgets)), "clinic-a", "budgets is ["),
+            {**x.to_dict(), "epsilon_order": "0"} for x in b.budgets)), "clinic-a", "budgets is ["),
         ("postprocess", h, hp.model_copy(update={"postprocess": "none"}), "clinic-a",
          "postprocess is none in the plan, its configuration says isotonic"),
         ("linkage", h, hp.model_copy(update={"linkage": "unlinked"}), "clinic-a",

@@ -1,4 +1,7 @@
 """Protocol refusals (docs/specification.md §3): metadata validation, plan parameters and manifests."""
+import json
+from fractions import Fraction
+
 import pytest
 
 from fragrelease.errors import IdentifierError, InvalidParameterError, ManifestMismatchError, ProtocolError
@@ -20,19 +23,25 @@ def hplan(**kw):
     return make_plan([meta("a", [AGE, SEX]), meta("b", [AGE, SEX], n=50)], **args)
 
 
+def wire(plan):
+    """The plan as plan.json holds it: budgets as exact text."""
+    return json.loads(plan.to_json())
+
+
 def test_horizontal_plan_gives_every_owner_full_epsilon():
     plan = hplan(epsilon="0.5")
     assert plan.composition == "parallel"
-    assert [(o.epsilon, o.epsilon_per_attribute) for o in plan.owners] == [("1/2", "1/4"), ("1/2", "1/4")]
+    assert [(o["epsilon"], o["epsilon_per_attribute"]) for o in wire(plan)["owners"]] == [("1/2", "1/4"), ("1/2", "1/4")]
+    assert [(o.epsilon, o.epsilon_per_attribute) for o in plan.owners] == [(Fraction(1, 2), Fraction(1, 4))] * 2
 
 
 def test_vertical_plan_splits_epsilon():
     metas = [meta("a", [AGE], frag="vertical", digest="x"), meta("b", [SEX, HOURS], frag="vertical", digest="x")]
     eq = make_plan(metas, fragmentation="vertical", mechanism="idp-ir", k=5, epsilon="1", epsilon_split="equal")
-    assert [o.epsilon for o in eq.owners] == ["1/2", "1/2"]
+    assert [o["epsilon"] for o in wire(eq)["owners"]] == ["1/2", "1/2"]
     by = make_plan(metas, fragmentation="vertical", mechanism="idp-ir", k=5, epsilon="1", epsilon_split="by-attributes")
-    assert [o.epsilon for o in by.owners] == ["1/3", "2/3"]
-    assert {o.epsilon_per_attribute for o in by.owners} == {"1/3"}
+    assert [o["epsilon"] for o in wire(by)["owners"]] == ["1/3", "2/3"]
+    assert {o["epsilon_per_attribute"] for o in wire(by)["owners"]} == {"1/3"}
 
 
 def test_refuses_horizontal_schema_mismatch():
@@ -114,13 +123,13 @@ def test_messages_carry_no_data_dependent_fields():
 
 def test_plan_splits_each_categorical_budget_exactly_and_records_it():
     plan = hplan()  # age (numeric) and sex (categorical), ε = 1: 1/2 per attribute
-    budgets = {b["attribute"]: b for b in plan.owner("a").budgets}
+    budgets = {b["attribute"]: b for b in wire(plan)["owners"][0]["budgets"]}
     assert budgets["age"] == {"attribute": "age", "epsilon": "1/2", "epsilon_order": "0", "epsilon_centroids": "1/2"}
     assert budgets["sex"] == {"attribute": "sex", "epsilon": "1/2", "epsilon_order": "1/20",
                               "epsilon_centroids": "9/20"}
-    assert (plan.category_order, plan.category_order_share, plan.linkage) == ("dp-frequency", "1/10", "linked")
+    assert (plan.category_order, wire(plan)["category_order_share"], plan.linkage) == ("dp-frequency", "1/10", "linked")
     declared = hplan(category_order="declared")
-    assert {b["attribute"]: b["epsilon_order"] for b in declared.owner("a").budgets} == {"age": "0", "sex": "0"}
+    assert {b["attribute"]: b["epsilon_order"] for b in wire(declared)["owners"][0]["budgets"]} == {"age": "0", "sex": "0"}
     with pytest.raises(InvalidParameterError, match="'data-frequency'"):
         hplan(category_order="data-frequency")  # the paper's order is not a release option
     with pytest.raises(InvalidParameterError, match="'joined'"):

@@ -9,9 +9,9 @@ from collections import Counter
 from fractions import Fraction
 
 import pytest
+from specs import protect_with
 
 from fragrelease.jobs.idpir.aggregator import unlink_columns
-from fragrelease.jobs.idpir.protect import protect_fragment
 from fragrelease.schemas.base import Attribute
 
 # 24 small releases through Spark in one fixture (about 45 s on the suite's shared cores); CI runs it
@@ -32,7 +32,7 @@ def _release(spark, data, unlinked: bool):
     df = spark.createDataFrame(data, "record_id long, a double, b double")
     # the secure sampler; postprocess "none" is the paper's release of the example (the isotonic
     # projection often pools a column's two clusters into one value, which hides the pattern as often)
-    out = protect_fragment(df, [A, B], id_column="record_id", k=3, epsilon_per_attribute=Fraction(1, 2),
+    out = protect_with(df, [A, B], id_column="record_id", k=3, epsilon_per_attribute=Fraction(1, 2),
                            mechanism="dp-ir", postprocess="none")
     if unlinked:
         out = unlink_columns(out.drop("record_id"), ["a", "b"])

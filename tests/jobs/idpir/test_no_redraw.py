@@ -6,8 +6,8 @@ import sys
 from fractions import Fraction
 
 import pytest
+from specs import protect_with
 
-from fragrelease.jobs.idpir.protect import protect_fragment
 from fragrelease.schemas.base import Attribute
 from fragrelease.udfs.noise import noisy_centroid_udf
 
@@ -16,7 +16,7 @@ ATTR = Attribute(name="x", type="double", role="quasi-identifier", kind="numeric
 
 def test_recomputing_the_plan_returns_the_same_noise(spark):
     df = spark.range(3000).withColumnRenamed("id", "record_id").selectExpr("record_id", "cast(record_id % 991 as double) as x")
-    out = protect_fragment(df, [ATTR], id_column="record_id", k=30, epsilon_per_attribute=Fraction(1, 2),
+    out = protect_with(df, [ATTR], id_column="record_id", k=30, epsilon_per_attribute=Fraction(1, 2),
                            mechanism="idp-ir")
     first = out.toPandas()
     second = out.toPandas()
@@ -63,7 +63,7 @@ def test_released_noise_is_laplace_through_the_spark_pipeline(spark):
     attr = Attribute(name="x", type="double", role="quasi-identifier", kind="numeric", domain=(0, 10000))
     df = spark.range(20_000).withColumnRenamed("id", "record_id").selectExpr(
         "record_id", "4000 + cast(record_id % 2000 as double) as x")
-    out = protect_fragment(df, [attr], id_column="record_id", k=10, epsilon_per_attribute=Fraction(50),
+    out = protect_with(df, [attr], id_column="record_id", k=10, epsilon_per_attribute=Fraction(50),
                            mechanism="dp-ir", postprocess="none").toPandas()  # the raw draws, not their projection
     exact = df.toPandas().sort_values(["x", "record_id"]).reset_index(drop=True)
     exact["cluster"] = exact.index // 10

@@ -6,11 +6,12 @@ import pandas as pd
 import pytest
 from noise_injection import HashedLaplace
 from pyspark.sql import functions as F
+from specs import protect_with
 
 from fragrelease.errors import DomainError, IdentifierError, SchemaMismatchError
 from fragrelease.idpir.category_order import DEFAULT_ORDER_SHARE, dp_frequency_order, ranks_of
 from fragrelease.idpir.mechanisms import protect_attribute
-from fragrelease.jobs.idpir.protect import global_rank, protect_fragment, range_sorted, validate_fragment
+from fragrelease.jobs.idpir.protect import global_rank, range_sorted, validate_fragment
 from fragrelease.schemas.adult import SCHEMA as ADULT
 from fragrelease.schemas.wine import SCHEMA as WINE
 
@@ -49,7 +50,7 @@ def test_spark_equals_numpy_reference_exactly(spark, adult_sample, mechanism, k)
     df = spark.createDataFrame(adult_sample, ADULT.struct_type())
     noise = HashedLaplace(salt=mechanism)
     eps = Fraction(1, 10)
-    got = protect_fragment(df, attrs, id_column="record_id", k=k, epsilon_per_attribute=eps, mechanism=mechanism,
+    got = protect_with(df, attrs, id_column="record_id", k=k, epsilon_per_attribute=eps, mechanism=mechanism,
                            noise=noise).toPandas()
     assert got["record_id"].tolist() == adult_sample["record_id"].tolist()  # one group: ids kept, in id order
     ref = reference(adult_sample, attrs, k, eps, mechanism, noise)
@@ -72,7 +73,7 @@ def test_many_buckets_and_assembly_groups_give_the_same_release(spark, adult_sam
     attrs = list(ADULT.protected)
     noise = HashedLaplace(salt="buckets")
     df = spark.createDataFrame(adult_sample, ADULT.struct_type()).repartition(3)
-    got = protect_fragment(df, attrs, id_column="record_id", k=k, epsilon_per_attribute=Fraction(1, 10),
+    got = protect_with(df, attrs, id_column="record_id", k=k, epsilon_per_attribute=Fraction(1, 10),
                            mechanism=mechanism, noise=noise).toPandas()
     got = got.sort_values("record_id").reset_index(drop=True)
     assert got["record_id"].tolist() == adult_sample["record_id"].tolist()
@@ -94,7 +95,7 @@ def test_string_ids_break_ties_by_their_hash(spark, adult_sample, monkeypatch):
     df = spark.createDataFrame(pdf)
     hashes = df.select("record_id", F.xxhash64("record_id").alias("h")).toPandas().set_index("record_id")["h"]
     noise = HashedLaplace(salt="strings")
-    got = protect_fragment(df, attrs, id_column="record_id", k=40, epsilon_per_attribute=Fraction(1, 2),
+    got = protect_with(df, attrs, id_column="record_id", k=40, epsilon_per_attribute=Fraction(1, 2),
                            mechanism="idp-ir", noise=noise).toPandas().set_index("record_id").loc[pdf["record_id"]]
     ref = reference(pdf, attrs, 40, Fraction(1, 2), "idp-ir", noise, tiebreak=hashes.loc[pdf["record_id"]].to_numpy())
     assert np.array_equal(got["age"].to_numpy(), ref["age"])
@@ -117,7 +118,7 @@ def test_spark_matches_reference_on_continuous_wine(spark, wine_pdf):
     pdf = wine_pdf.sample(900, random_state=3).sort_values("record_id").reset_index(drop=True)
     attrs = list(WINE.protected)
     noise = HashedLaplace(salt="wine")
-    got = protect_fragment(spark.createDataFrame(pdf, WINE.struct_type()), attrs, id_column="record_id", k=30,
+    got = protect_with(spark.createDataFrame(pdf, WINE.struct_type()), attrs, id_column="record_id", k=30,
                            epsilon_per_attribute=Fraction(1, 11), mechanism="idp-ir", noise=noise).toPandas()
     ref = reference(pdf, attrs, 30, Fraction(1, 11), "idp-ir", noise)
     for a in attrs:  # float sums may be added in another order: equal to 1e-9 relative
@@ -138,7 +139,7 @@ def test_ir_step_never_moves_rows_to_one_partition(spark, adult_sample):
     assert "rangepartitioning" in sorted_plan.lower()
     assert "SinglePartition" not in sorted_plan
     # clustering, centroids, noise join, pivot and ordering of the output
-    out = protect_fragment(df, list(ADULT.protected), id_column="record_id", k=50,
+    out = protect_with(df, list(ADULT.protected), id_column="record_id", k=50,
                            epsilon_per_attribute=Fraction(1, 10), mechanism="idp-ir", noise=HashedLaplace())
     out_plan = _executed_plan(out)
     assert "Exchange" in out_plan
@@ -195,7 +196,7 @@ def test_category_order_is_not_a_literal_of_the_spark_plan(spark, adult_sample):
     """The rank order (public or noised, but the label map of the release) never shows in explain/UI/event logs."""
     attrs = [ADULT.attribute("age"), ADULT.attribute("native-country"), ADULT.attribute("occupation")]
     df = spark.createDataFrame(adult_sample, ADULT.struct_type())
-    out = protect_fragment(df, attrs, id_column="record_id", k=50, epsilon_per_attribute=Fraction(1, 3),
+    out = protect_with(df, attrs, id_column="record_id", k=50, epsilon_per_attribute=Fraction(1, 3),
                            mechanism="idp-ir", noise=HashedLaplace(salt="plan"))
     plans = _all_plans(out)
     for label in ("United-States", "Holand-Netherlands", "Prof-specialty", "Tech-support"):
@@ -208,7 +209,7 @@ def test_declared_order_maps_ranks_through_the_schema_order(spark, adult_sample)
 
     sex = ADULT.attribute("sex")
     df = spark.createDataFrame(adult_sample, ADULT.struct_type())
-    got = protect_fragment(df, [sex], id_column="record_id", k=50, epsilon_per_attribute=Fraction(1),
+    got = protect_with(df, [sex], id_column="record_id", k=50, epsilon_per_attribute=Fraction(1),
                            mechanism="dp-ir", category_order="declared", noise=ZeroNoise()).toPandas()
     ranks = adult_sample["sex"].map({c: i + 1 for i, c in enumerate(sex.categories)}).to_numpy(float)
     ref = protect_attribute(ranks, k=50, lo=1, hi=len(sex.categories), epsilon_attribute=1, mechanism="dp-ir",
@@ -231,7 +232,7 @@ def test_dp_frequency_spends_its_share_on_one_histogram_draw_per_category(spark,
     race = ADULT.attribute("race")
     noise = Recording()
     df = spark.createDataFrame(adult_sample, ADULT.struct_type())
-    protect_fragment(df, [race], id_column="record_id", k=50, epsilon_per_attribute=Fraction(1, 2),
+    protect_with(df, [race], id_column="record_id", k=50, epsilon_per_attribute=Fraction(1, 2),
                      mechanism="dp-ir", category_order_share=Fraction(1, 5), noise=noise)
     # the histogram is drawn on the driver, in this process: |dom| draws of scale 2 / (1/5 · 1/2) = 20
     hist = [(a, s) for a, s in noise.calls if a and a[0] == "race#order"]
@@ -245,7 +246,7 @@ def test_spark_postprocess_equals_the_numpy_reference(spark, adult_sample, postp
     attrs = [ADULT.attribute("age"), ADULT.attribute("hours-per-week"), ADULT.attribute("education")]
     df = spark.createDataFrame(adult_sample, ADULT.struct_type())
     noise = HashedLaplace(salt=f"pp-{postprocess}")
-    got = protect_fragment(df, attrs, id_column="record_id", k=25, epsilon_per_attribute=Fraction(1, 20),
+    got = protect_with(df, attrs, id_column="record_id", k=25, epsilon_per_attribute=Fraction(1, 20),
                            mechanism="idp-ir", category_order="declared", noise=noise,
                            postprocess=postprocess).toPandas().set_index("record_id").loc[adult_sample["record_id"]]
     ids = adult_sample["record_id"].to_numpy()

@@ -1,0 +1,163 @@
+"""One owner's protection spec: everything the mechanism needs, typed and exact, from the plan to the UDF.
+
+The per-attribute budget split is computed in exactly one place, :func:`protection_spec`: the
+aggregator's plan calls it for every owner (:func:`fragrelease.idpir.protocol.make_plan`), the
+owner's check of the plan recomputes it from its own configuration
+(:func:`fragrelease.idpir.plan_check.verified_spec`) and the single-owner API calls it for its own
+parameters. Everything downstream (the ledger spend, the category histograms, the Spark stages, the
+numpy reference) reads the frozen :class:`ProtectionSpec` and recomputes nothing.
+
+Every field is public: declared by the configuration or fixed by the plan (docs/specification.md §3,
+"Only public parameters travel"). Nothing in a spec depends on the data.
+
+Source: docs/specification.md §1-3; Del Vasto-Terrientes et al. (ICISSP 2025) §4.2 (each owner
+protects with the (ε_j, k) of the plan).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Sequence
+
+from fragrelease.budget import per_attribute_epsilon
+from fragrelease.errors import InvalidParameterError
+from fragrelease.idpir.category_order import CATEGORY_ORDERS, AttributeBudget, parse_share, split_attribute_budget
+from fragrelease.idpir.guarantee import LINKAGES
+from fragrelease.idpir.mechanisms import IRMechanism, get_mechanism
+from fragrelease.idpir.postprocess import check_postprocess
+
+
+@dataclass(frozen=True)
+class ProtectionSpec:
+    """What one data owner protects under one plan, and how (frozen; all values public and exact).
+
+    Attributes
+    ----------
+    owner, dataset, plan_id : who protects which dataset under which plan (``plan_id`` is ``"local"``
+        for the single-owner API, which has no plan).
+    mechanism : the :class:`~fragrelease.idpir.mechanisms.IRMechanism` object (DP-IR, iDP-IR or plain iDP).
+    k : the plan's cluster size; :attr:`k_used` is what the mechanism clusters with (plain iDP: 1).
+    epsilon : ε_j, what this owner records in its ledger (Fraction > 0).
+    budgets : one :class:`~fragrelease.idpir.category_order.AttributeBudget` per protected attribute,
+        in the fragment's order; their totals add up to ``epsilon`` exactly.
+    category_order, category_order_share : how categorical ranks are ordered and the histogram's share.
+    postprocess : ``"isotonic"`` or ``"none"`` (docs/specification.md §9).
+    linkage : ``"linked"`` or ``"unlinked"`` (docs/privacy.md).
+    n_records : the owner's record count (public under substitution neighbourhood).
+
+    Raises
+    ------
+    InvalidParameterError
+        (on construction) budgets that do not add up to ``epsilon``, a repeated attribute, k > n, an
+        unknown category order, post-processing or linkage.
+    """
+
+    owner: str
+    dataset: str
+    plan_id: str
+    mechanism: IRMechanism
+    k: int
+    epsilon: Fraction
+    budgets: tuple[AttributeBudget, ...]
+    category_order: str
+    category_order_share: Fraction
+    postprocess: str
+    linkage: str
+    n_records: int
+
+    def __post_init__(self) -> None:
+        names = [b.attribute for b in self.budgets]
+        if not names:
+            raise InvalidParameterError(f"owner {self.owner!r} protects no attribute")
+        if len(set(names)) != len(names):
+            raise InvalidParameterError(f"owner {self.owner!r} lists an attribute twice: {names}")
+        total = sum((b.total for b in self.budgets), Fraction(0))
+        if total != self.epsilon:
+            raise InvalidParameterError(f"owner {self.owner!r}'s attribute budgets add up to {total}, not its ε = {self.epsilon}")
+        if self.category_order not in CATEGORY_ORDERS:
+            raise InvalidParameterError(f"category_order must be one of {CATEGORY_ORDERS}, not {self.category_order!r}")
+        if self.linkage not in LINKAGES:
+            raise InvalidParameterError(f"linkage must be one of {LINKAGES}, not {self.linkage!r}")
+        check_postprocess(self.postprocess)
+        if self.k_used > self.n_records:
+            raise InvalidParameterError(f"k = {self.k_used} exceeds the {self.n_records} records of owner {self.owner!r}")
+
+    @property
+    def attributes(self) -> tuple[str, ...]:
+        """The protected attributes' names, in order."""
+        return tuple(b.attribute for b in self.budgets)
+
+    @property
+    def k_used(self) -> int:
+        """The cluster size the mechanism uses (plain iDP: 1; otherwise the plan's k)."""
+        return self.mechanism.k_used(self.k)
+
+    @property
+    def epsilon_per_attribute(self) -> Fraction:
+        """ε_j / l_j, each attribute's total (sequential composition over attributes)."""
+        return self.epsilon / len(self.budgets)
+
+    def budget(self, attribute: str) -> AttributeBudget:
+        """The budget of ``attribute``.
+
+        Raises
+        ------
+        InvalidParameterError
+            ``attribute`` is not protected by this spec.
+        """
+        for b in self.budgets:
+            if b.attribute == attribute:
+                return b
+        raise InvalidParameterError(f"owner {self.owner!r} does not protect attribute {attribute!r}")
+
+
+def attribute_budgets(attributes: Sequence[tuple[str, bool]], epsilon: Fraction, *, category_order: str,
+                      category_order_share: Fraction) -> tuple[AttributeBudget, ...]:
+    """The one split of an owner's ε_j: ε_j / l_j per attribute (:func:`fragrelease.budget.per_attribute_epsilon`),
+    each divided between its category histogram and its centroids
+    (:func:`fragrelease.idpir.category_order.split_attribute_budget`). docs/specification.md §1-2.
+
+    ``attributes`` are ``(name, categorical)`` pairs in the fragment's order. Returns one budget per
+    attribute, in that order; their totals add up to ``epsilon`` exactly.
+
+    Raises
+    ------
+    InvalidParameterError
+        ε_j ≤ 0, no attributes, an unknown order or a share outside (0, 1).
+    """
+    share = parse_share(category_order_share)
+    eps_attr = per_attribute_epsilon(Fraction(epsilon), len(attributes))
+    return tuple(split_attribute_budget(name, eps_attr, categorical=categorical, category_order=category_order,
+                                        share=share) for name, categorical in attributes)
+
+
+def protection_spec(
+    *,
+    owner: str,
+    dataset: str,
+    plan_id: str,
+    attributes: Sequence[tuple[str, bool]],
+    mechanism: str | IRMechanism,
+    k: int,
+    epsilon: Fraction,
+    category_order: str,
+    category_order_share: Fraction,
+    postprocess: str,
+    linkage: str,
+    n_records: int,
+) -> ProtectionSpec:
+    """Build an owner's spec, its budgets split by :func:`attribute_budgets` (docs/specification.md §1-3).
+
+    ``attributes`` are ``(name, categorical)`` pairs in the fragment's order; ``epsilon`` is ε_j (exact).
+
+    Raises
+    ------
+    InvalidParameterError
+        ε_j ≤ 0, no attributes, an unknown mechanism, order, share, post-processing or linkage, k > n.
+    """
+    mech = get_mechanism(mechanism) if isinstance(mechanism, str) else mechanism
+    share = parse_share(category_order_share)
+    budgets = attribute_budgets(attributes, epsilon, category_order=category_order, category_order_share=share)
+    return ProtectionSpec(owner=owner, dataset=dataset, plan_id=plan_id, mechanism=mech, k=k, epsilon=Fraction(epsilon),
+                          budgets=budgets, category_order=category_order, category_order_share=share,
+                          postprocess=postprocess, linkage=linkage, n_records=n_records)
