@@ -50,12 +50,13 @@ from decimal import ROUND_CEILING, Decimal
 from fractions import Fraction
 from typing import Any, Mapping, Optional, Sequence
 
-from fragrelease.budget import format_epsilon, parse_epsilon, per_attribute_epsilon, split_epsilon_vertical
+from fragrelease.budget import format_epsilon, parse_epsilon, split_epsilon_vertical
 from fragrelease.errors import InvalidParameterError
-from fragrelease.idpir.category_order import AttributeBudget, histogram_scale, parse_share, split_attribute_budget
+from fragrelease.idpir.category_order import AttributeBudget, histogram_scale, parse_share
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.microaggregation import cluster_count
 from fragrelease.idpir.protocol import MIN_K
+from fragrelease.idpir.spec import attribute_budgets
 
 #: Two-sided 95 % quantile of |Lap(b)| in units of b: P(|L| ≥ b·ln 20) = 1/20.
 Z95 = math.log(20.0)
@@ -236,13 +237,10 @@ def _owner_budgets(p: PreviewParams) -> dict[str, tuple[AttributeBudget, ...]]:
         eps_owner = {o.name: p.epsilon for o in p.owners}  # parallel composition: the full ε each
     else:
         eps_owner = split_epsilon_vertical(p.epsilon, {o.name: len(o.attributes) for o in p.owners}, p.epsilon_split)
-    out = {}
-    for o in p.owners:
-        eps_attr = per_attribute_epsilon(eps_owner[o.name], len(o.attributes))
-        out[o.name] = tuple(split_attribute_budget(a, eps_attr, categorical=_bounds(p.specs[a])[2],
-                                                   category_order=p.category_order, share=p.category_order_share)
-                            for a in o.attributes)
-    return out
+    # the plan's own split (fragrelease.idpir.spec.attribute_budgets), never a copy of it
+    return {o.name: attribute_budgets([(a, _bounds(p.specs[a])[2]) for a in o.attributes], eps_owner[o.name],
+                                      category_order=p.category_order, category_order_share=p.category_order_share)
+            for o in p.owners}
 
 
 def attribute_previews(p: PreviewParams, threshold: float = DEFAULT_THRESHOLD) -> tuple[AttributePreview, ...]:
@@ -437,10 +435,10 @@ def params_from_config(config: Any, specs: Sequence[Mapping[str, Any]], *, rows:
                                             f"of dataset {config.dataset!r}")
             n = rows
         owners.append(OwnerPlan(o.name, attrs, n))
-    return PreviewParams(mechanism=config.mechanism, k=config.k, epsilon=config.epsilon_exact,
+    return PreviewParams(mechanism=config.mechanism, k=config.k, epsilon=config.epsilon,
                          fragmentation=config.fragmentation, owners=tuple(owners), specs=by_name,
                          epsilon_split=config.epsilon_split, category_order=config.category_order,
-                         category_order_share=config.category_order_share_exact)
+                         category_order_share=config.category_order_share)
 
 
 def preview(config: Any, specs: Sequence[Mapping[str, Any]], *, rows: Optional[int] = None,
@@ -471,48 +469,10 @@ def preview_from_provenance(provenance: Mapping[str, Any], threshold: float = DE
     owners, budgets = [], {}
     for o in provenance["owners"]:
         owners.append(OwnerPlan(o["name"], tuple(o["attributes"]), int(o["n_records"])))
-        budgets[o["name"]] = tuple(AttributeBudget(b["attribute"], parse_epsilon(b["epsilon"]),
-                                                   Fraction(b["epsilon_order"]), parse_epsilon(b["epsilon_centroids"]))
-                                   for b in o["budgets"])
+        budgets[o["name"]] = tuple(AttributeBudget.model_validate(b) for b in o["budgets"])
     p = PreviewParams(mechanism=provenance["mechanism"], k=int(provenance["k"]),
                       epsilon=parse_epsilon(provenance["epsilon"]), fragmentation=provenance["fragmentation"],
                       owners=tuple(owners), specs=specs, category_order=provenance.get("category_order", "declared"),
                       category_order_share=parse_share(provenance.get("category_order_share") or "1/10"),
                       budgets=budgets)
     return preview_params(p, threshold, with_suggestions=False)
-
-
-def _number(x: float) -> str:
-    """Four significant digits; thousands as whole numbers with separators (50,000 rather than 5e+04)."""
-    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
-
-
-def table_header(pv: ReleasePreview) -> list[str]:
-    """Column titles of :func:`table_rows` (the owner column only for vertical releases)."""
-    head = ["attribute"] + (["owner"] if pv.params.fragmentation == "vertical" else [])
-    return head + ["kind", "ε_attr", "b = E|noise|", "95 % ±", "of domain", "P(rank moves)", "check"]
-
-
-def table_title(pv: ReleasePreview) -> str:
-    """What the table's figures are: exact (DP-IR) or upper bounds (iDP-IR, iDP), and the threshold."""
-    what = ("upper bounds (the DP-IR values)" if get_mechanism(pv.params.mechanism).local
-            else "exact (DP-IR)")
-    return (f"noise on each released centroid, {what}; check: 95 % interval within {pv.threshold:.0%} of the "
-            "domain")
-
-
-def table_rows(pv: ReleasePreview) -> list[list[str]]:
-    """The per-attribute table as text cells (CLI and reports share it); header: :func:`table_header`.
-
-    Cells: ε_attr (exact), b = E|noise| and the 95 % half-width b·ln 20 in the attribute's units (ranks for
-    categorical attributes), the share of the domain width the 95 % interval covers, P(rank moves by ≥ 1)
-    for categorical attributes, and WARN or ok.
-    """
-    rows = []
-    for a in pv.attributes:
-        row = [a.attribute] + ([", ".join(a.owners)] if pv.params.fragmentation == "vertical" else [])
-        row += ["cat" if a.kind == "categorical" else "num", format_epsilon(a.epsilon), _number(a.scale),
-                _number(a.half_width), f"{a.coverage:.0%}", "" if a.p_move is None else f"{a.p_move:.0%}",
-                "WARN" if a.warn else "ok"]
-        rows.append(row)
-    return rows

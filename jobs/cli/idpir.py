@@ -113,7 +113,7 @@ def print_summary(cfg: ReleaseConfig, result: dict) -> None:
     table.add_column("attributes", justify="right")
     table.add_column("ε_j", justify="right")
     for o in result["owners"]:
-        table.add_row(o["name"], f"{o['records']:,}", str(o["attributes"]), o["epsilon"])
+        table.add_row(o["name"], f"{o['records']:,}", str(o["attributes"]), str(o["epsilon"]))
     console.print(table)
     console.print(
         f"rows {result['rows']:,} | total ε {prov['epsilon']} ({prov['composition']} composition) | "
@@ -133,7 +133,7 @@ def preview_table(pv) -> Table:
     """The per-attribute accuracy table of a preview (:mod:`fragrelease.idpir.preview`) as a rich Table."""
     from rich import box
 
-    from fragrelease.idpir.preview import table_header, table_rows
+    from fragrelease.idpir.preview_table import table_header, table_rows
 
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     for h in table_header(pv):
@@ -149,7 +149,7 @@ def print_preview(pv, *, suggestions: bool = True) -> None:
     from rich.console import Console
     from rich.measure import Measurement
 
-    from fragrelease.idpir.preview import table_title
+    from fragrelease.idpir.preview_table import table_title
 
     console.print(table_title(pv), highlight=False)
     table = preview_table(pv)

@@ -353,7 +353,8 @@ def noise_preview_html(provenance: dict) -> list[str]:
     """The per-attribute noise table of a release (:func:`fragrelease.idpir.preview.preview_from_provenance`):
     ε_attr, the Laplace scale, the 95 % interval and the rank-move chance, from the provenance's public
     parameters only (mechanism, k, ε, budgets, record counts, declared domains)."""
-    from fragrelease.idpir.preview import preview_from_provenance, table_header, table_rows, table_title
+    from fragrelease.idpir.preview import preview_from_provenance
+    from fragrelease.idpir.preview_table import table_header, table_rows, table_title
 
     try:
         pv = preview_from_provenance(provenance)

@@ -98,7 +98,7 @@ def test_the_run_summary_prints_the_table_and_the_meansse_scale(capsys):
     plan = make_plan(metas, fragmentation="horizontal", mechanism="idp-ir", k=20, epsilon="1")
     prov = provenance(plan)
     result = {"path": "/tmp/r", "version": 0, "rows": 1000, "provenance": prov, "mean_sse": 5.56,
-              "owners": [{"name": o.name, "records": o.n_records, "epsilon": o.epsilon,
+              "owners": [{"name": o.name, "records": o.n_records, "epsilon": str(o.epsilon),
                           "attributes": len(o.attributes)} for o in plan.owners]}
     from fragrelease.idpir.config import load_config
 

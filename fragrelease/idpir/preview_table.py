@@ -1,0 +1,45 @@
+"""The accuracy preview as text: the per-attribute table the CLI (``fragrelease plan``, the run summary)
+and the public report share. Spark-free; the figures come from :mod:`fragrelease.idpir.preview`
+(public quantities only, docs/specification.md §2 "Accuracy preview").
+"""
+from __future__ import annotations
+
+from fragrelease.budget import format_epsilon
+from fragrelease.idpir.mechanisms import get_mechanism
+from fragrelease.idpir.preview import ReleasePreview
+
+
+def _number(x: float) -> str:
+    """Four significant digits; thousands as whole numbers with separators (50,000 rather than 5e+04)."""
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
+
+
+def table_header(pv: ReleasePreview) -> list[str]:
+    """Column titles of :func:`table_rows` (the owner column only for vertical releases)."""
+    head = ["attribute"] + (["owner"] if pv.params.fragmentation == "vertical" else [])
+    return head + ["kind", "ε_attr", "b = E|noise|", "95 % ±", "of domain", "P(rank moves)", "check"]
+
+
+def table_title(pv: ReleasePreview) -> str:
+    """What the table's figures are: exact (DP-IR) or upper bounds (iDP-IR, iDP), and the threshold."""
+    what = ("upper bounds (the DP-IR values)" if get_mechanism(pv.params.mechanism).local
+            else "exact (DP-IR)")
+    return (f"noise on each released centroid, {what}; check: 95 % interval within {pv.threshold:.0%} of the "
+            "domain")
+
+
+def table_rows(pv: ReleasePreview) -> list[list[str]]:
+    """The per-attribute table as text cells (CLI and reports share it); header: :func:`table_header`.
+
+    Cells: ε_attr (exact), b = E|noise| and the 95 % half-width b·ln 20 in the attribute's units (ranks for
+    categorical attributes), the share of the domain width the 95 % interval covers, P(rank moves by ≥ 1)
+    for categorical attributes, and WARN or ok.
+    """
+    rows = []
+    for a in pv.attributes:
+        row = [a.attribute] + ([", ".join(a.owners)] if pv.params.fragmentation == "vertical" else [])
+        row += ["cat" if a.kind == "categorical" else "num", format_epsilon(a.epsilon), _number(a.scale),
+                _number(a.half_width), f"{a.coverage:.0%}", "" if a.p_move is None else f"{a.p_move:.0%}",
+                "WARN" if a.warn else "ok"]
+        rows.append(row)
+    return rows
