@@ -167,10 +167,12 @@ def draw_attribute(
     noise: NoiseSource,
     attribute: str = "a",
     tiebreak: np.ndarray | None = None,
+    sort: str = "packed",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The randomized part of :func:`protect_attribute`: IR clusters and their raw noisy centroids.
 
-    Parameters as :func:`protect_attribute`. Returns ``(clusters, noisy, sizes)``: the cluster index
+    Parameters as :func:`protect_attribute`; ``sort`` is how the values are ranked
+    (:func:`fragrelease.idpir.microaggregation.ir_order`: ``packed`` or ``lexsort``, the same clusters). Returns ``(clusters, noisy, sizes)``: the cluster index
     of every value (shape (n,), original order), the noisy centroids before any post-processing
     (shape (c,), unclamped, in the values' unit) and the cluster sizes (shape (c,)).
     :func:`fragrelease.idpir.postprocess.finish_centroids` on ``(noisy, sizes)`` then gives the
@@ -186,7 +188,7 @@ def draw_attribute(
         raise InvalidParameterError(f"values of {attribute!r} must lie in [{lo}, {hi}]")
     mech = get_mechanism(mechanism)
     k_used = mech.k_used(k)
-    clusters = ir_clusters(values, k_used, tiebreak)
+    clusters = ir_clusters(values, k_used, tiebreak, sort=sort)
     centroids = ir_centroids(values, clusters)
     c = len(centroids)
     scale = mech.scale(mech.sensitivity(values, k, lo, hi), epsilon_attribute, c)
@@ -207,6 +209,7 @@ def protect_attribute(
     tiebreak: np.ndarray | None = None,
     categorical: bool = False,
     postprocess: str = DEFAULT_POSTPROCESS,
+    sort: str = "packed",
 ) -> np.ndarray:
     """Protect one attribute with IR microaggregation and Laplace noise on the centroids.
 
@@ -231,12 +234,16 @@ def protect_attribute(
     postprocess : {"isotonic", "none"}
         Isotonic projection of the noisy centroid vector before clamping and rounding
         (docs/specification.md §9), or the paper's release.
+    sort : {"packed", "lexsort"}
+        How the values are ranked (:func:`fragrelease.idpir.microaggregation.ir_order`); the same
+        clusters either way. ``lexsort`` is the slower reference sort.
 
     Returns
     -------
     array of shape (n,): each value replaced by its cluster's released value, original order kept.
     """
     clusters, noisy, sizes = draw_attribute(values, k=k, lo=lo, hi=hi, epsilon_attribute=epsilon_attribute,
-                                            mechanism=mechanism, noise=noise, attribute=attribute, tiebreak=tiebreak)
+                                            mechanism=mechanism, noise=noise, attribute=attribute, tiebreak=tiebreak,
+                                            sort=sort)
     return finish_centroids(noisy, sizes, lo, hi, categorical, postprocess)[clusters]
 

@@ -60,7 +60,7 @@ from fragrelease.idpir.category_order import (
     split_attribute_budget,
 )
 from fragrelease.idpir.mechanisms import IRMechanism, get_mechanism
-from fragrelease.idpir.microaggregation import check_k, cluster_count
+from fragrelease.idpir.microaggregation import check_k, cluster_count, ir_order
 from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS, check_postprocess, finish_centroids
 from fragrelease.rng import NoiseSource, SecureLaplace, float_at_most, secure_random_keys
 from fragrelease.schemas.base import Attribute
@@ -768,7 +768,7 @@ def microaggregate_and_noise(
         j, b = int(pdf["attr"].iloc[0]), int(pdf["bucket"].iloc[0])
         x = _unpack(pdf["x"], _F8)
         key = _unpack(pdf["key"], _I8)
-        order = np.lexsort((key, x))
+        order = ir_order(x, key)  # exact (value, key) order from packed 64-bit sorts; as np.lexsort((key, x))
         x, key = x[order], key[order]
         start = first_rank[(j, b)]
         cluster = np.minimum((start + np.arange(x.size, dtype=np.int64)) // k_used, c - 1)
@@ -888,7 +888,7 @@ def _line_up(values: DataFrame, attrs: Sequence[Attribute], *, groups: int, carr
         for j, part in pdf.groupby("attr"):
             rid = np.concatenate(part["rid"].to_list()) if carry_rid else _unpack(part["rid"], _I8)
             value = _unpack(part["value"], _F8)
-            order = np.argsort(rid, kind="stable")
+            order = ir_order(rid)  # packed sort of integral ids; other id types: stable argsort
             if ids is None:
                 ids = rid[order]
             elif not np.array_equal(ids, rid[order]):
