@@ -446,6 +446,10 @@ def global_rank(df: DataFrame, group_col: str, order_cols: Sequence[str], num_pa
 
 
 _VALUES_PER_BUCKET = 500_000
+# Up to this many rows, one task per attribute protects the whole attribute (measured in
+# docs/benchmarks.md: faster than the distributed plan up to a few million rows; memory per task
+# about 80 bytes per value at the peak of the packed sort).
+_WHOLE_ATTRIBUTE_ROWS = 4_000_000
 _ROWS_PER_ASSEMBLY = 500_000
 _RUN_ROWS = 262_144
 _SAMPLE_PER_BUCKET = 2_000
@@ -697,7 +701,10 @@ def microaggregate_and_noise(
     rid_type = keyed.schema["rid"].dataType if carry_rid else T.LongType()
     rid_field = [T.StructField("rid", T.ArrayType(rid_type))] if carry_rid else []
 
-    buckets = max(1, math.ceil(n / _VALUES_PER_BUCKET))
+    # public: n and the plan's constants. Fragments up to _WHOLE_ATTRIBUTE_ROWS rows take one task per
+    # attribute (one bucket, no splitters); larger ones are cut into buckets of _VALUES_PER_BUCKET values
+    whole = n <= _WHOLE_ATTRIBUTE_ROWS
+    buckets = 1 if whole else max(1, math.ceil(n / _VALUES_PER_BUCKET))
     bucket_dtype = np.int16 if buckets < 2**15 else np.int32
     splitters = _splitters(keyed, l, n, buckets)
     clock.lap("splitters (sample)")
@@ -735,8 +742,8 @@ def microaggregate_and_noise(
         if pending:
             yield flush(pd.concat(pending, ignore_index=True))
 
-    if buckets == 1:
-        # every attribute fits one task (<= _VALUES_PER_BUCKET values): protect it there in one call
+    if whole:
+        # every attribute fits one task (<= _WHOLE_ATTRIBUTE_ROWS values): protect it there in one call
         # of the numpy mechanism, skipping the distributed ranking and its stored intermediates
         return _protect_whole_attributes(
             keyed.mapInPandas(runs_of, run_schema), attrs, budgets=budgets, k=k, n=n, mechanism=mechanism,
@@ -922,15 +929,16 @@ def _protect_whole_attributes(runs: DataFrame, attrs: Sequence[Attribute], *, bu
     path. Memory per task: the attribute's n values, as in a bucket of the distributed path.
     Out: as :func:`microaggregate_and_noise`.
     """
-    from fragrelease.idpir.mechanisms import draw_attribute
+    from fragrelease.idpir.mechanisms import draw_attribute_ranked
 
+    k_used = get_mechanism(mechanism).k_used(k)
+    c = cluster_count(n, k_used)
     # public: declared domains and each attribute's centroid budget (exact Fraction)
     specs = {j: (a.name, *a.bounds(), a.categorical, Fraction(b.centroids)) for j, (a, b) in enumerate(zip(attrs, budgets))}
     drawn_schema = T.StructType([
-        T.StructField("attr", T.IntegerType()), T.StructField("key", T.ArrayType(T.LongType())),
+        T.StructField("attr", T.IntegerType()), T.StructField("key", T.BinaryType()),  # <i8, in rank order
         *([T.StructField("rid", T.ArrayType(rid_type))] if carry_rid else []),
-        T.StructField("cluster", T.ArrayType(T.LongType())), T.StructField("noisy", T.ArrayType(T.DoubleType())),
-        T.StructField("size", T.ArrayType(T.LongType())),
+        T.StructField("noisy", T.BinaryType()), T.StructField("size", T.BinaryType()),  # <f8 / <i8, per cluster
     ])
 
     def draw_one(pdf: pd.DataFrame) -> pd.DataFrame:
@@ -940,13 +948,14 @@ def _protect_whole_attributes(runs: DataFrame, attrs: Sequence[Attribute], *, bu
         name, lo, hi, _, eps = specs[j]
         if x.size != n:
             raise SchemaMismatchError(f"attribute {name!r} has {x.size} values, expected {n} rows")
-        cluster, noisy, size = draw_attribute(x, k=k, lo=lo, hi=hi, epsilon_attribute=eps, mechanism=mechanism,
-                                              noise=noise if noise is not None else SecureLaplace(), attribute=name,
-                                              tiebreak=key)
-        out = {"attr": [j], "key": [key]}
+        order, noisy, size = draw_attribute_ranked(x, k=k, lo=lo, hi=hi, epsilon_attribute=eps, mechanism=mechanism,
+                                                   noise=noise if noise is not None else SecureLaplace(),
+                                                   attribute=name, tiebreak=key)
+        # ids leave in rank order: cluster boundaries (rank // k) map them back, no per-value cluster id
+        out = {"attr": [j], "key": [_pack(key[order], _I8)]}
         if carry_rid:
-            out["rid"] = [np.concatenate(pdf["rid"].to_list())]
-        out.update(cluster=[cluster], noisy=[noisy], size=[size])
+            out["rid"] = [np.concatenate(pdf["rid"].to_list())[order]]
+        out.update(noisy=[_pack(noisy, _F8)], size=[_pack(size, _I8)])
         return pd.DataFrame(out)
 
     # Materialize the raw noise once: nothing downstream may re-run draw_one.
@@ -957,16 +966,17 @@ def _protect_whole_attributes(runs: DataFrame, attrs: Sequence[Attribute], *, bu
     def finish(batches):
         # post-processing of the materialized noisy centroids (public sizes and domain only), then
         # each id's released value, cut by assembly group
+        cluster = np.minimum(np.arange(n, dtype=np.int64) // k_used, c - 1)  # of each rank; public: n, k, c
         for pdf in batches:
             rows = []
             for rec in pdf.itertuples(index=False):
                 _, lo, hi, categorical, _ = specs[int(rec.attr)]
-                released = finish_centroids(np.asarray(rec.noisy, dtype=float), np.asarray(rec.size, dtype=float),
+                released = finish_centroids(np.frombuffer(rec.noisy, dtype=_F8),
+                                            np.frombuffer(rec.size, dtype=_I8).astype(float),
                                             lo, hi, categorical, postprocess)
-                key = np.asarray(rec.key, dtype=np.int64)
+                key = np.frombuffer(rec.key, dtype=_I8)
                 rid = np.asarray(rec.rid) if carry_rid else key
-                rows += _group_rows(int(rec.attr), key, rid, released[np.asarray(rec.cluster, dtype=np.int64)], groups,
-                                    pack_rid=not carry_rid)
+                rows += _group_rows(int(rec.attr), key, rid, released[cluster], groups, pack_rid=not carry_rid)
             yield pd.DataFrame(rows, columns=["group", "attr", "rid", "value"])
 
     return _line_up(drawn.mapInPandas(finish, _values_schema(rid_type, carry_rid)), attrs, groups=groups,

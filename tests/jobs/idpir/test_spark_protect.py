@@ -65,6 +65,7 @@ def test_many_buckets_and_assembly_groups_give_the_same_release(spark, adult_sam
     """Force 9 sort buckets per attribute (heavy ties split by id) and 6 reassembly groups."""
     import fragrelease.jobs.idpir.protect as protect
 
+    monkeypatch.setattr(protect, "_WHOLE_ATTRIBUTE_ROWS", 0)  # the distributed plan, whatever n
     monkeypatch.setattr(protect, "_VALUES_PER_BUCKET", 300)
     monkeypatch.setattr(protect, "_ROWS_PER_ASSEMBLY", 450)
     monkeypatch.setattr(protect, "_RUN_ROWS", 1000)
@@ -87,6 +88,7 @@ def test_many_buckets_and_assembly_groups_give_the_same_release(spark, adult_sam
 def test_string_ids_break_ties_by_their_hash(spark, adult_sample, monkeypatch):
     import fragrelease.jobs.idpir.protect as protect
 
+    monkeypatch.setattr(protect, "_WHOLE_ATTRIBUTE_ROWS", 0)
     monkeypatch.setattr(protect, "_VALUES_PER_BUCKET", 700)
     monkeypatch.setattr(protect, "_ROWS_PER_ASSEMBLY", 1000)
     attrs = [ADULT.attribute("age"), ADULT.attribute("sex")]
