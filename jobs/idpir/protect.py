@@ -64,7 +64,6 @@ from fragrelease.idpir.microaggregation import check_k, cluster_count, ir_order
 from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS, check_postprocess, finish_centroids
 from fragrelease.rng import NoiseSource, SecureLaplace, float_at_most, secure_random_keys
 from fragrelease.schemas.base import Attribute
-from fragrelease.udfs.noise import noisy_centroid_udf
 
 log = logging.getLogger(__name__)
 
@@ -766,9 +765,8 @@ def microaggregate_and_noise(
         T.StructField("attr", T.IntegerType()), T.StructField("bucket", T.IntegerType()),
         T.StructField("first_rank", T.LongType()), *rid_field,
         T.StructField("key", T.BinaryType()),
-        T.StructField("cluster", T.ArrayType(T.LongType())), T.StructField("sum", T.ArrayType(T.DoubleType())),
-        T.StructField("size", T.ArrayType(T.LongType())), T.StructField("min", T.ArrayType(T.DoubleType())),
-        T.StructField("max", T.ArrayType(T.DoubleType())),
+        # per cluster of the bucket, packed: cluster <i8, sum <f8, size <i8, min <f8, max <f8
+        T.StructField("stats", T.BinaryType()),
     ])
 
     def rank_bucket(pdf: pd.DataFrame) -> pd.DataFrame:
@@ -782,11 +780,11 @@ def microaggregate_and_noise(
         cuts = np.flatnonzero(np.diff(cluster)) + 1
         firsts = np.concatenate(([0], cuts))
         lasts = np.concatenate((cuts - 1, [x.size - 1]))
+        stats = _pack_stats(cluster[firsts], np.add.reduceat(x, firsts), lasts - firsts + 1, x[firsts], x[lasts])
         return pd.DataFrame({
-            "attr": [j], "bucket": [b], "first_rank": [start], "key": [_pack(key, _I8)],
+            "attr": [j], "bucket": [b], "first_rank": [start],
             **({"rid": [np.concatenate(pdf["rid"].to_list())[order]]} if carry_rid else {}),
-            "cluster": [cluster[firsts]], "sum": [np.add.reduceat(x, firsts)],
-            "size": [(lasts - firsts + 1).astype(np.int64)], "min": [x[firsts]], "max": [x[lasts]],
+            "key": [_pack(key, _I8)], "stats": [stats],
         })
 
     clock.lap("counts per bucket")
@@ -796,45 +794,30 @@ def microaggregate_and_noise(
               .applyInPandas(rank_bucket, ranked_schema).localCheckpoint(eager=True, storageLevel=_STORED))
     clock.lap("sort buckets, ranks, partial cluster statistics (stored)")
 
-    partial = ranked.select("attr", F.explode(F.arrays_zip("cluster", "sum", "size", "min", "max")).alias("s"))
-    stats = partial.groupBy("attr", F.col("s.cluster").alias("cluster")).agg(
-        F.sum("s.sum").alias("sum"), F.sum("s.size").alias("size"), F.min("s.min").alias("min"),
-        F.max("s.max").alias("max")).localCheckpoint(eager=True)  # read four times below; small (c · l rows)
-    clock.lap("cluster statistics")
+    # One task per attribute combines its buckets' partial statistics (c clusters), computes the
+    # sensitivity and scale, draws one Laplace value per cluster and post-processes the vector.
+    specs = {j: (a.name, *a.bounds(), a.categorical, eps[j]) for j, a in enumerate(attrs)}  # public
+    released = (ranked.select("attr", "bucket", "stats").groupBy("attr")
+                .applyInPandas(_noise_attribute_fn(specs, mech, k_used, c, noise, postprocess),
+                               "attr int, value binary")
+                .localCheckpoint(eager=True))  # materialize the noise once: nothing may re-run the draw
+    clock.lap("combine cluster statistics, sensitivity, scale, noise, post-processing (stored)")
 
-    # public: declared domains and the centroids' budget per attribute
-    params = spark.createDataFrame(
-        [(i, *a.bounds(), a.categorical, eps[i]) for i, a in enumerate(attrs)],
-        "attr int, lo double, hi double, categorical boolean, eps double",
-    )
-    scales = _scales(stats, params, mech, k_used, c)
-    noisy_udf = noisy_centroid_udf([a.name for a in attrs], noise, finish=postprocess == "none")
-    noisy = (
-        stats.join(F.broadcast(params), "attr").join(F.broadcast(scales), "attr")
-        .withColumn("centroid", F.col("sum") / F.col("size"))
-        .select("attr", "cluster", "size",
-                noisy_udf("attr", "cluster", "centroid", "scale", "lo", "hi", "categorical").alias("value"))
-    )
-    # Materialize the noise once: nothing downstream may re-run the UDF.
-    noisy = noisy.localCheckpoint(eager=True)
-    clock.lap("sensitivity, scale, noise (stored)")
-    if postprocess == "isotonic":
-        noisy = _isotonic(noisy, params).localCheckpoint(eager=True)
-        clock.lap("isotonic post-processing (stored)")
-    noisy = noisy.select("attr", "cluster", "value")
+    # Each bucket's cluster range (attributes × buckets numbers; public: n, k and the bucket counts)
+    # cuts its slice of the released centroids out of its attribute's vector.
+    ranges: dict[int, list[tuple[int, int, int]]] = {}
+    for (j, b), r0 in first_rank.items():
+        ranges.setdefault(j, []).append((b, min(r0 // k_used, c - 1), min((r0 + counts[(j, b)] - 1) // k_used, c - 1)))
 
-    # Each bucket's cluster range (attributes × buckets rows) routes the noisy centroids to it.
-    ranges = spark.createDataFrame(
-        [(j, b, min(r0 // k_used, c - 1), min((r0 + counts[(j, b)] - 1) // k_used, c - 1))
-         for (j, b), r0 in first_rank.items()],
-        "attr int, bucket int, cl_lo long, cl_hi long",
-    )
-    routed = (noisy.join(F.broadcast(ranges), (noisy["attr"] == ranges["attr"])
-                         & noisy["cluster"].between(ranges["cl_lo"], ranges["cl_hi"]))
-              .select(ranges["attr"], ranges["bucket"], ranges["cl_lo"], noisy["cluster"], noisy["value"])
-              .groupBy("attr", "bucket", "cl_lo")
-              .agg(F.sort_array(F.collect_list(F.struct("cluster", "value"))).alias("centroids"))
-              .select("attr", "bucket", "cl_lo", F.col("centroids.value").alias("centroids")))
+    def slices(batches):
+        for pdf in batches:
+            rows = []
+            for rec in pdf.itertuples(index=False):
+                for b, lo_c, hi_c in ranges.get(int(rec.attr), []):
+                    rows.append((int(rec.attr), b, lo_c, rec.value[8 * lo_c:8 * (hi_c + 1)]))
+            yield pd.DataFrame(rows, columns=["attr", "bucket", "cl_lo", "centroids"])
+
+    routed = released.mapInPandas(slices, "attr int, bucket int, cl_lo long, centroids binary")
     # Shipping the noisy centroids to the buckets (broadcast, when they are few enough) beats moving
     # the buckets' id arrays; the broadcast is capped, so driver memory stays bounded.
     if c * l <= _BROADCAST_CENTROIDS:
@@ -850,7 +833,7 @@ def microaggregate_and_noise(
             for rec in pdf.itertuples(index=False):
                 key = np.frombuffer(rec.key, dtype=_I8)
                 rid = np.asarray(rec.rid) if carry_rid else key
-                centroids = np.asarray(rec.centroids, dtype=float)
+                centroids = np.frombuffer(rec.centroids, dtype=_F8)
                 cluster = np.minimum((rec.first_rank + np.arange(rid.size, dtype=np.int64)) // k_used, c - 1)
                 rows += _group_rows(int(rec.attr), key, rid, centroids[cluster - rec.cl_lo], groups,
                                     pack_rid=not carry_rid)
@@ -984,56 +967,54 @@ def _protect_whole_attributes(runs: DataFrame, attrs: Sequence[Attribute], *, bu
                     rank_orders=rank_orders, id_type=id_type, id_column=id_column)
 
 
-def _scales(stats: DataFrame, params: DataFrame, mech: IRMechanism, k: int, c: int) -> DataFrame:
-    """Per attribute ``scale ≈ Δ / ε_centroids`` for its c centroids (``attr int, scale double``), on the executors.
+_STATS = np.dtype([("cluster", "<i8"), ("sum", "<f8"), ("size", "<i8"), ("min", "<f8"), ("max", "<f8")])
 
-    Four order statistics per attribute (the first cluster's minimum, the last cluster's extremes
-    and size, the second-to-last cluster's maximum) are aggregated in Spark; one task per attribute
-    then calls the registry's own :meth:`fragrelease.idpir.mechanisms.IRMechanism.sensitivity_from_extremes`
-    and :meth:`~fragrelease.idpir.mechanisms.IRMechanism.scale`, so the Spark job and the numpy reference
-    compute the same double by construction. The local sensitivity is data-dependent: it stays
-    inside Spark (never on the driver, never logged).
+
+def _pack_stats(cluster: np.ndarray, total: np.ndarray, size: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bytes:
+    """Per-cluster partial statistics of one bucket as packed records (:data:`_STATS`, 40 bytes each)."""
+    out = np.empty(cluster.size, dtype=_STATS)
+    out["cluster"], out["sum"], out["size"], out["min"], out["max"] = cluster, total, size, lo, hi
+    return out.tobytes()
+
+
+def _noise_attribute_fn(specs: Mapping[int, tuple], mech: IRMechanism, k: int, c: int,
+                        noise: Optional[NoiseSource], postprocess: str):
+    """The ``applyInPandas`` function of the noise step: one attribute's released centroids.
+
+    In: ``(attr, bucket, stats)`` rows of one attribute, ``stats`` packed partial cluster statistics
+    (:func:`_pack_stats`). Out: one row ``(attr, value)``, ``value`` the c released centroids as
+    packed ``<f8`` in cluster order. The partials of a cluster cut by a bucket boundary are
+    combined in bucket order; the sensitivity comes from four order statistics through the
+    registry's :meth:`fragrelease.idpir.mechanisms.IRMechanism.sensitivity_from_extremes` and
+    :meth:`~fragrelease.idpir.mechanisms.IRMechanism.scale`, as in the numpy reference; one draw per
+    cluster (:func:`fragrelease.idpir.mechanisms.noisy_centroids`), then
+    :func:`fragrelease.idpir.postprocess.finish_centroids`. The local sensitivity, the scale and the
+    raw draws never leave the task. Memory: one attribute's c clusters (about 100 bytes each;
+    plain iDP, k = 1: c = n).
     """
-    cl = F.col("cluster")
-    edges = (stats.where(cl.isin(0, c - 2, c - 1)).groupBy("attr").agg(
-        F.min(F.when(cl == 0, F.col("min"))).alias("min_first"),
-        F.max(F.when(cl == c - 1, F.col("min"))).alias("min_last"),
-        F.max(F.when(cl == c - 1, F.col("max"))).alias("max_last"),
-        F.max(F.when(cl == c - 2, F.col("max"))).alias("max_second_last"),
-        F.max(F.when(cl == c - 1, F.col("size"))).alias("size_last"))
-        .join(F.broadcast(params), "attr"))
+    from fragrelease.idpir.mechanisms import noisy_centroids
 
-    def scale_of(pdf: pd.DataFrame) -> pd.DataFrame:
-        r = pdf.iloc[0]
-        second = float(r["max_second_last"]) if c > 1 else float(r["lo"])
-        delta = mech.sensitivity_from_extremes(float(r["min_first"]), float(r["min_last"]), second,
-                                               float(r["max_last"]), k=k, size_last=int(r["size_last"]),
-                                               n_clusters=c, lo=float(r["lo"]), hi=float(r["hi"]))
-        return pd.DataFrame({"attr": [int(r["attr"])], "scale": [mech.scale(delta, float(r["eps"]), c)]})
+    def draw(pdf: pd.DataFrame) -> pd.DataFrame:
+        j = int(pdf["attr"].iloc[0])
+        name, lo, hi, categorical, eps = specs[j]
+        part = np.concatenate([np.frombuffer(s, dtype=_STATS) for s in pdf.sort_values("bucket")["stats"]])
+        firsts = np.concatenate(([0], np.flatnonzero(np.diff(part["cluster"])) + 1))
+        if firsts.size != c:
+            raise SchemaMismatchError(f"attribute {name!r} has {firsts.size} clusters, expected {c}")
+        size = np.add.reduceat(part["size"], firsts)
+        mins = np.minimum.reduceat(part["min"], firsts)
+        maxs = np.maximum.reduceat(part["max"], firsts)
+        centroid = np.add.reduceat(part["sum"], firsts) / size
+        # local sensitivity (data-dependent): stays in this task, never logged
+        delta = mech.sensitivity_from_extremes(float(mins[0]), float(mins[-1]), float(maxs[-2]) if c > 1 else lo,
+                                               float(maxs[-1]), k=k, size_last=int(size[-1]), n_clusters=c,
+                                               lo=lo, hi=hi)
+        scale = mech.scale(delta, eps, c)
+        raw = noisy_centroids(centroid, np.full(c, scale), np.full(c, name, dtype=object), np.arange(c),
+                              noise if noise is not None else SecureLaplace())
+        value = finish_centroids(raw, size.astype(float), lo, hi, categorical, postprocess)
+        return pd.DataFrame({"attr": [j], "value": [_pack(value, _F8)]})
 
-    return edges.groupBy("attr").applyInPandas(scale_of, "attr int, scale double")
+    return draw
 
 
-def _isotonic(noisy: DataFrame, params: DataFrame) -> DataFrame:
-    """Isotonic post-processing of each attribute's noisy centroid vector, in cluster order.
-
-    Shapes: in ``(attr, cluster, size, value)`` with unclamped noisy values; out ``(attr, cluster,
-    value)`` with :func:`fragrelease.idpir.postprocess.finish_centroids` applied (projection,
-    clamping, rounding of ranks). It reads only the noisy values and public quantities (cluster
-    order and sizes, the declared domain): post-processing (docs/specification.md §9).
-
-    One task holds one attribute's c = n/k clusters (about 24 bytes each in the task's pandas
-    frame, plus SciPy's linear-time pool-adjacent-violators): 100,000 clusters (10M rows, k = 100)
-    is a few MB; plain iDP (k = 1) holds one value per record of the fragment, 10M rows about
-    250 MB in one Python worker.
-    """
-    def finish(pdf: pd.DataFrame) -> pd.DataFrame:
-        pdf = pdf.sort_values("cluster", kind="stable")
-        r = pdf.iloc[0]
-        value = finish_centroids(pdf["value"].to_numpy(float), pdf["size"].to_numpy(float), float(r["lo"]),
-                                 float(r["hi"]), bool(r["categorical"]), "isotonic")
-        return pd.DataFrame({"attr": pdf["attr"].to_numpy(np.int32), "cluster": pdf["cluster"].to_numpy(np.int64),
-                             "value": value})
-
-    return (noisy.join(F.broadcast(params.select("attr", "lo", "hi", "categorical")), "attr")
-            .groupBy("attr").applyInPandas(finish, "attr int, cluster long, value double"))

@@ -20,7 +20,7 @@ def adult_sample(adult_pdf):
     return adult_pdf.sample(2_500, random_state=7).sort_values("record_id").reset_index(drop=True)
 
 
-def reference(pdf, attrs, k, eps, mechanism, noise, tiebreak=None, share=DEFAULT_ORDER_SHARE):
+def reference(pdf, attrs, k, eps, mechanism, noise, tiebreak=None, share=DEFAULT_ORDER_SHARE, postprocess="isotonic"):
     """numpy reference of the default release (dp-frequency order; the histogram gets share · ε)."""
     ids = pdf["record_id"].to_numpy() if tiebreak is None else tiebreak
     out = {}
@@ -35,7 +35,8 @@ def reference(pdf, attrs, k, eps, mechanism, noise, tiebreak=None, share=DEFAULT
         else:
             vals = pdf[a.name].to_numpy(float)
         res = protect_attribute(vals, k=k, lo=lo, hi=hi, epsilon_attribute=eps_centroids, mechanism=mechanism,
-                                noise=noise, attribute=a.name, tiebreak=ids, categorical=a.categorical)
+                                noise=noise, attribute=a.name, tiebreak=ids, categorical=a.categorical,
+                                postprocess=postprocess)
         if a.categorical:
             inv = {r: c for c, r in ranks.items()}
             res = np.array([inv[int(r)] for r in res], dtype=object)
@@ -60,8 +61,10 @@ def test_spark_equals_numpy_reference_exactly(spark, adult_sample, mechanism, k)
             assert np.array_equal(got[a.name].to_numpy(), ref[a.name]), a.name
 
 
-@pytest.mark.parametrize("mechanism,k", [("idp-ir", 50), ("idp", 1)])
-def test_many_buckets_and_assembly_groups_give_the_same_release(spark, adult_sample, monkeypatch, mechanism, k):
+@pytest.mark.parametrize("mechanism,k,postprocess", [("idp-ir", 50, "isotonic"), ("idp", 1, "isotonic"),
+                                                     ("dp-ir", 7, "none")])
+def test_many_buckets_and_assembly_groups_give_the_same_release(spark, adult_sample, monkeypatch, mechanism, k,
+                                                                postprocess):
     """Force 9 sort buckets per attribute (heavy ties split by id) and 6 reassembly groups."""
     import fragrelease.jobs.idpir.protect as protect
 
@@ -74,10 +77,10 @@ def test_many_buckets_and_assembly_groups_give_the_same_release(spark, adult_sam
     noise = HashedLaplace(salt="buckets")
     df = spark.createDataFrame(adult_sample, ADULT.struct_type()).repartition(3)
     got = protect_fragment(df, attrs, id_column="record_id", k=k, epsilon_per_attribute=Fraction(1, 10),
-                           mechanism=mechanism, noise=noise).toPandas()
+                           mechanism=mechanism, noise=noise, postprocess=postprocess).toPandas()
     got = got.sort_values("record_id").reset_index(drop=True)
     assert got["record_id"].tolist() == adult_sample["record_id"].tolist()
-    ref = reference(adult_sample, attrs, k, Fraction(1, 10), mechanism, noise)
+    ref = reference(adult_sample, attrs, k, Fraction(1, 10), mechanism, noise, postprocess=postprocess)
     for a in attrs:
         if a.categorical:
             assert (got[a.name].to_numpy() == ref[a.name]).all(), a.name
