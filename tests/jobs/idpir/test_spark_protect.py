@@ -10,7 +10,9 @@ from pyspark.sql import functions as F
 from fragrelease.errors import DomainError, IdentifierError, SchemaMismatchError
 from fragrelease.idpir.category_order import DEFAULT_ORDER_SHARE, dp_frequency_order, ranks_of
 from fragrelease.idpir.mechanisms import protect_attribute
-from fragrelease.jobs.idpir.protect import global_rank, protect_fragment, range_sorted, validate_fragment
+from fragrelease.jobs.idpir.fragment import validate_fragment
+from fragrelease.jobs.idpir.protect import protect_fragment
+from fragrelease.jobs.idpir.ranking import global_rank, range_sorted
 from fragrelease.schemas.adult import SCHEMA as ADULT
 from fragrelease.schemas.wine import SCHEMA as WINE
 
@@ -107,7 +109,7 @@ def test_string_ids_break_ties_by_their_hash(spark, adult_sample, monkeypatch):
 
 
 def test_bucket_of_orders_heavy_ties_by_key():
-    from fragrelease.jobs.idpir.protect import _bucket_of
+    from fragrelease.jobs.idpir.bucket_sort import bucket_of
 
     sx = np.array([1.0, 2.0, 2.0, 2.0, 3.0])
     sk = np.array([2**63 - 1, 10, 20, 2**63 - 1, 2**63 - 1])
@@ -115,7 +117,7 @@ def test_bucket_of_orders_heavy_ties_by_key():
     key = np.array([0, 99, 0, 5, 10, 15, 25, 7, 0])
     # bucket = number of splitters strictly below (x, key)
     expect = [sum((sx[i], sk[i]) < (xv, kv) for i in range(sx.size)) for xv, kv in zip(x, key)]
-    assert _bucket_of(x, key, sx, sk).tolist() == expect == [0, 0, 1, 1, 1, 2, 3, 4, 5]
+    assert bucket_of(x, key, sx, sk).tolist() == expect == [0, 0, 1, 1, 1, 2, 3, 4, 5]
 
 
 def test_spark_matches_reference_on_continuous_wine(spark, wine_pdf):
