@@ -5,8 +5,9 @@ Per attribute, independently: sort the n values ascending, cut the ranks into
 cluster (size k .. 2k-1; n < 2k gives one cluster), and replace every value by its cluster's
 centroid (arithmetic mean). Ties are ordered by a deterministic tie-break key (the record id).
 
-These functions are the numpy reference that the Spark job must match exactly; the Spark job only
-uses :func:`cluster_count` and the cluster-of-rank rule (``min(rank // k, c - 1)``).
+These functions are the numpy reference that the Spark job must match exactly; the Spark job uses
+:func:`cluster_count`, the cluster-of-rank rule (``min(rank // k, c - 1)``) and :func:`ir_order`
+(the exact packed sort) inside each bucket.
 """
 from __future__ import annotations
 
