@@ -8,7 +8,7 @@ Two plans share the mechanism's arithmetic (:mod:`fragrelease.idpir.mechanisms`)
   vector (stored at once); :func:`route_centroids` hands every bucket the slice of released
   centroids of its cluster range; :func:`map_to_values` maps each bucket's ids (in rank order) to
   their cluster's value with cluster boundaries ``min(rank // k, c - 1)`` alone.
-- **whole attributes** (fragments of at most a few million rows): :func:`draw_whole_attributes`
+- **whole attributes** (fragments of at most 2,000,000 rows): :func:`draw_whole_attributes`
   runs :func:`fragrelease.idpir.mechanisms.draw_attribute_ranked` in one task per attribute and
   stores the raw noisy centroids; :func:`whole_values` post-processes them and maps the ids.
 

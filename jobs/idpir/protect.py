@@ -10,7 +10,7 @@ every protected attribute replaced by its cluster's noisy centroid (numeric → 
    (``declared``) or bought with budget (``dp-frequency``, :func:`category_orders`), through a
    broadcast join (:func:`fragrelease.jobs.idpir.bucket_sort.keyed_values`), so no order appears
    as a literal in the Spark plan.
-2. The plan for the size: up to ``_WHOLE_ATTRIBUTE_ROWS`` rows (a few million), one task per
+2. The plan for the size: up to ``_WHOLE_ATTRIBUTE_ROWS`` rows (2,000,000), one task per
    attribute; above, buckets of about ``_VALUES_PER_BUCKET`` = 500,000 values.
 3. One map-only pass cuts each input chunk into packed arrays per (attribute, bucket)
    (:func:`~fragrelease.jobs.idpir.bucket_sort.cut_into_runs`; splitters from a sample,
@@ -67,9 +67,9 @@ log = logging.getLogger(__name__)
 
 # The plan's sizes (tests shrink them to force the distributed plan on small fragments).
 #: Up to this many rows, one task per attribute protects the whole attribute (measured in
-#: docs/benchmarks.md: faster than the distributed plan up to a few million rows; memory per task
-#: about 80 bytes per value at the peak of the packed sort).
-_WHOLE_ATTRIBUTE_ROWS = 4_000_000
+#: docs/benchmarks.md: faster than the distributed plan at 1M, slower at 4M, crossing near 3M;
+#: memory per task about 80 bytes per value at the peak of the packed sort).
+_WHOLE_ATTRIBUTE_ROWS = 2_000_000
 _VALUES_PER_BUCKET = 500_000
 _ROWS_PER_ASSEMBLY = 500_000
 _RUN_ROWS = 262_144
