@@ -1,10 +1,19 @@
 """Benchmark: protect N rows x 10 attributes with iDP-IR, Spark vs single-thread numpy.
 
-Prints, for each N: wall time, rows/s, Spark/numpy ratio and peak driver memory (RSS of this
+Prints, for each N: wall time, rows/s, Spark/numpy ratio, Spark/floor ratio and peak driver memory (RSS of this
 Python driver process, and of the local Spark JVM, which in local mode is driver and executor at
 once). The numpy reference runs after Spark, in a child process. The data is generated inside Spark with DataFrame
 expressions (never passes through the Python driver); numpy gets the same distribution generated
 in memory. Both apply the same IR microaggregation + one Laplace draw per cluster.
+
+Three single-thread numpy figures, each in its own child process after Spark: ``numpy s`` the
+reference with numpy's ``lexsort`` (the baseline), ``packed s`` the same mechanism with the packed
+64-bit sort (:func:`fragrelease.idpir.microaggregation.ir_order`), and ``floor s`` the packed sort
+alone with its gather and scatter (each attribute's permutation, values gathered into rank order
+and scattered back), no noise: what any exact IR release has to do at least.
+
+``--plan distributed`` (or ``whole``) forces the distributed plan (or one task per attribute)
+whatever N, to measure where one overtakes the other (``auto``: the job's own threshold).
 
 ``--data numeric``: 10 numeric attributes, uniform in [0, 1000] with 2 decimals.
 ``--data mixed``: 5 numeric as above + 5 categorical with 2, 5, 10, 20 and 50 categories and skewed
@@ -12,6 +21,7 @@ frequencies (category i drawn with probability falling in i), i.e. heavy ties.
 
     python benchmarks/bench_protect.py --rows 1000000 10000000 --k 100 --master local[2]
     python benchmarks/bench_protect.py --rows 10000000 --data mixed
+    python benchmarks/bench_protect.py --rows 1000000 2000000 4000000 --plan distributed
 """
 from __future__ import annotations
 
@@ -46,7 +56,7 @@ def attributes(n_attrs: int, data: str):
     return out
 
 
-def numpy_reference(n: int, attrs, k: int, eps_attr: float, postprocess: str = "isotonic") -> float:
+def numpy_reference(n: int, attrs, k: int, eps_attr: float, postprocess: str = "isotonic", sort: str = "lexsort") -> float:
     from fragrelease.idpir.category_order import DEFAULT_ORDER_SHARE, dp_frequency_order
     from fragrelease.idpir.mechanisms import protect_attribute
     from fragrelease.rng import SecureLaplace
@@ -71,8 +81,31 @@ def numpy_reference(n: int, attrs, k: int, eps_attr: float, postprocess: str = "
         lo, hi = a.bounds()
         protect_attribute(x, k=k, lo=lo, hi=hi, epsilon_attribute=eps_attr, mechanism="idp-ir",
                           noise=noise, attribute=a.name, tiebreak=ids, categorical=a.categorical,
-                          postprocess=postprocess)
+                          postprocess=postprocess, sort=sort)
     return time.perf_counter() - t
+
+
+def packed_floor(n: int, attrs) -> float:
+    """Single-thread packed sort of every attribute by (value, id) plus its gather and scatter (no noise)."""
+    from fragrelease.idpir.microaggregation import ir_order
+
+    rng = np.random.default_rng()  # benchmark data only
+    ids = np.arange(n)
+    total = 0.0
+    for a in attrs:
+        x = rng.integers(1, len(a.categories) + 1, n).astype(float) if a.categorical else np.round(rng.uniform(0, 1000, n), 2)
+        t = time.perf_counter()
+        order = ir_order(x, ids)
+        ranked = x[order]  # gather into rank order
+        back = np.empty_like(x)
+        back[order] = ranked  # scatter back to the ids' order
+        total += time.perf_counter() - t
+    return total
+
+
+def _child(fn, *args) -> float:
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(fn, *args).result()
 
 
 def jvm_peak_rss_mb() -> float:
@@ -110,10 +143,16 @@ class StageTimes(logging.Handler):
         print(f"    protect stage map values to noisy centroids, line up by id, write (noop): {total - sum(seconds):.2f} s")
 
 
-def spark_run(spark, n: int, attrs, k: int, eps_attr: Fraction, postprocess: str = "isotonic") -> float:
+def spark_run(spark, n: int, attrs, k: int, eps_attr: Fraction, postprocess: str = "isotonic", plan: str = "auto") -> float:
     from pyspark.sql import functions as F
 
+    import fragrelease.jobs.idpir.protect as protect
+    from fragrelease.idpir.category_order import DEFAULT_ORDER_SHARE
+    from fragrelease.idpir.spec import protection_spec
     from fragrelease.jobs.idpir.protect import protect_fragment
+
+    if plan != "auto":  # benchmark only: force one plan whatever n
+        protect._WHOLE_ATTRIBUTE_ROWS = 0 if plan == "distributed" else n
 
     def column(a):
         if a.categorical:
@@ -130,8 +169,11 @@ def spark_run(spark, n: int, attrs, k: int, eps_attr: Fraction, postprocess: str
     print(f"    generated {n:,} rows (stored, not timed): {time.perf_counter() - t:.2f} s", flush=True)
     stages = StageTimes()
     t = time.perf_counter()
-    out = protect_fragment(df, attrs, id_column="record_id", k=k, epsilon_per_attribute=eps_attr,
-                           mechanism="idp-ir", n_records=n, postprocess=postprocess)
+    spec = protection_spec(owner="bench", dataset="bench", plan_id="bench", attributes=[(a.name, a.categorical) for a in attrs],
+                           mechanism="idp-ir", k=k, epsilon=eps_attr * len(attrs), category_order="dp-frequency",
+                           category_order_share=DEFAULT_ORDER_SHARE, postprocess=postprocess, linkage="linked",
+                           n_records=n)
+    out = protect_fragment(df, attrs, spec, id_column="record_id")
     out.write.format("noop").mode("overwrite").save()
     total = time.perf_counter() - t
     stages.done(total)
@@ -149,6 +191,7 @@ def main() -> None:
     p.add_argument("--master", default="local[2]")
     p.add_argument("--driver-memory", default="8g")
     p.add_argument("--skip-numpy", action="store_true", help="Spark only (e.g. 100M rows, where numpy needs GBs)")
+    p.add_argument("--plan", choices=["auto", "distributed", "whole"], default="auto")
     args = p.parse_args()
     os.environ["FRAGRELEASE_DRIVER_MEMORY"] = args.driver_memory
     from fragrelease.jobs.session import get_spark
@@ -157,18 +200,22 @@ def main() -> None:
     eps_attr = Fraction(args.epsilon) / args.attributes
     attrs = attributes(args.attributes, args.data)
     print(f"data {args.data}, {args.attributes} attributes, k {args.k}, eps {args.epsilon}, "
-          f"postprocess {args.postprocess}, {args.master}")
-    print(f"{'rows':>12} {'spark s':>9} {'rows/s':>12} {'numpy s':>9} {'ratio':>6} {'py RSS MB':>10} {'JVM RSS MB':>11}")
+          f"postprocess {args.postprocess}, {args.master}, plan {args.plan}, load average {os.getloadavg()[0]:.1f}")
+    head = (f"{'rows':>12} {'spark s':>9} {'rows/s':>12} {'numpy s':>9} {'packed s':>9} {'floor s':>8} "
+            f"{'/numpy':>7} {'/floor':>7} {'py RSS MB':>10} {'JVM RSS MB':>11}")
+    print(head)
     for n in args.rows:
-        ts = spark_run(spark, n, attrs, args.k, eps_attr, args.postprocess)
+        ts = spark_run(spark, n, attrs, args.k, eps_attr, args.postprocess, args.plan)
         py_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # the Spark driver's Python only
-        # numpy runs afterwards in a child process, alone, so its arrays do not count as driver memory
-        tn = float("nan")
+        # numpy runs afterwards in child processes, alone, so its arrays do not count as driver memory
+        tn = tp = tf = float("nan")
         if not args.skip_numpy:
-            with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
-                tn = pool.submit(numpy_reference, n, attrs, args.k, float(eps_attr), args.postprocess).result()
-        print(f"{n:>12,} {ts:>9.1f} {n / ts:>12,.0f} {tn:>9.1f} {ts / tn:>6.2f} {py_mb:>10.0f} {jvm_peak_rss_mb():>11.0f}",
-              flush=True)
+            tn = _child(numpy_reference, n, attrs, args.k, float(eps_attr), args.postprocess, "lexsort")
+            tp = _child(numpy_reference, n, attrs, args.k, float(eps_attr), args.postprocess, "packed")
+            tf = _child(packed_floor, n, attrs)
+        print(head)
+        print(f"{n:>12,} {ts:>9.1f} {n / ts:>12,.0f} {tn:>9.1f} {tp:>9.1f} {tf:>8.1f} {ts / tn:>7.2f} {ts / tf:>7.2f} "
+              f"{py_mb:>10.0f} {jvm_peak_rss_mb():>11.0f}", flush=True)
     spark.stop()
 
 

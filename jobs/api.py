@@ -56,16 +56,11 @@ from fragrelease.idpir.spec import protection_spec
 from fragrelease.jobs import require_pyspark
 from fragrelease.jobs.catalog import read_table
 from fragrelease.jobs.idpir import aggregator, owner, simulate
+from fragrelease.jobs.idpir.digests import content_digest
 from fragrelease.jobs.idpir.evaluate import mean_sse
+from fragrelease.jobs.idpir.fragment import FragmentContext, check_columns, conform_id, validate_fragment
 from fragrelease.jobs.idpir.keys import generate_release_key
 from fragrelease.jobs.idpir.layout import fragment_source
-from fragrelease.jobs.idpir.protect import (
-    FragmentContext,
-    check_columns,
-    conform_id,
-    content_digest,
-    validate_fragment,
-)
 from fragrelease.jobs.idpir.shuffle import shuffle_rows
 from fragrelease.jobs.idpir.signatures import with_release_keys
 from fragrelease.jobs.idpir.workspace import claim_work_dir, clear_work_dir
@@ -184,7 +179,7 @@ def _from_pandas(spark, pdf, columns: Sequence[Attribute], *, owner: str) -> Dat
     Every declared column that ``pdf`` has is converted to its declared type (``integer``/``long``:
     whole numbers; ``double``; ``string``: labels as text); other columns are dropped (they are never
     released). Missing columns, nulls and values outside a domain are left to the fragment's
-    validation (:func:`fragrelease.jobs.idpir.protect.validate_fragment`), which names them.
+    validation (:func:`fragrelease.jobs.idpir.fragment.validate_fragment`), which names them.
 
     Raises
     ------
@@ -309,7 +304,7 @@ def protect(
         Unknown dataset name or a schema file that does not validate.
     SchemaMismatchError, DomainError, IdentifierError
         The DataFrame lacks a column, has a value outside a declared domain or category, or ids that
-        are null or not unique (:func:`fragrelease.jobs.idpir.protect.validate_fragment`); a pandas
+        are null or not unique (:func:`fragrelease.jobs.idpir.fragment.validate_fragment`); a pandas
         value that is not of its column's declared type.
     BudgetExceededError
         The ledger has no room for ε on this dataset.

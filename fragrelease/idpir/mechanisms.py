@@ -13,7 +13,7 @@ from typing import Literal, Mapping, Optional
 import numpy as np
 
 from fragrelease.errors import InvalidParameterError
-from fragrelease.idpir.microaggregation import ir_centroids, ir_clusters
+from fragrelease.idpir.microaggregation import check_k, cluster_of_rank, ir_centroids, ir_order
 from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS, clamp_and_round, finish_centroids
 from fragrelease.idpir.sensitivity import dp_ir_sensitivity, idp_ir_sensitivity, idp_ir_sensitivity_from_extremes
 from fragrelease.rng import NoiseSource, calibrated_laplace_scale
@@ -176,10 +176,13 @@ def draw_attribute(
     noise: NoiseSource,
     attribute: str = "a",
     tiebreak: np.ndarray | None = None,
+    sort: str = "packed",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The randomized part of :func:`protect_attribute`: IR clusters and their raw noisy centroids.
 
-    Parameters as :func:`protect_attribute`. Returns ``(clusters, noisy, sizes)``: the cluster index
+    Parameters as :func:`protect_attribute`; ``sort`` is how the values are ranked
+    (:func:`fragrelease.idpir.microaggregation.ir_order`: ``packed`` or ``lexsort``, the same clusters). Returns
+    ``(clusters, noisy, sizes)``: the cluster index
     of every value (shape (n,), original order), the noisy centroids before any post-processing
     (shape (c,), unclamped, in the values' unit) and the cluster sizes (shape (c,)).
     :func:`fragrelease.idpir.postprocess.finish_centroids` on ``(noisy, sizes)`` then gives the
@@ -190,17 +193,56 @@ def draw_attribute(
     InvalidParameterError
         A value outside [lo, hi], an unknown mechanism or k out of range.
     """
+    _, clusters, noisy, sizes = _draw(values, k=k, lo=lo, hi=hi, epsilon_attribute=epsilon_attribute,
+                                      mechanism=mechanism, noise=noise, attribute=attribute, tiebreak=tiebreak, sort=sort)
+    return clusters, noisy, sizes
+
+
+def draw_attribute_ranked(
+    values: np.ndarray,
+    *,
+    k: int,
+    lo: float,
+    hi: float,
+    epsilon_attribute: Fraction | float,
+    mechanism: str,
+    noise: NoiseSource,
+    attribute: str = "a",
+    tiebreak: np.ndarray | None = None,
+    sort: str = "packed",
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`draw_attribute` returning the rank order instead of per-value cluster ids (the same draw).
+
+    Returns ``(order, noisy, sizes)``: ``order`` (shape (n,), int64) lists the values' indices in
+    rank order (ascending value, ties by ``tiebreak``), so the value at rank ``r`` belongs to cluster
+    ``min(r // k_used, c - 1)`` (:func:`fragrelease.idpir.microaggregation.cluster_of_rank`); a
+    caller that keeps its ids in this order maps them to their released value with cluster
+    boundaries alone. ``noisy`` and ``sizes`` as :func:`draw_attribute`. Raises as :func:`draw_attribute`.
+    """
+    order, _, noisy, sizes = _draw(values, k=k, lo=lo, hi=hi, epsilon_attribute=epsilon_attribute,
+                                   mechanism=mechanism, noise=noise, attribute=attribute, tiebreak=tiebreak, sort=sort)
+    return order, noisy, sizes
+
+
+def _draw(values: np.ndarray, *, k: int, lo: float, hi: float, epsilon_attribute: Fraction | float, mechanism: str,
+          noise: NoiseSource, attribute: str, tiebreak: np.ndarray | None,
+          sort: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(order, clusters, noisy, sizes)``: the one definition of the draw behind :func:`draw_attribute`."""
     values = np.asarray(values, dtype=float)
     if np.any(values < lo) or np.any(values > hi):
         raise InvalidParameterError(f"values of {attribute!r} must lie in [{lo}, {hi}]")
     mech = get_mechanism(mechanism)
     k_used = mech.k_used(k)
-    clusters = ir_clusters(values, k_used, tiebreak)
+    n = values.size
+    check_k(k_used, n)
+    order = ir_order(values, tiebreak, sort=sort)
+    clusters = np.empty(n, dtype=np.int64)
+    clusters[order] = cluster_of_rank(np.arange(n), n, k_used)  # as ir_clusters
     centroids = ir_centroids(values, clusters)
     c = len(centroids)
     scale = mech.scale(mech.sensitivity(values, k, lo, hi), epsilon_attribute, c)
     noisy = noisy_centroids(centroids, np.full(c, scale), np.full(c, attribute, dtype=object), np.arange(c), noise)
-    return clusters, noisy, np.bincount(clusters, minlength=c)
+    return order, clusters, noisy, np.bincount(clusters, minlength=c)
 
 
 def protect_attribute(
@@ -216,6 +258,7 @@ def protect_attribute(
     tiebreak: np.ndarray | None = None,
     categorical: bool = False,
     postprocess: str = DEFAULT_POSTPROCESS,
+    sort: str = "packed",
 ) -> np.ndarray:
     """Protect one attribute with IR microaggregation and Laplace noise on the centroids.
 
@@ -240,12 +283,16 @@ def protect_attribute(
     postprocess : {"isotonic", "none"}
         Isotonic projection of the noisy centroid vector before clamping and rounding
         (docs/specification.md §9), or the paper's release.
+    sort : {"packed", "lexsort"}
+        How the values are ranked (:func:`fragrelease.idpir.microaggregation.ir_order`); the same
+        clusters either way. ``lexsort`` is the slower reference sort.
 
     Returns
     -------
     array of shape (n,): each value replaced by its cluster's released value, original order kept.
     """
     clusters, noisy, sizes = draw_attribute(values, k=k, lo=lo, hi=hi, epsilon_attribute=epsilon_attribute,
-                                            mechanism=mechanism, noise=noise, attribute=attribute, tiebreak=tiebreak)
+                                            mechanism=mechanism, noise=noise, attribute=attribute, tiebreak=tiebreak,
+                                            sort=sort)
     return finish_centroids(noisy, sizes, lo, hi, categorical, postprocess)[clusters]
 

@@ -36,8 +36,8 @@ from fragrelease.idpir.plan_check import check_plan_for_owner, expected_plan_ter
 from fragrelease.idpir.protocol import Manifest, OwnerMetadata, Plan, check_manifest, make_plan
 from fragrelease.jobs.catalog import commit_table, release_exists
 from fragrelease.jobs.describe import cast_declared_integers, integer_columns, release_description
+from fragrelease.jobs.idpir.digests import content_digest, fragment_digests
 from fragrelease.jobs.idpir.layout import manifest_path, metadata_path, plan_path, protected_path, pseudonyms_path
-from fragrelease.jobs.idpir.protect import content_digest, fragment_digests
 from fragrelease.jobs.idpir.shuffle import line_up_columns, pseudonym_set_digest, shuffle_rows, unlink_columns
 from fragrelease.jobs.idpir.signatures import public_keys, verify_owner_manifest, verify_table
 from fragrelease.jobs.idpir.workspace import claim_work_dir

@@ -33,6 +33,8 @@ from fragrelease.idpir.plan_check import verified_spec
 from fragrelease.idpir.protocol import Manifest, OwnerMetadata, Plan, manifest_for
 from fragrelease.idpir.spec import ProtectionSpec
 from fragrelease.jobs.catalog import register, table_location
+from fragrelease.jobs.idpir.digests import content_digest, fragment_digests
+from fragrelease.jobs.idpir.fragment import FragmentContext, conform_id, describe_source, validate_fragment
 from fragrelease.jobs.idpir.keys import owner_pseudonym_key
 from fragrelease.jobs.idpir.layout import (
     fragment_source,
@@ -44,15 +46,7 @@ from fragrelease.jobs.idpir.layout import (
     pseudonyms_path,
 )
 from fragrelease.jobs.idpir.ledger import record_spend
-from fragrelease.jobs.idpir.protect import (
-    FragmentContext,
-    conform_id,
-    content_digest,
-    describe_source,
-    fragment_digests,
-    protect_fragment,
-    validate_fragment,
-)
+from fragrelease.jobs.idpir.protect import protect_fragment
 from fragrelease.jobs.idpir.shuffle import pseudonym_set_digest, pseudonymize, shuffle_rows, unlink_columns
 from fragrelease.jobs.idpir.signatures import describe_table, owner_signing_key, sign_manifest
 from fragrelease.jobs.idpir.workspace import claim_work_dir

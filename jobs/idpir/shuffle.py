@@ -12,7 +12,8 @@ from typing import Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from fragrelease.jobs.idpir.protect import _hash60, _num_partitions, global_rank
+from fragrelease.jobs.idpir.digests import hash60
+from fragrelease.jobs.idpir.ranking import global_rank, num_partitions
 from fragrelease.pseudonyms import PSEUDONYM_COLUMN
 from fragrelease.udfs.noise import secure_random_key_udf
 from fragrelease.udfs.pseudonyms import pseudonym_udf
@@ -34,13 +35,13 @@ def line_up_columns(columns: Sequence[tuple[DataFrame, str]]) -> DataFrame:
 
     Shapes: every frame has the same number of rows n; out: n rows, one column per pair (names
     must differ). Each column is ranked by a fresh CSPRNG key with
-    :func:`fragrelease.jobs.idpir.protect.global_rank` (range partitioning, stored before counting,
+    :func:`fragrelease.jobs.idpir.ranking.global_rank` (range partitioning, stored before counting,
     so the keys are drawn once) and the columns are joined on that rank.
     """
     out = None
     key = secure_random_key_udf()
     for df, c in columns:
-        parts = _num_partitions(df.sparkSession, 0)
+        parts = num_partitions(df.sparkSession, 0)
         keyed = df.select(F.lit(0).alias("__g"), key(F.col(c)).alias("__key"), F.col(c))
         ranked = global_rank(keyed, "__g", ["__key"], parts).select(F.col("rank").alias("__row"), c)
         out = ranked if out is None else out.join(ranked, "__row")
@@ -77,5 +78,5 @@ def pseudonym_set_digest(df: DataFrame, column: str = PSEUDONYM_COLUMN) -> str:
     On pseudonyms, equal sets give equal digests; without the key nobody can test a guessed record
     id against it.
     """
-    row = df.agg(F.count(F.lit(1)).alias("n"), F.sum(_hash60(F.col(column).cast("string"))).alias("s")).first()
+    row = df.agg(F.count(F.lit(1)).alias("n"), F.sum(hash60(F.col(column).cast("string"))).alias("s")).first()
     return f"{row['n']}:{row['s'] or 0}"

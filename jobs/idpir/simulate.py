@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from fragrelease.errors import ConfigError
 from fragrelease.idpir.config import ReleaseConfig
 from fragrelease.jobs.idpir.layout import fragment_source, owner_private_dir
-from fragrelease.jobs.idpir.protect import _num_partitions, global_rank
+from fragrelease.jobs.idpir.ranking import global_rank, num_partitions
 from fragrelease.jobs.idpir.workspace import ensure_private_dir, restrict_private_tree
 from fragrelease.jobs.storage import read_configured
 from fragrelease.schemas.base import DatasetSchema
@@ -52,7 +52,7 @@ def split_fragments(spark, cfg: ReleaseConfig, schema: DatasetSchema, data: Data
             raise ConfigError(f"owners' rows add up to {total}, but the dataset has {n} records")
         keyed = data.withColumn("__key", secure_random_key_udf()(F.col(id_col)))
         keyed = keyed.localCheckpoint(eager=True)  # one draw per record, never redrawn
-        ranked = global_rank(keyed.withColumn("__g", F.lit(0)), "__g", ["__key", id_col], _num_partitions(spark, n))
+        ranked = global_rank(keyed.withColumn("__g", F.lit(0)), "__g", ["__key", id_col], num_partitions(spark, n))
         start = 0
         for owner in cfg.owners:
             part = ranked.where((F.col("rank") >= start) & (F.col("rank") < start + owner.rows))

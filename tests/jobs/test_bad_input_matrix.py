@@ -23,7 +23,7 @@ from fragrelease.errors import (
 from fragrelease.idpir.config import config_from_dict
 from fragrelease.idpir.protocol import OwnerMetadata, check_manifest, make_plan, manifest_for
 from fragrelease.jobs.cli import run_cli
-from fragrelease.jobs.idpir.protect import validate_fragment
+from fragrelease.jobs.idpir.fragment import validate_fragment
 from fragrelease.schemas.adult import SCHEMA as ADULT
 from fragrelease.schemas.base import schema_from_dict
 

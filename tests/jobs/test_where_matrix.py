@@ -90,7 +90,7 @@ def test_the_good_owner_passes(spark, tmp_path):
 
 def test_string_ids_that_parse_are_conformed_to_the_declared_type(spark, tmp_path):
     """Ids read as text ('007') but declared long reach the protocol as longs, like the other owner's."""
-    from fragrelease.jobs.idpir.protect import conform_id, validate_fragment
+    from fragrelease.jobs.idpir.fragment import conform_id, validate_fragment
     from fragrelease.schemas.base import schema_from_dict
 
     schema = schema_from_dict(SCHEMA)

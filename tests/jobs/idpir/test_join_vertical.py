@@ -27,7 +27,7 @@ def test_join_vertical_equals_a_pandas_merge(spark):
 
 
 def test_fragment_digests_tell_id_sets_apart(spark):
-    from fragrelease.jobs.idpir.protect import content_digest, fragment_digests, id_digest
+    from fragrelease.jobs.idpir.digests import content_digest, fragment_digests, id_digest
 
     frames, _ = _fragments(spark, [np.arange(1000), np.arange(1000), np.where(np.arange(1000) == 417, 5000, np.arange(1000))])
     digests = [fragment_digests(f, "record_id") for f in frames]

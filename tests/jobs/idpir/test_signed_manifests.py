@@ -17,8 +17,8 @@ from fragrelease.errors import ManifestMismatchError, SignatureError
 from fragrelease.idpir.config import config_from_dict
 from fragrelease.idpir.protocol import Manifest
 from fragrelease.jobs.idpir import aggregator, owner, simulate
+from fragrelease.jobs.idpir.digests import content_digest
 from fragrelease.jobs.idpir.layout import manifest_path, protected_path
-from fragrelease.jobs.idpir.protect import content_digest
 from fragrelease.jobs.storage import read_delta
 from fragrelease.schemas.datasets import resolve_schema
 from fragrelease.signing import generate_private_key, sign_manifest_fields, write_key_pair

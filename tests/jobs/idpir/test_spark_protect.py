@@ -11,7 +11,8 @@ from specs import protect_with
 from fragrelease.errors import DomainError, IdentifierError, SchemaMismatchError
 from fragrelease.idpir.category_order import DEFAULT_ORDER_SHARE, dp_frequency_order, ranks_of
 from fragrelease.idpir.mechanisms import protect_attribute
-from fragrelease.jobs.idpir.protect import global_rank, range_sorted, validate_fragment
+from fragrelease.jobs.idpir.fragment import validate_fragment
+from fragrelease.jobs.idpir.ranking import global_rank, range_sorted
 from fragrelease.schemas.adult import SCHEMA as ADULT
 from fragrelease.schemas.wine import SCHEMA as WINE
 
@@ -21,7 +22,7 @@ def adult_sample(adult_pdf):
     return adult_pdf.sample(2_500, random_state=7).sort_values("record_id").reset_index(drop=True)
 
 
-def reference(pdf, attrs, k, eps, mechanism, noise, tiebreak=None, share=DEFAULT_ORDER_SHARE):
+def reference(pdf, attrs, k, eps, mechanism, noise, tiebreak=None, share=DEFAULT_ORDER_SHARE, postprocess="isotonic"):
     """numpy reference of the default release (dp-frequency order; the histogram gets share · ε)."""
     ids = pdf["record_id"].to_numpy() if tiebreak is None else tiebreak
     out = {}
@@ -36,7 +37,8 @@ def reference(pdf, attrs, k, eps, mechanism, noise, tiebreak=None, share=DEFAULT
         else:
             vals = pdf[a.name].to_numpy(float)
         res = protect_attribute(vals, k=k, lo=lo, hi=hi, epsilon_attribute=eps_centroids, mechanism=mechanism,
-                                noise=noise, attribute=a.name, tiebreak=ids, categorical=a.categorical)
+                                noise=noise, attribute=a.name, tiebreak=ids, categorical=a.categorical,
+                                postprocess=postprocess)
         if a.categorical:
             inv = {r: c for c, r in ranks.items()}
             res = np.array([inv[int(r)] for r in res], dtype=object)
@@ -61,11 +63,14 @@ def test_spark_equals_numpy_reference_exactly(spark, adult_sample, mechanism, k)
             assert np.array_equal(got[a.name].to_numpy(), ref[a.name]), a.name
 
 
-@pytest.mark.parametrize("mechanism,k", [("idp-ir", 50), ("idp", 1)])
-def test_many_buckets_and_assembly_groups_give_the_same_release(spark, adult_sample, monkeypatch, mechanism, k):
+@pytest.mark.parametrize("mechanism,k,postprocess", [("idp-ir", 50, "isotonic"), ("idp", 1, "isotonic"),
+                                                     ("dp-ir", 7, "none")])
+def test_many_buckets_and_assembly_groups_give_the_same_release(spark, adult_sample, monkeypatch, mechanism, k,
+                                                                postprocess):
     """Force 9 sort buckets per attribute (heavy ties split by id) and 6 reassembly groups."""
     import fragrelease.jobs.idpir.protect as protect
 
+    monkeypatch.setattr(protect, "_WHOLE_ATTRIBUTE_ROWS", 0)  # the distributed plan, whatever n
     monkeypatch.setattr(protect, "_VALUES_PER_BUCKET", 300)
     monkeypatch.setattr(protect, "_ROWS_PER_ASSEMBLY", 450)
     monkeypatch.setattr(protect, "_RUN_ROWS", 1000)
@@ -74,10 +79,10 @@ def test_many_buckets_and_assembly_groups_give_the_same_release(spark, adult_sam
     noise = HashedLaplace(salt="buckets")
     df = spark.createDataFrame(adult_sample, ADULT.struct_type()).repartition(3)
     got = protect_with(df, attrs, id_column="record_id", k=k, epsilon_per_attribute=Fraction(1, 10),
-                           mechanism=mechanism, noise=noise).toPandas()
+                       mechanism=mechanism, noise=noise, postprocess=postprocess).toPandas()
     got = got.sort_values("record_id").reset_index(drop=True)
     assert got["record_id"].tolist() == adult_sample["record_id"].tolist()
-    ref = reference(adult_sample, attrs, k, Fraction(1, 10), mechanism, noise)
+    ref = reference(adult_sample, attrs, k, Fraction(1, 10), mechanism, noise, postprocess=postprocess)
     for a in attrs:
         if a.categorical:
             assert (got[a.name].to_numpy() == ref[a.name]).all(), a.name
@@ -88,6 +93,7 @@ def test_many_buckets_and_assembly_groups_give_the_same_release(spark, adult_sam
 def test_string_ids_break_ties_by_their_hash(spark, adult_sample, monkeypatch):
     import fragrelease.jobs.idpir.protect as protect
 
+    monkeypatch.setattr(protect, "_WHOLE_ATTRIBUTE_ROWS", 0)
     monkeypatch.setattr(protect, "_VALUES_PER_BUCKET", 700)
     monkeypatch.setattr(protect, "_ROWS_PER_ASSEMBLY", 1000)
     attrs = [ADULT.attribute("age"), ADULT.attribute("sex")]
@@ -103,7 +109,7 @@ def test_string_ids_break_ties_by_their_hash(spark, adult_sample, monkeypatch):
 
 
 def test_bucket_of_orders_heavy_ties_by_key():
-    from fragrelease.jobs.idpir.protect import _bucket_of
+    from fragrelease.jobs.idpir.bucket_sort import bucket_of
 
     sx = np.array([1.0, 2.0, 2.0, 2.0, 3.0])
     sk = np.array([2**63 - 1, 10, 20, 2**63 - 1, 2**63 - 1])
@@ -111,7 +117,7 @@ def test_bucket_of_orders_heavy_ties_by_key():
     key = np.array([0, 99, 0, 5, 10, 15, 25, 7, 0])
     # bucket = number of splitters strictly below (x, key)
     expect = [sum((sx[i], sk[i]) < (xv, kv) for i in range(sx.size)) for xv, kv in zip(x, key)]
-    assert _bucket_of(x, key, sx, sk).tolist() == expect == [0, 0, 1, 1, 1, 2, 3, 4, 5]
+    assert bucket_of(x, key, sx, sk).tolist() == expect == [0, 0, 1, 1, 1, 2, 3, 4, 5]
 
 
 def test_spark_matches_reference_on_continuous_wine(spark, wine_pdf):

@@ -1,0 +1,261 @@
+"""Fragment checks: a data owner's fragment against the schema before any budget is spent (docs/specification.md §1-3).
+
+Shapes: in, a fragment (any DataFrame holding the id column and the attributes); out, a
+:class:`FragmentCheck` (the record count, public) or a one-line error that starts with the owner and
+its source (:class:`FragmentContext`) and names the column, one value as written and its record id.
+:func:`conform_id` casts the id column to the declared id type. One aggregation pass (plus one
+grouped count for duplicate ids); nothing is collected but that one row and at most one duplicate id.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from fragrelease.errors import DomainError, IdentifierError, SchemaMismatchError
+from fragrelease.schemas.base import Attribute
+
+
+@dataclass(frozen=True)
+class FragmentCheck:
+    """Result of :func:`validate_fragment`: the record count (public) and nothing else."""
+
+    n_records: int
+
+
+@dataclass(frozen=True)
+class FragmentContext:
+    """Whose fragment is validated and where it was read: every data error starts with it.
+
+    ``owner`` is the data owner's name; ``source`` a description of where the fragment was read (a
+    path, ``table db.name``, ``DataFrame``; :func:`describe_source`). Errors read like
+    ``owner 'clinic-a' (source /data/a.csv): column 'age' value 'abc' (record id 17) is not a number``.
+    """
+
+    owner: str
+    source: str
+
+    def where(self) -> str:
+        return f"owner {self.owner!r} (source {self.source})"
+
+
+def describe_source(source: object) -> str:
+    """A :class:`fragrelease.idpir.config.SourceConfig` as the owner knows it: its path, or ``table <name>``.
+
+    A DataFrame handed to :class:`fragrelease.jobs.api.Release` (a temporary view) reads ``DataFrame``.
+    """
+    path = getattr(source, "path", None)
+    if path is not None:
+        return str(path)
+    table = str(getattr(source, "table", source))
+    return "DataFrame" if table.startswith("fragrelease_src_") else f"table {table}"
+
+
+_NUMERIC_TYPES = (T.IntegerType, T.LongType, T.ShortType, T.ByteType, T.DoubleType, T.FloatType, T.DecimalType)
+_INTEGRAL_TYPES = (T.IntegerType, T.LongType, T.ShortType, T.ByteType)
+
+
+def _spark_type_ok(attr: Attribute, dtype: T.DataType) -> bool:
+    if attr.type == "string" or attr.categorical:
+        return isinstance(dtype, T.StringType)
+    return isinstance(dtype, _NUMERIC_TYPES)
+
+
+def _checkable(attr: Attribute, dtype: T.DataType) -> bool:
+    """A type whose values :func:`validate_fragment` checks one by one (strings in numeric columns, numbers
+    in categorical ones); other wrong types (dates, booleans, structs) are refused by type alone."""
+    return _spark_type_ok(attr, dtype) or isinstance(dtype, (T.StringType, *_NUMERIC_TYPES))
+
+
+def _where(context: Optional[FragmentContext]) -> str:
+    return context.where() if context is not None else "fragment"
+
+
+def check_columns(df: DataFrame, attributes: Sequence[Attribute], id_column: Optional[str],
+                  context: Optional[FragmentContext] = None, *, types: bool = True) -> None:
+    """Raise SchemaMismatchError if a column is missing or has a type no value of it could fit; no Spark job.
+
+    Strings in numeric columns and numbers in categorical columns pass here: :func:`validate_fragment`
+    names one offending value and its record id. ``types=False`` checks the names only
+    (:func:`validate_fragment` then refuses a wrong type naming one value).
+
+    Raises
+    ------
+    SchemaMismatchError
+        ``<owner (source)>: the fragment has no column 'x'; it has [...]`` or a type such as a date
+        where the schema declares a number.
+    """
+    where = _where(context)
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    for attr in attributes:
+        if attr.name not in fields:
+            raise SchemaMismatchError(f"{where}: the fragment has no column {attr.name!r}; it has {sorted(fields)}")
+        if types and not _checkable(attr, fields[attr.name]):
+            raise SchemaMismatchError(f"{where}: column {attr.name!r} has type {fields[attr.name].simpleString()}, "
+                                      f"the schema declares {attr.kind or attr.type} ({attr.type})")
+    if id_column is not None and id_column not in fields:
+        raise SchemaMismatchError(f"{where}: the fragment has no id column {id_column!r}; it has {sorted(fields)}")
+
+
+def _example(cond: Column, value: Column, rid: Column) -> Column:
+    """One ``(value as written, record id)`` pair of the rows where ``cond`` holds (or null)."""
+    return F.first(F.when(cond, F.struct(value.cast("string").alias("v"), rid.alias("id"))), ignorenulls=True)
+
+
+def _id_problem(id_type: Optional[str], dtype: T.DataType) -> Optional[tuple[Column, str]]:
+    """(condition on the id column flagging a value the declared id type cannot hold, what it should be)."""
+    if id_type in ("integer", "long"):
+        if isinstance(dtype, _INTEGRAL_TYPES):
+            return None
+        if isinstance(dtype, T.StringType):
+            c = F.col("__id_raw")
+            parsed = c.try_cast("decimal(38,6)")
+            bound = 2**31 - 1 if id_type == "integer" else 2**63 - 1
+            return (parsed.isNull() | (parsed != F.floor(parsed)) | (F.abs(parsed) > bound)), "an integer"
+        if isinstance(dtype, _NUMERIC_TYPES):
+            c = F.col("__id_raw").cast("double")
+            return (F.isnan(c) | (c != F.floor(c))), "an integer"
+        return F.lit(True), "an integer"
+    if id_type == "double":
+        if isinstance(dtype, _NUMERIC_TYPES):
+            return None
+        if isinstance(dtype, T.StringType):
+            return F.col("__id_raw").try_cast("double").isNull(), "a number"
+        return F.lit(True), "a number"
+    return None  # string ids (or none declared): every value has a text form
+
+
+def validate_fragment(df: DataFrame, attributes: Sequence[Attribute], id_column: Optional[str],
+                      context: Optional[FragmentContext] = None, *, id_type: Optional[str] = None) -> FragmentCheck:
+    """Check a fragment before any budget is spent or any noise drawn; one Spark aggregation pass
+    (plus one grouped count for duplicate ids).
+
+    Every error is one line that starts with ``context`` (the owner and its source) and names the
+    column, one offending value as written and its record id, e.g. ``owner 'clinic-a' (source
+    /data/a.csv): column 'age' value 'abc' (record id 17) is not a number``. The value is shown to
+    the owner only, never published or logged.
+
+    Parameters
+    ----------
+    df : the fragment: ``id_column`` and every attribute (other columns are ignored).
+    attributes : the attributes to check against their declared domains or categories.
+    id_column : the record id column.
+    context : whose fragment and where it was read (:class:`FragmentContext`).
+    id_type : the id column's declared type (``integer``, ``long``, ``double``, ``string``): ids the
+        type cannot hold (``'x17'`` where the schema says ``long``) are refused here, before any noise,
+        not at the aggregator.
+
+    Raises
+    ------
+    SchemaMismatchError
+        Missing column, or a type no value could fit; a string column declared numeric whose
+        values all parse (named with one value and its record id).
+    DomainError
+        The fragment is empty (also an empty CSV, read as no or string columns); a null; a value that
+        is not a number; a numeric value outside [lo, hi] or NaN/infinite; a non-integer in an integer
+        column; a category that is not declared.
+    IdentifierError
+        Null or duplicate ids, or ids that the declared id type cannot hold.
+    """
+    where = _where(context)
+    try:
+        check_columns(df, attributes, id_column, context, types=False)
+    except SchemaMismatchError:
+        # an empty CSV reads as string columns (or none): say "empty", not "wrong type"
+        if df.isEmpty():
+            raise DomainError(f"{where}: the fragment is empty: it has no records") from None
+        raise
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    rid = F.col(id_column) if id_column is not None else F.lit(None).cast("string")  # shown with repr: 17, 'x17'
+    aggs = [F.count(F.lit(1)).alias("__n")]
+    for i, a in enumerate(attributes):
+        col = F.col(a.name)
+        dtype = fields[a.name]
+        aggs.append(F.sum(col.isNull().cast("long")).alias(f"__null{i}"))
+        aggs.append(_example(col.isNull(), col, rid).alias(f"__nullex{i}"))
+        if not _checkable(a, dtype):  # a date, a boolean, a struct, ...: refused by type, naming one value
+            aggs.append(_example(col.isNotNull(), col, rid).alias(f"__type{i}"))
+            continue
+        if a.categorical:
+            bad = ~col.cast("string").isin(list(a.categories))
+        else:
+            num = col.try_cast("double") if isinstance(dtype, T.StringType) else col.cast("double")
+            if isinstance(dtype, T.StringType):
+                aggs.append(_example(col.isNotNull() & num.isNull(), col, rid).alias(f"__nan{i}"))
+            lo, hi = a.bounds()
+            bad = num.isNotNull() & ((num < lo) | (num > hi) | F.isnan(num))
+        aggs.append(F.sum(F.when(col.isNotNull() & bad, 1).otherwise(0)).alias(f"__bad{i}"))
+        aggs.append(_example(col.isNotNull() & bad, col, rid).alias(f"__ex{i}"))
+        if not a.categorical and a.type in ("integer", "long"):  # e.g. a CSV column read as double
+            frac = num != F.floor(num)
+            aggs.append(_example(col.isNotNull() & num.isNotNull() & frac, col, rid).alias(f"__frac{i}"))
+        if not _spark_type_ok(a, dtype):
+            aggs.append(_example(col.isNotNull(), col, rid).alias(f"__type{i}"))
+    id_check = None
+    if id_column is not None:
+        aggs.append(F.sum(F.col(id_column).isNull().cast("long")).alias("__idnull"))
+        id_check = _id_problem(id_type, fields[id_column])
+        if id_check is not None:
+            cond = id_check[0]
+            aggs.append(F.first(F.when(F.col(id_column).isNotNull() & cond, F.col(id_column).cast("string")),
+                                ignorenulls=True).alias("__idbad"))
+    frame = df.withColumn("__id_raw", F.col(id_column)) if id_check is not None and id_column is not None else df
+    row = frame.agg(*aggs).collect()[0]  # an aggregation: exactly one row
+    n = int(row["__n"])
+    if n == 0:
+        raise DomainError(f"{where}: the fragment is empty: it has no records")
+    names = row.asDict()
+    for i, a in enumerate(attributes):
+        if row[f"__null{i}"]:
+            ex = row[f"__nullex{i}"]
+            raise DomainError(f"{where}: column {a.name!r} has {row[f'__null{i}']} null value(s), e.g. record id "
+                              f"{ex['id']!r}; nulls are not allowed")
+        if names.get(f"__nan{i}") is not None:
+            ex = row[f"__nan{i}"]
+            raise DomainError(f"{where}: column {a.name!r} value {ex['v']!r} (record id {ex['id']!r}) is not a number; "
+                              f"the schema declares {a.type} in [{a.bounds()[0]}, {a.bounds()[1]}]")
+        if names.get(f"__bad{i}"):
+            ex = row[f"__ex{i}"]
+            if a.categorical:
+                what = f"is not a declared category of {list(a.categories)}"
+            else:
+                what = f"is outside its declared domain [{a.bounds()[0]}, {a.bounds()[1]}]"
+            raise DomainError(f"{where}: column {a.name!r} value {ex['v']!r} (record id {ex['id']!r}) {what} "
+                              f"({row[f'__bad{i}']} such value(s))")
+        if names.get(f"__frac{i}") is not None:
+            ex = row[f"__frac{i}"]
+            raise DomainError(f"{where}: column {a.name!r} value {ex['v']!r} (record id {ex['id']!r}) is not an "
+                              f"integer; the schema declares {a.type}")
+        if names.get(f"__type{i}") is not None:
+            ex = row[f"__type{i}"]
+            raise SchemaMismatchError(f"{where}: column {a.name!r} has type {fields[a.name].simpleString()}, the schema "
+                                      f"declares {a.kind} ({a.type}); e.g. value {ex['v']!r} (record id {ex['id']!r})")
+    if id_column is not None:
+        if row["__idnull"]:
+            raise IdentifierError(f"{where}: id column {id_column!r} has {row['__idnull']} null value(s); "
+                                  "every record needs an id")
+        if id_check is not None and row["__idbad"] is not None:
+            raise IdentifierError(f"{where}: id column {id_column!r} value {row['__idbad']!r} is not {id_check[1]}; "
+                                  f"the schema declares the id {id_type} (column type "
+                                  f"{fields[id_column].simpleString()})")
+        dup = df.groupBy(id_column).count().where(F.col("count") > 1).limit(1).collect()
+        if dup:
+            raise IdentifierError(f"{where}: id column {id_column!r}: record id {dup[0][id_column]!r} appears "
+                                  f"{dup[0]['count']} times; ids must be unique")
+    return FragmentCheck(n_records=n)
+
+
+def conform_id(df: DataFrame, id_column: str, id_type: Optional[str]) -> DataFrame:
+    """``df`` with its id column cast to the declared ``id_type`` (after :func:`validate_fragment` passed).
+
+    Every owner then hands the same id type to the protocol (a CSV read with string ids and a Parquet
+    table with long ids line up). Returns ``df`` unchanged when the type already matches or none is declared.
+    """
+    spark_type = {"integer": T.IntegerType(), "long": T.LongType(), "double": T.DoubleType(),
+                  "string": T.StringType()}.get(id_type or "")
+    if spark_type is None or df.schema[id_column].dataType == spark_type:
+        return df
+    return df.withColumn(id_column, F.col(id_column).cast(spark_type))
