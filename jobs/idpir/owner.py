@@ -27,7 +27,7 @@ import logging
 from fractions import Fraction
 from typing import Optional
 
-from fragrelease import __version__
+from fragrelease.version import __version__
 from fragrelease.errors import ConfigError, ManifestMismatchError, ReleaseExistsError
 from fragrelease.idpir.category_order import split_attribute_budget
 from fragrelease.idpir.config import LedgerConfig, OwnerConfig, ReleaseConfig
