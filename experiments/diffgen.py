@@ -3,7 +3,7 @@
 Train on the first 30,162 cleaned rows (adult.data), test on the 15,060 rows of adult.test. For each
 (score, h, ε) cell and repetition: run DiffGen on the training rows, generate the synthetic records
 from the noisy leaf counts in two ways from the same noisy counts (``rounded``: every cell with a
-positive rounded count; ``filtered``: only cells reaching :func:`fragrelease.diffgen.engine.sparse_min_count`,
+positive rounded count; ``filtered``: only cells reaching :func:`fragrelease.diffgen.release.sparse_min_count`,
 the release's default), train a scikit-learn decision tree on each and test it on adult.test
 generalized with the same cut. BA = the same tree trained on the raw training rows; LA = the share of
 the majority class in the test rows.
@@ -37,7 +37,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from fragrelease.diffgen.engine import leaf_count_scale, leaf_shape, marginal_counts, sparse_min_count, specialize_cut
+from fragrelease.diffgen.engine import specialize_cut
+from fragrelease.diffgen.predictors import marginal_counts
+from fragrelease.diffgen.release import leaf_count_scale, leaf_shape, sparse_min_count
 from fragrelease.rng import FastDiffGenRandomness
 from fragrelease.schemas.taxonomies import ADULT_CLASS, ADULT_CLASS_VALUES, ADULT_PREDICTORS, adult_predictors
 

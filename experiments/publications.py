@@ -55,7 +55,7 @@ def _query_errors(pubs, variants, qis, sensitive, theta, n_queries, gen):
     ``variants``: label -> one list of :class:`fragrelease.publications.workload.Groups` per publisher; every
     variant answers the same queries. Returns ({label: median error}, median actual count).
     """
-    errs = {label: [] for label in variants}
+    errs: dict[str, list[float]] = {label: [] for label in variants}
     acts = []
     per = n_queries // len(pubs)
     for i, pdf in enumerate(pubs):

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Literal, Mapping, Optional, Sequence, Union, cast
 
 try:
     from pyspark.sql import DataFrame
@@ -365,8 +365,10 @@ def protect(
         plan_id=plan_id, owner=owner_name, dataset=dataset, fragmentation="horizontal", mechanism=mechanism, k=k,
         epsilon=format_epsilon(eps), epsilon_per_attribute=format_epsilon(eps_attr),
         attributes=tuple(a.public_spec() for a in attrs), n_records=check.n_records, id_column=id_col,
-        category_order=category_order, category_order_share=format_epsilon(share), budgets=budgets,
-        postprocess=postprocess,
+        # both checked against their allowed values above
+        category_order=cast(Literal["dp-frequency", "declared"], category_order),
+        category_order_share=format_epsilon(share), budgets=budgets,
+        postprocess=cast(Literal["isotonic", "none"], postprocess),
         content_digest=content_digest(protected), created_at=_now(),
     )
     statement = release_guarantee(mechanism=mechanism, epsilon=format_epsilon(eps), composition="sequential",
@@ -582,7 +584,11 @@ class Release:
             return self._config
         if (self._given_work_dir is None or self._schema is not None) and self._tmp is None:
             self._make_tmp()
-        self._work_dir = self._given_work_dir if self._given_work_dir is not None else str(Path(self._tmp) / "work")
+        if self._given_work_dir is not None:
+            self._work_dir = self._given_work_dir
+        else:
+            assert self._tmp is not None  # made just above
+            self._work_dir = str(Path(self._tmp) / "work")
         data = {**{k: v for k, v in self._data.items() if v is not None}, "work_dir": self._work_dir,
                 "owners": self._owners}
         if self._schema is not None:
@@ -590,6 +596,7 @@ class Release:
 
             # beside the work folder, in this release's own temporary folder: a schema file is the
             # user's declaration, never an entry of work_dir (fragrelease.jobs.idpir.workspace)
+            assert self._tmp is not None  # made above whenever a schema is given
             path = Path(self._tmp) / "schema.yaml"
             path.write_text(yaml.safe_dump(self._schema.model_dump(mode="json", exclude_none=True)), encoding="utf-8")
             data["dataset"] = str(path)
@@ -727,6 +734,7 @@ def _mean_sse(spark, cfg: ReleaseConfig, plan: Plan, schema: DatasetSchema, by_o
     the pseudonymized ones under ``work_dir``) against the originals."""
     attrs = [schema.attribute(a["name"]) for a in plan.attributes]
     id_col = schema.id_column
+    assert id_col is not None  # a release's schema names its id column (checked with the configuration)
     originals = [read_configured(spark, fragment_source(cfg, o)) for o in cfg.owners]
     protecteds = [by_owner[o.name] for o in cfg.owners]
     if cfg.fragmentation == "horizontal":

@@ -99,7 +99,7 @@ def split_table_name(name: str) -> tuple[str | None, str | None, str]:
     parts = list(parse_table_name(name))
     if any(not _PLAIN.match(p) for p in parts):
         raise ConfigError(f"table {name!r}: fragrelease creates tables with plain names only (letters, digits, _)")
-    full: list[str | None] = [None] * (3 - len(parts)) + parts  # type: ignore[list-item]
+    full: list[str | None] = [*([None] * (3 - len(parts))), *parts]
     return full[0], full[1], full[2]  # type: ignore[return-value]
 
 

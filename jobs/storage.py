@@ -510,7 +510,7 @@ def _write_and_commit(df, path: str, sub: str, meta: str, table_exists: bool,
         create_table_with_add_actions(path, Schema.from_arrow(arrow_schema), actions, mode="overwrite",
                                       description=description.comment, commit_properties=props)
     elif table_exists:
-        DeltaTable(path).create_write_transaction(actions, mode="overwrite", schema=Schema.from_arrow(arrow_schema),
+        DeltaTable(path).create_write_transaction([*actions], mode="overwrite", schema=Schema.from_arrow(arrow_schema),
                                                   commit_properties=props)
     else:
         # no retries: a create that lost a race must fail, not be retried as an append

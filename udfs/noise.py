@@ -31,7 +31,7 @@ def noisy_centroid_udf(attribute_names: Sequence[str], noise: Optional[NoiseSour
     """
     names = np.asarray(list(attribute_names), dtype=object)
 
-    @pandas_udf(DoubleType())
+    @pandas_udf(DoubleType())  # type: ignore[call-overload]  # pyspark's stubs lack the type-hint form
     def noisy_centroid(attr: pd.Series, cluster: pd.Series, centroid: pd.Series, scale: pd.Series,
                        lo: pd.Series, hi: pd.Series, categorical: pd.Series) -> pd.Series:
         source = noise if noise is not None else SecureLaplace()
@@ -53,7 +53,7 @@ def secure_random_key_udf():
     Built on each call (after the session exists), so it is a Spark Connect UDF under Connect.
     """
 
-    @pandas_udf(LongType())
+    @pandas_udf(LongType())  # type: ignore[call-overload]  # pyspark's stubs lack the type-hint form
     def secure_key(anchor: pd.Series) -> pd.Series:
         return pd.Series(secure_random_keys(len(anchor)))
 
@@ -68,7 +68,7 @@ def laplace_count_udf(scale: float):
     :class:`fragrelease.rng.SecureDiffGenRandomness` created on the executor.
     """
 
-    @pandas_udf(DoubleType())
+    @pandas_udf(DoubleType())  # type: ignore[call-overload]  # pyspark's stubs lack the type-hint form
     def noisy_count(counts: pd.Series) -> pd.Series:
         return pd.Series(SecureDiffGenRandomness().laplace(counts.to_numpy(float), scale))
 

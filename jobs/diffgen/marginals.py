@@ -15,7 +15,9 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from fragrelease.diffgen.engine import NumericDomain, counts_from_pairs
+from fragrelease.diffgen.engine import PredictorCounts
+from fragrelease.diffgen.predictors import NumericDomain, counts_from_pairs
+from fragrelease.rng import DiffGenRandomness
 
 #: A numeric predictor with more distinct values than this keeps its value × class counts in Spark
 #: (:class:`SparkNumericCounts`) instead of collecting them to the driver.
@@ -98,7 +100,8 @@ class SparkNumericCounts:
         """Every sub-interval from an inner value, scored; with ``eps_prime`` only each partition's noisy maximum."""
         from pyspark.sql.types import DoubleType, StructField, StructType
 
-        from fragrelease.diffgen.engine import score_children, split_log_weights
+        from fragrelease.diffgen.engine import split_log_weights
+        from fragrelease.diffgen.predictors import score_children
 
         offsets, nxt, first, lo_counts, total = self._plan(lo, hi, top)
         ncols = self._ncols
@@ -140,7 +143,7 @@ class SparkNumericCounts:
                 np.concatenate([[u0], rows["u"].to_numpy(float)]))
 
     def choose_split(self, lo: float, hi: float, *, top: bool, eps_prime: Fraction, score: str,
-                     randomness) -> tuple[float, float]:
+                     randomness: DiffGenRandomness) -> tuple[float, float]:
         """:func:`fragrelease.diffgen.engine.choose_split_point` on the Spark-held counts: (split point, its score)."""
         from fragrelease.diffgen.engine import split_log_weights
         from fragrelease.errors import InvalidParameterError
@@ -185,7 +188,7 @@ def marginal_counts_spark(df, predictors, class_col: str, class_values: Sequence
     """Value × class counts per predictor from Spark aggregations.
 
     Categorical predictors and numeric ones with at most :data:`MAX_DRIVER_VALUES` distinct values:
-    :class:`fragrelease.diffgen.engine.AttributeCounts` on the driver (one row per value and class). A
+    :class:`fragrelease.diffgen.predictors.AttributeCounts` on the driver (one row per value and class). A
     numeric predictor with more distinct values stays in Spark as :class:`SparkNumericCounts`.
 
     Raises
@@ -198,7 +201,7 @@ def marginal_counts_spark(df, predictors, class_col: str, class_values: Sequence
 
     from fragrelease.errors import DomainError
 
-    out = {}
+    out: dict[str, PredictorCounts] = {}
     for p in predictors:
         grouped = df.groupBy(F.col(f"`{p.attribute}`").alias("v"), F.col(class_col).alias("y")).count()
         if isinstance(p, NumericDomain):

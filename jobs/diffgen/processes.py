@@ -14,9 +14,9 @@ import time
 from fractions import Fraction
 from typing import Optional, Sequence
 
+from fragrelease.diffgen.paillier_ops import MIN_RELEASE_KEY_BITS
 from fragrelease.diffgen.two_party import (
     DEFAULT_NOISE,
-    MIN_RELEASE_KEY_BITS,
     NOISE_MODES,
     PARTIES,
     Channel,

@@ -11,9 +11,9 @@ Steps of :func:`run_diffgen_release`:
    ``localCheckpoint`` before it is written, so a retry never redraws;
 5. the generalized table committed as a Delta table (``<output>/generalized``), then the synthetic
    microdata generated from it (``<output>/synthetic``): ``k = max(0, floor(noisy + 0.5))`` records per
-   leaf, none where ``k`` is below the sparse-domain threshold (:func:`fragrelease.diffgen.engine.sparse_min_count`
+   leaf, none where ``k`` is below the sparse-domain threshold (:func:`fragrelease.diffgen.release.sparse_min_count`
    by default; ``synthetic_min_count=1`` for the plain expansion), values drawn uniformly inside each
-   cell (:func:`fragrelease.diffgen.engine.synthesize_cells`).
+   cell (:func:`fragrelease.diffgen.release.synthesize_cells`).
 
 Output columns. ``generalized``: one string column per predictor (the cut value's label), ``income``
 (class), ``noisy_count`` (double). ``synthetic``: one column per predictor (integer for numeric,
@@ -29,13 +29,12 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from fragrelease.diffgen.engine import (
-    Cut,
-    NumericDomain,
+from fragrelease.diffgen.engine import Cut, specialize_cut
+from fragrelease.diffgen.predictors import NumericDomain
+from fragrelease.diffgen.release import (
     leaf_count_scale,
     sparse_min_count,
     sparse_min_count_two_laplace,
-    specialize_cut,
     synthesize_cells,
 )
 from fragrelease.errors import InvalidParameterError, ProtocolError
@@ -47,7 +46,7 @@ MAX_LEAVES = 5_000_000
 def _cell_udf(cut: Cut, attr: str):
     from pyspark.sql.functions import pandas_udf
 
-    @pandas_udf("long")
+    @pandas_udf("long")  # type: ignore[call-overload]  # pyspark's stubs lack the type-hint form
     def cell(values: pd.Series) -> pd.Series:
         return pd.Series(cut.cell_codes(attr, values.to_numpy()))
 
@@ -103,7 +102,7 @@ def _labelled(spark, noisy, cut: Cut):
 def resolve_min_count(spec, n_cells: int, epsilon: Fraction, laplace_terms: int = 1) -> int:
     """The synthetic expansion's threshold from a user's setting: ``"auto"`` or an integer ≥ 1.
 
-    ``"auto"``: :func:`fragrelease.diffgen.engine.sparse_min_count` when each count carries one Lap(2/ε)
+    ``"auto"``: :func:`fragrelease.diffgen.release.sparse_min_count` when each count carries one Lap(2/ε)
     (``laplace_terms=1``: DiffGen, two-party ``gaussian-squares``), :func:`sparse_min_count_two_laplace`
     when it carries two (``laplace_terms=2``: two-party ``laplace-each``).
 
@@ -133,7 +132,7 @@ def synthetic_table(noisy, cut: Cut, min_count: int = 1):
     Columns in: ``c_<attr>`` cell codes, ``income``, ``noisy_count``. Columns out: one per predictor
     (long for numeric, string for categorical) and ``income``. A leaf yields
     ``k = max(0, floor(noisy_count + 0.5))`` records if ``k >= min_count`` (see
-    :func:`fragrelease.diffgen.engine.release_counts`), none otherwise; values are drawn inside each cell.
+    :func:`fragrelease.diffgen.release.release_counts`), none otherwise; values are drawn inside each cell.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType, StringType, StructField, StructType
@@ -275,11 +274,11 @@ def run_two_party_release(spark, *, hospital_attributes: Sequence[str], insurer_
     ``spark`` may be a SparkSession or a zero-argument callable returning one; the callable is
     called only after the parties finish (so three JVMs never run at once). ``backend="spark"``
     gives each party its own SparkSession (``party_master``) in its own process.
-    ``noise``: the share-noise mode (:data:`fragrelease.diffgen.two_party.NOISE_MODES`): ``"laplace-each"``
+    ``noise``: the share-noise mode (:data:`fragrelease.diffgen.share_noise.NOISE_MODES`): ``"laplace-each"``
     (default; ε-DP against the public and against the other party) or ``"gaussian-squares"``
     (opt-in; ε-DP against the public, **not DP against the other party**). The provenance records the
     mode that ran (``share_noise``) and both guarantees (``guarantee``,
-    :func:`fragrelease.diffgen.two_party.share_noise_guarantee`); the returned summary carries them too.
+    :func:`fragrelease.diffgen.share_noise.share_noise_guarantee`); the returned summary carries them too.
 
     Raises
     ------
@@ -287,7 +286,7 @@ def run_two_party_release(spark, *, hospital_attributes: Sequence[str], insurer_
         A bad parameter or noise mode, or a failed party process; see :func:`run_adult_two_party`.
     """
     from fragrelease.budget import parse_epsilon
-    from fragrelease.diffgen.two_party import share_noise_guarantee
+    from fragrelease.diffgen.share_noise import share_noise_guarantee
     from fragrelease.jobs.diffgen.processes import run_adult_two_party
 
     t0 = time.perf_counter()

@@ -28,7 +28,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from fragrelease.version import __version__
 from fragrelease.errors import ConfigError, IdentifierError, ManifestMismatchError, ReleaseExistsError
 from fragrelease.idpir.config import ReleaseConfig
 from fragrelease.idpir.guarantee import release_guarantee
@@ -52,6 +51,7 @@ from fragrelease.jobs.storage import (
 )
 from fragrelease.pseudonyms import PSEUDONYM_COLUMN
 from fragrelease.schemas.datasets import resolve_schema
+from fragrelease.version import __version__
 
 __all__ = ["check_disjoint_pseudonyms", "combine", "issue_plan", "join_vertical", "line_up_columns",
            "load_verified_fragment", "provenance", "release", "shuffle_rows", "unlink_columns"]
@@ -89,6 +89,7 @@ def refuse_existing_release(cfg: ReleaseConfig, spark=None) -> None:
     """Raise ReleaseExistsError when the release target exists and ``if_exists`` is ``error``."""
     if cfg.if_exists == "error":
         if cfg.output_table is None:
+            assert cfg.output is not None  # a release has an output path or table (configuration check)
             exists = is_delta_table(cfg.output)
         else:
             exists = release_exists(spark if spark is not None else get_spark(), cfg.output, cfg.output_table)
@@ -359,6 +360,7 @@ def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519Pub
         path, version = commit_table(released, cfg.output_table, provenance=prov, if_exists=cfg.if_exists,
                                      description=described)
     else:
+        assert cfg.output is not None  # a release has an output path or table (configuration check)
         path = cfg.output
         version = commit_delta(released, path, provenance=prov, if_exists=cfg.if_exists, description=described)
     rows = sum(o.n_records for o in plan.owners) if plan.fragmentation == "horizontal" else plan.owners[0].n_records

@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import pandas as pd
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
 from fragrelease.errors import ConfigError, InvalidParameterError, SchemaMismatchError
+from fragrelease.jobs.frames import aggregate_row
 from fragrelease.publications.cloning import cloning_anonymize
 from fragrelease.publications.composition import CONFIDENCE_BINS, release_layout
 from fragrelease.publications.mondrian import mondrian_anonymize
@@ -248,6 +252,7 @@ def _leafset_map(q: QuasiIdentifier):
     from pyspark.sql import functions as F
 
     t = q.taxonomy
+    assert t is not None, "only a hierarchical quasi-identifier has a leaf-set map"
     kv = []
     for i, node in enumerate(t.nodes):
         kv += [F.lit(node), F.array(*[F.lit(t.nodes[j]) for j in range(t.n_leaves) if t.member[i, j]])]
@@ -287,11 +292,12 @@ def composition_audit(releases: dict, *, person: str, sensitive: str, publisher:
 
     if len(releases) < 2 and not publisher:
         raise SchemaMismatchError(f"the audit needs at least two releases, not {len(releases)}")
-    norm = None
+    norm: Optional[DataFrame] = None
     for name, df in releases.items():
         n = _normalized(df, name, person=person, sensitive=sensitive, publisher=publisher, qis=qis,
                         counterfeit_bound=counterfeit_bound)
         norm = n if norm is None else norm.unionByName(n)
+    assert norm is not None  # at least one release (checked above)
     a, b = norm.alias("a"), norm.alias("b")
     joined = a.join(b, (F.col("a.person") == F.col("b.person")) & (F.col("a.release") < F.col("b.release")))
     rem = F.array_sort(F.array_intersect(F.map_keys("a.ms"), F.map_keys("b.ms")))
@@ -349,8 +355,8 @@ def audit_summary(pairs) -> dict:
            .agg(F.count(F.lit(1)).alias("overlapping"), F.sum(F.col("risky").cast("long")).alias("risky"),
                 F.avg("confidence").alias("mean_confidence"), F.max("confidence").alias("max_confidence"), *bins)
            .orderBy("release_a", "release_b").toPandas())
-    people = (pairs.groupBy("person").agg(F.max(F.col("risky").cast("int")).alias("r"))
-              .agg(F.count(F.lit(1)).alias("n"), F.sum("r").alias("r")).first())
+    people = aggregate_row(pairs.groupBy("person").agg(F.max(F.col("risky").cast("int")).alias("r"))
+                           .agg(F.count(F.lit(1)).alias("n"), F.sum("r").alias("r")))
     overlapping, risky_people = int(people["n"] or 0), int(people["r"] or 0)
     per_pair = []
     for row in agg.to_dict("records"):

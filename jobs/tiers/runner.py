@@ -38,6 +38,7 @@ from pyspark.sql import types as T
 
 from fragrelease import tiers as tm
 from fragrelease.errors import ConfigError, DomainError, InvalidParameterError, ReleaseExistsError, SchemaMismatchError
+from fragrelease.jobs.frames import aggregate_row
 from fragrelease.jobs.storage import absolute, commit_delta, is_delta_table, read_source
 from fragrelease.udfs.noise import secure_random_key_udf
 
@@ -109,7 +110,7 @@ def validate_source(df: DataFrame, cols: tm.TierColumns) -> None:
         if c in cols.quasi_identifiers and isinstance(fields[c], (T.FloatType, T.DoubleType)):
             bad = bad | F.isnan(F.col(c)) | F.col(c).isin(float("inf"), float("-inf"))
         aggs.append(F.sum(F.when(bad, 1).otherwise(0)).alias(f"__bad{i}"))
-    row = df.agg(*aggs).first()
+    row = aggregate_row(df.agg(*aggs))
     if row["__n"] == 0:
         raise DomainError("the source table has no rows")
     for i, c in enumerate(used):
@@ -153,7 +154,7 @@ def assign_surrogate_ids(df: DataFrame, cols: tm.TierColumns) -> DataFrame:
     key = secure_random_key_udf()
     for _ in range(3):
         out = df.withColumn(cols.row_id, key(F.col(cols.row_id))).localCheckpoint(eager=True)
-        row = out.agg(F.count(F.lit(1)).alias("n"), F.countDistinct(cols.row_id).alias("d")).first()
+        row = aggregate_row(out.agg(F.count(F.lit(1)).alias("n"), F.countDistinct(cols.row_id).alias("d")))
         if row["n"] == row["d"]:
             return out
     raise DomainError(f"surrogate ids for {cols.row_id!r} collided three times; the key source is broken")
@@ -162,15 +163,15 @@ def assign_surrogate_ids(df: DataFrame, cols: tm.TierColumns) -> DataFrame:
 def table_context(df: DataFrame, cols: tm.TierColumns, values: tuple) -> tm.TableContext:
     """:class:`fragrelease.tiers.TableContext` of a table from Spark aggregates."""
     qi = list(cols.quasi_identifiers)
-    row = df.agg(*[F.min(c).alias(f"lo{i}") for i, c in enumerate(qi)],
-                 *[F.max(c).alias(f"hi{i}") for i, c in enumerate(qi)],
-                 *[F.avg(c).alias(f"m{i}") for i, c in enumerate(qi)]).first()
-    per_value = df.agg(*[F.sum(F.when(F.col(cols.sensitive) == F.lit(v), 1).otherwise(0)).alias(f"c{j}")
-                         for j, v in enumerate(values)]).first()
+    row = aggregate_row(df.agg(*[F.min(c).alias(f"lo{i}") for i, c in enumerate(qi)],
+                               *[F.max(c).alias(f"hi{i}") for i, c in enumerate(qi)],
+                               *[F.avg(c).alias(f"m{i}") for i, c in enumerate(qi)]))
+    per_value = aggregate_row(df.agg(*[F.sum(F.when(F.col(cols.sensitive) == F.lit(v), 1).otherwise(0)).alias(f"c{j}")
+                                       for j, v in enumerate(values)]))
     c = np.array([float(per_value[f"c{j}"] or 0) for j in range(len(values))])
-    lo = np.array([row[f"lo{i}"] for i in range(len(qi))], dtype=float)
-    hi = np.array([row[f"hi{i}"] for i in range(len(qi))], dtype=float)
-    mean = np.array([row[f"m{i}"] for i in range(len(qi))], dtype=float)
+    lo = np.array([float(row[f"lo{i}"]) for i in range(len(qi))])
+    hi = np.array([float(row[f"hi{i}"]) for i in range(len(qi))])
+    mean = np.array([float(row[f"m{i}"]) for i in range(len(qi))])
     return tm.TableContext(tuple(values), c / c.sum(), np.asarray(cols.weights, dtype=float), hi - lo, mean)
 
 
@@ -230,7 +231,7 @@ def utility_df(df: DataFrame, cols: tm.TierColumns, mean: np.ndarray) -> float:
     total = terms[0]
     for t in terms[1:]:
         total = total + t
-    return float(df.crossJoin(F.broadcast(centre)).agg(F.sum(F.sqrt(total))).first()[0] or 0.0)
+    return float(aggregate_row(df.crossJoin(F.broadcast(centre)).agg(F.sum(F.sqrt(total))))[0] or 0.0)
 
 
 def disclosure_df(df: DataFrame, cols: tm.TierColumns, values: tuple, p: np.ndarray) -> float:
@@ -244,7 +245,7 @@ def disclosure_df(df: DataFrame, cols: tm.TierColumns, values: tuple, p: np.ndar
             c[values.index(v)] += n
         return pd.DataFrame({"js": [tm.disclosure(c[None, :], p)]})
 
-    return float(counts.groupBy(*qi).applyInPandas(js, schema="js double").agg(F.max("js")).first()[0])
+    return float(aggregate_row(counts.groupBy(*qi).applyInPandas(js, schema="js double").agg(F.max("js")))[0])
 
 
 def sanitize_tier(df: DataFrame, cols: tm.TierColumns, values: tuple, theta: float, algorithm: str,
@@ -252,12 +253,12 @@ def sanitize_tier(df: DataFrame, cols: tm.TierColumns, values: tuple, theta: flo
                   reading: str = "tree") -> DataFrame:
     """One hop on Spark; the same as :func:`fragrelease.tiers.sanitize` (FLA's look-ahead included)."""
     ctx = table_context(df, cols, values)
-    kw = dict(max_node_rows=max_node_rows, reading=reading)
     if algorithm != "fla" or next_theta is None:
-        return sanitize_df(df, cols, ctx, theta, algorithm, **kw)
-    strict = sanitize_df(df, cols, ctx, next_theta, "fla", **kw)
-    current = sanitize_df(df, cols, ctx, theta, "fla", **kw)
-    following = sanitize_df(current, cols, table_context(current, cols, values), next_theta, "fla", **kw)
+        return sanitize_df(df, cols, ctx, theta, algorithm, max_node_rows=max_node_rows, reading=reading)
+    strict = sanitize_df(df, cols, ctx, next_theta, "fla", max_node_rows=max_node_rows, reading=reading)
+    current = sanitize_df(df, cols, ctx, theta, "fla", max_node_rows=max_node_rows, reading=reading)
+    following = sanitize_df(current, cols, table_context(current, cols, values), next_theta, "fla",
+                            max_node_rows=max_node_rows, reading=reading)
     u = [utility_df(t, cols, ctx.mean) for t in (strict, current, following)]
     return strict if tm.fla_choose(*u) else current
 
