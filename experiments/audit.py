@@ -65,7 +65,7 @@ from fragrelease.idpir.category_order import (
 )
 from fragrelease.idpir.mechanisms import clamp_and_round, get_mechanism, laplace_scale, mechanism_k, sensitivity
 from fragrelease.idpir.microaggregation import check_k, cluster_bounds, ir_centroids, ir_clusters
-from fragrelease.rng import NoiseSource, evaluation_generator
+from fragrelease.rng.laplace import NoiseSource, evaluation_generator
 
 #: Runs a tail must hold before its ratio counts in the point estimate.
 MIN_TAIL = 100
@@ -510,7 +510,7 @@ def aggregator_views(
     every id replaced by :func:`fragrelease.pseudonyms.pseudonym` under ``key`` (default: one fresh
     key for all runs, never shown to the reader) with the run's plan id as context (``contexts[r]``,
     default a new one per run) and the rows in a CSPRNG order
-    (:func:`fragrelease.rng.secure_permutation`). ``view="ids"``: the fragment before pseudonyms,
+    (:func:`fragrelease.rng.secure.secure_permutation`). ``view="ids"``: the fragment before pseudonyms,
     rows ``(id, value)`` in id order. Row r of the result holds the values in the order of their
     labels (pseudonyms or ids): a function of what the reader sees, which any statistic may use.
 
@@ -520,7 +520,7 @@ def aggregator_views(
         Unknown view, or as :func:`released_tables`.
     """
     from fragrelease.pseudonyms import new_key_text, pseudonyms
-    from fragrelease.rng import secure_permutation, secure_token_bytes
+    from fragrelease.rng.secure import secure_permutation, secure_token_bytes
 
     if view not in AGGREGATOR_VIEWS:
         raise InvalidParameterError(f"view must be one of {AGGREGATOR_VIEWS}, not {view!r}")

@@ -19,7 +19,7 @@ Every result row names its category order and share; the first order setting is 
 of the figures (default: the release default of :mod:`fragrelease.idpir.category_order`), and the others
 (by default the paper's ``data-frequency``) are kept beside it in the tables.
 
-Noise: the evaluation uses :class:`fragrelease.rng.FastLaplace` (same Laplace distribution, numpy
+Noise: the evaluation uses :class:`fragrelease.rng.laplace.FastLaplace` (same Laplace distribution, numpy
 PCG64 seeded from the OS CSPRNG, evaluation only) and says so in every result row; releases always
 use the secure sampler.
 
@@ -52,7 +52,7 @@ from fragrelease.experiments.evaluation import (
 )
 from fragrelease.idpir.category_order import DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE, PAPER_ORDER
 from fragrelease.idpir.postprocess import POSTPROCESS, check_postprocess
-from fragrelease.rng import FAST_SAMPLER_NAME, FastLaplace
+from fragrelease.rng.laplace import FAST_SAMPLER_NAME, FastLaplace
 from fragrelease.schemas import adult
 from fragrelease.schemas.datasets import BUILTIN_SCHEMAS, load_builtin_pandas
 

@@ -66,7 +66,7 @@ from fragrelease.idpir.mechanisms import get_mechanism, laplace_scale, mechanism
 from fragrelease.idpir.metrics import CATEGORICAL_SCALE, CONVENTIONS
 from fragrelease.idpir.microaggregation import check_k, cluster_count
 from fragrelease.idpir.postprocess import POSTPROCESS, check_postprocess, finish_centroids
-from fragrelease.rng import NoiseSource, evaluation_generator
+from fragrelease.rng.laplace import NoiseSource, evaluation_generator
 
 SCENARIOS = ("centralized", "horizontal", "vertical")
 #: Grid of docs/specification.md §3.

@@ -38,7 +38,7 @@ from fragrelease.publications.workload import (
     mondrian_groups,
     random_queries,
 )
-from fragrelease.rng import evaluation_generator
+from fragrelease.rng.laplace import evaluation_generator
 from fragrelease.schemas.taxonomies import adult_quasi_identifiers
 
 QIS = ("age", "sex", "education", "native-country")

@@ -70,7 +70,7 @@ from fragrelease.jobs.idpir.signatures import with_release_keys
 from fragrelease.jobs.idpir.workspace import claim_work_dir, clear_work_dir
 from fragrelease.jobs.progress import ProgressEvent, Steps
 from fragrelease.jobs.storage import absolute, read_configured, read_delta
-from fragrelease.rng import NoiseSource
+from fragrelease.rng.laplace import NoiseSource
 from fragrelease.schemas.base import Attribute, DatasetSchema
 from fragrelease.schemas.datasets import resolve_schema
 from fragrelease.validation import check_table_name

@@ -14,7 +14,9 @@ from pyspark.sql.functions import pandas_udf
 from pyspark.sql.types import DoubleType, LongType
 
 from fragrelease.idpir.mechanisms import noisy_centroids, perturb_centroids
-from fragrelease.rng import NoiseSource, SecureDiffGenRandomness, SecureLaplace, secure_random_keys
+from fragrelease.rng.diffgen import SecureDiffGenRandomness
+from fragrelease.rng.laplace import LaplaceNoise, NoiseSource, SecureLaplace
+from fragrelease.rng.secure import secure_random_keys
 
 
 def noisy_centroid_udf(attribute_names: Sequence[str], noise: Optional[NoiseSource] = None, *, finish: bool = True):
@@ -60,13 +62,14 @@ def secure_random_key_udf():
     return secure_key.asNondeterministic()
 
 
-def laplace_count_udf(scale: float):
-    """UDF ``(count double) -> count + Lap(scale)`` (double): DiffGen's noisy leaf counts.
+def laplace_count_udf(noise: LaplaceNoise):
+    """UDF ``(count double) -> count + Lap(noise.scale)`` (double): DiffGen's noisy leaf counts.
 
     Columns in: one double count per leaf x class cell. Out: the count plus one Laplace draw of
-    scale ``scale`` (``2/ε`` for DiffGen's leaf counts, docs/specification.md §7), from
-    :class:`fragrelease.rng.SecureDiffGenRandomness` created on the executor.
+    ``noise`` (:func:`fragrelease.diffgen.release.leaf_count_noise`, ``b = 2/ε``, docs/specification.md
+    §7), from :class:`fragrelease.rng.diffgen.SecureDiffGenRandomness` created on the executor.
     """
+    scale = noise.scale
 
     @pandas_udf(DoubleType())  # type: ignore[call-overload]  # pyspark's stubs lack the type-hint form
     def noisy_count(counts: pd.Series) -> pd.Series:

@@ -46,7 +46,7 @@ from fragrelease.diffgen.predictors import (
     score_children,
 )
 from fragrelease.errors import DomainError, InvalidParameterError
-from fragrelease.rng import DiffGenRandomness, gumbel_max
+from fragrelease.rng.diffgen import DiffGenRandomness, gumbel_max
 
 
 def epsilon_prime(epsilon: Fraction, n_numeric: int, specializations: int) -> Fraction:
@@ -288,7 +288,7 @@ class DiffGenEngine:
         :class:`fragrelease.jobs.diffgen.marginals.SparkNumericCounts`).
     eps_prime : ε' (:func:`epsilon_prime`, computed from **all** parties' numeric predictors).
     score : "max" or "infogain".
-    randomness : a :class:`fragrelease.rng.DiffGenRandomness`.
+    randomness : a :class:`fragrelease.rng.diffgen.DiffGenRandomness`.
     """
 
     def __init__(self, predictors: Sequence[Predictor], counts: Mapping[str, PredictorCounts], *,

@@ -4,17 +4,18 @@ Source: Mohammed et al., "Secure two-party differentially private data release f
 partitioned data" (TDSC 2014), as restated by Sameera K. M. et al. (IJIRST 2015) Algorithm 1; the
 protocol that sends these messages is :mod:`fragrelease.diffgen.two_party` (its module text
 describes the messages and the guarantees). Keys and ciphertexts travel as hexadecimal text.
-The blinding factors and masks come from the OS CSPRNG (``secrets``), never from a seeded stream.
+The blinding factors and masks come from the OS CSPRNG (:mod:`fragrelease.rng.secure`), never from a
+seeded stream.
 """
 from __future__ import annotations
 
 import math
-import secrets
 from typing import Protocol
 
 import numpy as np
 
 from fragrelease.errors import InvalidParameterError
+from fragrelease.rng.secure import secure_randbelow, secure_randbits
 
 
 class Messages(Protocol):
@@ -53,8 +54,8 @@ def keypair(key_bits: int, allow_small_key: bool):
 
 def log_uniform_int(lo_bits: int, hi_bits: int) -> int:
     """An integer ≥ 1 whose bit length is uniform in [lo_bits, hi_bits] (OS CSPRNG)."""
-    bits = lo_bits + secrets.randbelow(hi_bits - lo_bits + 1)
-    return (1 << (bits - 1)) | secrets.randbits(bits - 1)
+    bits = lo_bits + secure_randbelow(hi_bits - lo_bits + 1)
+    return (1 << (bits - 1)) | secure_randbits(bits - 1)
 
 
 def fixed_point(m: float) -> int:
@@ -79,7 +80,7 @@ def compare_p2(ch: Messages, pk, m2: float) -> None:
     q = ch.recv("cmp_query")
     enc_m1 = paillier.EncryptedNumber(pk, int(q["c"], 16), 0)
     rho = log_uniform_int(2, 160)
-    rho2 = secrets.randbelow(rho)
+    rho2 = secure_randbelow(rho)
     blinded = enc_m1 * rho + (rho2 - rho * fixed_point(m2))
     blinded.obfuscate()
     ch.send("cmp_reply", c=format(blinded.ciphertext(), "x"))
@@ -123,7 +124,7 @@ def mask_sums(pk, sums: list[list[int]], width: int, per_ct: int, blocks: int, n
         for b in range(blocks):
             packed_mask = 0
             for slot in range(per_ct):
-                m = secrets.randbits(mask_bits)
+                m = secure_randbits(mask_bits)
                 packed_mask |= m << (width * slot)
                 shares[b * per_ct + slot, k] = -m
             total = paillier.EncryptedNumber(pk, int(sums[k][b]), 0) + pk.encrypt(packed_mask)  # re-randomized

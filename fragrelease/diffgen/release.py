@@ -16,7 +16,8 @@ import numpy as np
 from fragrelease.diffgen.engine import BudgetSpend, Cut, DiffGenResult, specialize_cut
 from fragrelease.diffgen.predictors import Predictor, SpecializationTaxonomy, marginal_counts
 from fragrelease.errors import DomainError, InvalidParameterError
-from fragrelease.rng import DiffGenRandomness
+from fragrelease.rng.diffgen import DiffGenRandomness
+from fragrelease.rng.laplace import LaplaceNoise
 
 
 def leaf_shape(cut: Cut, n_classes: int) -> tuple[int, ...]:
@@ -42,11 +43,18 @@ def leaf_codes(cut: Cut, columns: Mapping[str, np.ndarray], classes, class_value
     return np.asarray(np.ravel_multi_index(codes, shape)).astype(np.int64)
 
 
-def leaf_count_scale(epsilon) -> float:
-    """The Laplace scale of every leaf × class count, ``b = 2 / ε`` (docs/specification.md §7).
+#: A record changes one leaf × class count by 1 (add/remove neighbours): the counts' L1 sensitivity.
+LEAF_COUNT_SENSITIVITY = 1.0
 
-    The one definition of DiffGen's count noise: the single-owner release (numpy and Spark), the
-    two-party protocol's shares, the evaluation and the sparse-domain filter all call it.
+
+def leaf_count_noise(epsilon) -> LaplaceNoise:
+    """The Laplace noise of every leaf × class count: sensitivity 1, budget ε/2, so ``b = 2 / ε``.
+
+    docs/specification.md §7. The one definition of DiffGen's count noise: the single-owner release
+    (numpy and Spark), the two-party protocol's shares, the evaluation and the sparse-domain filter
+    all use it. OpenDP's exact measurement (``size=None``: granularity 2**-1074, no rounding slack),
+    so ``b`` is the smallest float with OpenDP's map ``1 / b ≤ ε/2``: ``2 / ε`` itself whenever that
+    is a float (ε = 1, 1/2, 2, ...). ε is public.
 
     Raises
     ------
@@ -56,13 +64,18 @@ def leaf_count_scale(epsilon) -> float:
     eps = Fraction(epsilon)
     if eps <= 0:
         raise InvalidParameterError(f"epsilon must be > 0, not {eps}")
-    return float(2 / eps)
+    return LaplaceNoise.calibrate(sensitivity=LEAF_COUNT_SENSITIVITY, epsilon=eps / 2, size=None)
+
+
+def leaf_count_scale(epsilon) -> float:
+    """The Laplace scale of every leaf × class count, ``b = 2 / ε``: :func:`leaf_count_noise` ``.scale``."""
+    return leaf_count_noise(epsilon).scale
 
 
 def noisy_leaf_counts(true_counts: np.ndarray, epsilon, randomness: DiffGenRandomness) -> np.ndarray:
     """Every leaf × class count plus Lap(2/ε) (docs/specification.md §7), empty leaves included; same shape, float64."""
     flat = np.asarray(true_counts, dtype=float).ravel()
-    return randomness.laplace(flat, leaf_count_scale(epsilon)).reshape(np.shape(true_counts))
+    return randomness.laplace(flat, leaf_count_noise(epsilon).scale).reshape(np.shape(true_counts))
 
 
 def sparse_min_count(n_cells: int, epsilon) -> int:

@@ -19,7 +19,7 @@ below over a :class:`Channel` (a local socket), which counts messages and bytes:
                      ``gaussian-squares``, X_i = C_i + Y_a² − Y_b², Y ~ N(0, 1/ε).
 
 Distributed exponential mechanism: each party draws its own candidates' Gumbel-max (the exponential
-mechanism in Gumbel form, :func:`fragrelease.rng.gumbel_max`); the party with the larger noisy maximum
+mechanism in Gumbel form, :func:`fragrelease.rng.diffgen.gumbel_max`); the party with the larger noisy maximum
 wins, and its local winner is the global one. This is exactly ``Pr ∝ exp(ε'·u/(2Δu))`` over both
 parties' candidates. The comparison uses Paillier (``phe``) with multiplicative and additive
 blinding; P1 learns the sign and a blinded value, which is **not** a formally secure comparison
@@ -68,7 +68,7 @@ from fragrelease.diffgen.predictors import Predictor, marginal_counts
 from fragrelease.diffgen.release import leaf_count_scale
 from fragrelease.diffgen.share_noise import DEFAULT_NOISE, NOISE_MODES
 from fragrelease.errors import IdentifierError, InvalidParameterError, ProtocolError
-from fragrelease.rng import DiffGenRandomness
+from fragrelease.rng.diffgen import DiffGenRandomness
 
 PARTIES = ("hospital", "insurer")
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from fragrelease.budget import format_epsilon, parse_epsilon
 from fragrelease.errors import InvalidParameterError
-from fragrelease.rng import NoiseSource, calibrated_laplace_scale
+from fragrelease.rng.laplace import LaplaceNoise, NoiseSource
 
 #: Category orders a release may use (docs/specification.md §1).
 CATEGORY_ORDERS = ("dp-frequency", "declared")
@@ -104,12 +104,8 @@ def split_attribute_budget(attribute: str, epsilon_attribute: Fraction, *, categ
     return out
 
 
-def histogram_scale(epsilon_order: Fraction | float, size: int) -> float:
-    """Laplace scale of a histogram of ``size`` categories: ``2 / ε_order`` checked by OpenDP's map.
-
-    L1 sensitivity 2 under substitution; the scale is :func:`fragrelease.rng.calibrated_laplace_scale`
-    ``(2, ε_order, size)``, the smallest float whose OpenDP privacy map (grid 2**-40, ``size``
-    values) at ``d_in = 2`` is ≤ ε_order: about ``(2 + size·2**-40) / ε_order`` (docs/privacy.md).
+def histogram_noise(epsilon_order: Fraction | float, size: int) -> LaplaceNoise:
+    """The Laplace noise of a histogram of ``size`` categories: sensitivity 2, budget ε_order (public).
 
     Raises
     ------
@@ -118,7 +114,22 @@ def histogram_scale(epsilon_order: Fraction | float, size: int) -> float:
     """
     if epsilon_order <= 0:
         raise InvalidParameterError(f"the category histogram's epsilon must be > 0, not {epsilon_order}")
-    return calibrated_laplace_scale(HISTOGRAM_SENSITIVITY, epsilon_order, size)
+    return LaplaceNoise.calibrate(sensitivity=HISTOGRAM_SENSITIVITY, epsilon=epsilon_order, size=size)
+
+
+def histogram_scale(epsilon_order: Fraction | float, size: int) -> float:
+    """Laplace scale of a histogram of ``size`` categories: ``2 / ε_order`` checked by OpenDP's map.
+
+    L1 sensitivity 2 under substitution; the scale is :func:`fragrelease.rng.laplace.calibrated_laplace_scale`
+    ``(2, ε_order, size)``, the smallest float whose OpenDP privacy map (grid 2**-40, ``size``
+    values) at ``d_in = 2`` is ≤ ε_order: about ``(2 + size·2**-40) / ε_order`` (docs/privacy.md).
+
+    Raises
+    ------
+    InvalidParameterError
+        If ε_order ≤ 0 or size < 1.
+    """
+    return histogram_noise(epsilon_order, size).scale
 
 
 def noisy_category_counts(counts: Mapping[str, int], categories: Sequence[str], epsilon_order: Fraction | float,
@@ -143,8 +154,9 @@ def noisy_category_counts(counts: Mapping[str, int], categories: Sequence[str], 
     if np.any(exact < 0):
         raise InvalidParameterError(f"category counts of {attribute!r} must be >= 0, not {exact.min()}")
     m = len(cats)
-    return np.asarray(noise.perturb(exact, np.full(m, histogram_scale(epsilon_order, m)),
-                                    np.full(m, f"{attribute}#order", dtype=object), np.arange(m)), dtype=float)
+    return histogram_noise(epsilon_order, m).sample(values=exact, source=noise,
+                                                    attributes=np.full(m, f"{attribute}#order", dtype=object),
+                                                    clusters=np.arange(m))
 
 
 def order_by_counts(scores: Sequence[float] | np.ndarray, categories: Sequence[str]) -> tuple[str, ...]:

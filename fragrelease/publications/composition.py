@@ -282,7 +282,7 @@ def split_with_overlap(n: int, *, publishers: int, base: int, pool: int, overlap
 
     Parameters
     ----------
-    permutation : ``size -> permutation of 0..size-1``; default :func:`fragrelease.rng.secure_permutation`
+    permutation : ``size -> permutation of 0..size-1``; default :func:`fragrelease.rng.secure.secure_permutation`
         (tests and experiments may pass a seeded one).
 
     Raises
@@ -291,7 +291,7 @@ def split_with_overlap(n: int, *, publishers: int, base: int, pool: int, overlap
         ``publishers·base + pool > n`` or ``overlap > pool`` (values named).
     """
     from fragrelease.errors import InvalidParameterError
-    from fragrelease.rng import secure_permutation
+    from fragrelease.rng.secure import secure_permutation
 
     permutation = permutation or secure_permutation
     if publishers < 1 or base < 0 or pool < 0 or overlap < 0:

@@ -389,7 +389,7 @@ def audit(
 ):
     """Empirical privacy audit: estimate ε on (D, worst-case neighbour D') from many runs."""
     from fragrelease.experiments.audit import audit as run_audit
-    from fragrelease.rng import FAST_SAMPLER_NAME, FastLaplace
+    from fragrelease.rng.laplace import FAST_SAMPLER_NAME, FastLaplace
     from fragrelease.schemas.datasets import load_builtin_pandas, resolve_schema
 
     attr = resolve_schema(dataset).attribute(attribute)

@@ -17,7 +17,7 @@ import pandas as pd
 
 from fragrelease.diffgen.engine import PredictorCounts
 from fragrelease.diffgen.predictors import NumericDomain, counts_from_pairs
-from fragrelease.rng import DiffGenRandomness
+from fragrelease.rng.diffgen import DiffGenRandomness
 
 #: A numeric predictor with more distinct values than this keeps its value × class counts in Spark
 #: (:class:`SparkNumericCounts`) instead of collecting them to the driver.
@@ -40,7 +40,7 @@ class SparkNumericCounts:
     mechanism over the sub-intervals between consecutive distinct values (weight
     ``exp(ε'u/(2Δu)) × length``) is drawn as the argmax of log-weight + Gumbel noise, each partition
     reporting only its own noisy maximum (one row), so no per-value data reaches the driver. The
-    executors' Gumbel noise always comes from the OS CSPRNG (:func:`fragrelease.rng.secure_gumbel`),
+    executors' Gumbel noise always comes from the OS CSPRNG (:func:`fragrelease.rng.diffgen.secure_gumbel`),
     whatever ``randomness`` the driver uses for the first sub-interval and the uniform draw.
     Two Spark jobs per draw (partition totals, then the partitions' maxima).
     """
@@ -108,7 +108,7 @@ class SparkNumericCounts:
         schema = StructType([StructField(x, DoubleType()) for x in ("left_pt", "right_pt", "u", "noisy")])
 
         def scored(batches):
-            from fragrelease.rng import secure_gumbel
+            from fragrelease.rng.diffgen import secure_gumbel
 
             batches = list(batches)
             pdf = pd.concat(batches, ignore_index=True) if batches else pd.DataFrame()

@@ -56,7 +56,7 @@ def _party_process(role: str, address, authkey: bytes, attributes: list[str], ro
     import pickle
     from multiprocessing.connection import Client, Listener
 
-    from fragrelease.rng import SecureDiffGenRandomness
+    from fragrelease.rng.diffgen import SecureDiffGenRandomness
     from fragrelease.schemas.taxonomies import ADULT_CLASS_VALUES
 
     spark = None

@@ -32,7 +32,7 @@ import pandas as pd
 from fragrelease.diffgen.engine import Cut, specialize_cut
 from fragrelease.diffgen.predictors import NumericDomain
 from fragrelease.diffgen.release import (
-    leaf_count_scale,
+    leaf_count_noise,
     sparse_min_count,
     sparse_min_count_two_laplace,
     synthesize_cells,
@@ -83,7 +83,7 @@ def noisy_generalized_table(spark, df, cut: Cut, epsilon: Fraction, class_values
     keys = [ADULT_CLASS] + [_col(a) for a in cut.attributes]
     counts = coded.groupBy(*keys).count()
     full = leaf_grid(spark, cut, class_values).join(counts, on=keys, how="left").fillna(0, subset=["count"])
-    noisy = full.withColumn("noisy_count", laplace_count_udf(leaf_count_scale(epsilon))(F.col("count").cast("double")))
+    noisy = full.withColumn("noisy_count", laplace_count_udf(leaf_count_noise(epsilon))(F.col("count").cast("double")))
     return noisy.drop("count").localCheckpoint(eager=True)
 
 
@@ -145,7 +145,7 @@ def synthetic_table(noisy, cut: Cut, min_count: int = 1):
     schema = StructType(fields)
 
     def draw(batches):
-        from fragrelease.rng import evaluation_generator
+        from fragrelease.rng.laplace import evaluation_generator
 
         gen = evaluation_generator()  # post-processing of released counts: not privacy-relevant
         for pdf in batches:
@@ -170,7 +170,7 @@ def run_diffgen_release(spark, *, epsilon, specializations: int, score: str, out
         Bad ε, h, score or synthetic min count, or a cut with more than ``max_leaves`` cells.
     """
     from fragrelease.budget import parse_epsilon
-    from fragrelease.rng import SecureDiffGenRandomness
+    from fragrelease.rng.diffgen import SecureDiffGenRandomness
     from fragrelease.schemas.datasets import load_builtin
 
     t0 = time.perf_counter()
@@ -212,7 +212,7 @@ def write_release(spark, noisy, cut: Cut, *, output: str, epsilon: Fraction, spe
     import posixpath
 
     from fragrelease.jobs.storage import check_commit, commit_delta
-    from fragrelease.rng import SecureDiffGenRandomness
+    from fragrelease.rng.diffgen import SecureDiffGenRandomness
 
     prov = {"algorithm": mode, "epsilon": str(epsilon), "specializations": specializations, "score": score,
             "epsilon_spent": str(spent), "neighbours": "add/remove one record", "ledger": ledger,

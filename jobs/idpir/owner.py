@@ -58,7 +58,7 @@ from fragrelease.jobs.idpir.signatures import describe_table, owner_signing_key,
 from fragrelease.jobs.idpir.workspace import claim_work_dir
 from fragrelease.jobs.storage import commit_delta, is_delta_table, read_configured, read_delta, read_text, write_text
 from fragrelease.pseudonyms import METADATA_CONTEXT, PSEUDONYM_COLUMN, key_check
-from fragrelease.rng import NoiseSource
+from fragrelease.rng.laplace import NoiseSource
 from fragrelease.schemas.base import Attribute, DatasetSchema
 from fragrelease.schemas.datasets import resolve_schema
 from fragrelease.version import __version__

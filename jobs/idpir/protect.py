@@ -62,7 +62,8 @@ from fragrelease.idpir.category_order import (
 from fragrelease.idpir.mechanisms import IRMechanism, get_mechanism
 from fragrelease.idpir.microaggregation import check_k, cluster_count
 from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS, check_postprocess, finish_centroids
-from fragrelease.rng import NoiseSource, SecureLaplace, float_at_most, secure_random_keys
+from fragrelease.rng.laplace import NoiseSource, SecureLaplace, float_at_most
+from fragrelease.rng.secure import secure_random_keys
 from fragrelease.schemas.base import Attribute
 from fragrelease.udfs.noise import noisy_centroid_udf
 

@@ -16,7 +16,7 @@ from fragrelease.experiments.audit import (
 from fragrelease.idpir.category_order import data_frequency_order, ranks_of
 from fragrelease.idpir.mechanisms import protect_attribute
 from fragrelease.idpir.microaggregation import ir_centroids, ir_clusters
-from fragrelease.rng import FastLaplace
+from fragrelease.rng.laplace import FastLaplace
 from fragrelease.schemas.datasets import resolve_schema
 
 ALPHA = 1e-6

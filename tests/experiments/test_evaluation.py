@@ -20,7 +20,7 @@ from fragrelease.experiments.evaluation import (
 from fragrelease.idpir.category_order import data_frequency_order, declared_order, dp_frequency_order, histogram_scale
 from fragrelease.idpir.mechanisms import protect_attribute
 from fragrelease.idpir.metrics import mean_sse
-from fragrelease.rng import FastLaplace, laplace_epsilon
+from fragrelease.rng.laplace import FastLaplace, laplace_epsilon
 from fragrelease.schemas.adult import SCHEMA as ADULT
 
 SPECS = [AttributeSpec.from_attribute(a) for a in ADULT.protected]

@@ -31,7 +31,7 @@ from fragrelease.diffgen.release import (
 )
 from fragrelease.diffgen.two_party import Channel, PartyInput, run_party
 from fragrelease.errors import DomainError, InvalidParameterError, ProtocolError
-from fragrelease.rng import SecureDiffGenRandomness, SeededDiffGenRandomness, gumbel_max
+from fragrelease.rng.diffgen import SecureDiffGenRandomness, SeededDiffGenRandomness, gumbel_max
 from fragrelease.schemas.taxonomies import ADULT_CLASS_VALUES, ADULT_PREDICTORS, adult_predictors
 
 TEST_KEY_BITS = 512  # tests only
@@ -265,7 +265,7 @@ def test_evaluation_shortcut_has_the_full_expansion_distribution():
 
 def test_evaluation_run_gives_both_expansions_of_one_draw(adult_pdf):
     from fragrelease.experiments.diffgen import run_cell
-    from fragrelease.rng import evaluation_generator
+    from fragrelease.rng.laplace import evaluation_generator
 
     train, test = adult_pdf.iloc[:3000].reset_index(drop=True), adult_pdf.iloc[-1000:].reset_index(drop=True)
     rows = run_cell(train, test, epsilon=Fraction(1, 4), h=8, score="max", randomness=SeededDiffGenRandomness(6),

@@ -8,7 +8,8 @@ from scipy import stats
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.mechanisms import clamp_and_round, laplace_scale, perturb_centroids, protect_attribute
 from fragrelease.idpir.microaggregation import check_k, cluster_bounds, cluster_count, ir_centroids, ir_clusters
-from fragrelease.rng import SecureLaplace, calibrated_laplace_scale, secure_random_keys
+from fragrelease.rng.laplace import SecureLaplace, calibrated_laplace_scale
+from fragrelease.rng.secure import secure_random_keys
 
 
 def test_cluster_sizes_remainder_joins_last():

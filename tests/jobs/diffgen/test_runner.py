@@ -16,7 +16,7 @@ from fragrelease.diffgen.predictors import AttributeCounts, marginal_counts
 from fragrelease.diffgen.release import leaf_codes, release_counts
 from fragrelease.diffgen.two_party import Channel, run_party
 from fragrelease.errors import DomainError
-from fragrelease.rng import SeededDiffGenRandomness
+from fragrelease.rng.diffgen import SeededDiffGenRandomness
 from fragrelease.schemas.taxonomies import ADULT_CLASS_VALUES, adult_predictors
 
 TEST_KEY_BITS = 512  # tests only
