@@ -24,7 +24,7 @@ Three audits, one per thing a release publishes:
     One categorical attribute's **released column as a multiset of labels**, including the
     category order that maps noisy ranks back to labels (docs/specification.md §1): ``declared``,
     ``dp-frequency`` (a share of the budget buys the order) or any order function (the paper's
-    exact-frequency order :func:`fragrelease.idpir.category_order.data_frequency_order`, which leaks).
+    exact-frequency order :func:`fragrelease.experiments.paper_order.data_frequency_order`, which leaks).
     T is a function of the label histogram, by default ``count(A) − count(B)``.
 :func:`audit_table`
     A table of several attributes: ``linked`` (every row carries its record's cluster value for

@@ -50,7 +50,8 @@ from fragrelease.experiments.evaluation import (
     postprocess_comparison,
     run_once,
 )
-from fragrelease.idpir.category_order import DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE, PAPER_ORDER
+from fragrelease.experiments.paper_order import PAPER_ORDER
+from fragrelease.idpir.category_order import DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE
 from fragrelease.idpir.postprocess import POSTPROCESS, check_postprocess
 from fragrelease.rng.laplace import FAST_SAMPLER_NAME, FastLaplace
 from fragrelease.schemas import adult

@@ -53,10 +53,9 @@ import numpy as np
 
 from fragrelease.budget import split_epsilon_vertical
 from fragrelease.errors import InvalidParameterError
+from fragrelease.experiments.paper_order import PAPER_ORDER, data_frequency_order
 from fragrelease.idpir.category_order import (
     CATEGORY_ORDERS,
-    PAPER_ORDER,
-    data_frequency_order,
     declared_order,
     dp_frequency_order,
     parse_share,
@@ -68,7 +67,6 @@ from fragrelease.idpir.microaggregation import check_k, cluster_count
 from fragrelease.idpir.postprocess import POSTPROCESS, check_postprocess, finish_centroids
 from fragrelease.rng.laplace import NoiseSource, evaluation_generator
 
-SCENARIOS = ("centralized", "horizontal", "vertical")
 #: Grid of docs/specification.md §3.
 EPSILONS = ("0.01", "0.1", "0.5", "1")
 K_GRID = {"adult": (1, 50, 150, 200, 250, 400, 600, 1000, 2000), "wine": (1, 50, 100, 150, 200, 250, 300)}

@@ -4,7 +4,7 @@ Everything here is computed from the release's **public** provenance (the plan: 
 mechanism, linkage, post-processing, category order, owners' budgets, declared domains) and from
 the declared schema; no function here reads the data, so nothing data-dependent (observed extremes,
 local sensitivities, frequencies) can reach a property, a comment or the description
-(tests/jobs/test_lakehouse_describe.py checks this on a fixture). The guarantee sentences come from
+(tests/jobs/test_lakehouse.py checks this on a fixture). The guarantee sentences come from
 :func:`fragrelease.idpir.guarantee.release_guarantee` (docs/privacy.md).
 
 Both commit paths write these (:func:`fragrelease.jobs.storage.commit_delta`): Delta's Spark API

@@ -116,10 +116,10 @@ class PartyData(Protocol):
     """What :func:`run_party` needs from one party's records, wherever they are held.
 
     Two implementations: :class:`PartyInput` (numpy arrays in this process) and
-    ``fragrelease.jobs.distdiffgen_party.SparkParty`` (a DataFrame in the party's own SparkSession).
+    ``fragrelease.jobs.diffgen.party.SparkParty`` (a DataFrame in the party's own SparkSession).
     ``prepare`` runs first and raises :class:`IdentifierError` on null or duplicated ids; ``n`` and
     ``ids_digest`` are then the record count and a digest both parties compare in ``hello``.
-    ``marginal_counts`` returns attribute → value × class counts (:func:`fragrelease.diffgen.marginal_counts`);
+    ``marginal_counts`` returns attribute → value × class counts (:func:`fragrelease.diffgen.predictors.marginal_counts`);
     ``encrypt_cells`` the ``count_cipher`` payload; ``sum_cells`` one list of ``blocks`` raw
     ciphertexts per own cell. Source: Sameera K. M. et al. (IJIRST 2015) Algorithm 1; docs/specification.md §7.
     """

@@ -19,8 +19,8 @@ bought with budget:
     attribute's budget, ``ε_attr − ε_order``, goes to the centroids. Sequential composition of the
     two steps gives ``ε_attr`` for the attribute.
 
-:func:`data_frequency_order` is the paper's own reading (exact counts, no noise). It is **not** a
-release mechanism: only the evaluation's labelled reproduction of the paper's figures may call it.
+The paper's own reading (exact counts, no noise) is not a release mechanism: it lives in
+:mod:`fragrelease.experiments.paper_order`, for the evaluation's labelled reproduction only.
 """
 from __future__ import annotations
 
@@ -36,8 +36,6 @@ from fragrelease.rng.laplace import LaplaceNoise, NoiseSource
 
 #: Category orders a release may use (docs/specification.md §1).
 CATEGORY_ORDERS = ("dp-frequency", "declared")
-#: The paper's data-dependent order; evaluation only, never a release.
-PAPER_ORDER = "data-frequency"
 #: Default category order and the share of a categorical attribute's budget spent on the histogram.
 DEFAULT_CATEGORY_ORDER: Final = "dp-frequency"
 DEFAULT_ORDER_SHARE = Fraction(1, 10)
@@ -181,16 +179,6 @@ def dp_frequency_order(counts: Mapping[str, int], categories: Sequence[str], eps
 def declared_order(categories: Sequence[str]) -> tuple[str, ...]:
     """``declared``: the schema's order is the rank order (public, no budget)."""
     return tuple(categories)
-
-
-def data_frequency_order(counts: Mapping[str, int], categories: Sequence[str]) -> tuple[str, ...]:
-    """The paper's order: exact frequencies, most frequent first, ties by name. NOT private.
-
-    Mapping noisy ranks back to labels through this order is not post-processing (one substitution
-    can swap two labels everywhere). Only the evaluation's labelled reproduction of the paper may
-    use it; no release path imports it.
-    """
-    return tuple(sorted(categories, key=lambda c: (-counts.get(c, 0), c)))
 
 
 def ranks_of(order: Sequence[str]) -> dict[str, int]:

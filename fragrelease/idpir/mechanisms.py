@@ -63,7 +63,7 @@ class IRMechanism:
     """One IR mechanism: the k it uses, its sensitivity Δ and its Laplace scale (docs/specification.md §2).
 
     The one place a mechanism is defined: configuration validation, the plan, the numpy reference,
-    the evaluation, the audits and the Spark job (which calls :meth:`scale_from_extremes` on its
+    the evaluation, the audits and the Spark job (which calls :meth:`sensitivity_from_extremes` and :meth:`scale` on its
     executors) all ask :func:`get_mechanism`.
 
     Attributes

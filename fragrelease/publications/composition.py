@@ -39,13 +39,12 @@ Spark, and the tests check that both agree.
 """
 from __future__ import annotations
 
-from typing import Iterable, Optional, Sequence, cast
+from typing import Iterable, Optional, cast
 
 import numpy as np
 import pandas as pd
 
 from fragrelease.errors import SchemaMismatchError
-from fragrelease.taxonomy import Taxonomy
 
 CONFIDENCE_BINS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
@@ -256,19 +255,6 @@ def confidence_histogram(confidence: np.ndarray) -> dict[str, int]:
         out[f"[{lo:.1f},{hi:.1f})"] = int(((c >= lo) & (c < hi)).sum())
     out["1"] = int((c >= 1.0).sum())
     return out
-
-
-def intersect_ranges(lo1, hi1, lo2, hi2):
-    """Interval intersection (elementwise); returns (lo, hi) with NaN where the intervals are disjoint."""
-    lo = np.maximum(np.asarray(lo1, dtype=float), np.asarray(lo2, dtype=float))
-    hi = np.minimum(np.asarray(hi1, dtype=float), np.asarray(hi2, dtype=float))
-    empty = lo > hi
-    return np.where(empty, np.nan, lo), np.where(empty, np.nan, hi)
-
-
-def intersect_categorical(taxonomy: Taxonomy, a: Sequence[str], b: Sequence[str]) -> list[Optional[str]]:
-    """Taxonomy intersection of generalized values, elementwise (``None`` where disjoint)."""
-    return [taxonomy.intersect(x, y) for x, y in zip(a, b)]
 
 
 def split_with_overlap(n: int, *, publishers: int, base: int, pool: int, overlap: int,

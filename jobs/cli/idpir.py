@@ -382,16 +382,18 @@ def audit(
     attribute: str = typer.Option("age", help="Numeric attribute to audit."),
     n: int = typer.Option(24, help="Number of records (the first n)."),
     k: list[int] = typer.Option([4], "--k"),
-    epsilon: list[float] = typer.Option([1.0], "--epsilon"),
+    epsilon: list[str] = typer.Option(["1"], "--epsilon", help="ε as exact text (e.g. 1, 0.5, 1/4); repeatable."),
     mechanism: list[str] = typer.Option(["idp-ir", "dp-ir"], "--mechanism"),
     runs: int = typer.Option(200_000, help="Runs on each of D and D'."),
     alpha: float = typer.Option(1e-6, help="Probability that a correct mechanism's lower bound exceeds ε."),
 ):
     """Empirical privacy audit: estimate ε on (D, worst-case neighbour D') from many runs."""
+    from fragrelease.budget import format_epsilon, parse_epsilon
     from fragrelease.experiments.audit import audit as run_audit
     from fragrelease.rng.laplace import FAST_SAMPLER_NAME, FastLaplace
     from fragrelease.schemas.datasets import load_builtin_pandas, resolve_schema
 
+    epsilons = [parse_epsilon(e, name="--epsilon") for e in epsilon]  # exact, as every other command takes it
     attr = resolve_schema(dataset).attribute(attribute)
     if attr.categorical or not attr.protected:
         raise FragReleaseError(f"attribute {attribute!r} must be a released numeric attribute")
@@ -402,10 +404,10 @@ def audit(
         table.add_column(col, justify="right")
     for mech in mechanism:
         for kk in k:
-            for eps in epsilon:
+            for eps in epsilons:
                 r = run_audit(x, k=kk, lo=lo, hi=hi, epsilon=eps, mechanism=mech, runs=runs, noise=FastLaplace(),
                               alpha=alpha)
-                table.add_row(mech, str(kk), f"{eps:g}", f"{r.sensitivity:.3f}", f"{r.neighbour_shift:.3f}",
+                table.add_row(mech, str(kk), format_epsilon(eps), f"{r.sensitivity:.3f}", f"{r.neighbour_shift:.3f}",
                               f"{r.epsilon_lower_bound:.3f}", f"{r.epsilon_point_estimate:.3f}")
     console.print(table)
     console.print(f"sampler: {FAST_SAMPLER_NAME}")

@@ -283,7 +283,7 @@ def run_two_party_release(spark, *, hospital_attributes: Sequence[str], insurer_
     Raises
     ------
     InvalidParameterError, ProtocolError
-        A bad parameter or noise mode, or a failed party process; see :func:`run_adult_two_party`.
+        A bad parameter or noise mode, or a failed party process; see :func:`fragrelease.jobs.diffgen.processes.run_adult_two_party`.
     """
     from fragrelease.budget import parse_epsilon
     from fragrelease.diffgen.share_noise import share_noise_guarantee

@@ -150,11 +150,6 @@ def table_summary(df: DataFrame, attrs: Sequence[Attribute]) -> tuple[dict, Opti
     return stats, corr
 
 
-def attribute_statistics(df: DataFrame, attrs: Sequence[Attribute]) -> dict:
-    """Per-attribute statistics of ``df`` (see :func:`table_summary`)."""
-    return table_summary(df, attrs)[0]
-
-
 def correlations(df: DataFrame, attrs: Sequence[Attribute]) -> Optional[np.ndarray]:
     """Pearson correlation matrix of the numeric attributes (None with fewer than two; see :func:`table_summary`)."""
     return table_summary(df, attrs)[1]

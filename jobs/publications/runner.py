@@ -11,7 +11,7 @@
   on the classes' sensitive multisets), so it scales with the cluster.
 - :func:`run_anonymize` / :func:`run_audit` read the inputs, commit the outputs with
   :func:`fragrelease.jobs.storage.commit_delta` and are what the CLI (``fragrelease publications``)
-  calls; :func:`main` serves spark-submit.
+  calls (spark-submit runs the same through :func:`fragrelease.jobs.cli.main`).
 """
 from __future__ import annotations
 

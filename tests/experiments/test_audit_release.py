@@ -13,7 +13,8 @@ from fragrelease.experiments.audit import (
     distinct_rows,
     released_tables,
 )
-from fragrelease.idpir.category_order import data_frequency_order, ranks_of
+from fragrelease.experiments.paper_order import data_frequency_order
+from fragrelease.idpir.category_order import ranks_of
 from fragrelease.idpir.mechanisms import protect_attribute
 from fragrelease.idpir.microaggregation import ir_centroids, ir_clusters
 from fragrelease.rng.laplace import FastLaplace

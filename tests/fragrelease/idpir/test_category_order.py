@@ -7,9 +7,9 @@ from noise_injection import ZeroNoise
 from scipy import stats
 
 from fragrelease.errors import InvalidParameterError
+from fragrelease.experiments.paper_order import data_frequency_order
 from fragrelease.idpir.category_order import (
     AttributeBudget,
-    data_frequency_order,
     declared_order,
     dp_frequency_order,
     histogram_scale,
