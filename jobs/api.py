@@ -684,13 +684,6 @@ class Release:
             self._remove_tmp()
 
 
-def _union(frames):
-    out = frames[0]
-    for f in frames[1:]:
-        out = out.unionByName(f)
-    return out
-
-
 def _run(spark, cfg: ReleaseConfig, *, noise, progress, evaluate: bool) -> ReleaseResult:
     # signed manifests: a key pair per owner and release where none is configured (private keys in
     # the owners' private folders; the public keys reach the aggregator step in this in-memory cfg)
@@ -737,14 +730,8 @@ def _mean_sse(spark, cfg: ReleaseConfig, plan: Plan, schema: DatasetSchema, by_o
     assert id_col is not None  # a release's schema names its id column (checked with the configuration)
     originals = [read_configured(spark, fragment_source(cfg, o)) for o in cfg.owners]
     protecteds = [by_owner[o.name] for o in cfg.owners]
-    if cfg.fragmentation == "horizontal":
-        names = [id_col, *[a.name for a in attrs]]
-        original = _union([f.select(*names) for f in originals])
-        protected = _union([f.select(*names) for f in protecteds])
-    else:
-        original, protected = originals[0], protecteds[0]
-        for f in originals[1:]:
-            original = original.join(f.drop(*[c for c in f.columns if c in original.columns and c != id_col]), id_col)
-        for f in protecteds[1:]:
-            protected = protected.join(f, id_col)
+    names = [a.name for a in attrs]
+    # the same assembly as the release's (fragrelease.jobs.idpir.aggregator.combine), on raw ids
+    original = aggregator.assemble(originals, cfg.fragmentation, names, key=id_col)
+    protected = aggregator.assemble(protecteds, cfg.fragmentation, names, key=id_col)
     return mean_sse(original, protected, attrs, id_col)

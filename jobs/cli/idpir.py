@@ -256,14 +256,11 @@ def inspect(table: Optional[str] = typer.Argument(None, help="A release: its Del
     (the commit's userMetadata; the custom key ``fragrelease`` for tables written by earlier versions)."""
     import json
 
-    from deltalake import DeltaTable
-
-    from fragrelease.jobs.storage import PROVENANCE_KEY, table_self_description
+    from fragrelease.jobs.storage import table_history, table_self_description
 
     if table is not None and table_name is not None:
         raise FragReleaseError("inspect: give a release folder or --table NAME, not both")
     location = _release_location(table or "", table_name, master)
-    dt = DeltaTable(location)
     described = table_self_description(location)
     if described["description"]:
         console.print(f"[bold]description[/bold]: {described['description']}", highlight=False)
@@ -271,9 +268,7 @@ def inspect(table: Optional[str] = typer.Argument(None, help="A release: its Del
         console.print(f"  {key} = {value}", highlight=False)
     for column, comment in described["column_comments"].items():
         console.print(f"  column {column}: {comment}", highlight=False)
-    for entry in dt.history():
-        raw = entry.get("userMetadata") or entry.get(PROVENANCE_KEY)
-        prov = json.loads(raw) if raw else {}
+    for entry, prov in table_history(location):
         owners = ", ".join(f"{o['name']} (ε_j {o['epsilon']})" for o in prov.get("owners", []))
         console.print(
             f"[bold]version {entry.get('version')}[/bold] {entry.get('operation')}: "

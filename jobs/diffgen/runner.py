@@ -191,6 +191,17 @@ def run_diffgen_release(spark, *, epsilon, specializations: int, score: str, out
                          synthetic_min_count=synthetic_min_count)
 
 
+def diffgen_guarantee(epsilon) -> str:
+    """What a single-party DiffGen release states: ε-DP for add/remove neighbours (public ε).
+
+    Mohammed et al. (KDD 2011), docs/specification.md §7: the specialization spends at most ε/2, the
+    leaf counts ε/2; under substitution of one record the guarantee is 2ε.
+    """
+    return (f"epsilon-DP (epsilon = {epsilon}) for neighbouring tables that differ by adding or removing one "
+            "record (DiffGen: at most epsilon/2 for the generalization, epsilon/2 for the leaf counts); "
+            "2*epsilon under substitution")
+
+
 def write_release(spark, noisy, cut: Cut, *, output: str, epsilon: Fraction, specializations: int, score: str,
                   ledger: list, spent: Fraction, mode: str, if_exists: str, t0: float,
                   extra: Optional[dict] = None, synthetic_min_count="auto", laplace_terms: int = 1) -> dict:
@@ -211,7 +222,8 @@ def write_release(spark, noisy, cut: Cut, *, output: str, epsilon: Fraction, spe
     """
     import posixpath
 
-    from fragrelease.jobs.storage import check_commit, commit_delta
+    from fragrelease.jobs.release_commit import commit_release
+    from fragrelease.jobs.storage import check_commit
     from fragrelease.rng.diffgen import SecureDiffGenRandomness
 
     prov = {"algorithm": mode, "epsilon": str(epsilon), "specializations": specializations, "score": score,
@@ -226,7 +238,10 @@ def write_release(spark, noisy, cut: Cut, *, output: str, epsilon: Fraction, spe
     syn = synthetic_table(noisy, cut, min_count).localCheckpoint(eager=True)
     for df, path in ((generalized, gen_path), (syn, syn_path)):
         check_commit(df, path, if_exists)
-    v1 = commit_delta(generalized, gen_path, provenance=prov, if_exists=if_exists)
+    # the two-party release states its share-noise guarantee; single-party DiffGen its ε (public)
+    guarantee = prov.get("guarantee") or diffgen_guarantee(epsilon)
+    _, v1 = commit_release(generalized, system="diffgen", provenance=prov, guarantee=guarantee, path=gen_path,
+                           if_exists=if_exists)
     if str(synthetic_min_count).strip().lower() != "auto":
         rule = "user setting"
     elif laplace_terms == 2:
@@ -234,9 +249,9 @@ def write_release(spark, noisy, cut: Cut, *, output: str, epsilon: Fraction, spe
                 "exp(-(t-1/2)/b)(1 + (t-1/2)/(2b))/2 <= 1/cells, b = 2/epsilon")
     else:
         rule = "sparse-domain filter ceil(2/epsilon * ln(cells/2) + 1/2)"
-    v2 = commit_delta(syn, syn_path, provenance={**prov, "table": "synthetic microdata from " + gen_path,
-                                                 "synthetic_min_count": min_count, "synthetic_min_count_rule": rule},
-                      if_exists=if_exists)
+    _, v2 = commit_release(syn, system="diffgen", guarantee=guarantee, path=syn_path, if_exists=if_exists,
+                           provenance={**prov, "table": "synthetic microdata from " + gen_path,
+                                       "synthetic_min_count": min_count, "synthetic_min_count_rule": rule})
     return {"generalized": gen_path, "synthetic": syn_path, "versions": (v1, v2), "cells": n_cells,
             "synthetic_min_count": min_count,
             "synthetic_rows": syn.count(), "cut": {a: cut.labels(a) for a in cut.attributes}, "ledger": ledger,

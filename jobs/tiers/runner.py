@@ -37,9 +37,10 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from fragrelease import tiers as tm
-from fragrelease.errors import ConfigError, DomainError, InvalidParameterError, ReleaseExistsError, SchemaMismatchError
+from fragrelease.errors import ConfigError, DomainError, InvalidParameterError, SchemaMismatchError
 from fragrelease.jobs.frames import aggregate_row
-from fragrelease.jobs.storage import absolute, commit_delta, is_delta_table, read_source
+from fragrelease.jobs.release_commit import commit_release, refuse_existing, stamp_provenance
+from fragrelease.jobs.storage import absolute, read_source
 from fragrelease.udfs.noise import secure_random_key_udf
 
 log = logging.getLogger(__name__)
@@ -248,6 +249,17 @@ def disclosure_df(df: DataFrame, cols: tm.TierColumns, values: tuple, p: np.ndar
     return float(aggregate_row(counts.groupBy(*qi).applyInPandas(js, schema="js double").agg(F.max("js")))[0])
 
 
+def tier_guarantee(tier: int, threshold) -> str:
+    """What tier ``tier`` states in its provenance: the paper's disclosure bound, from the public threshold.
+
+    Chang & Wu (SPME 2014), docs/specification.md §6: every class's sensitive distribution is within
+    the threshold of the table's (max Jensen-Shannon divergence, log2). Not differential privacy.
+    """
+    return (f"tier {tier}: the disclosure P(T) (max Jensen-Shannon divergence, log2, between a class's and the "
+            f"table's sensitive distribution) is below the threshold {threshold} (Chang & Wu, SPME 2014); "
+            "not differential privacy")
+
+
 def sanitize_tier(df: DataFrame, cols: tm.TierColumns, values: tuple, theta: float, algorithm: str,
                   next_theta: Optional[float], *, max_node_rows: int = tm.DEFAULT_MAX_NODE_ROWS,
                   reading: str = "tree") -> DataFrame:
@@ -350,12 +362,8 @@ def run_tiers(spark, dataset: str, delta, hops: int, output: str, *, algorithm: 
         raise InvalidParameterError(f"algorithm must be one of {list(tm.ALGORITHMS)}, not {algorithm!r}")
     if reading not in ("tree", "leaves"):
         raise InvalidParameterError(f"FLA reading must be 'tree' or 'leaves', not {reading!r}")
-    if if_exists not in ("error", "new-version"):
-        raise ConfigError(f"if_exists must be 'error' or 'new-version', not {if_exists!r}")
-    if if_exists == "error":
-        for i in range(1, hops + 1):
-            if is_delta_table(tier_path(output, i)):
-                raise ReleaseExistsError(f"a Delta table already exists at {tier_path(output, i)!r}")
+    for i in range(1, hops + 1):
+        refuse_existing(path=tier_path(output, i), if_exists=if_exists)
     raw, qi, sens, rid = load_source(spark, dataset, fmt=fmt, sensitive=sensitive,
                                      quasi_identifiers=quasi_identifiers, row_id=row_id)
     w = None
@@ -384,8 +392,11 @@ def run_tiers(spark, dataset: str, delta, hops: int, output: str, *, algorithm: 
             progress(f"committing tier {t['tier']} to {path}")
         # P(T_i) can be recomputed from the tier itself; UL(T_i) involves the source's dispersion, so it is
         # returned and printed to the operator but never written into the release
-        prov = {**base, "tier": t["tier"], "threshold": str(t["threshold"]), "disclosure": t["disclosure"]}
-        version = commit_delta(t["table"], path, provenance=prov, if_exists=if_exists)
+        guarantee = tier_guarantee(t["tier"], t["threshold"])
+        prov = stamp_provenance({**base, "tier": t["tier"], "threshold": str(t["threshold"]),
+                                 "disclosure": t["disclosure"]}, system="tiers", guarantee=guarantee)
+        _, version = commit_release(t["table"], system="tiers", provenance=prov, guarantee=guarantee, path=path,
+                                    if_exists=if_exists)
         written.append({"tier": t["tier"], "path": path, "version": version, "threshold": t["threshold"],
                         "disclosure": t["disclosure"], "utility_loss": t["utility_loss"]})
     return {"tiers": written, "provenance": base}
