@@ -1,7 +1,8 @@
 """fragrelease: privacy-preserving releases over fragmented data; this package is the Spark-free math.
 
 It imports nothing from the Spark side (``tests/test_architecture.py`` checks it). Shared core:
-:mod:`~fragrelease.errors`, :mod:`~fragrelease.rng` (the one source of randomness),
+:mod:`~fragrelease.errors`, :mod:`~fragrelease.version`, :mod:`~fragrelease.rng` (the one source of
+randomness: ``laplace``, ``diffgen``, ``secure``),
 :mod:`~fragrelease.budget` (exact ε arithmetic), :mod:`~fragrelease.validation` and
 :mod:`~fragrelease.taxonomy` (the generalization hierarchy). One subpackage per system:
 
