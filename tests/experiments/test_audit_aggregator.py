@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from noise_injection import ZeroNoise
 
-from fragrelease.experiments.audit import adjacent_equal_pairs, aggregator_views, audit_aggregator_view
+from fragrelease.experiments.audit_tables import adjacent_equal_pairs, aggregator_views, audit_aggregator_view
 from fragrelease.rng.laplace import FastLaplace
 
 ALPHA = 1e-6

@@ -7,12 +7,10 @@ from noise_injection import HashedLaplace
 
 from fragrelease.experiments.audit import (
     audit_category_column,
-    audit_table,
     category_label_histograms,
     centroids_from_rank_counts,
-    distinct_rows,
-    released_tables,
 )
+from fragrelease.experiments.audit_tables import audit_table, distinct_rows, released_tables
 from fragrelease.experiments.paper_order import data_frequency_order
 from fragrelease.idpir.category_order import ranks_of
 from fragrelease.idpir.mechanisms import protect_attribute
