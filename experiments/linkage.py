@@ -146,7 +146,8 @@ def protect_table(data: dict[str, np.ndarray], ids: np.ndarray, specs: Sequence[
         centroids = ir_centroids(values, clusters)
         c = len(centroids)
         scale = mech.scale(mech.sensitivity(values, k, s.lo, s.hi), eps_c, c)
-        noisy = noisy_centroids(centroids, np.full(c, scale), np.full(c, s.name, dtype=object), np.arange(c), noise)
+        noisy = noisy_centroids(centroids=centroids, scales=np.full(c, scale), attributes=np.full(c, s.name, dtype=object),
+                                clusters=np.arange(c), noise=noise)
         sizes = np.bincount(clusters, minlength=c)
         for p in postprocess:
             z = finish_centroids(noisy, sizes, s.lo, s.hi, s.categorical, p)[clusters]

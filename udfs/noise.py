@@ -38,11 +38,13 @@ def noisy_centroid_udf(attribute_names: Sequence[str], noise: Optional[NoiseSour
                        lo: pd.Series, hi: pd.Series, categorical: pd.Series) -> pd.Series:
         source = noise if noise is not None else SecureLaplace()
         if not finish:
-            return pd.Series(noisy_centroids(centroid.to_numpy(float), scale.to_numpy(float),
-                                             names[attr.to_numpy(int)], cluster.to_numpy(np.int64), source))
+            return pd.Series(noisy_centroids(centroids=centroid.to_numpy(float), scales=scale.to_numpy(float),
+                                             attributes=names[attr.to_numpy(int)],
+                                             clusters=cluster.to_numpy(np.int64), noise=source))
         out = perturb_centroids(
-            centroid.to_numpy(float), scale.to_numpy(float), lo.to_numpy(float), hi.to_numpy(float),
-            categorical.to_numpy(bool), names[attr.to_numpy(int)], cluster.to_numpy(np.int64), source,
+            centroids=centroid.to_numpy(float), scales=scale.to_numpy(float), lo=lo.to_numpy(float),
+            hi=hi.to_numpy(float), categorical=categorical.to_numpy(bool), attributes=names[attr.to_numpy(int)],
+            clusters=cluster.to_numpy(np.int64), noise=source,
         )
         return pd.Series(out)
 

@@ -72,7 +72,7 @@ def leaf_count_scale(epsilon) -> float:
     return leaf_count_noise(epsilon).scale
 
 
-def noisy_leaf_counts(true_counts: np.ndarray, epsilon, randomness: DiffGenRandomness) -> np.ndarray:
+def noisy_leaf_counts(*, true_counts: np.ndarray, epsilon, randomness: DiffGenRandomness) -> np.ndarray:
     """Every leaf × class count plus Lap(2/ε) (docs/specification.md §7), empty leaves included; same shape, float64."""
     flat = np.asarray(true_counts, dtype=float).ravel()
     return randomness.laplace(flat, leaf_count_noise(epsilon).scale).reshape(np.shape(true_counts))
@@ -186,7 +186,7 @@ def diffgen(predictors: Sequence[Predictor], columns: Mapping[str, np.ndarray], 
         raise InvalidParameterError(f"the cut has {total} leaf x class cells, more than max_leaves = {max_leaves}")
     true = np.bincount(leaf_codes(cut, columns, classes, class_values), minlength=total).reshape(shape)
     eps = Fraction(epsilon)
-    noisy = noisy_leaf_counts(true, eps, randomness)
+    noisy = noisy_leaf_counts(true_counts=true, epsilon=eps, randomness=randomness)
     ledger = ledger + [BudgetSpend("Laplace noise on leaf counts", "leaves", eps / 2, "sequential")]
     return DiffGenResult(cut, tuple(class_values), eps, ledger, noisy)
 

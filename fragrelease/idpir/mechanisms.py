@@ -152,6 +152,7 @@ def sensitivity(mechanism: str, values: np.ndarray, k: int, lo: float, hi: float
 
 
 def perturb_centroids(
+    *,
     centroids: np.ndarray,
     scales: np.ndarray,
     lo: np.ndarray,
@@ -166,13 +167,15 @@ def perturb_centroids(
     One Laplace draw per cluster (never per record), docs/specification.md §2. This is the release
     without post-processing (``postprocess: none``); with ``isotonic`` the raw draws of
     :func:`noisy_centroids` go through :func:`fragrelease.idpir.postprocess.finish_centroids`.
+    Every argument is keyword-only (numeric arrays are never passed by position).
     """
-    return clamp_and_round(noisy_centroids(centroids, scales, attributes, clusters, noise), lo, hi, categorical)
+    noisy = noisy_centroids(centroids=centroids, scales=scales, attributes=attributes, clusters=clusters, noise=noise)
+    return clamp_and_round(noisy, lo, hi, categorical)
 
 
-def noisy_centroids(centroids: np.ndarray, scales: np.ndarray, attributes: np.ndarray, clusters: np.ndarray,
+def noisy_centroids(*, centroids: np.ndarray, scales: np.ndarray, attributes: np.ndarray, clusters: np.ndarray,
                     noise: NoiseSource) -> np.ndarray:
-    """Centroids plus one Laplace draw each (scale ``scales``), unclamped; all arrays shape (m,)."""
+    """Centroids plus one Laplace draw each (scale ``scales``), unclamped; all arrays shape (m,), keyword-only."""
     return noise.perturb(np.asarray(centroids, float), np.asarray(scales, float), attributes, clusters)
 
 

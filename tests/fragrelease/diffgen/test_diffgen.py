@@ -320,7 +320,7 @@ def test_two_party_noise_has_diffgens_laplace_distribution(small):
         if len(diffs) >= 600:
             break
     diffs = diffs[:600]
-    single = noisy_leaf_counts(np.zeros(600), 1, SeededDiffGenRandomness(9))
+    single = noisy_leaf_counts(true_counts=np.zeros(600), epsilon=1, randomness=SeededDiffGenRandomness(9))
     assert stats.ks_2samp(diffs, single).pvalue > 1e-3
     assert stats.kstest(diffs, stats.laplace(scale=2.0).cdf).pvalue > 1e-3
 

@@ -54,8 +54,9 @@ def test_rounding_only_after_noise_and_clamp():
         def perturb(self, values, scales, attributes, clusters):
             return np.asarray(values) + 0.2
 
-    out = perturb_centroids(np.array([1.4, 4.9]), np.ones(2), np.ones(2), np.full(2, 5.0), np.array([True, True]),
-                            np.array(["a", "a"], dtype=object), np.arange(2), Plus())
+    out = perturb_centroids(centroids=np.array([1.4, 4.9]), scales=np.ones(2), lo=np.ones(2), hi=np.full(2, 5.0),
+                            categorical=np.array([True, True]), attributes=np.array(["a", "a"], dtype=object),
+                            clusters=np.arange(2), noise=Plus())
     assert out.tolist() == [2.0, 5.0]  # 5.1 clamped to 5 before rounding
     assert clamp_and_round(np.array([-3.0, 2.5, 7.2]), 1, 5, True).tolist() == [1.0, 3.0, 5.0]
     assert clamp_and_round(np.array([-3.0, 2.5]), 0, 100, False).tolist() == [0.0, 2.5]
