@@ -292,7 +292,7 @@ def assemble(frames: Sequence[DataFrame], fragmentation: str, names: Sequence[st
     :func:`join_vertical` on ``key`` of every frame's key and its own columns among ``names`` (a
     column two frames hold is taken from the first). Out: ``(key, *names)`` or ``(*names)``. Used by
     :func:`combine` (on pseudonyms) and by the single-machine driver's MeanSSE (on raw ids,
-    :func:`fragrelease.jobs.api._mean_sse`). Raises ConfigError for a vertical assembly without a key.
+    :func:`fragrelease.jobs.release_api._mean_sse`). Raises ConfigError for a vertical assembly without a key.
     """
     if fragmentation == "horizontal":
         cols = [key, *names] if key is not None else list(names)
