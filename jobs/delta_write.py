@@ -66,7 +66,7 @@ def commit_with_spark(df, path: str, meta: str, *, table_exists: bool, descripti
 
     ``name`` (a catalog table name) creates a catalog table whose location is ``path`` (its
     database's default location for the table); without it the table is path-based. The caller has
-    run :func:`check_commit`. Raises :class:`DeltaWriteError` (files removed) when Delta's write fails.
+    run :func:`fragrelease.jobs.storage.check_commit`. Raises :class:`DeltaWriteError` (files removed) when Delta's write fails.
     """
     spark = df.sparkSession
     ident = name or f"delta.`{path}`"
