@@ -3,7 +3,7 @@ from fragrelease.jobs.cli import main
 
 
 def test_audit_epsilon_is_exact_text(capsys):
-    assert main(["audit", "--epsilon", "1/2", "--runs", "200", "--k", "4", "--mechanism", "dp-ir"]) == 0
+    assert main(["audit", "--epsilon", "1/2", "--runs", "1000", "--k", "4", "--mechanism", "dp-ir"]) == 0
     out = capsys.readouterr().out
     assert "1/2" in out  # shown exactly, not as a rounded float (0.5)
 
