@@ -19,8 +19,8 @@ from setuptools import find_packages, setup
 # project, so a fresh install stays quiet. Every other packaging warning is left on.
 warnings.filterwarnings("ignore", message=r"Editable installation\.")
 
-# one version source: fragrelease/__init__.py
-VERSION = re.search(r'^__version__ = "([^"]+)"', Path(__file__).with_name("fragrelease").joinpath("__init__.py")
+# one version source: fragrelease/version.py
+VERSION = re.search(r'^__version__ = "([^"]+)"', Path(__file__).with_name("fragrelease").joinpath("version.py")
                     .read_text(encoding="utf-8"), re.M).group(1)
 
 setup(

@@ -47,7 +47,7 @@ def main() -> None:
     import fragrelease.jobs.diffgen.runner as jd
     from fragrelease.diffgen.engine import specialize_cut
     from fragrelease.jobs.session import get_spark
-    from fragrelease.rng import SecureDiffGenRandomness
+    from fragrelease.rng.diffgen import SecureDiffGenRandomness
     from fragrelease.schemas.taxonomies import ADULT_CLASS, ADULT_CLASS_VALUES, adult_predictors
 
     if a.max_driver_values is not None:

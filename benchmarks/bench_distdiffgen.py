@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from fragrelease.diffgen.two_party import DEFAULT_NOISE, NOISE_MODES
+from fragrelease.diffgen.share_noise import DEFAULT_NOISE, NOISE_MODES
 from fragrelease.jobs.cli.diffgen import DEFAULT_HOSPITAL, DEFAULT_INSURER
 from fragrelease.jobs.diffgen.processes import run_adult_two_party
 

@@ -59,7 +59,7 @@ def attributes(n_attrs: int, data: str):
 def numpy_reference(n: int, attrs, k: int, eps_attr: float, postprocess: str = "isotonic", sort: str = "lexsort") -> float:
     from fragrelease.idpir.category_order import DEFAULT_ORDER_SHARE, dp_frequency_order
     from fragrelease.idpir.mechanisms import protect_attribute
-    from fragrelease.rng import SecureLaplace
+    from fragrelease.rng.laplace import SecureLaplace
 
     rng = np.random.default_rng()  # benchmark data only, not a release
     noise = SecureLaplace()

@@ -2,9 +2,9 @@
 
     python benchmarks/bench_sampler.py --draws 1000000 10000000
 
-``secure`` is the release sampler (:class:`fragrelease.rng.SecureLaplace`: OpenDP's ``make_laplace``
+``secure`` is the release sampler (:class:`fragrelease.rng.laplace.SecureLaplace`: OpenDP's ``make_laplace``
 with a known vector size and granularity 2**-40, at a scale from
-:func:`fragrelease.rng.calibrated_laplace_scale`); ``exact`` is the same OpenDP measurement on its
+:func:`fragrelease.rng.laplace.calibrated_laplace_scale`); ``exact`` is the same OpenDP measurement on its
 finest grid 2**-1074 (the release sampler of 0.4.0, now DiffGen's); ``fast`` is numpy's (never
 for releases). Values are drawn in chunks of ``--chunk`` (Spark's Arrow batch default, 10,000 rows,
 as the release UDF sees them).
@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from fragrelease.rng import FastLaplace, SecureLaplace, calibrated_laplace_scale
+from fragrelease.rng.laplace import FastLaplace, SecureLaplace, calibrated_laplace_scale
 
 TARGET = 140_000
 

@@ -3,7 +3,7 @@
 Train on the first 30,162 cleaned rows (adult.data), test on the 15,060 rows of adult.test. For each
 (score, h, ε) cell and repetition: run DiffGen on the training rows, generate the synthetic records
 from the noisy leaf counts in two ways from the same noisy counts (``rounded``: every cell with a
-positive rounded count; ``filtered``: only cells reaching :func:`fragrelease.diffgen.engine.sparse_min_count`,
+positive rounded count; ``filtered``: only cells reaching :func:`fragrelease.diffgen.release.sparse_min_count`,
 the release's default), train a scikit-learn decision tree on each and test it on adult.test
 generalized with the same cut. BA = the same tree trained on the raw training rows; LA = the share of
 the majority class in the test rows.
@@ -14,7 +14,7 @@ from :data:`MIN_LEAF_FRACTIONS` and then used for BA and every DiffGen run. A sh
 rows) keeps the tree the same whether records are expanded or given as weighted distinct rows.
 
 This module runs the pure-python DiffGen core on pandas/numpy (not Spark) for speed, and its
-randomness is :class:`fragrelease.rng.FastDiffGenRandomness` (evaluation only). Synthetic records
+randomness is :class:`fragrelease.rng.diffgen.FastDiffGenRandomness` (evaluation only). Synthetic records
 are generated exactly as from a full release but without enumerating every empty leaf: a leaf with
 true count 0 yields ``k = max(0, floor(Lap(2/ε) + 0.5))`` records, and ``k >= t`` (t ≥ 1 the
 expansion's threshold) with probability ``p = exp(-(t - 1/2)/b)/2`` (b = 2/ε), and then
@@ -37,8 +37,10 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from fragrelease.diffgen.engine import leaf_count_scale, leaf_shape, marginal_counts, sparse_min_count, specialize_cut
-from fragrelease.rng import FastDiffGenRandomness
+from fragrelease.diffgen.engine import specialize_cut
+from fragrelease.diffgen.predictors import marginal_counts
+from fragrelease.diffgen.release import leaf_count_scale, leaf_shape, sparse_min_count
+from fragrelease.rng.diffgen import FastDiffGenRandomness
 from fragrelease.schemas.taxonomies import ADULT_CLASS, ADULT_CLASS_VALUES, ADULT_PREDICTORS, adult_predictors
 
 N_TRAIN = 30_162
@@ -195,7 +197,7 @@ def run_experiment(adult: pd.DataFrame, *, repetitions: int = 3, hs: Sequence[in
     frac = choose_min_leaf_fraction(train)
     ba, la = baseline_accuracy(train, test, frac)
     randomness = FastDiffGenRandomness()
-    from fragrelease.rng import evaluation_generator
+    from fragrelease.rng.laplace import evaluation_generator
 
     gen = evaluation_generator()
     rows = []
@@ -226,7 +228,7 @@ def root_selection(train: pd.DataFrame, *, score: str, h: int = 10,
     y = train[ADULT_CLASS].to_numpy()
     counts = {p.attribute: marginal_counts(p, train[p.attribute].to_numpy(), y, ADULT_CLASS_VALUES) for p in preds}
     from fragrelease.diffgen.engine import DiffGenEngine, epsilon_prime
-    from fragrelease.rng import SeededDiffGenRandomness
+    from fragrelease.rng.diffgen import SeededDiffGenRandomness
 
     # a huge ε' for the split-point draws only, so each numeric root gets its best split (deterministic)
     engine = DiffGenEngine(preds, counts, eps_prime=Fraction(10 ** 6), score=score,

@@ -19,7 +19,7 @@ Every result row names its category order and share; the first order setting is 
 of the figures (default: the release default of :mod:`fragrelease.idpir.category_order`), and the others
 (by default the paper's ``data-frequency``) are kept beside it in the tables.
 
-Noise: the evaluation uses :class:`fragrelease.rng.FastLaplace` (same Laplace distribution, numpy
+Noise: the evaluation uses :class:`fragrelease.rng.laplace.FastLaplace` (same Laplace distribution, numpy
 PCG64 seeded from the OS CSPRNG, evaluation only) and says so in every result row; releases always
 use the secure sampler.
 
@@ -34,7 +34,7 @@ import logging
 import os
 import time
 from fractions import Fraction
-from typing import Iterator, Sequence
+from typing import Iterator, Sequence, cast
 
 import pandas as pd
 from pyspark.sql import functions as F
@@ -50,9 +50,10 @@ from fragrelease.experiments.evaluation import (
     postprocess_comparison,
     run_once,
 )
-from fragrelease.idpir.category_order import DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE, PAPER_ORDER
+from fragrelease.experiments.paper_order import PAPER_ORDER
+from fragrelease.idpir.category_order import DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE
 from fragrelease.idpir.postprocess import POSTPROCESS, check_postprocess
-from fragrelease.rng import FAST_SAMPLER_NAME, FastLaplace
+from fragrelease.rng.laplace import FAST_SAMPLER_NAME, FastLaplace
 from fragrelease.schemas import adult
 from fragrelease.schemas.datasets import BUILTIN_SCHEMAS, load_builtin_pandas
 
@@ -166,15 +167,16 @@ def _evaluate_tasks(batches: Iterator[pd.DataFrame], grid: dict) -> Iterator[pd.
     for tasks in batches:
         rows = []
         for t in tasks.itertuples(index=False):
-            data, ids, specs = _dataset_arrays(t.dataset)
-            scen = scenarios_for(t.dataset, [t.scenario], [t.split])[0]
-            cache = {}
+            dataset, scenario = str(t.dataset), str(t.scenario)
+            data, ids, specs = _dataset_arrays(dataset)
+            scen = scenarios_for(dataset, [scenario], [cast(str, t.split)])[0]  # a string column
+            cache: dict = {}
             noise = FastLaplace()
             for setting in grid["orders"]:
                 for r in run_once(data, ids, specs, scen, mechanisms=grid["mechanisms"], epsilons=grid["epsilons"],
-                                  ks=grid["ks"][t.dataset], noise=noise, convention=grid["convention"],
+                                  ks=grid["ks"][dataset], noise=noise, convention=grid["convention"],
                                   sorted_cache=cache, category_order=setting, postprocess=grid["postprocess"]):
-                    rows.append((t.dataset, t.scenario, t.split, int(t.run), r["mechanism"], r["epsilon"], r["k"],
+                    rows.append((dataset, scenario, t.split, int(str(t.run)), r["mechanism"], r["epsilon"], r["k"],
                                  r["postprocess"], r["category_order"], r["order_share"], r["mean_sse"], r["category_tvd"]))
         yield pd.DataFrame(rows, columns=[f.name for f in RUN_SCHEMA.fields])
 

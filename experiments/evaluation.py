@@ -53,22 +53,21 @@ import numpy as np
 
 from fragrelease.budget import split_epsilon_vertical
 from fragrelease.errors import InvalidParameterError
+from fragrelease.experiments.paper_order import PAPER_ORDER, data_frequency_order
+from fragrelease.experiments.scores import category_tvd, combine_mean_sse
 from fragrelease.idpir.category_order import (
     CATEGORY_ORDERS,
-    PAPER_ORDER,
-    data_frequency_order,
     declared_order,
     dp_frequency_order,
     parse_share,
     split_attribute_budget,
 )
 from fragrelease.idpir.mechanisms import get_mechanism, laplace_scale, mechanism_k
-from fragrelease.idpir.metrics import CATEGORICAL_SCALE, CONVENTIONS
+from fragrelease.idpir.metrics import CATEGORICAL_SCALE
 from fragrelease.idpir.microaggregation import check_k, cluster_count
 from fragrelease.idpir.postprocess import POSTPROCESS, check_postprocess, finish_centroids
-from fragrelease.rng import NoiseSource, evaluation_generator
+from fragrelease.rng.laplace import NoiseSource, evaluation_generator
 
-SCENARIOS = ("centralized", "horizontal", "vertical")
 #: Grid of docs/specification.md §3.
 EPSILONS = ("0.01", "0.1", "0.5", "1")
 K_GRID = {"adult": (1, 50, 150, 200, 250, 400, 600, 1000, 2000), "wine": (1, 50, 100, 150, 200, 250, 300)}
@@ -296,36 +295,6 @@ def protect_and_score(attr: SortedAttribute, mechanism: str, k: int, epsilon_cen
         released = attr.released_counts(k_used, z) if attr.spec.categorical else None
         out[p] = (attr.squared_error(k_used, z), released)
     return out
-
-
-def category_tvd(original: dict[str, np.ndarray], released: dict[str, np.ndarray | float]) -> float:
-    """Mean over categorical attributes of the total variation distance between category distributions.
-
-    ``original`` and ``released`` map attribute → counts of shape (|dom|,), each summing to n.
-    TVD = ½ Σ_c |p_c − q_c| ∈ [0, 1]; NaN when there is no categorical attribute.
-    """
-    if not original:
-        return float("nan")
-    tvds = []
-    for a, p in original.items():
-        p = np.asarray(p, float)
-        q = np.asarray(released[a], float)
-        tvds.append(0.5 * float(np.abs(p / p.sum() - q / q.sum()).sum()))
-    return float(np.mean(tvds))
-
-
-def combine_mean_sse(errors: dict[str, float], scales: dict[str, float], n: int, convention: str = "authors") -> float:
-    """MeanSSE from per-attribute Σ d² (docs/specification.md §4).
-
-    authors: Σ_a E_a/s_a² / (n·l); paper: Σ_a E_a/v_a² / (n·l²), with s_a the sample std (0.5 for
-    categorical) and v_a = s_a².
-    """
-    if convention not in CONVENTIONS:
-        raise InvalidParameterError(f"MeanSSE convention must be one of {CONVENTIONS}, not {convention!r}")
-    l = len(errors)
-    if convention == "authors":
-        return float(sum(errors[a] / scales[a] ** 2 for a in errors) / (n * l))
-    return float(sum(errors[a] / scales[a] ** 4 for a in errors) / (n * l * l))
 
 
 def attribute_scales(original: dict[str, np.ndarray], specs: Sequence[AttributeSpec]) -> dict[str, float]:

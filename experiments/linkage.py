@@ -22,7 +22,7 @@ scale, :func:`fragrelease.idpir.mechanisms.noisy_centroids`,
 order ``dp-frequency`` (the release default, redrawn per run) unless told otherwise. Every record
 gets its cluster's released value (linked table). The noise of a run is drawn once and finished
 with and without the isotonic projection. The unlinked table permutes each protected column
-independently; the permutations come from :func:`fragrelease.rng.evaluation_generator` (numpy
+independently; the permutations come from :func:`fragrelease.rng.laplace.evaluation_generator` (numpy
 PCG64 seeded from the OS CSPRNG, evaluation only; releases use CSPRNG keys).
 
 Run: ``python -m fragrelease.experiments.linkage --out docs/evaluation`` writes ``linkage.csv``
@@ -45,7 +45,7 @@ from fragrelease.experiments.evaluation import AttributeSpec, CategoryCounts, Or
 from fragrelease.idpir.mechanisms import get_mechanism, noisy_centroids
 from fragrelease.idpir.microaggregation import ir_centroids, ir_clusters
 from fragrelease.idpir.postprocess import POSTPROCESS, finish_centroids
-from fragrelease.rng import FAST_SAMPLER_NAME, FastLaplace, NoiseSource, evaluation_generator
+from fragrelease.rng.laplace import FAST_SAMPLER_NAME, FastLaplace, NoiseSource, evaluation_generator
 
 LINKAGES = ("linked", "unlinked")
 #: Cells of the comparison (centralized iDP-IR).
@@ -146,7 +146,8 @@ def protect_table(data: dict[str, np.ndarray], ids: np.ndarray, specs: Sequence[
         centroids = ir_centroids(values, clusters)
         c = len(centroids)
         scale = mech.scale(mech.sensitivity(values, k, s.lo, s.hi), eps_c, c)
-        noisy = noisy_centroids(centroids, np.full(c, scale), np.full(c, s.name, dtype=object), np.arange(c), noise)
+        noisy = noisy_centroids(centroids=centroids, scales=np.full(c, scale), attributes=np.full(c, s.name, dtype=object),
+                                clusters=np.arange(c), noise=noise)
         sizes = np.bincount(clusters, minlength=c)
         for p in postprocess:
             z = finish_centroids(noisy, sizes, s.lo, s.hi, s.categorical, p)[clusters]

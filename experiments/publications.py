@@ -38,7 +38,7 @@ from fragrelease.publications.workload import (
     mondrian_groups,
     random_queries,
 )
-from fragrelease.rng import evaluation_generator
+from fragrelease.rng.laplace import evaluation_generator
 from fragrelease.schemas.taxonomies import adult_quasi_identifiers
 
 QIS = ("age", "sex", "education", "native-country")
@@ -55,7 +55,7 @@ def _query_errors(pubs, variants, qis, sensitive, theta, n_queries, gen):
     ``variants``: label -> one list of :class:`fragrelease.publications.workload.Groups` per publisher; every
     variant answers the same queries. Returns ({label: median error}, median actual count).
     """
-    errs = {label: [] for label in variants}
+    errs: dict[str, list[float]] = {label: [] for label in variants}
     acts = []
     per = n_queries // len(pubs)
     for i, pdf in enumerate(pubs):

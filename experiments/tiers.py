@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import time
+from fractions import Fraction
 from typing import Sequence
 
 import pandas as pd
@@ -38,7 +39,7 @@ def german_source() -> tuple[pd.DataFrame, tm.TierColumns]:
     return df, tm.TierColumns.make(qi, "credit_class", "record_id")
 
 
-def _rows(figure: str, name: str, delta: str, hops: int, chain: list[tm.Tier], cols: tm.TierColumns, seconds: float):
+def _rows(figure: str, name: str, delta: str | Fraction, hops: int, chain: list[tm.Tier], cols: tm.TierColumns, seconds: float):
     qi = list(cols.quasi_identifiers)
     for t in chain:
         yield {"figure": figure, "algorithm": name, "delta": float(delta), "hops": hops, "tier": t.index,
@@ -81,9 +82,10 @@ def plot(res: pd.DataFrame, out: str, *, hops: int, delta: float) -> list[str]:
     paths = []
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     sub = res[res.figure == "ul-vs-delta"]
-    for name, g in sub.groupby("algorithm", sort=False):
+    for key, g in sub.groupby("algorithm", sort=False):
+        name = str(key)
         m = g.groupby("delta")["utility_loss"].mean()
-        ax.plot(m.index, m.values, marker=STYLE[name][1], color=STYLE[name][0], label=name)
+        ax.plot(m.index, m.to_numpy(), marker=STYLE[name][1], color=STYLE[name][0], label=name)
     ax.set_xscale("log")
     ax.set_xlabel("δ (tier i must have P < (l - i + 1)·δ)")
     ax.set_ylabel(f"mean UL per table ({hops}-hop chain)")
@@ -95,7 +97,8 @@ def plot(res: pd.DataFrame, out: str, *, hops: int, delta: float) -> list[str]:
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     sub = res[res.figure == "disclosure-per-hop"]
     n = len(VARIANTS)
-    for j, (name, g) in enumerate(sub.groupby("algorithm", sort=False)):
+    for j, (key, g) in enumerate(sub.groupby("algorithm", sort=False)):
+        name = str(key)
         x = g["tier"].to_numpy() + (j - (n - 1) / 2) * 0.18
         ax.bar(x, g["disclosure"], width=0.18, color=STYLE[name][0], label=name)
     th = sub.drop_duplicates("tier")
@@ -114,9 +117,10 @@ def plot(res: pd.DataFrame, out: str, *, hops: int, delta: float) -> list[str]:
     for ax, figure, title in ((axes[0], "ul-vs-hops", f"fixed δ = {delta:g} (thresholds lδ … δ)"),
                               (axes[1], "ul-vs-hops-fixed-top", f"fixed loosest threshold lδ = {top:g} (δ = {top:g}/l)")):
         sub = res[res.figure == figure]
-        for name, g in sub.groupby("algorithm", sort=False):
+        for key, g in sub.groupby("algorithm", sort=False):
+            name = str(key)
             m = g.groupby("hops")["utility_loss"].mean()
-            ax.plot(m.index, m.values, marker=STYLE[name][1], color=STYLE[name][0], label=name)
+            ax.plot(m.index, m.to_numpy(), marker=STYLE[name][1], color=STYLE[name][0], label=name)
         ax.set_xlabel("chain length l (hops)")
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)

@@ -1,7 +1,8 @@
 """fragrelease: privacy-preserving releases over fragmented data; this package is the Spark-free math.
 
 It imports nothing from the Spark side (``tests/test_architecture.py`` checks it). Shared core:
-:mod:`~fragrelease.errors`, :mod:`~fragrelease.rng` (the one source of randomness),
+:mod:`~fragrelease.errors`, :mod:`~fragrelease.version`, :mod:`~fragrelease.rng` (the one source of
+randomness: ``laplace``, ``diffgen``, ``secure``),
 :mod:`~fragrelease.budget` (exact ε arithmetic), :mod:`~fragrelease.validation` and
 :mod:`~fragrelease.taxonomy` (the generalization hierarchy). One subpackage per system:
 
@@ -15,7 +16,16 @@ UDFs in ``fragrelease.udfs`` (``udfs/``), the dataset declarations in ``fragrele
 (``schemas/``) and the paper reproductions in ``fragrelease.experiments`` (``experiments/``).
 """
 
-__version__ = "0.6.0"
+from pkgutil import extend_path
+
+from fragrelease.version import __version__ as __version__  # re-exported
+
+# The strict editable install (scripts/setup.sh) puts a tree of links, laid out as the wheel is, on
+# the path; a checkout's own fragrelease/ folder (the current directory under ``python -m``) comes
+# first and has no jobs/, udfs/, ... inside. Extending the package path to every ``fragrelease``
+# folder on sys.path lets ``fragrelease.jobs`` resolve through the tree then. An installed wheel has
+# one such folder, and this changes nothing.
+__path__ = extend_path(__path__, __name__)
 
 #: Names served lazily from the Spark side (:mod:`fragrelease.jobs.api`): ``fragrelease.protect`` and
 #: ``fragrelease.Release``. The import happens on first access only, so ``import fragrelease`` stays

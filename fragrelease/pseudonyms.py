@@ -152,8 +152,8 @@ def read_key_env(variable: str, *, owner: str, environ: Optional[dict] = None) -
 
 def new_key_text() -> bytes:
     """A fresh key for one release: :data:`GENERATED_KEY_BYTES` bytes from the OS CSPRNG, hex-encoded
-    (what a generated key file holds; :func:`fragrelease.rng.secure_token_bytes`)."""
-    from fragrelease.rng import secure_token_bytes
+    (what a generated key file holds; :func:`fragrelease.rng.secure.secure_token_bytes`)."""
+    from fragrelease.rng.secure import secure_token_bytes
 
     return secure_token_bytes(GENERATED_KEY_BYTES).hex().encode("ascii")
 

@@ -23,7 +23,7 @@ with the same key. The fields must include the plan id, the owner's name, the da
 digest and the table's files; the manifest's public parameters (k, ε_j, mechanism, attributes,
 budgets, ...) are covered too.
 
-Randomness: private keys are 32 bytes from :func:`fragrelease.rng.secure_bytes` (the OS CSPRNG).
+Randomness: private keys are 32 bytes from :func:`fragrelease.rng.secure.secure_bytes` (the OS CSPRNG).
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from fragrelease.errors import SignatureError, SigningKeyError
-from fragrelease.rng import secure_bytes
+from fragrelease.rng.secure import secure_bytes
 
 #: Domain-separation prefix of every manifest payload (bump the version when the payload changes).
 MANIFEST_DOMAIN = b"fragrelease-manifest-v1\n"
@@ -51,7 +51,7 @@ SIGNATURE_BYTES = 64
 
 
 def generate_private_key() -> Ed25519PrivateKey:
-    """A new Ed25519 private key from 32 bytes of the OS CSPRNG (:func:`fragrelease.rng.secure_bytes`)."""
+    """A new Ed25519 private key from 32 bytes of the OS CSPRNG (:func:`fragrelease.rng.secure.secure_bytes`)."""
     return Ed25519PrivateKey.from_private_bytes(secure_bytes(32))
 
 

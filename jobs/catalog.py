@@ -7,7 +7,7 @@ Reads go through ``spark.table(name)``. Writes depend on what the session has:
   release table is created through Delta's catalog, ``df.writeTo(name).using("delta").create()``
   (its location is the database's location + the table name), with the description,
   ``fragrelease.*`` properties and column comments; a new version is a Delta overwrite of that
-  location (:func:`fragrelease.jobs.storage.commit_with_spark`). Every commit carries the provenance
+  location (:func:`fragrelease.jobs.delta_write.commit_with_spark`). Every commit carries the provenance
   as ``userMetadata``, so ``DESCRIBE HISTORY name``, ``SELECT ... FROM name VERSION AS OF n`` and
   ``spark.read.option("versionAsOf", n).table(name)`` work. A ledger (committed by delta-rs, which
   gives the pinned-version check-and-append it needs) is registered as ``CREATE TABLE name USING
@@ -46,9 +46,11 @@ import pyarrow.fs as pafs
 from fragrelease.errors import ConfigError, ReleaseExistsError
 from fragrelease.validation import check_table_name, parse_table_name
 
+from .delta_write import commit_with_spark
 from .describe import TableDescription
 from .session import delta_available
-from .storage import _fs_path, absolute, check_commit, commit_delta, commit_with_spark, is_delta_table, read_delta
+from .storage import check_commit, commit_delta, is_delta_table, read_delta
+from .uris import _fs_path, absolute
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +101,7 @@ def split_table_name(name: str) -> tuple[str | None, str | None, str]:
     parts = list(parse_table_name(name))
     if any(not _PLAIN.match(p) for p in parts):
         raise ConfigError(f"table {name!r}: fragrelease creates tables with plain names only (letters, digits, _)")
-    full: list[str | None] = [None] * (3 - len(parts)) + parts  # type: ignore[list-item]
+    full: list[str | None] = [*([None] * (3 - len(parts))), *parts]
     return full[0], full[1], full[2]  # type: ignore[return-value]
 
 

@@ -4,7 +4,7 @@ Everything here is computed from the release's **public** provenance (the plan: 
 mechanism, linkage, post-processing, category order, owners' budgets, declared domains) and from
 the declared schema; no function here reads the data, so nothing data-dependent (observed extremes,
 local sensitivities, frequencies) can reach a property, a comment or the description
-(tests/jobs/test_lakehouse_describe.py checks this on a fixture). The guarantee sentences come from
+(tests/jobs/test_lakehouse.py checks this on a fixture). The guarantee sentences come from
 :func:`fragrelease.idpir.guarantee.release_guarantee` (docs/privacy.md).
 
 Both commit paths write these (:func:`fragrelease.jobs.storage.commit_delta`): Delta's Spark API
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 #: Prefix of every table property fragrelease sets.
 PROPERTY_PREFIX = "fragrelease."
@@ -41,7 +41,7 @@ def _eps_by_owner(provenance: dict, attribute: str) -> str:
     return "; ".join(f"{eps} ({', '.join(names)})" for eps, names in groups.items()) or "?"
 
 
-def release_description(provenance: dict, *, declared_types: Optional[dict[str, str]] = None,
+def release_description(provenance: dict, *, declared_types: Optional[Mapping[str, str]] = None,
                         id_column: Optional[str] = None) -> TableDescription:
     """The description of an iDP-IR/DP-IR release from its provenance (:func:`fragrelease.jobs.idpir.aggregator.provenance`).
 
@@ -105,7 +105,7 @@ def provenance_description(provenance: dict) -> TableDescription:
     return TableDescription(f"fragrelease {role}; provenance in each commit's userMetadata")
 
 
-def integer_columns(attributes: Sequence[dict], declared_types: dict[str, str]) -> dict[str, str]:
+def integer_columns(attributes: Sequence[dict], declared_types: Mapping[str, str]) -> dict[str, str]:
     """Released numeric attributes declared ``integer``/``long``: name -> Spark type name (``int``/``bigint``)."""
     out = {}
     for a in attributes:

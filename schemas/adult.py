@@ -27,7 +27,6 @@ NATIVE_COUNTRY = ("United-States", "Cambodia", "England", "Puerto-Rico", "Canada
                   "Ireland", "France", "Dominican-Republic", "Laos", "Ecuador", "Taiwan", "Haiti", "Columbia",
                   "Hungary", "Guatemala", "Nicaragua", "Scotland", "Thailand", "Yugoslavia", "El-Salvador",
                   "Trinadad&Tobago", "Peru", "Hong", "Holand-Netherlands")
-INCOME = ("<=50K", ">50K")
 
 #: Column order of adult.data / adult.test.
 RAW_COLUMNS = ("age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",

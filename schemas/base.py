@@ -88,15 +88,19 @@ class Attribute(BaseModel):
     def bounds(self) -> tuple[float, float]:
         """[lo, hi] the mechanism works in: the numeric domain, or ranks [1, |dom|]."""
         if self.categorical:
+            assert self.categories is not None  # a categorical attribute declares its categories
             return 1.0, float(len(self.categories))
+        assert self.domain is not None  # a numeric attribute declares its domain
         return float(self.domain[0]), float(self.domain[1])
 
     def public_spec(self) -> dict:
         """What may be shared with the aggregator: name, kind and declared domain (all public)."""
-        spec = {"name": self.name, "kind": self.kind}
+        spec: dict[str, object] = {"name": self.name, "kind": self.kind}
         if self.categorical:
+            assert self.categories is not None  # a categorical attribute declares its categories
             spec["categories"] = list(self.categories)
         else:
+            assert self.domain is not None  # a numeric attribute declares its domain
             spec["domain"] = [float(self.domain[0]), float(self.domain[1])]
         return spec
 

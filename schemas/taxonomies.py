@@ -8,7 +8,7 @@ built from those root-ward paths, because the systems walk the tree in opposite 
 - :class:`fragrelease.taxonomy.Taxonomy`, the **generalization hierarchy** of Mondrian, cloning and
   the composition audit (leaf → ancestor heights, lowest common ancestors, intersections), through
   :func:`adult_quasi_identifiers`;
-- :class:`fragrelease.diffgen.engine.SpecializationTaxonomy`, DiffGen's **specialization taxonomy**
+- :class:`fragrelease.diffgen.predictors.SpecializationTaxonomy`, DiffGen's **specialization taxonomy**
   (root → children, unique node labels), through :func:`adult_predictors`.
 
 The DiffGen paper's Adult setup has 6 numeric and 8 categorical predictors and the income class.
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from fragrelease.diffgen.engine import NumericDomain, Predictor, taxonomy_from_paths
+from fragrelease.diffgen.predictors import NumericDomain, Predictor, taxonomy_from_paths
 from fragrelease.errors import ConfigError
 from fragrelease.schemas.adult import RELATIONSHIP, SCHEMA
 from fragrelease.schemas.datasets import load_adult_taxonomy
@@ -83,7 +83,8 @@ def adult_quasi_identifiers(names: Sequence[str]) -> list[QuasiIdentifier]:
             raise ConfigError(f"{n!r} is not an Adult attribute")
         a = attrs[n]
         if a.kind == "numeric":
-            out.append(QuasiIdentifier(n, "numeric", adult_hierarchy(n), tuple(float(x) for x in a.domain)))
+            assert a.domain is not None  # a numeric attribute declares its domain
+            out.append(QuasiIdentifier(n, "numeric", adult_hierarchy(n), (float(a.domain[0]), float(a.domain[1]))))
         else:
             out.append(QuasiIdentifier(n, "categorical", adult_hierarchy(n)))
     return out

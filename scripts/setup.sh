@@ -21,12 +21,24 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv with $($PY --version)"
   "$PY" -m venv .venv
 fi
+# A strict editable install: setuptools builds a tree of links, build/__editable__.fragrelease-*/,
+# laid out as the wheel is (jobs/ as fragrelease/jobs/, udfs/ as fragrelease/udfs/, ...), and puts
+# that folder on the path with a plain .pth line. Editors, mypy and import-graph tools follow it; the
+# default mode's import hook (a meta-path finder) is invisible to them. The links point at this
+# checkout, so edits show at once; a module added or removed needs this script again, which the
+# stamp below notices (it records setup.py and the list of package files). build/editable points at
+# the tree under a name that does not change with the version (mypy.ini's mypy_path).
 stamp=.venv/.fragrelease-installed
-if [ ! -f "$stamp" ] || [ setup.py -nt "$stamp" ]; then
+layout=$({ cat setup.py; find fragrelease jobs udfs schemas experiments data -type f \( -name '*.py' -o -name '*.yaml' \) \
+          -not -path '*/__pycache__/*' | LC_ALL=C sort; } | cksum)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$layout" ] || [ ! -d build/editable/fragrelease ]; then
   echo "setup: installing fragrelease and its dependencies into .venv (first run downloads pyspark, ~450 MB)"
   .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e ".[local,test,experiments]"
-  touch "$stamp"
+  rm -rf build/__editable__.fragrelease-*
+  .venv/bin/python -m pip install --quiet -e ".[local,test,experiments]" --config-settings editable_mode=strict
+  tree=$(cd build && ls -d __editable__.fragrelease-* | head -1)
+  ln -sfn "$tree" build/editable
+  echo "$layout" >"$stamp"
 fi
 
 have_java() {

@@ -85,7 +85,7 @@ def _under(name: str, prefix: str) -> bool:
 def test_the_walk_sees_every_folder_and_both_kinds_of_import():
     assert {"fragrelease.rng", "fragrelease.jobs.cli", "fragrelease.udfs.noise", "fragrelease.schemas.taxonomies",
             "fragrelease.experiments.evaluation", "fragrelease.tiers.chain"} <= set(MODULES)
-    api = _imports("fragrelease.jobs.api", *MODULES["fragrelease.jobs.api"])
+    api = _imports("fragrelease.jobs.release_api", *MODULES["fragrelease.jobs.release_api"])
     assert ("fragrelease.jobs.idpir.simulate" in {m for m, _ in api})  # from P import module
     cli = _imports("fragrelease.jobs.cli.idpir", *MODULES["fragrelease.jobs.cli.idpir"])
     assert "fragrelease.jobs.idpir.owner" in {m for m, _ in cli}  # imported inside a function

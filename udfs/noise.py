@@ -14,7 +14,9 @@ from pyspark.sql.functions import pandas_udf
 from pyspark.sql.types import DoubleType, LongType
 
 from fragrelease.idpir.mechanisms import noisy_centroids, perturb_centroids
-from fragrelease.rng import NoiseSource, SecureDiffGenRandomness, SecureLaplace, secure_random_keys
+from fragrelease.rng.diffgen import SecureDiffGenRandomness
+from fragrelease.rng.laplace import LaplaceNoise, NoiseSource, SecureLaplace
+from fragrelease.rng.secure import secure_random_keys
 
 
 def noisy_centroid_udf(attribute_names: Sequence[str], noise: Optional[NoiseSource] = None, *, finish: bool = True):
@@ -31,16 +33,18 @@ def noisy_centroid_udf(attribute_names: Sequence[str], noise: Optional[NoiseSour
     """
     names = np.asarray(list(attribute_names), dtype=object)
 
-    @pandas_udf(DoubleType())
+    @pandas_udf(DoubleType())  # type: ignore[call-overload]  # pyspark's stubs lack the type-hint form
     def noisy_centroid(attr: pd.Series, cluster: pd.Series, centroid: pd.Series, scale: pd.Series,
                        lo: pd.Series, hi: pd.Series, categorical: pd.Series) -> pd.Series:
         source = noise if noise is not None else SecureLaplace()
         if not finish:
-            return pd.Series(noisy_centroids(centroid.to_numpy(float), scale.to_numpy(float),
-                                             names[attr.to_numpy(int)], cluster.to_numpy(np.int64), source))
+            return pd.Series(noisy_centroids(centroids=centroid.to_numpy(float), scales=scale.to_numpy(float),
+                                             attributes=names[attr.to_numpy(int)],
+                                             clusters=cluster.to_numpy(np.int64), noise=source))
         out = perturb_centroids(
-            centroid.to_numpy(float), scale.to_numpy(float), lo.to_numpy(float), hi.to_numpy(float),
-            categorical.to_numpy(bool), names[attr.to_numpy(int)], cluster.to_numpy(np.int64), source,
+            centroids=centroid.to_numpy(float), scales=scale.to_numpy(float), lo=lo.to_numpy(float),
+            hi=hi.to_numpy(float), categorical=categorical.to_numpy(bool), attributes=names[attr.to_numpy(int)],
+            clusters=cluster.to_numpy(np.int64), noise=source,
         )
         return pd.Series(out)
 
@@ -53,22 +57,23 @@ def secure_random_key_udf():
     Built on each call (after the session exists), so it is a Spark Connect UDF under Connect.
     """
 
-    @pandas_udf(LongType())
+    @pandas_udf(LongType())  # type: ignore[call-overload]  # pyspark's stubs lack the type-hint form
     def secure_key(anchor: pd.Series) -> pd.Series:
         return pd.Series(secure_random_keys(len(anchor)))
 
     return secure_key.asNondeterministic()
 
 
-def laplace_count_udf(scale: float):
-    """UDF ``(count double) -> count + Lap(scale)`` (double): DiffGen's noisy leaf counts.
+def laplace_count_udf(noise: LaplaceNoise):
+    """UDF ``(count double) -> count + Lap(noise.scale)`` (double): DiffGen's noisy leaf counts.
 
     Columns in: one double count per leaf x class cell. Out: the count plus one Laplace draw of
-    scale ``scale`` (``2/ε`` for DiffGen's leaf counts, docs/specification.md §7), from
-    :class:`fragrelease.rng.SecureDiffGenRandomness` created on the executor.
+    ``noise`` (:func:`fragrelease.diffgen.release.leaf_count_noise`, ``b = 2/ε``, docs/specification.md
+    §7), from :class:`fragrelease.rng.diffgen.SecureDiffGenRandomness` created on the executor.
     """
+    scale = noise.scale
 
-    @pandas_udf(DoubleType())
+    @pandas_udf(DoubleType())  # type: ignore[call-overload]  # pyspark's stubs lack the type-hint form
     def noisy_count(counts: pd.Series) -> pd.Series:
         return pd.Series(SecureDiffGenRandomness().laplace(counts.to_numpy(float), scale))
 

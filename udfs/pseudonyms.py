@@ -29,7 +29,7 @@ def pseudonym_udf(key: bytes, context: str = ""):
     """
     secret = bytes(check_key(key))
 
-    @pandas_udf(StringType())
+    @pandas_udf(StringType())  # type: ignore[call-overload]  # pyspark's stubs lack the type-hint form
     def pseudonymize(ids: pd.Series) -> pd.Series:
         return pd.Series(pseudonyms(secret, ids.tolist(), context=context), dtype=object)
 

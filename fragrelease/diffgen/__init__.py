@@ -5,8 +5,12 @@ Mohammed et al., "Secure two-party differentially private data release for verti
 data" (TDSC 2014). The Spark jobs and the party processes are in ``fragrelease.jobs.diffgen``; the
 Adult predictors (declared domains and taxonomies) in ``fragrelease.schemas.taxonomies``.
 
-- :mod:`~fragrelease.diffgen.engine`: predictors (:class:`SpecializationTaxonomy`, numeric domains),
-  scores, the exponential-mechanism specialization, the noisy leaf counts and synthetic cells;
-- :mod:`~fragrelease.diffgen.two_party`: the two-party protocol (messages over a channel, Paillier
-  comparisons and secure scalar products, the noisy shares) and its guarantees.
+- :mod:`~fragrelease.diffgen.predictors`: predictors (taxonomy trees, numeric domains), their value ×
+  class counts and the two scores;
+- :mod:`~fragrelease.diffgen.engine`: the exponential-mechanism specialization (split points, the
+  cut, the candidates, the ε ledger) and the :class:`~fragrelease.diffgen.engine.SplitChooser` seam;
+- :mod:`~fragrelease.diffgen.release`: the noisy leaf counts, the sparse-domain filter and synthetic cells;
+- :mod:`~fragrelease.diffgen.two_party`: the two-party protocol (messages over a channel, one
+  function per phase); :mod:`~fragrelease.diffgen.paillier_ops` its Paillier comparisons and secure
+  scalar products; :mod:`~fragrelease.diffgen.share_noise` the noisy shares' modes and guarantees.
 """

@@ -19,8 +19,8 @@ bought with budget:
     attribute's budget, ``ε_attr − ε_order``, goes to the centroids. Sequential composition of the
     two steps gives ``ε_attr`` for the attribute.
 
-:func:`data_frequency_order` is the paper's own reading (exact counts, no noise). It is **not** a
-release mechanism: only the evaluation's labelled reproduction of the paper's figures may call it.
+The paper's own reading (exact counts, no noise) is not a release mechanism: it lives in
+:mod:`fragrelease.experiments.paper_order`, for the evaluation's labelled reproduction only.
 """
 from __future__ import annotations
 
@@ -32,12 +32,10 @@ from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidat
 
 from fragrelease.budget import Epsilon, EpsilonPart, parse_epsilon
 from fragrelease.errors import InvalidParameterError
-from fragrelease.rng import NoiseSource, calibrated_laplace_scale
+from fragrelease.rng.laplace import LaplaceNoise, NoiseSource
 
 #: Category orders a release may use (docs/specification.md §1).
 CATEGORY_ORDERS = ("dp-frequency", "declared")
-#: The paper's data-dependent order; evaluation only, never a release.
-PAPER_ORDER = "data-frequency"
 #: Default category order and the share of a categorical attribute's budget spent on the histogram.
 DEFAULT_CATEGORY_ORDER: Final = "dp-frequency"
 DEFAULT_ORDER_SHARE = Fraction(1, 10)
@@ -121,12 +119,8 @@ def split_attribute_budget(attribute: str, epsilon_attribute: Fraction, *, categ
     return AttributeBudget(attribute=attribute, total=eps, order=order, centroids=eps - order)
 
 
-def histogram_scale(epsilon_order: Fraction | float, size: int) -> float:
-    """Laplace scale of a histogram of ``size`` categories: ``2 / ε_order`` checked by OpenDP's map.
-
-    L1 sensitivity 2 under substitution; the scale is :func:`fragrelease.rng.calibrated_laplace_scale`
-    ``(2, ε_order, size)``, the smallest float whose OpenDP privacy map (grid 2**-40, ``size``
-    values) at ``d_in = 2`` is ≤ ε_order: about ``(2 + size·2**-40) / ε_order`` (docs/privacy.md).
+def histogram_noise(epsilon_order: Fraction | float, size: int) -> LaplaceNoise:
+    """The Laplace noise of a histogram of ``size`` categories: sensitivity 2, budget ε_order (public).
 
     Raises
     ------
@@ -135,7 +129,22 @@ def histogram_scale(epsilon_order: Fraction | float, size: int) -> float:
     """
     if epsilon_order <= 0:
         raise InvalidParameterError(f"the category histogram's epsilon must be > 0, not {epsilon_order}")
-    return calibrated_laplace_scale(HISTOGRAM_SENSITIVITY, epsilon_order, size)
+    return LaplaceNoise.calibrate(sensitivity=HISTOGRAM_SENSITIVITY, epsilon=epsilon_order, size=size)
+
+
+def histogram_scale(epsilon_order: Fraction | float, size: int) -> float:
+    """Laplace scale of a histogram of ``size`` categories: ``2 / ε_order`` checked by OpenDP's map.
+
+    L1 sensitivity 2 under substitution; the scale is :func:`fragrelease.rng.laplace.calibrated_laplace_scale`
+    ``(2, ε_order, size)``, the smallest float whose OpenDP privacy map (grid 2**-40, ``size``
+    values) at ``d_in = 2`` is ≤ ε_order: about ``(2 + size·2**-40) / ε_order`` (docs/privacy.md).
+
+    Raises
+    ------
+    InvalidParameterError
+        If ε_order ≤ 0 or size < 1.
+    """
+    return histogram_noise(epsilon_order, size).scale
 
 
 def noisy_category_counts(counts: Mapping[str, int], categories: Sequence[str], epsilon_order: Fraction | float,
@@ -160,8 +169,9 @@ def noisy_category_counts(counts: Mapping[str, int], categories: Sequence[str], 
     if np.any(exact < 0):
         raise InvalidParameterError(f"category counts of {attribute!r} must be >= 0, not {exact.min()}")
     m = len(cats)
-    return np.asarray(noise.perturb(exact, np.full(m, histogram_scale(epsilon_order, m)),
-                                    np.full(m, f"{attribute}#order", dtype=object), np.arange(m)), dtype=float)
+    return histogram_noise(epsilon_order, m).sample(values=exact, source=noise,
+                                                    attributes=np.full(m, f"{attribute}#order", dtype=object),
+                                                    clusters=np.arange(m))
 
 
 def order_by_counts(scores: Sequence[float] | np.ndarray, categories: Sequence[str]) -> tuple[str, ...]:
@@ -186,16 +196,6 @@ def dp_frequency_order(counts: Mapping[str, int], categories: Sequence[str], eps
 def declared_order(categories: Sequence[str]) -> tuple[str, ...]:
     """``declared``: the schema's order is the rank order (public, no budget)."""
     return tuple(categories)
-
-
-def data_frequency_order(counts: Mapping[str, int], categories: Sequence[str]) -> tuple[str, ...]:
-    """The paper's order: exact frequencies, most frequent first, ties by name. NOT private.
-
-    Mapping noisy ranks back to labels through this order is not post-processing (one substitution
-    can swap two labels everywhere). Only the evaluation's labelled reproduction of the paper may
-    use it; no release path imports it.
-    """
-    return tuple(sorted(categories, key=lambda c: (-counts.get(c, 0), c)))
 
 
 def ranks_of(order: Sequence[str]) -> dict[str, int]:

@@ -16,19 +16,15 @@ from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.microaggregation import check_k, cluster_of_rank, ir_centroids, ir_order
 from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS, clamp_and_round, finish_centroids
 from fragrelease.idpir.sensitivity import dp_ir_sensitivity, idp_ir_sensitivity, idp_ir_sensitivity_from_extremes
-from fragrelease.rng import NoiseSource, calibrated_laplace_scale
+from fragrelease.rng.laplace import LaplaceNoise, NoiseSource
 
 
-def laplace_scale(delta: float, epsilon_attribute: Fraction | float, size: int) -> float:
-    """Laplace scale ``b`` of an attribute's ``size`` centroids: ``Δ / ε_attr`` checked by OpenDP's map.
+def centroid_noise(delta: float, epsilon_attribute: Fraction | float, size: int) -> LaplaceNoise:
+    """The Laplace noise of an attribute's ``size`` centroids: sensitivity Δ, budget ε_attr.
 
-    docs/specification.md §2 prescribes ``b = Δ / ε_attr``; the production sampler rounds to the
-    grid 2**-40, which OpenDP's privacy map charges, so ``b`` is
-    :func:`fragrelease.rng.calibrated_laplace_scale` ``(Δ, ε_attr, size)``: the smallest float whose
-    map at ``d_in = Δ`` for a vector of ``size`` values is ≤ ε_attr, about ``(Δ + size·2**-40) / ε_attr``
-    (docs/privacy.md). ``size`` is the attribute's number of clusters c (the whole vector Δ is for).
-    The Spark job and the numpy reference both call this, so they use the same double. Δ is local
-    (data-dependent) for iDP-IR and iDP: never log the result.
+    Its scale is :func:`laplace_scale`; a mechanism differs from another only in Δ
+    (:meth:`IRMechanism.sensitivity`), never in the noise. Δ is local (data-dependent) for iDP-IR and
+    iDP: never log the result.
 
     Raises
     ------
@@ -39,7 +35,27 @@ def laplace_scale(delta: float, epsilon_attribute: Fraction | float, size: int) 
         raise InvalidParameterError(f"sensitivity must be finite and non-negative, not {delta}")
     if epsilon_attribute <= 0:
         raise InvalidParameterError(f"epsilon per attribute must be > 0, not {epsilon_attribute}")
-    return calibrated_laplace_scale(float(delta), epsilon_attribute, size)
+    return LaplaceNoise.calibrate(sensitivity=float(delta), epsilon=epsilon_attribute, size=size)
+
+
+def laplace_scale(delta: float, epsilon_attribute: Fraction | float, size: int) -> float:
+    """Laplace scale ``b`` of an attribute's ``size`` centroids: ``Δ / ε_attr`` checked by OpenDP's map.
+
+    docs/specification.md §2 prescribes ``b = Δ / ε_attr``; the production sampler rounds to the
+    grid 2**-40, which OpenDP's privacy map charges, so ``b`` is
+    :func:`fragrelease.rng.laplace.calibrated_laplace_scale` ``(Δ, ε_attr, size)`` (through
+    :func:`centroid_noise`, :class:`fragrelease.rng.laplace.LaplaceNoise`): the smallest float whose
+    map at ``d_in = Δ`` for a vector of ``size`` values is ≤ ε_attr, about ``(Δ + size·2**-40) / ε_attr``
+    (docs/privacy.md). ``size`` is the attribute's number of clusters c (the whole vector Δ is for).
+    The Spark job and the numpy reference both call this, so they use the same double. Δ is local
+    (data-dependent) for iDP-IR and iDP: never log the result.
+
+    Raises
+    ------
+    InvalidParameterError
+        If Δ is negative or not finite, ε_attr ≤ 0, or size < 1.
+    """
+    return centroid_noise(delta, epsilon_attribute, size).scale
 
 
 @dataclass(frozen=True)
@@ -47,7 +63,7 @@ class IRMechanism:
     """One IR mechanism: the k it uses, its sensitivity Δ and its Laplace scale (docs/specification.md §2).
 
     The one place a mechanism is defined: configuration validation, the plan, the numpy reference,
-    the evaluation, the audits and the Spark job (which calls :meth:`scale_from_extremes` on its
+    the evaluation, the audits and the Spark job (which calls :meth:`sensitivity_from_extremes` and :meth:`scale` on its
     executors) all ask :func:`get_mechanism`.
 
     Attributes
@@ -100,9 +116,13 @@ class IRMechanism:
         return idp_ir_sensitivity_from_extremes(min_first, min_last, max_second_last, max_last, k_used,
                                                 size_last, n_clusters, lo, hi)
 
+    def noise(self, delta: float, epsilon_attribute: Fraction | float, size: int) -> LaplaceNoise:
+        """The Laplace noise of ``size`` centroids at this mechanism's Δ (:func:`centroid_noise`): the same for every mechanism."""
+        return centroid_noise(delta, epsilon_attribute, size)
+
     def scale(self, delta: float, epsilon_attribute: Fraction | float, size: int) -> float:
-        """Laplace scale of ``size`` centroids, ``b ≈ Δ / ε`` calibrated by OpenDP's map (:func:`laplace_scale`)."""
-        return laplace_scale(delta, epsilon_attribute, size)
+        """Laplace scale of ``size`` centroids, ``b ≈ Δ / ε`` calibrated by OpenDP's map (:meth:`noise`)."""
+        return self.noise(delta, epsilon_attribute, size).scale
 
 
 #: The mechanisms the project implements, by name (docs/specification.md §2).
@@ -141,6 +161,7 @@ def sensitivity(mechanism: str, values: np.ndarray, k: int, lo: float, hi: float
 
 
 def perturb_centroids(
+    *,
     centroids: np.ndarray,
     scales: np.ndarray,
     lo: np.ndarray,
@@ -155,13 +176,15 @@ def perturb_centroids(
     One Laplace draw per cluster (never per record), docs/specification.md §2. This is the release
     without post-processing (``postprocess: none``); with ``isotonic`` the raw draws of
     :func:`noisy_centroids` go through :func:`fragrelease.idpir.postprocess.finish_centroids`.
+    Every argument is keyword-only (numeric arrays are never passed by position).
     """
-    return clamp_and_round(noisy_centroids(centroids, scales, attributes, clusters, noise), lo, hi, categorical)
+    noisy = noisy_centroids(centroids=centroids, scales=scales, attributes=attributes, clusters=clusters, noise=noise)
+    return clamp_and_round(noisy, lo, hi, categorical)
 
 
-def noisy_centroids(centroids: np.ndarray, scales: np.ndarray, attributes: np.ndarray, clusters: np.ndarray,
+def noisy_centroids(*, centroids: np.ndarray, scales: np.ndarray, attributes: np.ndarray, clusters: np.ndarray,
                     noise: NoiseSource) -> np.ndarray:
-    """Centroids plus one Laplace draw each (scale ``scales``), unclamped; all arrays shape (m,)."""
+    """Centroids plus one Laplace draw each (scale ``scales``), unclamped; all arrays shape (m,), keyword-only."""
     return noise.perturb(np.asarray(centroids, float), np.asarray(scales, float), attributes, clusters)
 
 
@@ -240,8 +263,9 @@ def _draw(values: np.ndarray, *, k: int, lo: float, hi: float, epsilon_attribute
     clusters[order] = cluster_of_rank(np.arange(n), n, k_used)  # as ir_clusters
     centroids = ir_centroids(values, clusters)
     c = len(centroids)
-    scale = mech.scale(mech.sensitivity(values, k, lo, hi), epsilon_attribute, c)
-    noisy = noisy_centroids(centroids, np.full(c, scale), np.full(c, attribute, dtype=object), np.arange(c), noise)
+    lap = mech.noise(mech.sensitivity(values, k, lo, hi), epsilon_attribute, c)
+    noisy = lap.sample(values=centroids, source=noise, attributes=np.full(c, attribute, dtype=object),
+                       clusters=np.arange(c))
     return order, clusters, noisy, np.bincount(clusters, minlength=c)
 
 

@@ -13,7 +13,7 @@ independent publications is left with (almost) every sensitive value. Steps:
    of the m such sub-datasets, taken in sensitive-value order, the first ``m // 2`` counterfeit
    (round up) and the others suppress (round down).
 4. **Assignment**: sub-datasets in order of size (the key first, ties by value), each in a random
-   order (:func:`fragrelease.rng.secure_permutation`); for each class E_r in turn, the c_j tuples with
+   order (:func:`fragrelease.rng.secure.secure_permutation`); for each class E_r in turn, the c_j tuples with
    the least Distortion among the first max(μ, c_j) tuples still unassigned move into E_r. Distortion
    (Li, Wong, Fu, Pei, TKDE 2008) of a class = Σ over its tuples and quasi-identifiers of the
    generalization steps from the tuple's value to the class's generalized value (the lowest common
@@ -51,7 +51,7 @@ import pandas as pd
 
 from fragrelease.errors import InvalidParameterError, SchemaMismatchError
 from fragrelease.publications.mondrian import encode_quasi_identifiers, mondrian_partition, sensitive_codes
-from fragrelease.rng import secure_permutation
+from fragrelease.rng.secure import secure_permutation
 from fragrelease.taxonomy import QuasiIdentifier, check_positive_int
 
 

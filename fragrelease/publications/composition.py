@@ -39,13 +39,12 @@ Spark, and the tests check that both agree.
 """
 from __future__ import annotations
 
-from typing import Iterable, Optional, Sequence, cast
+from typing import Iterable, Optional, cast
 
 import numpy as np
 import pandas as pd
 
 from fragrelease.errors import SchemaMismatchError
-from fragrelease.taxonomy import Taxonomy
 
 CONFIDENCE_BINS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 
@@ -258,19 +257,6 @@ def confidence_histogram(confidence: np.ndarray) -> dict[str, int]:
     return out
 
 
-def intersect_ranges(lo1, hi1, lo2, hi2):
-    """Interval intersection (elementwise); returns (lo, hi) with NaN where the intervals are disjoint."""
-    lo = np.maximum(np.asarray(lo1, dtype=float), np.asarray(lo2, dtype=float))
-    hi = np.minimum(np.asarray(hi1, dtype=float), np.asarray(hi2, dtype=float))
-    empty = lo > hi
-    return np.where(empty, np.nan, lo), np.where(empty, np.nan, hi)
-
-
-def intersect_categorical(taxonomy: Taxonomy, a: Sequence[str], b: Sequence[str]) -> list[Optional[str]]:
-    """Taxonomy intersection of generalized values, elementwise (``None`` where disjoint)."""
-    return [taxonomy.intersect(x, y) for x, y in zip(a, b)]
-
-
 def split_with_overlap(n: int, *, publishers: int, base: int, pool: int, overlap: int,
                        permutation=None) -> list[np.ndarray]:
     """Row indices of ``publishers`` independent publications with a shared overlap pool (Baig et al. (CIKM 2011) §7).
@@ -282,7 +268,7 @@ def split_with_overlap(n: int, *, publishers: int, base: int, pool: int, overlap
 
     Parameters
     ----------
-    permutation : ``size -> permutation of 0..size-1``; default :func:`fragrelease.rng.secure_permutation`
+    permutation : ``size -> permutation of 0..size-1``; default :func:`fragrelease.rng.secure.secure_permutation`
         (tests and experiments may pass a seeded one).
 
     Raises
@@ -291,7 +277,7 @@ def split_with_overlap(n: int, *, publishers: int, base: int, pool: int, overlap
         ``publishers·base + pool > n`` or ``overlap > pool`` (values named).
     """
     from fragrelease.errors import InvalidParameterError
-    from fragrelease.rng import secure_permutation
+    from fragrelease.rng.secure import secure_permutation
 
     permutation = permutation or secure_permutation
     if publishers < 1 or base < 0 or pool < 0 or overlap < 0:

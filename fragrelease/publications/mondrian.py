@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from fragrelease.errors import DomainError, InvalidParameterError, SchemaMismatchError
-from fragrelease.rng import secure_permutation
+from fragrelease.rng.secure import secure_permutation
 from fragrelease.taxonomy import QuasiIdentifier, check_positive_int
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from fragrelease.errors import DomainError, InvalidParameterError, SchemaMismatchError, ThresholdTooLooseError
-from fragrelease.rng import secure_random_keys
+from fragrelease.rng.secure import secure_random_keys
 from fragrelease.tiers.algorithms import (
     ALGORITHMS,
     DEFAULT_MAX_NODE_ROWS,
@@ -134,7 +134,7 @@ def refuse_loose_thresholds(ths: Sequence[Fraction], singleton: float) -> None:
 
 
 def draw_surrogate_ids(n: int) -> np.ndarray:
-    """``n`` distinct row ids drawn from the OS CSPRNG (:func:`fragrelease.rng.secure_random_keys`).
+    """``n`` distinct row ids drawn from the OS CSPRNG (:func:`fragrelease.rng.secure.secure_random_keys`).
 
     Uniform in [0, 2**63), int64; redrawn in the (probability < n² / 2⁶⁴) event of a collision.
     Their order is a uniformly random permutation of the rows, so they carry nothing of the input's

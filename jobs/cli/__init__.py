@@ -76,7 +76,7 @@ def _configure_output(verbosity: int) -> None:
 
 def _version(value: bool) -> None:
     if value:
-        from fragrelease import __version__
+        from fragrelease.version import __version__
 
         console.print(f"fragrelease {__version__}", highlight=False)
         raise typer.Exit(0)

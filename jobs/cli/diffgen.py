@@ -47,7 +47,7 @@ def _rows(text: Optional[str]) -> Optional[tuple[int, int]]:
 def _check(epsilon: str, specializations: int, score: str, synthetic_min_count: str = "auto") -> None:
     """Validate the parameters before any Spark session or party process starts; warn when ε > 10."""
     from fragrelease.budget import parse_epsilon
-    from fragrelease.diffgen.engine import SCORES
+    from fragrelease.diffgen.predictors import SCORES
     from fragrelease.errors import InvalidParameterError
     from fragrelease.jobs.diffgen.runner import resolve_min_count
     from fragrelease.validation import warn_if_large_epsilon
@@ -111,7 +111,7 @@ def two_party(hospital_attributes: str = typer.Option(DEFAULT_HOSPITAL, help="Co
     _check(epsilon, specializations, score, synthetic_min_count)
     if backend not in ("spark", "pandas"):
         raise InvalidParameterError(f"backend must be 'spark' or 'pandas', not {backend!r}")
-    from fragrelease.diffgen.two_party import NOISE_MODES
+    from fragrelease.diffgen.share_noise import NOISE_MODES
 
     if noise not in NOISE_MODES:
         raise InvalidParameterError(f"--noise must be one of {NOISE_MODES}, not {noise!r}")

@@ -343,14 +343,11 @@ def inspect(table: Optional[str] = typer.Argument(None, help="A release: its Del
     (the commit's userMetadata; the custom key ``fragrelease`` for tables written by earlier versions)."""
     import json
 
-    from deltalake import DeltaTable
-
-    from fragrelease.jobs.storage import PROVENANCE_KEY, table_self_description
+    from fragrelease.jobs.storage import table_history, table_self_description
 
     if table is not None and table_name is not None:
         raise FragReleaseError("inspect: give a release folder or --table NAME, not both")
     location = _release_location(table or "", table_name, master)
-    dt = DeltaTable(location)
     described = table_self_description(location)
     if described["description"]:
         console.print(f"[bold]description[/bold]: {described['description']}", highlight=False)
@@ -358,9 +355,7 @@ def inspect(table: Optional[str] = typer.Argument(None, help="A release: its Del
         console.print(f"  {key} = {value}", highlight=False)
     for column, comment in described["column_comments"].items():
         console.print(f"  column {column}: {comment}", highlight=False)
-    for entry in dt.history():
-        raw = entry.get("userMetadata") or entry.get(PROVENANCE_KEY)
-        prov = json.loads(raw) if raw else {}
+    for entry, prov in table_history(location):
         owners = ", ".join(f"{o['name']} (ε_j {o['epsilon']})" for o in prov.get("owners", []))
         console.print(
             f"[bold]version {entry.get('version')}[/bold] {entry.get('operation')}: "
@@ -469,16 +464,18 @@ def audit(
     attribute: str = typer.Option("age", help="Numeric attribute to audit."),
     n: int = typer.Option(24, help="Number of records (the first n)."),
     k: list[int] = typer.Option([4], "--k"),
-    epsilon: list[float] = typer.Option([1.0], "--epsilon"),
+    epsilon: list[str] = typer.Option(["1"], "--epsilon", help="ε as exact text (e.g. 1, 0.5, 1/4); repeatable."),
     mechanism: list[str] = typer.Option(["idp-ir", "dp-ir"], "--mechanism"),
     runs: int = typer.Option(200_000, help="Runs on each of D and D'."),
     alpha: float = typer.Option(1e-6, help="Probability that a correct mechanism's lower bound exceeds ε."),
 ):
     """Empirical privacy audit: estimate ε on (D, worst-case neighbour D') from many runs."""
+    from fragrelease.budget import format_epsilon, parse_epsilon
     from fragrelease.experiments.audit import audit as run_audit
-    from fragrelease.rng import FAST_SAMPLER_NAME, FastLaplace
+    from fragrelease.rng.laplace import FAST_SAMPLER_NAME, FastLaplace
     from fragrelease.schemas.datasets import load_builtin_pandas, resolve_schema
 
+    epsilons = [parse_epsilon(e, name="--epsilon") for e in epsilon]  # exact, as every other command takes it
     attr = resolve_schema(dataset).attribute(attribute)
     if attr.categorical or not attr.protected:
         raise FragReleaseError(f"attribute {attribute!r} must be a released numeric attribute")
@@ -489,10 +486,10 @@ def audit(
         table.add_column(col, justify="right")
     for mech in mechanism:
         for kk in k:
-            for eps in epsilon:
+            for eps in epsilons:
                 r = run_audit(x, k=kk, lo=lo, hi=hi, epsilon=eps, mechanism=mech, runs=runs, noise=FastLaplace(),
                               alpha=alpha)
-                table.add_row(mech, str(kk), f"{eps:g}", f"{r.sensitivity:.3f}", f"{r.neighbour_shift:.3f}",
+                table.add_row(mech, str(kk), format_epsilon(eps), f"{r.sensitivity:.3f}", f"{r.neighbour_shift:.3f}",
                               f"{r.epsilon_lower_bound:.3f}", f"{r.epsilon_point_estimate:.3f}")
     console.print(table)
     console.print(f"sampler: {FAST_SAMPLER_NAME}")

@@ -15,7 +15,9 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from fragrelease.diffgen.engine import NumericDomain, counts_from_pairs
+from fragrelease.diffgen.engine import PredictorCounts
+from fragrelease.diffgen.predictors import NumericDomain, counts_from_pairs
+from fragrelease.rng.diffgen import DiffGenRandomness
 
 #: A numeric predictor with more distinct values than this keeps its value × class counts in Spark
 #: (:class:`SparkNumericCounts`) instead of collecting them to the driver.
@@ -38,7 +40,7 @@ class SparkNumericCounts:
     mechanism over the sub-intervals between consecutive distinct values (weight
     ``exp(ε'u/(2Δu)) × length``) is drawn as the argmax of log-weight + Gumbel noise, each partition
     reporting only its own noisy maximum (one row), so no per-value data reaches the driver. The
-    executors' Gumbel noise always comes from the OS CSPRNG (:func:`fragrelease.rng.secure_gumbel`),
+    executors' Gumbel noise always comes from the OS CSPRNG (:func:`fragrelease.rng.diffgen.secure_gumbel`),
     whatever ``randomness`` the driver uses for the first sub-interval and the uniform draw.
     Two Spark jobs per draw (partition totals, then the partitions' maxima).
     """
@@ -98,14 +100,15 @@ class SparkNumericCounts:
         """Every sub-interval from an inner value, scored; with ``eps_prime`` only each partition's noisy maximum."""
         from pyspark.sql.types import DoubleType, StructField, StructType
 
-        from fragrelease.diffgen.engine import score_children, split_log_weights
+        from fragrelease.diffgen.engine import split_log_weights
+        from fragrelease.diffgen.predictors import score_children
 
         offsets, nxt, first, lo_counts, total = self._plan(lo, hi, top)
         ncols = self._ncols
         schema = StructType([StructField(x, DoubleType()) for x in ("left_pt", "right_pt", "u", "noisy")])
 
         def scored(batches):
-            from fragrelease.rng import secure_gumbel
+            from fragrelease.rng.diffgen import secure_gumbel
 
             batches = list(batches)
             pdf = pd.concat(batches, ignore_index=True) if batches else pd.DataFrame()
@@ -140,7 +143,7 @@ class SparkNumericCounts:
                 np.concatenate([[u0], rows["u"].to_numpy(float)]))
 
     def choose_split(self, lo: float, hi: float, *, top: bool, eps_prime: Fraction, score: str,
-                     randomness) -> tuple[float, float]:
+                     randomness: DiffGenRandomness) -> tuple[float, float]:
         """:func:`fragrelease.diffgen.engine.choose_split_point` on the Spark-held counts: (split point, its score)."""
         from fragrelease.diffgen.engine import split_log_weights
         from fragrelease.errors import InvalidParameterError
@@ -185,7 +188,7 @@ def marginal_counts_spark(df, predictors, class_col: str, class_values: Sequence
     """Value × class counts per predictor from Spark aggregations.
 
     Categorical predictors and numeric ones with at most :data:`MAX_DRIVER_VALUES` distinct values:
-    :class:`fragrelease.diffgen.engine.AttributeCounts` on the driver (one row per value and class). A
+    :class:`fragrelease.diffgen.predictors.AttributeCounts` on the driver (one row per value and class). A
     numeric predictor with more distinct values stays in Spark as :class:`SparkNumericCounts`.
 
     Raises
@@ -198,7 +201,7 @@ def marginal_counts_spark(df, predictors, class_col: str, class_values: Sequence
 
     from fragrelease.errors import DomainError
 
-    out = {}
+    out: dict[str, PredictorCounts] = {}
     for p in predictors:
         grouped = df.groupBy(F.col(f"`{p.attribute}`").alias("v"), F.col(class_col).alias("y")).count()
         if isinstance(p, NumericDomain):

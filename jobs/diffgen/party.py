@@ -27,7 +27,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from fragrelease.diffgen.engine import Cut, Predictor
+from fragrelease.diffgen.engine import Cut
+from fragrelease.diffgen.predictors import Predictor
 from fragrelease.errors import IdentifierError, ProtocolError
 
 
@@ -74,7 +75,7 @@ class SparkParty:
     def encrypt_cells(self, pk, cut: Cut, class_values: Sequence[str], width: int, per_ct: int, blocks: int) -> dict:
         from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-        from fragrelease.diffgen.two_party import encrypt_codes
+        from fragrelease.diffgen.paillier_ops import encrypt_codes
 
         n_mod = pk.n
         cls_col = self.class_col
@@ -127,7 +128,7 @@ class SparkParty:
             from phe import paillier
 
             key = paillier.PaillierPublicKey(n_mod)
-            row = {"cell": [int(pdf["cell"].iloc[0])]}
+            row: dict[str, list] = {"cell": [int(pdf["cell"].iloc[0])]}
             for b in range(blocks):
                 total = paillier.EncryptedNumber(key, 1, 0)  # 1 encrypts 0; the mask re-randomizes later
                 for h in pdf[f"ct_{b}"]:

@@ -14,9 +14,9 @@ import time
 from fractions import Fraction
 from typing import Optional, Sequence
 
+from fragrelease.diffgen.paillier_ops import MIN_RELEASE_KEY_BITS
 from fragrelease.diffgen.two_party import (
     DEFAULT_NOISE,
-    MIN_RELEASE_KEY_BITS,
     NOISE_MODES,
     PARTIES,
     Channel,
@@ -56,7 +56,7 @@ def _party_process(role: str, address, authkey: bytes, attributes: list[str], ro
     import pickle
     from multiprocessing.connection import Client, Listener
 
-    from fragrelease.rng import SecureDiffGenRandomness
+    from fragrelease.rng.diffgen import SecureDiffGenRandomness
     from fragrelease.schemas.taxonomies import ADULT_CLASS_VALUES
 
     spark = None

@@ -11,9 +11,9 @@ Steps of :func:`run_diffgen_release`:
    ``localCheckpoint`` before it is written, so a retry never redraws;
 5. the generalized table committed as a Delta table (``<output>/generalized``), then the synthetic
    microdata generated from it (``<output>/synthetic``): ``k = max(0, floor(noisy + 0.5))`` records per
-   leaf, none where ``k`` is below the sparse-domain threshold (:func:`fragrelease.diffgen.engine.sparse_min_count`
+   leaf, none where ``k`` is below the sparse-domain threshold (:func:`fragrelease.diffgen.release.sparse_min_count`
    by default; ``synthetic_min_count=1`` for the plain expansion), values drawn uniformly inside each
-   cell (:func:`fragrelease.diffgen.engine.synthesize_cells`).
+   cell (:func:`fragrelease.diffgen.release.synthesize_cells`).
 
 Output columns. ``generalized``: one string column per predictor (the cut value's label), ``income``
 (class), ``noisy_count`` (double). ``synthetic``: one column per predictor (integer for numeric,
@@ -29,13 +29,12 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from fragrelease.diffgen.engine import (
-    Cut,
-    NumericDomain,
-    leaf_count_scale,
+from fragrelease.diffgen.engine import Cut, specialize_cut
+from fragrelease.diffgen.predictors import NumericDomain
+from fragrelease.diffgen.release import (
+    leaf_count_noise,
     sparse_min_count,
     sparse_min_count_two_laplace,
-    specialize_cut,
     synthesize_cells,
 )
 from fragrelease.errors import InvalidParameterError, ProtocolError
@@ -47,7 +46,7 @@ MAX_LEAVES = 5_000_000
 def _cell_udf(cut: Cut, attr: str):
     from pyspark.sql.functions import pandas_udf
 
-    @pandas_udf("long")
+    @pandas_udf("long")  # type: ignore[call-overload]  # pyspark's stubs lack the type-hint form
     def cell(values: pd.Series) -> pd.Series:
         return pd.Series(cut.cell_codes(attr, values.to_numpy()))
 
@@ -84,7 +83,7 @@ def noisy_generalized_table(spark, df, cut: Cut, epsilon: Fraction, class_values
     keys = [ADULT_CLASS] + [_col(a) for a in cut.attributes]
     counts = coded.groupBy(*keys).count()
     full = leaf_grid(spark, cut, class_values).join(counts, on=keys, how="left").fillna(0, subset=["count"])
-    noisy = full.withColumn("noisy_count", laplace_count_udf(leaf_count_scale(epsilon))(F.col("count").cast("double")))
+    noisy = full.withColumn("noisy_count", laplace_count_udf(leaf_count_noise(epsilon))(F.col("count").cast("double")))
     return noisy.drop("count").localCheckpoint(eager=True)
 
 
@@ -103,7 +102,7 @@ def _labelled(spark, noisy, cut: Cut):
 def resolve_min_count(spec, n_cells: int, epsilon: Fraction, laplace_terms: int = 1) -> int:
     """The synthetic expansion's threshold from a user's setting: ``"auto"`` or an integer ≥ 1.
 
-    ``"auto"``: :func:`fragrelease.diffgen.engine.sparse_min_count` when each count carries one Lap(2/ε)
+    ``"auto"``: :func:`fragrelease.diffgen.release.sparse_min_count` when each count carries one Lap(2/ε)
     (``laplace_terms=1``: DiffGen, two-party ``gaussian-squares``), :func:`sparse_min_count_two_laplace`
     when it carries two (``laplace_terms=2``: two-party ``laplace-each``).
 
@@ -133,7 +132,7 @@ def synthetic_table(noisy, cut: Cut, min_count: int = 1):
     Columns in: ``c_<attr>`` cell codes, ``income``, ``noisy_count``. Columns out: one per predictor
     (long for numeric, string for categorical) and ``income``. A leaf yields
     ``k = max(0, floor(noisy_count + 0.5))`` records if ``k >= min_count`` (see
-    :func:`fragrelease.diffgen.engine.release_counts`), none otherwise; values are drawn inside each cell.
+    :func:`fragrelease.diffgen.release.release_counts`), none otherwise; values are drawn inside each cell.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType, StringType, StructField, StructType
@@ -146,7 +145,7 @@ def synthetic_table(noisy, cut: Cut, min_count: int = 1):
     schema = StructType(fields)
 
     def draw(batches):
-        from fragrelease.rng import evaluation_generator
+        from fragrelease.rng.laplace import evaluation_generator
 
         gen = evaluation_generator()  # post-processing of released counts: not privacy-relevant
         for pdf in batches:
@@ -171,7 +170,7 @@ def run_diffgen_release(spark, *, epsilon, specializations: int, score: str, out
         Bad ε, h, score or synthetic min count, or a cut with more than ``max_leaves`` cells.
     """
     from fragrelease.budget import parse_epsilon
-    from fragrelease.rng import SecureDiffGenRandomness
+    from fragrelease.rng.diffgen import SecureDiffGenRandomness
     from fragrelease.schemas.datasets import load_builtin
 
     t0 = time.perf_counter()
@@ -190,6 +189,17 @@ def run_diffgen_release(spark, *, epsilon, specializations: int, score: str, out
     return write_release(spark, noisy, cut, output=output, epsilon=eps, specializations=specializations, score=score,
                          ledger=ledger_rows, spent=spent, mode="diffgen", if_exists=if_exists, t0=t0,
                          synthetic_min_count=synthetic_min_count)
+
+
+def diffgen_guarantee(epsilon) -> str:
+    """What a single-party DiffGen release states: ε-DP for add/remove neighbours (public ε).
+
+    Mohammed et al. (KDD 2011), docs/specification.md §7: the specialization spends at most ε/2, the
+    leaf counts ε/2; under substitution of one record the guarantee is 2ε.
+    """
+    return (f"epsilon-DP (epsilon = {epsilon}) for neighbouring tables that differ by adding or removing one "
+            "record (DiffGen: at most epsilon/2 for the generalization, epsilon/2 for the leaf counts); "
+            "2*epsilon under substitution")
 
 
 def write_release(spark, noisy, cut: Cut, *, output: str, epsilon: Fraction, specializations: int, score: str,
@@ -212,8 +222,9 @@ def write_release(spark, noisy, cut: Cut, *, output: str, epsilon: Fraction, spe
     """
     import posixpath
 
-    from fragrelease.jobs.storage import check_commit, commit_delta
-    from fragrelease.rng import SecureDiffGenRandomness
+    from fragrelease.jobs.release_commit import commit_release
+    from fragrelease.jobs.storage import check_commit
+    from fragrelease.rng.diffgen import SecureDiffGenRandomness
 
     prov = {"algorithm": mode, "epsilon": str(epsilon), "specializations": specializations, "score": score,
             "epsilon_spent": str(spent), "neighbours": "add/remove one record", "ledger": ledger,
@@ -227,7 +238,10 @@ def write_release(spark, noisy, cut: Cut, *, output: str, epsilon: Fraction, spe
     syn = synthetic_table(noisy, cut, min_count).localCheckpoint(eager=True)
     for df, path in ((generalized, gen_path), (syn, syn_path)):
         check_commit(df, path, if_exists)
-    v1 = commit_delta(generalized, gen_path, provenance=prov, if_exists=if_exists)
+    # the two-party release states its share-noise guarantee; single-party DiffGen its ε (public)
+    guarantee = prov.get("guarantee") or diffgen_guarantee(epsilon)
+    _, v1 = commit_release(generalized, system="diffgen", provenance=prov, guarantee=guarantee, path=gen_path,
+                           if_exists=if_exists)
     if str(synthetic_min_count).strip().lower() != "auto":
         rule = "user setting"
     elif laplace_terms == 2:
@@ -235,9 +249,9 @@ def write_release(spark, noisy, cut: Cut, *, output: str, epsilon: Fraction, spe
                 "exp(-(t-1/2)/b)(1 + (t-1/2)/(2b))/2 <= 1/cells, b = 2/epsilon")
     else:
         rule = "sparse-domain filter ceil(2/epsilon * ln(cells/2) + 1/2)"
-    v2 = commit_delta(syn, syn_path, provenance={**prov, "table": "synthetic microdata from " + gen_path,
-                                                 "synthetic_min_count": min_count, "synthetic_min_count_rule": rule},
-                      if_exists=if_exists)
+    _, v2 = commit_release(syn, system="diffgen", guarantee=guarantee, path=syn_path, if_exists=if_exists,
+                           provenance={**prov, "table": "synthetic microdata from " + gen_path,
+                                       "synthetic_min_count": min_count, "synthetic_min_count_rule": rule})
     return {"generalized": gen_path, "synthetic": syn_path, "versions": (v1, v2), "cells": n_cells,
             "synthetic_min_count": min_count,
             "synthetic_rows": syn.count(), "cut": {a: cut.labels(a) for a in cut.attributes}, "ledger": ledger,
@@ -275,19 +289,19 @@ def run_two_party_release(spark, *, hospital_attributes: Sequence[str], insurer_
     ``spark`` may be a SparkSession or a zero-argument callable returning one; the callable is
     called only after the parties finish (so three JVMs never run at once). ``backend="spark"``
     gives each party its own SparkSession (``party_master``) in its own process.
-    ``noise``: the share-noise mode (:data:`fragrelease.diffgen.two_party.NOISE_MODES`): ``"laplace-each"``
+    ``noise``: the share-noise mode (:data:`fragrelease.diffgen.share_noise.NOISE_MODES`): ``"laplace-each"``
     (default; ε-DP against the public and against the other party) or ``"gaussian-squares"``
     (opt-in; ε-DP against the public, **not DP against the other party**). The provenance records the
     mode that ran (``share_noise``) and both guarantees (``guarantee``,
-    :func:`fragrelease.diffgen.two_party.share_noise_guarantee`); the returned summary carries them too.
+    :func:`fragrelease.diffgen.share_noise.share_noise_guarantee`); the returned summary carries them too.
 
     Raises
     ------
     InvalidParameterError, ProtocolError
-        A bad parameter or noise mode, or a failed party process; see :func:`run_adult_two_party`.
+        A bad parameter or noise mode, or a failed party process; see :func:`fragrelease.jobs.diffgen.processes.run_adult_two_party`.
     """
     from fragrelease.budget import parse_epsilon
-    from fragrelease.diffgen.two_party import share_noise_guarantee
+    from fragrelease.diffgen.share_noise import share_noise_guarantee
     from fragrelease.jobs.diffgen.processes import run_adult_two_party
 
     t0 = time.perf_counter()

@@ -22,28 +22,27 @@ write the public report (statistics of the released table only) beside it.
 from __future__ import annotations
 
 import logging
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from fragrelease import __version__
 from fragrelease.errors import ConfigError, IdentifierError, ManifestMismatchError, ReleaseExistsError
 from fragrelease.idpir.config import ReleaseConfig
 from fragrelease.idpir.guarantee import release_guarantee
 from fragrelease.idpir.plan_check import check_plan_for_owner, expected_plan_terms
 from fragrelease.idpir.protocol import Manifest, OwnerMetadata, Plan, check_manifest, make_plan
-from fragrelease.jobs.catalog import commit_table, release_exists
+from fragrelease.jobs.catalog import release_exists
 from fragrelease.jobs.describe import cast_declared_integers, integer_columns, release_description
 from fragrelease.jobs.idpir.digests import content_digest, fragment_digests
 from fragrelease.jobs.idpir.layout import manifest_path, metadata_path, plan_path, protected_path, pseudonyms_path
 from fragrelease.jobs.idpir.shuffle import line_up_columns, pseudonym_set_digest, shuffle_rows, unlink_columns
 from fragrelease.jobs.idpir.signatures import public_keys, verify_owner_manifest, verify_table
 from fragrelease.jobs.idpir.workspace import claim_work_dir
+from fragrelease.jobs.release_commit import commit_release, stamp_provenance
 from fragrelease.jobs.session import get_spark
 from fragrelease.jobs.storage import (
-    commit_delta,
     is_delta_table,
     read_delta,
     read_text,
@@ -52,6 +51,7 @@ from fragrelease.jobs.storage import (
 )
 from fragrelease.pseudonyms import PSEUDONYM_COLUMN
 from fragrelease.schemas.datasets import resolve_schema
+from fragrelease.version import __version__
 
 __all__ = ["check_disjoint_pseudonyms", "combine", "issue_plan", "join_vertical", "line_up_columns",
            "load_verified_fragment", "provenance", "release", "shuffle_rows", "unlink_columns"]
@@ -89,6 +89,7 @@ def refuse_existing_release(cfg: ReleaseConfig, spark=None) -> None:
     """Raise ReleaseExistsError when the release target exists and ``if_exists`` is ``error``."""
     if cfg.if_exists == "error":
         if cfg.output_table is None:
+            assert cfg.output is not None  # a release has an output path or table (configuration check)
             exists = is_delta_table(cfg.output)
         else:
             exists = release_exists(spark if spark is not None else get_spark(), cfg.output, cfg.output_table)
@@ -278,18 +279,36 @@ def combine(plan: Plan, fragments: dict[str, DataFrame]) -> DataFrame:
     frames = [fragments[o.name] for o in plan.owners]
     if plan.linkage == "unlinked":
         if plan.fragmentation == "horizontal":
-            out = frames[0].select(*names)
-            for f in frames[1:]:
-                out = out.unionByName(f.select(*names))
-            return unlink_columns(out, names).select(*names)
+            return unlink_columns(assemble(frames, "horizontal", names), names).select(*names)
         return line_up_columns([(f, c) for f in frames for c in f.columns]).select(*names)
-    if plan.fragmentation == "horizontal":
-        out = frames[0].select(PSEUDONYM_COLUMN, *names)
+    return shuffle_rows(assemble(frames, plan.fragmentation, names, key=PSEUDONYM_COLUMN), PSEUDONYM_COLUMN)
+
+
+def assemble(frames: Sequence[DataFrame], fragmentation: str, names: Sequence[str], *,
+             key: Optional[str] = None) -> DataFrame:
+    """The owners' fragments as one table, in their order: what a release and its evaluation combine.
+
+    Horizontal: the union of every frame's ``(key, *names)`` (``(*names)`` without a key); vertical:
+    :func:`join_vertical` on ``key`` of every frame's key and its own columns among ``names`` (a
+    column two frames hold is taken from the first). Out: ``(key, *names)`` or ``(*names)``. Used by
+    :func:`combine` (on pseudonyms) and by the single-machine driver's MeanSSE (on raw ids,
+    :func:`fragrelease.jobs.release_api._mean_sse`). Raises ConfigError for a vertical assembly without a key.
+    """
+    if fragmentation == "horizontal":
+        cols = [key, *names] if key is not None else list(names)
+        out = frames[0].select(*cols)
         for f in frames[1:]:
-            out = out.unionByName(f.select(PSEUDONYM_COLUMN, *names))
-    else:
-        out = join_vertical(frames, PSEUDONYM_COLUMN).select(PSEUDONYM_COLUMN, *names)
-    return shuffle_rows(out, PSEUDONYM_COLUMN)
+            out = out.unionByName(f.select(*cols))
+        return out
+    if key is None:
+        raise ConfigError("vertical fragments are lined up by a key column; none was given")
+    taken: set[str] = set()
+    parts = []
+    for f in frames:
+        own = [c for c in f.columns if c in names and c not in taken]
+        taken.update(own)
+        parts.append(f.select(key, *own))
+    return join_vertical(parts, key).select(key, *names)
 
 
 def join_vertical(frames: list[DataFrame], id_column: str) -> DataFrame:
@@ -349,18 +368,16 @@ def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519Pub
     released = combine(plan, fragments)
     if plan.linkage == "linked" and not plan.keep_id:
         released = released.drop(PSEUDONYM_COLUMN)
-    prov = provenance(plan)
+    prov = provenance(plan)  # public facts only, stamped as every system's commit is
+    prov = stamp_provenance(prov, system="idpir", guarantee=prov["guarantee"])
     # integer-declared attributes are written as integers (rounding a released value is post-processing),
     # and the table describes itself from the public provenance only (fragrelease.jobs.describe)
     declared = {a.name: a.type for a in resolve_schema(cfg.dataset).attributes}
     released = cast_declared_integers(released, integer_columns(plan.attributes, declared))
     described = release_description(prov, declared_types=declared, id_column=PSEUDONYM_COLUMN)
-    if cfg.output_table is not None:
-        path, version = commit_table(released, cfg.output_table, provenance=prov, if_exists=cfg.if_exists,
-                                     description=described)
-    else:
-        path = cfg.output
-        version = commit_delta(released, path, provenance=prov, if_exists=cfg.if_exists, description=described)
+    path, version = commit_release(released, system="idpir", provenance=prov, guarantee=prov["guarantee"],
+                                   path=cfg.output if cfg.output_table is None else None, table=cfg.output_table,
+                                   if_exists=cfg.if_exists, description=described)
     rows = sum(o.n_records for o in plan.owners) if plan.fragmentation == "horizontal" else plan.owners[0].n_records
     log.info("release committed: version %d of %s", version, cfg.output_table or path)
     report = None

@@ -25,7 +25,7 @@ from pyspark.storagelevel import StorageLevel
 from fragrelease.errors import SchemaMismatchError
 from fragrelease.idpir.category_order import ranks_of
 from fragrelease.idpir.microaggregation import ir_order
-from fragrelease.rng import secure_random_keys
+from fragrelease.rng.secure import secure_random_keys
 from fragrelease.schemas.base import Attribute
 
 _SAMPLE_PER_BUCKET = 2_000

@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.metrics import CATEGORICAL_SCALE, CONVENTIONS
+from fragrelease.jobs.frames import aggregate_row
 from fragrelease.schemas.base import Attribute
 
 
@@ -61,7 +62,7 @@ def mean_sse_by_attribute(original: DataFrame, protected: DataFrame, attributes:
             d = F.col(f"o_{i}").cast("double") - F.col(f"p_{i}").cast("double")
             aggs.append(F.stddev_samp(F.col(f"o_{i}").cast("double")).alias(f"s_{i}"))
         aggs.append(F.sum(d * d).alias(f"ss_{i}"))
-    row = joined.agg(*aggs).first()
+    row = aggregate_row(joined.agg(*aggs))
     if row["unmatched"]:
         raise InvalidParameterError(f"{row['unmatched']} records could not be matched by {id_column!r}")
     if not row["n"]:

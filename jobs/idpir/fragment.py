@@ -180,7 +180,7 @@ def validate_fragment(df: DataFrame, attributes: Sequence[Attribute], id_column:
             aggs.append(_example(col.isNotNull(), col, rid).alias(f"__type{i}"))
             continue
         if a.categorical:
-            bad = ~col.cast("string").isin(list(a.categories))
+            bad = ~col.cast("string").isin(list(a.categories or ()))
         else:
             num = col.try_cast("double") if isinstance(dtype, T.StringType) else col.cast("double")
             if isinstance(dtype, T.StringType):
@@ -220,7 +220,7 @@ def validate_fragment(df: DataFrame, attributes: Sequence[Attribute], id_column:
         if names.get(f"__bad{i}"):
             ex = row[f"__ex{i}"]
             if a.categorical:
-                what = f"is not a declared category of {list(a.categories)}"
+                what = f"is not a declared category of {list(a.categories or ())}"
             else:
                 what = f"is outside its declared domain [{a.bounds()[0]}, {a.bounds()[1]}]"
             raise DomainError(f"{where}: column {a.name!r} value {ex['v']!r} (record id {ex['id']!r}) {what} "

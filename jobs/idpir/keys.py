@@ -49,7 +49,7 @@ def generate_release_key(cfg: ReleaseConfig) -> list[str]:
     """Write one fresh key (CSPRNG, :func:`fragrelease.pseudonyms.new_key_text`) for this release
     to the key file of every owner without a configured ``pseudonym_key``; returns the paths written.
 
-    Called by the single-command release only (:func:`fragrelease.jobs.api._run`), which plays every party.
+    Called by the single-command release only (:func:`fragrelease.jobs.release_api._run`), which plays every party.
     """
     key = new_key_text()
     paths = sorted({generated_key_path(cfg, o) for o in cfg.owners if o.pseudonym_key is None})

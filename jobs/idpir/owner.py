@@ -26,7 +26,6 @@ from __future__ import annotations
 import logging
 from typing import Optional
 
-from fragrelease import __version__
 from fragrelease.errors import ConfigError, ReleaseExistsError
 from fragrelease.idpir.config import LedgerConfig, OwnerConfig, ReleaseConfig
 from fragrelease.idpir.plan_check import verified_spec
@@ -52,9 +51,10 @@ from fragrelease.jobs.idpir.signatures import describe_table, owner_signing_key,
 from fragrelease.jobs.idpir.workspace import claim_work_dir
 from fragrelease.jobs.storage import commit_delta, is_delta_table, read_configured, read_delta, read_text, write_text
 from fragrelease.pseudonyms import METADATA_CONTEXT, PSEUDONYM_COLUMN, key_check
-from fragrelease.rng import NoiseSource
+from fragrelease.rng.laplace import NoiseSource
 from fragrelease.schemas.base import Attribute, DatasetSchema
 from fragrelease.schemas.datasets import resolve_schema
+from fragrelease.version import __version__
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +81,7 @@ def offered_attributes(cfg: ReleaseConfig, schema: DatasetSchema, owner: OwnerCo
     """The attributes this owner protects: all protected ones (horizontal) or its own (vertical)."""
     if cfg.fragmentation == "horizontal":
         return list(schema.protected)
+    assert owner.attributes is not None  # a vertical owner declares its attributes (configuration check)
     attrs = [schema.attribute(a) for a in owner.attributes]
     for a in attrs:
         if not a.protected:
@@ -170,6 +171,7 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
     """
     claim_work_dir(cfg)
     schema = resolve_schema(cfg.dataset)
+    assert schema.id_column is not None  # a release's schema names its id column (configuration check)
     owner = _owner(cfg, owner_name)
     signing_key = owner_signing_key(cfg, owner)  # signed manifests: refuse a missing or unsafe key before any spend
     plan = Plan.model_validate_json(read_text(plan_path(cfg)))
@@ -338,7 +340,10 @@ def _discard_interrupted_write(owner_name: str, target: str) -> None:
 
 def ledger_location(spark, ledger: LedgerConfig) -> str:
     """The Delta root of an owner's ledger: its ``path``, or the location of its catalog ``table``."""
-    return ledger.path if ledger.table is None else table_location(spark, ledger.table)
+    if ledger.table is None:
+        assert ledger.path is not None  # a ledger has a path or a table (configuration check)
+        return ledger.path
+    return table_location(spark, ledger.table)
 
 
 def protect_attributes(

@@ -58,7 +58,7 @@ from fragrelease.idpir.spec import ProtectionSpec
 from fragrelease.jobs.idpir import bucket_sort, cluster_noise
 from fragrelease.jobs.idpir.assembly import line_up
 from fragrelease.jobs.idpir.cluster_noise import AttributeSpec
-from fragrelease.rng import NoiseSource, SecureLaplace, float_at_most
+from fragrelease.rng.laplace import NoiseSource, SecureLaplace, float_at_most
 from fragrelease.schemas.base import Attribute
 
 log = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ def category_orders(
     if category_order not in CATEGORY_ORDERS:
         raise InvalidParameterError(f"category_order must be one of {CATEGORY_ORDERS}, not {category_order!r}")
     if not cats or category_order == "declared":
-        return {a.name: declared_order(a.categories) for _, a in cats}
+        return {a.name: declared_order(a.categories or ()) for _, a in cats}
     by_name = {b.attribute: b for b in budgets}
     pairs = F.explode(F.array(*[F.struct(F.lit(j).alias("attr"), F.col(a.name).alias("value")) for j, a in cats]))
     counts: dict[int, dict[str, int]] = {j: {} for j, _ in cats}
@@ -123,7 +123,7 @@ def category_orders(
         eps_order = by_name[a.name].order
         if eps_order <= 0:
             raise InvalidParameterError(f"attribute {a.name!r} has no budget for its dp-frequency category order")
-        orders[a.name] = dp_frequency_order(counts[j], a.categories, eps_order, source, attribute=a.name)
+        orders[a.name] = dp_frequency_order(counts[j], a.categories or (), eps_order, source, attribute=a.name)
     return orders
 
 
@@ -136,7 +136,7 @@ def rank_orders_of(attrs: Sequence[Attribute], orders: Mapping[str, Sequence[str
     for a in attrs:
         if a.categorical:
             order = tuple(orders[a.name]) if a.name in orders else ()
-            if sorted(order) != sorted(a.categories):
+            if sorted(order) != sorted(a.categories or ()):
                 raise InvalidParameterError(f"the rank order of {a.name!r} must list its declared categories once each")
             rank_orders[a.name] = order
     return rank_orders

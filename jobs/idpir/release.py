@@ -17,7 +17,7 @@ from typing import Callable, Optional
 from fragrelease.idpir.config import ReleaseConfig
 from fragrelease.jobs.api import Release
 from fragrelease.jobs.progress import ProgressEvent
-from fragrelease.rng import NoiseSource
+from fragrelease.rng.laplace import NoiseSource
 
 
 def run_local_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource] = None,

@@ -66,7 +66,7 @@ def _partial_summaries(attrs: Sequence[Attribute]):
     def summarize(batches):
         acc = (0, np.zeros(p), np.zeros((p, p)))
         hist = np.zeros((p, BINS), dtype=np.int64)
-        freq = [np.zeros(len(a.categories), dtype=np.int64) for a in categorical]
+        freq = [np.zeros(len(a.categories or ()), dtype=np.int64) for a in categorical]
         for pdf in batches:
             m = len(pdf)
             if m == 0:
@@ -81,8 +81,8 @@ def _partial_summaries(attrs: Sequence[Attribute]):
                     ok = b[:, i] >= 0
                     hist[i] += np.bincount(b[ok, i].astype(np.int64), minlength=BINS)[:BINS]
             for f, a in zip(freq, categorical):
-                codes = pd.Categorical(pdf[a.name], categories=list(a.categories)).codes
-                f += np.bincount(codes[codes >= 0], minlength=len(a.categories))
+                codes = pd.Categorical(pdf[a.name], categories=list(a.categories or ())).codes
+                f += np.bincount(codes[codes >= 0], minlength=len(a.categories or ()))
             if not p:
                 acc = (acc[0] + m, acc[1], acc[2])
         yield pd.DataFrame({"n": [acc[0]], "mean": [acc[1]], "comoment": [acc[2].ravel()],
@@ -117,7 +117,7 @@ def table_summary(df: DataFrame, attrs: Sequence[Attribute]) -> tuple[dict, Opti
     parts = df.select(*[a.name for a in attrs]).mapInPandas(_partial_summaries(attrs), schema).collect()
     acc: tuple = (0, np.zeros(p), np.zeros((p, p)))
     hist = np.zeros(p * BINS, dtype=np.int64)
-    freq = np.zeros(sum(len(a.categories) for a in categorical), dtype=np.int64)
+    freq = np.zeros(sum(len(a.categories or ()) for a in categorical), dtype=np.int64)
     for r in parts:
         acc = _combine(acc, (int(r["n"]), np.asarray(r["mean"], dtype=float),
                              np.asarray(r["comoment"], dtype=float).reshape(p, p)))
@@ -129,9 +129,9 @@ def table_summary(df: DataFrame, attrs: Sequence[Attribute]) -> tuple[dict, Opti
     offset, i = 0, 0
     for a in attrs:
         if a.categorical:
-            m = len(a.categories)
+            m = len(a.categories or ())
             stats[a.name] = {"kind": "categorical",
-                             "freq": {cat: int(v) for cat, v in zip(a.categories, freq[offset:offset + m])}}
+                             "freq": {cat: int(v) for cat, v in zip((a.categories or ()), freq[offset:offset + m])}}
             offset += m
             continue
         lo, hi = a.bounds()
@@ -151,11 +151,6 @@ def table_summary(df: DataFrame, attrs: Sequence[Attribute]) -> tuple[dict, Opti
     return stats, corr
 
 
-def attribute_statistics(df: DataFrame, attrs: Sequence[Attribute]) -> dict:
-    """Per-attribute statistics of ``df`` (see :func:`table_summary`)."""
-    return table_summary(df, attrs)[0]
-
-
 def correlations(df: DataFrame, attrs: Sequence[Attribute]) -> Optional[np.ndarray]:
     """Pearson correlation matrix of the numeric attributes (None with fewer than two; see :func:`table_summary`)."""
     return table_summary(df, attrs)[1]
@@ -173,7 +168,7 @@ def _plot_attribute(a: Attribute, released: dict, original: Optional[dict]) -> s
     fig = Figure(figsize=(5.2, 2.6))
     ax = fig.add_subplot()
     if a.categorical:
-        cats = list(a.categories)
+        cats = list(a.categories or ())
         x = np.arange(len(cats))
         w = 0.4 if original else 0.8
         if original:
@@ -318,7 +313,7 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
     cat_rows = []
     for a in attrs:
         if a.categorical:
-            for c in a.categories:
+            for c in (a.categories or ()):
                 cat_rows.append([a.name, c, so[a.name]["freq"][c], sp[a.name]["freq"][c]])
     parts = [
         "<p class='warn'><b>For the data owner's eyes only.</b> This report is computed from the original "

@@ -12,6 +12,7 @@ from typing import Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from fragrelease.jobs.frames import aggregate_row
 from fragrelease.jobs.idpir.digests import hash60
 from fragrelease.jobs.idpir.ranking import global_rank, num_partitions
 from fragrelease.pseudonyms import PSEUDONYM_COLUMN
@@ -78,5 +79,5 @@ def pseudonym_set_digest(df: DataFrame, column: str = PSEUDONYM_COLUMN) -> str:
     On pseudonyms, equal sets give equal digests; without the key nobody can test a guessed record
     id against it.
     """
-    row = df.agg(F.count(F.lit(1)).alias("n"), F.sum(hash60(F.col(column).cast("string"))).alias("s")).first()
+    row = aggregate_row(df.agg(F.count(F.lit(1)).alias("n"), F.sum(hash60(F.col(column).cast("string"))).alias("s")))
     return f"{row['n']}:{row['s'] or 0}"

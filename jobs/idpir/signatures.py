@@ -92,7 +92,7 @@ def with_release_keys(cfg: ReleaseConfig) -> ReleaseConfig:
         configured key that fails :func:`owner_signing_key`.
     """
     from fragrelease.jobs.idpir.layout import owner_private_dir
-    from fragrelease.rng import secure_bytes
+    from fragrelease.rng.secure import secure_bytes
     from fragrelease.signing import check_key_location, write_key_pair
 
     owners = []

@@ -47,7 +47,7 @@ def split_fragments(spark, cfg: ReleaseConfig, schema: DatasetSchema, data: Data
     sizes: dict[str, int] = {}
     if cfg.fragmentation == "horizontal":
         n = data.count()
-        total = sum(o.rows for o in cfg.owners)
+        total = sum(o.rows or 0 for o in cfg.owners)  # horizontal owners declare their rows (configuration check)
         if total != n:
             raise ConfigError(f"owners' rows add up to {total}, but the dataset has {n} records")
         keyed = data.withColumn("__key", secure_random_key_udf()(F.col(id_col)))
@@ -55,6 +55,7 @@ def split_fragments(spark, cfg: ReleaseConfig, schema: DatasetSchema, data: Data
         ranked = global_rank(keyed.withColumn("__g", F.lit(0)), "__g", ["__key", id_col], num_partitions(spark, n))
         start = 0
         for owner in cfg.owners:
+            assert owner.rows is not None  # a horizontal owner declares its rows (configuration check)
             part = ranked.where((F.col("rank") >= start) & (F.col("rank") < start + owner.rows))
             _write_private(part.select(*data.columns), cfg, owner)
             sizes[owner.name] = owner.rows
@@ -62,6 +63,7 @@ def split_fragments(spark, cfg: ReleaseConfig, schema: DatasetSchema, data: Data
         return sizes
     n = data.count()
     for owner in cfg.owners:
+        assert owner.attributes is not None  # a vertical owner declares its attributes (configuration check)
         for a in owner.attributes:
             schema.attribute(a)
         _write_private(data.select(id_col, *owner.attributes), cfg, owner)
@@ -81,6 +83,7 @@ def _write_private(df: DataFrame, cfg: ReleaseConfig, owner) -> None:
     """
     ensure_private_dir(owner_private_dir(cfg, owner))
     path = fragment_source(cfg, owner).path
+    assert path is not None  # a simulated fragment is a path under the owner's private folder
     marker = os.path.join(path, SIMULATED_MARKER)
     if os.path.exists(path) and not os.path.exists(marker):
         # only a fragment an earlier simulation wrote is replaced, never a folder of the user's

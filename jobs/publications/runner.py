@@ -10,18 +10,22 @@
   more releases with DataFrame expressions only (joins on the person key, SQL higher-order functions
   on the classes' sensitive multisets), so it scales with the cluster.
 - :func:`run_anonymize` / :func:`run_audit` read the inputs, commit the outputs with
-  :func:`fragrelease.jobs.storage.commit_delta` and are what the CLI (``fragrelease publications``)
-  calls; :func:`main` serves spark-submit.
+  :func:`fragrelease.jobs.release_commit.commit_release` and are what the CLI (``fragrelease publications``)
+  calls (spark-submit runs the same through :func:`fragrelease.jobs.cli.main`).
 """
 from __future__ import annotations
 
 import json
 import os
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import pandas as pd
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
 from fragrelease.errors import ConfigError, InvalidParameterError, SchemaMismatchError
+from fragrelease.jobs.frames import aggregate_row
 from fragrelease.publications.cloning import cloning_anonymize
 from fragrelease.publications.composition import CONFIDENCE_BINS, release_layout
 from fragrelease.publications.mondrian import mondrian_anonymize
@@ -248,6 +252,7 @@ def _leafset_map(q: QuasiIdentifier):
     from pyspark.sql import functions as F
 
     t = q.taxonomy
+    assert t is not None, "only a hierarchical quasi-identifier has a leaf-set map"
     kv = []
     for i, node in enumerate(t.nodes):
         kv += [F.lit(node), F.array(*[F.lit(t.nodes[j]) for j in range(t.n_leaves) if t.member[i, j]])]
@@ -287,11 +292,12 @@ def composition_audit(releases: dict, *, person: str, sensitive: str, publisher:
 
     if len(releases) < 2 and not publisher:
         raise SchemaMismatchError(f"the audit needs at least two releases, not {len(releases)}")
-    norm = None
+    norm: Optional[DataFrame] = None
     for name, df in releases.items():
         n = _normalized(df, name, person=person, sensitive=sensitive, publisher=publisher, qis=qis,
                         counterfeit_bound=counterfeit_bound)
         norm = n if norm is None else norm.unionByName(n)
+    assert norm is not None  # at least one release (checked above)
     a, b = norm.alias("a"), norm.alias("b")
     joined = a.join(b, (F.col("a.person") == F.col("b.person")) & (F.col("a.release") < F.col("b.release")))
     rem = F.array_sort(F.array_intersect(F.map_keys("a.ms"), F.map_keys("b.ms")))
@@ -349,8 +355,8 @@ def audit_summary(pairs) -> dict:
            .agg(F.count(F.lit(1)).alias("overlapping"), F.sum(F.col("risky").cast("long")).alias("risky"),
                 F.avg("confidence").alias("mean_confidence"), F.max("confidence").alias("max_confidence"), *bins)
            .orderBy("release_a", "release_b").toPandas())
-    people = (pairs.groupBy("person").agg(F.max(F.col("risky").cast("int")).alias("r"))
-              .agg(F.count(F.lit(1)).alias("n"), F.sum("r").alias("r")).first())
+    people = aggregate_row(pairs.groupBy("person").agg(F.max(F.col("risky").cast("int")).alias("r"))
+                           .agg(F.count(F.lit(1)).alias("n"), F.sum("r").alias("r")))
     overlapping, risky_people = int(people["n"] or 0), int(people["r"] or 0)
     per_pair = []
     for row in agg.to_dict("records"):
@@ -375,24 +381,35 @@ def read_table(spark, path: str):
     return spark.read.parquet(path)
 
 
-def _refuse_existing(output: str, if_exists: str) -> None:
-    """Fail before any work when the output exists and may not get a new version."""
-    from fragrelease.errors import ReleaseExistsError
-    from fragrelease.jobs.storage import absolute, is_delta_table
+def publication_guarantee(method: str, *, k: int, l: int, mu: float, eta: int) -> str:
+    """The guarantee an independent publication states in its provenance (public parameters only).
 
-    if if_exists not in ("error", "new-version"):
-        raise ConfigError(f"if_exists must be 'error' or 'new-version', not {if_exists!r}")
-    if if_exists == "error" and is_delta_table(output):
-        raise ReleaseExistsError(f"a Delta table already exists at {absolute(output)!r}; use --if-exists new-version")
+    Mondrian (docs/specification.md §8): every equivalence class of each publisher holds at least k
+    records and ℓ distinct sensitive values. δ-cloning (Baig et al., CIKM 2011; docs/specification.md
+    §5): classes of at least k records whose sensitive distributions are cloned so that the
+    composition attack across publishers is resisted (docs/publications.md). Neither is
+    differential privacy.
+    """
+    if method == "mondrian":
+        return (f"syntactic: each publisher's equivalence classes hold at least {k} records and {l} distinct "
+                "sensitive values (Mondrian); independent releases of the same people can be linked by the "
+                "composition attack; not differential privacy")
+    return (f"syntactic: delta-cloning by micro-statistics with k = {k}, mu = {mu}, eta = {eta}, against the "
+            "composition attack across independent publishers (Baig et al., CIKM 2011); not differential privacy")
+
+
+#: What the composition audit's table states: it is an auditor's report, not a protected release.
+AUDIT_GUARANTEE = "none: the privacy-risk tuples of a composition audit name people; for the publishers' auditors only"
 
 
 def run_anonymize(spark, *, source: str, fmt: str, output: str, method: str, qis: Sequence[QuasiIdentifier],
                   sensitive: str, k: int, l: int, mu: float, eta: int, publisher: Optional[str],
                   keep: Sequence[str] = (), if_exists: str = "error") -> dict:
     """Read ``source``, anonymize every publisher, commit one Delta release; return version and report."""
-    from fragrelease.jobs.storage import commit_delta, read_source
+    from fragrelease.jobs.release_commit import commit_release, refuse_existing, stamp_provenance
+    from fragrelease.jobs.storage import read_source
 
-    _refuse_existing(output, if_exists)
+    refuse_existing(path=output, if_exists=if_exists)
     df = read_source(spark, source, fmt)
     rel = anonymize_publications(df, method=method, qis=qis, sensitive=sensitive, k=k, l=l, mu=mu, eta=eta,
                                  publisher=publisher, keep=keep)
@@ -405,7 +422,10 @@ def run_anonymize(spark, *, source: str, fmt: str, output: str, method: str, qis
         provenance["l"] = l
     else:
         provenance.update({"mu": mu, "eta": eta})
-    version = commit_delta(rel, output, provenance=provenance, if_exists=if_exists)
+    guarantee = publication_guarantee(method, k=k, l=l, mu=mu, eta=eta)
+    provenance = stamp_provenance(provenance, system="publications", guarantee=guarantee)
+    _, version = commit_release(rel, system="publications", provenance=provenance, guarantee=guarantee, path=output,
+                                if_exists=if_exists)
     report = cloning_report(df, rel, sensitive=sensitive, publisher=publisher) if method == "cloning" else None
     return {"path": output, "version": version, "provenance": provenance, "report": report}
 
@@ -420,11 +440,12 @@ def run_audit(spark, *, releases: Sequence[str], output: str, person: str, sensi
     The summary goes to ``<output>.summary.json`` (it counts people; the risky table names them: both
     are for the publishers' auditors, not for publication).
     """
-    from fragrelease.jobs.storage import commit_delta, write_text
+    from fragrelease.jobs.release_commit import commit_release, refuse_existing
+    from fragrelease.jobs.storage import write_text
 
     if len(releases) < 2 and not publisher:
         raise SchemaMismatchError(f"the audit needs at least two releases, not {len(releases)}")
-    _refuse_existing(output, if_exists)
+    refuse_existing(path=output, if_exists=if_exists)
     tables = {}
     for i, path in enumerate(releases):
         name = os.path.basename(os.path.normpath(path)) or f"release{i}"
@@ -438,8 +459,9 @@ def run_audit(spark, *, releases: Sequence[str], output: str, person: str, sensi
     if summary["overlapping_people"] == 0:
         summary["note"] = "no person appears in two releases"
     risky = pairs.where("risky")
-    version = commit_delta(risky, output, provenance={"kind": "composition-audit", "releases": list(releases),
-                                                      "sensitive": sensitive, "counterfeit_bound": counterfeit_bound},
-                           if_exists=if_exists)
+    _, version = commit_release(risky, system="publications", guarantee=AUDIT_GUARANTEE, path=output,
+                                provenance={"kind": "composition-audit", "releases": list(releases),
+                                            "sensitive": sensitive, "counterfeit_bound": counterfeit_bound},
+                                if_exists=if_exists)
     write_text(f"{output.rstrip('/')}.summary.json", json.dumps(summary, indent=2, default=float))
     return {"path": output, "version": version, "summary": summary}

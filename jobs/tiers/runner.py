@@ -37,8 +37,10 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from fragrelease import tiers as tm
-from fragrelease.errors import ConfigError, DomainError, InvalidParameterError, ReleaseExistsError, SchemaMismatchError
-from fragrelease.jobs.storage import absolute, commit_delta, is_delta_table, read_source
+from fragrelease.errors import ConfigError, DomainError, InvalidParameterError, SchemaMismatchError
+from fragrelease.jobs.frames import aggregate_row
+from fragrelease.jobs.release_commit import commit_release, refuse_existing, stamp_provenance
+from fragrelease.jobs.storage import absolute, read_source
 from fragrelease.udfs.noise import secure_random_key_udf
 
 log = logging.getLogger(__name__)
@@ -109,7 +111,7 @@ def validate_source(df: DataFrame, cols: tm.TierColumns) -> None:
         if c in cols.quasi_identifiers and isinstance(fields[c], (T.FloatType, T.DoubleType)):
             bad = bad | F.isnan(F.col(c)) | F.col(c).isin(float("inf"), float("-inf"))
         aggs.append(F.sum(F.when(bad, 1).otherwise(0)).alias(f"__bad{i}"))
-    row = df.agg(*aggs).first()
+    row = aggregate_row(df.agg(*aggs))
     if row["__n"] == 0:
         raise DomainError("the source table has no rows")
     for i, c in enumerate(used):
@@ -153,7 +155,7 @@ def assign_surrogate_ids(df: DataFrame, cols: tm.TierColumns) -> DataFrame:
     key = secure_random_key_udf()
     for _ in range(3):
         out = df.withColumn(cols.row_id, key(F.col(cols.row_id))).localCheckpoint(eager=True)
-        row = out.agg(F.count(F.lit(1)).alias("n"), F.countDistinct(cols.row_id).alias("d")).first()
+        row = aggregate_row(out.agg(F.count(F.lit(1)).alias("n"), F.countDistinct(cols.row_id).alias("d")))
         if row["n"] == row["d"]:
             return out
     raise DomainError(f"surrogate ids for {cols.row_id!r} collided three times; the key source is broken")
@@ -162,15 +164,15 @@ def assign_surrogate_ids(df: DataFrame, cols: tm.TierColumns) -> DataFrame:
 def table_context(df: DataFrame, cols: tm.TierColumns, values: tuple) -> tm.TableContext:
     """:class:`fragrelease.tiers.TableContext` of a table from Spark aggregates."""
     qi = list(cols.quasi_identifiers)
-    row = df.agg(*[F.min(c).alias(f"lo{i}") for i, c in enumerate(qi)],
-                 *[F.max(c).alias(f"hi{i}") for i, c in enumerate(qi)],
-                 *[F.avg(c).alias(f"m{i}") for i, c in enumerate(qi)]).first()
-    per_value = df.agg(*[F.sum(F.when(F.col(cols.sensitive) == F.lit(v), 1).otherwise(0)).alias(f"c{j}")
-                         for j, v in enumerate(values)]).first()
+    row = aggregate_row(df.agg(*[F.min(c).alias(f"lo{i}") for i, c in enumerate(qi)],
+                               *[F.max(c).alias(f"hi{i}") for i, c in enumerate(qi)],
+                               *[F.avg(c).alias(f"m{i}") for i, c in enumerate(qi)]))
+    per_value = aggregate_row(df.agg(*[F.sum(F.when(F.col(cols.sensitive) == F.lit(v), 1).otherwise(0)).alias(f"c{j}")
+                                       for j, v in enumerate(values)]))
     c = np.array([float(per_value[f"c{j}"] or 0) for j in range(len(values))])
-    lo = np.array([row[f"lo{i}"] for i in range(len(qi))], dtype=float)
-    hi = np.array([row[f"hi{i}"] for i in range(len(qi))], dtype=float)
-    mean = np.array([row[f"m{i}"] for i in range(len(qi))], dtype=float)
+    lo = np.array([float(row[f"lo{i}"]) for i in range(len(qi))])
+    hi = np.array([float(row[f"hi{i}"]) for i in range(len(qi))])
+    mean = np.array([float(row[f"m{i}"]) for i in range(len(qi))])
     return tm.TableContext(tuple(values), c / c.sum(), np.asarray(cols.weights, dtype=float), hi - lo, mean)
 
 
@@ -230,7 +232,7 @@ def utility_df(df: DataFrame, cols: tm.TierColumns, mean: np.ndarray) -> float:
     total = terms[0]
     for t in terms[1:]:
         total = total + t
-    return float(df.crossJoin(F.broadcast(centre)).agg(F.sum(F.sqrt(total))).first()[0] or 0.0)
+    return float(aggregate_row(df.crossJoin(F.broadcast(centre)).agg(F.sum(F.sqrt(total))))[0] or 0.0)
 
 
 def disclosure_df(df: DataFrame, cols: tm.TierColumns, values: tuple, p: np.ndarray) -> float:
@@ -244,7 +246,18 @@ def disclosure_df(df: DataFrame, cols: tm.TierColumns, values: tuple, p: np.ndar
             c[values.index(v)] += n
         return pd.DataFrame({"js": [tm.disclosure(c[None, :], p)]})
 
-    return float(counts.groupBy(*qi).applyInPandas(js, schema="js double").agg(F.max("js")).first()[0])
+    return float(aggregate_row(counts.groupBy(*qi).applyInPandas(js, schema="js double").agg(F.max("js")))[0])
+
+
+def tier_guarantee(tier: int, threshold) -> str:
+    """What tier ``tier`` states in its provenance: the paper's disclosure bound, from the public threshold.
+
+    Chang & Wu (SPME 2014), docs/specification.md §6: every class's sensitive distribution is within
+    the threshold of the table's (max Jensen-Shannon divergence, log2). Not differential privacy.
+    """
+    return (f"tier {tier}: the disclosure P(T) (max Jensen-Shannon divergence, log2, between a class's and the "
+            f"table's sensitive distribution) is below the threshold {threshold} (Chang & Wu, SPME 2014); "
+            "not differential privacy")
 
 
 def sanitize_tier(df: DataFrame, cols: tm.TierColumns, values: tuple, theta: float, algorithm: str,
@@ -252,12 +265,12 @@ def sanitize_tier(df: DataFrame, cols: tm.TierColumns, values: tuple, theta: flo
                   reading: str = "tree") -> DataFrame:
     """One hop on Spark; the same as :func:`fragrelease.tiers.sanitize` (FLA's look-ahead included)."""
     ctx = table_context(df, cols, values)
-    kw = dict(max_node_rows=max_node_rows, reading=reading)
     if algorithm != "fla" or next_theta is None:
-        return sanitize_df(df, cols, ctx, theta, algorithm, **kw)
-    strict = sanitize_df(df, cols, ctx, next_theta, "fla", **kw)
-    current = sanitize_df(df, cols, ctx, theta, "fla", **kw)
-    following = sanitize_df(current, cols, table_context(current, cols, values), next_theta, "fla", **kw)
+        return sanitize_df(df, cols, ctx, theta, algorithm, max_node_rows=max_node_rows, reading=reading)
+    strict = sanitize_df(df, cols, ctx, next_theta, "fla", max_node_rows=max_node_rows, reading=reading)
+    current = sanitize_df(df, cols, ctx, theta, "fla", max_node_rows=max_node_rows, reading=reading)
+    following = sanitize_df(current, cols, table_context(current, cols, values), next_theta, "fla",
+                            max_node_rows=max_node_rows, reading=reading)
     u = [utility_df(t, cols, ctx.mean) for t in (strict, current, following)]
     return strict if tm.fla_choose(*u) else current
 
@@ -349,12 +362,8 @@ def run_tiers(spark, dataset: str, delta, hops: int, output: str, *, algorithm: 
         raise InvalidParameterError(f"algorithm must be one of {list(tm.ALGORITHMS)}, not {algorithm!r}")
     if reading not in ("tree", "leaves"):
         raise InvalidParameterError(f"FLA reading must be 'tree' or 'leaves', not {reading!r}")
-    if if_exists not in ("error", "new-version"):
-        raise ConfigError(f"if_exists must be 'error' or 'new-version', not {if_exists!r}")
-    if if_exists == "error":
-        for i in range(1, hops + 1):
-            if is_delta_table(tier_path(output, i)):
-                raise ReleaseExistsError(f"a Delta table already exists at {tier_path(output, i)!r}")
+    for i in range(1, hops + 1):
+        refuse_existing(path=tier_path(output, i), if_exists=if_exists)
     raw, qi, sens, rid = load_source(spark, dataset, fmt=fmt, sensitive=sensitive,
                                      quasi_identifiers=quasi_identifiers, row_id=row_id)
     w = None
@@ -383,8 +392,11 @@ def run_tiers(spark, dataset: str, delta, hops: int, output: str, *, algorithm: 
             progress(f"committing tier {t['tier']} to {path}")
         # P(T_i) can be recomputed from the tier itself; UL(T_i) involves the source's dispersion, so it is
         # returned and printed to the operator but never written into the release
-        prov = {**base, "tier": t["tier"], "threshold": str(t["threshold"]), "disclosure": t["disclosure"]}
-        version = commit_delta(t["table"], path, provenance=prov, if_exists=if_exists)
+        guarantee = tier_guarantee(t["tier"], t["threshold"])
+        prov = stamp_provenance({**base, "tier": t["tier"], "threshold": str(t["threshold"]),
+                                 "disclosure": t["disclosure"]}, system="tiers", guarantee=guarantee)
+        _, version = commit_release(t["table"], system="tiers", provenance=prov, guarantee=guarantee, path=path,
+                                    if_exists=if_exists)
         written.append({"tier": t["tier"], "path": path, "version": version, "threshold": t["threshold"],
                         "disclosure": t["disclosure"], "utility_loss": t["utility_loss"]})
     return {"tiers": written, "provenance": base}

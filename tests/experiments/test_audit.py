@@ -4,7 +4,7 @@ import pytest
 
 from fragrelease.experiments.audit import audit, worst_neighbour
 from fragrelease.idpir.sensitivity import idp_ir_sensitivity
-from fragrelease.rng import FastLaplace
+from fragrelease.rng.laplace import FastLaplace
 
 
 @pytest.fixture(scope="module")

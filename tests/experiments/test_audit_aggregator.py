@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from noise_injection import ZeroNoise
 
-from fragrelease.experiments.audit import adjacent_equal_pairs, aggregator_views, audit_aggregator_view
-from fragrelease.rng import FastLaplace
+from fragrelease.experiments.audit_tables import adjacent_equal_pairs, aggregator_views, audit_aggregator_view
+from fragrelease.rng.laplace import FastLaplace
 
 ALPHA = 1e-6
 RUNS = 5000  # per side, plus 1,000 calibration runs per side: the linkage audit's sizes

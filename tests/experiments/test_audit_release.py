@@ -7,16 +7,15 @@ from noise_injection import HashedLaplace
 
 from fragrelease.experiments.audit import (
     audit_category_column,
-    audit_table,
     category_label_histograms,
     centroids_from_rank_counts,
-    distinct_rows,
-    released_tables,
 )
-from fragrelease.idpir.category_order import data_frequency_order, ranks_of
+from fragrelease.experiments.audit_tables import audit_table, distinct_rows, released_tables
+from fragrelease.experiments.paper_order import data_frequency_order
+from fragrelease.idpir.category_order import ranks_of
 from fragrelease.idpir.mechanisms import protect_attribute
 from fragrelease.idpir.microaggregation import ir_centroids, ir_clusters
-from fragrelease.rng import FastLaplace
+from fragrelease.rng.laplace import FastLaplace
 from fragrelease.schemas.datasets import resolve_schema
 
 ALPHA = 1e-6

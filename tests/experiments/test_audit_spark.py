@@ -32,7 +32,7 @@ from specs import protect_with
 from fragrelease.experiments.audit import centroid_vector, epsilon_bounds, lr_statistic, lr_thresholds, worst_neighbour
 from fragrelease.idpir.mechanisms import laplace_scale, sensitivity
 from fragrelease.idpir.microaggregation import ir_clusters
-from fragrelease.rng import laplace_epsilon
+from fragrelease.rng.laplace import laplace_epsilon
 from fragrelease.schemas.base import Attribute
 from fragrelease.udfs.noise import noisy_centroid_udf
 

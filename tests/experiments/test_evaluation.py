@@ -17,10 +17,11 @@ from fragrelease.experiments.evaluation import (
     postprocess_comparison,
     run_once,
 )
-from fragrelease.idpir.category_order import data_frequency_order, declared_order, dp_frequency_order, histogram_scale
+from fragrelease.experiments.paper_order import data_frequency_order
+from fragrelease.idpir.category_order import declared_order, dp_frequency_order, histogram_scale
 from fragrelease.idpir.mechanisms import protect_attribute
 from fragrelease.idpir.metrics import mean_sse
-from fragrelease.rng import FastLaplace, laplace_epsilon
+from fragrelease.rng.laplace import FastLaplace, laplace_epsilon
 from fragrelease.schemas.adult import SCHEMA as ADULT
 
 SPECS = [AttributeSpec.from_attribute(a) for a in ADULT.protected]

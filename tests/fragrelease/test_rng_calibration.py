@@ -8,9 +8,9 @@ from scipy import stats
 
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.mechanisms import get_mechanism, protect_attribute
-from fragrelease.rng import (
+from fragrelease.rng.diffgen import SecureDiffGenRandomness
+from fragrelease.rng.laplace import (
     LAPLACE_GRANULARITY_EXPONENT,
-    SecureDiffGenRandomness,
     SecureLaplace,
     calibrated_laplace_scale,
     float_at_most,

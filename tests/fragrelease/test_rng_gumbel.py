@@ -1,4 +1,4 @@
-"""Uniform and Gumbel draws of fragrelease/rng.py (issue 13 item 7; docs/specification.md §8).
+"""Uniform and Gumbel draws of fragrelease/rng/diffgen.py (issue 13 item 7; docs/specification.md §8).
 
 U must lie strictly inside (0, 1) for every 64-bit word, so the Gumbel variable -ln(-ln U) is always
 finite. With 53-bit uniforms the all-ones word gave U = 1.0 (probability 2**-53) and a Gumbel of +inf.
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from fragrelease.rng import (
+from fragrelease.rng.diffgen import (
     SecureDiffGenRandomness,
     SeededDiffGenRandomness,
     _open_unit_from_bits,
@@ -30,7 +30,7 @@ def test_extreme_bit_patterns_give_uniforms_strictly_inside_0_1_and_finite_gumbe
         g = -np.log(-np.log(u))  # the Gumbel transform secure_gumbel applies
     assert np.all(np.isfinite(g)), g
     assert -3.7 < g.min() and g.max() < 36.8
-    from fragrelease.rng import _gumbel_from_bits
+    from fragrelease.rng.diffgen import _gumbel_from_bits
 
     assert np.array_equal(_gumbel_from_bits(EXTREMES), g)  # what secure_gumbel computes from its words
 
@@ -62,7 +62,7 @@ def test_numpy_backed_gumbel_uses_the_52_bit_map():
             assert dtype == np.uint64 and low == 0 and high == int(ALL_ONES) and endpoint
             return np.resize(EXTREMES, size)
 
-    from fragrelease.rng import _gumbel_from_bits, _NumpyDiffGenRandomness
+    from fragrelease.rng.diffgen import _gumbel_from_bits, _NumpyDiffGenRandomness
 
     g = _NumpyDiffGenRandomness(Words()).gumbel(EXTREMES.size)
     assert np.array_equal(g, _gumbel_from_bits(EXTREMES)) and np.all(np.isfinite(g))

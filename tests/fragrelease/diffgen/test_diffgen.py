@@ -12,27 +12,26 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fragrelease.diffgen.engine import (
+from fragrelease.diffgen.engine import Cut, choose_split_point, epsilon_prime, specialize_cut
+from fragrelease.diffgen.predictors import (
     AttributeCounts,
-    Cut,
     NumericDomain,
-    choose_split_point,
-    diffgen,
-    epsilon_prime,
     flat_taxonomy,
-    leaf_codes,
     marginal_counts,
+    score_children,
+    taxonomy_from_paths,
+)
+from fragrelease.diffgen.release import (
+    diffgen,
+    leaf_codes,
     noisy_leaf_counts,
     release_counts,
-    score_children,
     sparse_min_count,
-    specialize_cut,
     synthesize_cells,
-    taxonomy_from_paths,
 )
 from fragrelease.diffgen.two_party import Channel, PartyInput, run_party
 from fragrelease.errors import DomainError, InvalidParameterError, ProtocolError
-from fragrelease.rng import SecureDiffGenRandomness, SeededDiffGenRandomness, gumbel_max
+from fragrelease.rng.diffgen import SecureDiffGenRandomness, SeededDiffGenRandomness, gumbel_max
 from fragrelease.schemas.taxonomies import ADULT_CLASS_VALUES, ADULT_PREDICTORS, adult_predictors
 
 TEST_KEY_BITS = 512  # tests only
@@ -266,7 +265,7 @@ def test_evaluation_shortcut_has_the_full_expansion_distribution():
 
 def test_evaluation_run_gives_both_expansions_of_one_draw(adult_pdf):
     from fragrelease.experiments.diffgen import run_cell
-    from fragrelease.rng import evaluation_generator
+    from fragrelease.rng.laplace import evaluation_generator
 
     train, test = adult_pdf.iloc[:3000].reset_index(drop=True), adult_pdf.iloc[-1000:].reset_index(drop=True)
     rows = run_cell(train, test, epsilon=Fraction(1, 4), h=8, score="max", randomness=SeededDiffGenRandomness(6),
@@ -321,7 +320,7 @@ def test_two_party_noise_has_diffgens_laplace_distribution(small):
         if len(diffs) >= 600:
             break
     diffs = diffs[:600]
-    single = noisy_leaf_counts(np.zeros(600), 1, SeededDiffGenRandomness(9))
+    single = noisy_leaf_counts(true_counts=np.zeros(600), epsilon=1, randomness=SeededDiffGenRandomness(9))
     assert stats.ks_2samp(diffs, single).pvalue > 1e-3
     assert stats.kstest(diffs, stats.laplace(scale=2.0).cdf).pvalue > 1e-3
 
@@ -377,7 +376,7 @@ def test_default_laplace_each_noise_is_private_against_the_other_party(small):
 def test_sparse_filter_for_laplace_each_expands_at_most_about_one_empty_cell():
     """With laplace-each an empty cell's released count is Lap(2/ε) + Lap(2/ε); the 'auto' threshold must keep the
     expected number of expanded empty cells at most 1 (Monte Carlo, 2,000,000 fixed-seed draws, 2,000 cells)."""
-    from fragrelease.diffgen.engine import sparse_min_count
+    from fragrelease.diffgen.release import sparse_min_count
     from fragrelease.jobs.diffgen.runner import resolve_min_count
 
     cells, b = 2000, 2.0
@@ -403,7 +402,7 @@ def test_gaussian_squares_peer_delta_is_about_0_22_at_epsilon_1():
     """
     from scipy import integrate, special
 
-    from fragrelease.diffgen.two_party import gaussian_squares_peer_delta, share_noise_guarantee
+    from fragrelease.diffgen.share_noise import gaussian_squares_peer_delta, share_noise_guarantee
 
     eps = 1.0
     delta = gaussian_squares_peer_delta(eps)
@@ -435,10 +434,10 @@ def test_gaussian_squares_peer_delta_is_about_0_22_at_epsilon_1():
 
 def test_distributed_winner_has_the_single_party_distribution():
     """The winner drawn across parties has DiffGen's exponential-mechanism distribution (χ², fixed n)."""
-    from fragrelease.diffgen.two_party import _compare_p1, _compare_p2, _keypair
+    from fragrelease.diffgen.paillier_ops import compare_p1, compare_p2, keypair
 
     lw1, lw2 = np.log([1.0, 3.0]), np.log([2.0, 6.0])
-    pk, sk = _keypair(TEST_KEY_BITS, True)
+    pk, sk = keypair(TEST_KEY_BITS, True)
     a, b = Pipe()
     ca, cb = Channel(a), Channel(b)
     r1, r2 = SeededDiffGenRandomness(21), SeededDiffGenRandomness(22)
@@ -450,13 +449,13 @@ def test_distributed_winner_has_the_single_party_distribution():
         for _ in range(n):
             j, m = gumbel_max(lw2, r2)
             m2s.append(j)
-            _compare_p2(cb, pk, m)
+            compare_p2(cb, pk, m)
 
     t = threading.Thread(target=p2)
     t.start()
     for _i in range(n):
         j, m = gumbel_max(lw1, r1)
-        picks.append(("p1", j) if _compare_p1(ca, sk, pk, m) else None)
+        picks.append(("p1", j) if compare_p1(ca, sk, pk, m) else None)
     t.join()
     picks = [p if p else ("p2", m2s[i]) for i, p in enumerate(picks)]
     labels = [("p1", 0), ("p1", 1), ("p2", 0), ("p2", 1)]
@@ -513,10 +512,10 @@ def test_protocol_refuses_disagreement(small):
 
 
 def test_release_keys_must_be_2048_bits(small):
-    from fragrelease.diffgen.two_party import _keypair
+    from fragrelease.diffgen.paillier_ops import keypair
 
     with pytest.raises(InvalidParameterError, match="512"):
-        _keypair(512, False)
+        keypair(512, False)
 
 
 @pytest.mark.parametrize("argv,needle", [
@@ -544,7 +543,7 @@ def test_cli_two_party_defaults_to_laplace_each_and_flags_gaussian_squares(monke
     against the other party."""
     import typer
 
-    from fragrelease.diffgen.two_party import share_noise_guarantee
+    from fragrelease.diffgen.share_noise import share_noise_guarantee
     from fragrelease.jobs.cli import diffgen_app, run_cli
     from fragrelease.jobs.diffgen import runner as jd
 

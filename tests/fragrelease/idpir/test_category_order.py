@@ -7,9 +7,9 @@ from noise_injection import ZeroNoise
 from scipy import stats
 
 from fragrelease.errors import InvalidParameterError
+from fragrelease.experiments.paper_order import data_frequency_order
 from fragrelease.idpir.category_order import (
     AttributeBudget,
-    data_frequency_order,
     declared_order,
     dp_frequency_order,
     histogram_scale,
@@ -18,7 +18,7 @@ from fragrelease.idpir.category_order import (
     parse_share,
     split_attribute_budget,
 )
-from fragrelease.rng import SecureLaplace
+from fragrelease.rng.laplace import SecureLaplace
 
 
 def test_budget_split_is_exact_and_only_for_dp_frequency_categoricals():
@@ -47,7 +47,7 @@ def test_unknown_order_is_refused_naming_it():
 
 def test_histogram_scale_is_two_over_epsilon_calibrated_by_the_map():
     """2/ε plus the grid's slack (at most 2**-40 per category), and OpenDP's map at Δ = 2 is ≤ ε."""
-    from fragrelease.rng import laplace_epsilon
+    from fragrelease.rng.laplace import laplace_epsilon
 
     for m in (2, 40, 1000):
         b = histogram_scale(Fraction(1, 4), m)

@@ -8,7 +8,8 @@ from scipy import stats
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.mechanisms import clamp_and_round, laplace_scale, perturb_centroids, protect_attribute
 from fragrelease.idpir.microaggregation import check_k, cluster_bounds, cluster_count, ir_centroids, ir_clusters
-from fragrelease.rng import SecureLaplace, calibrated_laplace_scale, secure_random_keys
+from fragrelease.rng.laplace import SecureLaplace, calibrated_laplace_scale
+from fragrelease.rng.secure import secure_random_keys
 
 
 def test_cluster_sizes_remainder_joins_last():
@@ -53,8 +54,9 @@ def test_rounding_only_after_noise_and_clamp():
         def perturb(self, values, scales, attributes, clusters):
             return np.asarray(values) + 0.2
 
-    out = perturb_centroids(np.array([1.4, 4.9]), np.ones(2), np.ones(2), np.full(2, 5.0), np.array([True, True]),
-                            np.array(["a", "a"], dtype=object), np.arange(2), Plus())
+    out = perturb_centroids(centroids=np.array([1.4, 4.9]), scales=np.ones(2), lo=np.ones(2), hi=np.full(2, 5.0),
+                            categorical=np.array([True, True]), attributes=np.array(["a", "a"], dtype=object),
+                            clusters=np.arange(2), noise=Plus())
     assert out.tolist() == [2.0, 5.0]  # 5.1 clamped to 5 before rounding
     assert clamp_and_round(np.array([-3.0, 2.5, 7.2]), 1, 5, True).tolist() == [1.0, 3.0, 5.0]
     assert clamp_and_round(np.array([-3.0, 2.5]), 0, 100, False).tolist() == [0.0, 2.5]

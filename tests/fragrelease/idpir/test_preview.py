@@ -19,7 +19,7 @@ from fragrelease.idpir.preview import (
     preview_from_provenance,
     suggest,
 )
-from fragrelease.rng import SecureLaplace
+from fragrelease.rng.laplace import SecureLaplace
 
 NUM = {"name": "x", "kind": "numeric", "domain": [0.0, 100.0]}
 CAT = {"name": "c", "kind": "categorical", "categories": ["a", "b", "c", "d", "e"]}

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 from fragrelease.idpir.mechanisms import protect_attribute
 from fragrelease.idpir.microaggregation import cluster_bounds, ir_clusters
 from fragrelease.idpir.sensitivity import dp_ir_sensitivity, idp_ir_sensitivity
-from fragrelease.rng import SecureLaplace
+from fragrelease.rng.laplace import SecureLaplace
 
 NOISE = SecureLaplace()
 

@@ -57,8 +57,8 @@ def _patch(name: str, module) -> None:
     if name == "fragrelease.idpir.mechanisms":
         original = module.noisy_centroids
 
-        def noisy_centroids(centroids, scales, attributes, clusters, noise):
-            out = original(centroids, scales, attributes, clusters, noise)
+        def noisy_centroids(*, centroids, scales, attributes, clusters, noise):  # keyword-only, as the original
+            out = original(centroids=centroids, scales=scales, attributes=attributes, clusters=clusters, noise=noise)
             package = sys.modules.get("fragrelease")
             _append("draws", {"attribute": [str(a) for a in np.asarray(attributes)],
                               "cluster": [int(c) for c in np.asarray(clusters)],

@@ -11,18 +11,12 @@ from multiprocessing import Pipe
 import numpy as np
 import pytest
 
-from fragrelease.diffgen.engine import (
-    AttributeCounts,
-    Cut,
-    leaf_codes,
-    marginal_counts,
-    release_counts,
-    specialize_cut,
-    split_intervals,
-)
+from fragrelease.diffgen.engine import Cut, specialize_cut, split_intervals
+from fragrelease.diffgen.predictors import AttributeCounts, marginal_counts
+from fragrelease.diffgen.release import leaf_codes, release_counts
 from fragrelease.diffgen.two_party import Channel, run_party
 from fragrelease.errors import DomainError
-from fragrelease.rng import SeededDiffGenRandomness
+from fragrelease.rng.diffgen import SeededDiffGenRandomness
 from fragrelease.schemas.taxonomies import ADULT_CLASS_VALUES, adult_predictors
 
 TEST_KEY_BITS = 512  # tests only
@@ -35,7 +29,7 @@ def small(adult_pdf):
 
 # ---- Spark job ---------------------------------------------------------------------------------
 def test_spark_leaf_table_has_every_cell_and_synthetic_records_stay_in_cells(spark, small):
-    from fragrelease.diffgen.engine import marginal_counts
+    from fragrelease.diffgen.predictors import marginal_counts
     from fragrelease.jobs.diffgen.marginals import _col, marginal_counts_spark
     from fragrelease.jobs.diffgen.runner import noisy_generalized_table, synthetic_table
 

@@ -49,7 +49,8 @@ def test_horizontal_release_is_a_real_delta_table(spark, tmp_path, adult_source)
     assert prov["plan_id"] == result["plan"].plan_id
     assert set(prov) == {"role", "plan_id", "dataset", "fragmentation", "mechanism", "k", "epsilon", "composition",
                          "epsilon_split", "owners", "attributes", "keep_id", "category_order", "category_order_share",
-                         "linkage", "postprocess", "guarantee", "fragrelease_version"}
+                         "linkage", "postprocess", "guarantee", "fragrelease_version", "system"}
+    assert prov["system"] == "idpir"  # the commit contract's stamp (fragrelease.jobs.release_commit)
     assert {k for o in prov["owners"] for k in o} == {"name", "epsilon", "epsilon_per_attribute", "attributes", "n_records",
                                                       "budgets"}
     assert (prov["category_order"], prov["category_order_share"], prov["linkage"]) == ("dp-frequency", "1/10", "linked")

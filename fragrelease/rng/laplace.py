@@ -1,30 +1,24 @@
-"""The one module that owns randomness (docs/specification.md §8; seeds only in tests).
+"""Laplace noise: the noise object, OpenDP's measurement and its calibration (docs/specification.md §8).
 
-Every random draw of a release comes from here:
-
-- :class:`SecureLaplace` perturbs values with Laplace noise through OpenDP's ``make_laplace``, which
-  samples from the operating system's CSPRNG with exact arithmetic and releases values on a grid,
-  so the output resists the floating-point attack on naive samplers (Mironov, CCS 2012). The grid
-  is 2**-40 (:data:`LAPLACE_GRANULARITY_EXPONENT`) and the vector size is known, which is what
-  makes it fast; :func:`calibrated_laplace_scale` computes every release's scale with OpenDP's own
-  privacy map, which charges the rounding to that grid.
-- :func:`secure_random_keys` draws 63-bit integers from :mod:`secrets` (the OS CSPRNG) for shuffling
-  the row order of a release and for assigning records to owners in the demo split.
-
-There are no seeds here. Tests that need reproducible noise pass their own :class:`NoiseSource`
-(see ``tests/helpers/noise_injection.py``); the CLI and the jobs never accept one from a user.
+:class:`LaplaceNoise` is mechanism = sensitivity × noise made concrete: given the L1 sensitivity Δ
+of a vector, its budget ε and its size, it holds the scale ``b`` that OpenDP's privacy map certifies
+(:func:`calibrated_laplace_scale`), samples ``values + Lap(b)`` and reports the variance ``2b²``.
+:class:`SecureLaplace` is the only production sampler (OpenDP ``make_laplace``, OS CSPRNG, grid
+2**-40, :data:`LAPLACE_GRANULARITY_EXPONENT`); :class:`FastLaplace` is for the evaluation only.
+Source: docs/privacy.md ("Granularity") and OpenDP 0.16's ``make_laplace``.
 """
 from __future__ import annotations
 
 import functools
 import secrets
+from dataclasses import dataclass
 from fractions import Fraction
 from types import SimpleNamespace
-from typing import Any, Optional, Protocol
+from typing import Optional, Protocol
 
 import numpy as np
 
-from .errors import InvalidParameterError
+from fragrelease.errors import InvalidParameterError
 
 
 class NoiseSource(Protocol):
@@ -123,7 +117,7 @@ def laplace_measurement(scale: float, size: Optional[int]):
     return m
 
 
-def laplace_epsilon(scale: float, sensitivity: float, size: int) -> Fraction:
+def laplace_epsilon(scale: float, sensitivity: float, size: Optional[int]) -> Fraction:
     """ε of :func:`laplace_measurement` ``(scale, size)`` at L1 distance ``sensitivity``, by OpenDP's map.
 
     Returned as the exact Fraction of the float OpenDP reports (so comparisons with a Fraction
@@ -157,7 +151,7 @@ def float_at_most(x: Fraction | float) -> float:
     return f
 
 
-def calibrated_laplace_scale(sensitivity: float, epsilon: Fraction | float, size: int) -> float:
+def calibrated_laplace_scale(sensitivity: float, epsilon: Fraction | float, size: Optional[int]) -> float:
     """The smallest float scale b whose OpenDP privacy map at ``d_in = sensitivity`` is ≤ ``epsilon``.
 
     The one place a Laplace scale of a release is computed (docs/privacy.md, "Granularity"): the
@@ -182,7 +176,9 @@ def calibrated_laplace_scale(sensitivity: float, epsilon: Fraction | float, size
     ----------
     sensitivity : float, ≥ 0, finite (L1, unit of the values).
     epsilon : Fraction or float, > 0.
-    size : int, ≥ 1, the number of values the budget covers.
+    size : int, ≥ 1, the number of values the budget covers; ``None`` for OpenDP's exact
+        measurement (granularity 2**-1074, no rounding slack, any length), which DiffGen's leaf
+        counts use: then ``b`` is the smallest float with ``Δ / b ≤ ε`` by OpenDP's map.
 
     Raises
     ------
@@ -195,16 +191,16 @@ def calibrated_laplace_scale(sensitivity: float, epsilon: Fraction | float, size
     eps = Fraction(float_at_most(epsilon))
     if eps <= 0:
         raise InvalidParameterError(f"epsilon must be > 0, not {epsilon}")
-    if int(size) != size or size < 1:
+    if size is not None and (int(size) != size or size < 1):
         raise InvalidParameterError(f"vector size must be an integer >= 1, not {size}")
-    return _calibrated(sensitivity, float(eps), int(size))
+    return _calibrated(sensitivity, float(eps), None if size is None else int(size))
 
 
 @functools.lru_cache(maxsize=65_536)
-def _calibrated(sensitivity: float, epsilon: float, size: int) -> float:
+def _calibrated(sensitivity: float, epsilon: float, size: Optional[int]) -> float:
     """:func:`calibrated_laplace_scale` on checked arguments (cached: the evaluation grid repeats them)."""
     eps = Fraction(epsilon)
-    slack = size * (Fraction(2) ** LAPLACE_GRANULARITY_EXPONENT - Fraction(2) ** -1074)
+    slack = 0 if size is None else size * (Fraction(2) ** LAPLACE_GRANULARITY_EXPONENT - Fraction(2) ** -1074)
     b = float((Fraction(sensitivity) + slack) / eps)
     if not (np.isfinite(b) and b > 0):
         raise InvalidParameterError(f"no finite Laplace scale for sensitivity {sensitivity} and epsilon {epsilon}")
@@ -221,6 +217,80 @@ def _calibrated(sensitivity: float, epsilon: float, size: int) -> float:
         b = lower
     assert laplace_epsilon(b, sensitivity, size) <= eps, "calibrated scale exceeds its budget"
     return b
+
+
+@dataclass(frozen=True)
+class LaplaceNoise:
+    """Laplace noise of one budget: mechanism = sensitivity × noise (docs/specification.md §2, §7, §8).
+
+    Build it with :meth:`calibrate`. ``scale`` is :func:`calibrated_laplace_scale` ``(sensitivity,
+    epsilon, size)``: the smallest float ``b`` whose OpenDP privacy map at ``d_in = sensitivity``
+    is ≤ ε for a vector of ``size`` values (``size=None``: OpenDP's exact measurement). Every
+    quantity is public or the caller's responsibility: a local sensitivity (iDP-IR, iDP) makes
+    ``scale`` data-dependent, so it is never logged or published.
+
+    Attributes
+    ----------
+    sensitivity : L1 sensitivity Δ of the whole vector (≥ 0, the values' unit).
+    epsilon : the budget the vector spends, as the exact Fraction of the largest float ≤ ε.
+    size : the number of values the budget covers (≥ 1), or None for the exact measurement.
+    scale : the Laplace scale b (> 0, the values' unit).
+    """
+
+    sensitivity: float
+    epsilon: Fraction
+    size: Optional[int]
+    scale: float
+
+    @classmethod
+    def calibrate(cls, *, sensitivity: float, epsilon: Fraction | float, size: Optional[int]) -> LaplaceNoise:
+        """The noise whose OpenDP map certifies ``epsilon`` at ``sensitivity`` for ``size`` values.
+
+        Raises
+        ------
+        InvalidParameterError
+            Sensitivity negative or not finite, ε ≤ 0, or size < 1 (the message names the value).
+        """
+        scale = calibrated_laplace_scale(sensitivity, epsilon, size)
+        return cls(float(sensitivity), Fraction(float_at_most(epsilon)), size, scale)
+
+    @property
+    def variance(self) -> float:
+        """Variance of one draw, ``2 b²`` (the values' unit squared)."""
+        return 2.0 * self.scale * self.scale
+
+    @property
+    def exact(self) -> bool:
+        """True for OpenDP's exact measurement (granularity 2**-1074), False for the 2**-40 grid."""
+        return self.size is None
+
+    def spent(self) -> Fraction:
+        """ε by OpenDP's privacy map at the sensitivity (≤ :attr:`epsilon`; exact Fraction of OpenDP's float)."""
+        return laplace_epsilon(self.scale, self.sensitivity, self.size)
+
+    def scales(self, size: int) -> np.ndarray:
+        """This scale repeated ``size`` times, shape (size,): the per-value scales a :class:`NoiseSource` takes."""
+        return np.full(int(size), self.scale)
+
+    def sample(self, *, values: np.ndarray, source: Optional[NoiseSource] = None,
+               attributes: Optional[np.ndarray] = None, clusters: Optional[np.ndarray] = None) -> np.ndarray:
+        """``values + Lap(scale)`` elementwise: shape (m,) in, shape (m,) float64 out.
+
+        ``source`` is the sampler (None: :class:`SecureLaplace`, exact when :attr:`exact`).
+        ``attributes`` and ``clusters`` (shape (m,)) identify each value to a test source; they
+        default to the empty name and the positions 0..m-1.
+
+        Raises
+        ------
+        InvalidParameterError
+            A value that is not finite.
+        """
+        vals = np.asarray(values, dtype=float)
+        m = vals.size
+        src = source if source is not None else SecureLaplace(exact=self.exact)
+        names = attributes if attributes is not None else np.full(m, "", dtype=object)
+        ids = clusters if clusters is not None else np.arange(m)
+        return np.asarray(src.perturb(vals.ravel(), self.scales(m), names, ids), dtype=float).reshape(vals.shape)
 
 
 class SecureLaplace:
@@ -277,238 +347,3 @@ def evaluation_generator() -> np.random.Generator:
 
 
 FAST_SAMPLER_NAME = FastLaplace.name
-
-
-def secure_token_bytes(size: int) -> bytes:
-    """``size`` bytes from the OS CSPRNG (:func:`secrets.token_bytes`): secret keys such as a release's pseudonym key."""
-    return secrets.token_bytes(size)
-
-
-def secure_random_keys(size: int) -> np.ndarray:
-    """``size`` independent uniform integers in [0, 2**63) from the OS CSPRNG, as int64."""
-    if size < 0:
-        raise InvalidParameterError(f"size must be >= 0, not {size}")
-    raw = np.frombuffer(secrets.token_bytes(8 * size), dtype=np.uint64) if size else np.empty(0, np.uint64)
-    return (raw >> np.uint64(1)).astype(np.int64)
-
-
-def secure_bytes(size: int) -> bytes:
-    """``size`` bytes from the OS CSPRNG (:mod:`secrets`): key material (Ed25519 signing keys,
-    :func:`fragrelease.signing.generate_private_key`)."""
-    if size < 1:
-        raise InvalidParameterError(f"size must be >= 1, not {size}")
-    return secrets.token_bytes(size)
-
-
-def secure_permutation(size: int) -> np.ndarray:
-    """A uniformly random permutation of ``0 .. size-1`` (int64) from the OS CSPRNG.
-
-    Sorting 63-bit keys from :func:`secure_random_keys`; ties (probability < size² / 2⁶⁴) keep index
-    order. Used to order candidate tuples in the cloning anonymizer (docs/specification.md §5 step 4).
-    """
-    return np.argsort(secure_random_keys(size), kind="stable").astype(np.int64)
-
-
-# ----------------------------------------------------------------------------------------------
-# DiffGen / DistDiffGen randomness (docs/specification.md §7)
-# ----------------------------------------------------------------------------------------------
-#
-# DiffGen needs four kinds of draws: the exponential mechanism (candidate selection and numeric
-# split intervals), a uniform point inside the chosen interval, Laplace noise on the leaf counts, and
-# (two-party protocol) Gaussian variables whose squares make up that Laplace noise. They come from a
-# :class:`DiffGenRandomness`. The exponential mechanism is sampled in its Gumbel-max form: the index
-# of ``max_j (log_weight_j + G_j)`` with iid standard Gumbel ``G_j`` has exactly the distribution
-# ``Pr[j] ∝ exp(log_weight_j)``. OpenDP 0.16's ``make_noisy_max`` /
-# ``make_report_noisy_max_gumbel`` implement permute-and-flip (exponential noise), which is ε-DP but
-# is *not* the exponential mechanism's distribution that docs/specification.md §7 prescribes, and it returns no
-# noisy maximum, which the two-party protocol needs; so Gumbel variables are drawn here from the OS
-# CSPRNG. Laplace and Gaussian noise use OpenDP.
-
-
-class DiffGenRandomness(Protocol):
-    """The draws DiffGen and DistDiffGen make (docs/specification.md §7). All arrays are float64.
-
-    - ``gumbel(size)``: ``size`` iid standard Gumbel variables (location 0, scale 1).
-    - ``uniform(lo, hi)``: one uniform value in the open interval (lo, hi), lo < hi.
-    - ``laplace(values, scale)``: ``values + Lap(scale)`` elementwise, scale > 0.
-    - ``gaussian(size, std)``: ``size`` iid N(0, std²) variables, std > 0.
-    """
-
-    name: str
-
-    def gumbel(self, size: int) -> np.ndarray: ...
-
-    def uniform(self, lo: float, hi: float) -> float: ...
-
-    def laplace(self, values: np.ndarray, scale: float) -> np.ndarray: ...
-
-    def gaussian(self, size: int, std: float) -> np.ndarray: ...
-
-
-#: Random bits per uniform draw of :func:`secure_open_unit` (and per Gumbel variable).
-UNIFORM_BITS = 52
-
-
-def _open_unit_from_bits(raw: np.ndarray) -> np.ndarray:
-    """Map 64-bit words to floats strictly inside (0, 1): ``U = (m + 1/2) / 2**52``, m = a word's top 52 bits.
-
-    ``raw``: array of any shape of uint64 words (other integer dtypes are read as uint64). Returns
-    float64 of the same shape. ``m + 1/2`` needs at most 53 significant bits, so every U is exact in
-    float64 (no rounding) and lies in ``[2**-53, 1 - 2**-53]``: never 0 and never 1 for any input
-    (with 53 bits, the all-ones word gave ``(2**53 - 1/2) / 2**53``, which rounds to 1.0 and made
-    the Gumbel variable +inf). The 2**52 values are the midpoints of a uniform grid, each of
-    probability 2**-52 for uniform words. Source: docs/specification.md §8 (randomness).
-    """
-    m = np.asarray(raw).astype(np.uint64) >> np.uint64(64 - UNIFORM_BITS)
-    return (m.astype(np.float64) + 0.5) / float(1 << UNIFORM_BITS)
-
-
-def _gumbel_from_bits(raw: np.ndarray) -> np.ndarray:
-    """Standard Gumbel variables ``-ln(-ln U)`` with U from :func:`_open_unit_from_bits` (same shape as ``raw``).
-
-    Since ``2**-53 <= U <= 1 - 2**-53``, the result is finite: about -3.60 for the all-zero word and
-    +36.7 for the all-ones word.
-    """
-    return -np.log(-np.log(_open_unit_from_bits(raw)))
-
-
-def _secure_words(size: int) -> np.ndarray:
-    if size < 0:
-        raise InvalidParameterError(f"size must be >= 0, not {size}")
-    if size == 0:
-        return np.empty(0, dtype=np.uint64)
-    return np.frombuffer(secrets.token_bytes(8 * size), dtype=np.uint64)
-
-
-def secure_open_unit(size: int) -> np.ndarray:
-    """``size`` iid uniform floats strictly inside (0, 1) from the OS CSPRNG (52 random bits each; float64).
-
-    Raises InvalidParameterError for ``size < 0``.
-    """
-    return _open_unit_from_bits(_secure_words(size))
-
-
-def secure_gumbel(size: int) -> np.ndarray:
-    """``size`` iid standard Gumbel variables ``-ln(-ln U)`` with U from :func:`secure_open_unit` (always finite)."""
-    return _gumbel_from_bits(_secure_words(size))
-
-
-def _check_positive(name: str, value: float) -> float:
-    value = float(value)
-    if not np.isfinite(value) or value <= 0:
-        raise InvalidParameterError(f"{name} must be finite and > 0, not {value}")
-    return value
-
-
-def _check_interval(lo: float, hi: float) -> tuple[float, float]:
-    lo, hi = float(lo), float(hi)
-    if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
-        raise InvalidParameterError(f"uniform draw needs finite lo < hi, not [{lo}, {hi}]")
-    return lo, hi
-
-
-class SecureDiffGenRandomness:
-    """Production randomness for DiffGen releases: OS CSPRNG (Gumbel, uniform) and OpenDP (Laplace, Gaussian)."""
-
-    name = "secure (secrets Gumbel/uniform, OpenDP Laplace/Gaussian)"
-
-    def __init__(self) -> None:
-        self._dp = _opendp()
-        self._laplace = SecureLaplace(exact=True)  # leaf counts: scale 2/ε, OpenDP's exact grid
-        self._gauss: dict[float, Any] = {}  # OpenDP measurements (opendp ships no type information)
-
-    def gumbel(self, size: int) -> np.ndarray:
-        return secure_gumbel(size)
-
-    def uniform(self, lo: float, hi: float) -> float:
-        lo, hi = _check_interval(lo, hi)
-        while True:
-            x = lo + (hi - lo) * float(secure_open_unit(1)[0])
-            if lo < x < hi:  # rounding can land on an end point; redraw (probability ~2**-53)
-                return x
-
-    def laplace(self, values: np.ndarray, scale: float) -> np.ndarray:
-        scale = _check_positive("Laplace scale", scale)
-        values = np.asarray(values, dtype=float)
-        return self._laplace.perturb(values, np.full(values.shape, scale), values, values)
-
-    def gaussian(self, size: int, std: float) -> np.ndarray:
-        std = _check_positive("Gaussian standard deviation", std)
-        m = self._gauss.get(std)
-        if m is None:
-            dp = self._dp
-            m = dp.m.make_gaussian(dp.vector_domain(dp.atom_domain(T=float, nan=False)), dp.l2_distance(T=float),
-                                   scale=std)
-            self._gauss[std] = m
-        return np.asarray(m([0.0] * int(size)), dtype=float) if size else np.empty(0)
-
-
-class _NumpyDiffGenRandomness:
-    """Same draws from a numpy generator (not cryptographically secure)."""
-
-    def __init__(self, gen: np.random.Generator) -> None:
-        self._gen = gen
-
-    def gumbel(self, size: int) -> np.ndarray:
-        # the same 52-bit construction as the secure source, from this generator's 64-bit words
-        words = self._gen.integers(0, np.iinfo(np.uint64).max, size=int(size), dtype=np.uint64, endpoint=True)
-        return _gumbel_from_bits(words)
-
-    def uniform(self, lo: float, hi: float) -> float:
-        lo, hi = _check_interval(lo, hi)
-        while True:
-            x = float(self._gen.uniform(lo, hi))
-            if lo < x < hi:
-                return x
-
-    def laplace(self, values: np.ndarray, scale: float) -> np.ndarray:
-        scale = _check_positive("Laplace scale", scale)
-        values = np.asarray(values, dtype=float)
-        return values + self._gen.laplace(0.0, scale, size=values.shape)
-
-    def gaussian(self, size: int, std: float) -> np.ndarray:
-        return self._gen.normal(0.0, _check_positive("Gaussian standard deviation", std), size=size)
-
-
-class FastDiffGenRandomness(_NumpyDiffGenRandomness):
-    """numpy PCG64 seeded from the OS CSPRNG: **evaluation only** (the accuracy experiment), never releases."""
-
-    name = "numpy-pcg64 (evaluation only, not for releases)"
-
-    def __init__(self) -> None:
-        super().__init__(evaluation_generator())
-
-
-class SeededDiffGenRandomness(_NumpyDiffGenRandomness):
-    """Deterministic numpy generator from a fixed seed: **tests only** (reproducible runs), never releases."""
-
-    name = "numpy-seeded (tests only, not for releases)"
-
-    def __init__(self, seed: int) -> None:
-        super().__init__(np.random.default_rng(seed))
-
-
-def gumbel_max(log_weights: np.ndarray, randomness: DiffGenRandomness) -> tuple[int, float]:
-    """Exponential-mechanism draw in Gumbel-max form: ``(argmax_j, max_j)`` of ``log_weights + G``.
-
-    ``Pr[index = j] = exp(log_weights[j]) / Σ_k exp(log_weights[k])`` exactly; entries equal to
-    ``-inf`` (zero weight) are never chosen. The noisy maximum is returned for the two-party protocol
-    (each party reports its own maximum; the larger one wins, which is the same distribution over the
-    union of both parties' candidates).
-
-    Raises
-    ------
-    InvalidParameterError
-        Empty input, NaN or +inf weights, or every weight zero.
-    """
-    lw = np.asarray(log_weights, dtype=float)
-    if lw.size == 0:
-        raise InvalidParameterError("the exponential mechanism needs at least one candidate, got none")
-    if np.any(np.isnan(lw)) or np.any(lw == np.inf):
-        raise InvalidParameterError(f"log-weights must be finite or -inf, not {lw[np.isnan(lw) | (lw == np.inf)][0]}")
-    if np.all(lw == -np.inf):
-        raise InvalidParameterError("the exponential mechanism needs a candidate of positive weight, all are zero")
-    noisy = lw + randomness.gumbel(lw.size)
-    noisy[lw == -np.inf] = -np.inf
-    j = int(np.argmax(noisy))
-    return j, float(noisy[j])

@@ -1,0 +1,21 @@
+"""The one package that owns randomness (docs/specification.md §8; seeds only in tests).
+
+Every random draw of a release comes from here, in three modules:
+
+- :mod:`fragrelease.rng.laplace`: Laplace noise. :class:`~fragrelease.rng.laplace.LaplaceNoise`
+  is the one noise object: it calibrates its scale from the sensitivity, ε and the vector size by
+  OpenDP's privacy map, samples and gives its variance; the centroids, the category histograms,
+  DiffGen's leaf counts and the UDFs all take their scale from it.
+  :class:`~fragrelease.rng.laplace.SecureLaplace` samples through OpenDP's ``make_laplace``, which
+  draws from the operating system's CSPRNG with exact arithmetic and releases values on a grid, so
+  the output resists the floating-point attack on naive samplers (Mironov, CCS 2012).
+- :mod:`fragrelease.rng.diffgen`: DiffGen's draws (Gumbel-max exponential mechanism, uniform
+  points, Laplace and Gaussian noise) behind :class:`~fragrelease.rng.diffgen.DiffGenRandomness`.
+- :mod:`fragrelease.rng.secure`: random keys, bytes and permutations from :mod:`secrets` (the OS
+  CSPRNG): shuffling a release's rows, assigning records to owners in the demo split, key material.
+
+There are no seeds here, except in the sources named for tests. Tests that need reproducible noise
+pass their own :class:`~fragrelease.rng.laplace.NoiseSource` (see ``tests/helpers/noise_injection.py``)
+or :class:`~fragrelease.rng.diffgen.SeededDiffGenRandomness`; the CLI and the jobs never accept one
+from a user.
+"""

@@ -1,0 +1,96 @@
+"""Shared pieces of the Python API (:mod:`fragrelease.jobs.api`, :mod:`fragrelease.jobs.release_api`).
+
+:class:`Guarantee`, the typed privacy statement both results carry, and the pandas input path
+(a pandas fragment becomes a Spark DataFrame with the dataset schema's declared types).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence, Union
+
+try:
+    from pyspark.sql import DataFrame
+except ImportError:  # pyspark is not a wheel dependency: one clear line instead of the bare import error
+    from fragrelease.jobs import require_pyspark
+
+    require_pyspark()
+    raise
+
+from fragrelease.jobs import require_pyspark
+from fragrelease.schemas.base import Attribute, DatasetSchema
+
+SchemaLike = Union[str, DatasetSchema, Sequence[Attribute]]
+
+
+@dataclass(frozen=True)
+class Guarantee:
+    """The exact privacy statement of a protected fragment or a release, in plain sentences.
+
+    Source: :func:`fragrelease.idpir.guarantee.release_guarantee` (docs/privacy.md;
+    docs/specification.md §2): ``per_column`` always holds; ``table`` says whether the joint table has
+    an ε bound (only with ``linkage: unlinked``); ``against`` says against whom.
+    """
+
+    neighbouring: str
+    notion: str
+    per_column: str
+    table: str
+    against: str
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, str]) -> Guarantee:
+        return cls(**{k: d[k] for k in ("neighbouring", "notion", "per_column", "table", "against")})
+
+
+def _is_pandas(obj) -> bool:
+    import pandas as pd
+
+    return isinstance(obj, pd.DataFrame)
+
+
+def _from_pandas(spark, pdf, columns: Sequence[Attribute], *, owner: str) -> DataFrame:
+    """A pandas fragment as a Spark DataFrame with the declared types (the dataset schema's columns).
+
+    Every declared column that ``pdf`` has is converted to its declared type (``integer``/``long``:
+    whole numbers; ``double``; ``string``: labels as text); other columns are dropped (they are never
+    released). Missing columns, nulls and values outside a domain are left to the fragment's
+    validation (:func:`fragrelease.jobs.idpir.protect.validate_fragment`), which names them.
+
+    Raises
+    ------
+    SchemaMismatchError
+        A value that is not of the declared type (names the owner, the column and the value as written).
+    """
+    import pandas as pd
+
+    from fragrelease.errors import SchemaMismatchError
+
+    present = [a for a in columns if a.name in pdf.columns]
+    if not present:
+        raise SchemaMismatchError(f"owner {owner!r}: the pandas DataFrame has none of the declared columns "
+                                  f"{[a.name for a in columns]} (it has {list(pdf.columns)[:10]})")
+    out = {}
+    for a in present:
+        col = pdf[a.name].reset_index(drop=True)
+        given = col.notna()
+        if a.type == "string":
+            out[a.name] = pd.Series([v if isinstance(v, str) else str(v) if g else None for v, g in zip(col, given)],
+                                    dtype=object)
+            continue
+        num = pd.to_numeric(col, errors="coerce")
+        bad = given & num.isna()
+        if a.type in ("integer", "long"):
+            finite = num.where(num.abs() != float("inf"))
+            bad |= given & ~num.isna() & (finite.isna() | (finite != finite.round()))
+        if bad.any():
+            value = col[bad].iloc[0]
+            value = value.item() if hasattr(value, "item") else value  # numpy scalars as plain Python values
+            raise SchemaMismatchError(f"owner {owner!r}, source pandas DataFrame, column {a.name!r}: declared "
+                                      f"{a.type}, holds {value!r}")
+        dtype = {"integer": "Int32", "long": "Int64", "double": "float64"}[a.type]
+        out[a.name] = num.astype(dtype)
+    from pyspark.sql import types as T
+
+    spark_type = {"integer": T.IntegerType(), "long": T.LongType(), "double": T.DoubleType(), "string": T.StringType()}
+    struct = T.StructType([T.StructField(a.name, spark_type[a.type], nullable=True) for a in present])
+    return spark.createDataFrame(pd.DataFrame(out), schema=struct)

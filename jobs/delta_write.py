@@ -1,0 +1,343 @@
+"""The two ways a Delta table version is written (see :mod:`fragrelease.jobs.storage` for when each runs).
+
+- :func:`commit_with_spark`: Delta's Spark API (``writeTo(...).create()``/``replace()`` or an
+  overwrite ``WRITE``), with the provenance as the commit's ``userMetadata``; on failure the data
+  files no Delta version references are removed (:func:`_remove_orphans`).
+- :func:`_commit_with_delta_rs`: Spark writes Parquet into a new ``part-<uuid>`` folder of the table
+  and delta-rs commits it as one transaction; on failure that folder is removed unless committed.
+
+Callers go through :func:`fragrelease.jobs.storage.commit_delta` (or
+:func:`fragrelease.jobs.catalog.commit_table`), which check the target first.
+"""
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import re
+import time
+import uuid
+from typing import Optional
+
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from fragrelease.errors import DeltaWriteError, SchemaMismatchError
+
+from .describe import TableDescription
+from .uris import _fs_path
+
+#: Spark conf Delta reads a commit's userMetadata from (``DataFrameWriterV2`` and SQL commands).
+_USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+def _with_comments(df, description: Optional[TableDescription]):
+    """``df`` whose columns carry their comments as Spark field metadata (what Delta stores in the schema)."""
+    if description is None:
+        return df
+    for name, text in description.column_comments.items():
+        if name in df.columns:
+            df = df.withMetadata(name, {**df.schema[name].metadata, "comment": text})
+    return df
+
+
+class _UserMetadata:
+    """Sets Delta's session conf for a commit's ``userMetadata`` (``writeTo`` and SQL commands ignore the
+    writer option) and restores the previous value. The session conf is shared: concurrent commits
+    from other threads of the same session would pick it up, so fragrelease commits one at a time."""
+
+    def __init__(self, spark, meta: str):
+        self.spark, self.meta = spark, meta
+
+    def __enter__(self):
+        self.before = self.spark.conf.get(_USER_METADATA_CONF, None)
+        self.spark.conf.set(_USER_METADATA_CONF, self.meta)
+
+    def __exit__(self, *exc):
+        if self.before is None:
+            self.spark.conf.unset(_USER_METADATA_CONF)
+        else:
+            self.spark.conf.set(_USER_METADATA_CONF, self.before)
+
+
+def commit_with_spark(df, path: str, meta: str, *, table_exists: bool, description: Optional[TableDescription] = None,
+                      name: Optional[str] = None) -> int:
+    """Commit ``df`` through Delta's Spark API (module docstring); return the new version.
+
+    ``name`` (a catalog table name) creates a catalog table whose location is ``path`` (its
+    database's default location for the table); without it the table is path-based. The caller has
+    run :func:`fragrelease.jobs.storage.check_commit`. Raises :class:`DeltaWriteError` (files removed) when Delta's write fails.
+    """
+    spark = df.sparkSession
+    ident = name or f"delta.`{path}`"
+    df = _with_comments(df, description)
+    before = _listing(path)
+    try:
+        with _UserMetadata(spark, meta):
+            if not table_exists:
+                writer = df.writeTo(ident).using("delta")
+                if description is not None:
+                    writer = writer.tableProperty("comment", description.comment)
+                    for key, value in description.properties.items():
+                        writer = writer.tableProperty(key, value)
+                writer.create()
+            elif description is not None and _description_changed(path, description):
+                # new properties or description: one atomic "REPLACE TABLE AS SELECT" commit (history stays)
+                writer = df.writeTo(ident).using("delta").tableProperty("comment", description.comment)
+                for key, value in description.properties.items():
+                    writer = writer.tableProperty(key, value)
+                writer.replace()
+            else:  # one "WRITE" commit (mode overwrite); the new schema carries the column comments
+                (df.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+                 .option("userMetadata", meta).save(path))
+    except Exception as exc:  # noqa: BLE001 - any failure: clean up what this write created, then one line
+        removed = _remove_orphans(path, before)
+        cause = _cause(exc)
+        raise DeltaWriteError(f"the Delta write to {path!r} failed and was not committed ({cause}); "
+                              f"{removed} file(s) it had written were removed") from exc
+    from deltalake import DeltaTable
+
+    return DeltaTable(path).version()
+
+
+def _commit_with_delta_rs(df, path: str, meta: str, table_exists: bool,
+                          description: Optional[TableDescription] = None) -> int:
+    """Spark writes ``df`` as Parquet into a new ``part-<uuid>`` folder of the table; delta-rs commits it.
+
+    A failure at any step (Spark's write, reading the written files, the commit) removes that
+    ``part-<uuid>`` folder, which this call created, unless the commit is in the table's log; nothing
+    else is touched (a table folder this call created is removed only when empty). A new table is
+    created with no commit retries: of two releases creating it at once, one commits version 0 and
+    the other fails (delta-rs would otherwise retry the loser as an append, both releases' rows
+    visible).
+
+    Raises
+    ------
+    ConcurrentCommitError
+        Another writer created or committed to the table at the same time.
+    TableWriteError
+        Storage refused the write or the commit (disk full, read-only, permission); one line with the
+        OS cause.
+    """
+    from deltalake import DeltaTable
+
+    from fragrelease.errors import FragReleaseError, TableWriteError
+
+    from .storage_errors import path_cause
+
+    sub = f"part-{uuid.uuid4().hex}"
+    fs, root = _fs_path(path)
+    try:
+        if fs.get_file_info(posixpath.join(root, sub)).type != pafs.FileType.NotFound:
+            raise TableWriteError(f"writing Delta table {path!r} failed: folder {sub!r} already exists")
+        new_folder = fs.get_file_info(root).type == pafs.FileType.NotFound
+        before = DeltaTable(path).version() if table_exists else None
+    except FragReleaseError:
+        raise
+    except BaseException as exc:
+        if not _write_failure(exc):
+            raise
+        raise TableWriteError(f"writing Delta table {path!r} failed: {path_cause(path, exc)}; nothing was "
+                              "written") from None
+    try:
+        return _write_and_commit(df, path, sub, meta, table_exists, description)
+    except BaseException as exc:
+        removed = _discard_uncommitted(path, sub, new_folder)
+        if isinstance(exc, (FragReleaseError, KeyboardInterrupt, SystemExit)) or not _write_failure(exc):
+            raise
+        if removed == _COMMITTED:
+            raise TableWriteError(f"Delta table {path!r} was committed, but reading it back failed: "
+                                  f"{path_cause(path, exc)}") from None
+        raise _commit_error(path, before, exc, removed) from None
+
+
+_COMMITTED = "its files are committed"
+
+
+def _write_failure(exc: BaseException) -> bool:
+    from .storage_errors import is_write_failure
+
+    return is_write_failure(exc)
+
+
+def _discard_uncommitted(path: str, sub: str, new_folder: bool) -> str:
+    """Remove folder ``sub`` of table ``path`` (this call's own) unless a commit references it; say what was done."""
+    from deltalake import DeltaTable
+
+    from .storage_errors import os_cause
+
+    fs, root = _fs_path(path)
+    try:
+        if DeltaTable.is_deltatable(path) and any(f"/{sub}/" in u for u in DeltaTable(path).file_uris()):
+            return _COMMITTED
+        fs.delete_dir(posixpath.join(root, sub))
+    except (FileNotFoundError, NotADirectoryError):
+        pass  # nothing was written
+    except BaseException as exc:
+        if not _write_failure(exc):
+            raise
+        return f"its files under {posixpath.join(path, sub)!r} could not be removed ({os_cause(exc)})"
+    if new_folder and fs.type_name == "local":
+        try:
+            os.rmdir(root)  # only if empty: the folder this call created, with nothing left in it
+        except OSError:
+            pass
+    return "the files it wrote were removed"
+
+
+def _commit_error(path: str, before: Optional[int], exc: BaseException, removed: str) -> Exception:
+    from deltalake import DeltaTable
+
+    from fragrelease.errors import ConcurrentCommitError, TableWriteError
+
+    from .storage_errors import path_cause
+
+    try:
+        now = DeltaTable(path).version() if DeltaTable.is_deltatable(path) else None
+    except BaseException as again:
+        if not _write_failure(again):
+            raise
+        now = None
+    if now is not None and (before is None or now > before):
+        verb = "created" if before is None else f"committed version {now} of"
+        return ConcurrentCommitError(f"another release {verb} Delta table {path!r} at the same time; this release "
+                                     f"was not committed and {removed}")
+    return TableWriteError(f"writing Delta table {path!r} failed: {path_cause(path, exc)}; nothing was committed "
+                           f"and {removed}")
+
+
+def _cause(exc: BaseException) -> str:
+    """One line naming why a Spark write failed: the last ``SomeError: ...`` line of its message (a Python
+    worker's traceback ends with it), else the message's first line."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    named = [ln for ln in lines if re.match(r"^[\w.]+(Error|Exception): ", ln)]
+    return ((named[-1] if named else lines[0]) if lines else type(exc).__name__)[:300]
+
+
+def _description_changed(path: str, description: TableDescription) -> bool:
+    """True when the table's description or one of its ``fragrelease.*`` properties differs from ``description``."""
+    from deltalake import DeltaTable
+
+    meta = DeltaTable(path).metadata()
+    current = dict(meta.configuration)
+    return ((meta.description or "") != description.comment
+            or any(current.get(k) != v for k, v in description.properties.items()))
+
+
+def _listing(path: str) -> set[str]:
+    """Every file and folder under ``path`` (recursive; folders end with ``/``), or the empty set."""
+    fs, root = _fs_path(path)
+    if fs.get_file_info(root).type == pafs.FileType.NotFound:
+        return set()
+    return {i.path + ("/" if i.type == pafs.FileType.Directory else "")
+            for i in fs.get_file_info(pafs.FileSelector(root, recursive=True))}
+
+
+def _referenced(path: str) -> set[str]:
+    """Data files some commit in ``path``'s Delta log adds (all versions, checkpoints aside), as local paths."""
+    fs, root = _fs_path(path)
+    log_dir = posixpath.join(root, "_delta_log")
+    if fs.get_file_info(log_dir).type == pafs.FileType.NotFound:
+        return set()
+    out = set()
+    for info in fs.get_file_info(pafs.FileSelector(log_dir)):
+        if not info.base_name.endswith(".json"):
+            continue
+        with fs.open_input_stream(info.path) as f:
+            for line in f.read().decode("utf-8").splitlines():
+                add = json.loads(line).get("add") if line.strip() else None
+                if add:
+                    from urllib.parse import unquote
+
+                    out.add(posixpath.join(root, unquote(add["path"])))
+    return out
+
+
+def _remove_orphans(path: str, before: set[str]) -> int:
+    """Remove what a failed write created under ``path`` since the listing ``before``: data files no
+    Delta commit references, then the folders it created that are left empty.
+
+    Delta's commit files (``_delta_log/*.json``, checkpoints) and every file a commit adds stay.
+    Residual risk: another writer's not-yet-committed files written into the same table folder during
+    this write would be removed too (its commit would then fail or reference missing files);
+    fragrelease writes each table from one process at a time (docs/known-limitations.md).
+    Returns the number of files removed.
+    """
+    fs, root = _fs_path(path)
+    try:
+        new = _listing(path) - before
+        referenced = _referenced(path)
+    except OSError:
+        return 0
+    removed = 0
+    for f in sorted(p for p in new if not p.endswith("/")):
+        rel = posixpath.relpath(f, root)
+        if f in referenced or (rel.startswith("_delta_log/") and not rel.startswith("_delta_log/_staged_commits/")):
+            continue
+        try:
+            fs.delete_file(f)
+            removed += 1
+        except OSError:
+            pass
+    for d in sorted((p.rstrip("/") for p in new if p.endswith("/")), key=len, reverse=True):
+        try:
+            if not fs.get_file_info(pafs.FileSelector(d)):
+                fs.delete_dir(d)
+        except OSError:
+            pass
+    if not before:  # the write created the folder: remove it too when nothing is left
+        try:
+            if not fs.get_file_info(pafs.FileSelector(root)):
+                fs.delete_dir(root)
+        except OSError:
+            pass
+    return removed
+
+
+def _write_and_commit(df, path: str, sub: str, meta: str, table_exists: bool,
+                      description: Optional[TableDescription] = None) -> int:
+    from deltalake import DeltaTable
+    from deltalake.schema import Schema
+    from deltalake.transaction import AddAction, CommitProperties, create_table_with_add_actions
+
+    df.write.mode("error").parquet(posixpath.join(path, sub))
+    fs, root = _fs_path(path)
+    infos = fs.get_file_info(pafs.FileSelector(posixpath.join(root, sub)))
+    files = sorted((i for i in infos if i.base_name.endswith(".parquet")), key=lambda i: i.path)
+    if not files:
+        raise SchemaMismatchError(f"Spark wrote no data files for {path!r}")
+    actions = []
+    for info in files:
+        md = pq.read_metadata(info.path, filesystem=fs)
+        actions.append(AddAction(
+            path=f"{sub}/{info.base_name}", size=info.size, partition_values={},
+            modification_time=int((info.mtime.timestamp() if info.mtime else time.time()) * 1000),
+            data_change=True, stats=json.dumps({"numRecords": md.num_rows}),
+        ))
+    arrow_schema = pq.read_schema(files[0].path, filesystem=fs)
+    arrow_schema = _arrow_with_comments(arrow_schema.remove_metadata(), description)
+    props = CommitProperties(custom_metadata={"userMetadata": meta})
+    if table_exists and description is not None and (DeltaTable(path).metadata().description or "") != description.comment:
+        # a new description: delta-rs' replace (one "CREATE OR REPLACE TABLE" commit; history stays)
+        create_table_with_add_actions(path, Schema.from_arrow(arrow_schema), actions, mode="overwrite",
+                                      description=description.comment, commit_properties=props)
+    elif table_exists:
+        DeltaTable(path).create_write_transaction([*actions], mode="overwrite", schema=Schema.from_arrow(arrow_schema),
+                                                  commit_properties=props)
+    else:
+        # no retries: a create that lost a race must fail, not be retried as an append
+        create_table_with_add_actions(path, Schema.from_arrow(arrow_schema), actions, mode="error",
+                                      description=description.comment if description else None,
+                                      commit_properties=CommitProperties(custom_metadata={"userMetadata": meta},
+                                                                         max_commit_retries=0))
+    return DeltaTable(path).version()
+
+
+def _arrow_with_comments(schema, description: Optional[TableDescription]):
+    """An Arrow schema whose fields carry the column comments (delta-rs stores field metadata in the schema)."""
+    if description is None:
+        return schema
+    import pyarrow as pa
+
+    return pa.schema([f.with_metadata({"comment": description.column_comments[f.name]})
+                      if f.name in description.column_comments else f for f in schema])

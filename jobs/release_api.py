@@ -1,0 +1,413 @@
+"""The Python API's whole fragmented release: :class:`Release` and its typed :class:`ReleaseResult`.
+
+:class:`Release` plays the whole protocol (docs/specification.md §3; Del Vasto-Terrientes et al.
+(ICISSP 2025) §4.2) for several owners whose fragments are DataFrames or catalog table names. Each
+step is the function a separate party runs on a cluster (:mod:`fragrelease.jobs.idpir.owner`,
+:mod:`fragrelease.jobs.idpir.aggregator`); the CLI's ``fragrelease run`` goes through
+:meth:`Release.run` too (:func:`fragrelease.jobs.idpir.release.run_local_release`). Also reachable
+as ``fragrelease.jobs.api.Release`` and ``fragrelease.Release``. Results hold public parameters only
+(plus the released DataFrame); nothing data-dependent is logged.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+import uuid
+import weakref
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
+
+try:
+    from pyspark.sql import DataFrame
+except ImportError:  # pyspark is not a wheel dependency: one clear line instead of the bare import error
+    from fragrelease.jobs import require_pyspark
+
+    require_pyspark()
+    raise
+
+from fragrelease.budget import format_epsilon
+from fragrelease.errors import ConfigError, InvalidParameterError
+from fragrelease.idpir.config import LedgerConfig, ReleaseConfig, config_from_dict, load_config
+from fragrelease.idpir.protocol import Manifest, Plan
+from fragrelease.jobs import require_pyspark
+from fragrelease.jobs.api_common import Guarantee, _from_pandas, _is_pandas
+from fragrelease.jobs.catalog import read_table
+from fragrelease.jobs.idpir import aggregator, owner, simulate
+from fragrelease.jobs.idpir.evaluate import mean_sse
+from fragrelease.jobs.idpir.keys import generate_release_key
+from fragrelease.jobs.idpir.layout import fragment_source
+from fragrelease.jobs.idpir.signatures import with_release_keys
+from fragrelease.jobs.idpir.workspace import claim_work_dir, clear_work_dir
+from fragrelease.jobs.progress import ProgressEvent, Steps
+from fragrelease.jobs.storage import absolute, read_configured, read_delta
+from fragrelease.rng.laplace import NoiseSource
+from fragrelease.schemas.base import DatasetSchema
+from fragrelease.schemas.datasets import resolve_schema
+from fragrelease.validation import check_table_name
+
+
+@dataclass(frozen=True)
+class OwnerResult:
+    """One owner's part of a release: its name, record count, ε_j, attributes and manifest."""
+
+    name: str
+    records: int
+    epsilon: Fraction
+    attributes: tuple[str, ...]
+    manifest: Manifest
+
+
+@dataclass(frozen=True)
+class ReleaseResult:
+    """What :meth:`Release.run` returns.
+
+    Attributes
+    ----------
+    path : the release's Delta table folder (absolute for local paths).
+    table : its catalog name when the release went to ``output_table``, else None.
+    version : the Delta version this run committed (0 for a new table).
+    rows : released rows (horizontal: Σ n_j; vertical: n).
+    plan : the aggregator's plan (k, each owner's ε_j and budget split, ...).
+    owners : one :class:`OwnerResult` per owner, in plan order.
+    epsilon : the release's total ε (exact); ``composition``: parallel (horizontal) or sequential.
+    guarantee : the exact statement recorded in the provenance.
+    provenance : the public facts recorded with the commit, as recorded (read-only mapping).
+    report : path of the public report (statistics of the released table only), or None.
+    mean_sse : MeanSSE of the protected fragments against the originals, when ``evaluate=True``
+        (the driver holds the originals: simulations and experiments only), else None.
+    """
+
+    path: str
+    table: Optional[str]
+    version: int
+    rows: int
+    plan: Plan
+    owners: tuple[OwnerResult, ...]
+    epsilon: Fraction
+    composition: str
+    guarantee: Guarantee
+    provenance: Mapping[str, Any]
+    report: Optional[str] = None
+    mean_sse: Optional[float] = None
+
+    def dataframe(self, spark) -> DataFrame:
+        """This version of the release as a DataFrame (columns in plan order; no id unless ``keep_id``)."""
+        if self.table is not None:
+            return read_table(spark, self.table, self.version)
+        return read_delta(spark, self.path, self.version)
+
+
+def _source_dict(source, views: list[str]) -> dict:
+    """A configuration ``source`` for a DataFrame (a temporary view), a table name or a SourceConfig dict."""
+    if isinstance(source, DataFrame):
+        view = f"fragrelease_src_{uuid.uuid4().hex}"
+        source.createOrReplaceTempView(view)
+        views.append(view)
+        return {"table": view}
+    if isinstance(source, str):
+        return {"table": check_table_name(source, key="owner source")}
+    if isinstance(source, Mapping):
+        return dict(source)
+    raise InvalidParameterError(f"an owner's source must be a Spark or pandas DataFrame, a catalog table name or a mapping "
+                                f"{{path, format}}, not {type(source).__name__}")
+
+
+class Release:
+    """A fragmented iDP-IR release over several owners, played in this driver.
+
+    Build it from parameters and owners (DataFrames or catalog table names), or from a
+    configuration (:meth:`from_config`), then :meth:`run` it::
+
+        release = Release("adult", fragmentation="horizontal", epsilon="1", k=50,
+                          output_table="analytics.adult_release")
+        release.add_owner("clinic-a", df_a).add_owner("clinic-b", "raw.clinic_b")
+        result = release.run()
+
+    Parameters
+    ----------
+    dataset : built-in dataset name, a schema YAML path, or a :class:`DatasetSchema` (written as YAML
+        into ``work_dir`` so that every party reads the same declaration).
+    fragmentation : ``horizontal`` (owners hold disjoint records) or ``vertical`` (disjoint attributes).
+    epsilon, k, mechanism : the release's total ε, cluster size and mechanism.
+    output / output_table : where the release is committed: a Delta folder or a catalog table name.
+    work_dir : the folder the parties share (metadata, plan, protected fragments, manifests); it
+        must hold nothing but a release's own entries (:mod:`fragrelease.jobs.idpir.workspace`).
+        Default: a new temporary folder (0700), removed when :meth:`run` ends or fails.
+    spark : the session (default: the active one, or a new local one).
+    options : any other release configuration key (``epsilon_split``, ``keep_id``, ``if_exists``,
+        ``reports``, ``category_order``, ``category_order_share``, ``linkage``, ``postprocess``, ``name``).
+
+    Raises
+    ------
+    ConfigError
+        At :meth:`config` / :meth:`run`: a configuration that does not validate (names the key and value).
+    """
+
+    def __init__(self, dataset: Union[str, DatasetSchema], *, fragmentation: str = "horizontal",
+                 epsilon: Union[str, float, int, Fraction], k: int, mechanism: str = "idp-ir",
+                 output: Optional[str] = None, output_table: Optional[str] = None, work_dir: Optional[str] = None,
+                 spark=None, **options: Any) -> None:
+        self._spark = spark
+        self._schema = dataset if isinstance(dataset, DatasetSchema) else None
+        self._work_dir = work_dir
+        self._given_work_dir = work_dir
+        self._tmp: Optional[str] = None
+        self._data: dict[str, Any] = {
+            "name": options.pop("name", "release"), "dataset": dataset if isinstance(dataset, str) else None,
+            "fragmentation": fragmentation,
+            "epsilon": format_epsilon(epsilon) if isinstance(epsilon, Fraction) else epsilon,
+            "k": k, "mechanism": mechanism, "output": output, "output_table": output_table, **options,
+        }
+        self._owners: list[dict] = []
+        self._views: list[str] = []
+        self._spent_views = False
+        self._config: Optional[ReleaseConfig] = None
+
+    @classmethod
+    def from_config(cls, config: Union[ReleaseConfig, str, Path], *, spark=None,
+                    overrides: Optional[dict] = None) -> Release:
+        """A release from a validated configuration or a configuration YAML (``conf/*.yaml``).
+
+        Raises
+        ------
+        ConfigError
+            The file cannot be read or does not validate.
+        """
+        cfg = config if isinstance(config, ReleaseConfig) else load_config(config, overrides)
+        if isinstance(config, ReleaseConfig) and overrides:
+            cfg = config_from_dict({**config.model_dump(mode="json", exclude_none=True), **overrides})
+        out = cls.__new__(cls)
+        out._spark, out._schema, out._work_dir, out._data = spark, None, cfg.work_dir, {}
+        out._given_work_dir, out._tmp = cfg.work_dir, None
+        out._owners, out._views, out._config, out._spent_views = [], [], cfg, False
+        return out
+
+    def add_owner(self, name: str, source: Union[DataFrame, Any, str, Mapping[str, Any], None] = None, *,
+                  attributes: Optional[Sequence[str]] = None, rows: Optional[int] = None,
+                  ledger: Optional[Union[LedgerConfig, Mapping[str, Any]]] = None,
+                  private_dir: Optional[str] = None) -> Release:
+        """Add data owner ``name`` with its fragment; returns ``self`` (chainable).
+
+        ``source``: a Spark DataFrame (registered as a session-scoped temporary view and read back with
+        ``spark.table``), a pandas DataFrame (converted with the dataset's declared column types,
+        then the same), a catalog table name (``db.table``), or ``{path, format}``. Vertical owners
+        list their ``attributes``; ``rows`` without ``source`` simulates a horizontal owner from the
+        dataset (local runs). ``ledger``: ``{path or table, lifetime_epsilon}``.
+
+        Raises
+        ------
+        ConfigError
+            The release was built from a configuration (its owners are fixed there).
+        InvalidParameterError
+            A source of another type, or an invalid table name.
+        SchemaMismatchError
+            A pandas value that is not of its column's declared type (names the owner, column and value).
+        """
+        if self._config is not None and not self._data:
+            raise ConfigError("this release was built from a configuration; its owners are the configuration's")
+        entry: dict[str, Any] = {"name": name}
+        if _is_pandas(source):
+            declared = self._schema if self._schema is not None else resolve_schema(self._data["dataset"])
+            source = _from_pandas(self.spark, source, declared.attributes, owner=name)
+        if source is not None:
+            entry["source"] = _source_dict(source, self._views)
+        if attributes is not None:
+            entry["attributes"] = list(attributes)
+        if rows is not None:
+            entry["rows"] = rows
+        if ledger is not None:
+            entry["ledger"] = ledger.model_dump(exclude_none=True) if isinstance(ledger, LedgerConfig) else dict(ledger)
+        if private_dir is not None:
+            entry["private_dir"] = private_dir
+        self._owners.append(entry)
+        self._config = None
+        return self
+
+    @property
+    def spark(self):
+        if self._spark is None:
+            from fragrelease.jobs.session import get_spark
+
+            self._spark = get_spark()
+        return self._spark
+
+    def config(self) -> ReleaseConfig:
+        """The validated release configuration (no Spark action).
+
+        Raises
+        ------
+        ConfigError
+            Naming the bad key and value.
+        """
+        if self._config is not None:
+            return self._config
+        if (self._given_work_dir is None or self._schema is not None) and self._tmp is None:
+            self._make_tmp()
+        if self._given_work_dir is not None:
+            self._work_dir = self._given_work_dir
+        else:
+            assert self._tmp is not None  # made just above
+            self._work_dir = str(Path(self._tmp) / "work")
+        data = {**{k: v for k, v in self._data.items() if v is not None}, "work_dir": self._work_dir,
+                "owners": self._owners}
+        if self._schema is not None:
+            import yaml
+
+            # beside the work folder, in this release's own temporary folder: a schema file is the
+            # user's declaration, never an entry of work_dir (fragrelease.jobs.idpir.workspace)
+            assert self._tmp is not None  # made above whenever a schema is given
+            path = Path(self._tmp) / "schema.yaml"
+            path.write_text(yaml.safe_dump(self._schema.model_dump(mode="json", exclude_none=True)), encoding="utf-8")
+            data["dataset"] = str(path)
+        self._config = config_from_dict(data, source="Release(...)")
+        return self._config
+
+    def _make_tmp(self) -> None:
+        """This release's own temporary folder (0700): the default work folder and a declared schema.
+
+        Removed when :meth:`run` ends or fails, or when the release object is garbage collected.
+        """
+        self._tmp = tempfile.mkdtemp(prefix="fragrelease-work-")
+        self._tmp_finalizer = weakref.finalize(self, shutil.rmtree, self._tmp, True)
+
+    def _remove_tmp(self) -> None:
+        """Remove the temporary folder this release created (only that one) and forget its paths."""
+        if self._tmp is None:
+            return
+        self._tmp_finalizer()  # shutil.rmtree(self._tmp, ignore_errors=True), once
+        self._tmp = None
+        if self._data:  # built from parameters: the next config() makes a new temporary folder
+            self._config = None
+
+    def preview(self, *, rows: Optional[int] = None, threshold: float = 0.5):
+        """Accuracy preview before any data is read (:func:`fragrelease.idpir.preview.preview`; no Spark action).
+
+        Per released attribute: ε_attr, the Laplace scale b = E|noise| (exact for DP-IR, an upper bound for
+        iDP-IR), the 95 % interval ±b·ln 20 and the share of the domain it covers, the categorical rank-move
+        chance; warnings above ``threshold`` and the smallest k, ε or attribute subset that fits. ``rows``:
+        the record count of owners that declare none. Returns a
+        :class:`~fragrelease.idpir.preview.ReleasePreview`. Raises ConfigError or InvalidParameterError
+        naming the bad key or value.
+        """
+        from fragrelease.jobs.idpir.preflight import accuracy_preview
+
+        return accuracy_preview(self.config(), rows=rows, threshold=threshold)
+
+    def run(self, *, noise: Optional[NoiseSource] = None, progress: Optional[Callable[[ProgressEvent], None]] = None,
+            evaluate: bool = False, fresh_work_dir: bool = True, config_path: Optional[str] = None) -> ReleaseResult:
+        """Play every party's step in this driver and commit the release.
+
+        Steps: simulate owners if the configuration asks for it → each owner validates its fragment
+        and writes public metadata (:func:`~fragrelease.jobs.idpir.owner.describe_fragment`) → the
+        aggregator issues the plan (:func:`~fragrelease.jobs.idpir.aggregator.issue_plan`) → each
+        owner protects its fragment (:func:`~fragrelease.jobs.idpir.owner.protect_owner_fragment`)
+        → the aggregator verifies, combines and commits (:func:`~fragrelease.jobs.idpir.aggregator.release`).
+
+        Parameters
+        ----------
+        noise : tests only (seeded noise).
+        progress : called twice per step with a :class:`~fragrelease.jobs.progress.ProgressEvent`:
+            when the step starts (``event.status == "started"``) and when it ends (``"done"`` or
+            ``"failed"``, with ``event.seconds``); ``str(event)`` is a one-line description such as
+            ``step 4/8 owner clinic-a: protecting 10 attributes … done in 12.4 s``. Default: the
+            logger ``fragrelease.progress`` (ended steps at INFO, started ones at DEBUG).
+            Steps: simulation (if configured), each owner's metadata, the plan, each owner's
+            protection, the release, the evaluation (if ``evaluate``). docs/python-api.md.
+        evaluate : also compute MeanSSE of the protected fragments against the originals (the
+            driver reads every owner's original: for simulations and experiments).
+        fresh_work_dir : first remove what an earlier run of this release left in ``work_dir``
+            (``metadata/``, ``plan.json``, ``owners/``; an earlier run's fragments are never reused) and
+            nothing else (:func:`fragrelease.jobs.idpir.workspace.clear_work_dir`).
+        config_path : the configuration file the release was read from, if any (it must not lie
+            inside ``work_dir``).
+
+        Before any Spark action, ``work_dir`` is checked
+        (:func:`fragrelease.jobs.idpir.workspace.check_work_dir`): a source, the output, a ledger, a
+        private folder or root, the configuration or schema file inside it, an entry no release
+        wrote, or a marker of another release is refused with a ConfigError naming the key and the
+        path. Without a ``work_dir``, the release works in a new temporary folder that is removed
+        when the run ends or fails.
+
+        Raises
+        ------
+        ConfigError, InvalidParameterError, ProtocolError, ManifestMismatchError, ReleaseExistsError,
+        BudgetExceededError, SchemaMismatchError, DomainError, IdentifierError
+            From the steps; see each step's documentation.
+        """
+        require_pyspark()
+        if self._spent_views:
+            raise ConfigError("this release already ran with DataFrame owners, whose temporary views are gone; "
+                              "build a new Release (each run spends a new budget)")
+        try:
+            cfg = self.config()
+            # no Spark yet: refuse a work folder holding user files or another release's
+            if fresh_work_dir:
+                clear_work_dir(cfg, config_path)
+            else:
+                claim_work_dir(cfg, config_path)
+            spark = self.spark
+            self._spent_views = bool(self._views)
+            try:
+                return _run(spark, cfg, noise=noise, progress=progress, evaluate=evaluate)
+            finally:
+                for view in self._views:
+                    spark.catalog.dropTempView(view)
+                self._views.clear()
+        finally:
+            self._remove_tmp()
+
+
+def _run(spark, cfg: ReleaseConfig, *, noise, progress, evaluate: bool) -> ReleaseResult:
+    # signed manifests: a key pair per owner and release where none is configured (private keys in
+    # the owners' private folders; the public keys reach the aggregator step in this in-memory cfg)
+    cfg = with_release_keys(cfg)
+    schema = resolve_schema(cfg.dataset)
+    steps = Steps(int(cfg.simulated) + 2 * len(cfg.owners) + 2 + int(evaluate), progress)
+    # every party plays on this machine: one fresh pseudonym key per release for the owners whose
+    # configuration names none, kept in their private folders (0600), never under work_dir
+    generate_release_key(cfg)
+    if cfg.simulated:
+        with steps.step("driver", "simulating the owners' fragments"):
+            simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
+    for o in cfg.owners:
+        with steps.step("owner", "validating its fragment and sending metadata", o.name):
+            owner.describe_fragment(spark, cfg, o.name)
+    with steps.step("aggregator", "validating metadata and issuing the plan"):
+        plan = aggregator.issue_plan(cfg, spark)
+    manifests, protecteds = {}, {}
+    for o in cfg.owners:
+        with steps.step("owner", f"protecting {len(plan.owner(o.name).attributes)} attributes", o.name):
+            manifests[o.name], protecteds[o.name] = owner.protect_and_write(spark, cfg, o.name, noise=noise)
+    with steps.step("aggregator", "verifying fragments and committing the release"):
+        out = aggregator.release(spark, cfg)
+    score = None
+    if evaluate:
+        with steps.step("driver", "evaluating information loss (MeanSSE) against the originals"):
+            score = _mean_sse(spark, cfg, plan, schema, protecteds)
+    prov = out["provenance"]
+    return ReleaseResult(
+        path=absolute(out["path"]), table=out["table"], version=out["version"], rows=out["rows"], plan=plan,
+        owners=tuple(OwnerResult(name=o.name, records=o.n_records, epsilon=o.epsilon,
+                                 attributes=tuple(o.attributes), manifest=manifests[o.name]) for o in plan.owners),
+        epsilon=plan.epsilon, composition=plan.composition,
+        guarantee=Guarantee.from_dict(prov["guarantee"]), provenance=MappingProxyType(prov), report=out["report"],
+        mean_sse=score,
+    )
+
+
+def _mean_sse(spark, cfg: ReleaseConfig, plan: Plan, schema: DatasetSchema, by_owner: Mapping[str, DataFrame]) -> float:
+    """MeanSSE of the owners' protected fragments (with raw ids, this driver's own copies, never
+    the pseudonymized ones under ``work_dir``) against the originals."""
+    attrs = [schema.attribute(a["name"]) for a in plan.attributes]
+    id_col = schema.id_column
+    assert id_col is not None  # a release's schema names its id column (checked with the configuration)
+    originals = [read_configured(spark, fragment_source(cfg, o)) for o in cfg.owners]
+    protecteds = [by_owner[o.name] for o in cfg.owners]
+    names = [a.name for a in attrs]
+    # the same assembly as the release's (fragrelease.jobs.idpir.aggregator.combine), on raw ids
+    original = aggregator.assemble(originals, cfg.fragmentation, names, key=id_col)
+    protected = aggregator.assemble(protecteds, cfg.fragmentation, names, key=id_col)
+    return mean_sse(original, protected, attrs, id_col)
