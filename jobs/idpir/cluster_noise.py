@@ -41,7 +41,7 @@ class AttributeSpec(NamedTuple):
     lo: float
     hi: float
     categorical: bool
-    epsilon: Fraction | float  # the centroids' budget ε_attr
+    epsilon: Fraction  # the centroids' budget ε_attr, exact (the noise object calibrates the float scale)
 
 
 def _released_fn(specs: Mapping[int, AttributeSpec], mech: IRMechanism, k: int, c: int,

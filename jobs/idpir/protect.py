@@ -58,7 +58,7 @@ from fragrelease.idpir.spec import ProtectionSpec
 from fragrelease.jobs.idpir import bucket_sort, cluster_noise
 from fragrelease.jobs.idpir.assembly import line_up
 from fragrelease.jobs.idpir.cluster_noise import AttributeSpec
-from fragrelease.rng.laplace import NoiseSource, SecureLaplace, float_at_most
+from fragrelease.rng.laplace import NoiseSource, SecureLaplace
 from fragrelease.schemas.base import Attribute
 
 log = logging.getLogger(__name__)
@@ -268,8 +268,8 @@ def microaggregate_and_noise(
         clock.lap("counts per bucket")
         ranked = bucket_sort.sort_buckets(runs, keyed, first_rank, k=k_used, c=c)
         clock.lap("sort buckets, ranks, partial cluster statistics (stored)")
-        # Fraction → float (rounded down) only here, for the scale
-        specs = {j: AttributeSpec(a.name, *a.bounds(), a.categorical, float_at_most(b.centroids))
+        # the exact budget, as in the one-task plan: only the noise object turns it into a float scale
+        specs = {j: AttributeSpec(a.name, *a.bounds(), a.categorical, Fraction(b.centroids))
                  for j, (a, b) in enumerate(zip(attrs, budgets))}
         released = cluster_noise.noise_per_attribute(ranked, specs, mech, k=k_used, c=c, noise=noise,
                                                      postprocess=postprocess)
