@@ -93,7 +93,10 @@ def guarantee(method: str, epsilon: str, n_attributes: int, linkage: str = "") -
     InvalidParameterError
         An unknown method or linkage.
     """
-    per = f"ε/{n_attributes} = {float(epsilon) / n_attributes:.4g}"
+    try:
+        per = f"ε/{n_attributes} = {float(epsilon) / n_attributes:.4g}"
+    except ValueError:  # symbolic, for tables: guarantee("idp-ir", "ε", 11, "linked")
+        per = f"ε/{n_attributes}"
     if method == "original":
         return "none: the training table itself"
     if method in ("idp-ir", "dp-ir"):
@@ -102,10 +105,12 @@ def guarantee(method: str, epsilon: str, n_attributes: int, linkage: str = "") -
             return (f"per column only: each of the {n_attributes} released columns is {per}-{kind} "
                     "(substitution); the joint table has no ε bound")
         if linkage == "unlinked":
-            return f"whole table ε = {epsilon}-{kind} (substitution; sequential composition over columns)"
+            eps = "ε" if epsilon == "ε" else f"ε = {epsilon}"
+            return f"whole table {eps}-{kind} (substitution; sequential composition over columns)"
         raise InvalidParameterError(f"linkage must be one of {LINKAGES}, not {linkage!r}")
     if method in SYNTHESIZERS:
-        return f"whole table ε = {epsilon}-DP, pure (δ = 0, Laplace; OpenDP unit_of(changes=1): substitution)"
+        eps = "ε" if epsilon == "ε" else f"ε = {epsilon}"
+        return f"whole table {eps}-DP, pure (δ = 0, Laplace; OpenDP unit_of(changes=1): substitution)"
     raise InvalidParameterError(f"unknown method {method!r}")
 
 
@@ -299,12 +304,14 @@ def run_experiment(train: pd.DataFrame, test: pd.DataFrame, *, epsilons: Sequenc
                    k: int = K, mechanisms: Sequence[str] = MECHANISMS, synthesizers: Sequence[str] = SYNTHESIZERS,
                    synth_epsilons: Optional[Sequence[str]] = None, synth_runs: Optional[int] = None,
                    iters: int = 300, aim_rounds: Optional[int] = None, original: bool = True,
-                   progress: Callable[[str], None] = lambda m: None) -> pd.DataFrame:
+                   progress: Callable[[str], None] = lambda m: None,
+                   checkpoint: Callable[[pd.DataFrame], None] = lambda rows: None) -> pd.DataFrame:
     """One row per (method, postprocess, linkage, ε, run) with accuracies, TVDs, guarantee and seconds.
 
     ``synth_epsilons`` / ``synth_runs``: the grid of MST/AIM when it must be smaller than the IR grid
     (defaults: ``epsilons`` / ``runs``). ``original=False`` leaves out the rows of the original table
-    (when parts of the grid run in separate processes).
+    (when parts of the grid run in separate processes). ``checkpoint`` receives the rows so far after
+    every MST/AIM table (a synthesizer fit takes minutes).
 
     Raises
     ------
@@ -350,6 +357,7 @@ def run_experiment(train: pd.DataFrame, test: pd.DataFrame, *, epsilons: Sequenc
                 measure(table, run, method=alg, postprocess="", linkage="", epsilon=eps, k=0, run=run,
                         release_seconds=sec)
                 progress(f"{alg} eps={eps} run={run}: {sec:.0f} s")
+                checkpoint(pd.DataFrame(rows))
     return pd.DataFrame(rows)
 
 
@@ -385,6 +393,31 @@ def epsilon_within(summary: pd.DataFrame, metric: str, points: float = 1.0) -> p
         rows.append(dict(zip(ROW_KEYS[:3], keys), metric=metric,
                          eps_within=(None if hit.empty else str(hit["epsilon"].iloc[0]))))
     return pd.DataFrame(rows)
+
+
+def markdown_table(summary: pd.DataFrame, within: pd.DataFrame) -> str:
+    """The table of docs/evaluation.md: accuracy (%) per ε, TVDs at ε = 1, the ε within 1 point, runs, guarantee."""
+    eps = sorted(summary.loc[summary["method"] != "original", "epsilon"].unique(), key=float)
+    head = ("| row | guarantee | GB accuracy at ε = " + " / ".join(eps) + " | LR accuracy at ε = " + " / ".join(eps)
+            + " | 1-way / 2-way TVD at ε = 1 | ε within 1 point (LR, GB) | runs |")
+    lines = [head, "|" + "---|" * 7]
+    w = within.set_index(["method", "postprocess", "linkage", "metric"])["eps_within"]
+    for keys, g in summary.groupby(ROW_KEYS[:3], sort=False):
+        g = g.set_index("epsilon")
+        if keys[0] == "original":
+            o = g.iloc[0]
+            lines.append(f"| original | {o['guarantee']} | {100 * o['acc_gb']:.1f} | {100 * o['acc_lr']:.1f} | 0 / 0 | "
+                         f"– | {int(o['runs'])} |")
+            continue
+
+        def cells(col: str, g: pd.DataFrame = g) -> str:
+            return " / ".join(f"{100 * g.loc[e, col]:.1f}" if e in g.index else "–" for e in eps)
+        tvd = f"{g.loc['1', 'tvd1']:.3f} / {g.loc['1', 'tvd2']:.3f}" if "1" in g.index else "–"
+        reach = ", ".join(str(w.get((*keys, m)) or "not in grid") for m in ("acc_lr", "acc_gb"))
+        runs = "/".join(str(int(r)) for r in g["runs"]) if g["runs"].nunique() > 1 else str(int(g["runs"].iloc[0]))
+        lines.append(f"| {label(*keys)} | {guarantee(keys[0], 'ε', len(adult_specs()), keys[2])} | {cells('acc_gb')} | {cells('acc_lr')} | {tvd} | "
+                     f"{reach} | {runs} |")
+    return "\n".join(lines)
 
 
 def label(method: str, postprocess: str, linkage: str) -> str:
@@ -465,7 +498,9 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
         per_run = run_experiment(train, test, epsilons=a.epsilons, runs=a.runs, k=a.k, mechanisms=a.mechanisms,
                                  synthesizers=a.synthesizers, synth_epsilons=a.synth_epsilons,
                                  synth_runs=a.synth_runs, iters=a.iters, aim_rounds=a.aim_rounds,
-                                 original=not a.no_original, progress=lambda m: print(m, flush=True))
+                                 original=not a.no_original, progress=lambda m: print(m, flush=True),
+                                 checkpoint=lambda rows: rows.to_csv(os.path.join(a.out, f"{a.name}.csv"),
+                                                                     index=False, float_format="%.6g"))
     per_run.to_csv(os.path.join(a.out, f"{a.name}.csv"), index=False, float_format="%.6g")
     if not (per_run["method"] == "original").any():
         print(f"downstream: {len(per_run)} rows (no original rows: summarize with --from-csv) -> {a.out}/{a.name}.csv")
@@ -479,6 +514,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
     pd.set_option("display.width", 250)
     print(summary.drop(columns=["guarantee"]).to_string(index=False))
     print(within.to_string(index=False))
+    print(markdown_table(summary, within))
     print(f"downstream: {len(per_run)} rows in {seconds:.1f} s -> {a.out}/{a.name}*.csv, {fig}")
     return {"per_run": per_run, "summary": summary, "within": within, "seconds": seconds, "figure": fig}
 
