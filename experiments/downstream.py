@@ -413,7 +413,7 @@ def markdown_table(summary: pd.DataFrame, within: pd.DataFrame) -> str:
         def cells(col: str, g: pd.DataFrame = g) -> str:
             return " / ".join(f"{100 * g.loc[e, col]:.1f}" if e in g.index else "–" for e in eps)
         tvd = f"{g.loc['1', 'tvd1']:.3f} / {g.loc['1', 'tvd2']:.3f}" if "1" in g.index else "–"
-        reach = ", ".join(str(w.get((*keys, m)) or "not in grid") for m in ("acc_lr", "acc_gb"))
+        reach = ", ".join(str(w.get((*keys, m)) or "not reached") for m in ("acc_lr", "acc_gb"))
         runs = "/".join(str(int(r)) for r in g["runs"]) if g["runs"].nunique() > 1 else str(int(g["runs"].iloc[0]))
         lines.append(f"| {label(*keys)} | {guarantee(keys[0], 'ε', len(adult_specs()), keys[2])} | {cells('acc_gb')} | {cells('acc_lr')} | {tvd} | "
                      f"{reach} | {runs} |")
@@ -422,7 +422,7 @@ def markdown_table(summary: pd.DataFrame, within: pd.DataFrame) -> str:
 
 def label(method: str, postprocess: str, linkage: str) -> str:
     if method in ("idp-ir", "dp-ir"):
-        return f"{method.upper()}, {postprocess}, {linkage}"
+        return f"{ {'idp-ir': 'iDP-IR', 'dp-ir': 'DP-IR'}[method]}, {postprocess}, {linkage}"
     return method.upper() if method != "original" else "original"
 
 
