@@ -79,8 +79,10 @@ setup(
                  "ruff==0.17.6", "mypy==2.4.1", "pandas-stubs==2.3.3.260113", "types-PyYAML==6.0.12.20261113",
                  # executing notebooks/walkthrough.ipynb in CI (tests/test_notebook.py)
                  "nbclient>=0.10,<1", "nbformat>=5.9,<6", "ipykernel>=6.29,<8"],
-        # paper reproductions (fragrelease.experiments): DiffGen's classifier accuracy
-        "experiments": ["scikit-learn>=1.4"],
+        # paper reproductions (fragrelease.experiments): DiffGen's classifier accuracy; the downstream
+        # comparison with OpenDP's MST/AIM synthetic data (opendp[mbi]: Private-PGM, JAX; pins polars 1.36.1,
+        # the version OpenDP's Polars plugin is built against)
+        "experiments": ["scikit-learn>=1.4", "opendp[mbi]>=0.16,<0.17"],
     },
     entry_points={
         "console_scripts": [

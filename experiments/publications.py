@@ -14,10 +14,16 @@ Outputs (CSV + PNG) under ``--out``:
 - ``distortion_vs_size.{csv,png}``: distorted (suppressed + counterfeit) tuples per publisher, count
   and percentage, vs publisher size.
 - ``query_error.{csv,png}``: median relative error of 10,000 COUNT queries vs selection range θ
-  (smallest and largest size) and vs size at θ = 25 % (estimator: :mod:`fragrelease.publications.workload`).
+  (smallest and largest size) and vs size at θ = 25 % (estimator: :mod:`fragrelease.experiments.workload`).
 - ``runtime.{csv,png}``: cloning time per publisher vs size and vs μ (with the query error vs μ).
 
     python -m fragrelease.experiments.publications --out docs/publications
+
+``--estimators`` runs only the estimator comparison (:func:`run_estimators`): on the same workload
+(same split, k, η, μ, queries per publisher), the median relative error of each estimator of
+:mod:`fragrelease.experiments.workload` on cloned and Mondrian releases next to the floor (exact QI
+counts × the table's share of s), vs θ at the smallest and largest publisher size; writes
+``query_estimators.{csv,png}``.
 """
 from __future__ import annotations
 
@@ -28,16 +34,17 @@ import time
 import numpy as np
 import pandas as pd
 
-from fragrelease.publications.cloning import cloning_anonymize
-from fragrelease.publications.composition import audit_pair, split_with_overlap
-from fragrelease.publications.mondrian import mondrian_anonymize
-from fragrelease.publications.workload import (
+from fragrelease.experiments.workload import (
     actual_counts,
     cloning_groups,
     estimate_counts,
+    floor_counts,
     mondrian_groups,
     random_queries,
 )
+from fragrelease.publications.cloning import cloning_anonymize
+from fragrelease.publications.composition import audit_pair, split_with_overlap
+from fragrelease.publications.mondrian import mondrian_anonymize
 from fragrelease.rng.laplace import evaluation_generator
 from fragrelease.schemas.taxonomies import adult_quasi_identifiers
 
@@ -52,7 +59,7 @@ def _publishers(adult, parts):
 def _query_errors(pubs, variants, qis, sensitive, theta, n_queries, gen):
     """Median relative error per variant over n_queries split evenly over the publishers (act > 0 only).
 
-    ``variants``: label -> one list of :class:`fragrelease.publications.workload.Groups` per publisher; every
+    ``variants``: label -> one list of :class:`fragrelease.experiments.workload.Groups` per publisher; every
     variant answers the same queries. Returns ({label: median error}, median actual count).
     """
     errs: dict[str, list[float]] = {label: [] for label in variants}
@@ -70,7 +77,8 @@ def _query_errors(pubs, variants, qis, sensitive, theta, n_queries, gen):
         for qs, act in parts:
             acts.append(act)
             for label, groups in variants.items():
-                est = estimate_counts(groups[i], qis, qs)
+                # the estimator of the figures in docs/publications.md (earlier versions)
+                est = estimate_counts(groups[i], qis, qs, categorical="release-marginal")
                 errs[label].append(np.abs(act - est) / act)
     return {label: float(np.median(np.concatenate(e))) for label, e in errs.items()}, \
         float(np.median(np.concatenate(acts)))
@@ -232,6 +240,148 @@ def _figures(out, risk, dist, qerr, rt, overlaps, plt):
     plt.close(fig)
 
 
+#: (label, release, categorical spread, numeric spread) of the estimator comparison.
+ESTIMATORS = (
+    ("cloning, old estimator (release marginal, indicative range)", "cloning", "release-marginal", "indicative"),
+    ("cloning, uniform spread, indicative range", "cloning", "uniform", "indicative"),
+    ("cloning, uniform spread, scaled range", "cloning", "uniform", "scaled"),
+    ("cloning, new estimator (distinct-aware spread, scaled range)", "cloning", "distinct", "scaled"),
+    ("cloning diagnostic: true sub-class age extent (not published), distinct-aware spread", "cloning-extent",
+     "distinct", "indicative"),
+    ("mondrian, old estimator (release marginal)", "mondrian", "release-marginal", "indicative"),
+    ("mondrian, new estimator (uniform spread)", "mondrian", "uniform", "indicative"),
+)
+
+
+def _true_extent(groups, release: pd.DataFrame, pdf: pd.DataFrame, qis):
+    """Diagnostic only: the cloning groups with each numeric QI's range replaced by the sub-class's true [min, max].
+
+    Reads the original records (joined on ``record_id``), which the release does not publish: it
+    separates what the indicative ranges hide from what the partition itself loses.
+    """
+    joined = release[["sub_class", "record_id"]].merge(pdf, on="record_id")
+    order = release.groupby("sub_class").first().index
+    numeric = {q.name: (joined.groupby("sub_class")[q.name].min().loc[order].to_numpy(float),
+                        joined.groupby("sub_class")[q.name].max().loc[order].to_numpy(float))
+               for q in qis if q.kind == "numeric"}
+    return type(groups)(groups.weights, groups.values, numeric, groups.categorical, None, groups.distinct)
+
+
+#: Series of the estimator figure (the uniform-spread variants overshoot by up to 8x and are left to the CSV).
+PLOTTED = {"cloning, old estimator (release marginal, indicative range)": "#fd8d3c",
+           "cloning, new estimator (distinct-aware spread, scaled range)": "#08519c",
+           "mondrian, old estimator (release marginal)": "#31a354",
+           "floor (exact QI counts x table share)": "black"}
+
+
+def plot_estimators(res: pd.DataFrame, path: str) -> str:
+    """Median relative error vs θ of the old and new cloning estimators, Mondrian's and the floor."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+    for ax, sensitive in zip(axes, SENSITIVE):
+        d = res[res.sensitive == sensitive]
+        sizes = sorted(d["size"].unique())
+        for lab, color in PLOTTED.items():
+            for size, ls in ((sizes[0], "-"), (sizes[-1], ":")):
+                e = d[(d.estimator == lab) & (d["size"] == size)].sort_values("theta")
+                ax.plot(100 * e["theta"], 100 * e["median_rel_error"], ls=ls, marker="o", color=color,
+                        label=f"{lab}, {size} records")
+        ax.set_ylim(0, 105)
+        ax.set_xlabel("selection range θ (% of each domain)")
+        ax.set_ylabel("median relative error (%)")
+        ax.set_title(f"COUNT queries, sensitive: {sensitive}", fontsize=9)
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def run_estimators(out: str, *, base: int, pool: int, overlaps, k: int, eta: int, mu: float, thetas,
+                   n_queries: int) -> dict:
+    """Median relative error of every estimator of :data:`ESTIMATORS` and of the floor (module docstring).
+
+    One row per (sensitive, size, θ, estimator) with ``median_rel_error`` and ``mean_rel_error``,
+    ``median_actual`` and ``median_est_over_act`` (the estimator's median ratio to the actual count).
+    """
+    from fragrelease.schemas.datasets import load_builtin_pandas
+
+    os.makedirs(out, exist_ok=True)
+    adult = load_builtin_pandas("adult")
+    qis = adult_quasi_identifiers(QIS)
+    gen = evaluation_generator()  # evaluation only: data split and queries over public Adult
+    rows: list[dict] = []
+    gen_rows: list[dict] = []
+    t_all = time.perf_counter()
+    for sensitive in SENSITIVE:
+        ref_l = min(4, adult[sensitive].nunique())
+        for ov in overlaps:
+            pubs = _publishers(adult, split_with_overlap(len(adult), publishers=5, base=base, pool=pool, overlap=ov,
+                                                         permutation=lambda n: gen.permutation(n)))
+            cloned = [cloning_anonymize(p, qis, sensitive, k=k, mu=mu, eta=eta, keep=["record_id"])[0] for p in pubs]
+            groups = {"cloning": [cloning_groups(r, qis, sensitive) for r in cloned],
+                      "cloning-extent": [_true_extent(cloning_groups(r, qis, sensitive), r, p, qis)
+                                         for r, p in zip(cloned, pubs)],
+                      "mondrian": [mondrian_groups(mondrian_anonymize(p, qis, sensitive, k=k, l=ref_l), qis, sensitive)
+                                   for p in pubs]}
+            for release in ("cloning", "mondrian"):
+                for q in qis:
+                    for gs in groups[release]:
+                        size_g = gs.weights.sum(axis=1)
+                        if q.kind == "categorical":
+                            general = gs.categorical[q.name] >= q.require_taxonomy().n_leaves
+                            spread = float(size_g[general].sum() / size_g.sum())
+                        else:
+                            lo, hi = gs.numeric[q.name]
+                            spread = float(np.average(hi - lo + 1, weights=size_g))
+                        gen_rows.append({"sensitive": sensitive, "size": len(pubs[0]), "release": release,
+                                         "qi": q.name, "value": spread,
+                                         "measure": ("share of records at a generalized value" if q.kind == "categorical"
+                                                     else "mean published range width (cloning: indicative)")})
+            for theta in thetas:
+                errs: dict[str, list] = {lab: [] for lab, *_ in ESTIMATORS}
+                ratio: dict[str, list] = {lab: [] for lab, *_ in ESTIMATORS}
+                errs["floor (exact QI counts x table share)"] = []
+                ratio["floor (exact QI counts x table share)"] = []
+                acts = []
+                per = n_queries // len(pubs)
+                for i, pdf in enumerate(pubs):
+                    values = sorted(pdf[sensitive].astype(str).unique())
+                    need = per
+                    while need > 0:
+                        qs = random_queries(qis, values, theta=theta, size=4 * per, generator=gen)
+                        act = actual_counts(pdf, qis, sensitive, qs)
+                        keep = np.flatnonzero(act > 0)[:need]
+                        qs, act = qs.take(keep), act[keep]
+                        need -= len(keep)
+                        acts.append(act)
+                        for lab, release, cat, num in ESTIMATORS:
+                            est = estimate_counts(groups[release][i], qis, qs, categorical=cat, numeric=num, eta=eta)
+                            errs[lab].append(np.abs(act - est) / act)
+                            ratio[lab].append(est / act)
+                        est = floor_counts(pdf, qis, sensitive, qs)
+                        errs["floor (exact QI counts x table share)"].append(np.abs(act - est) / act)
+                        ratio["floor (exact QI counts x table share)"].append(est / act)
+                size = len(pubs[0])
+                for lab in errs:
+                    e = np.concatenate(errs[lab])
+                    rows.append({"sensitive": sensitive, "size": size, "theta": theta, "estimator": lab,
+                                 "median_rel_error": float(np.median(e)), "mean_rel_error": float(np.mean(e)),
+                                 "median_actual": float(np.median(np.concatenate(acts))),
+                                 "median_est_over_act": float(np.median(np.concatenate(ratio[lab]))),
+                                 "queries": len(e)})
+    res = pd.DataFrame(rows)
+    res.to_csv(os.path.join(out, "query_estimators.csv"), index=False, float_format="%.6g")
+    generalization = (pd.DataFrame(gen_rows).groupby(["sensitive", "size", "release", "qi", "measure"], sort=False)
+                      ["value"].mean().reset_index())
+    generalization.to_csv(os.path.join(out, "query_estimators_generalization.csv"), index=False, float_format="%.4g")
+    plot_estimators(res, os.path.join(out, "query_estimators.png"))
+    return {"seconds": time.perf_counter() - t_all, "query_estimators": res, "generalization": generalization}
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description="Baig et al. (CIKM 2011) §7 on Adult (see the module docstring).")
     ap.add_argument("--out", default="docs/publications")
@@ -245,7 +395,16 @@ def main(argv=None) -> None:
     ap.add_argument("--thetas", type=float, nargs="+", default=[0.1, 0.25, 0.4, 0.55, 0.7, 0.85, 1.0])
     ap.add_argument("--mus", type=float, nargs="+", default=[0.05, 0.1, 0.2, 0.4])
     ap.add_argument("--queries", type=int, default=10_000)
+    ap.add_argument("--estimators", action="store_true", help="only the estimator comparison (query_estimators.*)")
     a = ap.parse_args(argv)
+    if a.estimators:
+        out = run_estimators(a.out, base=a.base, pool=a.pool, overlaps=a.overlaps, k=a.k, eta=a.eta, mu=a.mu,
+                             thetas=a.thetas, n_queries=a.queries)
+        pd.set_option("display.width", 200)
+        print(out["query_estimators"].to_string(index=False))
+        print(out["generalization"].to_string(index=False))
+        print(f"total experiment time: {out['seconds']:.1f} s")
+        return
     res = run(a.out, base=a.base, pool=a.pool, overlaps=a.overlaps, ells=a.ells, k=a.k, eta=a.eta, mu=a.mu,
               thetas=a.thetas, mus=a.mus, n_queries=a.queries)
     pd.set_option("display.width", 200)

@@ -61,7 +61,7 @@ def _verified(relpath: str) -> io.BytesIO:
     return io.BytesIO(raw)
 
 
-def _load_adult() -> pd.DataFrame:
+def _adult_frames() -> tuple[pd.DataFrame, pd.DataFrame]:
     frames = []
     for name, skip in (("adult/adult.data", 0), ("adult/adult.test", 1)):
         df = pd.read_csv(_verified(name), header=None, names=list(adult.RAW_COLUMNS), skiprows=skip,
@@ -70,12 +70,33 @@ def _load_adult() -> pd.DataFrame:
         df = df[~(df == "?").any(axis=1)].dropna()
         df["income"] = df["income"].str.rstrip(".")
         frames.append(df)
-    df = pd.concat(frames, ignore_index=True)
+    return frames[0], frames[1]
+
+
+def _load_adult() -> pd.DataFrame:
+    df = pd.concat(_adult_frames(), ignore_index=True)
     for col in ("age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"):
         df[col] = df[col].astype("int32")
     df.insert(0, "record_id", range(len(df)))
     df["record_id"] = df["record_id"].astype("int64")
     return df[[a.name for a in adult.SCHEMA.attributes]]
+
+
+def load_adult_train_test() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Adult split as distributed: (adult.data, adult.test) rows of :func:`load_builtin_pandas`.
+
+    Returns the 30,162 cleaned rows of ``adult.data`` and the 15,060 of ``adult.test`` (records with
+    '?' removed, the test file's trailing '.' stripped from ``income``), with the columns and
+    ``record_id`` values of the concatenated table (test ids start at 30,162).
+
+    Raises
+    ------
+    ConfigError
+        A vendored file whose checksum does not match.
+    """
+    df = _load_adult()
+    n_train = len(_adult_frames()[0])
+    return df.iloc[:n_train].reset_index(drop=True), df.iloc[n_train:].reset_index(drop=True)
 
 
 def _load_wine(schema: DatasetSchema) -> pd.DataFrame:

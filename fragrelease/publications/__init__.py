@@ -6,5 +6,5 @@ Source: Baig et al., "Cloning for privacy protection in multiple independent dat
 - :mod:`~fragrelease.publications.mondrian`: Mondrian partitioning with k-anonymity and distinct ℓ-diversity;
 - :mod:`~fragrelease.publications.cloning`: δ-cloning by micro-statistics;
 - :mod:`~fragrelease.publications.composition`: the composition attack and its audit;
-- :mod:`~fragrelease.publications.workload`: COUNT-query workloads over anonymized releases.
+- COUNT-query workloads over anonymized releases are evaluation-only: :mod:`fragrelease.experiments.workload`.
 """

@@ -222,7 +222,7 @@ def test_mondrian_bad_inputs(sample, qis):
 
 # ------------------------------------------------------------------ COUNT-query workload (docs/specification.md §5, Evaluation)
 def test_workload_exact_answers_and_estimators(sample, qis):
-    from fragrelease.publications.workload import (
+    from fragrelease.experiments.workload import (
         Groups,
         actual_counts,
         cloning_groups,

@@ -1,35 +1,53 @@
 """COUNT-query workload over anonymized releases (Baig et al. (CIKM 2011) §7; docs/specification.md §5 "Evaluation").
 
-Each query is ``COUNT(*) WHERE pred(A_1) AND … AND pred(A_d) AND S = s``; ``pred(A)`` selects a
-random range covering a fraction θ (the *selection range*) of A's domain: a numeric interval of
-width θ·(hi - lo) placed uniformly in the declared domain [lo, hi], or a run of
-``max(1, round(θ·|leaves|))`` consecutive leaves of A's taxonomy in hierarchy order (siblings
-adjacent), placed uniformly. The relative error is ``|act - est| / act``; queries with act = 0
-are redrawn (the error is undefined for them).
+Evaluation only (not the release path). Each query is ``COUNT(*) WHERE pred(A_1) AND … AND pred(A_d)
+AND S = s``; ``pred(A)`` selects a random range covering a fraction θ (the *selection range*) of A's
+domain: a numeric interval of width θ·(hi - lo) placed uniformly in the declared domain [lo, hi], or
+a run of ``max(1, round(θ·|leaves|))`` consecutive leaves of A's taxonomy in hierarchy order
+(siblings adjacent), placed uniformly. The relative error is ``|act - est| / act``; queries with
+act = 0 are redrawn (the error is undefined for them).
 
-Estimator from a release (this project's, documented in docs/publications.md). A release is cut
-into groups g (a Mondrian equivalence class, or a cloning sub-class) with an expected number of
-records w_g(s) of each sensitive value and a generalization per quasi-identifier; records are
+Estimators from a release (this project's; docs/publications.md "COUNT-query workload"). A release
+is cut into groups g (a Mondrian equivalence class, or a cloning sub-class) with an expected number
+of records w_g(s) of each sensitive value and a generalization per quasi-identifier; records are
 assumed spread uniformly over the generalization and independently across attributes:
 ``est = Σ_g w_g(s) · Π_A p_A(g)``.
 
 - Mondrian: ``w_g(s)`` = the class's count of s (exact); numeric ``p`` = the share of the integers of
-  [min, max] inside the query interval; categorical ``p`` = the share of the generalized value's
-  leaves selected.
+  [min, max] inside the query interval.
 - Cloning: ``w_g(s) = |g| · m_E(s) / |m_E|`` (the sub-class's size times the share of s in its class's
-  published multiset); numeric ``p`` from the **indicative range** [lo, hi] as above (the η values
-  nearest the average stand for the sub-class); categorical ``p`` from the lowest common ancestor.
+  published multiset); numeric ``p`` from the sub-class's range (``numeric`` below).
 
-Categorical ``p``: inside a generalized value the leaves are weighted by the release's own leaf
-marginal π (records of groups published at leaf level, plus one per leaf), i.e.
-``p = Σ_{leaf ∈ pred ∩ node} π(leaf) / Σ_{leaf ∈ node} π(leaf)``; a uniform split would spread
-Adult's 90 % United-States records over 41 countries. π comes from the release only.
+``categorical`` (how a generalized value's records spread over its leaves):
+
+- ``"uniform"`` (the default): every leaf under the generalized value counts the same,
+  ``p = |pred ∩ leaves(node)| / |leaves(node)|``;
+- ``"release-marginal"`` (the estimator of earlier versions): leaves weighted by the release's own
+  leaf marginal π (records of groups published at leaf level, plus one per leaf). It sends almost
+  every generalized record to the leaves that are common at leaf level (Adult's United-States),
+  while a generalized group holds exactly the records that could not be published at leaf level,
+  the rare ones: on the Baig et al. workload it answers ~0 for most queries off the common leaves.
+
+``numeric`` (cloning's numeric quasi-identifiers, which publish an average and the *indicative
+range* [lo, hi] of the η values nearest it, not the sub-class's extent):
+
+- ``"indicative"`` (earlier versions): spread over the integers of [lo, hi];
+- ``"scaled"`` (the default for cloning): the η nearest values span (hi − lo + 1) of the sub-class's
+  |g| values, so under uniformity the sub-class spans W = (hi − lo + 1)·|g|/η; spread uniformly over
+  [avg − W/2, avg + W/2] ∩ [domain lo − ½, domain hi + ½], the query's integers [a, b] read as
+  [a − ½, b + ½]. η is public (the release's provenance records it).
+  Mondrian publishes the class's [min, max] and always uses it.
+
+Floor (:func:`floor_counts`): exact QI counts times the table's share of s. A release that makes
+every class mirror the table's sensitive distribution (δ-cloning) cannot do better on average: it
+publishes no dependence between s and the QIs.
+
 Numeric quasi-identifiers are taken to be integer-valued (Adult age).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -138,6 +156,10 @@ class Groups:
     values: list
     numeric: dict[str, tuple[np.ndarray, np.ndarray]]
     categorical: dict[str, np.ndarray]
+    #: cloning: numeric averages per QI (``<a>_avg``); None for Mondrian (its ranges are the classes' extent)
+    averages: Optional[dict[str, np.ndarray]] = None
+    #: cloning: number of distinct leaves per categorical QI (``<a>_distinct``); None for Mondrian
+    distinct: Optional[dict[str, np.ndarray]] = None
 
 
 def mondrian_groups(release: pd.DataFrame, qis: Sequence[QuasiIdentifier], sensitive: str) -> Groups:
@@ -166,33 +188,96 @@ def cloning_groups(release: pd.DataFrame, qis: Sequence[QuasiIdentifier], sensit
                   {q.name: (first[f"{q.name}_lo"].to_numpy(float), first[f"{q.name}_hi"].to_numpy(float))
                    for q in qis if q.kind == "numeric"},
                   {q.name: np.array([q.require_taxonomy().node_id(v) for v in first[q.name]]) for q in qis
-                   if q.kind == "categorical"})
+                   if q.kind == "categorical"},
+                  {q.name: first[f"{q.name}_avg"].to_numpy(float) for q in qis if q.kind == "numeric"},
+                  {q.name: first[f"{q.name}_distinct"].to_numpy(float) for q in qis if q.kind == "categorical"})
 
 
-def estimate_counts(groups: Groups, qis: Sequence[QuasiIdentifier], queries: Queries, batch: int = 1000) -> np.ndarray:
-    """Estimated answers ``Σ_g w_g(s) Π_A p_A(g)``, shape (Q,) (module docstring)."""
+CATEGORICAL_SPREADS = ("uniform", "release-marginal", "distinct")
+NUMERIC_SPREADS = ("indicative", "scaled")
+
+
+def estimate_counts(groups: Groups, qis: Sequence[QuasiIdentifier], queries: Queries, batch: int = 1000, *,
+                    categorical: str = "uniform", numeric: str = "indicative", eta: Optional[int] = None) -> np.ndarray:
+    """Estimated answers ``Σ_g w_g(s) Π_A p_A(g)``, shape (Q,) (module docstring).
+
+    ``categorical``: ``"uniform"`` or ``"release-marginal"``; ``numeric``: ``"indicative"`` (the
+    group's [lo, hi] as published, Mondrian's extent) or ``"scaled"`` (cloning only: needs
+    ``groups.averages`` and the release's ``eta``).
+
+    Raises
+    ------
+    InvalidParameterError
+        An unknown spread, or ``"scaled"`` without averages or a positive η.
+    """
+    if categorical not in CATEGORICAL_SPREADS:
+        raise InvalidParameterError(f"categorical spread must be one of {CATEGORICAL_SPREADS}, not {categorical!r}")
+    if numeric not in NUMERIC_SPREADS:
+        raise InvalidParameterError(f"numeric spread must be one of {NUMERIC_SPREADS}, not {numeric!r}")
+    if numeric == "scaled" and (groups.averages is None or eta is None or eta < 1):
+        raise InvalidParameterError("numeric spread 'scaled' needs a cloning release's averages and its eta >= 1")
+    if categorical == "distinct" and groups.distinct is None:
+        raise InvalidParameterError("categorical spread 'distinct' needs a cloning release's distinct counts")
     pos = {v: i for i, v in enumerate(groups.values)}
     out = np.zeros(len(queries))
     size = groups.weights.sum(axis=1)
     pi = {}
     for q in qis:
         if q.kind == "categorical":
-            nodes = groups.categorical[q.name]
-            at_leaf = nodes < q.require_taxonomy().n_leaves
-            pi[q.name] = 1.0 + np.bincount(nodes[at_leaf], weights=size[at_leaf], minlength=q.require_taxonomy().n_leaves)
+            n_leaves = q.require_taxonomy().n_leaves
+            if categorical == "uniform":
+                pi[q.name] = np.ones(n_leaves)
+            else:
+                nodes = groups.categorical[q.name]
+                at_leaf = nodes < n_leaves
+                pi[q.name] = 1.0 + np.bincount(nodes[at_leaf], weights=size[at_leaf], minlength=n_leaves)
+    spans = {}
+    for q in qis:
+        if q.kind != "numeric":
+            continue
+        glo, ghi = groups.numeric[q.name]
+        if numeric == "scaled":
+            dlo, dhi = q.require_domain()
+            assert groups.averages is not None and eta is not None  # checked above
+            half = (ghi - glo + 1) * size / eta / 2
+            avg = groups.averages[q.name]
+            spans[q.name] = (np.maximum(avg - half, dlo - 0.5), np.minimum(avg + half, dhi + 0.5))
+        else:
+            spans[q.name] = (glo - 0.5, ghi + 0.5)  # the integers lo..hi as a continuous span
     for b0 in range(0, len(queries), batch):
         sl = slice(b0, b0 + batch)
         cols = np.array([pos.get(str(s), -1) for s in queries.sensitive[sl]])
         w = np.where(cols[None, :] >= 0, groups.weights[:, np.maximum(cols, 0)], 0.0)  # G x B
         for q in qis:
             if q.kind == "numeric":
-                glo, ghi = groups.numeric[q.name]
+                slo, shi = spans[q.name]
                 qlo, qhi = queries.numeric[q.name]
-                inside = np.minimum(ghi[:, None], qhi[None, sl]) - np.maximum(glo[:, None], qlo[None, sl]) + 1
-                w *= np.clip(inside, 0, None) / (ghi - glo + 1)[:, None]
+                inside = np.minimum(shi[:, None], qhi[None, sl] + 0.5) - np.maximum(slo[:, None], qlo[None, sl] - 0.5)
+                w *= np.clip(inside, 0, None) / np.maximum(shi - slo, 1e-12)[:, None]
             else:
-                member = q.require_taxonomy().member[groups.categorical[q.name]] * pi[q.name][None, :]  # G x leaves
-                sel = queries.categorical[q.name][sl].astype(float)                        # B x leaves
-                w *= (member @ sel.T) / member.sum(axis=1)[:, None]
+                node_leaves = q.require_taxonomy().member[groups.categorical[q.name]].astype(float)  # G x leaves
+                sel = queries.categorical[q.name][sl].astype(float)                                # B x leaves
+                member = node_leaves * pi[q.name][None, :]
+                p = (member @ sel.T) / member.sum(axis=1)[:, None]
+                if categorical == "distinct":
+                    assert groups.distinct is not None  # checked above
+                    # one dominant leaf (release marginal) holds |g| - (d - 1) records, d - 1 leaves one each (uniform)
+                    rare = np.clip(groups.distinct[q.name] - 1, 0, None) / np.maximum(size, 1)
+                    p = (1 - rare)[:, None] * p + rare[:, None] * ((node_leaves @ sel.T) / node_leaves.sum(axis=1)[:, None])
+                w *= p
         out[sl] = w.sum(axis=0)
     return out
+
+
+def floor_counts(df: pd.DataFrame, qis: Sequence[QuasiIdentifier], sensitive: str, queries: Queries) -> np.ndarray:
+    """The floor: exact QI counts of ``df`` times the share of each query's s in ``df``, shape (Q,).
+
+    The best answer of any release whose classes all mirror the table's sensitive distribution
+    (module docstring). Computed from the original rows: a reference, never a release.
+    """
+    everyone = df[[q.name for q in qis]].copy()
+    everyone["_all"] = "*"
+    qi_only = Queries(queries.numeric, queries.categorical, np.full(len(queries), "*", dtype=object), queries.runs)
+    qi_counts = actual_counts(everyone, qis, "_all", qi_only)
+    share = df[sensitive].astype(str).value_counts(normalize=True)
+    return qi_counts * share.reindex([str(s) for s in queries.sensitive]).fillna(0.0).to_numpy()

@@ -1,0 +1,523 @@
+"""Downstream utility of IR releases next to DP synthetic data on Adult (evaluation only, not the release path).
+
+Source: the fragmented-data paper's §5 evaluates MeanSSE only; this experiment adds the measures a
+user compares synthetic data by (issue 24, item 2): train a classifier on a release, test it on the
+original ``adult.test``, and compare the release's marginals with the original training table.
+
+Data: :func:`fragrelease.schemas.datasets.load_adult_train_test`: 30,162 training rows (``adult.data``)
+and 15,060 test rows (``adult.test``). Released: the paper's 10 attributes (docs/specification.md
+§3) **and income as an 11th protected attribute** (categories ``<=50K``, ``>50K``), so the label a
+classifier learns is released under the same budget as the features.
+
+Rows (every cell averaged over ``runs`` independent runs, 5 by default):
+
+- ``original``: the training table itself (no protection).
+- ``idp-ir`` / ``dp-ir`` × postprocess ``none`` / ``isotonic`` × ``linked`` / ``unlinked``:
+  centralized IR microaggregation with k = ``k`` (default 50) and ε/11 per attribute, category order
+  ``dp-frequency`` with share 0.1 (private: a Laplace histogram bought from each categorical
+  attribute's ε/11, redrawn per run), the release's own steps through
+  :func:`fragrelease.experiments.linkage.protect_table` (the numpy reference path: the same
+  mechanism the Spark job runs, which tests check equal to it). The unlinked table permutes every
+  column independently (docs/privacy.md "Linked and unlinked releases").
+- ``mst`` / ``aim``: OpenDP 0.16's MST and AIM (``opendp.extras.mbi``, Private-PGM) at the same total
+  ε, pure ε-DP (``dp.loss_of(epsilon=ε)``: Laplace noise, δ = 0) with privacy unit
+  ``dp.unit_of(changes=1)``, i.e. the substitution of one record, the neighbouring relation of
+  docs/privacy.md. Keys are the schema's declared categories, numeric attributes are cut at public
+  bin edges (:data:`AGE_CUTS`, :data:`HOURS_CUTS`), nothing is taken from the data. The synthetic
+  table is ``ContingencyTable.synthesize()`` (about n rows; a value OpenDP adds as null category may
+  appear and counts as its own code in the TVD and as an unknown category for the classifiers).
+
+Measures, per row and ε:
+
+- ``acc_lr``: accuracy on ``adult.test`` of scikit-learn ``LogisticRegression`` (one-hot encoded
+  categories over the declared categories, standardized numeric attributes), trained on the release;
+- ``acc_gb``: the same for ``HistGradientBoostingClassifier`` (declared categories as native
+  categorical features);
+- ``tvd1`` / ``tvd2``: mean total variation distance ½ Σ |p − q| ∈ [0, 1] of all 1-way (11) and 2-way
+  (55) marginals of the release against the original training table (:func:`marginal_tvds`;
+  numeric attributes in 10 equal-width bins of the declared domain).
+
+A training label set with one class only (possible when microaggregation and clamping leave one
+income value) gives a classifier that predicts that class.
+
+Each row's guarantee (column ``guarantee``, :func:`guarantee`) is stated exactly: a linked IR release
+has per-column guarantees only, no table-level ε; the unlinked one and MST/AIM have a whole-table ε.
+
+Run: ``python -m fragrelease.experiments.downstream --out docs/evaluation`` writes
+``downstream.csv`` (one row per run), ``downstream-summary.csv`` and ``downstream.png``.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import time
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from fragrelease.errors import InvalidParameterError
+from fragrelease.experiments.evaluation import AttributeSpec, OrderSetting
+from fragrelease.experiments.linkage import protect_table, unlink
+from fragrelease.rng import FastLaplace, NoiseSource, evaluation_generator
+
+TARGET = "income"
+#: Total ε per release (the whole table: ε/11 per attribute for IR releases).
+EPSILONS = ("0.5", "1", "2", "4", "8")
+K = 50
+MECHANISMS = ("idp-ir", "dp-ir")
+POSTPROCESS = ("none", "isotonic")
+LINKAGES = ("linked", "unlinked")
+SYNTHESIZERS = ("mst", "aim")
+#: Public bin edges (left-open) of the numeric attributes for MST/AIM; from the declared domains, not the data.
+AGE_CUTS = tuple(range(10, 100, 10))
+HOURS_CUTS = tuple(range(10, 99, 10))
+TVD_BINS = 10
+
+
+def adult_specs() -> list[AttributeSpec]:
+    """The 10 released Adult attributes plus income (categorical, declared order ``<=50K``, ``>50K``)."""
+    from fragrelease.schemas import adult
+    from fragrelease.schemas.datasets import BUILTIN_SCHEMAS
+
+    specs = [AttributeSpec.from_attribute(a) for a in BUILTIN_SCHEMAS["adult"].protected]
+    return specs + [AttributeSpec(TARGET, 1.0, float(len(adult.INCOME)), True, tuple(adult.INCOME))]
+
+
+def guarantee(method: str, epsilon: str, n_attributes: int, linkage: str = "") -> str:
+    """The exact privacy statement of one row (docs/privacy.md "The guarantee"; OpenDP's MST/AIM).
+
+    Raises
+    ------
+    InvalidParameterError
+        An unknown method or linkage.
+    """
+    try:
+        per = f"ε/{n_attributes} = {float(epsilon) / n_attributes:.4g}"
+    except ValueError:  # symbolic, for tables: guarantee("idp-ir", "ε", 11, "linked")
+        per = f"ε/{n_attributes}"
+    if method == "original":
+        return "none: the training table itself"
+    if method in ("idp-ir", "dp-ir"):
+        kind = "iDP with respect to the actual training table" if method == "idp-ir" else "DP"
+        if linkage == "linked":
+            return (f"per column only: each of the {n_attributes} released columns is {per}-{kind} "
+                    "(substitution); the joint table has no ε bound")
+        if linkage == "unlinked":
+            eps = "ε" if epsilon == "ε" else f"ε = {epsilon}"
+            return f"whole table {eps}-{kind} (substitution; sequential composition over columns)"
+        raise InvalidParameterError(f"linkage must be one of {LINKAGES}, not {linkage!r}")
+    if method in SYNTHESIZERS:
+        eps = "ε" if epsilon == "ε" else f"ε = {epsilon}"
+        return f"whole table {eps}-DP, pure (δ = 0, Laplace; OpenDP unit_of(changes=1): substitution)"
+    raise InvalidParameterError(f"unknown method {method!r}")
+
+
+# --------------------------------------------------------------------------------------------------
+# marginals
+
+
+def encode_table(table: pd.DataFrame, specs: Sequence[AttributeSpec], bins: int = TVD_BINS) -> np.ndarray:
+    """Integer codes of shape (n, l) for the marginals, and one extra code per column for null / unknown.
+
+    Categorical: index in the declared order; numeric: ``bins`` equal-width bins of the declared
+    [lo, hi] (values outside are clipped into the end bins); a null or undeclared value gets code
+    ``size`` (:func:`code_sizes` counts it).
+    """
+    cols = []
+    for s in specs:
+        v = table[s.name]
+        if s.categorical:
+            index = {c: i for i, c in enumerate(s.categories)}
+            cols.append(np.array([index.get(x, len(s.categories)) if isinstance(x, str) else len(s.categories)
+                                  for x in v], dtype=np.int64))
+        else:
+            x = pd.to_numeric(v, errors="coerce").to_numpy(float)
+            edges = np.linspace(s.lo, s.hi, bins + 1)[1:-1]
+            code = np.digitize(np.nan_to_num(x, nan=s.lo), edges).astype(np.int64)
+            cols.append(np.where(np.isnan(x), bins, code))
+    return np.column_stack(cols)
+
+
+def code_sizes(specs: Sequence[AttributeSpec], bins: int = TVD_BINS) -> list[int]:
+    """Codes per column of :func:`encode_table`, the null code included."""
+    return [(len(s.categories) if s.categorical else bins) + 1 for s in specs]
+
+
+def marginal_tvds(original: np.ndarray, released: np.ndarray, sizes: Sequence[int]) -> tuple[float, float]:
+    """Mean TVD of all 1-way and of all 2-way marginals, each in [0, 1].
+
+    ``original`` (n, l) and ``released`` (m, l) are code tables (:func:`encode_table`); the row
+    counts may differ (each table's frequencies are normalized by its own size). TVD = ½ Σ_cells
+    |p − q|.
+
+    Raises
+    ------
+    InvalidParameterError
+        Different column counts, fewer than two columns, an empty table or a code outside ``sizes``.
+    """
+    if original.ndim != 2 or released.ndim != 2 or original.shape[1] != released.shape[1] or original.shape[1] < 2:
+        raise InvalidParameterError(f"code tables must be (n, l >= 2) with equal l, not {original.shape} and "
+                                    f"{released.shape}")
+    if len(original) == 0 or len(released) == 0:
+        raise InvalidParameterError("code tables must not be empty")
+    for t in (original, released):
+        if (t < 0).any() or (t >= np.asarray(sizes)[None, :]).any():
+            raise InvalidParameterError("a code lies outside [0, size) of its column")
+
+    def tvd(idx_p: np.ndarray, idx_q: np.ndarray, cells: int) -> float:
+        p = np.bincount(idx_p, minlength=cells) / len(idx_p)
+        q = np.bincount(idx_q, minlength=cells) / len(idx_q)
+        return 0.5 * float(np.abs(p - q).sum())
+
+    one = [tvd(original[:, i], released[:, i], sizes[i]) for i in range(original.shape[1])]
+    two = [tvd(original[:, i] * sizes[j] + original[:, j], released[:, i] * sizes[j] + released[:, j],
+               sizes[i] * sizes[j]) for i, j in itertools.combinations(range(original.shape[1]), 2)]
+    return float(np.mean(one)), float(np.mean(two))
+
+
+# --------------------------------------------------------------------------------------------------
+# classifiers
+
+
+def _features(specs: Sequence[AttributeSpec]):
+    feats = [s for s in specs if s.name != TARGET]
+    return [s for s in feats if s.categorical], [s for s in feats if not s.categorical]
+
+
+def classifier_accuracies(train: pd.DataFrame, test: pd.DataFrame, specs: Sequence[AttributeSpec],
+                          seed: int = 0) -> dict[str, float]:
+    """Test accuracy of logistic regression (``acc_lr``) and gradient boosting (``acc_gb``) trained on ``train``.
+
+    ``train``/``test``: one column per spec (the target :data:`TARGET` included). Training rows with a
+    null label are dropped; numeric nulls become the middle of the declared domain; an unknown
+    category is all-zero (one-hot) or missing (gradient boosting). One label only: the
+    classifiers predict it.
+    """
+    from sklearn.compose import ColumnTransformer
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder, StandardScaler
+
+    cats, nums = _features(specs)
+    train = train[train[TARGET].isin(next(s.categories for s in specs if s.name == TARGET))]
+    y_test = test[TARGET].to_numpy(str)
+
+    def frame(df: pd.DataFrame) -> pd.DataFrame:
+        out = pd.DataFrame(index=df.index)
+        for s in cats:
+            out[s.name] = df[s.name].where(df[s.name].isin(s.categories), None).astype(object)
+        for s in nums:
+            out[s.name] = pd.to_numeric(df[s.name], errors="coerce").fillna((s.lo + s.hi) / 2).astype(float)
+        return out
+
+    y = train[TARGET].to_numpy(str)
+    if len(np.unique(y)) < 2:
+        const = float(np.mean(y_test == (y[0] if len(y) else "")))
+        return {"acc_lr": const, "acc_gb": const}
+    x_train, x_test = frame(train), frame(test)
+    cat_names, num_names = [s.name for s in cats], [s.name for s in nums]
+    lr = make_pipeline(
+        ColumnTransformer([("cat", OneHotEncoder(categories=[list(s.categories) for s in cats],
+                                                 handle_unknown="ignore"), cat_names),
+                           ("num", StandardScaler(), num_names)]),
+        LogisticRegression(max_iter=2000))
+    gb = make_pipeline(
+        ColumnTransformer([("cat", OrdinalEncoder(categories=[list(s.categories) for s in cats],
+                                                  handle_unknown="use_encoded_value", unknown_value=np.nan),
+                            cat_names),
+                           ("num", "passthrough", num_names)]),
+        HistGradientBoostingClassifier(categorical_features=list(range(len(cats))), random_state=seed))
+    out = {}
+    for name, model in (("acc_lr", lr), ("acc_gb", gb)):
+        model.fit(x_train, y)
+        out[name] = float(np.mean(model.predict(x_test) == y_test))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# releases
+
+
+def ir_tables(train: pd.DataFrame, specs: Sequence[AttributeSpec], *, mechanism: str, epsilon: str, k: int,
+              noise: NoiseSource, rng: np.random.Generator) -> dict[tuple[str, str], pd.DataFrame]:
+    """{(postprocess, linkage): released table} of one IR run (one noise draw, finished both ways)."""
+    data = {s.name: train[s.name].to_numpy(object if s.categorical else float) for s in specs}
+    ids = np.arange(len(train), dtype=np.int64)
+    tables = protect_table(data, ids, specs, mechanism=mechanism, epsilon=epsilon, k=k, noise=noise,
+                           category_order=OrderSetting.parse("dp-frequency", "0.1"))
+    out = {}
+    for p, t in tables.items():
+        out[(p, "linked")] = pd.DataFrame(t)
+        out[(p, "unlinked")] = pd.DataFrame(unlink(t, rng))
+    return out
+
+
+def synthesize(train: pd.DataFrame, specs: Sequence[AttributeSpec], *, algorithm: str, epsilon: str,
+               iters: int = 300, aim_rounds: Optional[int] = None) -> pd.DataFrame:
+    """One MST or AIM synthetic table of ``train`` at pure ε-DP under substitution (module docstring).
+
+    ``iters``: mirror-descent iterations of each Private-PGM fit (mbi's default is 1000; fewer make
+    the fit faster and no less private: the estimation is post-processing). ``aim_rounds``: AIM's
+    number of rounds (OpenDP's default when None).
+
+    Raises
+    ------
+    InvalidParameterError
+        An unknown algorithm.
+    """
+    if algorithm not in SYNTHESIZERS:
+        raise InvalidParameterError(f"algorithm must be one of {SYNTHESIZERS}, not {algorithm!r}")
+    import opendp.prelude as dp
+    import polars as pl
+    from mbi.estimation import mirror_descent
+
+    dp.enable_features("contrib")
+
+    def estimator(domain, loss_fn, *, potentials=None):
+        return mirror_descent(domain, loss_fn, potentials=potentials, iters=iters)
+
+    alg = (dp.mbi.MST(estimator=estimator) if algorithm == "mst"
+           else dp.mbi.AIM(estimator=estimator, rounds=aim_rounds))
+    cats, nums = _features(specs)
+    names = [s.name for s in specs]
+    lf = pl.from_pandas(train[names]).with_columns(*[pl.col(s.name).cast(pl.Int64) for s in nums]).lazy()
+    cuts = {"age": list(AGE_CUTS), "hours-per-week": list(HOURS_CUTS)}
+    missing = [s.name for s in nums if s.name not in cuts]
+    if missing:
+        raise InvalidParameterError(f"no public bin edges for numeric attribute(s) {missing}")
+    ctx = dp.Context.compositor(data=lf, privacy_unit=dp.unit_of(changes=1),
+                                privacy_loss=dp.loss_of(epsilon=float(epsilon)), split_evenly_over=1,
+                                margins=[dp.polars.Margin(max_length=10 * len(train))])  # public bound on n
+    table = (ctx.query().contingency_table(keys={s.name: list(s.categories) for s in specs if s.categorical},
+                                           cuts=cuts, algorithm=alg).release())
+    return table.synthesize().to_pandas()
+
+
+# --------------------------------------------------------------------------------------------------
+# experiment
+
+
+def run_experiment(train: pd.DataFrame, test: pd.DataFrame, *, epsilons: Sequence[str] = EPSILONS, runs: int = 5,
+                   k: int = K, mechanisms: Sequence[str] = MECHANISMS, synthesizers: Sequence[str] = SYNTHESIZERS,
+                   synth_epsilons: Optional[Sequence[str]] = None, synth_runs: Optional[int] = None,
+                   iters: int = 300, aim_rounds: Optional[int] = None, original: bool = True,
+                   progress: Callable[[str], None] = lambda m: None,
+                   checkpoint: Callable[[pd.DataFrame], None] = lambda rows: None) -> pd.DataFrame:
+    """One row per (method, postprocess, linkage, ε, run) with accuracies, TVDs, guarantee and seconds.
+
+    ``synth_epsilons`` / ``synth_runs``: the grid of MST/AIM when it must be smaller than the IR grid
+    (defaults: ``epsilons`` / ``runs``). ``original=False`` leaves out the rows of the original table
+    (when parts of the grid run in separate processes). ``checkpoint`` receives the rows so far after
+    every MST/AIM table (a synthesizer fit takes minutes).
+
+    Raises
+    ------
+    InvalidParameterError
+        runs < 1 or an empty table.
+    """
+    if runs < 1:
+        raise InvalidParameterError(f"runs must be >= 1, not {runs}")
+    if len(train) == 0 or len(test) == 0:
+        raise InvalidParameterError("train and test tables must not be empty")
+    specs = adult_specs()
+    sizes = code_sizes(specs)
+    orig_codes = encode_table(train, specs)
+    noise, rng = FastLaplace(), evaluation_generator()
+    rows: list[dict] = []
+
+    def measure(table: pd.DataFrame, seed: int, **keys) -> None:
+        t0 = time.perf_counter()
+        tvd1, tvd2 = marginal_tvds(orig_codes, encode_table(table, specs), sizes)
+        rows.append({**keys, "rows": len(table), **classifier_accuracies(table, test, specs, seed=seed),
+                     "tvd1": tvd1, "tvd2": tvd2, "measure_seconds": time.perf_counter() - t0,
+                     "guarantee": guarantee(keys["method"], keys["epsilon"], len(specs), keys["linkage"])})
+
+    for run in range(runs if original else 0):
+        measure(train, run, method="original", postprocess="", linkage="", epsilon="inf", k=0, run=run,
+                release_seconds=0.0)
+    for mech in mechanisms:
+        for eps in epsilons:
+            for run in range(runs):
+                t0 = time.perf_counter()
+                tables = ir_tables(train, specs, mechanism=mech, epsilon=eps, k=k, noise=noise, rng=rng)
+                sec = time.perf_counter() - t0
+                for (p, lk), table in tables.items():
+                    measure(table, run, method=mech, postprocess=p, linkage=lk, epsilon=eps, k=k, run=run,
+                            release_seconds=sec)
+                progress(f"{mech} eps={eps} run={run}")
+    for alg in synthesizers:
+        for eps in synth_epsilons or epsilons:
+            for run in range(synth_runs or runs):
+                t0 = time.perf_counter()
+                table = synthesize(train, specs, algorithm=alg, epsilon=eps, iters=iters, aim_rounds=aim_rounds)
+                sec = time.perf_counter() - t0
+                measure(table, run, method=alg, postprocess="", linkage="", epsilon=eps, k=0, run=run,
+                        release_seconds=sec)
+                progress(f"{alg} eps={eps} run={run}: {sec:.0f} s")
+                checkpoint(pd.DataFrame(rows))
+    return pd.DataFrame(rows)
+
+
+ROW_KEYS = ["method", "postprocess", "linkage", "epsilon"]
+
+
+def read_per_run(path: str) -> pd.DataFrame:
+    """A per-run CSV written by :func:`main`, with the row keys as strings ("" for not applicable)."""
+    df = pd.read_csv(path, dtype={"epsilon": str, "postprocess": str, "linkage": str})
+    return df.fillna({"postprocess": "", "linkage": ""})
+
+
+def summarize(per_run: pd.DataFrame) -> pd.DataFrame:
+    """Mean and standard deviation over runs per (method, postprocess, linkage, ε), with the guarantee."""
+    g = per_run.groupby(ROW_KEYS, sort=False)
+    out = g.agg(acc_lr=("acc_lr", "mean"), acc_lr_std=("acc_lr", "std"), acc_gb=("acc_gb", "mean"),
+                acc_gb_std=("acc_gb", "std"), tvd1=("tvd1", "mean"), tvd2=("tvd2", "mean"),
+                release_seconds=("release_seconds", "mean"), runs=("run", "count"),
+                guarantee=("guarantee", "first")).reset_index()
+    return out
+
+
+def epsilon_within(summary: pd.DataFrame, metric: str, points: float = 1.0) -> pd.DataFrame:
+    """Per row, the smallest ε of the grid whose mean ``metric`` is within ``points`` accuracy points of the original's.
+
+    ``None`` when no ε of the grid reaches it. Returns columns method, postprocess, linkage, eps_within.
+    """
+    orig = float(summary.loc[summary["method"] == "original", metric].iloc[0])
+    rows = []
+    for keys, g in summary[summary["method"] != "original"].groupby(ROW_KEYS[:3], sort=False):
+        g = g.assign(e=g["epsilon"].astype(float)).sort_values("e")
+        hit = g[g[metric] >= orig - points / 100]
+        rows.append(dict(zip(ROW_KEYS[:3], keys), metric=metric,
+                         eps_within=(None if hit.empty else str(hit["epsilon"].iloc[0]))))
+    return pd.DataFrame(rows)
+
+
+def markdown_table(summary: pd.DataFrame, within: pd.DataFrame) -> str:
+    """The table of docs/evaluation.md: accuracy (%) per ε, TVDs at ε = 1, the ε within 1 point, runs, guarantee."""
+    eps = sorted(summary.loc[summary["method"] != "original", "epsilon"].unique(), key=float)
+    head = ("| row | guarantee | GB accuracy at ε = " + " / ".join(eps) + " | LR accuracy at ε = " + " / ".join(eps)
+            + " | 1-way / 2-way TVD at ε = 1 | ε within 1 point (LR, GB) | runs |")
+    lines = [head, "|" + "---|" * 7]
+    w = within.set_index(["method", "postprocess", "linkage", "metric"])["eps_within"]
+    for keys, g in summary.groupby(ROW_KEYS[:3], sort=False):
+        g = g.set_index("epsilon")
+        if keys[0] == "original":
+            o = g.iloc[0]
+            lines.append(f"| original | {o['guarantee']} | {100 * o['acc_gb']:.1f} | {100 * o['acc_lr']:.1f} | 0 / 0 | "
+                         f"– | {int(o['runs'])} |")
+            continue
+
+        def cells(col: str, g: pd.DataFrame = g) -> str:
+            return " / ".join(f"{100 * g.loc[e, col]:.1f}" if e in g.index else "–" for e in eps)
+        tvd = f"{g.loc['1', 'tvd1']:.3f} / {g.loc['1', 'tvd2']:.3f}" if "1" in g.index else "–"
+        reach = ", ".join(str(w.get((*keys, m)) or "not reached") for m in ("acc_lr", "acc_gb"))
+        runs = "/".join(str(int(r)) for r in g["runs"]) if g["runs"].nunique() > 1 else str(int(g["runs"].iloc[0]))
+        lines.append(f"| {label(*keys)} | {guarantee(keys[0], 'ε', len(adult_specs()), keys[2])} | {cells('acc_gb')} | {cells('acc_lr')} | {tvd} | "
+                     f"{reach} | {runs} |")
+    return "\n".join(lines)
+
+
+def label(method: str, postprocess: str, linkage: str) -> str:
+    if method in ("idp-ir", "dp-ir"):
+        return f"{ {'idp-ir': 'iDP-IR', 'dp-ir': 'DP-IR'}[method]}, {postprocess}, {linkage}"
+    return method.upper() if method != "original" else "original"
+
+
+def plot(summary: pd.DataFrame, path: str) -> str:
+    """Accuracy (LR, GB) and marginal TVD (1-way, 2-way) vs total ε for every row."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 4, figsize=(20, 4.8))
+    orig = summary[summary["method"] == "original"].iloc[0]
+    styles = {"idp-ir": "-", "dp-ir": "--", "mst": "-", "aim": "-"}
+    colors = {("none", "linked"): "#9ecae1", ("isotonic", "linked"): "#08519c", ("none", "unlinked"): "#fdae6b",
+              ("isotonic", "unlinked"): "#a63603"}
+    for (keys, g) in summary[summary["method"] != "original"].groupby(ROW_KEYS[:3], sort=False):
+        m, p, lk = keys
+        g = g.assign(e=g["epsilon"].astype(float)).sort_values("e")
+        color = colors.get((p, lk), "#31a354" if m == "mst" else "#756bb1")
+        marker = "o" if m != "aim" else "s"
+        for ax, col in zip(axes, ("acc_lr", "acc_gb", "tvd1", "tvd2")):
+            ax.plot(g["e"], 100 * g[col] if col.startswith("acc") else g[col], ls=styles[m], marker=marker,
+                    color=color, lw=2.2 if m in SYNTHESIZERS else 1.2, label=label(m, p, lk))
+    for ax, col, title in zip(axes, ("acc_lr", "acc_gb", "tvd1", "tvd2"),
+                              ("logistic regression accuracy (%)", "gradient boosting accuracy (%)",
+                               "mean 1-way marginal TVD", "mean 2-way marginal TVD")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("total ε (IR: ε/11 per column; linked IR has no table-level ε)")
+        ax.set_title(f"Adult, trained on the release, tested on adult.test\n{title}", fontsize=9)
+        if col.startswith("acc"):
+            ax.axhline(100 * orig[col], color="black", lw=1, label="original")
+            ax.axhline(100 * orig[col] - 1, color="black", lw=0.8, ls=":", label="original − 1 point")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=6, fontsize=8)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def main(argv: Optional[Sequence[str]] = None) -> dict:
+    from fragrelease.schemas.datasets import load_adult_train_test
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="docs/evaluation")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--epsilons", nargs="+", default=list(EPSILONS))
+    ap.add_argument("--k", type=int, default=K)
+    ap.add_argument("--mechanisms", nargs="*", default=list(MECHANISMS))
+    ap.add_argument("--synthesizers", nargs="*", default=list(SYNTHESIZERS))
+    ap.add_argument("--synth-epsilons", nargs="+")
+    ap.add_argument("--synth-runs", type=int)
+    ap.add_argument("--iters", type=int, default=300, help="Private-PGM mirror-descent iterations per fit")
+    ap.add_argument("--aim-rounds", type=int)
+    ap.add_argument("--train-rows", type=int, help="first N training rows only (smoke tests)")
+    ap.add_argument("--test-rows", type=int, help="first N test rows only (smoke tests)")
+    ap.add_argument("--name", default="downstream", help="file name stem of the outputs")
+    ap.add_argument("--no-original", action="store_true", help="leave out the original table's rows")
+    ap.add_argument("--from-csv", nargs="+", metavar="CSV",
+                    help="summarize and plot per-run CSVs of earlier runs (e.g. IR rows and MST/AIM rows run "
+                         "separately) instead of running")
+    a = ap.parse_args(argv)
+    os.makedirs(a.out, exist_ok=True)
+    t0 = time.perf_counter()
+    if a.from_csv:
+        per_run = pd.concat([read_per_run(f) for f in a.from_csv], ignore_index=True)
+    else:
+        train, test = load_adult_train_test()
+        if a.train_rows:
+            train = train.iloc[:a.train_rows]
+        if a.test_rows:
+            test = test.iloc[:a.test_rows]
+        per_run = run_experiment(train, test, epsilons=a.epsilons, runs=a.runs, k=a.k, mechanisms=a.mechanisms,
+                                 synthesizers=a.synthesizers, synth_epsilons=a.synth_epsilons,
+                                 synth_runs=a.synth_runs, iters=a.iters, aim_rounds=a.aim_rounds,
+                                 original=not a.no_original, progress=lambda m: print(m, flush=True),
+                                 checkpoint=lambda rows: rows.to_csv(os.path.join(a.out, f"{a.name}.csv"),
+                                                                     index=False, float_format="%.6g"))
+    per_run.to_csv(os.path.join(a.out, f"{a.name}.csv"), index=False, float_format="%.6g")
+    if not (per_run["method"] == "original").any():
+        print(f"downstream: {len(per_run)} rows (no original rows: summarize with --from-csv) -> {a.out}/{a.name}.csv")
+        return {"per_run": per_run, "seconds": time.perf_counter() - t0}
+    summary = summarize(per_run)
+    summary.to_csv(os.path.join(a.out, f"{a.name}-summary.csv"), index=False, float_format="%.6g")
+    within = pd.concat([epsilon_within(summary, m) for m in ("acc_lr", "acc_gb")], ignore_index=True)
+    within.to_csv(os.path.join(a.out, f"{a.name}-within.csv"), index=False)
+    fig = plot(summary, os.path.join(a.out, f"{a.name}.png"))
+    seconds = time.perf_counter() - t0
+    pd.set_option("display.width", 250)
+    print(summary.drop(columns=["guarantee"]).to_string(index=False))
+    print(within.to_string(index=False))
+    print(markdown_table(summary, within))
+    print(f"downstream: {len(per_run)} rows in {seconds:.1f} s -> {a.out}/{a.name}*.csv, {fig}")
+    return {"per_run": per_run, "summary": summary, "within": within, "seconds": seconds, "figure": fig}
+
+
+if __name__ == "__main__":
+    main()
