@@ -60,9 +60,11 @@ import pandas as pd
 from fragrelease.errors import InvalidParameterError
 from fragrelease.experiments.evaluation import AttributeSpec, OrderSetting
 from fragrelease.experiments.linkage import protect_table, unlink
-from fragrelease.rng import FastLaplace, NoiseSource, evaluation_generator
+from fragrelease.rng.laplace import FastLaplace, NoiseSource, evaluation_generator
 
 TARGET = "income"
+#: Adult's income labels in their declared (public) order, as adult.data writes them
+INCOME = ("<=50K", ">50K")
 #: Total ε per release (the whole table: ε/11 per attribute for IR releases).
 EPSILONS = ("0.5", "1", "2", "4", "8")
 K = 50
@@ -78,11 +80,10 @@ TVD_BINS = 10
 
 def adult_specs() -> list[AttributeSpec]:
     """The 10 released Adult attributes plus income (categorical, declared order ``<=50K``, ``>50K``)."""
-    from fragrelease.schemas import adult
     from fragrelease.schemas.datasets import BUILTIN_SCHEMAS
 
     specs = [AttributeSpec.from_attribute(a) for a in BUILTIN_SCHEMAS["adult"].protected]
-    return specs + [AttributeSpec(TARGET, 1.0, float(len(adult.INCOME)), True, tuple(adult.INCOME))]
+    return specs + [AttributeSpec(TARGET, 1.0, float(len(INCOME)), True, INCOME)]
 
 
 def guarantee(method: str, epsilon: str, n_attributes: int, linkage: str = "") -> str:
@@ -361,109 +362,8 @@ def run_experiment(train: pd.DataFrame, test: pd.DataFrame, *, epsilons: Sequenc
     return pd.DataFrame(rows)
 
 
-ROW_KEYS = ["method", "postprocess", "linkage", "epsilon"]
-
-
-def read_per_run(path: str) -> pd.DataFrame:
-    """A per-run CSV written by :func:`main`, with the row keys as strings ("" for not applicable)."""
-    df = pd.read_csv(path, dtype={"epsilon": str, "postprocess": str, "linkage": str})
-    return df.fillna({"postprocess": "", "linkage": ""})
-
-
-def summarize(per_run: pd.DataFrame) -> pd.DataFrame:
-    """Mean and standard deviation over runs per (method, postprocess, linkage, ε), with the guarantee."""
-    g = per_run.groupby(ROW_KEYS, sort=False)
-    out = g.agg(acc_lr=("acc_lr", "mean"), acc_lr_std=("acc_lr", "std"), acc_gb=("acc_gb", "mean"),
-                acc_gb_std=("acc_gb", "std"), tvd1=("tvd1", "mean"), tvd2=("tvd2", "mean"),
-                release_seconds=("release_seconds", "mean"), runs=("run", "count"),
-                guarantee=("guarantee", "first")).reset_index()
-    return out
-
-
-def epsilon_within(summary: pd.DataFrame, metric: str, points: float = 1.0) -> pd.DataFrame:
-    """Per row, the smallest ε of the grid whose mean ``metric`` is within ``points`` accuracy points of the original's.
-
-    ``None`` when no ε of the grid reaches it. Returns columns method, postprocess, linkage, eps_within.
-    """
-    orig = float(summary.loc[summary["method"] == "original", metric].iloc[0])
-    rows = []
-    for keys, g in summary[summary["method"] != "original"].groupby(ROW_KEYS[:3], sort=False):
-        g = g.assign(e=g["epsilon"].astype(float)).sort_values("e")
-        hit = g[g[metric] >= orig - points / 100]
-        rows.append(dict(zip(ROW_KEYS[:3], keys), metric=metric,
-                         eps_within=(None if hit.empty else str(hit["epsilon"].iloc[0]))))
-    return pd.DataFrame(rows)
-
-
-def markdown_table(summary: pd.DataFrame, within: pd.DataFrame) -> str:
-    """The table of docs/evaluation.md: accuracy (%) per ε, TVDs at ε = 1, the ε within 1 point, runs, guarantee."""
-    eps = sorted(summary.loc[summary["method"] != "original", "epsilon"].unique(), key=float)
-    head = ("| row | guarantee | GB accuracy at ε = " + " / ".join(eps) + " | LR accuracy at ε = " + " / ".join(eps)
-            + " | 1-way / 2-way TVD at ε = 1 | ε within 1 point (LR, GB) | runs |")
-    lines = [head, "|" + "---|" * 7]
-    w = within.set_index(["method", "postprocess", "linkage", "metric"])["eps_within"]
-    for keys, g in summary.groupby(ROW_KEYS[:3], sort=False):
-        g = g.set_index("epsilon")
-        if keys[0] == "original":
-            o = g.iloc[0]
-            lines.append(f"| original | {o['guarantee']} | {100 * o['acc_gb']:.1f} | {100 * o['acc_lr']:.1f} | 0 / 0 | "
-                         f"– | {int(o['runs'])} |")
-            continue
-
-        def cells(col: str, g: pd.DataFrame = g) -> str:
-            return " / ".join(f"{100 * g.loc[e, col]:.1f}" if e in g.index else "–" for e in eps)
-        tvd = f"{g.loc['1', 'tvd1']:.3f} / {g.loc['1', 'tvd2']:.3f}" if "1" in g.index else "–"
-        reach = ", ".join(str(w.get((*keys, m)) or "not reached") for m in ("acc_lr", "acc_gb"))
-        runs = "/".join(str(int(r)) for r in g["runs"]) if g["runs"].nunique() > 1 else str(int(g["runs"].iloc[0]))
-        lines.append(f"| {label(*keys)} | {guarantee(keys[0], 'ε', len(adult_specs()), keys[2])} | {cells('acc_gb')} | {cells('acc_lr')} | {tvd} | "
-                     f"{reach} | {runs} |")
-    return "\n".join(lines)
-
-
-def label(method: str, postprocess: str, linkage: str) -> str:
-    if method in ("idp-ir", "dp-ir"):
-        return f"{ {'idp-ir': 'iDP-IR', 'dp-ir': 'DP-IR'}[method]}, {postprocess}, {linkage}"
-    return method.upper() if method != "original" else "original"
-
-
-def plot(summary: pd.DataFrame, path: str) -> str:
-    """Accuracy (LR, GB) and marginal TVD (1-way, 2-way) vs total ε for every row."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 4, figsize=(20, 4.8))
-    orig = summary[summary["method"] == "original"].iloc[0]
-    styles = {"idp-ir": "-", "dp-ir": "--", "mst": "-", "aim": "-"}
-    colors = {("none", "linked"): "#9ecae1", ("isotonic", "linked"): "#08519c", ("none", "unlinked"): "#fdae6b",
-              ("isotonic", "unlinked"): "#a63603"}
-    for (keys, g) in summary[summary["method"] != "original"].groupby(ROW_KEYS[:3], sort=False):
-        m, p, lk = keys
-        g = g.assign(e=g["epsilon"].astype(float)).sort_values("e")
-        color = colors.get((p, lk), "#31a354" if m == "mst" else "#756bb1")
-        marker = "o" if m != "aim" else "s"
-        for ax, col in zip(axes, ("acc_lr", "acc_gb", "tvd1", "tvd2")):
-            ax.plot(g["e"], 100 * g[col] if col.startswith("acc") else g[col], ls=styles[m], marker=marker,
-                    color=color, lw=2.2 if m in SYNTHESIZERS else 1.2, label=label(m, p, lk))
-    for ax, col, title in zip(axes, ("acc_lr", "acc_gb", "tvd1", "tvd2"),
-                              ("logistic regression accuracy (%)", "gradient boosting accuracy (%)",
-                               "mean 1-way marginal TVD", "mean 2-way marginal TVD")):
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("total ε (IR: ε/11 per column; linked IR has no table-level ε)")
-        ax.set_title(f"Adult, trained on the release, tested on adult.test\n{title}", fontsize=9)
-        if col.startswith("acc"):
-            ax.axhline(100 * orig[col], color="black", lw=1, label="original")
-            ax.axhline(100 * orig[col] - 1, color="black", lw=0.8, ls=":", label="original − 1 point")
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=6, fontsize=8)
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
 def main(argv: Optional[Sequence[str]] = None) -> dict:
+    from fragrelease.experiments.downstream_report import epsilon_within, markdown_table, plot, read_per_run, summarize
     from fragrelease.schemas.datasets import load_adult_train_test
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

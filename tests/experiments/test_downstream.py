@@ -10,14 +10,12 @@ from fragrelease.experiments.downstream import (
     classifier_accuracies,
     code_sizes,
     encode_table,
-    epsilon_within,
     guarantee,
     main,
     marginal_tvds,
-    read_per_run,
     run_experiment,
-    summarize,
 )
+from fragrelease.experiments.downstream_report import epsilon_within, read_per_run, summarize
 from fragrelease.schemas.datasets import load_adult_train_test
 
 SPECS = adult_specs()
