@@ -246,7 +246,7 @@ def _plot_attribute(a: Attribute, released: dict, original: Optional[dict]) -> s
     ax.set_ylabel("records")
     ax.set_title(a.name, fontsize=9)
     if original:
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper right")  # "best" searches every bar: slow, and warns under load
     return _png(fig, bottom=0.4 if a.categorical else 0.2)
 
 
