@@ -20,6 +20,8 @@ from __future__ import annotations
 import base64
 import html
 import io
+from concurrent.futures import wait
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Optional, Sequence
 
@@ -104,6 +106,14 @@ def table_summary(df: DataFrame, attrs: Sequence[Attribute]) -> tuple[dict, Opti
     the quantiles are one ``approxQuantile`` pass. A handful of small plans instead of one aggregate
     expression per statistic, whose planning and code generation dominated small releases.
     """
+    stats, corr, n = _summary_pass(df, attrs)
+    return _with_quantiles(stats, _quantiles(df, attrs, n)), corr
+
+
+def _summary_pass(df: DataFrame, attrs: Sequence[Attribute]) -> tuple[dict, Optional[np.ndarray], int]:
+    """:func:`table_summary` without the quantiles (``None`` each): the one ``mapInPandas`` pass.
+
+    Returns ``(stats, corr, n)``; the histograms and category counts the plots draw are complete."""
     attrs = list(attrs)
     numeric = [a for a in attrs if not a.categorical]
     categorical = [a for a in attrs if a.categorical]
@@ -124,7 +134,6 @@ def table_summary(df: DataFrame, attrs: Sequence[Attribute]) -> tuple[dict, Opti
         hist += np.asarray(r["hist"], dtype=np.int64)
         freq += np.asarray(r["freq"], dtype=np.int64)
     n, mean, com = acc
-    quantiles = df.approxQuantile([a.name for a in numeric], list(QUANTILES), _RELATIVE_ERROR) if p and n else []
     stats: dict = {}
     offset, i = 0, 0
     for a in attrs:
@@ -138,7 +147,7 @@ def table_summary(df: DataFrame, attrs: Sequence[Attribute]) -> tuple[dict, Opti
         w = (hi - lo) / BINS
         stats[a.name] = {"kind": "numeric", "mean": float(mean[i]) if n else None,
                          "std": float(np.sqrt(com[i, i] / (n - 1))) if n > 1 else None,
-                         "quantiles": list(quantiles[i]) if quantiles else [None] * len(QUANTILES),
+                         "quantiles": [None] * len(QUANTILES),
                          "edges": [lo + j * w for j in range(BINS + 1)],
                          "hist": [int(v) for v in hist[i * BINS:(i + 1) * BINS]]}
         i += 1
@@ -148,7 +157,53 @@ def table_summary(df: DataFrame, attrs: Sequence[Attribute]) -> tuple[dict, Opti
             sd = np.sqrt(np.diag(com))
             corr = com / np.outer(sd, sd)
         np.fill_diagonal(corr, 1.0)
-    return stats, corr
+    return stats, corr, int(n)
+
+
+def _quantiles(df: DataFrame, attrs: Sequence[Attribute], n: int) -> dict:
+    """The :data:`QUANTILES` of every numeric attribute of ``df`` (``n`` rows): one ``approxQuantile`` pass."""
+    names = [a.name for a in attrs if not a.categorical]
+    if not names or not n:
+        return {}
+    return dict(zip(names, (list(q) for q in df.approxQuantile(names, list(QUANTILES), _RELATIVE_ERROR))))
+
+
+def _with_quantiles(stats: dict, quantiles: dict) -> dict:
+    for name, q in quantiles.items():
+        stats[name]["quantiles"] = q
+    return stats
+
+
+@contextmanager
+def _awaiting(future):
+    """On an error in the block, wait for ``future``'s thread to end, then raise the block's error
+    (never the plots' own), so no plot thread outlives a failed report."""
+    try:
+        yield
+    except BaseException:
+        wait([future])
+        raise
+
+
+def _plots_in_background(attrs: Sequence[Attribute], released: dict, original: Optional[dict] = None):
+    """Start drawing one plot per attribute in a thread; returns a future of the ``<img>`` tags.
+
+    The plots need only the histograms and category counts of the one-pass summary, so they are
+    drawn while the driver waits for the quantile (and MeanSSE) Spark jobs instead of after them.
+    Matplotlib's object-oriented API (one ``Figure`` per plot, no pyplot state) is used by this one
+    thread only."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    # the first Agg canvas of the process looks at sys.modules["IPython"] (once per canvas class):
+    # do it here, where no import runs concurrently, never in the thread while the driver imports
+    FigureCanvasAgg(Figure())
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fragrelease-report-plots")
+    future = pool.submit(lambda: [_plot_attribute(a, released[a.name], original[a.name] if original else None)
+                                  for a in attrs])
+    pool.shutdown(wait=False)  # the thread ends with its one task; the caller waits on the future
+    return future
 
 
 def correlations(df: DataFrame, attrs: Sequence[Attribute]) -> Optional[np.ndarray]:
@@ -186,7 +241,7 @@ def _plot_attribute(a: Attribute, released: dict, original: Optional[dict]) -> s
     ax.set_ylabel("records")
     ax.set_title(a.name, fontsize=9)
     if original:
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper right")  # "best" searches every bar: slow, and warns under load
     return _png(fig, bottom=0.4 if a.categorical else 0.2)
 
 
@@ -253,7 +308,11 @@ def public_report(release_df: DataFrame, attrs: Sequence[Attribute], provenance:
     ``described`` is the table's description, properties and column comments
     (:func:`fragrelease.jobs.storage.table_self_description`); the report shows them as written.
     """
-    stats, corr = table_summary(release_df, attrs)
+    stats, corr, n = _summary_pass(release_df, attrs)
+    plots = _plots_in_background(attrs, stats)  # drawn while Spark computes the quantiles
+    with _awaiting(plots):
+        _with_quantiles(stats, _quantiles(release_df, attrs, n))
+    images = plots.result()
     owners = provenance.get("owners", [])
     parts = [
         "<p>Everything on this page is computed from the released table and its recorded parameters "
@@ -283,7 +342,7 @@ def public_report(release_df: DataFrame, attrs: Sequence[Attribute], provenance:
         _table(["attribute", "mean", "std", *[f"q{int(q * 100)}" for q in QUANTILES]], _numeric_rows(attrs, stats)),
         _corr_html([a.name for a in attrs if not a.categorical], corr, "Correlations of the released numeric attributes"),
         "<h2>Distributions of the released attributes</h2><div class='grid'>",
-        *[_plot_attribute(a, stats[a.name], None) for a in attrs],
+        *images,
         "</div>",
     ]
     text = _page(f"Release report: {provenance.get('dataset')} ({provenance.get('fragmentation')})", parts)
@@ -299,11 +358,16 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
     (:func:`fragrelease.jobs.idpir.workspace.write_private_text`)."""
     from fragrelease.jobs.idpir.evaluate import mean_sse_by_attribute
 
-    contributions = mean_sse_by_attribute(original, protected, attrs, id_column)
-    if mean_sse_value is None:
-        mean_sse_value = sum(contributions.values())
-    so, co = table_summary(original, attrs)
-    sp, cp = table_summary(protected, attrs)
+    so, co, n_o = _summary_pass(original, attrs)
+    sp, cp, n_p = _summary_pass(protected, attrs)
+    plots = _plots_in_background(attrs, sp, so)  # drawn while Spark computes MeanSSE and the quantiles
+    with _awaiting(plots):
+        contributions = mean_sse_by_attribute(original, protected, attrs, id_column)
+        if mean_sse_value is None:
+            mean_sse_value = sum(contributions.values())
+        _with_quantiles(so, _quantiles(original, attrs, n_o))
+        _with_quantiles(sp, _quantiles(protected, attrs, n_p))
+    images = plots.result()
     names = [a.name for a in attrs if not a.categorical]
     rows = []
     for a in attrs:
@@ -334,7 +398,7 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
         _table(["attribute", "category", "original", "released"], cat_rows) if cat_rows else "",
         _corr_html(names, None if co is None else cp - co, "Correlation difference (released minus original)"),
         "<h2>Distributions: original vs released</h2><div class='grid'>",
-        *[_plot_attribute(a, sp[a.name], so[a.name]) for a in attrs],
+        *images,
         "</div>",
     ]
     text = _page(f"Owner report: {manifest.get('owner')} (private)", parts)

@@ -6,7 +6,9 @@ A master and two workers (1 core, 1 GB each, loopback only) are started with
 (separate JVMs, children of the workers) and the wheel shipped with ``--py-files`` behave as on a
 real cluster. Small data: 400 Wine rows, two owners (150 and 250 rows), k = 10.
 
-The fault test observes every noise draw the executors make (``tests/helpers/executor_hook``,
+One cluster and one release cover both checks (each submission starts a JVM and a driver): the
+four party steps complete as separate applications, and the owner step whose executor is killed
+never redraws. The test observes every noise draw the executors make (``tests/helpers/executor_hook``,
 which only logs) and kills (SIGKILL) the executor JVM that drew the noise, after the noisy
 centroids were materialized and before anything was written. The property
 (docs/specification.md §2; docs/cluster.md): no cluster's
@@ -110,7 +112,7 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def planned(cluster, tmp_path_factory, wine_pdf):
-    """Two owners' own Parquet fragments; metadata and plan made on the cluster (shared by both tests)."""
+    """Two owners' own Parquet fragments; metadata and plan made on the cluster."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     from pyspark.sql.pandas.types import to_arrow_schema
@@ -170,37 +172,6 @@ def read_table(path: Path):
     return DeltaTable(str(path)).to_pandas()
 
 
-def test_four_party_steps_on_the_standalone_cluster(cluster, planned):
-    config = from_plan(planned, "protocol")
-    work = planned / "protocol" / "work"
-    t0 = time.monotonic()
-    for name in OWNERS:
-        log = planned / f"protocol-protect-{name}.log"
-        assert cluster.submit(log, "owner", "protect", "--config", str(config), "--owner", name) == 0, _tail(log)
-    log = planned / "protocol-release.log"
-    assert cluster.submit(log, "aggregator", "release", "--config", str(config)) == 0, _tail(log)
-    print(f"\nprotect (2 owners) and release: {time.monotonic() - t0:.1f} s")
-
-    from fragrelease.jobs.storage import table_provenance
-    from fragrelease.schemas.wine import SCHEMA
-
-    release = read_table(planned / "protocol" / "release")
-    names = [a.name for a in SCHEMA.protected]
-    assert len(release) == sum(OWNERS.values())
-    assert set(names) <= set(release.columns)
-    for a in SCHEMA.protected:
-        lo, hi = a.bounds()
-        assert release[a.name].between(lo, hi).all(), a.name
-    check_release_is_committed_fragments(release, work)
-    assert table_provenance(str(planned / "protocol" / "release"))["role"] == "release"
-    # the steps really ran on the cluster: every worker launched executors for the applications,
-    # and each executor fetched the shipped wheel into its working folder
-    for w in (1, 2):
-        executors = glob.glob(str(cluster.dir / f"worker-{w}" / "work" / "app-*" / "*"))
-        assert executors, f"worker {w} ran no executor"
-        assert any(glob.glob(os.path.join(e, "fragrelease-*.zip")) for e in executors), f"worker {w}: no wheel shipped"
-
-
 def check_release_is_committed_fragments(release, work: Path) -> None:
     """The release holds exactly the owners' committed protected fragments (rows in any order)."""
     from fragrelease.schemas.wine import SCHEMA
@@ -246,7 +217,10 @@ def check_no_redraw_and_committed(log_dir: Path, table: Path | None, shipped_to:
     return draws
 
 
-def test_executor_killed_during_protect_never_redraws(cluster, planned):
+def test_party_steps_on_the_cluster_and_an_executor_killed_during_protect(cluster, planned):
+    """One release on the cluster covers both checks (each ``spark-submit`` costs a JVM and a driver):
+    the four party steps complete as separate applications, and owner a's protect step, whose
+    executor is killed after its noise was drawn, never redraws."""
     from deltalake import DeltaTable
 
     config = from_plan(planned, "fault")
@@ -306,7 +280,28 @@ def test_executor_killed_during_protect_never_redraws(cluster, planned):
     assert cluster.submit(log, "owner", "protect", "--config", str(config), "--owner", "b") == 0, _tail(log)
     log = planned / "fault-release.log"
     assert cluster.submit(log, "aggregator", "release", "--config", str(config)) == 0, _tail(log)
-    release = read_table(planned / "fault" / "release")
-    assert len(release) == sum(OWNERS.values())
-    check_release_is_committed_fragments(release, work)
     print(f"executor-loss test total: {time.monotonic() - t0:.1f} s")
+    check_released_on_the_cluster(cluster, planned / "fault" / "release", work)
+
+
+def check_released_on_the_cluster(cluster: Cluster, path: Path, work: Path) -> None:
+    """The release the four party steps committed on the cluster: every record, every protected
+    attribute within its declared domain, exactly the owners' committed fragments, role ``release``;
+    and the steps really ran on the cluster: every worker launched executors for the applications,
+    each of which fetched the shipped wheel into its working folder."""
+    from fragrelease.jobs.storage import table_provenance
+    from fragrelease.schemas.wine import SCHEMA
+
+    release = read_table(path)
+    names = [a.name for a in SCHEMA.protected]
+    assert len(release) == sum(OWNERS.values())
+    assert set(names) <= set(release.columns)
+    for a in SCHEMA.protected:
+        lo, hi = a.bounds()
+        assert release[a.name].between(lo, hi).all(), a.name
+    check_release_is_committed_fragments(release, work)
+    assert table_provenance(str(path))["role"] == "release"
+    for w in (1, 2):
+        executors = glob.glob(str(cluster.dir / f"worker-{w}" / "work" / "app-*" / "*"))
+        assert executors, f"worker {w} ran no executor"
+        assert any(glob.glob(os.path.join(e, "fragrelease-*.zip")) for e in executors), f"worker {w}: no wheel shipped"

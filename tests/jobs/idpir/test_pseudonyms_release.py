@@ -165,8 +165,9 @@ def test_vertical_pseudonym_sets_that_differ_are_refused(spark, tmp_path, schema
                             "(their pseudonym-set digests differ)")
 
 
-@pytest.mark.parametrize("fragmentation", ["horizontal", "vertical"])
-def test_unlinked_owners_unlink_their_columns_and_send_pseudonyms_apart(spark, tmp_path, schema_path, fragmentation):
+def unlinked_owners(spark, tmp_path, schema_path, fragmentation):
+    """Two owners (a: records 1..30; b: 31..50 horizontal, 1..30 vertical), ``linkage: unlinked``,
+    every party's step played up to the aggregator's release: ``(cfg, plan)``."""
     kf = key_file(tmp_path)
     if fragmentation == "horizontal":
         owners = [{"name": "a", "source": write_source(spark, tmp_path / "a", range(1, 31))},
@@ -177,7 +178,23 @@ def test_unlinked_owners_unlink_their_columns_and_send_pseudonyms_apart(spark, t
     for o in owners:
         o["pseudonym_key"] = {"file": kf}
     cfg = config(tmp_path, schema_path, owners, fragmentation=fragmentation, linkage="unlinked")
-    plan = play(spark, cfg)
+    return cfg, play(spark, cfg)
+
+
+@pytest.fixture(scope="module")
+def unlinked_horizontal(spark, tmp_path_factory, schema_path):
+    """The horizontal unlinked owners' steps, played once for the two tests that read them (the
+    second forges owner b's pseudonym set and so runs after the first)."""
+    return unlinked_owners(spark, tmp_path_factory.mktemp("unlinked-h"), schema_path, "horizontal")
+
+
+@pytest.mark.parametrize("fragmentation", ["horizontal", "vertical"])
+def test_unlinked_owners_unlink_their_columns_and_send_pseudonyms_apart(spark, tmp_path, schema_path, fragmentation,
+                                                                        request):
+    if fragmentation == "horizontal":
+        cfg, plan = request.getfixturevalue("unlinked_horizontal")
+    else:
+        cfg, plan = unlinked_owners(spark, tmp_path, schema_path, fragmentation)
     frag = read_delta(spark, protected_path(cfg, "a")).toPandas()
     assert list(frag.columns) == (["x", "y"] if fragmentation == "horizontal" else ["x"])  # no pseudonym in the rows
     pset = read_delta(spark, pseudonyms_path(cfg, "a")).toPandas()
@@ -293,17 +310,15 @@ def test_disjointness_check_counts_shared_and_repeated_pseudonyms_without_showin
                             "a horizontal owner holds each record once")
 
 
-def test_a_changed_pseudonym_set_of_an_unlinked_owner_is_refused(spark, tmp_path, schema_path):
+def test_a_changed_pseudonym_set_of_an_unlinked_owner_is_refused(spark, tmp_path, unlinked_horizontal):
     """The pseudonym-set table travels apart from the rows; the owner's signature covers it too."""
     from deltalake import write_deltalake
 
     from fragrelease.errors import ManifestMismatchError
 
-    kf = key_file(tmp_path)
-    owners = [{"name": "a", "source": write_source(spark, tmp_path / "a", range(1, 31)), "pseudonym_key": {"file": kf}},
-              {"name": "b", "source": write_source(spark, tmp_path / "b", range(31, 51)), "pseudonym_key": {"file": kf}}]
-    cfg = config(tmp_path, schema_path, owners, linkage="unlinked")
-    play(spark, cfg)
+    cfg, _ = unlinked_horizontal
+    # the owners' steps of the shared fixture; its release (if the other test made one) is elsewhere
+    cfg = cfg.model_copy(update={"output": str(tmp_path / "release")})
     # someone with write access to work_dir replaces b's pseudonym set by a's (a second commit)
     forged = read_delta(spark, pseudonyms_path(cfg, "a")).toPandas()
     write_deltalake(pseudonyms_path(cfg, "b"), forged, mode="overwrite")

@@ -1,5 +1,10 @@
-"""End-to-end small releases: owners, aggregator, a real Delta table read back with delta-rs."""
+"""End-to-end small releases: owners, aggregator, a real Delta table read back with delta-rs.
+
+One horizontal release (module fixture ``horizontal_release``) serves every test that only reads
+it or tampers with a copy of what it wrote; a whole release costs 20-60 Spark jobs.
+"""
 import json
+import shutil
 
 import pytest
 from deltalake import DeltaTable
@@ -32,10 +37,21 @@ def horizontal_cfg(tmp, source, **kw):
     return config_from_dict(data)
 
 
+@pytest.fixture(scope="module")
+def horizontal_release(spark, tmp_path_factory, adult_source):
+    """One three-owner release with reports (owners' key pairs in files, so that a second aggregator
+    run can verify the manifests): ``(tmp, cfg, result)``. Tests must not change what it wrote, or
+    must restore it."""
+    from signing_keys import with_keys
+
+    tmp = tmp_path_factory.mktemp("horizontal")
+    cfg = with_keys(horizontal_cfg(tmp, adult_source), tmp / "keys")
+    return tmp, cfg, run_local_release(spark, cfg)
+
+
 @pytest.mark.slow  # whole releases end to end (minutes with the suite's load); CI runs it
-def test_horizontal_release_is_a_real_delta_table(spark, tmp_path, adult_source):
-    cfg = horizontal_cfg(tmp_path, adult_source)
-    result = run_local_release(spark, cfg)
+def test_horizontal_release_is_a_real_delta_table(spark, horizontal_release, adult_source):
+    tmp_path, cfg, result = horizontal_release
     dt = DeltaTable(cfg.output)
     assert dt.version() == 0
     table = dt.to_pyarrow_table()
@@ -76,7 +92,9 @@ def test_horizontal_release_is_a_real_delta_table(spark, tmp_path, adult_source)
         aggregator.issue_plan(cfg)
     assert DeltaTable(cfg.output).version() == 0
     # ... or becomes a new version, the first staying readable
-    cfg2 = horizontal_cfg(tmp_path, adult_source, if_exists="new-version", epsilon="0.5", reports=False)
+    # (its own work folder: the first release's stays as it was for the other tests)
+    cfg2 = horizontal_cfg(tmp_path, adult_source, if_exists="new-version", epsilon="0.5", reports=False,
+                          work_dir=str(tmp_path / "work-2"))
     run_local_release(spark, cfg2)
     dt = DeltaTable(cfg.output)
     assert dt.version() == 1
@@ -88,17 +106,29 @@ def test_horizontal_release_is_a_real_delta_table(spark, tmp_path, adult_source)
 
 
 @pytest.mark.slow  # whole releases end to end (minutes with the suite's load); CI runs it
-def test_aggregator_refuses_tampered_manifest_and_fragment(spark, tmp_path, adult_source):
+def test_aggregator_refuses_tampered_manifest_and_fragment(spark, horizontal_release, adult_source):
     from signing_keys import with_keys  # owners' keys, so that a second aggregator run can verify
 
-    cfg = with_keys(horizontal_cfg(tmp_path, adult_source, k=25, reports=False), tmp_path / "keys")
-    run_local_release(spark, cfg)
+    tmp_path, cfg, _ = horizontal_release
+    # tamper with copies: the shared release's owner o2 is restored afterwards
+    saved = tmp_path / "o2-saved"
+    shutil.copytree(protected_path(cfg, "o2"), saved / "protected")
+    shutil.copy(manifest_path(cfg, "o2"), saved / "manifest.json")
+    try:
+        tamper_and_check(spark, tmp_path, cfg, adult_source, with_keys)
+    finally:
+        shutil.rmtree(protected_path(cfg, "o2"))
+        shutil.copytree(saved / "protected", protected_path(cfg, "o2"))
+        shutil.copy(saved / "manifest.json", manifest_path(cfg, "o2"))
+
+
+def tamper_and_check(spark, tmp_path, cfg, adult_source, with_keys) -> None:
     mpath = manifest_path(cfg, "o2")
     original = open(mpath).read()
     manifest = json.loads(original)
     manifest["epsilon"] = "2"
     open(mpath, "w").write(json.dumps(manifest))
-    cfg_new = with_keys(horizontal_cfg(tmp_path, adult_source, k=25, output=str(tmp_path / "other"), reports=False),
+    cfg_new = with_keys(horizontal_cfg(tmp_path, adult_source, output=str(tmp_path / "other"), reports=False),
                         tmp_path / "keys")
     with pytest.raises(ManifestMismatchError, match="manifest of owner 'o2' does not verify"):
         aggregator.release(spark, cfg_new)
@@ -145,12 +175,11 @@ def test_vertical_release_joins_by_pseudonym(spark, tmp_path, wine_pdf):
 
 
 @pytest.mark.slow  # whole releases end to end (minutes with the suite's load); CI runs it
-def test_nothing_under_the_shared_work_dir_is_derived_from_original_data(spark, tmp_path, adult_source):
+def test_nothing_under_the_shared_work_dir_is_derived_from_original_data(horizontal_release):
     """Owners' reports and simulated raw fragments stay in their private folders (issue: private reports)."""
     import os
 
-    cfg = horizontal_cfg(tmp_path, adult_source, k=25)
-    run_local_release(spark, cfg)
+    _, cfg, _ = horizontal_release
     work = cfg.work_dir
     found = set()
     for root, dirs, files in os.walk(work):
