@@ -51,9 +51,7 @@ from fragrelease.idpir.category_order import (
     declared_order,
     dp_frequency_order,
 )
-from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.microaggregation import check_k, cluster_count
-from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS, check_postprocess
 from fragrelease.idpir.spec import ProtectionSpec
 from fragrelease.jobs.idpir import bucket_sort, cluster_noise
 from fragrelease.jobs.idpir.assembly import line_up
@@ -171,43 +169,34 @@ def protect_fragment(
                                     f"{list(spec.attributes)}")
     check_k(spec.k_used, spec.n_records)  # before any budget is spent on the histograms
     orders = category_orders(df, attrs, spec.budgets, spec.category_order, noise)
-    return microaggregate_and_noise(df, attrs, id_column=id_column, k=spec.k, budgets=spec.budgets, orders=orders,
-                                    mechanism=spec.mechanism.name, n_records=spec.n_records, noise=noise,
-                                    postprocess=spec.postprocess)
+    return microaggregate_and_noise(df, attrs, spec, id_column=id_column, orders=orders, noise=noise)
 
 
 def microaggregate_and_noise(
     df: DataFrame,
     attributes: Sequence[Attribute],
+    spec: ProtectionSpec,
     *,
     id_column: str,
-    k: int,
-    budgets: Sequence[AttributeBudget],
     orders: Mapping[str, Sequence[str]],
-    mechanism: str,
-    n_records: Optional[int] = None,
     noise: Optional[NoiseSource] = None,
-    postprocess: str = DEFAULT_POSTPROCESS,
 ) -> DataFrame:
-    """IR microaggregation + Laplace noise (DP-IR, iDP-IR or plain iDP) with given budgets and category orders.
+    """IR microaggregation + Laplace noise (DP-IR, iDP-IR or plain iDP) under ``spec``, with given category orders.
 
     Parameters
     ----------
     df : DataFrame with ``id_column`` (unique, non-null) and every attribute in ``attributes``.
     attributes : the attributes to protect, with declared domains/categories.
+    spec : the owner's :class:`fragrelease.idpir.spec.ProtectionSpec`: k (plain iDP uses 1), the
+        mechanism, one budget per attribute in order (the Laplace scale uses its ``centroids`` part),
+        the post-processing (``isotonic``: the noisy centroid vector of each attribute is projected
+        onto the non-decreasing vectors in [lo, hi], weighted by cluster size, before rounding,
+        docs/specification.md §9; ``none``: the paper's release) and n, the validated row count.
     id_column : record id; ties between equal values are ordered by it (by its 64-bit xxhash when
         the id is not an integer).
-    k : cluster size (plain iDP uses 1).
-    budgets : one :class:`fragrelease.idpir.category_order.AttributeBudget` per attribute, in order; the
-        Laplace scale uses its ``centroids`` part.
     orders : categorical attribute name → its categories in rank order (rank 1 first). Must be
         public or noised with budget (:func:`category_orders`); the map is applied inside Python
         workers, so it appears as no literal in the Spark plan.
-    mechanism : "idp-ir", "dp-ir" or "idp".
-    postprocess : "isotonic" (default: the noisy centroid vector of each attribute is projected onto
-        the non-decreasing vectors in [lo, hi], weighted by cluster size, before rounding;
-        post-processing, docs/specification.md §9) or "none" (the paper's release).
-    n_records : the fragment's row count if already known (validated), else counted.
     noise : test-only noise injection; ``None`` = the secure sampler.
 
     Returns
@@ -228,12 +217,11 @@ def microaggregate_and_noise(
     How it runs: the numbered steps of the module docstring (:mod:`fragrelease.jobs.idpir.protect`).
     """
     clock = _StageClock()
-    # 1. parameters, budgets and rank orders (all public or noised with budget)
-    check_postprocess(postprocess)
+    # 1. parameters, budgets and rank orders (all public or noised with budget): the spec's, nothing recomputed
     attrs = list(attributes)
-    n = n_records if n_records is not None else df.count()
-    mech = get_mechanism(mechanism)
-    k_used = mech.k_used(k)
+    n, mech, k, budgets, postprocess = spec.n_records, spec.mechanism, spec.k, spec.budgets, spec.postprocess
+    mechanism = mech.name
+    k_used = spec.k_used
     check_k(k_used, n)
     c = cluster_count(n, k_used)
     if [b.attribute for b in budgets] != [a.name for a in attrs]:
