@@ -11,7 +11,7 @@
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.table import Table
@@ -19,6 +19,9 @@ from rich.table import Table
 from fragrelease.errors import FragReleaseError
 from fragrelease.idpir.config import ReleaseConfig, load_config
 from fragrelease.jobs.cli._common import MASTER, console, progress_display
+
+if TYPE_CHECKING:  # the Spark side is imported only when a command needs it
+    from fragrelease.jobs.release_api import ReleaseResult
 
 
 def _config(path: str, party: str = "run", owner: Optional[str] = None, *, source_table: Optional[str] = None,
@@ -100,30 +103,30 @@ def _warn_accuracy(cfg: ReleaseConfig, config_path: str) -> None:
         logging.getLogger("fragrelease.preview").warning("%s; see fragrelease plan %s", warning, config_path)
 
 
-def print_summary(cfg: ReleaseConfig, result: dict) -> None:
-    prov = result["provenance"]
-    from fragrelease.jobs.storage import absolute
-
-    console.print(f"[bold]Release written[/bold] to Delta table {absolute(result['path'])} (version {result['version']})")
-    if result.get("report"):
-        console.print(f"public report: {absolute(result['report'])}")
+def print_summary(cfg: ReleaseConfig, result: ReleaseResult) -> None:
+    """The run summary: where the release went, each owner's ε_j, the guarantee and the noise table (public only)."""
+    prov = result.provenance
+    console.print(f"[bold]Release written[/bold] to Delta table {result.path} (version {result.version})")
+    if result.report:
+        console.print(f"public report: {result.report}")
     table = Table(title=f"{cfg.name}: {prov['fragmentation']} release of {prov['dataset']}")
     table.add_column("owner")
     table.add_column("records", justify="right")
     table.add_column("attributes", justify="right")
     table.add_column("ε_j", justify="right")
-    for o in result["owners"]:
-        table.add_row(o["name"], f"{o['records']:,}", str(o["attributes"]), str(o["epsilon"]))
+    for o in result.owners:
+        table.add_row(o.name, f"{o.records:,}", str(len(o.attributes)), str(o.epsilon))
     console.print(table)
+    mean_sse = "not evaluated" if result.mean_sse is None else f"{result.mean_sse:.4f}"
     console.print(
-        f"rows {result['rows']:,} | total ε {prov['epsilon']} ({prov['composition']} composition) | "
+        f"rows {result.rows:,} | total ε {result.epsilon} ({result.composition} composition) | "
         f"k {prov['k']} | mechanism {prov['mechanism']} | category order {prov['category_order']} | "
-        f"linkage {prov['linkage']} | postprocess {prov['postprocess']} | MeanSSE vs original {result['mean_sse']:.4f}"
+        f"linkage {prov['linkage']} | postprocess {prov['postprocess']} | MeanSSE vs original {mean_sse}"
     )
     from fragrelease.idpir.metrics import SCALE_TEXT
     from fragrelease.idpir.preview import preview_from_provenance
 
-    console.print(f"MeanSSE {result['mean_sse']:.4f}: {SCALE_TEXT}", highlight=False)
+    console.print(f"MeanSSE {mean_sse}: {SCALE_TEXT}", highlight=False)
     guarantee = prov["guarantee"]
     console.print(f"guarantee: {guarantee['per_column']}; {guarantee['table']}. Against: {guarantee['against']}.")
     print_preview(preview_from_provenance(prov), suggestions=False)  # public parameters of the release only

@@ -32,7 +32,7 @@ def main(tmp: str) -> None:
     marginals.MAX_DRIVER_VALUES = 50
     dg = jd.run_diffgen_release(spark, epsilon="1", specializations=2, score="max",
                                 attributes=["age", "fnlwgt", "sex"], output=os.path.join(tmp, "diffgen"))
-    print(json.dumps({"version": result["version"], "rows": DeltaTable(cfg.output).to_pyarrow_table().num_rows,
+    print(json.dumps({"version": result.version, "rows": DeltaTable(cfg.output).to_pyarrow_table().num_rows,
                       "session": type(spark).__module__, "diffgen_cells": dg["cells"],
                       "diffgen_synthetic_rows": DeltaTable(dg["synthetic"]).to_pyarrow_table().num_rows}))
 

@@ -86,9 +86,11 @@ def test_plan_errors_are_one_line_with_status_2(capsys, tmp_path):
 
 def test_the_run_summary_prints_the_table_and_the_meansse_scale(capsys):
     """After a run: the same per-attribute table beside the guarantee, from the release's provenance."""
-    from fragrelease.idpir.protocol import OwnerMetadata, make_plan
+    from fragrelease.idpir.protocol import OwnerMetadata, make_plan, manifest_for
+    from fragrelease.jobs.api_common import Guarantee
     from fragrelease.jobs.cli.idpir import print_summary
     from fragrelease.jobs.idpir.aggregator import provenance
+    from fragrelease.jobs.release_api import OwnerResult, ReleaseResult
     from fragrelease.schemas.datasets import resolve_schema
 
     schema = resolve_schema("conf/german-credit-schema.yaml")
@@ -97,9 +99,11 @@ def test_the_run_summary_prints_the_table_and_the_meansse_scale(capsys):
                            n_records=n) for o, n in (("bank-a", 600), ("bank-b", 400))]
     plan = make_plan(metas, fragmentation="horizontal", mechanism="idp-ir", k=20, epsilon="1")
     prov = provenance(plan)
-    result = {"path": "/tmp/r", "version": 0, "rows": 1000, "provenance": prov, "mean_sse": 5.56,
-              "owners": [{"name": o.name, "records": o.n_records, "epsilon": str(o.epsilon),
-                          "attributes": len(o.attributes)} for o in plan.owners]}
+    owners = tuple(OwnerResult(name=o.name, records=o.n_records, epsilon=o.epsilon, attributes=o.attributes,
+                               manifest=manifest_for(plan, o.name, o.n_records, "sha256-sum60:0:0")) for o in plan.owners)
+    result = ReleaseResult(path="/tmp/r", table=None, version=0, rows=1000, plan=plan, owners=owners,
+                           epsilon=plan.epsilon, composition=plan.composition,
+                           guarantee=Guarantee.from_dict(prov["guarantee"]), provenance=prov, mean_sse=5.56)
     from fragrelease.idpir.config import load_config
 
     print_summary(load_config("conf/german-credit-horizontal.yaml"), result)

@@ -119,7 +119,7 @@ def test_failures_never_expose_partial_releases(spark, tmp_path, wine_source, mo
 
     # a full rerun completes and becomes version 1; version 0 is still readable
     second = run_local_release(spark, cfg3)
-    assert second["version"] == 1
+    assert second.version == 1
     assert DeltaTable(cfg.output, version=0).to_pyarrow_table().num_rows == rows_v0
 
 
