@@ -51,7 +51,8 @@ py="${PYTHON:-}"
 if [ -z "$py" ]; then
   if [ -x "$here/.venv/bin/python" ]; then py="$here/.venv/bin/python"; else py="python3"; fi
 fi
-version=$(sed -n 's/^__version__ = "\([^"]*\)".*/\1/p' "$here/fragrelease/__init__.py" | head -1)  # the one version source
+version=$(sed -n 's/^__version__ = "\([^"]*\)".*/\1/p' "$here/fragrelease/version.py" | head -1)  # the one version source
+[ -n "$version" ] || die "cannot read __version__ from $here/fragrelease/version.py"
 wheel="$here/dist/fragrelease-${version}-py3-none-any.whl"
 # What is shipped: the same (pure-Python) wheel under a .zip name. PySpark puts --py-files on the
 # executors' Python path only for .zip, .egg and .jar files; a .whl is fetched but never imported,

@@ -58,6 +58,8 @@ import numpy as np
 import pandas as pd
 
 from fragrelease.errors import InvalidParameterError
+from fragrelease.experiments import downstream_report
+from fragrelease.experiments.downstream_report import epsilon_within, markdown_table, plot, read_per_run, summarize
 from fragrelease.experiments.evaluation import AttributeSpec, OrderSetting
 from fragrelease.experiments.linkage import protect_table, unlink
 from fragrelease.rng.laplace import FastLaplace, NoiseSource, evaluation_generator
@@ -71,7 +73,7 @@ K = 50
 MECHANISMS = ("idp-ir", "dp-ir")
 POSTPROCESS = ("none", "isotonic")
 LINKAGES = ("linked", "unlinked")
-SYNTHESIZERS = ("mst", "aim")
+SYNTHESIZERS = downstream_report.SYNTHESIZERS
 #: Public bin edges (left-open) of the numeric attributes for MST/AIM; from the declared domains, not the data.
 AGE_CUTS = tuple(range(10, 100, 10))
 HOURS_CUTS = tuple(range(10, 99, 10))
@@ -363,7 +365,6 @@ def run_experiment(train: pd.DataFrame, test: pd.DataFrame, *, epsilons: Sequenc
 
 
 def main(argv: Optional[Sequence[str]] = None) -> dict:
-    from fragrelease.experiments.downstream_report import epsilon_within, markdown_table, plot, read_per_run, summarize
     from fragrelease.schemas.datasets import load_adult_train_test
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -414,7 +415,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
     pd.set_option("display.width", 250)
     print(summary.drop(columns=["guarantee"]).to_string(index=False))
     print(within.to_string(index=False))
-    print(markdown_table(summary, within))
+    print(markdown_table(summary, within, lambda method, linkage: guarantee(method, "ε", len(adult_specs()), linkage)))
     print(f"downstream: {len(per_run)} rows in {seconds:.1f} s -> {a.out}/{a.name}*.csv, {fig}")
     return {"per_run": per_run, "summary": summary, "within": within, "seconds": seconds, "figure": fig}
 

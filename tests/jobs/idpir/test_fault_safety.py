@@ -9,6 +9,7 @@ from deltalake import DeltaTable
 
 from fragrelease.errors import BudgetExceededError, ManifestMismatchError, TableWriteError
 from fragrelease.idpir.config import config_from_dict
+from fragrelease.jobs import release_commit
 from fragrelease.jobs.idpir import aggregator, owner, simulate
 from fragrelease.jobs.idpir.layout import manifest_path, protected_path
 from fragrelease.jobs.idpir.release import run_local_release
@@ -104,7 +105,7 @@ def test_failures_never_expose_partial_releases(spark, tmp_path, wine_source, mo
 
     # 4. the aggregator dies before its commit
     with monkeypatch.context() as m:
-        m.setattr(aggregator, "commit_delta", disk_full)
+        m.setattr(release_commit, "commit_delta", disk_full)  # the one commit path (commit_release)
         with pytest.raises(OSError):
             aggregator.release(spark, cfg3)
     assert DeltaTable(cfg.output).version() == 0
