@@ -264,8 +264,9 @@ def _draw(values: np.ndarray, *, k: int, lo: float, hi: float, epsilon_attribute
     centroids = ir_centroids(values, clusters)
     c = len(centroids)
     lap = mech.noise(mech.sensitivity(values, k, lo, hi), epsilon_attribute, c)
-    noisy = lap.sample(values=centroids, source=noise, attributes=np.full(c, attribute, dtype=object),
-                       clusters=np.arange(c))
+    # the draw goes through noisy_centroids, the one function every centroid draw calls (Spark tasks included)
+    noisy = noisy_centroids(centroids=centroids, scales=lap.scales(c), attributes=np.full(c, attribute, dtype=object),
+                            clusters=np.arange(c), noise=noise)
     return order, clusters, noisy, np.bincount(clusters, minlength=c)
 
 

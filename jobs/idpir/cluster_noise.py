@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from fragrelease.errors import SchemaMismatchError
-from fragrelease.idpir.mechanisms import IRMechanism, draw_attribute_ranked
+from fragrelease.idpir.mechanisms import IRMechanism, draw_attribute_ranked, noisy_centroids
 from fragrelease.idpir.postprocess import finish_centroids
 from fragrelease.jobs.idpir.assembly import group_rows, values_schema
 from fragrelease.jobs.idpir.bucket_sort import F8, I8, STATS, KeyedValues, pack, unpack
@@ -61,9 +61,10 @@ def _released_fn(specs: Mapping[int, AttributeSpec], mech: IRMechanism, k: int, 
         delta = mech.sensitivity_from_extremes(float(mins[0]), float(mins[-1]), float(maxs[-2]) if c > 1 else lo,
                                                float(maxs[-1]), k=k, size_last=int(size[-1]), n_clusters=c,
                                                lo=lo, hi=hi)
-        # the one Laplace noise object, calibrated by OpenDP's map (fragrelease.rng.laplace.LaplaceNoise)
-        raw = mech.noise(delta, eps, c).sample(values=centroid, source=noise if noise is not None else SecureLaplace(),
-                                               attributes=np.full(c, name, dtype=object), clusters=np.arange(c))
+        # the scale from the one Laplace noise object (OpenDP's map); the draw through noisy_centroids, as in numpy
+        lap = mech.noise(delta, eps, c)
+        raw = noisy_centroids(centroids=centroid, scales=lap.scales(c), attributes=np.full(c, name, dtype=object),
+                              clusters=np.arange(c), noise=noise if noise is not None else SecureLaplace())
         value = finish_centroids(raw, size.astype(float), lo, hi, categorical, postprocess)
         return pd.DataFrame({"attr": [j], "value": [pack(value, F8)]})
 

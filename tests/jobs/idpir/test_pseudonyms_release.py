@@ -250,8 +250,8 @@ def test_single_command_release_generates_a_fresh_private_key_per_release(spark,
         assert stat.S_IMODE(os.stat(tmp_path / folder / "pseudonym-key").st_mode) == 0o600
         assert stat.S_IMODE(os.stat(tmp_path / folder).st_mode) == 0o700
     frag = read_delta(spark, protected_path(cfg, "a")).toPandas()
-    assert set(frag["pseudonym"]) == {pseudonym(ka, i, context=first["plan"].plan_id) for i in range(1, 21)}
-    assert first["mean_sse"] is None or first["mean_sse"] >= 0
+    assert set(frag["pseudonym"]) == {pseudonym(ka, i, context=first.plan.plan_id) for i in range(1, 21)}
+    assert first.mean_sse is None or first.mean_sse >= 0
     run_local_release(spark, cfg, fresh_work_dir=True)
     assert open(tmp_path / "pa" / "pseudonym-key", "rb").read() != ka  # one key per release
 

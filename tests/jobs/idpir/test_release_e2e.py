@@ -62,7 +62,7 @@ def test_horizontal_release_is_a_real_delta_table(spark, horizontal_release, adu
     prov = table_provenance(cfg.output)
     assert prov["epsilon"] == "1" and prov["composition"] == "parallel" and prov["k"] == 20
     assert prov["mechanism"] == "idp-ir" and [o["name"] for o in prov["owners"]] == ["o1", "o2", "o3"]
-    assert prov["plan_id"] == result["plan"].plan_id
+    assert prov["plan_id"] == result.plan.plan_id
     assert set(prov) == {"role", "plan_id", "dataset", "fragmentation", "mechanism", "k", "epsilon", "composition",
                          "epsilon_split", "owners", "attributes", "keep_id", "category_order", "category_order_share",
                          "linkage", "postprocess", "guarantee", "fragrelease_version", "system"}
@@ -74,11 +74,11 @@ def test_horizontal_release_is_a_real_delta_table(spark, horizontal_release, adu
     sex = next(b for b in prov["owners"][0]["budgets"] if b["attribute"] == "sex")
     assert (sex["epsilon"], sex["epsilon_order"], sex["epsilon_centroids"]) == ("1/10", "1/100", "9/100")
     assert {k for a in prov["attributes"] for k in a} <= {"name", "kind", "domain", "categories"}
-    assert 0 < result["mean_sse"] < 10
+    assert 0 < result.mean_sse < 10
     # reports: the public one beside the table holds release statistics only; owners' are private
-    public = open(result["report"], encoding="utf-8").read()
-    assert result["report"].endswith("release_reports/release-v0.html")
-    assert "<img" in public and "plan id" in public and result["plan"].plan_id in public
+    public = open(result.report, encoding="utf-8").read()
+    assert result.report.endswith("release_reports/release-v0.html")
+    assert "<img" in public and "plan id" in public and result.plan.plan_id in public
     assert "original" not in public.lower() and "MeanSSE" not in public
     private = open(owner_report_path(cfg, cfg.owners[0]), encoding="utf-8").read()
     assert "For the data owner's eyes only" in private and "MeanSSE" in private and "<img" in private
@@ -167,8 +167,8 @@ def test_vertical_release_joins_by_pseudonym(spark, tmp_path, wine_pdf):
 
     key = open(generated_key_path(cfg, cfg.owners[0]), "rb").read()
     ids = wine_pdf.sample(600, random_state=2)["record_id"].tolist()
-    assert set(table["pseudonym"]) == set(pseudonyms(key, ids, context=result["plan"].plan_id))
-    prov = result["provenance"]
+    assert set(table["pseudonym"]) == set(pseudonyms(key, ids, context=result.plan.plan_id))
+    prov = result.provenance
     assert prov["composition"] == "sequential" and prov["epsilon_split"] == "by-attributes"
     assert [o["epsilon"] for o in prov["owners"]] == ["3/11", "4/11", "4/11"]
     assert {o["epsilon_per_attribute"] for o in prov["owners"]} == {"1/11"}
