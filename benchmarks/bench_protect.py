@@ -147,7 +147,7 @@ def spark_run(spark, n: int, attrs, k: int, eps_attr: Fraction, postprocess: str
     from pyspark.sql import functions as F
 
     import fragrelease.jobs.idpir.protect as protect
-    from fragrelease.idpir.category_order import DEFAULT_ORDER_SHARE
+    from fragrelease.idpir.options import ReleaseOptions
     from fragrelease.idpir.spec import protection_spec
     from fragrelease.jobs.idpir.protect import protect_fragment
 
@@ -170,9 +170,8 @@ def spark_run(spark, n: int, attrs, k: int, eps_attr: Fraction, postprocess: str
     stages = StageTimes()
     t = time.perf_counter()
     spec = protection_spec(owner="bench", dataset="bench", plan_id="bench", attributes=[(a.name, a.categorical) for a in attrs],
-                           mechanism="idp-ir", k=k, epsilon=eps_attr * len(attrs), category_order="dp-frequency",
-                           category_order_share=DEFAULT_ORDER_SHARE, postprocess=postprocess, linkage="linked",
-                           n_records=n)
+                           mechanism="idp-ir", k=k, epsilon=eps_attr * len(attrs),
+                           options=ReleaseOptions.of(category_order="dp-frequency", postprocess=postprocess), n_records=n)
     out = protect_fragment(df, attrs, spec, id_column="record_id")
     out.write.format("noop").mode("overwrite").save()
     total = time.perf_counter() - t

@@ -19,7 +19,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Literal, Optional, Sequence, Union, cast
+from typing import Any, Optional, Sequence, Union
 
 try:
     from pyspark.sql import DataFrame
@@ -32,17 +32,16 @@ except ImportError:  # pyspark is not a wheel dependency: one clear line instead
 from fragrelease.budget import format_epsilon, parse_epsilon
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.category_order import (
-    CATEGORY_ORDERS,
     DEFAULT_CATEGORY_ORDER,
     DEFAULT_ORDER_SHARE,
     AttributeBudget,
-    parse_share,
 )
 from fragrelease.idpir.config import LedgerConfig
 from fragrelease.idpir.guarantee import release_guarantee
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.microaggregation import check_k
-from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS, check_postprocess
+from fragrelease.idpir.options import ReleaseOptions
+from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS
 from fragrelease.idpir.protocol import MIN_K, Manifest
 from fragrelease.idpir.spec import protection_spec
 from fragrelease.jobs import require_pyspark
@@ -222,11 +221,10 @@ def protect(
     # --- checks without data -------------------------------------------------------------------
     require_pyspark()
     eps = parse_epsilon(epsilon)
-    share = parse_share(category_order_share)
+    # a single owner's rows stay linked (it is its own plan; the id column is returned for the owner)
+    options = ReleaseOptions.of(category_order=category_order, category_order_share=category_order_share,
+                                postprocess=postprocess, linkage="linked")
     mech = get_mechanism(mechanism)
-    check_postprocess(postprocess)
-    if category_order not in CATEGORY_ORDERS:
-        raise InvalidParameterError(f"category_order must be one of {CATEGORY_ORDERS}, not {category_order!r}")
     if mech.fixed_k is not None:
         k = mech.fixed_k
     else:
@@ -254,22 +252,17 @@ def protect(
     df = conform_id(df, id_col, id_type)
     # the one spec of this step (a single owner is its own plan): public parameters and the row count
     spec = protection_spec(owner=owner_name, dataset=dataset, plan_id=plan_id, attributes=[(a.name, a.categorical) for a in attrs],
-                           mechanism=mech, k=k, epsilon=eps, category_order=category_order, category_order_share=share,
-                           postprocess=postprocess, linkage="linked", n_records=check.n_records)
+                           mechanism=mech, k=k, epsilon=eps, options=options, n_records=check.n_records)
     protected = owner.protect_attributes(df.sparkSession, df, attrs, spec, id_column=id_col, ledger=ledger, noise=noise)
     protected = shuffle_rows(protected, id_col)  # never in id order: the values are materialized, the order is random
     manifest = Manifest(
         plan_id=plan_id, owner=owner_name, dataset=dataset, fragmentation="horizontal", mechanism=mechanism, k=k,
         epsilon=spec.epsilon, epsilon_per_attribute=spec.epsilon_per_attribute,
         attributes=tuple(a.public_spec() for a in attrs), n_records=check.n_records, id_column=id_col,
-        # both checked against their allowed values above
-        category_order=cast(Literal["dp-frequency", "declared"], category_order),
-        category_order_share=share, budgets=spec.budgets,
-        postprocess=cast(Literal["isotonic", "none"], postprocess),
-        content_digest=content_digest(protected), created_at=_now(),
+        budgets=spec.budgets, **options.option_values(), content_digest=content_digest(protected), created_at=_now(),
     )
     statement = release_guarantee(mechanism=mechanism, epsilon=format_epsilon(eps), composition="sequential",
-                                  linkage="linked", category_order=category_order)
+                                  linkage=options.linkage, category_order=options.category_order)
     statement["against"] = (f"with the id column {id_col!r} present, nobody: the ids show which identified records "
                             "share a cluster, so no epsilon bound holds; after dropping it (rows are in a random "
                             "order), the per-column statements hold against anyone who reads the rest")

@@ -27,8 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from fragrelease.budget import Epsilon
 from fragrelease.errors import ConfigError, InvalidParameterError
-from fragrelease.idpir.category_order import DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE, Share
 from fragrelease.idpir.mechanisms import get_mechanism
+from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.protocol import MIN_K
 from fragrelease.validation import check_table_name, format_validation_error, read_yaml_mapping
 
@@ -165,8 +165,9 @@ class OwnerConfig(BaseModel):
     pseudonym_key: Optional[PseudonymKeyConfig] = None
 
 
-class ReleaseConfig(BaseModel):
-    """A whole fragmented release: parameters, owners, where to work and where to publish."""
+class ReleaseConfig(ReleaseOptions):
+    """A whole fragmented release: parameters, owners, where to work and where to publish, and the
+    release options (:class:`~fragrelease.idpir.options.ReleaseOptions`, inherited)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -188,14 +189,8 @@ class ReleaseConfig(BaseModel):
     output_table: Optional[str] = None
     if_exists: Literal["error", "new-version"] = "error"
     reports: bool = True
-    #: rank order of categorical attributes (docs/specification.md §1): dp-frequency or declared
-    category_order: Literal["dp-frequency", "declared"] = DEFAULT_CATEGORY_ORDER
-    #: share of each categorical attribute's ε spent on the dp-frequency histogram, in (0, 1)
-    category_order_share: Share = DEFAULT_ORDER_SHARE
-    #: linked (the paper's rows) or unlinked (every column shuffled on its own); docs/privacy.md
-    linkage: Literal["linked", "unlinked"] = "linked"
-    #: isotonic (default: consistency post-processing of the noisy centroids) or none (the paper)
-    postprocess: Literal["isotonic", "none"] = "isotonic"
+    # the release options (category_order, category_order_share, linkage, postprocess) are the
+    # fields of ReleaseOptions, inherited: fragrelease/idpir/options.py declares them once
 
     @field_validator("mechanism")
     @classmethod

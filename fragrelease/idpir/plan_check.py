@@ -6,8 +6,9 @@ recomputes from its own configuration what the plan must say for it (:func:`expe
 and refuses a plan that differs in any field (:func:`check_plan_for_owner`): the dataset, the
 fragmentation, the owners, the release's ε, the composition and vertical split, its own ε_j (horizontal: ε, parallel composition; vertical:
 ``equal`` ε/m or ``by-attributes`` ε·l_j/l) and ε_j/l_j, the mechanism, k (plain ``idp`` fixes k = 1), its attributes with their declared domains
-and categories, the id column, ``keep_id``, the category order and its share, each attribute's
-budget split, the post-processing and the linkage.
+and categories, the id column, ``keep_id``, each attribute's budget split and every release option
+(:data:`fragrelease.idpir.options.OPTION_NAMES`: the category order and its share, the linkage, the
+post-processing, and any option added there later, compared without naming it here).
 
 Source: docs/specification.md §3 (the plan and the owners' checks); Del Vasto-Terrientes et al.
 (ICISSP 2025) §4.2 (each owner protects with the (ε_j, k) of the plan).
@@ -22,6 +23,7 @@ from fragrelease.errors import ManifestMismatchError
 from fragrelease.idpir.category_order import AttributeBudget
 from fragrelease.idpir.config import OwnerConfig, ReleaseConfig
 from fragrelease.idpir.mechanisms import get_mechanism
+from fragrelease.idpir.options import OPTION_NAMES
 from fragrelease.idpir.protocol import Plan
 from fragrelease.idpir.spec import ProtectionSpec, attribute_budgets
 
@@ -40,8 +42,9 @@ class _Schema(Protocol):
     def attribute(self, name: str) -> Any: ...
 
 
-#: Fields compared as exact ε values (``"1/2"`` equals ``"0.5"``).
-_EXACT = ("epsilon", "epsilon_j", "epsilon_per_attribute", "category_order_share")
+#: Fields compared as exact ε values (``"1/2"`` equals ``"0.5"``); the release options are typed on
+#: both sides (:class:`~fragrelease.idpir.options.ReleaseOptions`), so they compare exactly as they are.
+_EXACT = ("epsilon", "epsilon_j", "epsilon_per_attribute")
 
 
 def _owner(cfg: ReleaseConfig, name: str) -> OwnerConfig:
@@ -75,8 +78,7 @@ def expected_plan_terms(cfg: ReleaseConfig, schema: _Schema, owner: str) -> dict
         per_owner = {o.name: len(o.attributes or ()) for o in cfg.owners}
         eps_j = split_epsilon_vertical(eps, per_owner, cfg.epsilon_split)[owner]
     k = mech.fixed_k if mech.fixed_k is not None else cfg.k
-    budgets = attribute_budgets([(a.name, a.categorical) for a in attrs], eps_j, category_order=cfg.category_order,
-                                category_order_share=cfg.category_order_share)
+    budgets = attribute_budgets([(a.name, a.categorical) for a in attrs], eps_j, options=cfg.options)
     return {
         "dataset": schema.name,
         "fragmentation": cfg.fragmentation,
@@ -92,11 +94,8 @@ def expected_plan_terms(cfg: ReleaseConfig, schema: _Schema, owner: str) -> dict
         "attribute_specs": [a.public_spec() for a in attrs],
         "id_column": schema.id_column,
         "keep_id": cfg.keep_id,
-        "category_order": cfg.category_order,
-        "category_order_share": cfg.category_order_share,
         "budgets": [b.to_dict() for b in budgets],
-        "postprocess": cfg.postprocess,
-        "linkage": cfg.linkage,
+        **cfg.option_values(),  # every release option (fragrelease.idpir.options), whatever it is
     }
 
 
@@ -125,11 +124,8 @@ def plan_terms(plan: Plan, owner: str) -> dict[str, Any]:
         "attribute_specs": [specs.get(a) for a in po.attributes],
         "id_column": plan.id_column,
         "keep_id": plan.keep_id,
-        "category_order": plan.category_order,
-        "category_order_share": plan.category_order_share,
         "budgets": [_wire(b) for b in po.budgets],
-        "postprocess": plan.postprocess,
-        "linkage": plan.linkage,
+        **{name: getattr(plan, name, None) for name in OPTION_NAMES},
     }
 
 

@@ -17,6 +17,8 @@ paper's release), then clamping to [lo, hi] and, for categorical ranks, rounding
 """
 from __future__ import annotations
 
+from typing import Final
+
 import numpy as np
 from scipy.optimize import isotonic_regression
 
@@ -24,7 +26,7 @@ from fragrelease.errors import InvalidParameterError
 
 #: Post-processing of the noisy centroids (docs/specification.md §9); the first is the default.
 POSTPROCESS = ("isotonic", "none")
-DEFAULT_POSTPROCESS = "isotonic"
+DEFAULT_POSTPROCESS: Final = "isotonic"
 
 
 def check_postprocess(postprocess: str) -> str:

@@ -55,6 +55,7 @@ from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.category_order import AttributeBudget, histogram_scale, parse_share
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.microaggregation import cluster_count
+from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.protocol import MIN_K
 from fragrelease.idpir.spec import attribute_budgets
 
@@ -238,8 +239,9 @@ def _owner_budgets(p: PreviewParams) -> dict[str, tuple[AttributeBudget, ...]]:
     else:
         eps_owner = split_epsilon_vertical(p.epsilon, {o.name: len(o.attributes) for o in p.owners}, p.epsilon_split)
     # the plan's own split (fragrelease.idpir.spec.attribute_budgets), never a copy of it
+    options = ReleaseOptions.of(category_order=p.category_order, category_order_share=p.category_order_share)
     return {o.name: attribute_budgets([(a, _bounds(p.specs[a])[2]) for a in o.attributes], eps_owner[o.name],
-                                      category_order=p.category_order, category_order_share=p.category_order_share)
+                                      options=options)
             for o in p.owners}
 
 

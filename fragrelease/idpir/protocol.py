@@ -21,18 +21,10 @@ from pydantic import BaseModel, ConfigDict
 
 from fragrelease.budget import Epsilon, horizontal_budget, parse_epsilon, vertical_budget
 from fragrelease.errors import IdentifierError, InvalidParameterError, ManifestMismatchError, ProtocolError
-from fragrelease.idpir.category_order import (
-    CATEGORY_ORDERS,
-    DEFAULT_CATEGORY_ORDER,
-    DEFAULT_ORDER_SHARE,
-    AttributeBudget,
-    Share,
-    parse_share,
-)
-from fragrelease.idpir.guarantee import LINKAGES
+from fragrelease.idpir.category_order import AttributeBudget
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.microaggregation import check_k
-from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS, check_postprocess
+from fragrelease.idpir.options import DEFAULT_OPTIONS, ReleaseOptions
 from fragrelease.idpir.spec import ProtectionSpec, protection_spec
 
 #: Smallest k of a fragmented IR release (Del Vasto-Terrientes et al. (ICISSP 2025) §4.2: "k ≥ 3").
@@ -77,8 +69,9 @@ class PlanOwner(_Message):
     budgets: tuple[AttributeBudget, ...]
 
 
-class Plan(_Message):
-    """κ's instructions: who protects which attributes with which (k, ε_j) and mechanism."""
+class Plan(_Message, ReleaseOptions):
+    """κ's instructions: who protects which attributes with which (k, ε_j) and mechanism, under which
+    release options (:class:`~fragrelease.idpir.options.ReleaseOptions`, inherited: flat on the wire)."""
 
     plan_id: str
     dataset: str
@@ -92,10 +85,6 @@ class Plan(_Message):
     owners: tuple[PlanOwner, ...]
     id_column: Optional[str] = None
     keep_id: bool = False
-    category_order: Literal["dp-frequency", "declared"]
-    category_order_share: Share
-    linkage: Literal["linked", "unlinked"]
-    postprocess: Literal["isotonic", "none"]
     created_at: str
 
     def owner(self, name: str) -> PlanOwner:
@@ -124,13 +113,12 @@ class Plan(_Message):
         po = self.owner(name)
         return ProtectionSpec(owner=name, dataset=self.dataset, plan_id=self.plan_id,
                               mechanism=get_mechanism(self.mechanism), k=self.k, epsilon=po.epsilon,
-                              budgets=tuple(po.budgets), category_order=self.category_order,
-                              category_order_share=self.category_order_share, postprocess=self.postprocess,
-                              linkage=self.linkage, n_records=po.n_records)
+                              budgets=tuple(po.budgets), options=self.options, n_records=po.n_records)
 
 
-class Manifest(_Message):
-    """What an owner publishes beside its protected fragment; public parameters only.
+class Manifest(_Message, ReleaseOptions):
+    """What an owner publishes beside its protected fragment; public parameters only, the release
+    options (:class:`~fragrelease.idpir.options.ReleaseOptions`) included.
 
     Binding to the owner (docs/known-limitations.md #7): ``table_version`` is the Delta version the
     owner committed, ``files`` its table's active data files at that version (``{"path"`` relative
@@ -151,10 +139,7 @@ class Manifest(_Message):
     attributes: tuple[dict, ...]
     n_records: int
     id_column: Optional[str] = None
-    category_order: Literal["dp-frequency", "declared"]
-    category_order_share: Share
     budgets: tuple[AttributeBudget, ...]
-    postprocess: Literal["isotonic", "none"]
     content_digest: str
     created_at: str
     #: digest of the owner's set of pseudonyms under this plan (``count:sum``; the ``pseudonym``
@@ -257,10 +242,7 @@ def make_plan(
     epsilon: object,
     epsilon_split: str = "equal",
     keep_id: bool = False,
-    category_order: str = DEFAULT_CATEGORY_ORDER,
-    category_order_share: object = DEFAULT_ORDER_SHARE,
-    linkage: str = "linked",
-    postprocess: str = DEFAULT_POSTPROCESS,
+    options: ReleaseOptions = DEFAULT_OPTIONS,
 ) -> Plan:
     """Validate the metadata and issue the plan (docs/specification.md §3).
 
@@ -268,24 +250,20 @@ def make_plan(
     Vertical: ε_j by ``epsilon_split`` ("equal": ε/m; "by-attributes": ε·l_j/l), ε_j/l_j per attribute.
     Each categorical attribute's ε_j/l_j is split between its category order and its centroids
     (:func:`fragrelease.idpir.category_order.split_attribute_budget`; docs/specification.md §1).
-    k must be ≥ 3 and ≤ every owner's n (plain iDP uses k = 1 by definition).
+    k must be ≥ 3 and ≤ every owner's n (plain iDP uses k = 1 by definition). ``options`` are the
+    release options (validated when built: :meth:`fragrelease.idpir.options.ReleaseOptions.of`); the
+    plan states every one of them.
 
     Raises
     ------
     InvalidParameterError
-        ε ≤ 0, unknown mechanism, category order or linkage, a share outside (0, 1), k < 3 or k > n
-        (the message names the owner and n).
+        ε ≤ 0, unknown mechanism, k < 3 or k > n (the message names the owner and n), ``keep_id``
+        with ``linkage: unlinked``.
     ProtocolError, IdentifierError
         From :func:`validate_metadata`.
     """
     eps = parse_epsilon(epsilon)
-    share = parse_share(category_order_share)
-    check_postprocess(postprocess)
-    if category_order not in CATEGORY_ORDERS:
-        raise InvalidParameterError(f"category_order must be one of {CATEGORY_ORDERS}, not {category_order!r}")
-    if linkage not in LINKAGES:
-        raise InvalidParameterError(f"linkage must be one of {LINKAGES}, not {linkage!r}")
-    if linkage == "unlinked" and keep_id:
+    if options.linkage == "unlinked" and keep_id:
         raise InvalidParameterError("keep_id cannot be used with linkage 'unlinked': an id column would link the rows")
     mech = get_mechanism(mechanism)
     if mech.fixed_k is not None:
@@ -300,8 +278,7 @@ def make_plan(
         # the one split of ε_j over the owner's attributes and of each between histogram and centroids
         spec = protection_spec(owner=m.owner, dataset=m.dataset, plan_id="", mechanism=mech, k=k, epsilon=eps_j,
                                attributes=[(a["name"], a["kind"] == "categorical") for a in m.attributes],
-                               category_order=category_order, category_order_share=share,
-                               postprocess=postprocess, linkage=linkage, n_records=m.n_records)
+                               options=options, n_records=m.n_records)
         return PlanOwner(name=m.owner, epsilon=spec.epsilon, epsilon_per_attribute=spec.epsilon_per_attribute,
                          attributes=spec.attributes, n_records=m.n_records, budgets=spec.budgets)
 
@@ -324,8 +301,7 @@ def make_plan(
     return Plan(
         plan_id=str(uuid.uuid4()),
         dataset=metas[0].dataset,
-        # fragmentation equals every owner's (validate_metadata), category_order and linkage were
-        # checked above; the pydantic model validates all three again
+        # fragmentation equals every owner's (validate_metadata); the pydantic model validates it again
         fragmentation=cast(Literal["horizontal", "vertical"], fragmentation),
         mechanism=mechanism,
         k=k,
@@ -336,10 +312,7 @@ def make_plan(
         owners=owners,
         id_column=metas[0].id_column,
         keep_id=keep_id,
-        category_order=cast(Literal["dp-frequency", "declared"], category_order),
-        category_order_share=share,
-        linkage=cast(Literal["linked", "unlinked"], linkage),
-        postprocess=cast(Literal["isotonic", "none"], postprocess),
+        **options.option_values(),
         created_at=datetime.now(timezone.utc).isoformat(),
     )
 
@@ -360,8 +333,7 @@ def manifest_for(plan: Plan, owner: str, n_records: int, content_digest: str,
         plan_id=plan.plan_id, owner=owner, dataset=plan.dataset, fragmentation=plan.fragmentation,
         mechanism=plan.mechanism, k=plan.k, epsilon=po.epsilon, epsilon_per_attribute=po.epsilon_per_attribute,
         attributes=plan.attribute_specs(po.attributes), n_records=n_records, id_column=plan.id_column,
-        category_order=plan.category_order, category_order_share=plan.category_order_share, budgets=po.budgets,
-        postprocess=plan.postprocess, content_digest=content_digest, created_at=datetime.now(timezone.utc).isoformat(),
+        budgets=po.budgets, **plan.option_values(), content_digest=content_digest, created_at=datetime.now(timezone.utc).isoformat(),
         table_version=table_version, files=tuple(files), delta_log=tuple(delta_log),
         pseudonym_table_version=None if pseudonym_table is None else pseudonym_table[0],
         pseudonym_files=() if pseudonym_table is None else tuple(pseudonym_table[1]),
@@ -384,8 +356,7 @@ def check_manifest(manifest: Manifest, plan: Plan) -> None:
         "mechanism": plan.mechanism, "k": plan.k, "epsilon": po.epsilon,
         "epsilon_per_attribute": po.epsilon_per_attribute,
         "attributes": plan.attribute_specs(po.attributes), "n_records": po.n_records, "id_column": plan.id_column,
-        "category_order": plan.category_order, "category_order_share": plan.category_order_share,
-        "budgets": po.budgets, "postprocess": plan.postprocess,
+        "budgets": po.budgets, **plan.option_values(),  # every release option, whatever it is
     }
     for field, want in expected.items():
         got = getattr(manifest, field)

@@ -21,10 +21,9 @@ from typing import Sequence
 
 from fragrelease.budget import per_attribute_epsilon
 from fragrelease.errors import InvalidParameterError
-from fragrelease.idpir.category_order import CATEGORY_ORDERS, AttributeBudget, parse_share, split_attribute_budget
-from fragrelease.idpir.guarantee import LINKAGES
+from fragrelease.idpir.category_order import AttributeBudget, parse_share, split_attribute_budget
 from fragrelease.idpir.mechanisms import IRMechanism, get_mechanism
-from fragrelease.idpir.postprocess import check_postprocess
+from fragrelease.idpir.options import ReleaseOptions
 
 
 @dataclass(frozen=True)
@@ -40,16 +39,16 @@ class ProtectionSpec:
     epsilon : ε_j, what this owner records in its ledger (Fraction > 0).
     budgets : one :class:`~fragrelease.idpir.category_order.AttributeBudget` per protected attribute,
         in the fragment's order; their totals add up to ``epsilon`` exactly.
-    category_order, category_order_share : how categorical ranks are ordered and the histogram's share.
-    postprocess : ``"isotonic"`` or ``"none"`` (docs/specification.md §9).
-    linkage : ``"linked"`` or ``"unlinked"`` (docs/privacy.md).
+    options : the release options (:class:`~fragrelease.idpir.options.ReleaseOptions`: category
+        order and share, linkage, post-processing; validated when built). The properties
+        :attr:`category_order`, :attr:`category_order_share`, :attr:`linkage` and :attr:`postprocess`
+        read them; a new option is read as ``spec.options.<name>``.
     n_records : the owner's record count (public under substitution neighbourhood).
 
     Raises
     ------
     InvalidParameterError
-        (on construction) budgets that do not add up to ``epsilon``, a repeated attribute, k > n, an
-        unknown category order, post-processing or linkage.
+        (on construction) budgets that do not add up to ``epsilon``, a repeated attribute, k > n.
     """
 
     owner: str
@@ -59,10 +58,7 @@ class ProtectionSpec:
     k: int
     epsilon: Fraction
     budgets: tuple[AttributeBudget, ...]
-    category_order: str
-    category_order_share: Fraction
-    postprocess: str
-    linkage: str
+    options: ReleaseOptions
     n_records: int
 
     def __post_init__(self) -> None:
@@ -74,13 +70,30 @@ class ProtectionSpec:
         total = sum((b.total for b in self.budgets), Fraction(0))
         if total != self.epsilon:
             raise InvalidParameterError(f"owner {self.owner!r}'s attribute budgets add up to {total}, not its ε = {self.epsilon}")
-        if self.category_order not in CATEGORY_ORDERS:
-            raise InvalidParameterError(f"category_order must be one of {CATEGORY_ORDERS}, not {self.category_order!r}")
-        if self.linkage not in LINKAGES:
-            raise InvalidParameterError(f"linkage must be one of {LINKAGES}, not {self.linkage!r}")
-        check_postprocess(self.postprocess)
+        if not isinstance(self.options, ReleaseOptions):
+            raise InvalidParameterError(f"owner {self.owner!r}'s spec needs ReleaseOptions, not {type(self.options).__name__}")
         if self.k_used > self.n_records:
             raise InvalidParameterError(f"k = {self.k_used} exceeds the {self.n_records} records of owner {self.owner!r}")
+
+    @property
+    def category_order(self) -> str:
+        """How categorical ranks are ordered: ``"dp-frequency"`` or ``"declared"``."""
+        return self.options.category_order
+
+    @property
+    def category_order_share(self) -> Fraction:
+        """The dp-frequency histogram's share of a categorical attribute's ε (exact, in (0, 1))."""
+        return self.options.category_order_share
+
+    @property
+    def postprocess(self) -> str:
+        """``"isotonic"`` or ``"none"`` (docs/specification.md §9)."""
+        return self.options.postprocess
+
+    @property
+    def linkage(self) -> str:
+        """``"linked"`` or ``"unlinked"`` (docs/privacy.md)."""
+        return self.options.linkage
 
     @property
     def attributes(self) -> tuple[str, ...]:
@@ -111,23 +124,24 @@ class ProtectionSpec:
         raise InvalidParameterError(f"owner {self.owner!r} does not protect attribute {attribute!r}")
 
 
-def attribute_budgets(attributes: Sequence[tuple[str, bool]], epsilon: Fraction, *, category_order: str,
-                      category_order_share: Fraction) -> tuple[AttributeBudget, ...]:
+def attribute_budgets(attributes: Sequence[tuple[str, bool]], epsilon: Fraction, *,
+                      options: ReleaseOptions) -> tuple[AttributeBudget, ...]:
     """The one split of an owner's ε_j: ε_j / l_j per attribute (:func:`fragrelease.budget.per_attribute_epsilon`),
     each divided between its category histogram and its centroids
     (:func:`fragrelease.idpir.category_order.split_attribute_budget`). docs/specification.md §1-2.
 
-    ``attributes`` are ``(name, categorical)`` pairs in the fragment's order. Returns one budget per
-    attribute, in that order; their totals add up to ``epsilon`` exactly.
+    ``attributes`` are ``(name, categorical)`` pairs in the fragment's order; ``options`` give the
+    category order and the histogram's share. Returns one budget per attribute, in that order; their
+    totals add up to ``epsilon`` exactly.
 
     Raises
     ------
     InvalidParameterError
-        ε_j ≤ 0, no attributes, an unknown order or a share outside (0, 1).
+        ε_j ≤ 0 or no attributes.
     """
-    share = parse_share(category_order_share)
+    share = parse_share(options.category_order_share)
     eps_attr = per_attribute_epsilon(Fraction(epsilon), len(attributes))
-    return tuple(split_attribute_budget(name, eps_attr, categorical=categorical, category_order=category_order,
+    return tuple(split_attribute_budget(name, eps_attr, categorical=categorical, category_order=options.category_order,
                                         share=share) for name, categorical in attributes)
 
 
@@ -140,24 +154,20 @@ def protection_spec(
     mechanism: str | IRMechanism,
     k: int,
     epsilon: Fraction,
-    category_order: str,
-    category_order_share: Fraction,
-    postprocess: str,
-    linkage: str,
+    options: ReleaseOptions,
     n_records: int,
 ) -> ProtectionSpec:
     """Build an owner's spec, its budgets split by :func:`attribute_budgets` (docs/specification.md §1-3).
 
-    ``attributes`` are ``(name, categorical)`` pairs in the fragment's order; ``epsilon`` is ε_j (exact).
+    ``attributes`` are ``(name, categorical)`` pairs in the fragment's order; ``epsilon`` is ε_j (exact);
+    ``options`` the release options (:class:`~fragrelease.idpir.options.ReleaseOptions`).
 
     Raises
     ------
     InvalidParameterError
-        ε_j ≤ 0, no attributes, an unknown mechanism, order, share, post-processing or linkage, k > n.
+        ε_j ≤ 0, no attributes, an unknown mechanism, k > n.
     """
     mech = get_mechanism(mechanism) if isinstance(mechanism, str) else mechanism
-    share = parse_share(category_order_share)
-    budgets = attribute_budgets(attributes, epsilon, category_order=category_order, category_order_share=share)
+    budgets = attribute_budgets(attributes, epsilon, options=options)
     return ProtectionSpec(owner=owner, dataset=dataset, plan_id=plan_id, mechanism=mech, k=k, epsilon=Fraction(epsilon),
-                          budgets=budgets, category_order=category_order, category_order_share=share,
-                          postprocess=postprocess, linkage=linkage, n_records=n_records)
+                          budgets=budgets, options=options.options, n_records=n_records)

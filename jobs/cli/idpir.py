@@ -18,6 +18,7 @@ from rich.table import Table
 
 from fragrelease.errors import FragReleaseError
 from fragrelease.idpir.config import ReleaseConfig, load_config
+from fragrelease.idpir.options import OPTION_NAMES
 from fragrelease.jobs.cli._common import MASTER, console, progress_display
 
 if TYPE_CHECKING:  # the Spark side is imported only when a command needs it
@@ -118,10 +119,11 @@ def print_summary(cfg: ReleaseConfig, result: ReleaseResult) -> None:
         table.add_row(o.name, f"{o.records:,}", str(len(o.attributes)), str(o.epsilon))
     console.print(table)
     mean_sse = "not evaluated" if result.mean_sse is None else f"{result.mean_sse:.4f}"
+    # every release option as the release recorded it (fragrelease/idpir/options.py), whatever it is
+    options = " | ".join(f"{name.replace('_', ' ')} {prov.get(name)}" for name in OPTION_NAMES)
     console.print(
         f"rows {result.rows:,} | total ε {result.epsilon} ({result.composition} composition) | "
-        f"k {prov['k']} | mechanism {prov['mechanism']} | category order {prov['category_order']} | "
-        f"linkage {prov['linkage']} | postprocess {prov['postprocess']} | MeanSSE vs original {mean_sse}"
+        f"k {prov['k']} | mechanism {prov['mechanism']} | {options} | MeanSSE vs original {mean_sse}"
     )
     from fragrelease.idpir.metrics import SCALE_TEXT
     from fragrelease.idpir.preview import preview_from_provenance

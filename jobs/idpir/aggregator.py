@@ -77,9 +77,7 @@ def issue_plan(cfg: ReleaseConfig, spark=None) -> Plan:
     refuse_existing_release(cfg, spark)
     metas = [OwnerMetadata.model_validate_json(read_text(metadata_path(cfg, o.name))) for o in cfg.owners]
     plan = make_plan(metas, fragmentation=cfg.fragmentation, mechanism=cfg.mechanism, k=cfg.k,
-                     epsilon=cfg.epsilon, epsilon_split=cfg.epsilon_split, keep_id=cfg.keep_id,
-                     category_order=cfg.category_order, category_order_share=cfg.category_order_share,
-                     linkage=cfg.linkage, postprocess=cfg.postprocess)
+                     epsilon=cfg.epsilon, epsilon_split=cfg.epsilon_split, keep_id=cfg.keep_id, options=cfg.options)
     write_text(plan_path(cfg), plan.to_json())
     log.info("plan %s issued to %d owners", plan.plan_id, len(plan.owners))
     return plan
@@ -112,10 +110,7 @@ def provenance(plan: Plan) -> dict:
         "owners": [o.model_dump(mode="json") for o in plan.owners],
         "attributes": [dict(a) for a in plan.attributes],
         "keep_id": plan.keep_id,
-        "category_order": plan.category_order,
-        "category_order_share": str(plan.category_order_share),
-        "linkage": plan.linkage,
-        "postprocess": plan.postprocess,
+        **plan.wire(),  # every release option as its wire text (fragrelease/idpir/options.py)
         "guarantee": release_guarantee(mechanism=plan.mechanism, epsilon=str(plan.epsilon), composition=plan.composition,
                                        linkage=plan.linkage, category_order=plan.category_order,
                                        keep_id=plan.keep_id),

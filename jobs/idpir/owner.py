@@ -194,8 +194,7 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
     provenance = {
         "role": "protected-fragment", "plan_id": plan.plan_id, "owner": owner.name, "mechanism": plan.mechanism,
         "k": plan.k, "epsilon": str(spec.epsilon), "epsilon_per_attribute": str(spec.epsilon_per_attribute),
-        "category_order": plan.category_order, "category_order_share": str(plan.category_order_share),
-        "budgets": [b.to_dict() for b in spec.budgets], "postprocess": plan.postprocess,
+        "budgets": [b.to_dict() for b in spec.budgets], **spec.options.wire(),  # every release option
         "fragrelease_version": __version__,
     }
     # what the aggregator reads: pseudonyms (keyed, context = plan id) and a CSPRNG row order

@@ -9,6 +9,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from fragrelease.idpir.category_order import DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE
+from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS
 from fragrelease.idpir.spec import ProtectionSpec, protection_spec
 
@@ -20,8 +21,8 @@ def spec_for(df, attrs, *, k: int, epsilon_per_attribute, mechanism: str, n_reco
     attrs = list(attrs)
     return protection_spec(owner=owner, dataset=dataset, plan_id="test", attributes=[(a.name, a.categorical) for a in attrs],
                            mechanism=mechanism, k=k, epsilon=Fraction(epsilon_per_attribute) * len(attrs),
-                           category_order=category_order, category_order_share=category_order_share,
-                           postprocess=postprocess, linkage="linked",
+                           options=ReleaseOptions.of(category_order=category_order, category_order_share=category_order_share,
+                                                     postprocess=postprocess),
                            n_records=n_records if n_records is not None else df.count())
 
 

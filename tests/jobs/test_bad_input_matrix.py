@@ -21,6 +21,7 @@ from fragrelease.errors import (
     SchemaMismatchError,
 )
 from fragrelease.idpir.config import config_from_dict
+from fragrelease.idpir.options import OPTION_NAMES, ReleaseOptions
 from fragrelease.idpir.protocol import OwnerMetadata, check_manifest, make_plan, manifest_for
 from fragrelease.jobs.cli import run_cli
 from fragrelease.jobs.idpir.fragment import validate_fragment
@@ -48,7 +49,8 @@ def plan(**kw):
     args = dict(fragmentation="horizontal", mechanism="idp-ir", k=5, epsilon="1")
     args.update(kw)
     metas = args.pop("metas", [meta("a", [AGE, SEX]), meta("b", [AGE, SEX])])
-    return make_plan(metas, **args)
+    options = ReleaseOptions.of(**{name: args.pop(name) for name in OPTION_NAMES if name in args})
+    return make_plan(metas, options=options, **args)
 
 
 CONFIG_CASES = [

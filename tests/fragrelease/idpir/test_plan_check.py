@@ -45,9 +45,7 @@ def _plan(cfg, n=100):
                                    attributes=tuple(a.public_spec() for a in attrs), n_records=n,
                                    id_column=schema.id_column, id_digest="d" if cfg.fragmentation == "vertical" else None))
     return make_plan(metas, fragmentation=cfg.fragmentation, mechanism=cfg.mechanism, k=cfg.k, epsilon=cfg.epsilon,
-                     epsilon_split=cfg.epsilon_split, keep_id=cfg.keep_id, category_order=cfg.category_order,
-                     category_order_share=cfg.category_order_share, linkage=cfg.linkage,
-                     postprocess=cfg.postprocess)
+                     epsilon_split=cfg.epsilon_split, keep_id=cfg.keep_id, options=cfg.options)
 
 
 def _check(cfg, plan, owner):

@@ -5,6 +5,7 @@ from fractions import Fraction
 import pytest
 
 from fragrelease.errors import IdentifierError, InvalidParameterError, ManifestMismatchError, ProtocolError
+from fragrelease.idpir.options import OPTION_NAMES, ReleaseOptions
 from fragrelease.idpir.protocol import OwnerMetadata, check_manifest, make_plan, manifest_for
 
 AGE = {"name": "age", "kind": "numeric", "domain": [0.0, 100.0]}
@@ -20,7 +21,8 @@ def meta(owner, attrs, n=100, frag="horizontal", digest=None):
 def hplan(**kw):
     args = dict(fragmentation="horizontal", mechanism="idp-ir", k=5, epsilon="1")
     args.update(kw)
-    return make_plan([meta("a", [AGE, SEX]), meta("b", [AGE, SEX], n=50)], **args)
+    options = ReleaseOptions.of(**{name: args.pop(name) for name in OPTION_NAMES if name in args})
+    return make_plan([meta("a", [AGE, SEX]), meta("b", [AGE, SEX], n=50)], options=options, **args)
 
 
 def wire(plan):
@@ -97,7 +99,7 @@ def test_manifest_must_match_plan():
     for field, value in [("epsilon", "2"), ("k", 4), ("plan_id", "other"), ("mechanism", "dp-ir"), ("n_records", 99),
                          ("category_order", "declared"), ("category_order_share", "1/5"),
                          ("budgets", ({"attribute": "age", "epsilon": "1/2", "epsilon_order": "0",
-                                       "epsilon_centroids": "1/2"},)), ("postprocess", "none")]:
+                                       "epsilon_centroids": "1/2"},)), ("postprocess", "none"), ("linkage", "unlinked")]:
         bad = good.model_copy(update={field: value})
         with pytest.raises(ManifestMismatchError, match=field):
             check_manifest(bad, plan)
@@ -113,7 +115,7 @@ def test_messages_carry_no_data_dependent_fields():
         assert f'"{word}' not in text
     assert set(m.model_dump()) == {"plan_id", "owner", "dataset", "fragmentation", "mechanism", "k", "epsilon",
                                    "epsilon_per_attribute", "attributes", "n_records", "id_column",
-                                   "category_order", "category_order_share", "budgets", "postprocess",
+                                   "category_order", "category_order_share", "budgets", "postprocess", "linkage",
                                    "content_digest", "created_at", "pseudonym_digest", "pseudonym_key_check",
                                    # signed manifests: the committed table's version, files (sizes and
                                    # hashes of the protected data only) and log, and the owner's signature

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 from fragrelease.budget import Epsilon, EpsilonPart
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.category_order import AttributeBudget
+from fragrelease.idpir.options import OPTION_NAMES, ReleaseOptions
 from fragrelease.idpir.protocol import OwnerMetadata, Plan, make_plan
 from fragrelease.idpir.spec import ProtectionSpec, attribute_budgets, protection_spec
 
@@ -48,7 +49,7 @@ def test_attribute_budget_parts_must_add_up_and_keep_their_wire_names():
 
 def test_the_split_adds_up_exactly_for_awkward_fractions():
     budgets = attribute_budgets([("a", False), ("b", True), ("c", True)], Fraction(1, 7),
-                                category_order="dp-frequency", category_order_share=Fraction(1, 3))
+                                options=ReleaseOptions.of(category_order="dp-frequency", category_order_share=Fraction(1, 3)))
     assert [b.total for b in budgets] == [Fraction(1, 21)] * 3
     assert sum((b.total for b in budgets), Fraction(0)) == Fraction(1, 7)
     assert [b.order for b in budgets] == [0, Fraction(1, 63), Fraction(1, 63)]
@@ -59,7 +60,8 @@ def _spec(**kw):
                 k=5, epsilon=Fraction(1), category_order="dp-frequency", category_order_share=Fraction(1, 10),
                 postprocess="isotonic", linkage="linked", n_records=100)
     args.update(kw)
-    return protection_spec(**args)
+    options = ReleaseOptions.of(**{name: args.pop(name) for name in OPTION_NAMES})
+    return protection_spec(options=options, **args)
 
 
 def test_spec_is_frozen_and_checks_itself():
@@ -89,5 +91,6 @@ def test_the_plan_yields_each_owner_its_spec_unchanged_through_plan_json():
         assert spec.epsilon == eps and spec.mechanism.name == "dp-ir" and spec.n_records == 50
         assert spec.budgets == attribute_budgets([(a["name"], a["kind"] == "categorical") for a in
                                                   next(m for m in metas if m.owner == name).attributes], eps,
-                                                 category_order="dp-frequency", category_order_share=Fraction(1, 10))
+                                                 options=ReleaseOptions.of(category_order="dp-frequency",
+                                                                           category_order_share=Fraction(1, 10)))
     assert sum((read.spec_for(n).epsilon for n in ("a", "b")), Fraction(0)) == read.epsilon == Fraction(9, 10)
