@@ -63,8 +63,9 @@ from fragrelease.idpir.category_order import (
     dp_frequency_order,
     split_attribute_budget,
 )
-from fragrelease.idpir.mechanisms import clamp_and_round, get_mechanism, laplace_scale, mechanism_k, sensitivity
+from fragrelease.idpir.mechanisms import get_mechanism, laplace_scale, mechanism_k, sensitivity
 from fragrelease.idpir.microaggregation import check_k, cluster_bounds, ir_centroids, ir_clusters
+from fragrelease.idpir.postprocess import clamp_and_round
 from fragrelease.rng.laplace import NoiseSource
 
 #: Runs a tail must hold before its ratio counts in the point estimate.

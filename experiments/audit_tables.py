@@ -16,8 +16,9 @@ import numpy as np
 
 from fragrelease.errors import InvalidParameterError
 from fragrelease.experiments.audit import StatisticAudit, audit_statistic
-from fragrelease.idpir.mechanisms import clamp_and_round, laplace_scale, mechanism_k, sensitivity
+from fragrelease.idpir.mechanisms import laplace_scale, mechanism_k, sensitivity
 from fragrelease.idpir.microaggregation import ir_centroids, ir_clusters
+from fragrelease.idpir.postprocess import clamp_and_round
 from fragrelease.rng.laplace import NoiseSource, evaluation_generator
 
 # ------------------------------------------------------------------------------------------------

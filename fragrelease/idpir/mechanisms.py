@@ -1,7 +1,8 @@
 """DP-IR, iDP-IR and plain iDP on one attribute, Spark-free (docs/specification.md §1-2; Del Vasto-Terrientes et al. (ICISSP 2025) §3).
 
-:func:`perturb_centroids` is the step the Spark job applies per cluster (through a pandas UDF);
-:func:`protect_attribute` is the whole mechanism on a numpy array, the reference the Spark job is
+:func:`noisy_centroids` (one Laplace draw per cluster) followed by
+:func:`fragrelease.idpir.postprocess.finish_centroids` is the step the Spark job applies per attribute,
+in one task (:mod:`fragrelease.jobs.idpir.cluster_noise`); :func:`protect_attribute` is the whole mechanism on a numpy array, the reference the Spark job is
 tested against with injected noise.
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.microaggregation import check_k, cluster_of_rank, ir_centroids, ir_order
-from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS, clamp_and_round, finish_centroids
+from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS, finish_centroids
 from fragrelease.idpir.sensitivity import dp_ir_sensitivity, idp_ir_sensitivity, idp_ir_sensitivity_from_extremes
 from fragrelease.rng.laplace import LaplaceNoise, NoiseSource
 
@@ -158,28 +159,6 @@ def mechanism_k(mechanism: str, k: int) -> int:
 def sensitivity(mechanism: str, values: np.ndarray, k: int, lo: float, hi: float) -> float:
     """Δ of one attribute under ``mechanism``; see :meth:`IRMechanism.sensitivity`."""
     return get_mechanism(mechanism).sensitivity(values, k, lo, hi)
-
-
-def perturb_centroids(
-    *,
-    centroids: np.ndarray,
-    scales: np.ndarray,
-    lo: np.ndarray,
-    hi: np.ndarray,
-    categorical: np.ndarray,
-    attributes: np.ndarray,
-    clusters: np.ndarray,
-    noise: NoiseSource,
-) -> np.ndarray:
-    """Noisy, clamped (and for categorical attributes, rounded) centroids; all arrays shape (m,).
-
-    One Laplace draw per cluster (never per record), docs/specification.md §2. This is the release
-    without post-processing (``postprocess: none``); with ``isotonic`` the raw draws of
-    :func:`noisy_centroids` go through :func:`fragrelease.idpir.postprocess.finish_centroids`.
-    Every argument is keyword-only (numeric arrays are never passed by position).
-    """
-    noisy = noisy_centroids(centroids=centroids, scales=scales, attributes=attributes, clusters=clusters, noise=noise)
-    return clamp_and_round(noisy, lo, hi, categorical)
 
 
 def noisy_centroids(*, centroids: np.ndarray, scales: np.ndarray, attributes: np.ndarray, clusters: np.ndarray,

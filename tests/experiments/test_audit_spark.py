@@ -8,8 +8,9 @@ The audit therefore splits the Spark path in two and checks each part where it i
    ``1e-3 · b`` (exposing the job's own Laplace scale b, computed inside Spark from D). Both must
    equal the numpy reference the numeric audit uses.
 2. **Noise**, statistically: the job's centroid vectors are replicated R times in one DataFrame and
-   pushed through the production UDF (``noisy_centroid_udf`` with ``noise=None``, i.e. OpenDP's
-   secure sampler, clamping included), R = 40,000 runs per side in one Spark job each; the
+   pushed through the release's own draw on the executors (``noisy_centroids`` with OpenDP's secure
+   sampler, then ``finish_centroids`` with clamping, as the release's noise task calls them; the
+   test UDF ``noise_udf.release_draw_udf``), R = 40,000 runs per side in one Spark job each; the
    likelihood-ratio audit of fragrelease.experiments.audit then bounds ε with α = 1e-6.
 3. **End to end**, as a cross-check: one protect_fragment call with ``noise=None`` (the secure
    sampler) on 500 copies of the column (each copy is its own attribute: own clusters, scale and
@@ -26,6 +27,7 @@ import pandas as pd
 import pytest
 from audit_noise import ScaleProbe
 from noise_injection import ZeroNoise
+from noise_udf import release_draw_udf
 from pyspark.sql import functions as F
 from specs import protect_with
 
@@ -34,7 +36,6 @@ from fragrelease.idpir.mechanisms import laplace_scale, sensitivity
 from fragrelease.idpir.microaggregation import ir_clusters
 from fragrelease.rng.laplace import laplace_epsilon
 from fragrelease.schemas.base import Attribute
-from fragrelease.udfs.noise import noisy_centroid_udf
 
 K, EPS, LO, HI, N = 12, Fraction(2), 0.0, 100.0, 24
 RUNS = 40_000
@@ -66,14 +67,13 @@ def calibrated(spark, adult_pdf):
 
 
 def secure_runs(spark, centroids, scale, runs):
-    """``runs`` releases of a centroid vector through the production noise UDF (secure sampler), shape (runs, m)."""
+    """``runs`` releases of a centroid vector through the release's draw (secure sampler, clamping), shape (runs, m)."""
     m = len(centroids)
     cells = spark.range(runs * m).select(
         (F.col("id") % m).alias("cluster"), (F.col("id") / m).cast("long").alias("run"))
     cent = F.element_at(F.array(*[F.lit(float(v)) for v in centroids]), (F.col("cluster") + 1).cast("int"))
-    udf = noisy_centroid_udf(["age"])  # noise=None: SecureLaplace on the executors
-    z = (cells.select("run", "cluster", udf(F.lit(0), "cluster", cent, F.lit(float(scale)), F.lit(LO), F.lit(HI),
-                                            F.lit(False)).alias("z"))
+    udf = release_draw_udf("age", LO, HI)  # SecureLaplace on the executors, then clamping
+    z = (cells.select("run", "cluster", udf("cluster", cent, F.lit(float(scale))).alias("z"))
          .toPandas())  # audit samples (noisy centroids of public test data), not a release
     return z.pivot(index="run", columns="cluster", values="z").to_numpy(float)
 

@@ -6,8 +6,9 @@ from noise_injection import HashedLaplace, ZeroNoise
 from scipy import stats
 
 from fragrelease.errors import InvalidParameterError
-from fragrelease.idpir.mechanisms import clamp_and_round, laplace_scale, perturb_centroids, protect_attribute
+from fragrelease.idpir.mechanisms import laplace_scale, noisy_centroids, protect_attribute
 from fragrelease.idpir.microaggregation import check_k, cluster_bounds, cluster_count, ir_centroids, ir_clusters
+from fragrelease.idpir.postprocess import clamp_and_round, finish_centroids
 from fragrelease.rng.laplace import SecureLaplace, calibrated_laplace_scale
 from fragrelease.rng.secure import secure_random_keys
 
@@ -54,9 +55,9 @@ def test_rounding_only_after_noise_and_clamp():
         def perturb(self, values, scales, attributes, clusters):
             return np.asarray(values) + 0.2
 
-    out = perturb_centroids(centroids=np.array([1.4, 4.9]), scales=np.ones(2), lo=np.ones(2), hi=np.full(2, 5.0),
-                            categorical=np.array([True, True]), attributes=np.array(["a", "a"], dtype=object),
-                            clusters=np.arange(2), noise=Plus())
+    noisy = noisy_centroids(centroids=np.array([1.4, 4.9]), scales=np.ones(2),
+                            attributes=np.array(["a", "a"], dtype=object), clusters=np.arange(2), noise=Plus())
+    out = finish_centroids(noisy, np.ones(2), 1.0, 5.0, True, "none")  # the release's step, without the projection
     assert out.tolist() == [2.0, 5.0]  # 5.1 clamped to 5 before rounding
     assert clamp_and_round(np.array([-3.0, 2.5, 7.2]), 1, 5, True).tolist() == [1.0, 3.0, 5.0]
     assert clamp_and_round(np.array([-3.0, 2.5]), 0, 100, False).tolist() == [0.0, 2.5]

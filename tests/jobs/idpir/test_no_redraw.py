@@ -6,10 +6,10 @@ import sys
 from fractions import Fraction
 
 import pytest
+from noise_udf import release_draw_udf
 from specs import protect_with
 
 from fragrelease.schemas.base import Attribute
-from fragrelease.udfs.noise import noisy_centroid_udf
 
 ATTR = Attribute(name="x", type="double", role="quasi-identifier", kind="numeric", domain=(0, 1000))
 
@@ -26,11 +26,11 @@ def test_recomputing_the_plan_returns_the_same_noise(spark):
 
 
 def test_without_materialization_a_recomputed_plan_would_redraw(spark):
-    """The control: the same UDF, not materialized, gives new noise on every action."""
-    udf = noisy_centroid_udf(["x"])
-    cl = spark.range(200).selectExpr("0 as attr", "id as cluster", "500.0 as centroid", "10.0 as scale",
-                                     "0.0 as lo", "1000.0 as hi", "false as categorical")
-    naive = cl.select(udf("attr", "cluster", "centroid", "scale", "lo", "hi", "categorical").alias("v"))
+    """The control: the release's draw (noisy_centroids + finish_centroids on the executors), not
+    materialized, gives new noise on every action."""
+    udf = release_draw_udf("x", 0.0, 1000.0)
+    cl = spark.range(200).selectExpr("id as cluster", "500.0 as centroid", "10.0 as scale")
+    naive = cl.select(udf("cluster", "centroid", "scale").alias("v"))
     a = [r.v for r in naive.collect()]
     b = [r.v for r in naive.collect()]
     assert a != b
