@@ -18,6 +18,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Sequence
 
+from fragrelease.idpir.options import OPTION_NAMES
+
 #: Prefix of every table property fragrelease sets.
 PROPERTY_PREFIX = "fragrelease."
 
@@ -54,8 +56,9 @@ def release_description(provenance: dict, *, declared_types: Optional[Mapping[st
     Returns
     -------
     TableDescription with the properties ``fragrelease.{role, dataset, fragmentation, mechanism, k,
-    epsilon, composition, epsilon_split, linkage, postprocess, category_order, category_order_share,
-    owners, plan_id, guarantee.*, version}`` (strings), and a comment per released column stating its
+    epsilon, composition, epsilon_split, owners, plan_id, guarantee.*, version}`` and one per release
+    option (:data:`fragrelease.idpir.options.OPTION_NAMES`: category_order, category_order_share,
+    linkage, postprocess) (strings), and a comment per released column stating its
     guarantee.
     """
     declared_types = declared_types or {}
@@ -71,9 +74,8 @@ def release_description(provenance: dict, *, declared_types: Optional[Mapping[st
         "role": provenance.get("role"), "dataset": provenance.get("dataset"),
         "fragmentation": provenance.get("fragmentation"), "mechanism": mech, "k": provenance.get("k"),
         "epsilon": provenance.get("epsilon"), "composition": provenance.get("composition"),
-        "epsilon_split": provenance.get("epsilon_split"), "linkage": provenance.get("linkage"),
-        "postprocess": provenance.get("postprocess"), "category_order": provenance.get("category_order"),
-        "category_order_share": provenance.get("category_order_share"),
+        "epsilon_split": provenance.get("epsilon_split"),
+        **{name: provenance.get(name) for name in OPTION_NAMES},  # every release option (fragrelease/idpir/options.py)
         "owners": ", ".join(o["name"] for o in provenance.get("owners", [])),
         "plan_id": provenance.get("plan_id"), "version": provenance.get("fragrelease_version"),
     }
