@@ -6,6 +6,11 @@
 - Otherwise an embedded local session (``local[*]``) is started with a small, quiet configuration;
   this needs a Java runtime (``JAVA_HOME`` or ``java`` on ``PATH``).
 
+The embedded session rebuilds a Delta table's state from its log in
+:data:`DELTA_SNAPSHOT_PARTITIONS` task (Delta's default, 50 tasks, is sized for clusters: on a laptop
+the first read of every new table paid three jobs of 50 tasks, about half of a small release's
+Spark time; docs/benchmarks.md, "Small release fixed cost (issue 26, session 9)").
+
 Delta Lake in the embedded session (only there: sessions from spark-submit, Spark Connect or
 Databricks keep their own configuration). ``FRAGRELEASE_DELTA`` chooses:
 
@@ -38,6 +43,9 @@ log = logging.getLogger(__name__)
 #: Delta's Spark session extension and catalog (the names delta-spark documents).
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+#: Tasks of Delta's state reconstruction in the embedded session (``spark.databricks.delta.snapshotPartitions``):
+#: the logs fragrelease reads hold a few commits; one task replays them (Delta's default is 50).
+DELTA_SNAPSHOT_PARTITIONS = 1
 #: Delta's jars are built for Scala 2.13 only since Delta 4.
 _SCALA = "2.13"
 _warned_no_delta = False
@@ -195,8 +203,9 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
 def _with_delta(builder):
     """``builder`` configured with Delta's extension, catalog and jars (a jar folder, else Ivy)."""
     jars = _delta_jars()
-    builder = builder.config("spark.sql.extensions", DELTA_EXTENSION).config("spark.sql.catalog.spark_catalog",
-                                                                              DELTA_CATALOG)
+    builder = (builder.config("spark.sql.extensions", DELTA_EXTENSION)
+               .config("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
+               .config("spark.databricks.delta.snapshotPartitions", str(DELTA_SNAPSHOT_PARTITIONS)))
     if jars:
         log.debug("Delta Lake jars from %s", delta_jars_dir())
         return builder.config("spark.jars", ",".join(jars))

@@ -43,6 +43,19 @@ def test_a_jar_folder_is_loaded_with_spark_jars(tmp_path, monkeypatch):
     assert "spark.jars.packages" not in conf
 
 
+def test_delta_replays_its_log_in_one_task_in_the_embedded_session(tmp_path, monkeypatch):
+    # Delta's default (50 tasks per state reconstruction) cost about half of a small release's Spark time
+    monkeypatch.setenv("FRAGRELEASE_DELTA_JARS", str(tmp_path / "missing"))
+    conf = session._with_delta(_Builder()).conf
+    assert conf["spark.databricks.delta.snapshotPartitions"] == "1" == str(session.DELTA_SNAPSHOT_PARTITIONS)
+
+
+def test_the_test_session_replays_delta_logs_in_one_task(spark):
+    if not session.delta_available(spark):
+        pytest.skip("the session has no Delta classes (delta-rs path)")
+    assert spark.conf.get("spark.databricks.delta.snapshotPartitions") == "1"
+
+
 def test_without_the_folder_spark_resolves_the_jar_with_ivy(tmp_path, monkeypatch):
     monkeypatch.setenv("FRAGRELEASE_DELTA_JARS", str(tmp_path / "missing"))
     conf = session._with_delta(_Builder()).conf
