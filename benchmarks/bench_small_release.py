@@ -130,11 +130,16 @@ def main() -> None:
     p.add_argument("--master", default="local[2]")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--adult", action="store_true", help="also time the Adult horizontal quick start")
+    p.add_argument("--no-warm", action="store_true",
+                   help="do not start the Python workers in the background at session start (to compare)")
     p.add_argument("--call-sites", action="store_true",
                    help="print each step's Spark jobs by call site (the name of the job's last stage)")
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    from fragrelease.jobs import session
     from fragrelease.jobs.session import get_spark
+
+    session.WARM_PYTHON_WORKERS = not args.no_warm
 
     with tempfile.TemporaryDirectory() as tmp:
         os.environ.setdefault("FRAGRELEASE_PRIVATE_ROOT", str(Path(tmp) / "private-root"))

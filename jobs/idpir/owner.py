@@ -24,7 +24,7 @@ Databricks through the entry points of :mod:`fragrelease.jobs.cli` (``fragreleas
 from __future__ import annotations
 
 import logging
-from typing import Optional
+from typing import Mapping, Optional
 
 from fragrelease.errors import ConfigError, ReleaseExistsError
 from fragrelease.idpir.config import LedgerConfig, OwnerConfig, ReleaseConfig
@@ -32,6 +32,7 @@ from fragrelease.idpir.plan_check import verified_spec
 from fragrelease.idpir.protocol import Manifest, OwnerMetadata, Plan, manifest_for
 from fragrelease.idpir.spec import ProtectionSpec
 from fragrelease.jobs.catalog import register, table_location
+from fragrelease.jobs.idpir.bucket_sort import STORED
 from fragrelease.jobs.idpir.digests import content_digest, fragment_digests
 from fragrelease.jobs.idpir.fragment import FragmentContext, conform_id, describe_source, validate_fragment
 from fragrelease.jobs.idpir.keys import owner_pseudonym_key
@@ -182,7 +183,9 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
     _check_pseudonym_column(owner.name, attrs)
     key = owner_pseudonym_key(cfg, owner)
     df, context = _read_fragment(spark, cfg, owner)
-    check = validate_fragment(df, attrs, schema.id_column, context, id_type=_id_type(schema))
+    # the dp-frequency order's exact category counts come from the same validation pass
+    check = validate_fragment(df, attrs, schema.id_column, context, id_type=_id_type(schema),
+                              count_categories=spec.category_order == "dp-frequency")
     df = conform_id(df, schema.id_column, _id_type(schema))
     if check.n_records != spec.n_records:
         raise ConfigError(f"owner {owner.name!r} now has {check.n_records} records, the plan was made for {spec.n_records}")
@@ -190,7 +193,12 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
     discard_unpublished_fragment(cfg, plan.plan_id, owner.name, target)
     discard_unpublished_fragment(cfg, plan.plan_id, owner.name, pset_target, role="pseudonym-set")
     # public: everything in the spec comes from the plan, checked once against this owner's configuration
-    protected = protect_attributes(spark, df, attrs, spec, id_column=schema.id_column, ledger=owner.ledger, noise=noise)
+    protected = protect_attributes(spark, df, attrs, spec, id_column=schema.id_column, ledger=owner.ledger, noise=noise,
+                                   category_counts=check.category_counts)
+    # read again by the shuffle's range sample, the write, the owner report and the caller's MeanSSE:
+    # the lined-up values are stored by the first job that computes them (the noise itself is stored
+    # already, so recomputing was exact but repeated the line-up by id for every reader)
+    protected = protected.localCheckpoint(eager=False, storageLevel=STORED)
     provenance = {
         "role": "protected-fragment", "plan_id": plan.plan_id, "owner": owner.name, "mechanism": plan.mechanism,
         "k": plan.k, "epsilon": str(spec.epsilon), "epsilon_per_attribute": str(spec.epsilon_per_attribute),
@@ -349,6 +357,7 @@ def ledger_location(spark, ledger: LedgerConfig) -> str:
 def protect_attributes(
     spark, df, attrs: list[Attribute], spec: ProtectionSpec, *, id_column: str,
     ledger: Optional[LedgerConfig] = None, noise: Optional[NoiseSource] = None,
+    category_counts: Optional[Mapping[str, Mapping[str, int]]] = None,
 ):
     """One owner's spend and protection of a validated fragment under ``spec``: the step both the
     owner job (:func:`protect_owner_fragment`) and the Python API (:func:`fragrelease.jobs.api.protect`) run.
@@ -361,7 +370,10 @@ def protect_attributes(
     Del Vasto-Terrientes et al. (ICISSP 2025) §4.2.
 
     Shapes: ``df`` holds ``id_column`` and every attribute in ``attrs`` (``spec.n_records`` rows,
-    already validated); returns the protected DataFrame ``(id_column, *attrs)``.
+    already validated); returns the protected DataFrame ``(id_column, *attrs)``. ``category_counts``:
+    the exact category counts from the validation pass, if it made them
+    (:attr:`fragrelease.jobs.idpir.fragment.FragmentCheck.category_counts`), spent on nothing but
+    the ``dp-frequency`` order's noised histogram.
 
     Raises
     ------
@@ -377,4 +389,5 @@ def protect_attributes(
                      lifetime=ledger.lifetime)
         if ledger.table is not None:
             register(spark, ledger.table, where, append_only=True)
-    return protect_fragment(df.select(id_column, *[a.name for a in attrs]), attrs, spec, id_column=id_column, noise=noise)
+    return protect_fragment(df.select(id_column, *[a.name for a in attrs]), attrs, spec, id_column=id_column, noise=noise,
+                            category_counts=category_counts)
