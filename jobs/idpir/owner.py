@@ -33,7 +33,7 @@ from fragrelease.idpir.protocol import Manifest, OwnerMetadata, Plan, manifest_f
 from fragrelease.idpir.spec import ProtectionSpec
 from fragrelease.jobs.catalog import register, table_location
 from fragrelease.jobs.idpir.bucket_sort import STORED
-from fragrelease.jobs.idpir.digests import content_digest, fragment_digests
+from fragrelease.jobs.idpir.digests import committed_rows, content_digest, fragment_digests
 from fragrelease.jobs.idpir.fragment import FragmentContext, conform_id, describe_source, validate_fragment
 from fragrelease.jobs.idpir.keys import owner_pseudonym_key
 from fragrelease.jobs.idpir.layout import (
@@ -50,7 +50,7 @@ from fragrelease.jobs.idpir.protect import protect_fragment
 from fragrelease.jobs.idpir.shuffle import pseudonym_set_digest, pseudonymize, shuffle_rows, unlink_columns
 from fragrelease.jobs.idpir.signatures import describe_table, owner_signing_key, sign_manifest
 from fragrelease.jobs.idpir.workspace import claim_work_dir
-from fragrelease.jobs.storage import commit_delta, is_delta_table, read_configured, read_delta, read_text, write_text
+from fragrelease.jobs.storage import commit_delta, is_delta_table, read_configured, read_text, write_text
 from fragrelease.pseudonyms import METADATA_CONTEXT, PSEUDONYM_COLUMN, key_check
 from fragrelease.rng.laplace import NoiseSource
 from fragrelease.schemas.base import Attribute, DatasetSchema
@@ -217,12 +217,12 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
             pset = shuffle_rows(shared.select(PSEUDONYM_COLUMN), PSEUDONYM_COLUMN)
             commit_delta(pset, pset_target, provenance={**provenance, "role": "pseudonym-set"}, if_exists="error")
             commit_delta(unlink_columns(shared, names), target, provenance=provenance, if_exists="error")
-            digest = content_digest(read_delta(spark, target))
-            pset_digest = pseudonym_set_digest(read_delta(spark, pset_target))
+            digest = content_digest(committed_rows(spark, target))
+            pset_digest = pseudonym_set_digest(committed_rows(spark, pset_target))
             pset_table = describe_table(spark, pset_target)
         else:
             commit_delta(shuffle_rows(shared, PSEUDONYM_COLUMN), target, provenance=provenance, if_exists="error")
-            digest, pset_digest = fragment_digests(read_delta(spark, target), PSEUDONYM_COLUMN)
+            digest, pset_digest = fragment_digests(committed_rows(spark, target), PSEUDONYM_COLUMN)
         # signed manifests: bind the manifest to this owner's key, the tables' versions, files and logs
         version, files, delta_log = describe_table(spark, target)
         manifest = sign_manifest(manifest_for(
