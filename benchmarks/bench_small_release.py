@@ -15,6 +15,10 @@ with ``--adult``.
 
     python benchmarks/bench_small_release.py --master local[2] --runs 3 --adult
 
+``--call-sites`` lists each step's jobs by call site (the name Spark gives the job's last stage);
+``--no-warm`` turns off the embedded session's Python worker warm-up
+(:func:`fragrelease.jobs.session.warm_python_workers`), to compare.
+
 Target (docs/benchmarks.md): ≤ 15 s for the 1,000 × 20 release with reports, including the JVM
 start (issue 26), ≤ 40 s for the Adult quick start including reports.
 """

@@ -5,6 +5,7 @@ Shapes: in, a fragment (any DataFrame holding the id column and the attributes);
 its source (:class:`FragmentContext`) and names the column, one value as written and its record id.
 :func:`conform_id` casts the id column to the declared id type. One aggregation pass (plus one
 grouped count for duplicate ids); nothing is collected but that one row and at most one duplicate id.
+The same pass can count the declared categories (``count_categories``) for the ``dp-frequency`` order.
 """
 from __future__ import annotations
 
