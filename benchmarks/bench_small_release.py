@@ -15,6 +15,10 @@ with ``--adult``.
 
     python benchmarks/bench_small_release.py --master local[2] --runs 3 --adult
 
+``--call-sites`` lists each step's jobs by call site (the name Spark gives the job's last stage);
+``--no-warm`` turns off the embedded session's Python worker warm-up
+(:func:`fragrelease.jobs.session.warm_python_workers`), to compare.
+
 Target (docs/benchmarks.md): ≤ 15 s for the 1,000 × 20 release with reports, including the JVM
 start (issue 26), ≤ 40 s for the Adult quick start including reports.
 """
@@ -76,24 +80,34 @@ class Steps:
 
     def __init__(self, spark) -> None:
         self.tracker = spark.sparkContext.statusTracker()  # benchmark only: the jobs never use it
-        self.rows: list[tuple[str, float, int]] = []
-        self.current: tuple[str, float, int] | None = None
+        self.rows: list[tuple[str, float, int, list[str]]] = []
+        self.current: tuple[str, float, set[int]] | None = None
 
-    def _jobs(self) -> int:
-        return len(self.tracker.getJobIdsForGroup(None))
+    def _job_ids(self) -> set[int]:
+        return set(self.tracker.getJobIdsForGroup(None))
 
-    def __call__(self, msg: str) -> None:
+    def _call_site(self, job: int) -> str:
+        """The call site Spark names the job's last stage by (e.g. ``collect at fragment.py:215``)."""
+        info = self.tracker.getJobInfo(job)
+        stages = sorted(info.stageIds) if info is not None else []
+        stage = self.tracker.getStageInfo(stages[-1]) if stages else None
+        return stage.name if stage is not None else "?"
+
+    def __call__(self, event) -> None:
         self.close()
-        self.current = (msg, time.perf_counter(), self._jobs())
+        if getattr(event, "status", "started") == "started":
+            self.current = (str(event.label if hasattr(event, "label") else event), time.perf_counter(),
+                            self._job_ids())
 
     def close(self) -> None:
         if self.current is not None:
-            msg, t0, j0 = self.current
-            self.rows.append((msg, time.perf_counter() - t0, self._jobs() - j0))
+            msg, t0, before = self.current
+            new = sorted(self._job_ids() - before)
+            self.rows.append((msg, time.perf_counter() - t0, len(new), [self._call_site(j) for j in new]))
             self.current = None
 
 
-def run_once(spark, cfg_path: Path, reports: bool, show_steps: bool) -> float:
+def run_once(spark, cfg_path: Path, reports: bool, show_steps: bool, call_sites: bool = False) -> float:
     from fragrelease.idpir.config import load_config
     from fragrelease.jobs.idpir.release import run_local_release
 
@@ -104,8 +118,14 @@ def run_once(spark, cfg_path: Path, reports: bool, show_steps: bool) -> float:
     steps.close()
     total = time.perf_counter() - t
     if show_steps:
-        for msg, s, jobs in steps.rows:
+        for msg, s, jobs, sites in steps.rows:
             print(f"    {s:6.2f} s  {jobs:3d} Spark jobs  {msg}")
+            if call_sites:
+                counted: dict[str, int] = {}
+                for site in sites:
+                    counted[site] = counted.get(site, 0) + 1
+                for site, m in counted.items():
+                    print(f"                 {m:3d} x {site}")
     return total
 
 
@@ -114,9 +134,16 @@ def main() -> None:
     p.add_argument("--master", default="local[2]")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--adult", action="store_true", help="also time the Adult horizontal quick start")
+    p.add_argument("--no-warm", action="store_true",
+                   help="do not start the Python workers in the background at session start (to compare)")
+    p.add_argument("--call-sites", action="store_true",
+                   help="print each step's Spark jobs by call site (the name of the job's last stage)")
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    from fragrelease.jobs import session
     from fragrelease.jobs.session import get_spark
+
+    session.WARM_PYTHON_WORKERS = not args.no_warm
 
     with tempfile.TemporaryDirectory() as tmp:
         os.environ.setdefault("FRAGRELEASE_PRIVATE_ROOT", str(Path(tmp) / "private-root"))
@@ -125,13 +152,14 @@ def main() -> None:
         t = time.perf_counter()
         spark = get_spark("bench-small-release", master=args.master)
         started = time.perf_counter() - t
-        first = run_once(spark, cfg, True, show_steps=True)
+        first = run_once(spark, cfg, True, show_steps=True, call_sites=args.call_sites)
         print(f"JVM and session start: {started:.1f} s; first release in this JVM, reports on: {first:.1f} s; "
               f"together {started + first:.1f} s (target <= 15 s)")
         for reports in (False, True):
             times = []
             for r in range(args.runs):
-                times.append(run_once(spark, cfg, reports, show_steps=(r == args.runs - 1)))
+                times.append(run_once(spark, cfg, reports, show_steps=(r == args.runs - 1),
+                                      call_sites=args.call_sites and r == args.runs - 1))
             print(f"1,000 rows x 20 attributes, 2 owners, reports={'on' if reports else 'off'}: "
                   + ", ".join(f"{s:.1f}" for s in times) + f" s (best {min(times):.1f} s; target <= 15 s)")
         if args.adult:

@@ -6,6 +6,16 @@
 - Otherwise an embedded local session (``local[*]``) is started with a small, quiet configuration;
   this needs a Java runtime (``JAVA_HOME`` or ``java`` on ``PATH``).
 
+The embedded session rebuilds a Delta table's state from its log in
+:data:`DELTA_SNAPSHOT_PARTITIONS` task (Delta's default, 50 tasks, is sized for clusters: on a laptop
+the first read of every new table paid three jobs of 50 tasks, about half of a small release's
+Spark time; docs/benchmarks.md, "Small release fixed cost (issue 26, session 9)").
+
+An embedded session on a ``local`` master also starts its Python workers in the background
+(:func:`warm_python_workers`): one throw-away ``mapInPandas`` task per core imports pandas, Arrow and
+the mechanism's modules while the first steps of a release run Spark SQL only, instead of in the
+release's first Python stage. ``WARM_PYTHON_WORKERS = False`` turns it off (benchmarks compare).
+
 Delta Lake in the embedded session (only there: sessions from spark-submit, Spark Connect or
 Databricks keep their own configuration). ``FRAGRELEASE_DELTA`` chooses:
 
@@ -28,8 +38,11 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import re
 import shutil
 import sys
+import threading
+from typing import Iterator
 
 from fragrelease.errors import ConfigError, DeltaUnavailableError, FragReleaseError
 
@@ -38,6 +51,11 @@ log = logging.getLogger(__name__)
 #: Delta's Spark session extension and catalog (the names delta-spark documents).
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+#: Tasks of Delta's state reconstruction in the embedded session (``spark.databricks.delta.snapshotPartitions``):
+#: the logs fragrelease reads hold a few commits; one task replays them (Delta's default is 50).
+DELTA_SNAPSHOT_PARTITIONS = 1
+#: Start the Python workers of an embedded local session in the background (:func:`warm_python_workers`).
+WARM_PYTHON_WORKERS = True
 #: Delta's jars are built for Scala 2.13 only since Delta 4.
 _SCALA = "2.13"
 _warned_no_delta = False
@@ -178,9 +196,9 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
         )
 
     if mode == "off":
-        return _stopped_at_exit(builder().getOrCreate())
+        return _warmed(_stopped_at_exit(builder().getOrCreate()))
     try:
-        return _stopped_at_exit(_with_delta(builder()).getOrCreate())
+        return _warmed(_stopped_at_exit(_with_delta(builder()).getOrCreate()))
     except DeltaUnavailableError as e:
         cause = str(e)
     except Exception as e:  # noqa: BLE001 - Ivy resolution failures surface as a JVM that does not start
@@ -189,14 +207,69 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
         raise DeltaUnavailableError(f"FRAGRELEASE_DELTA=spark but Delta's Spark classes are unavailable: {cause}; "
                                     "run scripts/setup.sh once with network access")
     _warn_no_delta(cause)
-    return _stopped_at_exit(builder().getOrCreate())
+    return _warmed(_stopped_at_exit(builder().getOrCreate()))
+
+
+def local_cores(master: str) -> int:
+    """The task slots of a ``local`` master: ``local`` → 1, ``local[4]`` / ``local[4, 2]`` → 4,
+    ``local[*]`` → the machine's cores; 0 for any other master (a cluster)."""
+    m = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?", master.strip())
+    if m is None:
+        return 0
+    if m.group(1) is None:
+        return 1
+    return (os.cpu_count() or 1) if m.group(1) == "*" else int(m.group(1))
+
+
+def _warm_worker(batches: Iterator) -> Iterator:
+    """A Python worker's first task: import what the protection's tasks import, pass the rows on."""
+    import fragrelease.idpir.mechanisms  # noqa: F401 - the import is the point
+    import fragrelease.idpir.postprocess  # noqa: F401
+    import fragrelease.rng.laplace  # noqa: F401
+
+    yield from batches
+
+
+def warm_python_workers(spark) -> threading.Thread | None:
+    """Start one throw-away ``mapInPandas`` task per local core in a daemon thread; return the thread.
+
+    A fresh local session pays for its Python workers (process start, pandas, Arrow, OpenDP and the
+    mechanism's imports) and for Spark's first Arrow stage in the first Python stage of a release,
+    about 2-5 s (docs/benchmarks.md, "Small release fixed cost (issue 26, session 9)"). The first
+    steps of a release (reading and validating the fragments) run no Python tasks, so the warm-up
+    overlaps them. Two rows of ``spark.range`` only, no data; errors are ignored (the release
+    starts the workers itself). ``None`` for a non-local master or when :data:`WARM_PYTHON_WORKERS`
+    is False.
+    """
+    try:
+        cores = local_cores(spark.conf.get("spark.master", "") or "")
+    except Exception:  # noqa: BLE001 - a conf that cannot be read: no warm-up
+        return None
+    if not WARM_PYTHON_WORKERS or cores < 1:
+        return None
+
+    def run() -> None:
+        try:
+            spark.range(0, cores, 1, cores).mapInPandas(_warm_worker, "id long").count()
+        except Exception as exc:  # noqa: BLE001 - a warm-up that failed changes nothing
+            log.debug("warming the Python workers failed: %s", type(exc).__name__)
+
+    thread = threading.Thread(target=run, name="fragrelease-warm-python-workers", daemon=True)
+    thread.start()
+    return thread
+
+
+def _warmed(spark):
+    warm_python_workers(spark)
+    return spark
 
 
 def _with_delta(builder):
     """``builder`` configured with Delta's extension, catalog and jars (a jar folder, else Ivy)."""
     jars = _delta_jars()
-    builder = builder.config("spark.sql.extensions", DELTA_EXTENSION).config("spark.sql.catalog.spark_catalog",
-                                                                              DELTA_CATALOG)
+    builder = (builder.config("spark.sql.extensions", DELTA_EXTENSION)
+               .config("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
+               .config("spark.databricks.delta.snapshotPartitions", str(DELTA_SNAPSHOT_PARTITIONS)))
     if jars:
         log.debug("Delta Lake jars from %s", delta_jars_dir())
         return builder.config("spark.jars", ",".join(jars))

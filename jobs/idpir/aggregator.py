@@ -35,7 +35,7 @@ from fragrelease.idpir.plan_check import check_plan_for_owner, expected_plan_ter
 from fragrelease.idpir.protocol import Manifest, OwnerMetadata, Plan, check_manifest, make_plan
 from fragrelease.jobs.catalog import release_exists
 from fragrelease.jobs.describe import cast_declared_integers, integer_columns, release_description
-from fragrelease.jobs.idpir.digests import content_digest, fragment_digests
+from fragrelease.jobs.idpir.digests import committed_rows, content_digest, fragment_digests
 from fragrelease.jobs.idpir.layout import manifest_path, metadata_path, plan_path, protected_path, pseudonyms_path
 from fragrelease.jobs.idpir.shuffle import line_up_columns, pseudonym_set_digest, shuffle_rows, unlink_columns
 from fragrelease.jobs.idpir.signatures import public_keys, verify_owner_manifest, verify_table
@@ -123,7 +123,7 @@ def _read_checked(spark, owner: str, path: str, what: str, expected: list[str], 
     if not is_delta_table(path):
         raise ManifestMismatchError(f"owner {owner!r} has no {what} Delta table at {path!r}")
     try:
-        df = read_delta(spark, path, version)  # the signed version only
+        df = committed_rows(spark, path, version)  # the signed version's data files only (verify_table checked them)
         columns = df.columns
         digests = digest_of(df) if sorted(columns) == sorted(expected) else None
     except Exception as exc:  # a truncated or corrupted file surfaces as a Spark read error

@@ -5,11 +5,12 @@ Shapes: in, a fragment (any DataFrame holding the id column and the attributes);
 its source (:class:`FragmentContext`) and names the column, one value as written and its record id.
 :func:`conform_id` casts the id column to the declared id type. One aggregation pass (plus one
 grouped count for duplicate ids); nothing is collected but that one row and at most one duplicate id.
+The same pass can count the declared categories (``count_categories``) for the ``dp-frequency`` order.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional, Sequence
+from dataclasses import dataclass, field
+from typing import Mapping, Optional, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -21,9 +22,16 @@ from fragrelease.schemas.base import Attribute
 
 @dataclass(frozen=True)
 class FragmentCheck:
-    """Result of :func:`validate_fragment`: the record count (public) and nothing else."""
+    """Result of :func:`validate_fragment`: the record count (public) and, when asked for, the exact
+    category counts of the categorical attributes.
+
+    ``category_counts`` (attribute → category → count, every declared category) is the owner's own
+    data: only :func:`fragrelease.jobs.idpir.protect.category_orders` reads it, to noise it with
+    budget (``dp-frequency``); it is kept out of ``repr`` so it reaches no log line by accident.
+    """
 
     n_records: int
+    category_counts: Optional[Mapping[str, Mapping[str, int]]] = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -129,9 +137,14 @@ def _id_problem(id_type: Optional[str], dtype: T.DataType) -> Optional[tuple[Col
 
 
 def validate_fragment(df: DataFrame, attributes: Sequence[Attribute], id_column: Optional[str],
-                      context: Optional[FragmentContext] = None, *, id_type: Optional[str] = None) -> FragmentCheck:
+                      context: Optional[FragmentContext] = None, *, id_type: Optional[str] = None,
+                      count_categories: bool = False) -> FragmentCheck:
     """Check a fragment before any budget is spent or any noise drawn; one Spark aggregation pass
     (plus one grouped count for duplicate ids).
+
+    ``count_categories``: the same pass also counts every declared category of every categorical
+    attribute (:attr:`FragmentCheck.category_counts`, for the ``dp-frequency`` order, which
+    otherwise needs a pass of its own); the counts are returned only when the fragment is valid.
 
     Every error is one line that starts with ``context`` (the owner and its source) and names the
     column, one offending value as written and its record id, e.g. ``owner 'clinic-a' (source
@@ -194,6 +207,11 @@ def validate_fragment(df: DataFrame, attributes: Sequence[Attribute], id_column:
             aggs.append(_example(col.isNotNull() & num.isNotNull() & frac, col, rid).alias(f"__frac{i}"))
         if not _spark_type_ok(a, dtype):
             aggs.append(_example(col.isNotNull(), col, rid).alias(f"__type{i}"))
+    counted = [(i, a) for i, a in enumerate(attributes) if count_categories and a.categorical]
+    for i, a in counted:  # the owner's exact counts: noised with budget before any use (dp-frequency)
+        text = F.col(a.name).cast("string")
+        aggs.extend(F.sum(F.when(text == c, 1).otherwise(0)).alias(f"__cat{i}_{m}")
+                    for m, c in enumerate(a.categories or ()))
     id_check = None
     if id_column is not None:
         aggs.append(F.sum(F.col(id_column).isNull().cast("long")).alias("__idnull"))
@@ -245,7 +263,10 @@ def validate_fragment(df: DataFrame, attributes: Sequence[Attribute], id_column:
         if dup:
             raise IdentifierError(f"{where}: id column {id_column!r}: record id {dup[0][id_column]!r} appears "
                                   f"{dup[0]['count']} times; ids must be unique")
-    return FragmentCheck(n_records=n)
+    if not count_categories:
+        return FragmentCheck(n_records=n)
+    counts = {a.name: {c: int(row[f"__cat{i}_{m}"] or 0) for m, c in enumerate(a.categories or ())} for i, a in counted}
+    return FragmentCheck(n_records=n, category_counts=counts)
 
 
 def conform_id(df: DataFrame, id_column: str, id_type: Optional[str]) -> DataFrame:

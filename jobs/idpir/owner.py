@@ -24,7 +24,7 @@ Databricks through the entry points of :mod:`fragrelease.jobs.cli` (``fragreleas
 from __future__ import annotations
 
 import logging
-from typing import Optional
+from typing import Mapping, Optional
 
 from fragrelease.errors import ConfigError, ReleaseExistsError
 from fragrelease.idpir.config import LedgerConfig, OwnerConfig, ReleaseConfig
@@ -32,7 +32,8 @@ from fragrelease.idpir.plan_check import verified_spec
 from fragrelease.idpir.protocol import Manifest, OwnerMetadata, Plan, manifest_for
 from fragrelease.idpir.spec import ProtectionSpec
 from fragrelease.jobs.catalog import register, table_location
-from fragrelease.jobs.idpir.digests import content_digest, fragment_digests
+from fragrelease.jobs.idpir.bucket_sort import STORED
+from fragrelease.jobs.idpir.digests import committed_rows, content_digest, fragment_digests
 from fragrelease.jobs.idpir.fragment import FragmentContext, conform_id, describe_source, validate_fragment
 from fragrelease.jobs.idpir.keys import owner_pseudonym_key
 from fragrelease.jobs.idpir.layout import (
@@ -49,7 +50,7 @@ from fragrelease.jobs.idpir.protect import protect_fragment
 from fragrelease.jobs.idpir.shuffle import pseudonym_set_digest, pseudonymize, shuffle_rows, unlink_columns
 from fragrelease.jobs.idpir.signatures import describe_table, owner_signing_key, sign_manifest
 from fragrelease.jobs.idpir.workspace import claim_work_dir
-from fragrelease.jobs.storage import commit_delta, is_delta_table, read_configured, read_delta, read_text, write_text
+from fragrelease.jobs.storage import commit_delta, is_delta_table, read_configured, read_text, write_text
 from fragrelease.pseudonyms import METADATA_CONTEXT, PSEUDONYM_COLUMN, key_check
 from fragrelease.rng.laplace import NoiseSource
 from fragrelease.schemas.base import Attribute, DatasetSchema
@@ -182,7 +183,9 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
     _check_pseudonym_column(owner.name, attrs)
     key = owner_pseudonym_key(cfg, owner)
     df, context = _read_fragment(spark, cfg, owner)
-    check = validate_fragment(df, attrs, schema.id_column, context, id_type=_id_type(schema))
+    # the dp-frequency order's exact category counts come from the same validation pass
+    check = validate_fragment(df, attrs, schema.id_column, context, id_type=_id_type(schema),
+                              count_categories=spec.category_order == "dp-frequency")
     df = conform_id(df, schema.id_column, _id_type(schema))
     if check.n_records != spec.n_records:
         raise ConfigError(f"owner {owner.name!r} now has {check.n_records} records, the plan was made for {spec.n_records}")
@@ -190,7 +193,12 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
     discard_unpublished_fragment(cfg, plan.plan_id, owner.name, target)
     discard_unpublished_fragment(cfg, plan.plan_id, owner.name, pset_target, role="pseudonym-set")
     # public: everything in the spec comes from the plan, checked once against this owner's configuration
-    protected = protect_attributes(spark, df, attrs, spec, id_column=schema.id_column, ledger=owner.ledger, noise=noise)
+    protected = protect_attributes(spark, df, attrs, spec, id_column=schema.id_column, ledger=owner.ledger, noise=noise,
+                                   category_counts=check.category_counts)
+    # read again by the shuffle's range sample, the write, the owner report and the caller's MeanSSE:
+    # the lined-up values are stored by the first job that computes them (the noise itself is stored
+    # already, so recomputing was exact but repeated the line-up by id for every reader)
+    protected = protected.localCheckpoint(eager=False, storageLevel=STORED)
     provenance = {
         "role": "protected-fragment", "plan_id": plan.plan_id, "owner": owner.name, "mechanism": plan.mechanism,
         "k": plan.k, "epsilon": str(spec.epsilon), "epsilon_per_attribute": str(spec.epsilon_per_attribute),
@@ -208,12 +216,12 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
             pset = shuffle_rows(shared.select(PSEUDONYM_COLUMN), PSEUDONYM_COLUMN)
             commit_delta(pset, pset_target, provenance={**provenance, "role": "pseudonym-set"}, if_exists="error")
             commit_delta(unlink_columns(shared, names), target, provenance=provenance, if_exists="error")
-            digest = content_digest(read_delta(spark, target))
-            pset_digest = pseudonym_set_digest(read_delta(spark, pset_target))
+            digest = content_digest(committed_rows(spark, target))
+            pset_digest = pseudonym_set_digest(committed_rows(spark, pset_target))
             pset_table = describe_table(spark, pset_target)
         else:
             commit_delta(shuffle_rows(shared, PSEUDONYM_COLUMN), target, provenance=provenance, if_exists="error")
-            digest, pset_digest = fragment_digests(read_delta(spark, target), PSEUDONYM_COLUMN)
+            digest, pset_digest = fragment_digests(committed_rows(spark, target), PSEUDONYM_COLUMN)
         # signed manifests: bind the manifest to this owner's key, the tables' versions, files and logs
         version, files, delta_log = describe_table(spark, target)
         manifest = sign_manifest(manifest_for(
@@ -348,6 +356,7 @@ def ledger_location(spark, ledger: LedgerConfig) -> str:
 def protect_attributes(
     spark, df, attrs: list[Attribute], spec: ProtectionSpec, *, id_column: str,
     ledger: Optional[LedgerConfig] = None, noise: Optional[NoiseSource] = None,
+    category_counts: Optional[Mapping[str, Mapping[str, int]]] = None,
 ):
     """One owner's spend and protection of a validated fragment under ``spec``: the step both the
     owner job (:func:`protect_owner_fragment`) and the Python API (:func:`fragrelease.jobs.api.protect`) run.
@@ -360,7 +369,10 @@ def protect_attributes(
     Del Vasto-Terrientes et al. (ICISSP 2025) §4.2.
 
     Shapes: ``df`` holds ``id_column`` and every attribute in ``attrs`` (``spec.n_records`` rows,
-    already validated); returns the protected DataFrame ``(id_column, *attrs)``.
+    already validated); returns the protected DataFrame ``(id_column, *attrs)``. ``category_counts``:
+    the exact category counts from the validation pass, if it made them
+    (:attr:`fragrelease.jobs.idpir.fragment.FragmentCheck.category_counts`), spent on nothing but
+    the ``dp-frequency`` order's noised histogram.
 
     Raises
     ------
@@ -376,4 +388,5 @@ def protect_attributes(
                      lifetime=ledger.lifetime)
         if ledger.table is not None:
             register(spark, ledger.table, where, append_only=True)
-    return protect_fragment(df.select(id_column, *[a.name for a in attrs]), attrs, spec, id_column=id_column, noise=noise)
+    return protect_fragment(df.select(id_column, *[a.name for a in attrs]), attrs, spec, id_column=id_column, noise=noise,
+                            category_counts=category_counts)

@@ -90,12 +90,15 @@ def category_orders(
     budgets: Sequence[AttributeBudget],
     category_order: str,
     noise: Optional[NoiseSource] = None,
+    counts: Optional[Mapping[str, Mapping[str, int]]] = None,
 ) -> dict[str, tuple[str, ...]]:
     """The rank order of every categorical attribute, public or bought with budget (docs/specification.md §1).
 
     ``declared``: the schema's order, no Spark job. ``dp-frequency``: one aggregation pass counts
     every categorical attribute's categories (a table of Σ |dom| rows, the owner's own driver, kept
-    in memory only, never logged or written); each histogram gets Laplace noise of scale
+    in memory only, never logged or written), unless ``counts`` (attribute → category → exact count,
+    from the validation pass: :attr:`fragrelease.jobs.idpir.fragment.FragmentCheck.category_counts`)
+    already holds them for every categorical attribute; each histogram gets Laplace noise of scale
     ``2 / ε_order`` from :func:`fragrelease.idpir.category_order.dp_frequency_order` (the secure sampler
     unless a test injects ``noise``), drawn once on the driver, so no task retry can redraw it.
     The returned orders are ε_order-DP (noised with budget).
@@ -112,16 +115,21 @@ def category_orders(
         return {a.name: declared_order(a.categories or ()) for _, a in cats}
     by_name = {b.attribute: b for b in budgets}
     pairs = F.explode(F.array(*[F.struct(F.lit(j).alias("attr"), F.col(a.name).alias("value")) for j, a in cats]))
-    counts: dict[int, dict[str, int]] = {j: {} for j, _ in cats}
-    for r in df.select(pairs.alias("p")).groupBy("p.attr", "p.value").count().collect():
-        counts[int(r["attr"])][r["value"]] = int(r["count"])
+    exact: dict[int, Mapping[str, int]]
+    if counts is not None and all(a.name in counts for _, a in cats):
+        exact = {j: counts[a.name] for j, a in cats}  # counted in the validation pass: no pass of its own
+    else:
+        found: dict[int, dict[str, int]] = {j: {} for j, _ in cats}
+        for r in df.select(pairs.alias("p")).groupBy("p.attr", "p.value").count().collect():
+            found[int(r["attr"])][r["value"]] = int(r["count"])
+        exact = dict(found)
     source = noise if noise is not None else SecureLaplace()
     orders = {}
     for j, a in cats:
         eps_order = by_name[a.name].order
         if eps_order <= 0:
             raise InvalidParameterError(f"attribute {a.name!r} has no budget for its dp-frequency category order")
-        orders[a.name] = dp_frequency_order(counts[j], a.categories or (), eps_order, source, attribute=a.name)
+        orders[a.name] = dp_frequency_order(exact[j], a.categories or (), eps_order, source, attribute=a.name)
     return orders
 
 
@@ -147,8 +155,13 @@ def protect_fragment(
     *,
     id_column: str,
     noise: Optional[NoiseSource] = None,
+    category_counts: Optional[Mapping[str, Mapping[str, int]]] = None,
 ) -> DataFrame:
     """One owner's whole protection step under ``spec``: category orders, then :func:`microaggregate_and_noise`.
+
+    ``category_counts``: the exact category counts of ``df`` when the caller has them from its
+    validation pass (:func:`fragrelease.jobs.idpir.fragment.validate_fragment` with
+    ``count_categories=True``); ``dp-frequency`` then runs no counting pass (:func:`category_orders`).
 
     ``spec`` (:class:`fragrelease.idpir.spec.ProtectionSpec`, verified against the plan once) fixes
     k, the mechanism, each attribute's budget split (numeric attributes and the ``declared`` order
@@ -168,7 +181,7 @@ def protect_fragment(
         raise InvalidParameterError(f"owner {spec.owner!r}: attributes {[a.name for a in attrs]} are not the spec's "
                                     f"{list(spec.attributes)}")
     check_k(spec.k_used, spec.n_records)  # before any budget is spent on the histograms
-    orders = category_orders(df, attrs, spec.budgets, spec.category_order, noise)
+    orders = category_orders(df, attrs, spec.budgets, spec.category_order, noise, counts=category_counts)
     return microaggregate_and_noise(df, attrs, spec, id_column=id_column, orders=orders, noise=noise)
 
 

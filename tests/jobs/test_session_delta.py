@@ -43,6 +43,19 @@ def test_a_jar_folder_is_loaded_with_spark_jars(tmp_path, monkeypatch):
     assert "spark.jars.packages" not in conf
 
 
+def test_delta_replays_its_log_in_one_task_in_the_embedded_session(tmp_path, monkeypatch):
+    # Delta's default (50 tasks per state reconstruction) cost about half of a small release's Spark time
+    monkeypatch.setenv("FRAGRELEASE_DELTA_JARS", str(tmp_path / "missing"))
+    conf = session._with_delta(_Builder()).conf
+    assert conf["spark.databricks.delta.snapshotPartitions"] == "1" == str(session.DELTA_SNAPSHOT_PARTITIONS)
+
+
+def test_the_test_session_replays_delta_logs_in_one_task(spark):
+    if not session.delta_available(spark):
+        pytest.skip("the session has no Delta classes (delta-rs path)")
+    assert spark.conf.get("spark.databricks.delta.snapshotPartitions") == "1"
+
+
 def test_without_the_folder_spark_resolves_the_jar_with_ivy(tmp_path, monkeypatch):
     monkeypatch.setenv("FRAGRELEASE_DELTA_JARS", str(tmp_path / "missing"))
     conf = session._with_delta(_Builder()).conf
@@ -83,3 +96,48 @@ def test_the_fallback_warns_once(monkeypatch, caplog):
         session._warn_no_delta("no network")
         session._warn_no_delta("no network")
     assert len(caplog.records) == 1 and "tables are committed with delta-rs" in caplog.records[0].getMessage()
+
+
+@pytest.mark.parametrize("master, cores", [("local", 1), ("local[2]", 2), ("local[3, 2]", 3), ("spark://h:7077", 0),
+                                           ("yarn", 0), ("local-cluster[2,1,1024]", 0)])
+def test_local_cores_of_a_master(master, cores):
+    assert session.local_cores(master) == cores
+
+
+def test_local_star_counts_the_machines_cores():
+    import os
+
+    assert session.local_cores("local[*]") == (os.cpu_count() or 1)
+
+
+class _Conf:
+    def __init__(self, master):
+        self.master = master
+
+    def get(self, key, default=None):
+        return self.master if key == "spark.master" else default
+
+
+class _NoJobs:
+    """A session stand-in whose conf names a master and which fails the test if a job is started."""
+
+    def __init__(self, master):
+        self.conf = _Conf(master)
+
+    def range(self, *args):
+        raise AssertionError("no warm-up job expected")
+
+
+def test_no_warm_up_on_a_cluster_or_when_turned_off(monkeypatch):
+    assert session.warm_python_workers(_NoJobs("spark://h:7077")) is None
+    monkeypatch.setattr(session, "WARM_PYTHON_WORKERS", False)
+    assert session.warm_python_workers(_NoJobs("local[2]")) is None
+
+
+def test_the_warm_up_runs_one_python_task_per_core_and_ends(spark):
+    thread = session.warm_python_workers(spark)
+    assert thread is not None and thread.daemon
+    thread.join(timeout=120)
+    assert not thread.is_alive()
+    # the worker function passes its rows on unchanged
+    assert sorted(r.id for r in spark.range(0, 3, 1, 2).mapInPandas(session._warm_worker, "id long").collect()) == [0, 1, 2]

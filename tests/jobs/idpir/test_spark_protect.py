@@ -284,3 +284,34 @@ def test_validation_refuses_a_non_integer_in_a_declared_integer_column(spark, ad
     with pytest.raises(DomainError, match=r"column 'age' value '35.5' \(record id \d+\) is not an integer; the schema declares integer"):
         validate_fragment(df, [ADULT.attribute("age")], "record_id")
     validate_fragment(df.where(f"record_id != {pdf.loc[7, 'record_id']}"), [ADULT.attribute("age")], "record_id")
+
+
+def test_the_validation_pass_counts_categories_for_dp_frequency(spark, adult_sample):
+    """The dp-frequency order's exact counts come from the validation pass: the same counts as the
+    order's own pass (every declared category, 0 for absent ones), and the same release."""
+    from specs import spec_for
+
+    from fragrelease.jobs.idpir.protect import protect_fragment
+
+    attrs = list(ADULT.protected)
+    df = spark.createDataFrame(adult_sample, ADULT.struct_type())
+    check = validate_fragment(df, attrs, "record_id", count_categories=True)
+    assert check.n_records == len(adult_sample)
+    assert "category_counts" not in repr(check)  # the owner's exact counts reach no log line by accident
+    cats = [a for a in attrs if a.categorical]
+    assert set(check.category_counts) == {a.name for a in cats}
+    for a in cats:
+        observed = adult_sample[a.name].value_counts().to_dict()
+        assert check.category_counts[a.name] == {c: observed.get(c, 0) for c in a.categories}, a.name
+    assert validate_fragment(df, attrs, "record_id").category_counts is None
+    noise = HashedLaplace(salt="counted")
+    eps = Fraction(1, 10)
+    spec = spec_for(df, attrs, k=50, epsilon_per_attribute=eps, mechanism="idp-ir")
+    got = protect_fragment(df, attrs, spec, id_column="record_id", noise=noise,
+                           category_counts=check.category_counts).toPandas()
+    ref = reference(adult_sample, attrs, 50, eps, "idp-ir", noise)
+    for a in attrs:
+        if a.categorical:
+            assert (got[a.name].to_numpy() == ref[a.name]).all(), a.name
+        else:
+            assert np.array_equal(got[a.name].to_numpy(), ref[a.name]), a.name
