@@ -4,10 +4,6 @@ Small releases of a two-attribute schema (ids 1..n) through the owners' and the 
 functions (the ones ``fragrelease owner ...`` / ``aggregator ...`` run): the owners' fragments under
 ``work_dir`` carry no raw id and are not in id order, vertical fragments join on pseudonyms,
 horizontal owners that share records are refused, and keys are found or refused as documented.
-
-Releases several tests read are played once per module (fixtures ``sharing_owners``,
-``vertical_linked``, ``unlinked_horizontal``); a test that changes one owner's step works on its own
-copy of the played work_dir (:func:`copy_of_played`), so the order of the tests never matters.
 """
 import os
 import stat
@@ -73,28 +69,6 @@ def play(spark, cfg):
     return plan
 
 
-def copy_of_played(played, tmp_path, reprotect=None, **owner_changes):
-    """A copy of a played release (module fixture ``(cfg, plan)``) for one test: its work_dir copied
-    to ``tmp_path / "work"``, its own output. With ``reprotect`` (``(spark, owner name)``), that owner's
-    published folder is removed from the copy, ``owner_changes`` replace entries of its configuration
-    (e.g. another ``source`` or ``pseudonym_key``) and the owner protects its fragment again under
-    the shared plan: the state of a run in which that owner's protect step saw the change."""
-    import shutil
-
-    cfg, plan = played
-    shutil.copytree(cfg.work_dir, tmp_path / "work")
-    data = cfg.model_dump(mode="json", exclude_none=True)
-    data.update(work_dir=str(tmp_path / "work"), output=str(tmp_path / "release"))
-    if reprotect is not None:
-        spark, name = reprotect
-        next(o for o in data["owners"] if o["name"] == name).update(owner_changes)
-    copy = config_from_dict(data)
-    if reprotect is not None:
-        shutil.rmtree(os.path.dirname(manifest_path(copy, name)))
-        owner.protect_owner_fragment(spark, copy, name)
-    return copy, plan
-
-
 def test_owner_fragment_has_pseudonyms_not_ids_and_is_not_in_id_order(spark, tmp_path, schema_path):
     kf = key_file(tmp_path)
     ids_a, ids_b = range(1, 41), range(41, 71)
@@ -119,22 +93,13 @@ def test_owner_fragment_has_pseudonyms_not_ids_and_is_not_in_id_order(spark, tmp
     assert "keep_id" in out["provenance"]["guarantee"]["against"]
 
 
-@pytest.fixture(scope="module")
-def sharing_owners(spark, tmp_path_factory, schema_path):
-    """Three horizontal owners under one key (a: records 1..60, b: 41..90, c: 91..100; a and b share
-    20), every party's step played up to the aggregator's release: ``(cfg, plan)``. Tests work on
-    copies (:func:`copy_of_played`)."""
-    tmp = tmp_path_factory.mktemp("sharing")
-    kf = key_file(tmp)
-    cfg = config(tmp, schema_path, [
-        {"name": "a", "source": write_source(spark, tmp / "a", range(1, 61)), "pseudonym_key": {"file": kf}},
-        {"name": "b", "source": write_source(spark, tmp / "b", range(41, 91)), "pseudonym_key": {"file": kf}},
-        {"name": "c", "source": write_source(spark, tmp / "c", range(91, 101)), "pseudonym_key": {"file": kf}}])
-    return cfg, play(spark, cfg)
-
-
-def test_horizontal_owners_sharing_records_are_refused(spark, tmp_path, sharing_owners):
-    cfg, _ = copy_of_played(sharing_owners, tmp_path)
+def test_horizontal_owners_sharing_records_are_refused(spark, tmp_path, schema_path):
+    kf = key_file(tmp_path)
+    cfg = config(tmp_path, schema_path, [
+        {"name": "a", "source": write_source(spark, tmp_path / "a", range(1, 61)), "pseudonym_key": {"file": kf}},
+        {"name": "b", "source": write_source(spark, tmp_path / "b", range(41, 91)), "pseudonym_key": {"file": kf}},
+        {"name": "c", "source": write_source(spark, tmp_path / "c", range(91, 101)), "pseudonym_key": {"file": kf}}])
+    play(spark, cfg)
     with pytest.raises(IdentifierError) as e:
         aggregator.release(spark, cfg)
     assert str(e.value) == ("owners 'a' and 'b' hold 20 records with the same pseudonym; horizontal owners must hold "
@@ -156,24 +121,15 @@ def test_horizontal_owners_with_different_keys_are_refused_at_the_plan(spark, tm
         aggregator.issue_plan(cfg, spark)
 
 
-@pytest.fixture(scope="module")
-def vertical_linked(spark, tmp_path_factory, schema_path):
-    """Two vertical owners (a: x, b: y) of records 1..30, ``keep_id``, every party's step played up
-    to the aggregator's release: ``(cfg, plan)``. Tests work on copies (:func:`copy_of_played`)."""
-    tmp = tmp_path_factory.mktemp("vertical")
-    kf = key_file(tmp)
+def test_vertical_fragments_join_on_pseudonyms(spark, tmp_path, schema_path):
+    kf = key_file(tmp_path)
     ids = range(1, 31)
-    cfg = config(tmp, schema_path, [
-        {"name": "a", "attributes": ["x"], "source": write_source(spark, tmp / "a", ids, ("x",)),
+    cfg = config(tmp_path, schema_path, [
+        {"name": "a", "attributes": ["x"], "source": write_source(spark, tmp_path / "a", ids, ("x",)),
          "pseudonym_key": {"file": kf}},
-        {"name": "b", "attributes": ["y"], "source": write_source(spark, tmp / "b", ids, ("y",)),
+        {"name": "b", "attributes": ["y"], "source": write_source(spark, tmp_path / "b", ids, ("y",)),
          "pseudonym_key": {"file": kf}}], fragmentation="vertical", keep_id=True)
-    return cfg, play(spark, cfg)
-
-
-def test_vertical_fragments_join_on_pseudonyms(spark, tmp_path, vertical_linked):
-    cfg, plan = copy_of_played(vertical_linked, tmp_path)
-    ids = range(1, 31)
+    plan = play(spark, cfg)
     fa = read_delta(spark, protected_path(cfg, "a")).toPandas()
     fb = read_delta(spark, protected_path(cfg, "b")).toPandas()
     assert list(fa.columns) == ["pseudonym", "x"] and list(fb.columns) == ["pseudonym", "y"]
@@ -185,11 +141,24 @@ def test_vertical_fragments_join_on_pseudonyms(spark, tmp_path, vertical_linked)
     assert set(rel["pseudonym"]) == {pseudonym(KEY, i, context=plan.plan_id) for i in ids}
 
 
-def test_vertical_pseudonym_sets_that_differ_are_refused(spark, tmp_path, vertical_linked):
-    # owner b's table changes after the plan: one record replaced by another (same count); b's
-    # protect step reads the changed table (a copy of the shared release in which b protects again)
-    changed = write_source(spark, tmp_path / "b-changed", [*range(1, 30), 99], ("y",))
-    cfg, _ = copy_of_played(vertical_linked, tmp_path, reprotect=(spark, "b"), source=changed)
+def test_vertical_pseudonym_sets_that_differ_are_refused(spark, tmp_path, schema_path):
+    kf = key_file(tmp_path)
+    cfg = config(tmp_path, schema_path, [
+        {"name": "a", "attributes": ["x"], "source": write_source(spark, tmp_path / "a", range(1, 21), ("x",)),
+         "pseudonym_key": {"file": kf}},
+        {"name": "b", "attributes": ["y"], "source": {"path": str(tmp_path / "b"), "format": "parquet"},
+         "pseudonym_key": {"file": kf}}], fragmentation="vertical")
+    write_source(spark, tmp_path / "b", range(1, 21), ("y",))
+    for o in cfg.owners:
+        owner.describe_fragment(spark, cfg, o.name)
+    aggregator.issue_plan(cfg, spark)
+    # owner b's table changes after the plan: one record replaced by another (same count)
+    import shutil
+
+    shutil.rmtree(tmp_path / "b")
+    write_source(spark, tmp_path / "b", [*range(1, 20), 99], ("y",))
+    for o in cfg.owners:
+        owner.protect_owner_fragment(spark, cfg, o.name)
     with pytest.raises(IdentifierError) as e:
         aggregator.release(spark, cfg)
     assert str(e.value) == ("the protected fragments of 'a' and 'b' hold different sets of pseudonyms "
@@ -305,16 +274,20 @@ def test_the_key_is_not_in_the_spark_plan(spark):
     assert sorted(r["pseudonym"] for r in out.collect()) == sorted(pseudonym(KEY, i, context="plan-x") for i in (1, 2))
 
 
-def test_fragments_written_under_another_key_than_the_plans_are_refused(spark, tmp_path, sharing_owners):
+def test_fragments_written_under_another_key_than_the_plans_are_refused(spark, tmp_path, schema_path):
     """The key changes between the metadata and the protect step (e.g. two runs racing on one key
-    file): shared records would then hide behind different pseudonyms, so the aggregator refuses
-    (before its check of shared records: owners a and b share 20)."""
+    file): shared records would then hide behind different pseudonyms, so the aggregator refuses."""
     from fragrelease.errors import ManifestMismatchError
 
-    other = tmp_path / "other.key"
-    other.write_bytes(b"a different key of 32 bytes or more")
-    # a copy of the shared release in which owner b's protect step read another key than its metadata step
-    cfg, _ = copy_of_played(sharing_owners, tmp_path, reprotect=(spark, "b"), pseudonym_key={"file": str(other)})
+    kf = key_file(tmp_path)
+    src = write_source(spark, tmp_path / "a", range(1, 21))
+    cfg = config(tmp_path, schema_path, [{"name": n, "source": src, "pseudonym_key": {"file": kf}} for n in ("a", "b")])
+    for o in cfg.owners:
+        owner.describe_fragment(spark, cfg, o.name)
+    aggregator.issue_plan(cfg, spark)
+    owner.protect_owner_fragment(spark, cfg, "a")
+    open(kf, "wb").write(b"a different key of 32 bytes or more")
+    owner.protect_owner_fragment(spark, cfg, "b")
     with pytest.raises(ManifestMismatchError) as e:
         aggregator.release(spark, cfg)
     assert str(e.value) == ("owners 'a' and 'b' wrote their fragments under different pseudonym keys "
