@@ -72,7 +72,7 @@ setup(
         # installs it. delta-spark 4.4.x supports pyspark <= 4.2.0; Maven Central has the matching jar
         # (io.delta:delta-spark_4.2_2.13) at 4.4.0 only, and the Python package must match the jar.
         "local": ["pyspark[sql,connect]==4.2.0", "delta-spark==4.4.0"],
-        "test": ["pytest>=8", "pytest-xdist>=3.6,<4", "chispa>=0.10", "scipy>=1.12", "hypothesis>=6", "pycanon>=1.3,<2",
+        "test": ["pytest>=8", "pytest-xdist>=3.8,<4", "chispa>=0.10", "scipy>=1.12", "hypothesis>=6", "pycanon>=1.3,<2",
                  # the README's reading examples (tests/jobs/test_lakehouse.py): pl.read_delta
                  "polars>=1.20,<3",
                  # linters pinned so CI does not change verdict with a new release

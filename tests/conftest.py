@@ -28,11 +28,46 @@ sys.path.insert(0, _HELPERS)
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_HELPERS, os.environ.get("PYTHONPATH")) if p)
 
 
+#: The modules that take longest, longest first (docs/benchmarks.md, "Test suite (issue 26, session 9)"):
+#: those that start their own JVMs (a standalone cluster, a second Python with the lowest pyspark, the
+#: notebook's kernel, Spark Connect servers) and those that run several whole releases. They are
+#: collected first so that CI's ``-n 2 --dist loadscope --no-loadscope-reorder`` (README, Quick
+#: start) hands them out first and the two workers end together; by default loadscope would send
+#: modules with the most tests first, which put the one-test cluster and notebook modules last, with
+#: one worker idle. The order only schedules: every test runs either way.
+HEAVY_FIRST = (
+    "tests/jobs/test_standalone_cluster.py",
+    "tests/jobs/idpir/test_pseudonyms_release.py",
+    "tests/test_wheel_install.py",
+    "tests/test_notebook.py",
+    "tests/jobs/test_lakehouse.py",
+    "tests/jobs/test_api.py",
+    "tests/jobs/idpir/test_signed_manifests.py",
+    "tests/jobs/idpir/test_workspace_safety.py",
+    "tests/jobs/idpir/test_release_e2e.py",
+    "tests/jobs/tiers/test_runner.py",
+    "tests/jobs/test_spark_connect.py",
+    "tests/jobs/idpir/test_spark_protect.py",
+    "tests/jobs/diffgen/test_runner.py",
+    "tests/jobs/idpir/test_no_redraw.py",
+    "tests/fragrelease/idpir/test_category_order.py",
+)
+
+
+def heavy_first(items) -> None:
+    """Reorder ``items`` in place: the modules of :data:`HEAVY_FIRST` in its order, then every other
+    module in collection order; the tests of one module keep their order (a stable sort)."""
+    rank = {path: i for i, path in enumerate(HEAVY_FIRST)}
+    items.sort(key=lambda item: rank.get(getattr(item, "nodeid", "").split("::")[0], len(rank)))
+
+
 def pytest_collection_modifyitems(config, items):
-    """Mark every test whose fixture closure includes ``spark`` (directly or through another fixture)."""
+    """Mark every test whose fixture closure includes ``spark`` (directly or through another fixture),
+    and collect the longest modules first (:func:`heavy_first`)."""
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spark)
+    heavy_first(items)
 
 
 def pytest_report_header(config):

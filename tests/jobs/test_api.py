@@ -43,6 +43,15 @@ def database(spark, tmp_path_factory):
     spark.sql("DROP DATABASE IF EXISTS fr_api CASCADE")
 
 
+@pytest.fixture(scope="module")
+def protected_a(owners):
+    """``protect`` of owner a's records (all of Adult's protected attributes, ε = 1, k = 20, the
+    test noise salted "api"), run once: the protect test checks it, the DataFrame release test compares
+    owner clinic-a's fragment with it (the same records, budget and noise)."""
+    df, _ = owners
+    return protect(df, "adult", epsilon="1", k=20, noise=HashedLaplace("api"))
+
+
 def _sorted(pdf: pd.DataFrame) -> pd.DataFrame:
     return pdf.sort_values(list(pdf.columns)).reset_index(drop=True)
 
@@ -50,9 +59,9 @@ def _sorted(pdf: pd.DataFrame) -> pd.DataFrame:
 # ---- protect ---------------------------------------------------------------------------------
 
 
-def test_protect_spends_the_budget_exactly_as_the_owner_step_of_a_plan(spark, owners):
+def test_protect_spends_the_budget_exactly_as_the_owner_step_of_a_plan(spark, owners, protected_a):
     df, _ = owners
-    result = protect(df, "adult", epsilon="1", k=20, noise=HashedLaplace("api"))
+    result = protected_a
     assert isinstance(result, ProtectResult) and result.n_records == N1 and result.k == 20
     l_attrs = len(SCHEMA.protected)
     assert result.epsilon_spent == 1 and result.epsilon_per_attribute == Fraction(1, l_attrs)
@@ -102,12 +111,12 @@ def test_protect_checks_every_parameter_before_any_spark_action(spark):
 
 
 @pytest.mark.slow  # whole releases end to end (minutes with the suite's load); CI runs it
-def test_two_owner_release_from_dataframes(spark, owners, tmp_path):
+def test_two_owner_release_from_dataframes(spark, owners, protected_a, tmp_path):
     a, b = owners
     release = Release("adult", epsilon="1", k=20, output=str(tmp_path / "release"), work_dir=str(tmp_path / "work"),
                       spark=spark, reports=False)
     release.add_owner("clinic-a", a).add_owner("clinic-b", b)
-    result = release.run(noise=HashedLaplace("release"))
+    result = release.run(noise=HashedLaplace("api"))
     assert isinstance(result, ReleaseResult) and result.table is None and result.version == 0
     assert result.rows == N1 + N2 and result.epsilon == 1 and result.composition == "parallel"
     assert all(isinstance(o, OwnerResult) for o in result.owners)
@@ -123,7 +132,7 @@ def test_two_owner_release_from_dataframes(spark, owners, tmp_path):
     assert "record_id" not in fragment.columns
     cfg = release.config()
     key = open(generated_key_path(cfg, cfg.owners[0]), "rb").read()
-    alone = protect(a, "adult", epsilon="1", k=20, noise=HashedLaplace("release")).dataframe.toPandas()
+    alone = protected_a.dataframe.toPandas()  # protect(a, ...) with the release's budget and noise
     alone.insert(0, "pseudonym", pseudonyms(key, alone.pop("record_id").tolist(), context=result.plan.plan_id))
     pd.testing.assert_frame_equal(_sorted(fragment), _sorted(alone))
     # the owners' temporary views are gone once the release ran

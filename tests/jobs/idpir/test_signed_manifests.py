@@ -4,6 +4,12 @@ One two-owner horizontal work_dir is protected once (module fixture); every tamp
 its own copy (shutil.copytree) and the aggregator must refuse it with one line naming the owner.
 The untouched copy releases fine. Every case here was accepted before manifests were signed
 (the aggregator compared ``manifest.owner`` with the plan only and trusted an unkeyed digest).
+
+The aggregator verifies the owners in plan order (a, then b), and a refusal for owner b comes only
+after owner a's fragment was read and digested by Spark. Cases whose check reads no data (the
+manifest, its signature, the keys, the Delta version) therefore tamper with owner a and are refused
+before any Spark job; the cases refused by a check of b's data (a recomputed digest, a rewritten
+data file) tamper with owner b, so every check is also seen to run for an owner after the first.
 """
 import json
 import os
@@ -91,11 +97,11 @@ def test_untouched_copy_releases(spark, protected):
 
 
 def test_copied_fragment_is_refused(spark, protected):
-    # owner a's folder copied over owner b's: the old aggregator committed 300 rows with a's twice
+    # owner b's folder copied over owner a's: the old aggregator committed 300 rows with b's twice
     cfg = copy_of(protected)
-    shutil.rmtree(_owner_dir(cfg, "b"))
-    shutil.copytree(_owner_dir(cfg, "a"), _owner_dir(cfg, "b"))
-    refused(spark, cfg, r"^the manifest in the folder of owner 'b' names owner 'a': refused")
+    shutil.rmtree(_owner_dir(cfg, "a"))
+    shutil.copytree(_owner_dir(cfg, "b"), _owner_dir(cfg, "a"))
+    refused(spark, cfg, r"^the manifest in the folder of owner 'a' names owner 'b': refused")
 
 
 def test_swapped_folders_are_refused(spark, protected):
@@ -108,14 +114,14 @@ def test_swapped_folders_are_refused(spark, protected):
 
 
 def test_manifest_renamed_to_the_folder_owner_is_refused(spark, protected):
-    # a's folder copied over b's, the manifest's owner field edited to 'b': the signature breaks
+    # b's folder copied over a's, the manifest's owner field edited to 'a': the signature breaks
     cfg = copy_of(protected)
-    shutil.rmtree(_owner_dir(cfg, "b"))
-    shutil.copytree(_owner_dir(cfg, "a"), _owner_dir(cfg, "b"))
-    m = json.loads(open(manifest_path(cfg, "b")).read())
-    m["owner"] = "b"
-    open(manifest_path(cfg, "b"), "w").write(json.dumps(m))
-    refused(spark, cfg, r"^manifest of owner 'b' does not verify under the public key configured for owner 'b'")
+    shutil.rmtree(_owner_dir(cfg, "a"))
+    shutil.copytree(_owner_dir(cfg, "b"), _owner_dir(cfg, "a"))
+    m = json.loads(open(manifest_path(cfg, "a")).read())
+    m["owner"] = "a"
+    open(manifest_path(cfg, "a"), "w").write(json.dumps(m))
+    refused(spark, cfg, r"^manifest of owner 'a' does not verify under the public key configured for owner 'a'")
 
 
 def test_redigested_change_is_refused(spark, protected):
@@ -139,10 +145,10 @@ def test_redigested_change_is_refused(spark, protected):
 
 def test_extra_commit_is_refused(spark, protected):
     cfg = copy_of(protected)
-    path = protected_path(cfg, "b")
+    path = protected_path(cfg, "a")
     t = DeltaTable(path).to_pyarrow_table()
     write_deltalake(path, t.slice(0, 1), mode="append")
-    refused(spark, cfg, r"^protected table of owner 'b' is at Delta version 1, its signed manifest says 0: "
+    refused(spark, cfg, r"^protected table of owner 'a' is at Delta version 1, its signed manifest says 0: "
                         r"a commit was added or removed$")
 
 
@@ -172,21 +178,21 @@ def test_rewritten_delta_log_is_refused(spark, protected):
 
 
 def test_forged_manifest_is_refused(spark, protected):
-    # someone with write access re-signs b's manifest (here with the digest of other data) with a key of its own
+    # someone with write access re-signs a's manifest (here with the digest of other data) with a key of its own
     cfg = copy_of(protected)
-    m = Manifest.model_validate_json(open(manifest_path(cfg, "b")).read())
+    m = Manifest.model_validate_json(open(manifest_path(cfg, "a")).read())
     forged = m.model_copy(update={"content_digest": "sha256-sum60:150:1"})
     forged = forged.model_copy(update={"signature": sign_manifest_fields(generate_private_key(), forged.signed_fields())})
-    open(manifest_path(cfg, "b"), "w").write(forged.to_json())
-    refused(spark, cfg, r"^manifest of owner 'b' does not verify under the public key configured for owner 'b'")
-    # a's key signing b's manifest is no better
+    open(manifest_path(cfg, "a"), "w").write(forged.to_json())
+    refused(spark, cfg, r"^manifest of owner 'a' does not verify under the public key configured for owner 'a'")
+    # b's key signing a's manifest is no better
     tmp, _, keys, _ = protected
     from fragrelease.signing import load_private_key
 
-    a_key = load_private_key(keys["a"]["signing_key"], owner="a")
-    open(manifest_path(cfg, "b"), "w").write(m.model_copy(update={"signature": sign_manifest_fields(
-        a_key, m.signed_fields())}).to_json())
-    refused(spark, cfg, r"^manifest of owner 'b' does not verify")
+    b_key = load_private_key(keys["b"]["signing_key"], owner="b")
+    open(manifest_path(cfg, "a"), "w").write(m.model_copy(update={"signature": sign_manifest_fields(
+        b_key, m.signed_fields())}).to_json())
+    refused(spark, cfg, r"^manifest of owner 'a' does not verify")
 
 
 def test_unsigned_manifest_is_refused(spark, protected):
@@ -202,16 +208,16 @@ def test_unsigned_manifest_is_refused(spark, protected):
 
 def test_missing_public_key_is_refused(spark, protected):
     tmp, _, keys, _ = protected
-    cfg = copy_of(protected, keys={"a": keys["a"], "b": {}})
-    refused(spark, cfg, r"^no public key is configured for owner 'b' \(owners\[\]\.public_key\): its manifest "
+    cfg = copy_of(protected, keys={"a": {}, "b": keys["b"]})
+    refused(spark, cfg, r"^no public key is configured for owner 'a' \(owners\[\]\.public_key\): its manifest "
                         r"cannot be verified, refused$")
 
 
 def test_another_owners_public_key_is_refused(spark, protected):
-    # the configuration names a's key for b: b's genuine manifest does not verify under it
+    # the configuration names b's key for a: a's genuine manifest does not verify under it
     tmp, _, keys, _ = protected
-    cfg = copy_of(protected, keys={"a": keys["a"], "b": {"public_key": keys["a"]["public_key"]}})
-    refused(spark, cfg, r"^manifest of owner 'b' does not verify under the public key configured for owner 'b'")
+    cfg = copy_of(protected, keys={"a": {"public_key": keys["b"]["public_key"]}, "b": keys["b"]})
+    refused(spark, cfg, r"^manifest of owner 'a' does not verify under the public key configured for owner 'a'")
 
 
 # ---------------------------------------------------------------- single-command releases (no Spark)
