@@ -105,11 +105,30 @@ def read_delta(spark, path: str, version: Optional[int] = None):
         if version is not None:
             reader = reader.option("versionAsOf", version)
         return reader.load(path)
+    return read_delta_files(spark, path, version)
+
+
+def read_delta_files(spark, path: str, version: Optional[int] = None):
+    """The rows of a Delta table version (latest by default) read from its active data files, which
+    delta-rs lists, without Delta's Spark reader.
+
+    Delta's reader first rebuilds the table's state from its log with Spark jobs (three on the first
+    read of every new table). For tables without deletion vectors or column mapping (the owners'
+    protected fragments and pseudonym sets: :func:`fragrelease.jobs.idpir.signatures.describe_table`
+    refuses deletion vectors) the active data files are the table. Shapes: the table's columns, one
+    row per record.
+
+    Raises
+    ------
+    ConfigError
+        ``path`` is no Delta table, or the version has no data file.
+    """
     from deltalake import DeltaTable
 
     if not is_delta_table(path):
         raise ConfigError(f"{path!r} is not a Delta table")
-    files = DeltaTable(absolute(path), version=version).file_uris()
+    table = DeltaTable(absolute(path)) if version is None else DeltaTable(absolute(path), version=version)
+    files = table.file_uris()
     if not files:
         raise ConfigError(f"Delta table {path!r} has no data files")
     return spark.read.parquet(*files)

@@ -45,24 +45,10 @@ def fragment_digests(df: DataFrame, id_column: str) -> tuple[str, str]:
 
 
 def committed_rows(spark, path: str, version: Optional[int] = None) -> DataFrame:
-    """The rows of a Delta table version (latest by default) read from its active data files, which
-    delta-rs lists: what the digests of a protected fragment or pseudonym set are computed over.
-
-    Delta's own reader first rebuilds the table's state from its log with Spark jobs (three on the
-    first read of every new table); the tables the owners write have no deletion vectors and no
-    column mapping (:func:`fragrelease.jobs.idpir.signatures.describe_table`, which the manifest's
-    file list comes from, refuses deletion vectors), so their data files are the table. Shapes: the
-    table's columns, one row per record. Raises ConfigError when ``path`` is no Delta table or has no data file.
+    """What the digests of a protected fragment or pseudonym set are computed over: the rows of the
+    table version's active data files (:func:`fragrelease.jobs.storage.read_delta_files`; no Delta
+    state rebuild). Raises ConfigError when ``path`` is no Delta table or has no data file.
     """
-    from deltalake import DeltaTable
+    from fragrelease.jobs.storage import read_delta_files
 
-    from fragrelease.errors import ConfigError
-    from fragrelease.jobs.storage import absolute, is_delta_table
-
-    if not is_delta_table(path):
-        raise ConfigError(f"{path!r} is not a Delta table")
-    table = DeltaTable(absolute(path)) if version is None else DeltaTable(absolute(path), version=version)
-    files = table.file_uris()
-    if not files:
-        raise ConfigError(f"Delta table {path!r} has no data files")
-    return spark.read.parquet(*files)
+    return read_delta_files(spark, path, version)
