@@ -114,11 +114,11 @@ def category_orders(
     if not cats or category_order == "declared":
         return {a.name: declared_order(a.categories or ()) for _, a in cats}
     by_name = {b.attribute: b for b in budgets}
-    pairs = F.explode(F.array(*[F.struct(F.lit(j).alias("attr"), F.col(a.name).alias("value")) for j, a in cats]))
     exact: dict[int, Mapping[str, int]]
     if counts is not None and all(a.name in counts for _, a in cats):
         exact = {j: counts[a.name] for j, a in cats}  # counted in the validation pass: no pass of its own
     else:
+        pairs = F.explode(F.array(*[F.struct(F.lit(j).alias("attr"), F.col(a.name).alias("value")) for j, a in cats]))
         found: dict[int, dict[str, int]] = {j: {} for j, _ in cats}
         for r in df.select(pairs.alias("p")).groupBy("p.attr", "p.value").count().collect():
             found[int(r["attr"])][r["value"]] = int(r["count"])
