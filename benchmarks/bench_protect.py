@@ -15,6 +15,10 @@ and scattered back), no noise: what any exact IR release has to do at least.
 ``--plan distributed`` (or ``whole``) forces the distributed plan (or one task per attribute)
 whatever N, to measure where one overtakes the other (``auto``: the job's own threshold).
 
+``--repeat 3`` protects each size three times in one JVM (new data and noise each time; the
+generation is not timed) and prints a line per run: the first also pays the JVM's first Python
+workers, Arrow stages and code generation, the later ones are the job's throughput.
+
 ``--data numeric``: 10 numeric attributes, uniform in [0, 1000] with 2 decimals.
 ``--data mixed``: 5 numeric as above + 5 categorical with 2, 5, 10, 20 and 50 categories and skewed
 frequencies (category i drawn with probability falling in i), i.e. heavy ties.
@@ -191,6 +195,9 @@ def main() -> None:
     p.add_argument("--driver-memory", default="8g")
     p.add_argument("--skip-numpy", action="store_true", help="Spark only (e.g. 100M rows, where numpy needs GBs)")
     p.add_argument("--plan", choices=["auto", "distributed", "whole"], default="auto")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="protect each size this many times in the same JVM (fresh noise each time) and print every "
+                        "run: the first pays the JVM's first Python and Arrow stages, the later ones show the throughput")
     args = p.parse_args()
     os.environ["FRAGRELEASE_DRIVER_MEMORY"] = args.driver_memory
     from fragrelease.jobs.session import get_spark
@@ -204,7 +211,7 @@ def main() -> None:
             f"{'/numpy':>7} {'/floor':>7} {'py RSS MB':>10} {'JVM RSS MB':>11}")
     print(head)
     for n in args.rows:
-        ts = spark_run(spark, n, attrs, args.k, eps_attr, args.postprocess, args.plan)
+        runs = [spark_run(spark, n, attrs, args.k, eps_attr, args.postprocess, args.plan) for _ in range(max(1, args.repeat))]
         py_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # the Spark driver's Python only
         # numpy runs afterwards in child processes, alone, so its arrays do not count as driver memory
         tn = tp = tf = float("nan")
@@ -213,8 +220,11 @@ def main() -> None:
             tp = _child(numpy_reference, n, attrs, args.k, float(eps_attr), args.postprocess, "packed")
             tf = _child(packed_floor, n, attrs)
         print(head)
-        print(f"{n:>12,} {ts:>9.1f} {n / ts:>12,.0f} {tn:>9.1f} {tp:>9.1f} {tf:>8.1f} {ts / tn:>7.2f} {ts / tf:>7.2f} "
-              f"{py_mb:>10.0f} {jvm_peak_rss_mb():>11.0f}", flush=True)
+        jvm_mb = jvm_peak_rss_mb()
+        for i, ts in enumerate(runs):
+            label = "" if len(runs) == 1 else ("  (first run in this JVM)" if i == 0 else f"  (run {i + 1}, same JVM)")
+            print(f"{n:>12,} {ts:>9.1f} {n / ts:>12,.0f} {tn:>9.1f} {tp:>9.1f} {tf:>8.1f} {ts / tn:>7.2f} {ts / tf:>7.2f} "
+                  f"{py_mb:>10.0f} {jvm_mb:>11.0f}{label}", flush=True)
     spark.stop()
 
 

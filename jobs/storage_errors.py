@@ -63,9 +63,44 @@ def is_write_failure(exc: BaseException) -> bool:
         return True
     if isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit)):
         return False
-    from pyspark.errors import PySparkException
+    return is_spark_failure(exc)
 
-    return isinstance(exc, PySparkException) or type(exc).__name__ == "Py4JJavaError"
+
+_ERROR_CLASS = re.compile(r"\[[A-Z][A-Z0-9_.]*\] [^\n]+")
+
+
+def is_spark_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is a failed Spark query or job (pyspark's own errors, a Java exception through py4j)."""
+    if type(exc).__name__ == "Py4JJavaError":
+        return True
+    try:
+        from pyspark.errors import PySparkException
+    except ImportError:  # no pyspark: nothing can be a Spark failure
+        return False
+    return isinstance(exc, PySparkException)
+
+
+def spark_failure_cause(exc: BaseException) -> str | None:
+    """One line naming why a Spark job failed, or ``None`` when ``exc`` is not a Spark failure.
+
+    The innermost ``[ERROR_CLASS] message`` Spark names (e.g. ``[CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND]
+    Checkpoint block rdd_26_0 not found!`` when the executor holding stored noise was lost), the last
+    line of a Python worker's traceback (``RuntimeError: ...``), else the first line of the Java
+    exception's message; at most 300 characters.
+    """
+    if not is_spark_failure(exc):
+        return None
+    text = str(exc)
+    classes = _ERROR_CLASS.findall(text)
+    if type(exc).__name__ == "PythonException":  # a Python worker's traceback: its last line names the error
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        line = lines[-1] if lines else type(exc).__name__
+    elif classes:
+        line = classes[-1].strip()
+    else:  # py4j: "An error occurred while calling o12.save.\n: org.apache.spark.SparkException: ..."
+        lines = [ln.strip().lstrip(": ").strip() for ln in text.splitlines() if ln.strip()]
+        line = next((ln for ln in lines if not ln.startswith("An error occurred while calling")), type(exc).__name__)
+    return line if len(line) <= 300 else line[:297] + "..."
 
 
 def path_cause(path: str, exc: BaseException) -> str:

@@ -2,8 +2,8 @@
 
 This module is the table of contents. The commands live in one module per system; the party entry
 points that spark-submit, Databricks ``python_wheel_task`` and the console scripts call are at the
-bottom. Expected errors (bad configuration, refused fragments, an existing release) print one line
-and exit with status 2. ``python -m fragrelease.jobs.cli ARGS`` runs the same command line.
+bottom. Expected errors (bad configuration, refused fragments, an existing release) and a failed
+Spark job (a lost executor, a task error: Spark's own cause) print one line and exit with status 2. ``python -m fragrelease.jobs.cli ARGS`` runs the same command line.
 
     fragrelease [--verbose|--quiet] [--version] COMMAND ...    global options (before the command)
     fragrelease run CONFIG                          iDP-IR: every party in this driver      (cli.idpir)
@@ -162,6 +162,15 @@ def run_cli(argv: list[str]) -> int:
     except click.ClickException as exc:  # usage errors (missing option, bad value), raised by typer's click
         exc.show()
         return int(exc.exit_code or 2)
+    except Exception as exc:  # noqa: BLE001 - a failed Spark job (lost executor, storage, out of memory): one line
+        from fragrelease.jobs.storage_errors import spark_failure_cause
+
+        cause = spark_failure_cause(exc)
+        if cause is None:
+            raise
+        logging.getLogger(__name__).debug("the failed Spark job", exc_info=True)  # with -v: the traceback
+        err.print(f"[red]error:[/red] a Spark job failed: {escape(cause)}", highlight=False)
+        return 2
     return 0
 
 

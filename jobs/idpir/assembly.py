@@ -20,6 +20,7 @@ from pyspark.sql import types as T
 from fragrelease.errors import IdentifierError
 from fragrelease.idpir.microaggregation import ir_order
 from fragrelease.jobs.idpir.bucket_sort import F8, I8, pack, unpack
+from fragrelease.jobs.partitioning import spread
 from fragrelease.schemas.base import Attribute
 
 
@@ -88,9 +89,10 @@ def line_up(values: DataFrame, attrs: Sequence[Attribute], *, groups: int, carry
             columns[f"v{int(j)}"] = labels[int(j)][value.astype(np.int64) - 1] if int(j) in labels else value
         return pd.DataFrame({"rid": ids, **{f"v{j}": columns[f"v{j}"] for j in range(l)}})
 
-    if groups > 1:  # one task per assembly group (about 500,000 ids), whatever the fragment's size
-        values = values.repartition(groups, "group")
-    wide = values.groupBy("group").applyInPandas(assemble, out_schema)
+    # one task per assembly group (about 500,000 ids), whatever the fragment's size: exactly, not by a
+    # hash of the group number (which puts groups 0 and 1 in the same one of two partitions)
+    by_group, slot = spread(values, "group", groups)
+    wide = by_group.groupBy(slot, "group").applyInPandas(assemble, out_schema)
     out_cols = [F.col("rid").cast(id_type).alias(id_column)]
     out_cols += [F.col(f"v{j}").alias(a.name) for j, a in enumerate(attrs)]
     return wide.select(*out_cols)

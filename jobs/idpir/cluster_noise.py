@@ -31,6 +31,7 @@ from fragrelease.idpir.mechanisms import IRMechanism, draw_attribute_ranked, noi
 from fragrelease.idpir.postprocess import finish_centroids
 from fragrelease.jobs.idpir.assembly import group_rows, values_schema
 from fragrelease.jobs.idpir.bucket_sort import F8, I8, STATS, KeyedValues, pack, unpack
+from fragrelease.jobs.partitioning import spread
 from fragrelease.rng.laplace import NoiseSource, SecureLaplace
 
 
@@ -86,7 +87,8 @@ def noise_per_attribute(ranked: DataFrame, specs: Mapping[int, AttributeSpec], m
     cluster order. Memory per task: one attribute's c clusters, about 100 bytes each (plain iDP,
     k = 1: c = n).
     """
-    return (ranked.select("attr", "bucket", "stats").groupBy("attr")
+    by_attr, slot = spread(ranked.select("attr", "bucket", "stats"), "attr", len(specs))  # one task per attribute
+    return (by_attr.groupBy(slot, "attr")
             .applyInPandas(_released_fn(specs, mech, k, c, noise, postprocess), "attr int, value binary")
             .localCheckpoint(eager=True))  # materialize the noise once: nothing may re-run the draw
 
@@ -188,7 +190,8 @@ def draw_whole_attributes(runs: DataFrame, keyed: KeyedValues, specs: Mapping[in
     ])
     fn = _draw_one_fn(specs, k=k, n=n, mechanism=mechanism, noise=noise, carry_rid=keyed.carry_rid)
     # Materialize the raw noise once: nothing downstream may re-run draw_one.
-    return runs.groupBy("attr").applyInPandas(fn, schema).localCheckpoint(eager=True)
+    by_attr, slot = spread(runs, "attr", len(specs))  # one task per attribute, never two attributes in one
+    return by_attr.groupBy(slot, "attr").applyInPandas(fn, schema).localCheckpoint(eager=True)
 
 
 def whole_values(drawn: DataFrame, keyed: KeyedValues, specs: Mapping[int, AttributeSpec], *, k: int, c: int,

@@ -267,7 +267,11 @@ def test_party_steps_on_the_cluster_and_an_executor_killed_during_protect(cluste
         # failed: nothing committed, nothing for the aggregator to read
         assert not DeltaTable.is_deltatable(str(table)), "a failed protect step left a Delta table"
         assert not manifest.exists(), "a failed protect step left a manifest"
-        assert "Checkpoint block" in out.read_text(errors="replace") or "lost" in out.read_text(errors="replace")
+        text = out.read_text(errors="replace")
+        assert rc == 2, f"a failed step exits 2, not {rc}:\n" + _tail(out)
+        # one line naming Spark's cause, not a traceback
+        assert "error: a Spark job failed: " in text and "Traceback" not in text, _tail(out)
+        assert "Checkpoint block" in text or "lost" in text
         # the rerun (same work folder) completes, again drawing every cluster's noise once
         logs2 = planned / "fault-draws-2"
         hook2 = (f"spark.executorEnv.PYTHONPATH={HOOK}", f"spark.executorEnv.FRAGRELEASE_TEST_DRAW_LOG={logs2}")
