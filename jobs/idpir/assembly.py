@@ -38,7 +38,8 @@ def group_rows(attr: int, key: np.ndarray, rid: np.ndarray, value: np.ndarray, g
     (integral ids), else an array.
     """
     g = assembly_bucket(key, groups)
-    order = np.argsort(g, kind="stable")
+    # stable radix sort for 16-bit keys (numpy), about 3x faster than on int32; the same order
+    order = np.argsort(g.astype(np.uint16) if groups <= 1 << 16 else g, kind="stable")
     bounds = np.flatnonzero(np.diff(g[order])) + 1
     return [(int(g[part[0]]), attr, pack(rid[part], I8) if pack_rid else rid[part], pack(value[part], F8))
             for part in np.split(order, bounds) if part.size]

@@ -34,6 +34,19 @@ from fragrelease.jobs.idpir.bucket_sort import F8, I8, STATS, KeyedValues, pack,
 from fragrelease.jobs.partitioning import spread
 from fragrelease.rng.laplace import NoiseSource, SecureLaplace
 
+#: From this many values per attribute each attribute's noise task runs alone (:func:`spread`); below it,
+#: the grouping's own shuffle, which adaptive execution packs into few tasks: for small fragments one
+#: Python task per attribute costs more than it parallelizes (measured in docs/benchmarks.md).
+SPREAD_VALUES = 100_000
+
+
+def _by_attribute(df: DataFrame, attrs: int, values: int) -> tuple[DataFrame, list[str]]:
+    """``df`` ready for ``groupBy(*keys)``: one partition per attribute when ``values`` (per attribute) is large."""
+    if values < SPREAD_VALUES:
+        return df, ["attr"]
+    spread_df, slot = spread(df, "attr", attrs)
+    return spread_df, [slot, "attr"]
+
 
 class AttributeSpec(NamedTuple):
     """What the noise step knows of an attribute: all public (the declared domain) or budget."""
@@ -87,8 +100,8 @@ def noise_per_attribute(ranked: DataFrame, specs: Mapping[int, AttributeSpec], m
     cluster order. Memory per task: one attribute's c clusters, about 100 bytes each (plain iDP,
     k = 1: c = n).
     """
-    by_attr, slot = spread(ranked.select("attr", "bucket", "stats"), "attr", len(specs))  # one task per attribute
-    return (by_attr.groupBy(slot, "attr")
+    by_attr, keys = _by_attribute(ranked.select("attr", "bucket", "stats"), len(specs), c * k)
+    return (by_attr.groupBy(*keys)
             .applyInPandas(_released_fn(specs, mech, k, c, noise, postprocess), "attr int, value binary")
             .localCheckpoint(eager=True))  # materialize the noise once: nothing may re-run the draw
 
@@ -190,8 +203,8 @@ def draw_whole_attributes(runs: DataFrame, keyed: KeyedValues, specs: Mapping[in
     ])
     fn = _draw_one_fn(specs, k=k, n=n, mechanism=mechanism, noise=noise, carry_rid=keyed.carry_rid)
     # Materialize the raw noise once: nothing downstream may re-run draw_one.
-    by_attr, slot = spread(runs, "attr", len(specs))  # one task per attribute, never two attributes in one
-    return by_attr.groupBy(slot, "attr").applyInPandas(fn, schema).localCheckpoint(eager=True)
+    by_attr, keys = _by_attribute(runs, len(specs), n)  # large attributes: one task each
+    return by_attr.groupBy(*keys).applyInPandas(fn, schema).localCheckpoint(eager=True)
 
 
 def whole_values(drawn: DataFrame, keyed: KeyedValues, specs: Mapping[int, AttributeSpec], *, k: int, c: int,

@@ -46,8 +46,13 @@ def reference(pdf, attrs, k, eps, mechanism, noise, tiebreak=None, share=DEFAULT
     return out
 
 
-@pytest.mark.parametrize("mechanism,k", [("idp-ir", 50), ("dp-ir", 7), ("idp", 1)])
-def test_spark_equals_numpy_reference_exactly(spark, adult_sample, mechanism, k):
+@pytest.mark.parametrize("mechanism,k,spread", [("idp-ir", 50, False), ("dp-ir", 7, False), ("idp", 1, False),
+                                                 ("idp-ir", 50, True)])
+def test_spark_equals_numpy_reference_exactly(spark, adult_sample, monkeypatch, mechanism, k, spread):
+    import fragrelease.jobs.idpir.cluster_noise as cluster_noise
+
+    if spread:  # one task per attribute (large fragments' placement), forced on this small one
+        monkeypatch.setattr(cluster_noise, "SPREAD_VALUES", 0)
     attrs = list(ADULT.protected)
     df = spark.createDataFrame(adult_sample, ADULT.struct_type())
     noise = HashedLaplace(salt=mechanism)
@@ -67,8 +72,13 @@ def test_spark_equals_numpy_reference_exactly(spark, adult_sample, mechanism, k)
                                                      ("dp-ir", 7, "none")])
 def test_many_buckets_and_assembly_groups_give_the_same_release(spark, adult_sample, monkeypatch, mechanism, k,
                                                                 postprocess):
-    """Force 9 sort buckets per attribute (heavy ties split by id) and 6 reassembly groups."""
+    """Force 9 sort buckets per attribute (heavy ties split by id) and 6 reassembly groups (one task each);
+    dp-ir also puts each attribute's noise step in a task of its own."""
+    import fragrelease.jobs.idpir.cluster_noise as cluster_noise
     import fragrelease.jobs.idpir.protect as protect
+
+    if mechanism == "dp-ir":
+        monkeypatch.setattr(cluster_noise, "SPREAD_VALUES", 0)
 
     monkeypatch.setattr(protect, "_WHOLE_ATTRIBUTE_ROWS", 0)  # the distributed plan, whatever n
     monkeypatch.setattr(protect, "_VALUES_PER_BUCKET", 300)
