@@ -62,8 +62,9 @@ def spread(df: DataFrame, column: str, parts: int) -> tuple[DataFrame, str]:
 
     Returns ``(frame, slot)``: group by ``(slot, column)`` afterwards (``frame.groupBy(slot, column)``)
     so the grouping reuses this partitioning instead of shuffling again; the slot column is in the
-    frame (drop it or ignore it downstream). ``parts`` = 1 adds the column and no shuffle of its own. ``column`` must hold only ints in [0, parts); any other
-    value is a programming error (Spark's ANSI mode raises on it).
+    frame (drop it or ignore it downstream). ``parts`` = 1 adds the column and no shuffle of its own.
+    ``column`` must hold only ints in [0, parts); any other value is a programming error (ANSI mode
+    raises on it; without ANSI its slot is null and its rows share one partition).
     """
     if parts == 1:  # one key: the grouping's own shuffle (no plan-wide single partition)
         return df.withColumn(SLOT, F.lit(0)), SLOT

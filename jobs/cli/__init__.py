@@ -3,7 +3,8 @@
 This module is the table of contents. The commands live in one module per system; the party entry
 points that spark-submit, Databricks ``python_wheel_task`` and the console scripts call are at the
 bottom. Expected errors (bad configuration, refused fragments, an existing release) and a failed
-Spark job (a lost executor, a task error: Spark's own cause) print one line and exit with status 2. ``python -m fragrelease.jobs.cli ARGS`` runs the same command line.
+Spark job (a lost executor, a task error: Spark's own cause) print one line and exit with status 2.
+``python -m fragrelease.jobs.cli ARGS`` runs the same command line.
 
     fragrelease [--verbose|--quiet] [--version] COMMAND ...    global options (before the command)
     fragrelease run CONFIG                          iDP-IR: every party in this driver      (cli.idpir)
