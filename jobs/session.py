@@ -11,6 +11,11 @@ The embedded session rebuilds a Delta table's state from its log in
 the first read of every new table paid three jobs of 50 tasks, about half of a small release's
 Spark time; docs/benchmarks.md, "Small release fixed cost (issue 26, session 9)").
 
+The embedded session keeps :data:`CODEGEN_CACHE_ENTRIES` compiled classes
+(``spark.sql.codegen.cache.maxEntries``; Spark's default, 100, is fewer than the about 200 classes one
+small release compiles, so every release compiled them all again: about 1.5 s of a 10-11 s warm
+release; docs/benchmarks.md, "Issue 26, session 10").
+
 An embedded session on a ``local`` master also starts its Python workers in the background
 (:func:`warm_python_workers`): one throw-away ``mapInPandas`` task per core imports pandas, Arrow and
 the mechanism's modules while the first steps of a release run Spark SQL only, instead of in the
@@ -54,6 +59,10 @@ DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 #: Tasks of Delta's state reconstruction in the embedded session (``spark.databricks.delta.snapshotPartitions``):
 #: the logs fragrelease reads hold a few commits; one task replays them (Delta's default is 50).
 DELTA_SNAPSHOT_PARTITIONS = 1
+#: Compiled classes the embedded session keeps (``spark.sql.codegen.cache.maxEntries``, a static
+#: setting; Spark's default is 100): a release compiles about 200, so with 100 every release compiled
+#: them all again. A generated class is tens of kilobytes.
+CODEGEN_CACHE_ENTRIES = 1000
 #: Start the Python workers of an embedded local session in the background (:func:`warm_python_workers`).
 WARM_PYTHON_WORKERS = True
 #: Delta's jars are built for Scala 2.13 only since Delta 4.
@@ -192,6 +201,7 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
             .config("spark.driver.memory", os.environ.get("FRAGRELEASE_DRIVER_MEMORY", "4g"))
             .config("spark.sql.adaptive.enabled", "true")
+            .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
             .config("spark.log.level", os.environ.get("FRAGRELEASE_SPARK_LOG_LEVEL", "ERROR"))
         )
 

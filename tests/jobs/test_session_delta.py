@@ -141,3 +141,8 @@ def test_the_warm_up_runs_one_python_task_per_core_and_ends(spark):
     assert not thread.is_alive()
     # the worker function passes its rows on unchanged
     assert sorted(r.id for r in spark.range(0, 3, 1, 2).mapInPandas(session._warm_worker, "id long").collect()) == [0, 1, 2]
+
+
+def test_the_embedded_session_keeps_a_release_worth_of_compiled_classes(spark):
+    # Spark's default cache (100 classes) is smaller than one release's ~200: every release compiled them again
+    assert spark.conf.get("spark.sql.codegen.cache.maxEntries") == str(session.CODEGEN_CACHE_ENTRIES) == "1000"
