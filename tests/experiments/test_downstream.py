@@ -124,8 +124,11 @@ def test_mst_synthesizes_the_declared_columns(split):
     pytest.importorskip("mbi")
     from fragrelease.experiments.downstream import synthesize
 
+    # 7 of the 11 columns, both numeric ones and the target among them: MST's cost here is JAX compiling
+    # the Private-PGM programs of its tree (about 42 s for all 11 columns, 21 s for these 7, on 2 cores)
+    specs = [s for s in SPECS if s.name in ("age", "workclass", "education", "race", "sex", "hours-per-week", TARGET)]
     train = split[0].iloc[:2000]
-    syn = synthesize(train, SPECS, algorithm="mst", epsilon="8", iters=50)
-    assert list(syn.columns) == [s.name for s in SPECS]
+    syn = synthesize(train, specs, algorithm="mst", epsilon="8", iters=50)
+    assert list(syn.columns) == [s.name for s in specs]
     assert abs(len(syn) - len(train)) < 200  # about n rows (n is not spent on: the unit is a substitution)
     assert set(syn[TARGET].dropna()) <= {"<=50K", ">50K"}

@@ -1,8 +1,9 @@
 """The four party steps on a real Spark standalone cluster, and an executor killed during a protect step.
 
 A master and two workers (1 core, 1 GB each, loopback only) are started with
-``scripts/standalone-cluster.sh`` from the installed pyspark; every party step is its own
-``./spark-submit.sh --master spark://127.0.0.1:PORT`` application, so the driver, the executors
+``scripts/standalone-cluster.sh`` from the installed pyspark; every party step that runs Spark jobs
+is its own ``./spark-submit.sh --master spark://127.0.0.1:PORT`` application (the aggregator's plan
+step, which reads metadata files only, is a plain command), so the driver, the executors
 (separate JVMs, children of the workers) and the wheel shipped with ``--py-files`` behave as on a
 real cluster. Small data: 400 Wine rows, two owners (150 and 250 rows), k = 10.
 
@@ -24,6 +25,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -112,7 +114,7 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def planned(cluster, tmp_path_factory, wine_pdf):
-    """Two owners' own Parquet fragments; metadata and plan made on the cluster."""
+    """Two owners' own Parquet fragments; their metadata made on the cluster, then the plan."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     from pyspark.sql.pandas.types import to_arrow_schema
@@ -132,7 +134,11 @@ def planned(cluster, tmp_path_factory, wine_pdf):
     for name in OWNERS:
         rc = cluster.submit(base / f"metadata-{name}.log", "owner", "metadata", "--config", str(config), "--owner", name)
         assert rc == 0, _tail(base / f"metadata-{name}.log")
-    rc = cluster.submit(base / "plan.log", "aggregator", "plan", "--config", str(config))
+    # the plan step reads the owners' metadata files and runs no Spark job: a plain command (a
+    # spark-submit would start a driver JVM and an executor on each worker for nothing)
+    with open(base / "plan.log", "w") as out:
+        rc = subprocess.run([sys.executable, "-m", "fragrelease.jobs.cli", "aggregator", "plan", "--config", str(config)],
+                            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, timeout=300).returncode
     assert rc == 0, _tail(base / "plan.log")
     print(f"\nmetadata (2 owners) and plan: {time.monotonic() - t0:.1f} s")
     return base
