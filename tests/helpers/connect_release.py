@@ -1,13 +1,20 @@
-"""Helper run in its own process by test_spark_connect.py: a small horizontal release and a small
-DiffGen release through a local Spark Connect server (SPARK_REMOTE=local[2]). Prints the release's
-version and row count, and the DiffGen release's cell and synthetic record counts. With
-``--api-mode TMP``: the Python API on a session built with ``spark.api.mode=connect`` (:func:`api_mode`)."""
+"""Helper run in its own process by test_spark_connect.py: both ways the jobs meet Spark Connect, on one
+local Connect server (each server is a JVM of its own, started once).
+
+1. ``SPARK_REMOTE=local[2]`` (the CLI's way): :func:`fragrelease.jobs.session.get_spark` starts a local
+   Connect server; a small horizontal release from a configuration (``run_local_release``, what
+   ``fragrelease run`` runs) and a small DiffGen release run on it.
+2. The Python API on a session built with ``spark.api.mode=connect``, as Databricks serverless runs
+   code (``SPARK_REMOTE`` is removed first; pyspark hands out a Connect session to its running local
+   server): ``fragrelease.protect`` and a two-owner ``Release.run()`` with DataFrame and pandas owners.
+
+Prints one JSON line with what the test checks."""
 import json
 import os
 import sys
 
 
-def main(tmp: str) -> None:
+def release_from_config(tmp: str) -> dict:
     from fragrelease.idpir.config import config_from_dict
     from fragrelease.jobs.idpir.release import run_local_release
     from fragrelease.jobs.session import get_spark
@@ -32,18 +39,13 @@ def main(tmp: str) -> None:
     marginals.MAX_DRIVER_VALUES = 50
     dg = jd.run_diffgen_release(spark, epsilon="1", specializations=2, score="max",
                                 attributes=["age", "fnlwgt", "sex"], output=os.path.join(tmp, "diffgen"))
-    print(json.dumps({"version": result.version, "rows": DeltaTable(cfg.output).to_pyarrow_table().num_rows,
-                      "session": type(spark).__module__, "diffgen_cells": dg["cells"],
-                      "diffgen_synthetic_rows": DeltaTable(dg["synthetic"]).to_pyarrow_table().num_rows}))
+    return {"version": result.version, "rows": DeltaTable(cfg.output).to_pyarrow_table().num_rows,
+            "session": type(spark).__module__, "diffgen_cells": dg["cells"],
+            "diffgen_synthetic_rows": DeltaTable(dg["synthetic"]).to_pyarrow_table().num_rows}
 
 
-
-
-
-def api_mode(tmp: str) -> None:
-    """The Python API through Spark Connect as Databricks serverless runs it: a session built with
-    ``spark.api.mode=connect`` (pyspark >= 4.0 starts a local Connect server for ``local[2]``), then
-    ``fragrelease.protect`` and a two-owner ``Release.run()`` with DataFrame and pandas owners."""
+def api_mode(tmp: str) -> dict:
+    """The Python API on a session built with ``spark.api.mode=connect`` (Databricks serverless's way)."""
     from pyspark.sql import SparkSession
 
     import fragrelease
@@ -51,7 +53,7 @@ def api_mode(tmp: str) -> None:
     from fragrelease.schemas.datasets import load_builtin_pandas
     from fragrelease.schemas.wine import SCHEMA
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.pop("SPARK_REMOTE", None)
     spark = (SparkSession.builder.appName("api-mode").master("local[2]").config("spark.api.mode", "connect")
              .config("spark.sql.shuffle.partitions", "4").getOrCreate())
     assert type(spark).__module__.startswith("pyspark.sql.connect"), type(spark)
@@ -64,12 +66,15 @@ def api_mode(tmp: str) -> None:
                                   work_dir=os.path.join(tmp, "api-work"), spark=spark)
     release.add_owner("a", df.where("record_id < 150")).add_owner("b", wine.iloc[150:])
     result = release.run(progress=lambda e: events.append(str(e)) if e.done else None)
-    print(json.dumps({"session": type(spark).__module__, "get_spark_reuses_it": same, "protected_rows": one.dataframe.count(),
-                      "protected_session": type(one.dataframe.sparkSession).__module__,
-                      "version": result.version, "rows": result.rows, "read_back": result.dataframe(spark).count(),
-                      "steps": events}))
+    out = {"api_session": type(spark).__module__, "get_spark_reuses_it": same,
+           "protected_rows": one.dataframe.count(), "protected_session": type(one.dataframe.sparkSession).__module__,
+           "api_version": result.version, "api_rows": result.rows, "read_back": result.dataframe(spark).count(),
+           "steps": events}
     spark.stop()
+    return out
 
 
 if __name__ == "__main__":
-    api_mode(sys.argv[2]) if sys.argv[1] == "--api-mode" else main(sys.argv[1])
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    first = release_from_config(sys.argv[1])
+    print(json.dumps({**first, **api_mode(sys.argv[1])}))

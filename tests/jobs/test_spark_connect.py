@@ -1,4 +1,4 @@
-"""The jobs use only the DataFrame API, so a whole release runs through Spark Connect."""
+"""The jobs use only the DataFrame API, so whole releases run through Spark Connect."""
 import json
 import os
 import socket
@@ -8,52 +8,38 @@ import sys
 import pytest
 
 
-@pytest.mark.slow  # whole releases end to end (minutes with the suite's load); CI runs it
+@pytest.mark.slow  # whole releases end to end through a local Connect server (about a minute); CI runs it
 @pytest.mark.spark  # a Spark Connect server in a subprocess
-def test_small_release_through_a_local_spark_connect_server(tmp_path):
+def test_releases_through_a_local_spark_connect_server(tmp_path):
+    """One process, one local Connect server (tests/helpers/connect_release.py): first ``SPARK_REMOTE=local[2]``
+    and a release from a configuration plus a DiffGen release; then, as Databricks serverless runs code,
+    the Python API on a session built with ``spark.api.mode=connect`` (no ``SPARK_REMOTE``, no JVM of
+    the driver's own)."""
     pytest.importorskip("grpc", reason="Spark Connect needs pyspark[connect] (grpcio) installed")
     with socket.socket() as probe:  # pyspark's local Connect server always binds localhost:15002
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if probe.connect_ex(("127.0.0.1", 15002)) == 0:
             pytest.skip("port 15002 is taken (another Spark Connect server?): the local server cannot start")
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "helpers")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET", "SPARK_CONNECT_MODE_ENABLED")}
     env["SPARK_REMOTE"] = "local[2]"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
     proc = subprocess.run([sys.executable, os.path.join(here, "connect_release.py"), str(tmp_path)],
-                          capture_output=True, text=True, env=env, timeout=600)
-    if proc.returncode != 0 and "Connection refused" in proc.stderr and "SparkConnectServer" in proc.stderr:
-        pytest.skip("the local Spark Connect server could not start: " + proc.stderr[-500:])
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert result["session"].startswith("pyspark.sql.connect")
-    assert result["version"] == 0 and result["rows"] == 300
-    assert result["diffgen_cells"] >= 2 and result["diffgen_synthetic_rows"] > 40_000  # ~45,222 Adult records
-
-
-@pytest.mark.slow  # a two-owner release through a local Spark Connect server (about a minute)
-@pytest.mark.spark  # a Spark Connect server in a subprocess
-def test_the_python_api_runs_with_spark_api_mode_connect(tmp_path):
-    """As Databricks serverless runs code: ``spark.api.mode=connect``, no SPARK_REMOTE, no JVM in the driver."""
-    pytest.importorskip("grpc", reason="Spark Connect needs pyspark[connect] (grpcio) installed")
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if probe.connect_ex(("127.0.0.1", 15002)) == 0:
-            pytest.skip("port 15002 is taken (another Spark Connect server?): the local server cannot start")
-    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "helpers")
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET", "SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
-    proc = subprocess.run([sys.executable, os.path.join(here, "connect_release.py"), "--api-mode", str(tmp_path)],
                           capture_output=True, text=True, env=env, timeout=900)
     if proc.returncode != 0 and "Connection refused" in proc.stderr and "SparkConnectServer" in proc.stderr:
         pytest.skip("the local Spark Connect server could not start: " + proc.stderr[-500:])
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert result["session"].startswith("pyspark.sql.connect"), result  # a Connect client, no JVM in the driver
+    # 1. SPARK_REMOTE=local[2]: get_spark's Connect session, a release from a configuration, DiffGen
+    assert result["session"].startswith("pyspark.sql.connect")
+    assert result["version"] == 0 and result["rows"] == 300
+    assert result["diffgen_cells"] >= 2 and result["diffgen_synthetic_rows"] > 40_000  # ~45,222 Adult records
+    # 2. spark.api.mode=connect: the Python API
+    assert result["api_session"].startswith("pyspark.sql.connect"), result  # a Connect client
     assert result["protected_session"].startswith("pyspark.sql.connect") and result["get_spark_reuses_it"]
     assert result["protected_rows"] == 100
-    assert (result["version"], result["rows"], result["read_back"]) == (0, 300, 300)
+    assert (result["api_version"], result["api_rows"], result["read_back"]) == (0, 300, 300)
     assert [s.split(":")[0] for s in result["steps"]] == [
         "step 1/6 owner a", "step 2/6 owner b", "step 3/6 aggregator", "step 4/6 owner a", "step 5/6 owner b",
         "step 6/6 aggregator"]
