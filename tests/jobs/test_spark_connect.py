@@ -13,8 +13,8 @@ import pytest
 def test_releases_through_a_local_spark_connect_server(tmp_path):
     """One process, one local Connect server (tests/helpers/connect_release.py): first ``SPARK_REMOTE=local[2]``
     and a release from a configuration plus a DiffGen release; then, as Databricks serverless runs code,
-    the Python API on a session built with ``spark.api.mode=connect`` (no ``SPARK_REMOTE``, no JVM of
-    the driver's own)."""
+    the Python API on a session built with ``spark.api.mode=connect`` with ``SPARK_REMOTE`` removed (a
+    Connect client of the running local server: no classic session in the driver)."""
     pytest.importorskip("grpc", reason="Spark Connect needs pyspark[connect] (grpcio) installed")
     with socket.socket() as probe:  # pyspark's local Connect server always binds localhost:15002
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
