@@ -16,6 +16,10 @@ The embedded session keeps :data:`CODEGEN_CACHE_ENTRIES` compiled classes
 small release compiles, so every release compiled them all again: about 1.5 s of a 10-11 s warm
 release; docs/benchmarks.md, "Issue 26, session 10").
 
+The embedded session's driver JVM maps the class-data-sharing archive of Spark's classes that
+``scripts/setup.sh`` builds (:mod:`fragrelease.jobs.class_archive`; ``spark.driver.defaultJavaOptions``),
+so a new JVM does not load and verify them from the jars again.
+
 An embedded session on a ``local`` master also starts its Python workers in the background
 (:func:`warm_python_workers`): one throw-away ``mapInPandas`` task per core imports pandas, Arrow and
 the mechanism's modules while the first steps of a release run Spark SQL only, instead of in the
@@ -50,6 +54,7 @@ import threading
 from typing import Iterator
 
 from fragrelease.errors import ConfigError, DeltaUnavailableError, FragReleaseError
+from fragrelease.jobs.class_archive import java_options
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +70,9 @@ DELTA_SNAPSHOT_PARTITIONS = 1
 CODEGEN_CACHE_ENTRIES = 1000
 #: Start the Python workers of an embedded local session in the background (:func:`warm_python_workers`).
 WARM_PYTHON_WORKERS = True
+#: The embedded driver JVM's extra options (``spark.driver.defaultJavaOptions``): the class archive
+#: ``scripts/setup.sh`` builds, when there is one (:mod:`fragrelease.jobs.class_archive`).
+driver_java_options = java_options
 #: Delta's jars are built for Scala 2.13 only since Delta 4.
 _SCALA = "2.13"
 _warned_no_delta = False
@@ -191,7 +199,7 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
     mode = delta_mode()
 
     def builder():
-        return (
+        b = (
             SparkSession.builder.appName(app_name)
             .master(master or os.environ.get("FRAGRELEASE_SPARK_MASTER", "local[*]"))
             .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
@@ -204,6 +212,9 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
             .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
             .config("spark.log.level", os.environ.get("FRAGRELEASE_SPARK_LOG_LEVEL", "ERROR"))
         )
+        java_options = driver_java_options()
+        # the class archive: public class metadata of Spark's jars, no data (fragrelease.jobs.class_archive)
+        return b.config("spark.driver.defaultJavaOptions", java_options) if java_options else b
 
     if mode == "off":
         return _warmed(_stopped_at_exit(builder().getOrCreate()))
@@ -266,6 +277,9 @@ def warm_python_workers(spark) -> threading.Thread | None:
 
     thread = threading.Thread(target=run, name="fragrelease-warm-python-workers", daemon=True)
     thread.start()
+    # at exit, let the warm-up job end before the session stops (atexit runs this before the stop
+    # registered earlier): a job ending during the stop makes Spark log a rejected task result
+    atexit.register(thread.join, 30)
     return thread
 
 

@@ -95,4 +95,11 @@ POM
          "first session (needs network once), else tables are committed with delta-rs" >&2
   fi
 fi
+# The embedded session's class-data-sharing archive of Spark's classes (fragrelease.jobs.class_archive):
+# built once per JVM build and pyspark version by a small release on the shipped Wine sample in a
+# throw-away JVM (~45 s); a failed build only leaves sessions without it. FRAGRELEASE_CLASS_ARCHIVE=off skips it.
+if [ "${FRAGRELEASE_CLASS_ARCHIVE:-}" != off ]; then
+  echo "setup: class-data-sharing archive of Spark's classes for faster JVM starts"
+  .venv/bin/python -m fragrelease.jobs.class_archive_build || echo "setup: no class archive (sessions start without one)" >&2
+fi
 echo "setup: ready (.venv/bin/fragrelease)"
