@@ -212,9 +212,9 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
             .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
             .config("spark.log.level", os.environ.get("FRAGRELEASE_SPARK_LOG_LEVEL", "ERROR"))
         )
-        java_options = driver_java_options()
+        jvm_options = driver_java_options()
         # the class archive: public class metadata of Spark's jars, no data (fragrelease.jobs.class_archive)
-        return b.config("spark.driver.defaultJavaOptions", java_options) if java_options else b
+        return b.config("spark.driver.defaultJavaOptions", jvm_options) if jvm_options else b
 
     if mode == "off":
         return _warmed(_stopped_at_exit(builder().getOrCreate()))
