@@ -63,18 +63,29 @@ def _workload(dump_to: str) -> None:
         proc.wait(timeout=600)
 
 
+def _read_stamp(stamp_path: str) -> Optional[dict]:
+    """The stamp this tool wrote (keys ``java`` and ``pyspark``), or None when there is none or it is not one."""
+    try:
+        with open(stamp_path, encoding="utf-8") as f:
+            stamp = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return stamp if isinstance(stamp, dict) and set(stamp) == {"java", "pyspark"} else None
+
+
 def build(force: bool = False) -> Optional[str]:
     """Build the archive (in a child process) unless one for this JVM and pyspark exists; return its path or None.
 
-    The new archive is written beside the final one under a temporary name and moved into place only
-    when complete. An existing archive is replaced only when its stamp (the JVM build and pyspark
-    version, ``spark-classes.json`` beside it, written by this function) says it is stale; a file at
-    the archive's path without a stamp is not this tool's and is left alone (nothing is built).
+    The new archive is written in a temporary folder this run creates beside the final one and moved
+    into place only when complete. An existing archive is replaced only when its stamp (the JVM build
+    and pyspark version, ``spark-classes.json`` beside it, written by this function) says it is stale;
+    a file at the archive's path without such a stamp is not this tool's and is left alone (nothing
+    is built).
     Never raises for a failed build: the embedded session then runs without an archive, as before.
     """
     path = archive_path()
     stamp_path = os.path.splitext(path)[0] + ".json"
-    if os.path.exists(path) and not os.path.isfile(stamp_path):
+    if os.path.exists(path) and _read_stamp(stamp_path) is None:
         print(f"class archive: not built ({path} exists and was not built by this tool; left as it is)",
               file=sys.stderr)
         return None
@@ -83,15 +94,11 @@ def build(force: bool = False) -> Optional[str]:
     except Exception as e:  # noqa: BLE001 - no Java: nothing to build for
         print(f"class archive: not built ({e})", file=sys.stderr)
         return None
-    if not force and os.path.isfile(path) and os.path.isfile(stamp_path):
-        try:
-            with open(stamp_path, encoding="utf-8") as f:
-                if json.load(f) == stamp:
-                    return path
-        except (OSError, ValueError):
-            pass
+    if not force and os.path.isfile(path) and _read_stamp(stamp_path) == stamp:
+        return path
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
+    scratch = tempfile.mkdtemp(prefix=".spark-classes-", dir=os.path.dirname(path))  # this run's own folder
+    tmp = os.path.join(scratch, "spark-classes.jsa")
     try:
         done = subprocess.run([sys.executable, "-m", "fragrelease.jobs.class_archive_build", "--workload", tmp],
                               capture_output=True, text=True, timeout=1800)
@@ -104,8 +111,7 @@ def build(force: bool = False) -> Optional[str]:
             json.dump(stamp, f)
         return path
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)  # this run's own temporary file
+        shutil.rmtree(scratch, ignore_errors=True)  # the folder this run created, with what is left in it
 
 
 if __name__ == "__main__":
