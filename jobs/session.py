@@ -20,6 +20,16 @@ The embedded session's driver JVM maps the class-data-sharing archive of Spark's
 ``scripts/setup.sh`` builds (:mod:`fragrelease.jobs.class_archive`; ``spark.driver.defaultJavaOptions``),
 so a new JVM does not load and verify them from the jars again.
 
+Embedded and ``spark-submit`` sessions turn PySpark's DataFrame debugging off
+(:data:`DATAFRAME_DEBUGGING`, ``spark.python.sql.dataFrameDebugging.enabled = false``; Spark's
+documentation: "enabled by default, but has a non-trivial performance overhead because of the stack
+trace collection"). With it on, every Column function the jobs call (``F.sum``, ``.cast``,
+``.alias``, ...) also walks the Python stack and makes four to five more Py4J calls to record the
+call site for error messages: 49,500 Py4J calls in a warm 1,000-row release against 19,600 without,
+and 2-4 s of its 8-11 s (docs/benchmarks.md, "Issue 26, session 12"). fragrelease reports its own
+errors in one line naming the step, so the call site in Spark's message is not needed. A session
+that is already active (a notebook, Databricks) keeps its own setting.
+
 An embedded session on a ``local`` master also starts its Python workers in the background
 (:func:`warm_python_workers`): one throw-away ``mapInPandas`` task per core imports pandas, Arrow and
 the mechanism's modules while the first steps of a release run Spark SQL only, instead of in the
@@ -68,6 +78,9 @@ DELTA_SNAPSHOT_PARTITIONS = 1
 #: setting; Spark's default is 100): a release compiles about 200, so with 100 every release compiled
 #: them all again. A generated class is tens of kilobytes.
 CODEGEN_CACHE_ENTRIES = 1000
+#: PySpark's DataFrame debugging (call-site capture on every Column function) in the sessions
+#: fragrelease builds: off (the module docstring says why).
+DATAFRAME_DEBUGGING = ("spark.python.sql.dataFrameDebugging.enabled", "false")
 #: Start the Python workers of an embedded local session in the background (:func:`warm_python_workers`).
 WARM_PYTHON_WORKERS = True
 #: The embedded driver JVM's extra options (``spark.driver.defaultJavaOptions``): the class archive
@@ -191,6 +204,8 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
             # pyspark starts a local Spark Connect server; its Python workers must run this interpreter
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             return _stopped_at_exit(SparkSession.builder.appName(app_name).getOrCreate())
+        if "PYSPARK_GATEWAY_PORT" in os.environ:  # spark-submit: this process's own session
+            return SparkSession.builder.appName(app_name).config(*DATAFRAME_DEBUGGING).getOrCreate()
         return SparkSession.builder.appName(app_name).getOrCreate()
     ensure_java()
     # Local Python workers must run this interpreter (with pandas, numpy and opendp installed).
@@ -211,6 +226,7 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
             .config("spark.sql.adaptive.enabled", "true")
             .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
             .config("spark.log.level", os.environ.get("FRAGRELEASE_SPARK_LOG_LEVEL", "ERROR"))
+            .config(*DATAFRAME_DEBUGGING)
         )
         jvm_options = driver_java_options()
         # the class archive: public class metadata of Spark's jars, no data (fragrelease.jobs.class_archive)

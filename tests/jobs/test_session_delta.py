@@ -146,3 +146,36 @@ def test_the_warm_up_runs_one_python_task_per_core_and_ends(spark):
 def test_the_embedded_session_keeps_a_release_worth_of_compiled_classes(spark):
     # Spark's default cache (100 classes) is smaller than one release's ~200: every release compiled them again
     assert spark.conf.get("spark.sql.codegen.cache.maxEntries") == str(session.CODEGEN_CACHE_ENTRIES) == "1000"
+
+
+def test_the_embedded_session_turns_dataframe_debugging_off(spark):
+    # with it on, every Column function also records its Python call site: 4-5 more Py4J calls each
+    from pyspark.errors.utils import is_debugging_enabled
+    from pyspark.sql import functions as F
+
+    assert spark.conf.get(session.DATAFRAME_DEBUGGING[0]) == "false"
+    F.sum(F.col("x").cast("double")).alias("s")
+    assert not is_debugging_enabled()
+
+
+class _SubmitBuilder(_Builder):
+    def appName(self, name):
+        return self
+
+    def getOrCreate(self):
+        return self
+
+
+def test_a_spark_submit_session_turns_dataframe_debugging_off_and_a_managed_one_is_left_alone(monkeypatch):
+    from pyspark.sql import SparkSession
+
+    monkeypatch.setattr(SparkSession, "getActiveSession", classmethod(lambda cls: None))
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "1")  # what spark-submit sets for the driver's Python
+    monkeypatch.setattr(SparkSession, "builder", _SubmitBuilder())
+    built = session.get_spark("t")
+    assert built.conf == {"spark.python.sql.dataFrameDebugging.enabled": "false"}
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT")
+    monkeypatch.setenv("DATABRICKS_RUNTIME_VERSION", "15.4")  # a managed runtime's own session: untouched
+    monkeypatch.setattr(SparkSession, "builder", _SubmitBuilder())
+    assert session.get_spark("t").conf == {}
