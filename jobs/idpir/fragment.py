@@ -3,8 +3,10 @@
 Shapes: in, a fragment (any DataFrame holding the id column and the attributes); out, a
 :class:`FragmentCheck` (the record count, public) or a one-line error that starts with the owner and
 its source (:class:`FragmentContext`) and names the column, one value as written and its record id.
-:func:`conform_id` casts the id column to the declared id type. One aggregation pass (plus one
-grouped count for duplicate ids); nothing is collected but that one row and at most one duplicate id.
+:func:`conform_id` casts the id column to the declared id type. One aggregation pass that counts
+the rows failing each check (plus one grouped count for duplicate ids); only when a check fails, one
+more query fetches one example for its message. Nothing is collected but that one row, at most one
+example and at most one duplicate id.
 The same pass can count the declared categories (``count_categories``) for the ``dp-frequency`` order.
 """
 from __future__ import annotations
@@ -108,11 +110,6 @@ def check_columns(df: DataFrame, attributes: Sequence[Attribute], id_column: Opt
         raise SchemaMismatchError(f"{where}: the fragment has no id column {id_column!r}; it has {sorted(fields)}")
 
 
-def _example(cond: Column, value: Column, rid: Column) -> Column:
-    """One ``(value as written, record id)`` pair of the rows where ``cond`` holds (or null)."""
-    return F.first(F.when(cond, F.struct(value.cast("string").alias("v"), rid.alias("id"))), ignorenulls=True)
-
-
 def _id_problem(id_type: Optional[str], dtype: T.DataType) -> Optional[tuple[Column, str]]:
     """(condition on the id column flagging a value the declared id type cannot hold, what it should be)."""
     if id_type in ("integer", "long"):
@@ -134,6 +131,46 @@ def _id_problem(id_type: Optional[str], dtype: T.DataType) -> Optional[tuple[Col
             return F.col("__id_raw").try_cast("double").isNull(), "a number"
         return F.lit(True), "a number"
     return None  # string ids (or none declared): every value has a text form
+
+
+def _raise_first(frame: DataFrame, check: tuple[str, int, Column, Column], count: int, rid: Column,
+                 attributes: Sequence[Attribute], fields: Mapping[str, T.DataType], id_column: Optional[str],
+                 id_check: Optional[tuple[Column, str]], id_type: Optional[str], where: str) -> None:
+    """Raise the error of a failed check of :func:`validate_fragment`, with one example fetched for it.
+
+    The example (one value as written and its record id) comes from a query of its own, on the error
+    path only; a fragment that changed between the two reads is said to have changed.
+    """
+    name, i, cond, value = check
+    got = frame.where(cond).select(value.cast("string").alias("v"), rid.alias("id")).limit(1).collect()
+    if not got:
+        raise SchemaMismatchError(f"{where}: the fragment changed while it was read; run the step again")
+    ex = got[0]
+    if name == "idnull":
+        raise IdentifierError(f"{where}: id column {id_column!r} has {count} null value(s); every record needs an id")
+    if name == "idbad":
+        assert id_check is not None and id_column is not None
+        raise IdentifierError(f"{where}: id column {id_column!r} value {ex['v']!r} is not {id_check[1]}; "
+                              f"the schema declares the id {id_type} (column type {fields[id_column].simpleString()})")
+    a = attributes[i]
+    if name == "null":
+        raise DomainError(f"{where}: column {a.name!r} has {count} null value(s), e.g. record id {ex['id']!r}; "
+                          "nulls are not allowed")
+    if name == "nan":
+        raise DomainError(f"{where}: column {a.name!r} value {ex['v']!r} (record id {ex['id']!r}) is not a number; "
+                          f"the schema declares {a.type} in [{a.bounds()[0]}, {a.bounds()[1]}]")
+    if name == "bad":
+        if a.categorical:
+            what = f"is not a declared category of {list(a.categories or ())}"
+        else:
+            what = f"is outside its declared domain [{a.bounds()[0]}, {a.bounds()[1]}]"
+        raise DomainError(f"{where}: column {a.name!r} value {ex['v']!r} (record id {ex['id']!r}) {what} "
+                          f"({count} such value(s))")
+    if name == "frac":
+        raise DomainError(f"{where}: column {a.name!r} value {ex['v']!r} (record id {ex['id']!r}) is not an "
+                          f"integer; the schema declares {a.type}")
+    raise SchemaMismatchError(f"{where}: column {a.name!r} has type {fields[a.name].simpleString()}, the schema "
+                              f"declares {a.kind} ({a.type}); e.g. value {ex['v']!r} (record id {ex['id']!r})")
 
 
 def validate_fragment(df: DataFrame, attributes: Sequence[Attribute], id_column: Optional[str],
@@ -183,82 +220,51 @@ def validate_fragment(df: DataFrame, attributes: Sequence[Attribute], id_column:
         raise
     fields = {f.name: f.dataType for f in df.schema.fields}
     rid = F.col(id_column) if id_column is not None else F.lit(None).cast("string")  # shown with repr: 17, 'x17'
-    aggs = [F.count(F.lit(1)).alias("__n")]
+    # every check is a row condition, counted in the one pass; an example (one value as written and its
+    # record id) is fetched only for the first check that fails, by a query of its own (the error path)
+    checks: list[tuple[str, int, Column, Column]] = []  # (kind, attribute index or -1 for the id, condition, value)
     for i, a in enumerate(attributes):
         col = F.col(a.name)
         dtype = fields[a.name]
-        aggs.append(F.sum(col.isNull().cast("long")).alias(f"__null{i}"))
-        aggs.append(_example(col.isNull(), col, rid).alias(f"__nullex{i}"))
+        present = col.isNotNull()
+        checks.append(("null", i, col.isNull(), col))
         if not _checkable(a, dtype):  # a date, a boolean, a struct, ...: refused by type, naming one value
-            aggs.append(_example(col.isNotNull(), col, rid).alias(f"__type{i}"))
+            checks.append(("type", i, present, col))
             continue
         if a.categorical:
-            bad = ~col.cast("string").isin(list(a.categories or ()))
+            bad = present & ~col.cast("string").isin(list(a.categories or ()))
         else:
             num = col.try_cast("double") if isinstance(dtype, T.StringType) else col.cast("double")
             if isinstance(dtype, T.StringType):
-                aggs.append(_example(col.isNotNull() & num.isNull(), col, rid).alias(f"__nan{i}"))
+                checks.append(("nan", i, present & num.isNull(), col))
             lo, hi = a.bounds()
             bad = num.isNotNull() & ((num < lo) | (num > hi) | F.isnan(num))
-        aggs.append(F.sum(F.when(col.isNotNull() & bad, 1).otherwise(0)).alias(f"__bad{i}"))
-        aggs.append(_example(col.isNotNull() & bad, col, rid).alias(f"__ex{i}"))
+        checks.append(("bad", i, bad, col))
         if not a.categorical and a.type in ("integer", "long"):  # e.g. a CSV column read as double
-            frac = num != F.floor(num)
-            aggs.append(_example(col.isNotNull() & num.isNotNull() & frac, col, rid).alias(f"__frac{i}"))
+            checks.append(("frac", i, num.isNotNull() & (num != F.floor(num)), col))
         if not _spark_type_ok(a, dtype):
-            aggs.append(_example(col.isNotNull(), col, rid).alias(f"__type{i}"))
+            checks.append(("type", i, present, col))
+    id_check = None
+    if id_column is not None:
+        checks.append(("idnull", -1, F.col(id_column).isNull(), F.col(id_column)))
+        id_check = _id_problem(id_type, fields[id_column])
+        if id_check is not None:
+            checks.append(("idbad", -1, F.col(id_column).isNotNull() & id_check[0], F.col(id_column)))
+    aggs = [F.count(F.lit(1)).alias("__n")] + [F.count_if(cond).alias(f"__c{m}") for m, (_, _, cond, _) in enumerate(checks)]
     counted = [(i, a) for i, a in enumerate(attributes) if count_categories and a.categorical]
     for i, a in counted:  # the owner's exact counts: noised with budget before any use (dp-frequency)
         text = F.col(a.name).cast("string")
-        aggs.extend(F.sum(F.when(text == c, 1).otherwise(0)).alias(f"__cat{i}_{m}")
-                    for m, c in enumerate(a.categories or ()))
-    id_check = None
-    if id_column is not None:
-        aggs.append(F.sum(F.col(id_column).isNull().cast("long")).alias("__idnull"))
-        id_check = _id_problem(id_type, fields[id_column])
-        if id_check is not None:
-            cond = id_check[0]
-            aggs.append(F.first(F.when(F.col(id_column).isNotNull() & cond, F.col(id_column).cast("string")),
-                                ignorenulls=True).alias("__idbad"))
+        aggs.extend(F.count_if(text == c).alias(f"__cat{i}_{m}") for m, c in enumerate(a.categories or ()))
     frame = df.withColumn("__id_raw", F.col(id_column)) if id_check is not None and id_column is not None else df
     row = frame.agg(*aggs).collect()[0]  # an aggregation: exactly one row
     n = int(row["__n"])
     if n == 0:
         raise DomainError(f"{where}: the fragment is empty: it has no records")
-    names = row.asDict()
-    for i, a in enumerate(attributes):
-        if row[f"__null{i}"]:
-            ex = row[f"__nullex{i}"]
-            raise DomainError(f"{where}: column {a.name!r} has {row[f'__null{i}']} null value(s), e.g. record id "
-                              f"{ex['id']!r}; nulls are not allowed")
-        if names.get(f"__nan{i}") is not None:
-            ex = row[f"__nan{i}"]
-            raise DomainError(f"{where}: column {a.name!r} value {ex['v']!r} (record id {ex['id']!r}) is not a number; "
-                              f"the schema declares {a.type} in [{a.bounds()[0]}, {a.bounds()[1]}]")
-        if names.get(f"__bad{i}"):
-            ex = row[f"__ex{i}"]
-            if a.categorical:
-                what = f"is not a declared category of {list(a.categories or ())}"
-            else:
-                what = f"is outside its declared domain [{a.bounds()[0]}, {a.bounds()[1]}]"
-            raise DomainError(f"{where}: column {a.name!r} value {ex['v']!r} (record id {ex['id']!r}) {what} "
-                              f"({row[f'__bad{i}']} such value(s))")
-        if names.get(f"__frac{i}") is not None:
-            ex = row[f"__frac{i}"]
-            raise DomainError(f"{where}: column {a.name!r} value {ex['v']!r} (record id {ex['id']!r}) is not an "
-                              f"integer; the schema declares {a.type}")
-        if names.get(f"__type{i}") is not None:
-            ex = row[f"__type{i}"]
-            raise SchemaMismatchError(f"{where}: column {a.name!r} has type {fields[a.name].simpleString()}, the schema "
-                                      f"declares {a.kind} ({a.type}); e.g. value {ex['v']!r} (record id {ex['id']!r})")
+    failed = next((m for m in range(len(checks)) if row[f"__c{m}"]), None)
+    if failed is not None:
+        _raise_first(frame, checks[failed], int(row[f"__c{failed}"]), rid, attributes, fields,
+                     id_column, id_check, id_type, where)
     if id_column is not None:
-        if row["__idnull"]:
-            raise IdentifierError(f"{where}: id column {id_column!r} has {row['__idnull']} null value(s); "
-                                  "every record needs an id")
-        if id_check is not None and row["__idbad"] is not None:
-            raise IdentifierError(f"{where}: id column {id_column!r} value {row['__idbad']!r} is not {id_check[1]}; "
-                                  f"the schema declares the id {id_type} (column type "
-                                  f"{fields[id_column].simpleString()})")
         dup = df.groupBy(id_column).count().where(F.col("count") > 1).limit(1).collect()
         if dup:
             raise IdentifierError(f"{where}: id column {id_column!r}: record id {dup[0][id_column]!r} appears "

@@ -138,6 +138,19 @@ def test_bad_data(spark, name, rows, ddl, error, text):
     assert text in str(info.value), str(info.value)
 
 
+def test_a_failed_check_whose_rows_are_gone_when_the_example_is_fetched_says_the_fragment_changed(spark):
+    # the example comes from a second query on the error path; a fragment rewritten in between has none
+    from pyspark.sql import functions as F
+
+    from fragrelease.jobs.idpir.fragment import _raise_first
+
+    df = spark.createDataFrame([(1, 30, "Male")], "record_id long, age int, sex string")
+    attrs = [ADULT.attribute("age")]
+    with pytest.raises(SchemaMismatchError, match="the fragment changed while it was read"):
+        _raise_first(df, ("bad", 0, F.lit(False), F.col("age")), 1, F.col("record_id"), attrs,
+                     {f.name: f.dataType for f in df.schema.fields}, "record_id", None, None, "owner 'a'")
+
+
 @pytest.mark.spark  # the CLI starts a SparkSession for the data errors
 def test_cli_bad_inputs_exit_2_and_write_nothing(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
