@@ -148,8 +148,7 @@ def _raise_first(frame: DataFrame, check: tuple[str, int, Column, Column], count
     ex = got[0]
     if name == "idnull":
         raise IdentifierError(f"{where}: id column {id_column!r} has {count} null value(s); every record needs an id")
-    if name == "idbad":
-        assert id_check is not None and id_column is not None
+    if name == "idbad" and id_check is not None and id_column is not None:
         raise IdentifierError(f"{where}: id column {id_column!r} value {ex['v']!r} is not {id_check[1]}; "
                               f"the schema declares the id {id_type} (column type {fields[id_column].simpleString()})")
     a = attributes[i]
