@@ -1,4 +1,4 @@
-"""The reports' statistics (one mapInPandas pass + approxQuantile) equal a direct pandas computation."""
+"""The reports' statistics (one mapInPandas pass + percentile_approx) equal a direct pandas computation."""
 from __future__ import annotations
 
 import numpy as np
