@@ -25,10 +25,11 @@ Embedded and ``spark-submit`` sessions turn PySpark's DataFrame debugging off
 documentation: "enabled by default, but has a non-trivial performance overhead because of the stack
 trace collection"). With it on, every Column function the jobs call (``F.sum``, ``.cast``,
 ``.alias``, ...) also walks the Python stack and makes four to five more Py4J calls to record the
-call site for error messages: 49,500 Py4J calls in a warm 1,000-row release against 19,600 without,
-and 2-4 s of its 8-11 s (docs/benchmarks.md, "Issue 26, session 12"). fragrelease reports its own
-errors in one line naming the step, so the call site in Spark's message is not needed. A session
-that is already active (a notebook, Databricks) keeps its own setting.
+call site for error messages: 49,500 Py4J calls in a warm 1,000-row release against 19,600
+without, 1-3 s of its 9-10 s warm and 3-4 s of its first run in a new JVM (docs/benchmarks.md,
+"Issue 26, session 12"). fragrelease reports its own errors in one line naming the step, so the call
+site in Spark's message is not needed. A session that is already active (a notebook, Databricks)
+keeps its own setting.
 
 An embedded session on a ``local`` master also starts its Python workers in the background
 (:func:`warm_python_workers`): one throw-away ``mapInPandas`` task per core imports pandas, Arrow and
