@@ -20,7 +20,7 @@ from __future__ import annotations
 import base64
 import html
 import io
-from concurrent.futures import wait
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Optional, Sequence
@@ -108,8 +108,8 @@ def table_summary(df: DataFrame, attrs: Sequence[Attribute]) -> tuple[dict, Opti
     the quantiles are one ``percentile_approx`` aggregation. A handful of small plans instead of one aggregate
     expression per statistic, whose planning and code generation dominated small releases.
     """
-    stats, corr, n = _summary_pass(df, attrs)
-    return _with_quantiles(stats, _quantiles(df, attrs, n)), corr
+    stats, corr, _ = _summary_pass(df, attrs)
+    return _with_quantiles(stats, _quantiles(df, attrs)), corr
 
 
 def _summary_pass(df: DataFrame, attrs: Sequence[Attribute]) -> tuple[dict, Optional[np.ndarray], int]:
@@ -162,8 +162,8 @@ def _summary_pass(df: DataFrame, attrs: Sequence[Attribute]) -> tuple[dict, Opti
     return stats, corr, int(n)
 
 
-def _quantiles(df: DataFrame, attrs: Sequence[Attribute], n: int) -> dict:
-    """The :data:`QUANTILES` of every numeric attribute of ``df`` (``n`` rows): one aggregation.
+def _quantiles(df: DataFrame, attrs: Sequence[Attribute]) -> dict:
+    """The :data:`QUANTILES` of every numeric attribute of ``df``: one aggregation (none for an empty ``df``).
 
     ``percentile_approx`` with accuracy ``1 / _RELATIVE_ERROR``: the same Greenwald-Khanna sketch as
     ``DataFrame.approxQuantile``, as one SQL aggregate instead of an RDD ``treeAggregate`` (0.17-0.32 s
@@ -171,12 +171,13 @@ def _quantiles(df: DataFrame, attrs: Sequence[Attribute], n: int) -> dict:
     session 12"). Values as doubles.
     """
     names = [a.name for a in attrs if not a.categorical]
-    if not names or not n:
+    if not names:
         return {}
     accuracy = int(round(1 / _RELATIVE_ERROR))
     row = aggregate_row(df.agg(*[F.percentile_approx(F.col(name).cast("double"), list(QUANTILES), accuracy)
                                  .alias(f"q{i}") for i, name in enumerate(names)]))
-    return {name: [float(v) for v in row[f"q{i}"]] for i, name in enumerate(names)}
+    # an empty table (or a column of nulls) has no quantiles: its entries stay None
+    return {name: [float(v) for v in row[f"q{i}"]] for i, name in enumerate(names) if row[f"q{i}"] is not None}
 
 
 def _with_quantiles(stats: dict, quantiles: dict) -> dict:
@@ -203,8 +204,6 @@ def _plots_in_background(attrs: Sequence[Attribute], released: dict, original: O
     drawn while the driver waits for the quantile (and MeanSSE) Spark jobs instead of after them.
     Matplotlib's object-oriented API (one ``Figure`` per plot, no pyplot state) is used by this one
     thread only."""
-    from concurrent.futures import ThreadPoolExecutor
-
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     # the first Agg canvas of the process looks at sys.modules["IPython"] (once per canvas class):
@@ -319,10 +318,10 @@ def public_report(release_df: DataFrame, attrs: Sequence[Attribute], provenance:
     ``described`` is the table's description, properties and column comments
     (:func:`fragrelease.jobs.storage.table_self_description`); the report shows them as written.
     """
-    stats, corr, n = _summary_pass(release_df, attrs)
+    stats, corr, _ = _summary_pass(release_df, attrs)
     plots = _plots_in_background(attrs, stats)  # drawn while Spark computes the quantiles
     with _awaiting(plots):
-        _with_quantiles(stats, _quantiles(release_df, attrs, n))
+        _with_quantiles(stats, _quantiles(release_df, attrs))
     images = plots.result()
     owners = provenance.get("owners", [])
     parts = [
@@ -369,15 +368,24 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
     (:func:`fragrelease.jobs.idpir.workspace.write_private_text`)."""
     from fragrelease.jobs.idpir.evaluate import mean_sse_by_attribute
 
-    so, co, n_o = _summary_pass(original, attrs)
-    sp, cp, n_p = _summary_pass(protected, attrs)
-    plots = _plots_in_background(attrs, sp, so)  # drawn while Spark computes MeanSSE and the quantiles
-    with _awaiting(plots):
-        contributions = mean_sse_by_attribute(original, protected, attrs, id_column)
-        if mean_sse_value is None:
-            mean_sse_value = sum(contributions.values())
-        _with_quantiles(so, _quantiles(original, attrs, n_o))
-        _with_quantiles(sp, _quantiles(protected, attrs, n_p))
+    # the five Spark passes are small and independent: submitted together from threads, Spark plans
+    # and schedules them side by side instead of one after another; leaving the block waits for all
+    # of them (a failure is raised after every pass has ended, so no thread outlives the report)
+    with ThreadPoolExecutor(max_workers=5, thread_name_prefix="fragrelease-report-spark") as pool:
+        summary_o = pool.submit(_summary_pass, original, attrs)
+        summary_p = pool.submit(_summary_pass, protected, attrs)
+        errors = pool.submit(mean_sse_by_attribute, original, protected, attrs, id_column)
+        quantiles_o = pool.submit(_quantiles, original, attrs)
+        quantiles_p = pool.submit(_quantiles, protected, attrs)
+        so, co, _ = summary_o.result()
+        sp, cp, _ = summary_p.result()
+        plots = _plots_in_background(attrs, sp, so)  # drawn while Spark computes MeanSSE and the quantiles
+        with _awaiting(plots):
+            contributions = errors.result()
+            _with_quantiles(so, quantiles_o.result())
+            _with_quantiles(sp, quantiles_p.result())
+    if mean_sse_value is None:
+        mean_sse_value = sum(contributions.values())
     images = plots.result()
     names = [a.name for a in attrs if not a.categorical]
     rows = []
