@@ -108,14 +108,14 @@ def table_summary(df: DataFrame, attrs: Sequence[Attribute]) -> tuple[dict, Opti
     the quantiles are one ``percentile_approx`` aggregation. A handful of small plans instead of one aggregate
     expression per statistic, whose planning and code generation dominated small releases.
     """
-    stats, corr, _ = _summary_pass(df, attrs)
+    stats, corr = _summary_pass(df, attrs)
     return _with_quantiles(stats, _quantiles(df, attrs)), corr
 
 
-def _summary_pass(df: DataFrame, attrs: Sequence[Attribute]) -> tuple[dict, Optional[np.ndarray], int]:
+def _summary_pass(df: DataFrame, attrs: Sequence[Attribute]) -> tuple[dict, Optional[np.ndarray]]:
     """:func:`table_summary` without the quantiles (``None`` each): the one ``mapInPandas`` pass.
 
-    Returns ``(stats, corr, n)``; the histograms and category counts the plots draw are complete."""
+    Returns ``(stats, corr)``; the histograms and category counts the plots draw are complete."""
     attrs = list(attrs)
     numeric = [a for a in attrs if not a.categorical]
     categorical = [a for a in attrs if a.categorical]
@@ -159,7 +159,7 @@ def _summary_pass(df: DataFrame, attrs: Sequence[Attribute]) -> tuple[dict, Opti
             sd = np.sqrt(np.diag(com))
             corr = com / np.outer(sd, sd)
         np.fill_diagonal(corr, 1.0)
-    return stats, corr, int(n)
+    return stats, corr
 
 
 def _quantiles(df: DataFrame, attrs: Sequence[Attribute]) -> dict:
@@ -318,7 +318,7 @@ def public_report(release_df: DataFrame, attrs: Sequence[Attribute], provenance:
     ``described`` is the table's description, properties and column comments
     (:func:`fragrelease.jobs.storage.table_self_description`); the report shows them as written.
     """
-    stats, corr, _ = _summary_pass(release_df, attrs)
+    stats, corr = _summary_pass(release_df, attrs)
     plots = _plots_in_background(attrs, stats)  # drawn while Spark computes the quantiles
     with _awaiting(plots):
         _with_quantiles(stats, _quantiles(release_df, attrs))
@@ -377,8 +377,8 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
         errors = pool.submit(mean_sse_by_attribute, original, protected, attrs, id_column)
         quantiles_o = pool.submit(_quantiles, original, attrs)
         quantiles_p = pool.submit(_quantiles, protected, attrs)
-        so, co, _ = summary_o.result()
-        sp, cp, _ = summary_p.result()
+        so, co = summary_o.result()
+        sp, cp = summary_p.result()
         plots = _plots_in_background(attrs, sp, so)  # drawn while Spark computes MeanSSE and the quantiles
         with _awaiting(plots):
             contributions = errors.result()
