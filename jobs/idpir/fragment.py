@@ -142,12 +142,12 @@ def _raise_first(frame: DataFrame, check: tuple[str, int, Column, Column], count
     path only; a fragment that changed between the two reads is said to have changed.
     """
     name, i, cond, value = check
+    if name == "idnull":  # the count says it all: no example to fetch
+        raise IdentifierError(f"{where}: id column {id_column!r} has {count} null value(s); every record needs an id")
     got = frame.where(cond).select(value.cast("string").alias("v"), rid.alias("id")).limit(1).collect()
     if not got:
         raise SchemaMismatchError(f"{where}: the fragment changed while it was read; run the step again")
     ex = got[0]
-    if name == "idnull":
-        raise IdentifierError(f"{where}: id column {id_column!r} has {count} null value(s); every record needs an id")
     if name == "idbad" and id_check is not None and id_column is not None:
         raise IdentifierError(f"{where}: id column {id_column!r} value {ex['v']!r} is not {id_check[1]}; "
                               f"the schema declares the id {id_type} (column type {fields[id_column].simpleString()})")
