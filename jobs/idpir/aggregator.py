@@ -37,8 +37,9 @@ from fragrelease.jobs.catalog import release_exists
 from fragrelease.jobs.describe import cast_declared_integers, integer_columns, release_description
 from fragrelease.jobs.idpir.digests import committed_rows, content_digest, fragment_digests
 from fragrelease.jobs.idpir.layout import manifest_path, metadata_path, plan_path, protected_path, pseudonyms_path
-from fragrelease.jobs.idpir.shuffle import line_up_columns, pseudonym_set_digest, shuffle_rows, unlink_columns
+from fragrelease.jobs.idpir.shuffle import pseudonym_set_digest, shuffle_rows
 from fragrelease.jobs.idpir.signatures import public_keys, verify_owner_manifest, verify_table
+from fragrelease.jobs.idpir.unlink import unlink_columns, unlink_frames
 from fragrelease.jobs.idpir.workspace import claim_work_dir
 from fragrelease.jobs.release_commit import commit_release, stamp_provenance
 from fragrelease.jobs.session import get_spark
@@ -53,7 +54,7 @@ from fragrelease.pseudonyms import PSEUDONYM_COLUMN
 from fragrelease.schemas.datasets import resolve_schema
 from fragrelease.version import __version__
 
-__all__ = ["check_disjoint_pseudonyms", "combine", "issue_plan", "join_vertical", "line_up_columns",
+__all__ = ["check_disjoint_pseudonyms", "combine", "issue_plan", "join_vertical", "unlink_frames",
            "load_verified_fragment", "provenance", "release", "shuffle_rows", "unlink_columns"]
 
 log = logging.getLogger(__name__)
@@ -265,17 +266,19 @@ def combine(plan: Plan, fragments: dict[str, DataFrame]) -> DataFrame:
     Linked: union (horizontal) or join on the pseudonym (vertical, :func:`join_vertical`), then a
     CSPRNG row shuffle; out ``(pseudonym, *attributes)``. Unlinked (the fragments hold attributes
     only, each column already in its own random order): union then :func:`unlink_columns`
-    (horizontal), or every owner's columns lined up by a fresh random rank (vertical,
-    :func:`fragrelease.jobs.idpir.shuffle.line_up_columns`); out ``(*attributes)``.
+    (horizontal), or every owner's columns each in a fresh random order, lined up by position
+    (vertical, :func:`fragrelease.jobs.idpir.unlink.unlink_frames`); out ``(*attributes)``.
 
     Vertical fragments must hold the same pseudonym set (:func:`release` compares their digests first).
     """
     names = [a["name"] for a in plan.attributes]
     frames = [fragments[o.name] for o in plan.owners]
     if plan.linkage == "unlinked":
+        # the row counts are the manifests' (checked against each fragment's digest): public
         if plan.fragmentation == "horizontal":
-            return unlink_columns(assemble(frames, "horizontal", names), names).select(*names)
-        return line_up_columns([(f, c) for f in frames for c in f.columns]).select(*names)
+            rows = sum(o.n_records for o in plan.owners)
+            return unlink_columns(assemble(frames, "horizontal", names), names, rows).select(*names)
+        return unlink_frames([(f, list(f.columns)) for f in frames], plan.owners[0].n_records).select(*names)
     return shuffle_rows(assemble(frames, plan.fragmentation, names, key=PSEUDONYM_COLUMN), PSEUDONYM_COLUMN)
 
 

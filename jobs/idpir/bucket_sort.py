@@ -204,18 +204,24 @@ def cut_into_runs(keyed: KeyedValues, cuts: Sequence[tuple[np.ndarray, np.ndarra
         return pd.DataFrame(rows, columns=["attr", "bucket", "x", "key", *(["rid"] if carry_rid else [])])
 
     def runs_of(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        pending: list[pd.DataFrame] = []
-        size = 0
-        for batch in batches:
-            pending.append(batch)
-            size += len(batch)
-            if size >= run_rows:
-                yield flush(pd.concat(pending, ignore_index=True))
-                pending, size = [], 0
-        if pending:
-            yield flush(pd.concat(pending, ignore_index=True))
+        for chunk in coalesced(batches, run_rows):
+            yield flush(chunk)
 
     return keyed.frame.mapInPandas(runs_of, _run_schema(keyed))
+
+
+def coalesced(batches: Iterator[pd.DataFrame], rows: int) -> Iterator[pd.DataFrame]:
+    """Arrow batches gathered into chunks of at least ``rows`` rows (the last one smaller), same columns."""
+    pending: list[pd.DataFrame] = []
+    size = 0
+    for batch in batches:
+        pending.append(batch)
+        size += len(batch)
+        if size >= rows:
+            yield pd.concat(pending, ignore_index=True)
+            pending, size = [], 0
+    if pending:
+        yield pd.concat(pending, ignore_index=True)
 
 
 def bucket_first_ranks(runs: DataFrame, names: Sequence[str],

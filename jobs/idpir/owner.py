@@ -46,8 +46,8 @@ from fragrelease.jobs.idpir.layout import (
     pseudonyms_path,
 )
 from fragrelease.jobs.idpir.ledger import record_spend
-from fragrelease.jobs.idpir.protect import protect_fragment
-from fragrelease.jobs.idpir.shuffle import pseudonym_set_digest, pseudonymize, shuffle_rows, unlink_columns
+from fragrelease.jobs.idpir.protect import ReleasedValues, released_fragment
+from fragrelease.jobs.idpir.shuffle import pseudonym_set_digest, pseudonymize, shuffle_rows
 from fragrelease.jobs.idpir.signatures import describe_table, owner_signing_key, sign_manifest
 from fragrelease.jobs.idpir.workspace import claim_work_dir
 from fragrelease.jobs.storage import commit_delta, is_delta_table, read_configured, read_text, write_text
@@ -193,33 +193,35 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
     discard_unpublished_fragment(cfg, plan.plan_id, owner.name, target)
     discard_unpublished_fragment(cfg, plan.plan_id, owner.name, pset_target, role="pseudonym-set")
     # public: everything in the spec comes from the plan, checked once against this owner's configuration
-    protected = protect_attributes(spark, df, attrs, spec, id_column=schema.id_column, ledger=owner.ledger, noise=noise,
-                                   category_counts=check.category_counts)
-    # read again by the shuffle's range sample, the write, the owner report and the caller's MeanSSE:
-    # the lined-up values are stored by the first job that computes them (the noise itself is stored
-    # already, so recomputing was exact but repeated the line-up by id for every reader)
-    protected = protected.localCheckpoint(eager=False, storageLevel=STORED)
+    released = spend_and_release(spark, df, attrs, spec, id_column=schema.id_column, ledger=owner.ledger, noise=noise,
+                                 category_counts=check.category_counts)
+    # lined up by id only when something reads it (linked: the shuffle's range sample and the write;
+    # the owner report; the caller's MeanSSE), then stored by the first job that computes it (the
+    # noise itself is stored already, so recomputing was exact but repeated the line-up for every reader)
+    protected = released.lined_up().localCheckpoint(eager=False, storageLevel=STORED)
     provenance = {
         "role": "protected-fragment", "plan_id": plan.plan_id, "owner": owner.name, "mechanism": plan.mechanism,
         "k": plan.k, "epsilon": str(spec.epsilon), "epsilon_per_attribute": str(spec.epsilon_per_attribute),
         "budgets": [b.to_dict() for b in spec.budgets], **spec.options.wire(),  # every release option
         "fragrelease_version": __version__,
     }
-    # what the aggregator reads: pseudonyms (keyed, context = plan id) and a CSPRNG row order
-    shared = pseudonymize(protected, schema.id_column, key, plan.plan_id)
-    names = [a.name for a in attrs]
     # the fragment is published only by its manifest: until the manifest is written, what this run
     # committed is removed on any failure here, and a rerun after a kill discards it
     try:
         pset_table = None
         if plan.linkage == "unlinked":
-            pset = shuffle_rows(shared.select(PSEUDONYM_COLUMN), PSEUDONYM_COLUMN)
+            # the pseudonyms of the validated fragment's ids; the columns unlinked from the released
+            # values directly (the ids never travel with them, no line-up by id)
+            ids = pseudonymize(df.select(schema.id_column), schema.id_column, key, plan.plan_id)
+            pset = shuffle_rows(ids, PSEUDONYM_COLUMN)
             commit_delta(pset, pset_target, provenance={**provenance, "role": "pseudonym-set"}, if_exists="error")
-            commit_delta(unlink_columns(shared, names), target, provenance=provenance, if_exists="error")
+            commit_delta(released.unlinked(), target, provenance=provenance, if_exists="error")
             digest = content_digest(committed_rows(spark, target))
             pset_digest = pseudonym_set_digest(committed_rows(spark, pset_target))
             pset_table = describe_table(spark, pset_target)
         else:
+            # what the aggregator reads: pseudonyms (keyed, context = plan id) and a CSPRNG row order
+            shared = pseudonymize(protected, schema.id_column, key, plan.plan_id)
             commit_delta(shuffle_rows(shared, PSEUDONYM_COLUMN), target, provenance=provenance, if_exists="error")
             digest, pset_digest = fragment_digests(committed_rows(spark, target), PSEUDONYM_COLUMN)
         # signed manifests: bind the manifest to this owner's key, the tables' versions, files and logs
@@ -358,18 +360,32 @@ def protect_attributes(
     ledger: Optional[LedgerConfig] = None, noise: Optional[NoiseSource] = None,
     category_counts: Optional[Mapping[str, Mapping[str, int]]] = None,
 ):
+    """:func:`spend_and_release` lined up by id: the protected DataFrame ``(id_column, *attrs)``.
+
+    Parameters and errors: :func:`spend_and_release`.
+    """
+    return spend_and_release(spark, df, attrs, spec, id_column=id_column, ledger=ledger, noise=noise,
+                             category_counts=category_counts).lined_up()
+
+
+def spend_and_release(
+    spark, df, attrs: list[Attribute], spec: ProtectionSpec, *, id_column: str,
+    ledger: Optional[LedgerConfig] = None, noise: Optional[NoiseSource] = None,
+    category_counts: Optional[Mapping[str, Mapping[str, int]]] = None,
+) -> ReleasedValues:
     """One owner's spend and protection of a validated fragment under ``spec``: the step both the
     owner job (:func:`protect_owner_fragment`) and the Python API (:func:`fragrelease.jobs.api.protect`) run.
 
     Records ``spec.epsilon`` (ε_j, exact) in the owner's ``ledger`` **before** any noise is drawn,
-    then runs :func:`fragrelease.jobs.idpir.protect.protect_fragment` (noise materialized, never
+    then runs :func:`fragrelease.jobs.idpir.protect.released_fragment` (noise materialized, never
     redrawn). The budget split is the spec's (:class:`fragrelease.idpir.spec.ProtectionSpec`,
     computed once by :func:`fragrelease.idpir.spec.protection_spec` and, for a plan, verified once by
     :func:`fragrelease.idpir.plan_check.verified_spec`). docs/specification.md §1-3;
     Del Vasto-Terrientes et al. (ICISSP 2025) §4.2.
 
     Shapes: ``df`` holds ``id_column`` and every attribute in ``attrs`` (``spec.n_records`` rows,
-    already validated); returns the protected DataFrame ``(id_column, *attrs)``. ``category_counts``:
+    already validated); returns the released values
+    (:class:`fragrelease.jobs.idpir.protect.ReleasedValues`: lined up by id, or unlinked). ``category_counts``:
     the exact category counts from the validation pass, if it made them
     (:attr:`fragrelease.jobs.idpir.fragment.FragmentCheck.category_counts`), spent on nothing but
     the ``dp-frequency`` order's noised histogram.
@@ -388,5 +404,5 @@ def protect_attributes(
                      lifetime=ledger.lifetime)
         if ledger.table is not None:
             register(spark, ledger.table, where, append_only=True)
-    return protect_fragment(df.select(id_column, *[a.name for a in attrs]), attrs, spec, id_column=id_column, noise=noise,
-                            category_counts=category_counts)
+    return released_fragment(df.select(id_column, *[a.name for a in attrs]), attrs, spec, id_column=id_column,
+                             noise=noise, category_counts=category_counts)

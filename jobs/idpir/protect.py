@@ -38,11 +38,13 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Mapping, Optional, Sequence
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import DataType
 
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.category_order import (
@@ -56,6 +58,7 @@ from fragrelease.idpir.spec import ProtectionSpec
 from fragrelease.jobs.idpir import bucket_sort, cluster_noise
 from fragrelease.jobs.idpir.assembly import line_up
 from fragrelease.jobs.idpir.cluster_noise import AttributeSpec
+from fragrelease.jobs.idpir.unlink import unlink_released
 from fragrelease.rng.laplace import NoiseSource, SecureLaplace
 from fragrelease.schemas.base import Attribute
 
@@ -82,6 +85,39 @@ class _StageClock:
         now = time.perf_counter()
         log.debug("protect stage %s: %.2f s", stage, now - self._t)
         self._t = now
+
+
+@dataclass(frozen=True)
+class ReleasedValues:
+    """An owner's released values before any line-up: ``values`` = ``(group, attr, rid, value)`` rows.
+
+    ``value`` packed ``<f8`` (categorical attributes as their rank in ``rank_orders``, public or
+    noised with budget), ``rid`` the ids (packed ``<i8`` when integral, else an array of
+    ``rid_type``), cut by assembly group (:func:`fragrelease.jobs.idpir.assembly.values_schema`).
+    Recomputing ``values`` is exact: the noise under it is stored. ``n`` is the validated record
+    count (public).
+    """
+
+    values: DataFrame
+    attributes: tuple[Attribute, ...]
+    n: int
+    groups: int
+    carry_rid: bool
+    rid_type: DataType
+    rank_orders: Mapping[str, Sequence[str]]
+    id_type: DataType
+    id_column: str
+
+    def lined_up(self) -> DataFrame:
+        """``(id_column, *attribute names)``, one row per id (step 6, :func:`fragrelease.jobs.idpir.assembly.line_up`)."""
+        return line_up(self.values, self.attributes, groups=self.groups, carry_rid=self.carry_rid,
+                       rid_type=self.rid_type, rank_orders=self.rank_orders, id_type=self.id_type,
+                       id_column=self.id_column)
+
+    def unlinked(self) -> DataFrame:
+        """``(*attribute names)``, each column in its own uniformly random order, without a line-up by id
+        (``linkage: unlinked``; :func:`fragrelease.jobs.idpir.unlink.unlink_released`)."""
+        return unlink_released(self.values, self.attributes, self.rank_orders, self.n)
 
 
 def category_orders(
@@ -157,7 +193,24 @@ def protect_fragment(
     noise: Optional[NoiseSource] = None,
     category_counts: Optional[Mapping[str, Mapping[str, int]]] = None,
 ) -> DataFrame:
-    """One owner's whole protection step under ``spec``: category orders, then :func:`microaggregate_and_noise`.
+    """:func:`released_fragment` lined up by id: the protected fragment ``(id_column, *attribute names)``.
+
+    Parameters, shapes and errors: :func:`released_fragment` and :func:`released_values`.
+    """
+    return released_fragment(df, attributes, spec, id_column=id_column, noise=noise,
+                             category_counts=category_counts).lined_up()
+
+
+def released_fragment(
+    df: DataFrame,
+    attributes: Sequence[Attribute],
+    spec: ProtectionSpec,
+    *,
+    id_column: str,
+    noise: Optional[NoiseSource] = None,
+    category_counts: Optional[Mapping[str, Mapping[str, int]]] = None,
+) -> ReleasedValues:
+    """One owner's whole protection step under ``spec``: category orders, then :func:`released_values`.
 
     ``category_counts``: the exact category counts of ``df`` when the caller has them from its
     validation pass (:func:`fragrelease.jobs.idpir.fragment.validate_fragment` with
@@ -169,7 +222,7 @@ def protect_fragment(
     Laplace histogram that fixes the rank order (:func:`category_orders`) and the rest on the
     centroids), the post-processing and n. Nothing is recomputed here. docs/specification.md §1-2.
 
-    Shapes and the rest of the errors: :func:`microaggregate_and_noise`.
+    Shapes and the rest of the errors: :func:`released_values`.
 
     Raises
     ------
@@ -182,7 +235,7 @@ def protect_fragment(
                                     f"{list(spec.attributes)}")
     check_k(spec.k_used, spec.n_records)  # before any budget is spent on the histograms
     orders = category_orders(df, attrs, spec.budgets, spec.category_order, noise, counts=category_counts)
-    return microaggregate_and_noise(df, attrs, spec, id_column=id_column, orders=orders, noise=noise)
+    return released_values(df, attrs, spec, id_column=id_column, orders=orders, noise=noise)
 
 
 def microaggregate_and_noise(
@@ -194,6 +247,22 @@ def microaggregate_and_noise(
     orders: Mapping[str, Sequence[str]],
     noise: Optional[NoiseSource] = None,
 ) -> DataFrame:
+    """:func:`released_values` lined up by id (:meth:`ReleasedValues.lined_up`): the protected fragment.
+
+    Shapes, parameters and errors: :func:`released_values`.
+    """
+    return released_values(df, attributes, spec, id_column=id_column, orders=orders, noise=noise).lined_up()
+
+
+def released_values(
+    df: DataFrame,
+    attributes: Sequence[Attribute],
+    spec: ProtectionSpec,
+    *,
+    id_column: str,
+    orders: Mapping[str, Sequence[str]],
+    noise: Optional[NoiseSource] = None,
+) -> ReleasedValues:
     """IR microaggregation + Laplace noise (DP-IR, iDP-IR or plain iDP) under ``spec``, with given category orders.
 
     Parameters
@@ -214,10 +283,13 @@ def microaggregate_and_noise(
 
     Returns
     -------
-    DataFrame ``(id_column, *attribute names)``, one row per input row; numeric attributes as
-    double, categorical as string. Rows come in id order within each output group (one group per
-    ~500,000 rows, grouped by a hash of the id), never in value order. The noise is already
-    materialized. docs/specification.md §1-2; Del Vasto-Terrientes et al. (ICISSP 2025) Alg. 1.
+    :class:`ReleasedValues`: every attribute's released values per id, not yet lined up (steps 1-5 of
+    the module docstring); :meth:`ReleasedValues.lined_up` gives the DataFrame ``(id_column,
+    *attribute names)``, one row per input row, numeric attributes as double, categorical as string,
+    rows in id order within each output group (one group per ~500,000 rows, grouped by a hash of the
+    id), never in value order; :meth:`ReleasedValues.unlinked` the attributes only, each column in
+    its own random order. The noise is already materialized. docs/specification.md §1-2;
+    Del Vasto-Terrientes et al. (ICISSP 2025) Alg. 1.
 
     Raises
     ------
@@ -280,6 +352,5 @@ def microaggregate_and_noise(
                                                broadcast=c * len(attrs) <= _BROADCAST_CENTROIDS)
         values = cluster_noise.map_to_values(joined, keyed, k=k_used, c=c, groups=groups)
 
-    # 6. line the attributes up by id
-    return line_up(values, attrs, groups=groups, carry_rid=keyed.carry_rid, rid_type=keyed.rid_type,
-                   rank_orders=rank_orders, id_type=id_type, id_column=id_column)
+    return ReleasedValues(values, tuple(attrs), n, groups, keyed.carry_rid, keyed.rid_type, rank_orders, id_type,
+                          id_column)
