@@ -19,6 +19,9 @@ whatever N, to measure where one overtakes the other (``auto``: the job's own th
 generation is not timed) and prints a line per run: the first also pays the JVM's first Python
 workers, Arrow stages and code generation, the later ones are the job's throughput.
 
+``--linkage unlinked`` times the owner's unlinked output (every column in its own random order,
+:meth:`fragrelease.jobs.idpir.protect.ReleasedValues.unlinked`) instead of the rows lined up by id.
+
 ``--data numeric``: 10 numeric attributes, uniform in [0, 1000] with 2 decimals.
 ``--data mixed``: 5 numeric as above + 5 categorical with 2, 5, 10, 20 and 50 categories and skewed
 frequencies (category i drawn with probability falling in i), i.e. heavy ties.
@@ -144,16 +147,18 @@ class StageTimes(logging.Handler):
     def done(self, total: float) -> None:
         self.logger.removeHandler(self)
         seconds = [float(line.rsplit(": ", 1)[1].split()[0]) for line in self.lines]
-        print(f"    protect stage map values to noisy centroids, line up by id, write (noop): {total - sum(seconds):.2f} s")
+        print(f"    protect stage map values to noisy centroids, line up by id (or unlink), write (noop): "
+              f"{total - sum(seconds):.2f} s")
 
 
-def spark_run(spark, n: int, attrs, k: int, eps_attr: Fraction, postprocess: str = "isotonic", plan: str = "auto") -> float:
+def spark_run(spark, n: int, attrs, k: int, eps_attr: Fraction, postprocess: str = "isotonic", plan: str = "auto",
+              linkage: str = "linked") -> float:
     from pyspark.sql import functions as F
 
     import fragrelease.jobs.idpir.protect as protect
     from fragrelease.idpir.options import ReleaseOptions
     from fragrelease.idpir.spec import protection_spec
-    from fragrelease.jobs.idpir.protect import protect_fragment
+    from fragrelease.jobs.idpir.protect import released_fragment
 
     if plan != "auto":  # benchmark only: force one plan whatever n
         protect._WHOLE_ATTRIBUTE_ROWS = 0 if plan == "distributed" else n
@@ -176,7 +181,8 @@ def spark_run(spark, n: int, attrs, k: int, eps_attr: Fraction, postprocess: str
     spec = protection_spec(owner="bench", dataset="bench", plan_id="bench", attributes=[(a.name, a.categorical) for a in attrs],
                            mechanism="idp-ir", k=k, epsilon=eps_attr * len(attrs),
                            options=ReleaseOptions.of(category_order="dp-frequency", postprocess=postprocess), n_records=n)
-    out = protect_fragment(df, attrs, spec, id_column="record_id")
+    released = released_fragment(df, attrs, spec, id_column="record_id")
+    out = released.lined_up() if linkage == "linked" else released.unlinked()
     out.write.format("noop").mode("overwrite").save()
     total = time.perf_counter() - t
     stages.done(total)
@@ -195,6 +201,9 @@ def main() -> None:
     p.add_argument("--driver-memory", default="8g")
     p.add_argument("--skip-numpy", action="store_true", help="Spark only (e.g. 100M rows, where numpy needs GBs)")
     p.add_argument("--plan", choices=["auto", "distributed", "whole"], default="auto")
+    p.add_argument("--linkage", choices=["linked", "unlinked"], default="linked",
+                   help="unlinked: the owner's columns each in its own random order instead of lined up by id "
+                        "(the numpy figures stay the linked reference's)")
     p.add_argument("--repeat", type=int, default=1,
                    help="protect each size this many times in the same JVM (fresh noise each time) and print every "
                         "run: the first pays the JVM's first Python and Arrow stages, the later ones show the throughput")
@@ -206,12 +215,13 @@ def main() -> None:
     eps_attr = Fraction(args.epsilon) / args.attributes
     attrs = attributes(args.attributes, args.data)
     print(f"data {args.data}, {args.attributes} attributes, k {args.k}, eps {args.epsilon}, "
-          f"postprocess {args.postprocess}, {args.master}, plan {args.plan}, load average {os.getloadavg()[0]:.1f}")
+          f"postprocess {args.postprocess}, {args.master}, plan {args.plan}, {args.linkage}, load average {os.getloadavg()[0]:.1f}")
     head = (f"{'rows':>12} {'spark s':>9} {'rows/s':>12} {'numpy s':>9} {'packed s':>9} {'floor s':>8} "
             f"{'/numpy':>7} {'/floor':>7} {'py RSS MB':>10} {'JVM RSS MB':>11}")
     print(head)
     for n in args.rows:
-        runs = [spark_run(spark, n, attrs, args.k, eps_attr, args.postprocess, args.plan) for _ in range(max(1, args.repeat))]
+        runs = [spark_run(spark, n, attrs, args.k, eps_attr, args.postprocess, args.plan, args.linkage)
+                for _ in range(max(1, args.repeat))]
         py_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # the Spark driver's Python only
         # numpy runs afterwards in child processes, alone, so its arrays do not count as driver memory
         tn = tp = tf = float("nan")

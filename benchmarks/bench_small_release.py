@@ -15,6 +15,7 @@ with ``--adult``.
 
     python benchmarks/bench_small_release.py --master local[2] --runs 3 --adult
 
+``--linkage unlinked`` releases every column in its own random order (owners and aggregator).
 ``--call-sites`` lists each step's jobs by call site (the name Spark gives the job's last stage);
 ``--no-warm`` turns off the embedded session's Python worker warm-up
 (:func:`fragrelease.jobs.session.warm_python_workers`), to compare.
@@ -38,7 +39,7 @@ N_NUMERIC = 14
 CATEGORIES = (2, 3, 5, 8, 12, 20)
 
 
-def write_inputs(root: Path) -> Path:
+def write_inputs(root: Path, linkage: str = "linked") -> Path:
     """Schema YAML, two CSV fragments and a release configuration under ``root``; returns the config path."""
     rng = np.random.default_rng(7)  # benchmark data only, not a release
     lines = ["name: bench-small", "attributes:", "  - {name: rid, type: long, role: id}"]
@@ -63,6 +64,7 @@ fragmentation: horizontal
 mechanism: idp-ir
 epsilon: "1"
 k: 10
+linkage: {linkage}
 owners:
   - {{name: owner-1, source: {{path: {root / 'owner-1.csv'}, format: csv}}, private_dir: {root / 'private/owner-1'}}}
   - {{name: owner-2, source: {{path: {root / 'owner-2.csv'}, format: csv}}, private_dir: {root / 'private/owner-2'}}}
@@ -136,6 +138,8 @@ def main() -> None:
     p.add_argument("--adult", action="store_true", help="also time the Adult horizontal quick start")
     p.add_argument("--no-warm", action="store_true",
                    help="do not start the Python workers in the background at session start (to compare)")
+    p.add_argument("--linkage", choices=["linked", "unlinked"], default="linked",
+                   help="the release's linkage (unlinked: every column in its own random order)")
     p.add_argument("--call-sites", action="store_true",
                    help="print each step's Spark jobs by call site (the name of the job's last stage)")
     args = p.parse_args()
@@ -147,7 +151,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         os.environ.setdefault("FRAGRELEASE_PRIVATE_ROOT", str(Path(tmp) / "private-root"))
-        cfg = write_inputs(Path(tmp))
+        cfg = write_inputs(Path(tmp), args.linkage)
         # what `fragrelease run` costs: the JVM and session start plus a first release in that JVM
         t = time.perf_counter()
         spark = get_spark("bench-small-release", master=args.master)

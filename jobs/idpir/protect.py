@@ -25,8 +25,11 @@ every protected attribute replaced by its cluster's noisy centroid (numeric → 
    (:func:`~fragrelease.jobs.idpir.cluster_noise.noise_per_attribute`, stored); every bucket gets
    its slice of centroids and maps its ids (:func:`~fragrelease.jobs.idpir.cluster_noise.route_centroids`,
    :func:`~fragrelease.jobs.idpir.cluster_noise.map_to_values`).
-6. Ids are regrouped by a hash and each group lines its attributes up by id into wide rows
-   (:func:`fragrelease.jobs.idpir.assembly.line_up`).
+6. :func:`released_values` stops here (:class:`ReleasedValues`); :meth:`ReleasedValues.lined_up`
+   regroups the ids by a hash and each group lines its attributes up by id into wide rows
+   (:func:`fragrelease.jobs.idpir.assembly.line_up`); :meth:`ReleasedValues.unlinked` (``linkage:
+   unlinked``) puts every column in its own random order instead, without the ids
+   (:func:`fragrelease.jobs.idpir.unlink.unlink_released`).
 
 No task of the distributed plan holds more than a few buckets of values, except the noise step,
 which holds one attribute's c = n/k cluster statistics. The noise is materialized (stored) before
