@@ -37,6 +37,7 @@ from fragrelease.jobs.api_common import Guarantee, _from_pandas, _is_pandas
 from fragrelease.jobs.catalog import read_table
 from fragrelease.jobs.idpir import aggregator, owner, simulate
 from fragrelease.jobs.idpir.evaluate import mean_sse
+from fragrelease.jobs.idpir.fragment import conform_attributes, conform_id
 from fragrelease.jobs.idpir.keys import generate_release_key
 from fragrelease.jobs.idpir.layout import fragment_source
 from fragrelease.jobs.idpir.signatures import with_release_keys
@@ -404,7 +405,11 @@ def _mean_sse(spark, cfg: ReleaseConfig, plan: Plan, schema: DatasetSchema, by_o
     attrs = [schema.attribute(a["name"]) for a in plan.attributes]
     id_col = schema.id_column
     assert id_col is not None  # a release's schema names its id column (checked with the configuration)
-    originals = [read_configured(spark, fragment_source(cfg, o)) for o in cfg.owners]
+    # read as the owners read them (CSV as text, no inference pass), ids and numbers cast as the owners
+    # cast them once their validation passed
+    id_type = schema.attribute(id_col).type
+    originals = [conform_attributes(conform_id(read_configured(spark, fragment_source(cfg, o), text=True), id_col,
+                                               id_type), attrs) for o in cfg.owners]
     protecteds = [by_owner[o.name] for o in cfg.owners]
     names = [a.name for a in attrs]
     # the same assembly as the release's (fragrelease.jobs.idpir.aggregator.combine), on raw ids

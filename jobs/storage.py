@@ -76,12 +76,23 @@ def is_delta_table(uri: str) -> bool:
     return DeltaTable.is_deltatable(absolute(uri))
 
 
-def read_source(spark, path: str, fmt: str = "parquet", options: Optional[dict] = None):
-    """A fragment or table as a Spark DataFrame (``fmt``: parquet, csv or delta)."""
+def read_source(spark, path: str, fmt: str = "parquet", options: Optional[dict] = None, *, text: bool = False):
+    """A fragment or table as a Spark DataFrame (``fmt``: parquet, csv or delta).
+
+    ``text``: a CSV source's columns as strings, read without Spark's inference passes when its
+    header can be read on the driver (:func:`fragrelease.jobs.csv_source.read_csv_text`; the caller
+    validates and casts the values), else inferred as without it.
+    """
     options = dict(options or {})
     if fmt == "delta":
         return read_delta(spark, path)
     if fmt == "csv":
+        if text and "inferSchema" not in options:
+            from .csv_source import read_csv_text
+
+            df = read_csv_text(spark, path, options)
+            if df is not None:
+                return df
         options.setdefault("header", "true")
         options.setdefault("inferSchema", "true")
         return spark.read.options(**options).csv(path)
@@ -90,12 +101,12 @@ def read_source(spark, path: str, fmt: str = "parquet", options: Optional[dict] 
     raise ConfigError(f"format must be parquet, csv or delta, not {fmt!r}")
 
 
-def read_configured(spark, source):
+def read_configured(spark, source, *, text: bool = False):
     """The table a :class:`fragrelease.idpir.config.SourceConfig` names: ``spark.table(source.table)``
-    for a catalog table, else :func:`read_source` on its path and format."""
+    for a catalog table, else :func:`read_source` on its path and format (``text``: see there)."""
     if source.table is not None:
         return spark.table(source.table)
-    return read_source(spark, source.path, source.format, source.options)
+    return read_source(spark, source.path, source.format, source.options, text=text)
 
 
 def read_delta(spark, path: str, version: Optional[int] = None):

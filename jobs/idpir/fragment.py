@@ -133,6 +133,12 @@ def _id_problem(id_type: Optional[str], dtype: T.DataType) -> Optional[tuple[Col
     return None  # string ids (or none declared): every value has a text form
 
 
+def _id_text(value: object, id_type: Optional[str]) -> str:
+    """A record id for a message: a numeric id read as text (a CSV read without inference) as written,
+    like a number (``17``); anything else with repr (``17``, ``'x17'``)."""
+    return value if isinstance(value, str) and id_type in ("integer", "long", "double") else repr(value)
+
+
 def _raise_first(frame: DataFrame, check: tuple[str, int, Column, Column], count: int, rid: Column,
                  attributes: Sequence[Attribute], fields: Mapping[str, T.DataType], id_column: Optional[str],
                  id_check: Optional[tuple[Column, str]], id_type: Optional[str], where: str) -> None:
@@ -148,33 +154,34 @@ def _raise_first(frame: DataFrame, check: tuple[str, int, Column, Column], count
     if not got:
         raise SchemaMismatchError(f"{where}: the fragment changed while it was read; run the step again")
     ex = got[0]
+    rid_text = _id_text(ex["id"], id_type)
     if name == "idbad" and id_check is not None and id_column is not None:
         raise IdentifierError(f"{where}: id column {id_column!r} value {ex['v']!r} is not {id_check[1]}; "
                               f"the schema declares the id {id_type} (column type {fields[id_column].simpleString()})")
     a = attributes[i]
     if name == "null":
-        raise DomainError(f"{where}: column {a.name!r} has {count} null value(s), e.g. record id {ex['id']!r}; "
+        raise DomainError(f"{where}: column {a.name!r} has {count} null value(s), e.g. record id {rid_text}; "
                           "nulls are not allowed")
     if name == "nan":
-        raise DomainError(f"{where}: column {a.name!r} value {ex['v']!r} (record id {ex['id']!r}) is not a number; "
+        raise DomainError(f"{where}: column {a.name!r} value {ex['v']!r} (record id {rid_text}) is not a number; "
                           f"the schema declares {a.type} in [{a.bounds()[0]}, {a.bounds()[1]}]")
     if name == "bad":
         if a.categorical:
             what = f"is not a declared category of {list(a.categories or ())}"
         else:
             what = f"is outside its declared domain [{a.bounds()[0]}, {a.bounds()[1]}]"
-        raise DomainError(f"{where}: column {a.name!r} value {ex['v']!r} (record id {ex['id']!r}) {what} "
+        raise DomainError(f"{where}: column {a.name!r} value {ex['v']!r} (record id {rid_text}) {what} "
                           f"({count} such value(s))")
     if name == "frac":
-        raise DomainError(f"{where}: column {a.name!r} value {ex['v']!r} (record id {ex['id']!r}) is not an "
+        raise DomainError(f"{where}: column {a.name!r} value {ex['v']!r} (record id {rid_text}) is not an "
                           f"integer; the schema declares {a.type}")
     raise SchemaMismatchError(f"{where}: column {a.name!r} has type {fields[a.name].simpleString()}, the schema "
-                              f"declares {a.kind} ({a.type}); e.g. value {ex['v']!r} (record id {ex['id']!r})")
+                              f"declares {a.kind} ({a.type}); e.g. value {ex['v']!r} (record id {rid_text})")
 
 
 def validate_fragment(df: DataFrame, attributes: Sequence[Attribute], id_column: Optional[str],
                       context: Optional[FragmentContext] = None, *, id_type: Optional[str] = None,
-                      count_categories: bool = False) -> FragmentCheck:
+                      count_categories: bool = False, text: bool = False) -> FragmentCheck:
     """Check a fragment before any budget is spent or any noise drawn; one Spark aggregation pass
     (plus one grouped count for duplicate ids).
 
@@ -196,6 +203,9 @@ def validate_fragment(df: DataFrame, attributes: Sequence[Attribute], id_column:
     id_type : the id column's declared type (``integer``, ``long``, ``double``, ``string``): ids the
         type cannot hold (``'x17'`` where the schema says ``long``) are refused here, before any noise,
         not at the aggregator.
+    text : the fragment was read as text (a CSV source, :func:`fragrelease.jobs.csv_source.read_csv_text`):
+        a string column of a numeric attribute is parsed value by value (a value that is not a number
+        is named) instead of being refused by its type; :func:`conform_attributes` casts it afterwards.
 
     Raises
     ------
@@ -241,7 +251,7 @@ def validate_fragment(df: DataFrame, attributes: Sequence[Attribute], id_column:
         checks.append(("bad", i, bad, col))
         if not a.categorical and a.type in ("integer", "long"):  # e.g. a CSV column read as double
             checks.append(("frac", i, num.isNotNull() & (num != F.floor(num)), col))
-        if not _spark_type_ok(a, dtype):
+        if not _spark_type_ok(a, dtype) and not (text and isinstance(dtype, T.StringType)):
             checks.append(("type", i, present, col))
     id_check = None
     if id_column is not None:
@@ -266,7 +276,7 @@ def validate_fragment(df: DataFrame, attributes: Sequence[Attribute], id_column:
     if id_column is not None:
         dup = df.groupBy(id_column).count().where(F.col("count") > 1).limit(1).collect()
         if dup:
-            raise IdentifierError(f"{where}: id column {id_column!r}: record id {dup[0][id_column]!r} appears "
+            raise IdentifierError(f"{where}: id column {id_column!r}: record id {_id_text(dup[0][id_column], id_type)} appears "
                                   f"{dup[0]['count']} times; ids must be unique")
     if not count_categories:
         return FragmentCheck(n_records=n)
@@ -285,3 +295,13 @@ def conform_id(df: DataFrame, id_column: str, id_type: Optional[str]) -> DataFra
     if spark_type is None or df.schema[id_column].dataType == spark_type:
         return df
     return df.withColumn(id_column, F.col(id_column).cast(spark_type))
+
+
+def conform_attributes(df: DataFrame, attributes: Sequence[Attribute]) -> DataFrame:
+    """``df`` with its numeric attributes read as text (a CSV read without type inference,
+    :func:`fragrelease.jobs.csv_source.read_csv_text`) cast to double, after :func:`validate_fragment`
+    passed (so every value parses). Other columns, and numeric attributes of a numeric type, unchanged.
+    """
+    casts = {a.name: F.col(a.name).cast("double") for a in attributes
+             if not a.categorical and isinstance(df.schema[a.name].dataType, T.StringType)}
+    return df.withColumns(casts) if casts else df

@@ -34,7 +34,13 @@ from fragrelease.idpir.spec import ProtectionSpec
 from fragrelease.jobs.catalog import register, table_location
 from fragrelease.jobs.idpir.bucket_sort import STORED
 from fragrelease.jobs.idpir.digests import committed_rows, content_digest, fragment_digests
-from fragrelease.jobs.idpir.fragment import FragmentContext, conform_id, describe_source, validate_fragment
+from fragrelease.jobs.idpir.fragment import (
+    FragmentContext,
+    conform_attributes,
+    conform_id,
+    describe_source,
+    validate_fragment,
+)
 from fragrelease.jobs.idpir.keys import owner_pseudonym_key
 from fragrelease.jobs.idpir.layout import (
     fragment_source,
@@ -68,9 +74,12 @@ def _owner(cfg: ReleaseConfig, name: str) -> OwnerConfig:
 
 
 def _read_fragment(spark, cfg: ReleaseConfig, owner: OwnerConfig):
-    """The owner's fragment and the context its validation errors name (the owner and its source)."""
+    """The owner's fragment, the context its validation errors name (the owner and its source), and
+    whether it was read as text (a CSV source: no inference pass; the validation parses every value
+    against the declared schema and :func:`conform_attributes` casts the numbers afterwards)."""
     source = fragment_source(cfg, owner)
-    return read_configured(spark, source), FragmentContext(owner.name, describe_source(source))
+    text = source.table is None and source.format == "csv"
+    return read_configured(spark, source, text=text), FragmentContext(owner.name, describe_source(source)), text
 
 
 def _id_type(schema: DatasetSchema) -> Optional[str]:
@@ -106,8 +115,8 @@ def describe_fragment(spark, cfg: ReleaseConfig, owner_name: str) -> OwnerMetada
     attrs = offered_attributes(cfg, schema, owner)
     _check_pseudonym_column(owner.name, attrs)
     key = owner_pseudonym_key(cfg, owner)  # before Spark reads anything: a missing key needs no data
-    df, context = _read_fragment(spark, cfg, owner)
-    check = validate_fragment(df, attrs, schema.id_column, context, id_type=_id_type(schema))
+    df, context, text = _read_fragment(spark, cfg, owner)
+    check = validate_fragment(df, attrs, schema.id_column, context, id_type=_id_type(schema), text=text)
     df = conform_id(df, schema.id_column, _id_type(schema))
     digest = None
     if cfg.fragmentation == "vertical":  # the set of pseudonyms, never of raw ids
@@ -182,11 +191,11 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
     attrs = [schema.attribute(a) for a in spec.attributes]
     _check_pseudonym_column(owner.name, attrs)
     key = owner_pseudonym_key(cfg, owner)
-    df, context = _read_fragment(spark, cfg, owner)
+    df, context, text = _read_fragment(spark, cfg, owner)
     # the dp-frequency order's exact category counts come from the same validation pass
     check = validate_fragment(df, attrs, schema.id_column, context, id_type=_id_type(schema),
-                              count_categories=spec.category_order == "dp-frequency")
-    df = conform_id(df, schema.id_column, _id_type(schema))
+                              count_categories=spec.category_order == "dp-frequency", text=text)
+    df = conform_attributes(conform_id(df, schema.id_column, _id_type(schema)), attrs)
     if check.n_records != spec.n_records:
         raise ConfigError(f"owner {owner.name!r} now has {check.n_records} records, the plan was made for {spec.n_records}")
     target, pset_target = protected_path(cfg, owner.name), pseudonyms_path(cfg, owner.name)

@@ -48,15 +48,16 @@ CASES = [
     ("id the schema's type cannot hold", "record_id,age,sex\n16,40,Male\nx17,50,Female\n", IdentifierError,
      "id column 'record_id' value 'x17' is not an integer; the schema declares the id long (column type string)"),
     ("non-integer id", "record_id,age,sex\n16,40,Male\n17.5,50,Female\n", IdentifierError,
-     "id column 'record_id' value '17.5' is not an integer; the schema declares the id long (column type double)"),
+     "id column 'record_id' value '17.5' is not an integer; the schema declares the id long (column type string)"),
     ("missing column", "record_id,age\n16,40\n17,50\n", SchemaMismatchError,
      "the fragment has no column 'sex'; it has ['age', 'record_id']"),
     ("missing id column", "age,sex\n40,Male\n", SchemaMismatchError,
      "the fragment has no id column 'record_id'; it has ['age', 'sex']"),
     ("empty fragment (header only)", "record_id,age,sex\n", DomainError, "the fragment is empty: it has no records"),
     ("empty file", "", DomainError, "the fragment is empty: it has no records"),
-    ("wrong type (a boolean age)", "record_id,age,sex\n16,true,Male\n17,false,Female\n", SchemaMismatchError,
-     "column 'age' has type boolean, the schema declares numeric (integer); e.g. value 'true' (record id 16)"),
+    # a CSV source is read as text (no inference pass): a boolean is a value that is not a number
+    ("wrong type (a boolean age)", "record_id,age,sex\n16,true,Male\n17,false,Female\n", DomainError,
+     "column 'age' value 'true' (record id 16) is not a number; the schema declares integer in [0.0, 100.0]"),
 ]
 
 
@@ -126,3 +127,21 @@ def test_cli_prints_one_line_with_the_where(spark, tmp_path, capsys):
 
 def test_errors_are_fragrelease_errors():
     assert all(issubclass(c[2], FragReleaseError) for c in CASES)
+
+
+@pytest.mark.parametrize("ddl, rows, text", [
+    ("record_id long, age boolean, sex string", [(16, True, "Male"), (17, False, "Female")],
+     "column 'age' has type boolean, the schema declares numeric (integer); e.g. value 'true' (record id 16)"),
+    # a typed source's string column is a schema mismatch even when its values parse (only a CSV is read as text)
+    ("record_id long, age string, sex string", [(16, "40", "Male"), (17, "50", "Female")],
+     "column 'age' has type string, the schema declares numeric (integer); e.g. value '40' (record id 16)"),
+])
+def test_a_typed_source_of_the_wrong_type_is_refused_by_its_type(spark, tmp_path, ddl, rows, text):
+    cfg = _release(tmp_path, GOOD)
+    path = tmp_path / "src" / "a.parquet"
+    spark.createDataFrame(rows, ddl).coalesce(1).write.parquet(str(path))  # one file: the first row is the example
+    cfg = cfg.model_copy(update={"owners": [cfg.owners[0].model_copy(update={"source": cfg.owners[0].source.model_copy(
+        update={"path": str(path), "format": "parquet"})}), cfg.owners[1]]})
+    with pytest.raises(SchemaMismatchError) as info:
+        describe_fragment(spark, cfg, "clinic-a")
+    assert str(info.value) == f"owner 'clinic-a' (source {path}): {text}"
