@@ -262,8 +262,8 @@ def validate_fragment(df: DataFrame, attributes: Sequence[Attribute], id_column:
     aggs = [F.count(F.lit(1)).alias("__n")] + [F.count_if(cond).alias(f"__c{m}") for m, (_, _, cond, _) in enumerate(checks)]
     counted = [(i, a) for i, a in enumerate(attributes) if count_categories and a.categorical]
     for i, a in counted:  # the owner's exact counts: noised with budget before any use (dp-frequency)
-        text = F.col(a.name).cast("string")
-        aggs.extend(F.count_if(text == c).alias(f"__cat{i}_{m}") for m, c in enumerate(a.categories or ()))
+        label = F.col(a.name).cast("string")
+        aggs.extend(F.count_if(label == c).alias(f"__cat{i}_{m}") for m, c in enumerate(a.categories or ()))
     frame = df.withColumn("__id_raw", F.col(id_column)) if id_check is not None and id_column is not None else df
     row = frame.agg(*aggs).collect()[0]  # an aggregation: exactly one row
     n = int(row["__n"])
