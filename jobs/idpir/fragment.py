@@ -300,8 +300,10 @@ def conform_id(df: DataFrame, id_column: str, id_type: Optional[str]) -> DataFra
 def conform_attributes(df: DataFrame, attributes: Sequence[Attribute]) -> DataFrame:
     """``df`` with its numeric attributes read as text (a CSV read without type inference,
     :func:`fragrelease.jobs.csv_source.read_csv_text`) cast to double, after :func:`validate_fragment`
-    passed (so every value parses). Other columns, and numeric attributes of a numeric type, unchanged.
+    passed (so every value parses). Other columns, numeric attributes of a numeric type and attributes
+    ``df`` does not hold, unchanged.
     """
+    fields = {f.name: f.dataType for f in df.schema.fields}  # a vertical owner holds some attributes only
     casts = {a.name: F.col(a.name).cast("double") for a in attributes
-             if not a.categorical and isinstance(df.schema[a.name].dataType, T.StringType)}
+             if not a.categorical and isinstance(fields.get(a.name), T.StringType)}
     return df.withColumns(casts) if casts else df
