@@ -213,6 +213,7 @@ def unlink_pieces(scattered: DataFrame, cols: Sequence[UnlinkColumn], bits: int,
     count. Out: one column per ``cols`` entry, named and typed as it says.
     """
     stored = scattered.localCheckpoint(eager=True, storageLevel=STORED)
+    # counts per (column, bucket): functions of n and the random keys only (no value); driver memory only
     counts = {(int(r["col"]), int(r["bucket"])): int(r["m"]) for r in stored.groupBy("col", "bucket").agg(
         (F.sum(F.length("key")) / 8).cast("long").alias("m")).collect()}
     n, first = first_positions(counts, [c.name for c in cols], n)

@@ -106,3 +106,34 @@ def test_a_null_in_a_numeric_column_is_refused(spark):
     df = spark.createDataFrame([(1.0,), (None,), (3.0,)], "a double")
     with pytest.raises(Exception, match="column 'a' holds a null value"):
         unlink.unlink_columns(df, ["a"], n=3).collect()
+
+
+@pytest.mark.parametrize("plan", ["whole", "distributed"])
+def test_an_owners_unlinked_columns_hold_exactly_its_released_values(spark, monkeypatch, plan):
+    """Unlinked straight from the released values (no line-up by id): per column the same multiset as
+    the lined-up release of the same stored noise, categorical values as their labels."""
+    from fractions import Fraction
+
+    from specs import spec_for
+
+    from fragrelease.jobs.idpir import protect
+    from fragrelease.schemas.base import Attribute
+
+    if plan == "distributed":
+        monkeypatch.setattr(protect, "_WHOLE_ATTRIBUTE_ROWS", 0)
+        monkeypatch.setattr(protect, "_VALUES_PER_BUCKET", 300)
+    monkeypatch.setattr(unlink, "BLOCK_VALUES", 100)  # 1,200 ids: 16 key buckets, 12 output blocks
+    attrs = [Attribute(name="x", type="double", role="quasi-identifier", kind="numeric", domain=(0.0, 100.0)),
+             Attribute(name="g", type="string", role="quasi-identifier", kind="categorical",
+                       categories=("a", "b", "c"))]
+    df = spark.createDataFrame([(i, float(i % 97), "abc"[i % 3]) for i in range(1_200)], "rid long, x double, g string")
+    spec = spec_for(df, attrs, k=5, epsilon_per_attribute=Fraction(1), mechanism="dp-ir", n_records=1_200,
+                    category_order="declared")
+    released = protect.released_fragment(df, attrs, spec, id_column="rid")
+    lined = released.lined_up().toPandas()
+    unlinked = released.unlinked()
+    assert unlinked.columns == ["x", "g"]
+    got = unlinked.toPandas()
+    assert len(got) == 1_200
+    assert sorted(got["x"]) == sorted(lined["x"]) and Counter(got["g"]) == Counter(lined["g"])
+    assert set(got["g"]) <= {"a", "b", "c"}
