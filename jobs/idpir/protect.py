@@ -4,7 +4,7 @@ Shapes: in, a fragment with the id column and the attributes to protect; out, th
 every protected attribute replaced by its cluster's noisy centroid (numeric → double, categorical
 → one of the declared categories), rows in id order within each output group, never in value order.
 
-:func:`microaggregate_and_noise` runs these steps (each a named function of its own module):
+:func:`released_values` runs these steps (each a named function of its own module):
 
 1. Budgets and rank orders checked; categorical values become ranks in an order that is public
    (``declared``) or bought with budget (``dp-frequency``, :func:`category_orders`), through a
@@ -239,22 +239,6 @@ def released_fragment(
     check_k(spec.k_used, spec.n_records)  # before any budget is spent on the histograms
     orders = category_orders(df, attrs, spec.budgets, spec.category_order, noise, counts=category_counts)
     return released_values(df, attrs, spec, id_column=id_column, orders=orders, noise=noise)
-
-
-def microaggregate_and_noise(
-    df: DataFrame,
-    attributes: Sequence[Attribute],
-    spec: ProtectionSpec,
-    *,
-    id_column: str,
-    orders: Mapping[str, Sequence[str]],
-    noise: Optional[NoiseSource] = None,
-) -> DataFrame:
-    """:func:`released_values` lined up by id (:meth:`ReleasedValues.lined_up`): the protected fragment.
-
-    Shapes, parameters and errors: :func:`released_values`.
-    """
-    return released_values(df, attributes, spec, id_column=id_column, orders=orders, noise=noise).lined_up()
 
 
 def released_values(
