@@ -205,12 +205,12 @@ def _line_up_fn(cols: Sequence[UnlinkColumn], boundaries: np.ndarray) -> Callabl
     return line_up_block
 
 
-def unlink_pieces(scattered: DataFrame, cols: Sequence[UnlinkColumn], bits: int, n: Optional[int]) -> DataFrame:
+def unlink_pieces(scattered: DataFrame, cols: Sequence[UnlinkColumn], bits: int, n: int) -> DataFrame:
     """Steps 2-4 on scattered pieces (``(col, bucket, key, num, txt)``, :func:`scatter`): the unlinked table.
 
     ``scattered`` is stored here before anything reads it (its keys are drawn once). ``n``: the
-    number of values of every column when the caller knows it (public), else the first column's
-    count. Out: one column per ``cols`` entry, named and typed as it says.
+    number of values of every column (public; every column's count is checked against it). Out: one
+    column per ``cols`` entry, named and typed as it says.
     """
     stored = scattered.localCheckpoint(eager=True, storageLevel=STORED)
     # counts per (column, bucket): functions of n and the random keys only (no value); driver memory only
