@@ -23,6 +23,7 @@ from .uris import _fs_path
 #: The options :func:`csv_header` understands; any other option leaves the read to Spark's inference.
 HEADER_OPTIONS = frozenset({"header", "sep", "delimiter", "quote"})
 _MAX_HEADER_BYTES = 1 << 20
+_HEADER_CHUNK = 8192
 
 
 def csv_header(path: str, options: Mapping[str, str]) -> Optional[list[str]]:
@@ -49,10 +50,15 @@ def csv_header(path: str, options: Mapping[str, str]) -> Optional[list[str]]:
             p = files[0]
         elif info.type != pafs.FileType.File:
             return None
-        with fs.open_input_stream(p) as f:
-            head = f.read(_MAX_HEADER_BYTES)
+        head = b""
+        with fs.open_input_stream(p) as f:  # up to the first line break: no more of the rows than needed
+            while b"\n" not in head and len(head) < _MAX_HEADER_BYTES:
+                chunk = f.read(_HEADER_CHUNK)
+                if not chunk:
+                    break
+                head += chunk
         line_bytes, newline, _ = head.partition(b"\n")
-        if not newline and len(head) == _MAX_HEADER_BYTES:
+        if not newline and len(head) >= _MAX_HEADER_BYTES:
             return None
         line = line_bytes.decode("utf-8-sig").rstrip("\r")
     except Exception:  # noqa: BLE001 - any doubt leaves the read to Spark's own inference

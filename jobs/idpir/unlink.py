@@ -205,19 +205,20 @@ def _line_up_fn(cols: Sequence[UnlinkColumn], boundaries: np.ndarray) -> Callabl
     return line_up_block
 
 
-def unlink_pieces(scattered: DataFrame, cols: Sequence[UnlinkColumn], bits: int, n: int) -> DataFrame:
+def unlink_pieces(scattered: DataFrame, cols: Sequence[UnlinkColumn], n: int) -> DataFrame:
     """Steps 2-4 on scattered pieces (``(col, bucket, key, num, txt)``, :func:`scatter`): the unlinked table.
 
     ``scattered`` is stored here before anything reads it (its keys are drawn once). ``n``: the
-    number of values of every column (public; every column's count is checked against it). Out: one
-    column per ``cols`` entry, named and typed as it says.
+    number of values of every column (public; every column's count is checked against it; the
+    buckets and blocks are :func:`layout` of it, as for the scatter). Out: one column per ``cols``
+    entry, named and typed as it says.
     """
     stored = scattered.localCheckpoint(eager=True, storageLevel=STORED)
     # counts per (column, bucket): functions of n and the random keys only (no value); driver memory only
     counts = {(int(r["col"]), int(r["bucket"])): int(r["m"]) for r in stored.groupBy("col", "bucket").agg(
         (F.sum(F.length("key")) / 8).cast("long").alias("m")).collect()}
     n, first = first_positions(counts, [c.name for c in cols], n)
-    _, boundaries = layout(n)
+    bits, boundaries = layout(n)
     blocks = boundaries.size - 1
     if bits:
         stored = stored.repartition(max(1, -(-len(counts) // _BUCKETS_PER_TASK)), "col", "bucket")
@@ -259,7 +260,7 @@ def unlink_frames(frames: Sequence[tuple[DataFrame, Sequence[str]]], n: Optional
         part = frame.select(*columns).mapInPandas(_scatter_rows_fn(mine, bits), _PIECES)
         scattered = part if scattered is None else scattered.unionByName(part)
     assert scattered is not None
-    return unlink_pieces(scattered, cols, bits, n)
+    return unlink_pieces(scattered, cols, n)
 
 
 def unlink_columns(df: DataFrame, columns: Sequence[str], n: Optional[int] = None) -> DataFrame:
@@ -314,4 +315,4 @@ def unlink_released(values: DataFrame, attrs: Sequence[Attribute], rank_orders: 
                 rows += scatter(int(rec.attr), np.frombuffer(rec.value, dtype=F8), bits)
             yield pd.DataFrame(rows, columns=["col", "bucket", "key", "num", "txt"])
 
-    return unlink_pieces(values.select("attr", "value").mapInPandas(scatter_values, _PIECES), cols, bits, n)
+    return unlink_pieces(values.select("attr", "value").mapInPandas(scatter_values, _PIECES), cols, n)
