@@ -74,6 +74,18 @@ class LedgerStorageError(StorageError):
     """An owner's budget ledger cannot be read or written; nothing was spent."""
 
 
+class LedgerDamagedError(LedgerStorageError):
+    """An owner's budget ledger is damaged: its ``_delta_log`` is missing, has a gap in its versions or
+    an empty or unparseable commit, or a data file it references is missing, not Parquet or holds an
+    unparseable row. Every spend is refused (nothing was spent) until the ledger is restored; the
+    message names the ledger and the damage."""
+
+
+class PlanAlreadySpentError(FragReleaseError):
+    """An owner's ledger already records a spend on this plan for this dataset: a plan is spent once;
+    the aggregator issues a new plan for another attempt. Nothing was spent."""
+
+
 class TableWriteError(StorageError):
     """A Delta table commit failed on storage; the files the failed write created were removed."""
 

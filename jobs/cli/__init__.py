@@ -16,6 +16,7 @@ Spark job (a lost executor, a task error: Spark's own cause) print one line and 
     fragrelease work clear CONFIG                   remove only what an earlier run left in work_dir
     fragrelease inspect TABLE|--table NAME          versions and provenance of a release
     fragrelease keys generate --owner O --out DIR   an owner's manifest signing key pair  (cli.keys)
+    fragrelease ledger check|history PATH           verify / list an owner's budget ledger (cli.ledger)
     fragrelease evaluate ...                        experiment: the paper's (ε, k) grid
     fragrelease audit ...                           experiment: empirical privacy audit
     fragrelease publications simulate|anonymize|audit ...           (cli.publications)
@@ -41,7 +42,7 @@ import typer
 from rich.markup import escape
 
 from fragrelease.errors import FragReleaseError
-from fragrelease.jobs.cli import diffgen, idpir, keys, publications, tiers
+from fragrelease.jobs.cli import diffgen, idpir, keys, ledger, publications, tiers
 from fragrelease.jobs.cli._common import console, err, set_verbosity
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="iDP-IR releases over fragmented data on Spark.")
@@ -119,6 +120,11 @@ app.command("audit")(idpir.audit)
 keys_app = typer.Typer(no_args_is_help=True, help="Data owners' Ed25519 keys that sign their manifests.")
 keys_app.command("generate")(keys.generate)
 app.add_typer(keys_app, name="keys")
+# the owners' budget ledgers (docs/known-limitations.md, "Budget ledger scope")
+ledger_app = typer.Typer(no_args_is_help=True, help="An owner's budget ledger: verify it, list its spends.")
+ledger_app.command("check")(ledger.check)
+ledger_app.command("history")(ledger.history)
+app.add_typer(ledger_app, name="ledger")
 
 # independent publications: cloning and the composition-attack audit (docs/specification.md §5)
 publications_app = typer.Typer(no_args_is_help=True, help="Independent publications: cloning and the composition-attack audit (docs/specification.md §5).")
