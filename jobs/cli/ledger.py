@@ -36,5 +36,6 @@ def history(path: str = PATH,
     from fragrelease.jobs.idpir.ledger import ledger_history
 
     for spend, total in ledger_history(path, owner=owner, dataset=dataset):
-        console.print(f"{spend.version}\t{spend.recorded_at}\towner={spend.owner}\tdataset={spend.dataset}\t"
-                      f"plan={spend.plan_id}\tε={spend.epsilon}\ttotal={total}", highlight=False, markup=False)
+        console.print(f"version={spend.version}  recorded_at={spend.recorded_at}  owner={spend.owner}  "
+                      f"dataset={spend.dataset}  plan={spend.plan_id}  ε={spend.epsilon}  total={total}",
+                      highlight=False, markup=False)
