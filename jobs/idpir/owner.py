@@ -166,6 +166,11 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
         The manifest could not be written; the fragment just committed was removed again.
     BudgetExceededError
         The owner's ledger (if configured) has no room for ε_j on this dataset.
+    PlanAlreadySpentError
+        The owner's ledger already records a spend on this plan (a rerun after a crash that followed
+        the spend): a plan is spent once; the aggregator issues a new one.
+    LedgerDamagedError
+        The owner's ledger is damaged (:func:`fragrelease.jobs.idpir.ledger.record_spend`); nothing spent.
     PseudonymKeyError
         No pseudonym key (:func:`fragrelease.jobs.idpir.keys.owner_pseudonym_key`), refused before Spark reads data.
     """
@@ -283,7 +288,9 @@ def discard_unpublished_fragment(cfg: ReleaseConfig, plan_id: str, owner_name: s
     inside Spark's write leaves ``part-<uuid>`` folders and no table. Both are discarded here (the
     folder ``target`` only), so the owner step can be run again. ``role`` is the provenance role of
     the table expected there (``pseudonym-set`` for ``owners/<owner>/pseudonyms``). The earlier attempt's ledger spend
-    stays recorded (an over-count; docs/known-limitations.md, "Budget ledger scope"). One owner's
+    stays recorded, and the owner's ledger refuses a second spend on the same plan
+    (:class:`fragrelease.errors.PlanAlreadySpentError`: ask the aggregator for a new plan; an over-count;
+    docs/known-limitations.md, "Budget ledger scope"). One owner's
     step must not run twice at the same time in the same ``work_dir``: a rerun takes an attempt still
     running for a killed one.
 
@@ -316,7 +323,8 @@ def discard_unpublished_fragment(cfg: ReleaseConfig, plan_id: str, owner_name: s
             f"{plan_id}; it was left in place; remove it or use another work_dir")
     _remove_tree(target)
     log.warning("owner %s: discarded the unpublished protected fragment of plan %s at %r (an earlier run stopped "
-                "before its manifest); protecting again; the ledger keeps the earlier attempt's spend",
+                "before its manifest); protecting again (a ledger that recorded the earlier attempt's spend refuses this "
+                "plan: ask the aggregator for a new plan)",
                 owner_name, plan_id, target)
 
 
@@ -403,6 +411,9 @@ def spend_and_release(
     ------
     BudgetExceededError
         The ledger has no room for ``spec.epsilon`` on ``spec.dataset``.
+    PlanAlreadySpentError, LedgerDamagedError, LedgerStorageError
+        The owner already spent on ``spec.plan_id``, or its ledger is damaged or unreadable
+        (:func:`fragrelease.jobs.idpir.ledger.record_spend`); nothing was spent, no noise drawn.
     InvalidParameterError
         From :func:`protect_fragment` (attributes other than the spec's, k larger than the fragment, ...).
     """

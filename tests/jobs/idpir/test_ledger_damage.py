@@ -281,3 +281,15 @@ def test_a_checkpointed_ledger_is_read_whole(tmp_path):
     with pytest.raises(BudgetExceededError):
         record_spend(path, owner="o", dataset="d", plan_id="p3", epsilon=Fraction(1), lifetime=LIFETIME)
     assert spent(path, "o", "d") == [Fraction(1, 2), Fraction(1, 2)]
+
+
+def test_what_a_ledger_cannot_detect(tmp_path):
+    """docs/known-limitations.md #12: a last commit removed cleanly, or the whole folder deleted, reads
+    as a smaller total (this test pins the documented limitation; it fails if it ever changes)."""
+    path = _ledger(tmp_path)
+    orphan = _data_file(path, 2)
+    os.remove(_commit(path, 2))
+    assert spent(path, "o", "d") == [Fraction(1, 2)]
+    assert os.path.exists(os.path.join(path, orphan))  # unreferenced: not counted
+    shutil.rmtree(path)
+    assert record_spend(path, owner="o", dataset="d", plan_id="p3", epsilon=Fraction(1), lifetime=LIFETIME) == 1

@@ -3,10 +3,13 @@
 A protected fragment is published only by its manifest. A run killed between the table commit and
 the manifest left a table that made every rerun fail with ReleaseExistsError; the rerun now discards
 that unpublished fragment (after checking that its commit names this plan and this owner) and
-protects again. The ledger keeps the first attempt's spend (an over-count, documented).
+protects again. An owner with a ledger spent on the plan before it was killed: its ledger refuses a
+second spend on the same plan (issue 36, a plan is spent once), so it asks for a new plan, and the
+ledger keeps the first attempt's spend (an over-count, documented).
 """
 import errno
 import glob
+import json
 import logging
 import os
 from fractions import Fraction
@@ -14,10 +17,10 @@ from fractions import Fraction
 import pytest
 from deltalake import DeltaTable
 
-from fragrelease.errors import ReleaseExistsError, StorageError
+from fragrelease.errors import PlanAlreadySpentError, ReleaseExistsError, StorageError
 from fragrelease.idpir.config import config_from_dict
 from fragrelease.jobs.idpir import aggregator, owner, simulate
-from fragrelease.jobs.idpir.layout import manifest_path, protected_path
+from fragrelease.jobs.idpir.layout import manifest_path, plan_path, protected_path
 from fragrelease.jobs.idpir.ledger import spent
 from fragrelease.schemas.datasets import resolve_schema
 
@@ -63,27 +66,44 @@ def _only_active_parquet(table: str) -> None:
 def test_a_rerun_after_a_kill_before_the_manifest_completes_and_the_release_goes_through(
         spark, tmp_path, wine_source, monkeypatch, caplog):
     cfg = _cfg(spark, tmp_path, wine_source)
-    owner.protect_owner_fragment(spark, cfg, "a")
+    ledger = cfg.owners[1].ledger.path
 
     def killed(*args, **kwargs):
         raise Killed()
 
+    # owner b (with a ledger) is killed after its spend: the same plan is never spent again
     with monkeypatch.context() as m:
         m.setattr(owner, "write_text", killed)
         with pytest.raises(Killed):
             owner.protect_owner_fragment(spark, cfg, "b")
-    target = protected_path(cfg, "b")
-    assert DeltaTable.is_deltatable(target) and not os.path.exists(manifest_path(cfg, "b"))
+    with open(plan_path(cfg)) as f:
+        plan_id = json.load(f)["plan_id"]
+    assert spent(ledger, "b", "wine") == [Fraction(1)]
+    with pytest.raises(PlanAlreadySpentError) as info:
+        owner.protect_owner_fragment(spark, cfg, "b")
+    assert str(info.value) == (f"owner 'b' already spent on plan {plan_id!r} (dataset 'wine', budget ledger "
+                               f"{os.path.abspath(ledger)!r}); a plan is spent once; ask the aggregator for a new plan")
+    assert spent(ledger, "b", "wine") == [Fraction(1)]  # nothing more spent
+    aggregator.issue_plan(cfg)  # the new plan the message asks for
+    owner.protect_owner_fragment(spark, cfg, "b")  # b's unpublished fragment was discarded by the refused rerun
+
+    # owner a (no ledger) is killed before its manifest: the rerun discards the fragment and completes
+    with monkeypatch.context() as m:
+        m.setattr(owner, "write_text", killed)
+        with pytest.raises(Killed):
+            owner.protect_owner_fragment(spark, cfg, "a")
+    target = protected_path(cfg, "a")
+    assert DeltaTable.is_deltatable(target) and not os.path.exists(manifest_path(cfg, "a"))
     first_files = set(DeltaTable(target).file_uris())
 
     with caplog.at_level(logging.WARNING, logger="fragrelease.jobs.idpir.owner"):
-        owner.protect_owner_fragment(spark, cfg, "b")  # before the fix: ReleaseExistsError
+        owner.protect_owner_fragment(spark, cfg, "a")  # before the fix: ReleaseExistsError
     assert any("discarded the unpublished protected fragment of plan" in r.getMessage() for r in caplog.records)
     assert not first_files & set(DeltaTable(target).file_uris())  # the first attempt's rows are gone
     _only_active_parquet(target)
     result = aggregator.release(spark, cfg)
     assert result["version"] == 0 and result["rows"] == 300
-    assert spent(cfg.owners[1].ledger.path, "b", "wine") == [Fraction(1), Fraction(1)]  # the documented over-count
+    assert spent(ledger, "b", "wine") == [Fraction(1), Fraction(1)]  # the documented over-count: one per plan
 
     with pytest.raises(ReleaseExistsError, match=r"owner 'b' already published a protected fragment for plan"):
         owner.protect_owner_fragment(spark, cfg, "b")  # a published fragment is never discarded
