@@ -348,6 +348,19 @@ def spent(path: str, owner: str, dataset: str) -> list[Fraction]:
     return [s.epsilon for s in read_spends(path, log_check) if s.owner == owner and s.dataset == dataset]
 
 
+def check_intact(path: str) -> None:
+    """Verify the ledger at ``path`` before Spark starts (preflight): its log and every data file.
+
+    A ledger that does not exist yet passes (the spend creates it). Raises LedgerDamagedError /
+    LedgerStorageError as :func:`verify_log` and :func:`read_spends`; the spend verifies again, in its
+    transaction.
+    """
+    path = absolute(path)
+    pinned = _pinned(path)
+    if pinned is not None:
+        read_spends(path, pinned[1])
+
+
 @dataclass(frozen=True)
 class LedgerSummary:
     """What ``fragrelease ledger check`` reports: the latest version and every spend, verified."""

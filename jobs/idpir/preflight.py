@@ -106,6 +106,9 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
     PseudonymKeyError
         An owner's pseudonym key that cannot be read, is too short or, for an owner step alone, is
         neither configured nor generated (:func:`fragrelease.jobs.idpir.keys.check_pseudonym_key`).
+    LedgerDamagedError, LedgerStorageError
+        ``run`` (every owner's) or ``owner`` (its own): a ledger ``path`` that is damaged or cannot be
+        read (:func:`fragrelease.jobs.idpir.ledger.check_intact`); a missing ledger is fine.
     """
     from fragrelease.jobs.idpir.workspace import check_work_dir
     from fragrelease.schemas.datasets import BUILTIN_SCHEMAS, resolve_schema
@@ -171,6 +174,12 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
         from fragrelease.jobs.idpir.signatures import check_signing_keys
 
         check_signing_keys(cfg, None if party == "run" else [owner] if owner is not None else [])
+        # a damaged budget ledger (a path; a catalog ledger's location needs Spark) before Spark starts
+        from fragrelease.jobs.idpir.ledger import check_intact
+
+        for o in cfg.owners if party == "run" else [find_owner(cfg, owner)[1]] if owner is not None else []:
+            if o.ledger is not None and o.ledger.path is not None:
+                check_intact(o.ledger.path)
 
 
 def accuracy_preview(cfg: ReleaseConfig, *, rows: Optional[int] = None, threshold: float = 0.5):

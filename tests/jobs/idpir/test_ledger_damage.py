@@ -293,3 +293,33 @@ def test_what_a_ledger_cannot_detect(tmp_path):
     assert os.path.exists(os.path.join(path, orphan))  # unreferenced: not counted
     shutil.rmtree(path)
     assert record_spend(path, owner="o", dataset="d", plan_id="p3", epsilon=Fraction(1), lifetime=LIFETIME) == 1
+
+
+def test_validate_refuses_a_damaged_ledger_before_spark_starts(tmp_path, capsys, monkeypatch):
+    """A damaged ledger needs no data: ``fragrelease validate`` and every owner step refuse it before Spark."""
+    import yaml
+
+    from fragrelease.jobs.cli import idpir as cli_idpir
+
+    def no_spark(master):
+        raise AssertionError("a SparkSession was asked for")
+
+    monkeypatch.setattr(cli_idpir, "_spark", no_spark)
+
+    path = _ledger(tmp_path)
+    conf = tmp_path / "release.yaml"
+    conf.write_text(yaml.safe_dump({
+        "name": "damaged-ledger", "dataset": "wine", "fragmentation": "horizontal", "epsilon": "1", "k": 50,
+        "owners": [{"name": "owner-1", "rows": 500, "ledger": {"path": path, "lifetime_epsilon": "3/2"}},
+                   {"name": "owner-2", "rows": 1000}, {"name": "owner-3", "rows": 4997}],
+        "work_dir": str(tmp_path / "work"), "output": str(tmp_path / "release")}))
+    assert run_cli(["validate", str(conf)]) == 0
+    expected = _gap(path)
+    before = _snapshot(path)
+    capsys.readouterr()
+    for argv in (["validate", str(conf)], ["validate", str(conf), "--owner", "owner-1"], ["run", str(conf)]):
+        assert run_cli(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err == f"error: budget ledger {path!r} is damaged: {expected}{REFUSED}\n", (argv, err)
+    assert run_cli(["validate", str(conf), "--owner", "owner-2"]) == 0  # another owner's ledger is not its business
+    assert _snapshot(path) == before and not os.path.exists(tmp_path / "release")
