@@ -24,8 +24,11 @@ def check(path: str = PATH):
     from fragrelease.jobs.idpir.ledger import check_ledger
 
     summary = check_ledger(path)
+    extra = (f"; {len(summary.unreferenced)} data files no version references (a spend killed before its "
+             f"commit, or a removed commit: compare with a backup), e.g. {summary.unreferenced[0]}"
+             if summary.unreferenced else "")
     console.print(f"budget ledger {summary.path!r}: OK, {len(summary.spends)} spends in {summary.versions} "
-                  f"versions (0..{summary.version})", highlight=False, markup=False)
+                  f"versions (0..{summary.version}){extra}", highlight=False, markup=False)
 
 
 def history(path: str = PATH,

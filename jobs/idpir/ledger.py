@@ -363,11 +363,14 @@ def check_intact(path: str) -> None:
 
 @dataclass(frozen=True)
 class LedgerSummary:
-    """What ``fragrelease ledger check`` reports: the latest version and every spend, verified."""
+    """What ``fragrelease ledger check`` reports: the latest version and every spend, verified, and the
+    Parquet files in the ledger folder that no version references (a spend killed before its commit,
+    or a commit that was removed: the ledger cannot tell the two apart, so they are only reported)."""
 
     path: str
     version: int
     spends: list[Spend]
+    unreferenced: list[str]
 
     @property
     def versions(self) -> int:
@@ -390,7 +393,19 @@ def check_ledger(path: str) -> LedgerSummary:
         raise LedgerStorageError(f"budget ledger {path!r} does not exist (no folder, or an empty one); "
                                  "no spend was ever recorded there")
     log_check = pinned[1]
-    return LedgerSummary(path, log_check.version, read_spends(path, log_check))
+    spends = read_spends(path, log_check)
+    import pyarrow.fs as pafs
+
+    fs, root = _fs_path(path)
+    try:
+        names = [e.base_name for e in fs.get_file_info(pafs.FileSelector(root)) if e.type == pafs.FileType.File]
+    except BaseException as exc:
+        if not is_storage_failure(exc):
+            raise
+        raise _storage_error(path, "read", exc) from None
+    live = {posixpath.basename(n) for n in log_check.live}
+    unreferenced = sorted(n for n in names if n.endswith(".parquet") and n not in live)
+    return LedgerSummary(path, log_check.version, spends, unreferenced)
 
 
 def ledger_history(path: str, *, owner: Optional[str] = None, dataset: Optional[str] = None

@@ -283,16 +283,31 @@ def test_a_checkpointed_ledger_is_read_whole(tmp_path):
     assert spent(path, "o", "d") == [Fraction(1, 2), Fraction(1, 2)]
 
 
-def test_what_a_ledger_cannot_detect(tmp_path):
+def test_what_a_ledger_cannot_detect(tmp_path, capsys):
     """docs/known-limitations.md #12: a last commit removed cleanly, or the whole folder deleted, reads
-    as a smaller total (this test pins the documented limitation; it fails if it ever changes)."""
+    as a smaller total (this test pins the documented limitation; it fails if it ever changes);
+    ``ledger check`` reports the data file the removed commit left unreferenced."""
     path = _ledger(tmp_path)
     orphan = _data_file(path, 2)
     os.remove(_commit(path, 2))
     assert spent(path, "o", "d") == [Fraction(1, 2)]
     assert os.path.exists(os.path.join(path, orphan))  # unreferenced: not counted
+    capsys.readouterr()
+    assert run_cli(["ledger", "check", path]) == 0
+    assert capsys.readouterr().out == (
+        f"budget ledger {path!r}: OK, 1 spends in 2 versions (0..1); 1 data files no version references (a spend "
+        f"killed before its commit, or a removed commit: compare with a backup), e.g. {orphan}\n")
     shutil.rmtree(path)
     assert record_spend(path, owner="o", dataset="d", plan_id="p3", epsilon=Fraction(1), lifetime=LIFETIME) == 1
+
+    # a commit cut exactly at a line break (its commitInfo kept, its add lost) parses: its spend is forgotten
+    path = _ledger(tmp_path / "cut")
+    with open(_commit(path, 2), "rb") as f:
+        first_line = f.read().split(b"\n")[0]
+    assert first_line.startswith(b'{"commitInfo"')
+    with open(_commit(path, 2), "wb") as f:
+        f.write(first_line)
+    assert spent(path, "o", "d") == [Fraction(1, 2)]
 
 
 def test_validate_refuses_a_damaged_ledger_before_spark_starts(tmp_path, capsys, monkeypatch):
