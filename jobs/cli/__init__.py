@@ -36,7 +36,6 @@ import logging
 import sys
 from typing import Optional
 
-import click
 import typer
 from rich.markup import escape
 
@@ -92,7 +91,7 @@ def _global_options(
 ) -> None:
     """iDP-IR releases over fragmented data on Spark."""
     if verbose and quiet:
-        raise click.UsageError("--verbose and --quiet exclude each other")
+        raise typer.BadParameter("--verbose and --quiet exclude each other")
     _configure_output(1 if verbose else -1 if quiet else 0)
 
 
@@ -160,8 +159,12 @@ def run_cli(argv: list[str]) -> int:
         return exc.exit_code
     except SystemExit as exc:  # click usage errors
         return int(exc.code or 0)
-    except click.ClickException as exc:  # usage errors (missing option, bad value), raised by typer's click
-        exc.show()
+    except typer.TyperException as exc:  # usage errors (missing option, bad value): typer's own click (typer >= 0.26)
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show()
+        else:
+            err.print(f"[red]error:[/red] {escape(exc.format_message())}", highlight=False)
         return int(exc.exit_code or 2)
     except Exception as exc:  # noqa: BLE001 - a failed Spark job (lost executor, storage, out of memory): one line
         from fragrelease.jobs.storage_errors import spark_failure_cause
