@@ -58,9 +58,9 @@ setup(
         "pyarrow>=15",
         "pydantic>=2.6,<3",
         "PyYAML>=6",
-        # typer >= 0.28 carries its own click (no click dependency) and exports TyperException, the
-        # base of its usage errors (fragrelease.jobs.cli); nothing here imports click
-        "typer>=0.28,<1",
+        # typer >= 0.26 carries its own copy of click and no longer depends on click: nothing here
+        # imports click (fragrelease.jobs.cli finds the usage errors' base through typer.BadParameter)
+        "typer>=0.12",
         "rich>=13",
         "opendp>=0.16,<0.17",  # the Laplace noise (fragrelease.rng.laplace)
         "matplotlib>=3.8",  # the owners' and the aggregator's private reports (reports: true, the default)
