@@ -182,3 +182,19 @@ def test_an_undeclared_import_is_found(wheel_metadata):
         "fragrelease/diffgen/y.py: phe (an extra's library imported at module level)",
         "jobs/cli/__init__.py: click (not a requirement nor in ['local'])",
         "jobs/idpir/x.py: sklearn (not a requirement nor in ['local'])"]
+
+
+def test_two_party_diffgen_without_phe_names_the_extra_before_spark(monkeypatch, capsys):
+    """phe is the diffgen extra's: without it, ``diffgen two-party`` exits 2 with one line naming the extra,
+    before any Spark session starts."""
+    import fragrelease.jobs.session as session
+    from fragrelease.diffgen.paillier_ops import MISSING_PHE
+    from fragrelease.jobs.cli import main
+
+    monkeypatch.setitem(sys.modules, "phe", None)  # import phe raises ModuleNotFoundError
+    monkeypatch.setattr(session, "get_spark", lambda *a, **k: pytest.fail("Spark started"))
+    assert main(["diffgen", "two-party", "--output", "out"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("error: DistDiffGen's two-party protocol needs phe (Paillier encryption), which is not "
+                   "installed: pip install 'fragrelease[diffgen]'\n"), err
+    assert MISSING_PHE in err.replace("\n", " ").replace("error: ", "")

@@ -48,7 +48,7 @@ def paillier_module():
         ``phe`` is not installed (:data:`MISSING_PHE`, one line naming the extra to install).
     """
     try:
-        paillier = paillier_module()
+        from phe import paillier
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] != "phe":
             raise
