@@ -112,6 +112,13 @@ def test_every_console_script_of_the_wheel_answers_help(runtime_venv):
                               timeout=300)
         assert proc.returncode == 0, f"{name} --help:\n{proc.stderr[-3000:]}"
         assert "Usage:" in proc.stdout and "--help" in proc.stdout, proc.stdout
+    # usage errors are typer's own (typer >= 0.26 has its own click): exit 2, click's message, no traceback
+    for argv, message in ((["fragrelease-owner-metadata", "--owners=x"], "No such option '--owners'"),
+                          (["fragrelease", "--verbose", "--quiet", "validate", "x"],
+                           "--verbose and --quiet exclude each other")):
+        proc = subprocess.run([str(py.parent / argv[0]), *argv[1:]], capture_output=True, text=True, env=env,
+                              timeout=300)
+        assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     # the module form too (spark-submit.sh runs scripts/spark_entry.py, which calls the same main)
     proc = subprocess.run([str(py), "-m", "fragrelease.jobs.cli", "--version"], capture_output=True, text=True,
                           env=env, timeout=300)
