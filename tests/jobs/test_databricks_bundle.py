@@ -185,6 +185,18 @@ def test_every_job_of_every_target_loads_into_the_typed_model(target):
                 assert cluster.new_cluster.spark_version == "17.3.x-scala2.13"
 
 
+def test_the_typed_model_refuses_a_misplaced_field():
+    """The load is a check: a wheel task's field at the job level, or a misspelt one, is refused."""
+    from databricks.bundles.jobs import Job
+
+    job = target_jobs("serverless")["fragrelease_release"]
+    with pytest.raises(ValueError, match="Unexpected field 'environment_key' for class Job"):
+        Job.from_dict({**job, "environment_key": "fragrelease"})
+    task = {**job["tasks"][1], "python_wheel_task": {**job["tasks"][1]["python_wheel_task"], "named_parameter": {}}}
+    with pytest.raises(ValueError, match="Unexpected field 'named_parameter' for class PythonWheelTask"):
+        Job.from_dict({**job, "tasks": [task]})
+
+
 def test_node_types_and_runtime_are_bundle_variables():
     """One bundle for every cloud: the classic target's cluster takes its node type from a variable."""
     bundle = _bundle()
