@@ -58,13 +58,13 @@ setup(
         "pyarrow>=15",
         "pydantic>=2.6,<3",
         "PyYAML>=6",
+        # typer >= 0.26 carries its own copy of click and no longer depends on click: nothing here
+        # imports click (fragrelease.jobs.cli finds the usage errors' base through typer.BadParameter)
         "typer>=0.12",
         "rich>=13",
-        "opendp>=0.16,<0.17",
-        "matplotlib>=3.8",
-        "scipy>=1.12",  # scipy.optimize.isotonic_regression
-        "phe>=1.5,<2",
-        "gmpy2>=2.1",  # speeds up phe (Paillier) about 8x
+        "opendp>=0.16,<0.17",  # the Laplace noise (fragrelease.rng.laplace)
+        "matplotlib>=3.8",  # the owners' and the aggregator's private reports (reports: true, the default)
+        "scipy>=1.12",  # scipy.optimize.isotonic_regression (the default post-processing)
         "cryptography>=42",  # Ed25519 manifest signatures (fragrelease.signing), HMAC-SHA-256 pseudonyms (fragrelease.pseudonyms)
     ],
     extras_require={
@@ -72,17 +72,24 @@ setup(
         # installs it. delta-spark 4.4.x supports pyspark <= 4.2.0; Maven Central has the matching jar
         # (io.delta:delta-spark_4.2_2.13) at 4.4.0 only, and the Python package must match the jar.
         "local": ["pyspark[sql,connect]==4.2.0", "delta-spark==4.4.0"],
+        # DistDiffGen's two-party protocol (fragrelease diffgen two-party): Paillier encryption; not
+        # needed by iDP-IR releases (fragrelease.diffgen.paillier_ops names this extra when phe is missing)
+        "diffgen": ["phe>=1.5,<2", "gmpy2>=2.1"],  # gmpy2 speeds up phe about 8x
         "test": ["pytest>=8", "pytest-xdist>=3.8,<4", "chispa>=0.10", "scipy>=1.12", "hypothesis>=6", "pycanon>=1.3,<2",
                  # the README's reading examples (tests/jobs/test_lakehouse.py): pl.read_delta
                  "polars>=1.20,<3",
                  # linters pinned so CI does not change verdict with a new release
                  "ruff==0.17.6", "mypy==2.4.1", "pandas-stubs==2.3.3.260113", "types-PyYAML==6.0.12.20261113",
                  # executing notebooks/walkthrough.ipynb in CI (tests/test_notebook.py)
-                 "nbclient>=0.10,<1", "nbformat>=5.9,<6", "ipykernel>=6.29,<8"],
+                 "nbclient>=0.10,<1", "nbformat>=5.9,<6", "ipykernel>=6.29,<8",
+                 # the DistDiffGen tests (the diffgen extra)
+                 "phe>=1.5,<2", "gmpy2>=2.1",
+                 # loading databricks.yml's jobs into Databricks' typed model (tests/jobs/test_databricks_bundle.py)
+                 "databricks-bundles==1.22.*"],
         # paper reproductions (fragrelease.experiments): DiffGen's classifier accuracy; the downstream
         # comparison with OpenDP's MST/AIM synthetic data (opendp[mbi]: Private-PGM, JAX; pins polars 1.36.1,
         # the version OpenDP's Polars plugin is built against)
-        "experiments": ["scikit-learn>=1.4", "opendp[mbi]>=0.16,<0.17"],
+        "experiments": ["scikit-learn>=1.4", "opendp[mbi]>=0.16,<0.17", "polars>=1.20,<3"],
     },
     entry_points={
         "console_scripts": [

@@ -5,13 +5,16 @@ Everything here runs before a SparkSession exists (README, "Checks before Spark 
 """
 from __future__ import annotations
 
+import difflib
 import logging
 import re
+import typing
 from fractions import Fraction
 from pathlib import Path
+from typing import Any, Optional
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from .errors import ConfigError
 
@@ -52,11 +55,43 @@ def format_location(loc) -> str:
     return out
 
 
-def format_validation_error(exc: ValidationError) -> str:
+def _model_in(annotation: Any) -> Optional[type[BaseModel]]:
+    """The pydantic model inside a field's annotation (``Model``, ``Optional[Model]``, ``list[Model]``, ...)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _keys_beside(model: type[BaseModel], loc: tuple) -> list[str]:
+    """The keys the model at ``loc[:-1]`` (reached from ``model`` through its fields) accepts."""
+    current: Optional[type[BaseModel]] = model
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = current.model_fields.get(str(part)) if current is not None else None
+        current = _model_in(field.annotation) if field is not None else None
+        if current is None:
+            return []
+    return [f.alias or name for name, f in current.model_fields.items()] if current is not None else []
+
+
+def did_you_mean(key: str, keys: list[str]) -> str:
+    """``"; did you mean 'output'?"`` for the one key of ``keys`` closest to ``key`` (difflib), else ``""``."""
+    close = difflib.get_close_matches(key, keys, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def format_validation_error(exc: ValidationError, model: Optional[type[BaseModel]] = None) -> str:
     """The problems of a pydantic ValidationError, one line each, naming the key and the value.
 
     A field error reads ``owners[1].rows: Input should be greater than 0 (got -5)``. A missing key
-    reads ``owners[0].name: required``. The offending value is shown only when it is a scalar: a
+    reads ``owners[0].name: required``. An unknown key of ``model`` (the model validated, when given)
+    gets the closest accepted key: ``outptu: Extra inputs are not permitted; did you mean 'output'?
+    (got 'r')``. The offending value is shown only when it is a scalar: a
     mapping or list (a whole owner, the whole document) is never printed. Errors raised by a model
     validator carry no location; their message already names the key and the value
     (``owners[1].attributes: required for a vertical owner (owner 'insurer')``) and is shown as is.
@@ -68,6 +103,8 @@ def format_validation_error(exc: ValidationError) -> str:
         for prefix in ("Value error, ", "Assertion failed, "):
             if msg.startswith(prefix):
                 msg = msg[len(prefix):]
+        if err["type"] == "extra_forbidden" and model is not None and err["loc"]:
+            msg += did_you_mean(str(err["loc"][-1]), _keys_beside(model, tuple(err["loc"])))
         loc = format_location(err["loc"])
         if not loc:
             lines.extend(msg.splitlines())

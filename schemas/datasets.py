@@ -39,11 +39,14 @@ def resolve_schema(dataset: str) -> DatasetSchema:
     Raises
     ------
     ConfigError
-        Unknown name and no such file.
+        A ``.yaml``/``.yml`` path that does not exist (``dataset: schema file not found: PATH``, with the
+        absolute path looked at), or an unknown name that is not such a path.
     """
     if dataset in BUILTIN_SCHEMAS:
         return BUILTIN_SCHEMAS[dataset]
-    if Path(dataset).suffix in (".yaml", ".yml") and Path(dataset).exists():
+    if Path(dataset).suffix in (".yaml", ".yml"):
+        if not Path(dataset).exists():
+            raise ConfigError(f"dataset: schema file not found: {dataset!r} (looked at {str(Path(dataset).absolute())!r})")
         return load_schema(dataset)
     raise ConfigError(f"dataset must be one of {sorted(BUILTIN_SCHEMAS)} or a schema YAML file, not {dataset!r}")
 

@@ -35,7 +35,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$layout" ] || [ ! -d build/edita
   echo "setup: installing fragrelease and its dependencies into .venv (first run downloads pyspark, ~450 MB)"
   .venv/bin/python -m pip install --quiet --upgrade pip
   rm -rf build/__editable__.fragrelease-*
-  .venv/bin/python -m pip install --quiet -e ".[local,test,experiments]" --config-settings editable_mode=strict
+  .venv/bin/python -m pip install --quiet -e ".[local,test,experiments,diffgen]" --config-settings editable_mode=strict
   tree=$(cd build && ls -d __editable__.fragrelease-* | head -1)
   ln -sfn "$tree" build/editable
   echo "$layout" >"$stamp"

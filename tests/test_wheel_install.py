@@ -1,24 +1,28 @@
-"""The built wheel on a Spark runtime, and the lowest supported pyspark (issue: "The Databricks bundle
-would break a cluster"; "run the API end-to-end test in CI on the lowest supported pyspark").
+"""The built wheel installed clean next to a Spark runtime's own pyspark (issue 37, "A wheel that
+installs clean anywhere"; earlier: "The Databricks bundle would break a cluster", "run the API
+end-to-end test in CI on the lowest supported pyspark").
 
-A virtual environment that holds pyspark at the lowest supported version (:data:`LOWEST_PYSPARK`),
-as a Spark runtime holds its own, gets the wheel built from this checkout installed the ordinary way,
-WITH its dependencies. pip must leave that pyspark in place (the wheel does not depend on pyspark or
-delta-spark: setup.py's ``local`` extra does). Then a two-owner release runs end to end in that
-environment, on that pyspark.
+A virtual environment is created NEW for every run (``python -m venv`` under pytest's tmp folder,
+removed afterwards). pyspark at the lowest supported version (:data:`LOWEST_PYSPARK`, the Spark of
+Databricks Runtime 17.x) is installed into it first, as a runtime has its own pre-installed; pip's
+cache may serve that one. Then the wheel built from this checkout is installed the ordinary way,
+WITH its dependencies and ``--no-cache-dir``, so every requirement comes from the wheel's own
+metadata and nothing an earlier environment or cache held can hide an undeclared one (0.8.4's
+``import click``, which typer >= 0.26 no longer brings, crashed every console script this way).
+pip must leave the runtime's pyspark in place: the wheel depends on neither pyspark nor delta-spark
+(setup.py's ``local`` extra does). Then every console script of the wheel answers ``--help`` and a
+two-owner release runs end to end and commits, on that pyspark.
 
-The environment is created NEW, with pyspark first, the first time (and whenever its pyspark is no
-longer LOWEST_PYSPARK), and kept under ``~/.cache/fragrelease-ci`` (``FRAGRELEASE_CI_CACHE``), outside
-the repository; every run uninstalls fragrelease from it and installs the freshly built wheel with its
-dependencies again, so the check that pip keeps pyspark runs every time. Cost on 2 cores: creating
-it takes 3-8 minutes (pyspark 4.0.5 is a 434 MB source download, built once into pip's cache, plus
-the scientific stack), after that about 30 s per run; the release takes 1-3 minutes.
+Cost on 2 cores: the environment takes 1-3 minutes (pyspark from pip's cache, the rest downloaded),
+the release 1-3 minutes.
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -27,9 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 HELPER = ROOT / "tests" / "helpers" / "two_owner_release.py"
 #: The lowest supported pyspark (fragrelease.jobs.SUPPORTED_PYSPARK[0]): its newest patch release.
 LOWEST_PYSPARK = "4.0.5"
-#: Variables of this test process's own Spark that must not leak into the other environment.
+#: Variables of this test process's own Spark and venv that must not leak into the other environment.
 _SPARK_ENV = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET",
-              "SPARK_HOME", "SPARK_REMOTE", "PYTHONPATH", "VIRTUAL_ENV")
+              "SPARK_HOME", "SPARK_REMOTE", "PYTHONPATH", "VIRTUAL_ENV", "PIP_FIND_LINKS", "PIP_NO_INDEX")
 
 
 def _run(cmd, **kw):
@@ -38,43 +42,45 @@ def _run(cmd, **kw):
     return proc
 
 
-#: Where the environment is kept (outside the repository).
-CACHE = Path(os.environ.get("FRAGRELEASE_CI_CACHE") or Path.home() / ".cache" / "fragrelease-ci")
-#: Written into an environment this test created: only such a folder is ever replaced.
-MARKER = ".fragrelease-ci-venv"
+def build_wheel(dest: Path) -> Path:
+    """The wheel of this checkout, built into ``dest`` (``pip wheel --no-deps``)."""
+    _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", dest, ROOT], timeout=600)
+    return next(dest.glob("fragrelease-*.whl"))
 
 
-def _new_runtime_venv(venv: Path, env: dict) -> None:
-    """A NEW venv at ``venv`` holding pyspark LOWEST_PYSPARK. A half-made one (an interrupted run) has
-    the marker but not that pyspark, so the next run makes it again."""
-    if venv.exists():
-        assert (venv / MARKER).exists(), f"{venv} was not created by this test; remove it or set FRAGRELEASE_CI_CACHE"
-        shutil.rmtree(venv)
-    _run([sys.executable, "-m", "venv", venv], timeout=300)
-    (venv / MARKER).write_text("created by tests/test_wheel_install.py\n")
-    _run([venv / "bin" / "python", "-m", "pip", "install", "--quiet", "--progress-bar", "off",
-          f"pyspark[sql,connect]=={LOWEST_PYSPARK}"], env=env, timeout=2400)
+def console_scripts(wheel: Path) -> list[str]:
+    """The names of the wheel's console scripts (its ``entry_points.txt``)."""
+    with zipfile.ZipFile(wheel) as zf:
+        name = next(n for n in zf.namelist() if n.endswith(".dist-info/entry_points.txt"))
+        text = zf.read(name).decode()
+    section, names = None, []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("["):
+            section = line.strip("[]")
+        elif line and section == "console_scripts":
+            names.append(line.split("=")[0].strip())
+    return names
 
 
 @pytest.fixture(scope="module")
 def runtime_venv(tmp_path_factory):
-    """The cached venv holding pyspark LOWEST_PYSPARK, with this checkout's wheel installed with its deps."""
+    """A venv made new for this run: pyspark LOWEST_PYSPARK first, then this checkout's wheel with its
+    dependencies, none of them from pip's cache. Yields (python, env, pip's install log, wheel)."""
     from fragrelease.jobs import SUPPORTED_PYSPARK
 
     assert tuple(int(x) for x in LOWEST_PYSPARK.split(".")[:2]) == SUPPORTED_PYSPARK[0]
-    dist = tmp_path_factory.mktemp("dist")
-    _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", dist, ROOT], timeout=600)
-    wheel = next(dist.glob("fragrelease-*.whl"))
+    wheel = build_wheel(tmp_path_factory.mktemp("dist"))
     env = {k: v for k, v in os.environ.items() if k not in _SPARK_ENV}
-    venv = CACHE / f"venv-pyspark-{LOWEST_PYSPARK}-py{sys.version_info.major}{sys.version_info.minor}"
+    venv = tmp_path_factory.mktemp("runtime") / "venv"
+    _run([sys.executable, "-m", "venv", venv], timeout=300)
     py = venv / "bin" / "python"
-    if not py.exists() or _version(py, env, "pyspark") != LOWEST_PYSPARK:
-        CACHE.mkdir(parents=True, exist_ok=True)
-        _new_runtime_venv(venv, env)
-    assert _version(py, env, "pyspark") == LOWEST_PYSPARK
-    _run([py, "-m", "pip", "uninstall", "--yes", "--quiet", "fragrelease"], env=env, timeout=300)
-    install = _run([py, "-m", "pip", "install", "--progress-bar", "off", wheel], env=env, timeout=1800)
-    return py, env, install.stdout
+    _run([py, "-m", "pip", "install", "--quiet", "--progress-bar", "off", f"pyspark[sql,connect]=={LOWEST_PYSPARK}"],
+         env=env, timeout=2400)
+    install = _run([py, "-m", "pip", "install", "--no-cache-dir", "--progress-bar", "off", wheel], env=env,
+                   timeout=1800)
+    yield py, env, install.stdout, wheel
+    shutil.rmtree(venv, ignore_errors=True)  # about 1 GB, made by this fixture
 
 
 def _version(py, env, dist: str):
@@ -83,21 +89,49 @@ def _version(py, env, dist: str):
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
-@pytest.mark.slow  # a venv (created once: minutes; then about 30 s per run)
+@pytest.mark.slow  # a new venv (1-3 minutes)
 def test_installing_the_wheel_leaves_the_runtime_pyspark_alone(runtime_venv):
-    py, env, log = runtime_venv
+    py, env, log, _ = runtime_venv
     assert _version(py, env, "fragrelease") is not None
     assert _version(py, env, "pyspark") == LOWEST_PYSPARK, log
     assert _version(py, env, "delta-spark") is None  # a runtime's Delta is its own too
     installed = [ln for ln in log.splitlines() if ln.startswith("Successfully installed")]
     assert installed and "fragrelease-" in installed[0] and "pyspark" not in installed[0], log[-2000:]
+    # DistDiffGen's Paillier library is the diffgen extra's, not the base's
+    assert _version(py, env, "phe") is None and _version(py, env, "gmpy2") is None, log[-2000:]
     _run([py, "-m", "pip", "check"], env=env, timeout=300)
+
+
+@pytest.mark.slow  # a new venv (1-3 minutes)
+def test_every_console_script_of_the_wheel_answers_help(runtime_venv):
+    py, env, _, wheel = runtime_venv
+    scripts = console_scripts(wheel)
+    assert scripts == ["fragrelease", "fragrelease-aggregator-plan", "fragrelease-aggregator-release",
+                       "fragrelease-owner-metadata", "fragrelease-owner-protect"]
+    for name in scripts:
+        proc = subprocess.run([str(py.parent / name), "--help"], capture_output=True, text=True, env=env,
+                              timeout=300)
+        assert proc.returncode == 0, f"{name} --help:\n{proc.stderr[-3000:]}"
+        assert "Usage:" in proc.stdout and "--help" in proc.stdout, proc.stdout
+    # usage errors are typer's own (typer >= 0.26 has its own click): exit 2, click's message, no traceback
+    # (typer 0.29 words it "No such option: --owners", typer 0.23 "No such option '--owners'")
+    for argv, message in ((["fragrelease-owner-metadata", "--owners=x"], r"Error: No such option:? '?--owners\b"),
+                          (["fragrelease", "--verbose", "--quiet", "validate", "x"],
+                           r"Error: --verbose and --quiet exclude each other")):
+        proc = subprocess.run([str(py.parent / argv[0]), *argv[1:]], capture_output=True, text=True, env=env,
+                              timeout=300)
+        assert proc.returncode == 2 and re.search(message, proc.stderr), proc.stderr
+        assert "Traceback" not in proc.stderr, proc.stderr
+    # the module form too (spark-submit.sh runs scripts/spark_entry.py, which calls the same main)
+    proc = subprocess.run([str(py), "-m", "fragrelease.jobs.cli", "--version"], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.startswith("fragrelease "), proc.stderr[-3000:]
 
 
 @pytest.mark.slow  # a whole two-owner release on the lowest supported pyspark (about a minute)
 @pytest.mark.spark  # starts its own local Spark session in the other environment
-def test_a_two_owner_release_runs_on_the_lowest_supported_pyspark(runtime_venv, tmp_path):
-    py, env, _ = runtime_venv
+def test_a_two_owner_release_commits_on_the_lowest_supported_pyspark(runtime_venv, tmp_path):
+    py, env, _, _ = runtime_venv
     env = {**env, "FRAGRELEASE_DRIVER_MEMORY": "1g"}
     proc = subprocess.run([str(py), str(HELPER), str(tmp_path)], capture_output=True, text=True, env=env,
                           cwd=tmp_path, timeout=1200)
@@ -108,3 +142,4 @@ def test_a_two_owner_release_runs_on_the_lowest_supported_pyspark(runtime_venv, 
     assert out["protected_rows"] == 100
     assert (out["version"], out["rows"], out["read_back"], out["owners"]) == (0, 300, 300, ["a", "b"])
     assert len(out["progress"]) == 6 and out["progress"][-1].startswith("step 6/6 aggregator: verifying")
+    assert (tmp_path / "release" / "_delta_log" / "00000000000000000000.json").is_file()  # committed

@@ -14,7 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
-from fragrelease.errors import InvalidParameterError
+from fragrelease.errors import InvalidParameterError, MissingDependencyError
 from fragrelease.rng.secure import secure_randbelow, secure_randbits
 
 
@@ -34,18 +34,40 @@ CMP_FRACTION_BITS = 32
 MIN_RELEASE_KEY_BITS = 2048
 
 
+#: The one line a two-party DistDiffGen run prints when ``phe`` (setup.py's ``diffgen`` extra) is missing.
+MISSING_PHE = ("DistDiffGen's two-party protocol needs phe (Paillier encryption), which is not installed: "
+               "pip install 'fragrelease[diffgen]'")
+
+
+def paillier_module():
+    """``phe.paillier``, the Paillier implementation of the two-party protocol (setup.py's ``diffgen`` extra).
+
+    Raises
+    ------
+    MissingDependencyError
+        ``phe`` is not installed (:data:`MISSING_PHE`, one line naming the extra to install).
+    """
+    try:
+        from phe import paillier
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] != "phe":
+            raise
+        raise MissingDependencyError(MISSING_PHE) from None
+    return paillier
+
+
 def public_key_msg(pk) -> dict:
     return {"n": format(pk.n, "x")}
 
 
 def public_key(msg: dict):
-    from phe import paillier
+    paillier = paillier_module()
 
     return paillier.PaillierPublicKey(int(msg["n"], 16))
 
 
 def keypair(key_bits: int, allow_small_key: bool):
-    from phe import paillier
+    paillier = paillier_module()
 
     if key_bits < MIN_RELEASE_KEY_BITS and not allow_small_key:
         raise InvalidParameterError(f"Paillier key must have >= {MIN_RELEASE_KEY_BITS} bits, not {key_bits}")
@@ -68,14 +90,14 @@ def compare_p1(ch: Messages, sk, pk, m1: float) -> bool:
     """P1's side of the winner comparison: True when P1's noisy maximum is the larger."""
     ch.send("cmp_query", c=format(pk.encrypt(fixed_point(m1)).ciphertext(), "x"))
     reply = ch.recv("cmp_reply")
-    from phe import paillier
+    paillier = paillier_module()
 
     z = sk.decrypt(paillier.EncryptedNumber(pk, int(reply["c"], 16), 0))
     return z >= 0
 
 
 def compare_p2(ch: Messages, pk, m2: float) -> None:
-    from phe import paillier
+    paillier = paillier_module()
 
     q = ch.recv("cmp_query")
     enc_m1 = paillier.EncryptedNumber(pk, int(q["c"], 16), 0)
@@ -113,7 +135,7 @@ def mask_sums(pk, sums: list[list[int]], width: int, per_ct: int, blocks: int, n
 
     Returns (masked hex ciphertexts per own cell and block, O's shares shaped (E cells, O cells)).
     """
-    from phe import paillier
+    paillier = paillier_module()
 
     own_cells = len(sums)
     shares = np.zeros((per_ct * blocks, own_cells), dtype=object)
@@ -134,7 +156,7 @@ def mask_sums(pk, sums: list[list[int]], width: int, per_ct: int, blocks: int, n
 
 
 def unpack_shares(sk, pk, masked: list[list[str]], own_cells_e: int, width: int, per_ct: int, blocks: int) -> np.ndarray:
-    from phe import paillier
+    paillier = paillier_module()
 
     o_cells = len(masked)
     shares = np.zeros((per_ct * blocks, o_cells), dtype=object)

@@ -59,6 +59,7 @@ from fragrelease.diffgen.paillier_ops import (
     encrypt_codes,
     keypair,
     mask_sums,
+    paillier_module,
     public_key,
     public_key_msg,
     slot_layout,
@@ -192,7 +193,7 @@ class PartyInput:
 
     def sum_cells(self, pk, cut: Cut, payload: dict, blocks: int) -> list[list[int]]:
         """Per own cell, the homomorphic sum (raw ciphertext) of the received rows of its records."""
-        from phe import paillier
+        paillier = paillier_module()
 
         rows = payload.get("rows")
         if rows is None or len(rows) != self.n:

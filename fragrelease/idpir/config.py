@@ -350,6 +350,6 @@ def config_from_dict(data: dict, *, source: str = "<dict>") -> ReleaseConfig:
     try:
         return ReleaseConfig.model_validate(data)
     except ValidationError as exc:
-        lines = format_validation_error(exc).splitlines()
+        lines = format_validation_error(exc, ReleaseConfig).splitlines()
         sep = " " if len(lines) == 1 else "\n  "
         raise ConfigError(f"invalid configuration {source}:{sep}{sep.join(lines)}") from None

@@ -35,15 +35,25 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Optional
+from typing import Any, Optional
 
-import click
 import typer
 from rich.markup import escape
 
 from fragrelease.errors import FragReleaseError
 from fragrelease.jobs.cli import diffgen, idpir, keys, ledger, publications, tiers
 from fragrelease.jobs.cli._common import console, err, set_verbosity
+
+
+def _click_class(name: str) -> Any:
+    """Click's exception class ``name`` (``ClickException``, ``UsageError``): from the click package up to
+    typer 0.25, from typer's own copy of click since 0.26, which no longer depends on click. Found among
+    the bases of typer's public ``BadParameter``, so that nothing here imports click (issue 37)."""
+    return next(c for c in typer.BadParameter.__mro__ if c.__name__ == name)
+
+
+#: The base of typer's usage errors (missing option, bad value), and the usage error raised here.
+_CLICK_EXCEPTION, _USAGE_ERROR = _click_class("ClickException"), _click_class("UsageError")
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="iDP-IR releases over fragmented data on Spark.")
 
@@ -93,7 +103,7 @@ def _global_options(
 ) -> None:
     """iDP-IR releases over fragmented data on Spark."""
     if verbose and quiet:
-        raise click.UsageError("--verbose and --quiet exclude each other")
+        raise _USAGE_ERROR("--verbose and --quiet exclude each other")
     _configure_output(1 if verbose else -1 if quiet else 0)
 
 
@@ -166,7 +176,7 @@ def run_cli(argv: list[str]) -> int:
         return exc.exit_code
     except SystemExit as exc:  # click usage errors
         return int(exc.code or 0)
-    except click.ClickException as exc:  # usage errors (missing option, bad value), raised by typer's click
+    except _CLICK_EXCEPTION as exc:  # usage errors (missing option, bad value), raised by typer's click
         exc.show()
         return int(exc.exit_code or 2)
     except Exception as exc:  # noqa: BLE001 - a failed Spark job (lost executor, storage, out of memory): one line

@@ -109,6 +109,9 @@ def two_party(hospital_attributes: str = typer.Option(DEFAULT_HOSPITAL, help="Co
     from fragrelease.jobs.session import get_spark
 
     _check(epsilon, specializations, score, synthetic_min_count)
+    from fragrelease.diffgen.paillier_ops import paillier_module
+
+    paillier_module()  # phe (setup.py's diffgen extra) is refused here, before any Spark session starts
     if backend not in ("spark", "pandas"):
         raise InvalidParameterError(f"backend must be 'spark' or 'pandas', not {backend!r}")
     from fragrelease.diffgen.share_noise import NOISE_MODES

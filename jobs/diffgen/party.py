@@ -84,7 +84,9 @@ class SparkParty:
                             [StructField(f"ct_{b}", StringType()) for b in range(blocks)])
 
         def encrypt(batches):
-            from phe import paillier
+            from fragrelease.diffgen.paillier_ops import paillier_module
+
+            paillier = paillier_module()
 
             key = paillier.PaillierPublicKey(n_mod)
             for pdf in batches:
@@ -125,7 +127,9 @@ class SparkParty:
                                 [StructField(f"s_{b}", StringType()) for b in range(blocks)])
 
         def add(pdf: pd.DataFrame) -> pd.DataFrame:
-            from phe import paillier
+            from fragrelease.diffgen.paillier_ops import paillier_module
+
+            paillier = paillier_module()
 
             key = paillier.PaillierPublicKey(n_mod)
             row: dict[str, list] = {"cell": [int(pdf["cell"].iloc[0])]}

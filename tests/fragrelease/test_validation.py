@@ -1,7 +1,9 @@
 """fragrelease.validation: pydantic errors by key and value, table-name syntax, the ε warning."""
 import logging
+from pathlib import Path
 
 import pytest
+import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from fragrelease.errors import ConfigError, InvalidParameterError
@@ -13,6 +15,8 @@ from fragrelease.validation import (
     read_yaml_mapping,
     warn_if_large_epsilon,
 )
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class _Owner(BaseModel):
@@ -125,3 +129,21 @@ def test_large_epsilon_warns_but_is_not_an_error(caplog):
 def test_large_epsilon_check_still_refuses_an_invalid_epsilon():
     with pytest.raises(InvalidParameterError, match="nan"):
         warn_if_large_epsilon("nan")
+
+
+def test_an_unknown_configuration_key_gets_the_closest_accepted_key():
+    """Issue 37: a misspelt key says which key was meant (pydantic's error, difflib over the model's keys)."""
+    from fragrelease.idpir.config import config_from_dict
+
+    base = yaml.safe_load((ROOT / "conf" / "wine-horizontal.yaml").read_text())
+    typo = {**base, "outptu": base["output"]}
+    typo.pop("output")
+    typo["owners"] = [{**base["owners"][0], "sourc": {"path": "x"}}, *base["owners"][1:]]
+    with pytest.raises(ConfigError) as info:
+        config_from_dict(typo, source="c.yaml")
+    lines = str(info.value).splitlines()
+    assert "  owners[0].sourc: Extra inputs are not permitted; did you mean 'source'?" in lines
+    assert "  outptu: Extra inputs are not permitted; did you mean 'output'? (got 'releases/wine-horizontal')" in lines
+    with pytest.raises(ConfigError) as info:
+        config_from_dict({**base, "zzzz": 1}, source="c.yaml")
+    assert str(info.value) == "invalid configuration c.yaml: zzzz: Extra inputs are not permitted (got 1)"

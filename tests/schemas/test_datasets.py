@@ -7,6 +7,7 @@ from fragrelease.schemas.datasets import (
     load_adult_taxonomy,
     load_builtin_pandas,
     load_german_credit_pandas,
+    resolve_schema,
 )
 
 
@@ -32,3 +33,15 @@ def test_german_credit_shape_and_class_balance():
     assert df.shape == (1000, 26)
     assert df["credit_class"].value_counts().to_dict() == {1: 700, 2: 300}
     assert df.iloc[0, 1:].tolist()[:5] == [1, 6, 4, 12, 5]
+
+
+def test_a_missing_schema_file_says_not_found_with_the_path(tmp_path, monkeypatch):
+    """Issue 37: a schema path that does not exist is named as not found, with the path looked at."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as info:
+        resolve_schema("schemas/clinic.yaml")
+    assert str(info.value) == (f"dataset: schema file not found: 'schemas/clinic.yaml' "
+                               f"(looked at {str(tmp_path / 'schemas' / 'clinic.yaml')!r})")
+    with pytest.raises(ConfigError, match=r"^dataset must be one of \['adult', 'wine', 'wine-2max'\] or a schema "
+                                          r"YAML file, not 'clinic'$"):
+        resolve_schema("clinic")
