@@ -191,9 +191,9 @@ def _check_table(path: str, target: ReleaseTarget, if_exists: str, columns: Opti
         raise OutputConflictError(f"output {path!r} is a Delta table that is not a fragrelease release (role "
                                   f"{prov.get('role')!r}); nothing was written: choose another output path")
     if system != target.system or dataset != target.dataset:
-        raise OutputConflictError(f"output {path!r} is a {system} release of dataset {dataset!r}, not an "
-                                  f"{target.system} release of {target.dataset!r}; nothing was written: choose "
-                                  "another output path")
+        raise OutputConflictError(f"output {path!r} is a release of system {system!r} and dataset {dataset!r}, not "
+                                  f"of system {target.system!r} and dataset {target.dataset!r}; nothing was "
+                                  "written: choose another output path")
     if if_exists == "error":
         raise ReleaseExistsError(f"a release already exists at {path!r} and if_exists is 'error'; set if_exists: "
                                  "new-version to add a version, or choose another output")
