@@ -10,15 +10,17 @@ Delta write (no committed version) that is not this release's. It runs in
 validate`` (local paths).
 
 Recovery (issue 36 item 2): before the aggregator writes into an output that has no committed
-version, :func:`prepare_output` writes the marker :data:`MARKER` (``_fragrelease_pending.json``:
-system, configuration name, dataset, output and plan id; Spark's and Delta's readers skip files
-whose name starts with ``_``, and Delta reads only the files its log lists). A run killed during the
-commit, or a commit that failed on a full disk, leaves that marker beside its partial files
+version, :func:`prepare_output` writes the marker ``<output>_fragrelease_pending.json``
+(:func:`marker_path`: system, configuration name, dataset, output and plan id) **beside** the output
+folder, as the public report goes to ``<output>_reports/``: Delta's path-based ``CREATE TABLE``
+(the Spark Delta path's first commit) refuses a folder that holds any file, ``_``-prefixed or inside
+``_delta_log/`` included, with ``[TABLE_OR_VIEW_ALREADY_EXISTS]``. A run killed during the commit,
+or a commit that failed on a full disk, leaves that marker and its partial files in the folder
 (``part-*`` data files, ``.crc`` files, a ``_delta_log/`` without a committed version, ``.tmp``
 commit files). The next run of the same configuration finds its own marker, removes exactly those
-leftovers and commits version 0; an uncommitted folder without the marker, with another release's
-marker, or with any other file is refused and nothing is removed. :func:`finish_output` removes the
-marker after the commit. A table with committed versions is never cleared: Delta ignores files its
+leftovers (the folder stays, empty) and commits version 0; an uncommitted folder without the marker,
+with another release's marker, or with any other file is refused and nothing is removed.
+:func:`finish_output` removes the marker after the commit. A table with committed versions is never cleared: Delta ignores files its
 log does not list, so a failed attempt's leftovers do not block the next version.
 
 Source: issue 36 (items 1, 2 and 4); Delta's log protocol (a version exists once its commit file
@@ -39,7 +41,7 @@ from fragrelease.errors import OutputConflictError, ReleaseExistsError, SchemaMi
 
 from .uris import _fs_path, absolute
 
-#: The marker a release writes into an output folder that has no committed version yet.
+#: The suffix of the marker a release writes beside an output folder that has no committed version yet.
 MARKER = "_fragrelease_pending.json"
 #: An owner's budget ledger's columns (:data:`fragrelease.jobs.idpir.ledger.LEDGER_SCHEMA`).
 LEDGER_COLUMNS = ("owner", "dataset", "plan_id", "epsilon", "recorded_at")
@@ -47,7 +49,7 @@ _COMMIT = re.compile(r"^\d{20}\.(json|checkpoint(\.\d+\.\d+)?\.parquet)$")
 #: What a crashed write leaves at the top of a table folder (Spark's and delta-rs' data files and their
 #: checksums, Spark's job files, the Delta log); anything else is not a leftover and is never removed.
 _LEFTOVER = re.compile(r"^(part-.*|\.part-.*\.crc|_delta_log|_SUCCESS|\._SUCCESS\.crc|_temporary|"
-                       r"_started_\d+|_committed_\d+|" + re.escape(MARKER) + r")$")
+                       r"_started_\d+|_committed_\d+)$")
 
 State = Literal["absent", "empty", "pending", "table"]
 
@@ -82,17 +84,22 @@ def _entries(fs, root: str) -> list:
     return fs.get_file_info(pafs.FileSelector(root))
 
 
+def marker_path(output: str) -> str:
+    """Where the marker of a release to ``output`` goes: ``<output>_fragrelease_pending.json``, beside it."""
+    return absolute(output).rstrip("/") + MARKER
+
+
 def _read_marker(fs, root: str, path: str) -> Optional[PendingRelease]:
-    """The marker in ``root``, None without one. Raises OutputConflictError for a marker that is not one."""
-    marker = posixpath.join(root, MARKER)
+    """The marker of output ``root``, None without one. Raises OutputConflictError for a file there that is not one."""
+    marker = root.rstrip("/") + MARKER
     if fs.get_file_info(marker).type == pafs.FileType.NotFound:
         return None
     try:
         with fs.open_input_stream(marker) as f:
             return PendingRelease.model_validate_json(f.read())
     except (ValidationError, ValueError, OSError):
-        raise OutputConflictError(f"output {path!r}: its marker {MARKER!r} cannot be read as a fragrelease "
-                                  "marker; nothing was removed: remove the folder or choose another output") from None
+        raise OutputConflictError(f"output {path!r}: {marker_path(path)!r} is not a fragrelease marker; nothing was "
+                                  "removed: move that file away or choose another output") from None
 
 
 def _commit_files(fs, root: str) -> list:
@@ -152,21 +159,23 @@ def check_output(target: ReleaseTarget, *, if_exists: str, columns: Optional[Seq
     path = absolute(target.output)
     fs, root = _fs_path(path)
     info = fs.get_file_info(root)
-    if info.type == pafs.FileType.NotFound:
-        return "absent"
-    if info.type != pafs.FileType.Directory:
+    if info.type == pafs.FileType.File:
         raise OutputConflictError(f"output {path!r} is a file, not a release folder; nothing was written: choose an "
                                   "output path that does not exist")
-    entries = _entries(fs, root)
-    if not entries:
-        return "empty"
-    committed = _committed(path, fs, root)
+    entries = _entries(fs, root) if info.type == pafs.FileType.Directory else []
+    committed = _committed(path, fs, root) if entries else False
     if committed is None:
         raise OutputConflictError(f"output {path!r} holds a Delta log whose commits cannot be read (damaged); "
                                   "nothing was written: repair or remove it, or choose another output")
     if committed:
         return _check_table(path, target, if_exists, columns)
     marker = _read_marker(fs, root, path)
+    if not entries:
+        if marker is not None and not target.owns(marker):
+            raise OutputConflictError(f"output {path!r} is being written by release {marker.config!r} (dataset "
+                                      f"{marker.dataset!r}, marker {marker_path(path)!r}); nothing was written: "
+                                      "choose another output")
+        return "absent" if info.type == pafs.FileType.NotFound else "empty"
     names = sorted(i.base_name for i in entries)
     others = [n for n in names if not _LEFTOVER.match(n)]
     if others:
@@ -205,7 +214,7 @@ def _check_table(path: str, target: ReleaseTarget, if_exists: str, columns: Opti
 
 def prepare_output(target: ReleaseTarget, plan_id: str, *, if_exists: str) -> State:
     """Check the output again and, when it has no committed version, clear this release's leftovers and
-    write :data:`MARKER` naming ``plan_id``; return the state found (as :func:`check_output`).
+    write the marker (:func:`marker_path`) naming ``plan_id``; return the state found (as :func:`check_output`).
 
     Only what :func:`check_output` accepted as a crashed write of this release is removed (entries
     matching Spark's, delta-rs' and Delta's file names under a folder that holds this release's
@@ -226,8 +235,6 @@ def prepare_output(target: ReleaseTarget, plan_id: str, *, if_exists: str) -> St
     fs, root = _fs_path(path)
     if state == "pending":
         for info in _entries(fs, root):
-            if info.base_name == MARKER:
-                continue
             if info.type == pafs.FileType.Directory:
                 fs.delete_dir(info.path)
             else:
@@ -236,12 +243,12 @@ def prepare_output(target: ReleaseTarget, plan_id: str, *, if_exists: str) -> St
 
     marker = PendingRelease(system=target.system, config=target.config, dataset=target.dataset,
                             output=path.rstrip("/"), plan_id=plan_id)
-    write_text(posixpath.join(path, MARKER), marker.model_dump_json())
+    write_text(marker_path(path), marker.model_dump_json())
     return state
 
 
 def finish_output(target: ReleaseTarget) -> None:
-    """Remove this release's :data:`MARKER` after its commit (a marker of another release stays)."""
+    """Remove this release's marker (:func:`marker_path`) after its commit (a marker of another release stays)."""
     path = absolute(target.output)
     fs, root = _fs_path(path)
     try:
@@ -250,15 +257,15 @@ def finish_output(target: ReleaseTarget) -> None:
         return
     if marker is not None and target.owns(marker):
         try:
-            fs.delete_file(posixpath.join(root, MARKER))
+            fs.delete_file(root.rstrip("/") + MARKER)
         except FileNotFoundError:
             pass
 
 
 def marker_text(path: str) -> Optional[dict]:
-    """The marker at ``path`` as a dict (tests and ``inspect``), None without one."""
+    """The marker of output ``path`` as a dict (tests), None without one."""
     fs, root = _fs_path(absolute(path))
-    marker = posixpath.join(root, MARKER)
+    marker = root.rstrip("/") + MARKER
     if fs.get_file_info(marker).type == pafs.FileType.NotFound:
         return None
     with fs.open_input_stream(marker) as f:
@@ -272,5 +279,5 @@ def release_target(cfg) -> Optional[ReleaseTarget]:
     return ReleaseTarget(output=cfg.output, config=cfg.name, dataset=cfg.dataset)
 
 
-__all__ = ["MARKER", "LEDGER_COLUMNS", "PendingRelease", "ReleaseTarget", "check_output", "finish_output",
+__all__ = ["MARKER", "LEDGER_COLUMNS", "marker_path", "PendingRelease", "ReleaseTarget", "check_output", "finish_output",
            "marker_text", "prepare_output", "release_target"]

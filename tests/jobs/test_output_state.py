@@ -16,10 +16,10 @@ from fragrelease.errors import OutputConflictError, ReleaseExistsError, SchemaMi
 from fragrelease.jobs.idpir.ledger import LEDGER_SCHEMA
 from fragrelease.jobs.output_state import (
     LEDGER_COLUMNS,
-    MARKER,
     ReleaseTarget,
     check_output,
     finish_output,
+    marker_path,
     marker_text,
     prepare_output,
 )
@@ -134,7 +134,7 @@ def _wedge(output, marker=None):
     open(os.path.join(output, ".part-00000-1b2c-c000.snappy.parquet.crc"), "wb").write(b"crc")
     open(os.path.join(output, "_delta_log", ".00000000000000000000.json.5f1e.tmp"), "wb").write(b'{"add"')
     if marker is not None:
-        open(os.path.join(output, MARKER), "w").write(json.dumps(marker))
+        open(marker_path(output), "w").write(json.dumps(marker))
 
 
 def test_an_uncommitted_write_without_marker_is_refused_and_nothing_removed(tmp_path):
@@ -158,9 +158,12 @@ def test_another_releases_uncommitted_write_is_refused(tmp_path):
                                                   r"was removed"):
         prepare_output(target, "plan-2", if_exists="error")
     assert _tree(target.output) == before
-    open(os.path.join(target.output, MARKER), "w").write("{not json")
-    with pytest.raises(OutputConflictError, match=r"its marker '_fragrelease_pending.json' cannot be read"):
+    open(marker_path(target.output), "w").write("{not json")
+    with pytest.raises(OutputConflictError) as info:
         check_output(target, if_exists="error")
+    assert str(info.value) == (f"output {target.output!r}: {target.output + '_fragrelease_pending.json'!r} is not a "
+                               "fragrelease marker; nothing was removed: move that file away or choose another output")
+    assert open(marker_path(target.output)).read() == "{not json"
 
 
 def test_this_releases_crashed_write_is_cleared_and_marked_again(tmp_path):
@@ -171,11 +174,11 @@ def test_this_releases_crashed_write_is_cleared_and_marked_again(tmp_path):
     beside.write_text("user file")
     assert check_output(target, if_exists="error") == "pending"
     assert prepare_output(target, "plan-2", if_exists="error") == "pending"
-    assert list(_tree(target.output)) == [MARKER]  # exactly the leftovers went
+    assert os.listdir(target.output) == []  # exactly the leftovers went; the folder stays, empty
     assert marker_text(target.output) == {**ours, "plan_id": "plan-2"}
     assert beside.read_text() == "user file"
     finish_output(target)
-    assert os.listdir(target.output) == []
+    assert not os.path.exists(marker_path(target.output)) and os.listdir(target.output) == []
 
 
 def test_a_user_file_in_a_crashed_write_blocks_the_clearing(tmp_path):
@@ -206,7 +209,20 @@ def test_an_empty_version_0_commit_file_left_by_a_crash_counts_as_no_version(tmp
     _wedge(target.output, ours)
     open(os.path.join(target.output, "_delta_log", "00000000000000000000.json"), "w").close()
     assert prepare_output(target, "plan-2", if_exists="error") == "pending"
-    assert list(_tree(target.output)) == [MARKER]
+    assert os.listdir(target.output) == []
+
+
+def test_another_release_about_to_write_an_absent_output_is_refused(tmp_path):
+    target = _target(tmp_path)
+    other = {"system": "idpir", "config": "cfg-b", "dataset": "wine", "output": target.output, "plan_id": "p"}
+    open(marker_path(target.output), "w").write(json.dumps(other))
+    with pytest.raises(OutputConflictError, match=r"is being written by release 'cfg-b' \(dataset 'wine', marker "):
+        prepare_output(target, "plan-2", if_exists="error")
+    assert json.loads(open(marker_path(target.output)).read()) == other
+    ours = {**other, "config": "cfg-a"}
+    open(marker_path(target.output), "w").write(json.dumps(ours))  # a crash before the first file was written
+    assert prepare_output(target, "plan-2", if_exists="error") == "absent"
+    assert marker_text(target.output) == {**ours, "plan_id": "plan-2"}
 
 
 def test_a_committed_table_is_never_cleared_and_keeps_its_leftovers(tmp_path):
