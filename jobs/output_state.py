@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import posixpath
 import re
+import uuid
 from dataclasses import dataclass
 from typing import Literal, Optional, Sequence
 
@@ -212,7 +213,8 @@ def _check_table(path: str, target: ReleaseTarget, if_exists: str, columns: Opti
     return "table"
 
 
-def prepare_output(target: ReleaseTarget, plan_id: str, *, if_exists: str) -> State:
+def prepare_output(target: ReleaseTarget, plan_id: str, *, if_exists: str,
+                   columns: Optional[Sequence[str]] = None) -> State:
     """Check the output again and, when it has no committed version, clear this release's leftovers and
     write the marker (:func:`marker_path`) naming ``plan_id``; return the state found (as :func:`check_output`).
 
@@ -223,14 +225,30 @@ def prepare_output(target: ReleaseTarget, plan_id: str, *, if_exists: str) -> St
 
     Raises
     ------
-    OutputConflictError, ReleaseExistsError
-        As :func:`check_output`.
-    OSError
-        The file system refused a removal or the marker's write (the caller maps it to one line).
+    OutputConflictError, ReleaseExistsError, SchemaMismatchError
+        As :func:`check_output` (``columns`` as there).
+    TableWriteError
+        Storage refused a removal or the marker's write (read-only, permission, disk full): one line
+        with the operating system's cause.
     """
-    state = check_output(target, if_exists=if_exists)
+    state = check_output(target, if_exists=if_exists, columns=columns)
     if state == "table":
         return state
+    try:
+        _clear_and_mark(target, plan_id, state)
+    except OSError as exc:
+        from fragrelease.errors import TableWriteError
+
+        from .storage_errors import path_cause
+
+        path = absolute(target.output)
+        raise TableWriteError(f"output {path!r} cannot be prepared for the release (its marker "
+                              f"{marker_path(path)!r}): {path_cause(marker_path(path), exc)}; nothing was "
+                              "committed") from None
+    return state
+
+
+def _clear_and_mark(target: ReleaseTarget, plan_id: str, state: State) -> None:
     path = absolute(target.output)
     fs, root = _fs_path(path)
     if state == "pending":
@@ -239,12 +257,26 @@ def prepare_output(target: ReleaseTarget, plan_id: str, *, if_exists: str) -> St
                 fs.delete_dir(info.path)
             else:
                 fs.delete_file(info.path)
-    from .storage import write_text
-
     marker = PendingRelease(system=target.system, config=target.config, dataset=target.dataset,
                             output=path.rstrip("/"), plan_id=plan_id)
-    write_text(marker_path(path), marker.model_dump_json())
-    return state
+    if _read_marker(fs, root, path) != marker:  # the plan step wrote it already: the release step leaves it
+        _write_atomically(fs, root.rstrip("/") + MARKER, marker.model_dump_json())
+
+
+def _write_atomically(fs, dest: str, text: str) -> None:
+    """Write ``dest`` through a temporary file of its own, moved into place; on failure that file is removed."""
+    fs.create_dir(posixpath.dirname(dest), recursive=True)
+    tmp = f"{dest}.tmp-{uuid.uuid4().hex}"
+    try:
+        with fs.open_output_stream(tmp) as out:
+            out.write(text.encode("utf-8"))
+        fs.move(tmp, dest)
+    except BaseException:
+        try:
+            fs.delete_file(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def finish_output(target: ReleaseTarget) -> None:

@@ -72,9 +72,11 @@ def issue_plan(cfg: ReleaseConfig, spark=None) -> Plan:
     ReleaseExistsError
         The release table exists and the configuration does not allow a new version: refused
         before any owner spends budget on it.
-    OutputConflictError, SchemaMismatchError
+    OutputConflictError, SchemaMismatchError, TableWriteError
         The output path holds something this release must not write into, or a release with other
-        columns (:func:`fragrelease.jobs.output_state.check_output`): refused before any owner spends.
+        columns (:func:`fragrelease.jobs.output_state.check_output`), or the marker beside a new output
+        cannot be written (:func:`fragrelease.jobs.output_state.prepare_output`): refused before any
+        owner spends.
     ProtocolError, IdentifierError, InvalidParameterError
         From :func:`fragrelease.idpir.protocol.make_plan`.
     """
@@ -83,7 +85,11 @@ def issue_plan(cfg: ReleaseConfig, spark=None) -> Plan:
     metas = [OwnerMetadata.model_validate_json(read_text(metadata_path(cfg, o.name))) for o in cfg.owners]
     plan = make_plan(metas, fragmentation=cfg.fragmentation, mechanism=cfg.mechanism, k=cfg.k,
                      epsilon=cfg.epsilon, epsilon_split=cfg.epsilon_split, keep_id=cfg.keep_id, options=cfg.options)
-    refuse_existing_release(cfg, spark, columns=release_columns(plan))  # now with the plan's columns
+    target = release_target(cfg)
+    if target is None:
+        refuse_existing_release(cfg, spark, columns=release_columns(plan))  # now with the plan's columns
+    else:  # checked again with the plan's columns; the marker claims the output (and probes it) before any spend
+        prepare_output(target, plan.plan_id, if_exists=cfg.if_exists, columns=release_columns(plan))
     write_text(plan_path(cfg), plan.to_json())
     log.info("plan %s issued to %d owners", plan.plan_id, len(plan.owners))
     return plan
@@ -399,7 +405,7 @@ def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519Pub
     described = release_description(prov, declared_types=declared, id_column=PSEUDONYM_COLUMN)
     target = release_target(cfg)
     if target is not None:  # a first version: mark the folder as this release's, clearing its own crashed write
-        prepare_output(target, plan.plan_id, if_exists=cfg.if_exists)
+        prepare_output(target, plan.plan_id, if_exists=cfg.if_exists, columns=release_columns(plan))
     path, version = commit_release(released, system="idpir", provenance=prov, guarantee=prov["guarantee"],
                                    path=cfg.output if cfg.output_table is None else None, table=cfg.output_table,
                                    if_exists=cfg.if_exists, description=described)

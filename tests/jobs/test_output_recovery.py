@@ -1,0 +1,199 @@
+"""A crash or a full disk during the aggregator's commit no longer wedges the output (issue 36 item 2, 4).
+
+Before the fix, on the Spark Delta path an aggregator killed during the commit left ``_delta_log/``
+with no commit and a 0-byte part file, and every later run of the release failed with
+``[TABLE_OR_VIEW_ALREADY_EXISTS]`` after every owner had spent its ε; a full disk printed
+``(An error occurred while calling o1252.create.)`` and hundreds of lines of Java stack traces.
+Now the next run of the same configuration finds its own marker beside the output, clears exactly
+the crashed write's leftovers and commits version 0; each owner's ledger then holds one spend per
+committed release plus the killed attempt's.
+"""
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+from fractions import Fraction
+
+import pytest
+import yaml
+from deltalake import DeltaTable
+
+from fragrelease.idpir.config import config_from_dict
+from fragrelease.jobs.idpir import ledger
+from fragrelease.jobs.idpir.release import run_local_release
+from fragrelease.jobs.output_state import marker_path, marker_text
+
+HELPERS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "helpers")
+
+
+class Killed(BaseException):
+    """Stands for the process dying at that point: no ``except Exception`` handler runs."""
+
+
+def _config(tmp_path, source, output, name="recover"):
+    from signing_keys import with_keys
+
+    return with_keys(config_from_dict({
+        "name": name, "dataset": "wine", "fragmentation": "horizontal", "epsilon": "1", "k": 10,
+        "source": {"path": source, "format": "parquet"}, "reports": False,
+        "owners": [{"name": "a", "rows": 100, "ledger": {"path": str(tmp_path / "ledger-a"), "lifetime_epsilon": "10"}},
+                   {"name": "b", "rows": 100, "ledger": {"path": str(tmp_path / "ledger-b"), "lifetime_epsilon": "10"}}],
+        "work_dir": str(tmp_path / "work"), "output": output}), tmp_path / "keys")
+
+
+@pytest.fixture
+def wine_source(spark, wine_pdf, tmp_path):
+    from fragrelease.schemas.wine import SCHEMA
+
+    path = str(tmp_path / "wine")
+    spark.createDataFrame(wine_pdf.sample(200, random_state=5), SCHEMA.struct_type()).write.parquet(path)
+    return path
+
+
+def _spends(tmp_path, owner):
+    return ledger.spent(str(tmp_path / f"ledger-{owner}"), owner, "wine")
+
+
+def _assert_committed_once(output, rows=200):
+    dt = DeltaTable(output)
+    assert dt.version() == 0 and dt.to_pyarrow_table().num_rows == rows
+    data = {os.path.realpath(f) for f in glob.glob(os.path.join(output, "**", "*.parquet"), recursive=True)}
+    assert data == {os.path.realpath(u.removeprefix("file://")) for u in dt.file_uris()}  # no leftover part file
+    assert not os.path.exists(marker_path(output))
+
+
+@pytest.mark.slow  # two whole releases and an aggregator in its own interpreter
+def test_an_aggregator_killed_during_the_spark_delta_commit_does_not_wedge_the_output(spark, tmp_path, wine_source,
+                                                                                      monkeypatch):
+    from fragrelease.jobs import release_api
+    from fragrelease.jobs.session import delta_available
+
+    if not delta_available(spark):
+        pytest.skip("the Spark Delta path needs Delta's classes in this session")
+    output = str(tmp_path / "out" / "release")
+    beside = tmp_path / "out" / "notes.txt"
+    beside.parent.mkdir()
+    beside.write_text("a user file beside the output")
+    cfg = _config(tmp_path, wine_source, output)
+    real_release = release_api.aggregator.release
+    killed = {}
+
+    def release_in_a_killed_process(spark_, cfg_, **kwargs):
+        conf = tmp_path / "aggregator.json"
+        conf.write_text(json.dumps(cfg_.model_dump(mode="json", exclude_none=True)))
+        proc = subprocess.run([sys.executable, os.path.join(HELPERS, "kill_during_commit.py"), str(conf)],
+                              capture_output=True, text=True, timeout=900)
+        killed.update(returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr[-3000:])
+        raise Killed
+
+    monkeypatch.setattr(release_api.aggregator, "release", release_in_a_killed_process)
+    with pytest.raises(Killed):
+        run_local_release(spark, cfg)
+    assert killed["returncode"] == -signal.SIGKILL, killed
+    left = sorted(os.listdir(output))
+    assert any(n.startswith("part-") for n in left), left  # the killed write's data file(s)
+    assert not DeltaTable.is_deltatable(output)  # and no committed version
+    first_plan = marker_text(output)["plan_id"]
+    assert marker_text(output) == {"system": "idpir", "config": "recover", "dataset": "wine", "output": output,
+                                   "plan_id": first_plan}
+    assert _spends(tmp_path, "a") == _spends(tmp_path, "b") == [Fraction(1)]
+
+    monkeypatch.setattr(release_api.aggregator, "release", real_release)
+    result = run_local_release(spark, cfg)  # the same configuration, nothing removed by hand
+    assert result.version == 0 and result.plan.plan_id != first_plan
+    _assert_committed_once(output)
+    assert _spends(tmp_path, "a") == _spends(tmp_path, "b") == [Fraction(1), Fraction(1)]  # + the killed attempt's
+    assert beside.read_text() == "a user file beside the output"
+
+
+@pytest.mark.slow  # two whole releases
+def test_an_aggregator_killed_during_the_delta_rs_commit_does_not_wedge_the_output(spark, tmp_path, wine_source,
+                                                                                   monkeypatch):
+    import deltalake.transaction as tx
+
+    from fragrelease.jobs import delta_write, storage
+
+    monkeypatch.setattr(storage, "delta_available", lambda spark: False)
+    output = str(tmp_path / "release")
+    cfg = _config(tmp_path, wine_source, output)
+
+    def die(*args, **kwargs):
+        raise Killed
+
+    real_create, real_discard = tx.create_table_with_add_actions, delta_write._discard_uncommitted
+    monkeypatch.setattr(tx, "create_table_with_add_actions", die)  # killed at the commit ...
+    monkeypatch.setattr(delta_write, "_discard_uncommitted", die)  # ... so no clean-up runs
+    with pytest.raises(Killed):
+        run_local_release(spark, cfg)
+    assert glob.glob(os.path.join(output, "part-*", "*.parquet")) and not DeltaTable.is_deltatable(output)
+    monkeypatch.setattr(tx, "create_table_with_add_actions", real_create)
+    monkeypatch.setattr(delta_write, "_discard_uncommitted", real_discard)
+    assert run_local_release(spark, cfg).version == 0
+    _assert_committed_once(output)
+    assert _spends(tmp_path, "a") == _spends(tmp_path, "b") == [Fraction(1), Fraction(1)]
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 1 MiB tmpfs at ``tmp_path/disk`` (root and ``mount`` needed; skipped otherwise), unmounted after."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], capture_output=True).returncode:
+        pytest.skip("a full disk needs a small tmpfs: mount -t tmpfs is not allowed here")
+    yield disk
+    subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def _fill(disk, leave: int) -> str:
+    st = os.statvfs(disk)
+    filler = os.path.join(disk, "filler")
+    with open(filler, "wb") as f:
+        f.write(b"\0" * (st.f_bavail * st.f_frsize - leave))
+    return filler
+
+
+@pytest.mark.slow  # a whole `fragrelease run` in its own interpreter (its Spark log on standard error), then another
+def test_a_full_disk_during_the_spark_delta_commit_is_one_line_and_the_rerun_commits(spark, tmp_path, wine_source,
+                                                                                     small_disk):
+    from fragrelease.jobs.cli import run_cli
+
+    output = str(small_disk / "release")
+    cfg = _config(tmp_path, wine_source, output, name="full-disk")
+    conf = tmp_path / "release.yaml"
+    conf.write_text(yaml.safe_dump(cfg.model_dump(mode="json", exclude_none=True)))
+    filler = _fill(small_disk, leave=4096)  # room for the marker, not for the release
+    proc = subprocess.run([sys.executable, "-m", "fragrelease.jobs.cli", "run", str(conf)], capture_output=True,
+                          text=True, timeout=900, env={**os.environ, "FRAGRELEASE_SPARK_LOG_LEVEL": ""})
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    lines = proc.stderr.splitlines()
+    errors = [ln for ln in lines if ln.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(f"error: the Delta write to {output!r} failed and was not "
+                                                     "committed (No space left on device (ENOSPC)); "), lines[-20:]
+    assert not any(ln.lstrip().startswith("at ") for ln in lines), lines  # no Java stack trace
+    assert len(lines) < 20, lines  # Spark's start-up notices and the preview's warning, nothing about the failure
+    assert not DeltaTable.is_deltatable(output)
+    assert marker_text(output)["config"] == "full-disk"
+    assert _spends(tmp_path, "a") == [Fraction(1)]  # the failed attempt's spend stays (the safe direction)
+    os.remove(filler)  # the operator frees space; nothing of the release is removed by hand
+    assert run_cli(["run", str(conf)]) == 0
+    _assert_committed_once(output)
+    assert _spends(tmp_path, "a") == _spends(tmp_path, "b") == [Fraction(1), Fraction(1)]
+
+
+@pytest.mark.slow  # a whole release up to the owners' spend
+def test_a_read_only_output_is_refused_before_any_spend(spark, tmp_path, wine_source, small_disk, capsys):
+    from fragrelease.jobs.cli import run_cli
+
+    output = str(small_disk / "release")
+    cfg = _config(tmp_path, wine_source, output, name="read-only")
+    conf = tmp_path / "release.yaml"
+    conf.write_text(yaml.safe_dump(cfg.model_dump(mode="json", exclude_none=True)))
+    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    assert run_cli(["run", str(conf)]) == 2
+    errors = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error:")]
+    assert errors == [f"error: output {output!r} cannot be prepared for the release (its marker "
+                      f"{marker_path(output)!r}): Read-only file system (EROFS); nothing was committed"], errors
+    assert not os.path.exists(tmp_path / "ledger-a") or _spends(tmp_path, "a") == []
+    assert os.listdir(small_disk) == []
