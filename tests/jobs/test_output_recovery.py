@@ -146,14 +146,6 @@ def small_disk(tmp_path):
     subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
-def _fill(disk, leave: int) -> str:
-    st = os.statvfs(disk)
-    filler = os.path.join(disk, "filler")
-    with open(filler, "wb") as f:
-        f.write(b"\0" * (st.f_bavail * st.f_frsize - leave))
-    return filler
-
-
 @pytest.mark.slow  # a whole `fragrelease run` in its own interpreter (its Spark log on standard error), then another
 def test_a_full_disk_during_the_spark_delta_commit_is_one_line_and_the_rerun_commits(spark, tmp_path, wine_source,
                                                                                      small_disk):
@@ -163,20 +155,20 @@ def test_a_full_disk_during_the_spark_delta_commit_is_one_line_and_the_rerun_com
     cfg = _config(tmp_path, wine_source, output, name="full-disk")
     conf = tmp_path / "release.yaml"
     conf.write_text(yaml.safe_dump(cfg.model_dump(mode="json", exclude_none=True)))
-    filler = _fill(small_disk, leave=4096)  # room for the marker, not for the release
-    proc = subprocess.run([sys.executable, "-m", "fragrelease.jobs.cli", "run", str(conf)], capture_output=True,
-                          text=True, timeout=900, env={**os.environ, "FRAGRELEASE_SPARK_LOG_LEVEL": ""})
+    env = {k: v for k, v in os.environ.items() if k != "FRAGRELEASE_SPARK_LOG_LEVEL"}  # the CLI's own default
+    proc = subprocess.run([sys.executable, os.path.join(HELPERS, "full_disk_run.py"), str(conf), str(small_disk)],
+                          capture_output=True, text=True, timeout=900, env=env)
     assert proc.returncode == 2, proc.stderr[-3000:]
     lines = proc.stderr.splitlines()
     errors = [ln for ln in lines if ln.startswith("error:")]
     assert len(errors) == 1 and errors[0].startswith(f"error: the Delta write to {output!r} failed and was not "
                                                      "committed (No space left on device (ENOSPC)); "), lines[-20:]
-    assert not any(ln.lstrip().startswith("at ") for ln in lines), lines  # no Java stack trace
-    assert len(lines) < 20, lines  # Spark's start-up notices and the preview's warning, nothing about the failure
+    assert not any(ln.lstrip().startswith("at ") or " ERROR " in ln for ln in lines), lines  # no Java log or trace
+    assert len(lines) < 40, lines  # Spark's start-up notices, the preview's warning and the progress lines
     assert not DeltaTable.is_deltatable(output)
     assert marker_text(output)["config"] == "full-disk"
     assert _spends(tmp_path, "a") == [Fraction(1)]  # the failed attempt's spend stays (the safe direction)
-    os.remove(filler)  # the operator frees space; nothing of the release is removed by hand
+    os.remove(small_disk / "filler")  # the operator frees space; nothing of the release is removed by hand
     assert run_cli(["run", str(conf)]) == 0
     _assert_committed_once(output)
     assert _spends(tmp_path, "a") == _spends(tmp_path, "b") == [Fraction(1), Fraction(1)]
@@ -197,3 +189,69 @@ def test_a_read_only_output_is_refused_before_any_spend(spark, tmp_path, wine_so
                       f"{marker_path(output)!r}): Read-only file system (EROFS); nothing was committed"], errors
     assert not os.path.exists(tmp_path / "ledger-a") or _spends(tmp_path, "a") == []
     assert os.listdir(small_disk) == []
+
+
+def _frame(spark, tag: int):
+    return spark.range(20).selectExpr("id", f"id * {tag} AS value")
+
+
+def test_a_failed_attempts_leftovers_do_not_block_the_next_spark_delta_version(spark, tmp_path):
+    from fragrelease.jobs import storage
+    from fragrelease.jobs.session import delta_available
+
+    if not delta_available(spark):
+        pytest.skip("the Spark Delta path needs Delta's classes in this session")
+    table = str(tmp_path / "release")
+    assert storage.commit_delta(_frame(spark, 2), table, provenance={"role": "release"}) == 0
+    stray = os.path.join(table, "part-00000-killed-attempt-c000.snappy.parquet")
+    open(stray, "wb").close()  # a 0-byte part file of a killed attempt
+    tmp_commit = os.path.join(table, "_delta_log", ".00000000000000000001.json.5f1e.tmp")
+    open(tmp_commit, "w").write('{"add"')  # a commit file a full disk cut short
+    assert storage.commit_delta(_frame(spark, 3), table, provenance={"role": "release"}, if_exists="new-version") == 1
+    assert spark.read.format("delta").load(table).selectExpr("sum(value)").first()[0] == 3 * sum(range(20))
+    assert spark.read.format("delta").option("versionAsOf", 0).load(table).selectExpr("sum(value)").first()[0] == (
+        2 * sum(range(20)))  # the earlier version untouched
+    assert os.path.exists(stray) and os.path.exists(tmp_commit)  # not this run's files: left in place
+
+
+def test_losing_a_create_race_on_the_spark_delta_path_is_one_line(spark, tmp_path, monkeypatch):
+    import pyarrow as pa
+    from deltalake import write_deltalake
+    from pyspark.sql.readwriter import DataFrameWriterV2
+
+    from fragrelease.errors import ConcurrentCommitError
+    from fragrelease.jobs import storage
+    from fragrelease.jobs.session import delta_available
+
+    if not delta_available(spark):
+        pytest.skip("the Spark Delta path needs Delta's classes in this session")
+    table = str(tmp_path / "release")
+    real = DataFrameWriterV2.create
+
+    def other_release_first(self):
+        write_deltalake(table, pa.table({"id": pa.array([1], pa.int64()), "value": pa.array([1], pa.int64())}))
+        return real(self)
+
+    monkeypatch.setattr(DataFrameWriterV2, "create", other_release_first)
+    with pytest.raises(ConcurrentCommitError) as info:
+        storage.commit_delta(_frame(spark, 2), table, provenance={"role": "release"})
+    assert str(info.value) == (f"another release committed to {table!r} at the same time; run again for a new version "
+                               "(this write was not committed; 0 file(s) it had written were removed)")
+    assert DeltaTable(table).version() == 0 and DeltaTable(table).to_pyarrow_table().num_rows == 1  # the winner's
+
+
+def test_a_java_disk_full_or_permission_error_is_named_by_its_os_cause(tmp_path):
+    from fragrelease.errors import DeltaWriteError
+    from fragrelease.jobs.delta_write import _spark_commit_error
+
+    class Py4JJavaError(Exception):  # what py4j raises: the Java stack trace in its text
+        pass
+
+    for java, cause in (("java.io.IOException: No space left on device", "No space left on device (ENOSPC)"),
+                        ("java.io.FileNotFoundException: /x/part-0 (Permission denied)", "Permission denied (EACCES)")):
+        exc = Py4JJavaError(f"An error occurred while calling o1252.create.\n: org.apache.spark.SparkException: "
+                            f"Job aborted.\n\tat org.apache.spark.X.y(X.scala:1)\nCaused by: {java}\n\tat a.b(c:2)")
+        err = _spark_commit_error(str(tmp_path / "release"), exc, None, 2)
+        assert isinstance(err, DeltaWriteError)
+        assert str(err) == (f"the Delta write to {str(tmp_path / 'release')!r} failed and was not committed ({cause}); "
+                            "2 file(s) it had written were removed")
