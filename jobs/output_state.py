@@ -196,7 +196,9 @@ def _check_table(path: str, target: ReleaseTarget, if_exists: str, columns: Opti
     if sorted(existing) == sorted(LEDGER_COLUMNS):
         raise OutputConflictError(f"output {path!r} is a budget ledger (columns {', '.join(LEDGER_COLUMNS)}), not "
                                   "a release; nothing was written: choose another output path")
-    system, dataset = prov.get("system"), prov.get("dataset")
+    dataset = prov.get("dataset")
+    # iDP-IR releases committed before the system stamp (issue 25) say only role "release"
+    system = prov.get("system") or ("idpir" if prov.get("role") == "release" else None)
     if not prov or prov.get("role") not in (None, "release") or system is None:
         raise OutputConflictError(f"output {path!r} is a Delta table that is not a fragrelease release (role "
                                   f"{prov.get('role')!r}); nothing was written: choose another output path")

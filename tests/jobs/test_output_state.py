@@ -113,9 +113,11 @@ def test_a_table_fragrelease_did_not_release_is_refused(tmp_path, prov):
         check_output(target, if_exists="new-version")
 
 
-def test_this_releases_table_gets_a_new_version_or_is_refused(tmp_path):
+@pytest.mark.parametrize("prov", [_release_prov(), {"role": "release", "dataset": "wine", "plan_id": "p-0"}],
+                         ids=["stamped", "before-the-system-stamp"])
+def test_this_releases_table_gets_a_new_version_or_is_refused(tmp_path, prov):
     target = _target(tmp_path)
-    _table(target.output, _release_prov())
+    _table(target.output, prov)
     assert check_output(target, if_exists="new-version", columns=COLUMNS) == "table"
     with pytest.raises(ReleaseExistsError) as info:
         check_output(target, if_exists="error")
