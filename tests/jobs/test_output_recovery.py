@@ -119,12 +119,17 @@ def test_an_aggregator_killed_during_the_delta_rs_commit_does_not_wedge_the_outp
     output = str(tmp_path / "release")
     cfg = _config(tmp_path, wine_source, output)
 
-    def die(*args, **kwargs):
-        raise Killed
-
     real_create, real_discard = tx.create_table_with_add_actions, delta_write._discard_uncommitted
-    monkeypatch.setattr(tx, "create_table_with_add_actions", die)  # killed at the commit ...
-    monkeypatch.setattr(delta_write, "_discard_uncommitted", die)  # ... so no clean-up runs
+
+    def at_the_output(real):
+        def die_there(path, *args, **kwargs):  # the owners' tables commit through the same calls
+            if os.path.abspath(str(path)) == output:
+                raise Killed
+            return real(path, *args, **kwargs)
+        return die_there
+
+    monkeypatch.setattr(tx, "create_table_with_add_actions", at_the_output(real_create))  # killed at the commit ...
+    monkeypatch.setattr(delta_write, "_discard_uncommitted", at_the_output(real_discard))  # ... so no clean-up runs
     with pytest.raises(Killed):
         run_local_release(spark, cfg)
     assert glob.glob(os.path.join(output, "part-*", "*.parquet")) and not DeltaTable.is_deltatable(output)
