@@ -260,3 +260,15 @@ def test_a_java_disk_full_or_permission_error_is_named_by_its_os_cause(tmp_path)
         assert isinstance(err, DeltaWriteError)
         assert str(err) == (f"the Delta write to {str(tmp_path / 'release')!r} failed and was not committed ({cause}); "
                             "2 file(s) it had written were removed")
+
+
+def test_the_cli_keeps_sparks_log_for_verbose_runs():
+    """Spark's own log (a failed job's Java stack traces) is FATAL-only unless --verbose (then WARN)."""
+    from fragrelease.jobs import cli, session
+
+    try:
+        for verbosity, level in ((0, "FATAL"), (-1, "FATAL"), (1, "WARN")):
+            cli._configure_output(verbosity)
+            assert session._default_log_level == level
+    finally:
+        cli._configure_output(0)
