@@ -52,6 +52,12 @@ class ReleaseExistsError(FragReleaseError, FileExistsError):
     """A release already exists at the target and the write mode does not allow a new version."""
 
 
+class OutputConflictError(ConfigError):
+    """A release's output path holds something the release must not write into (a file, other files, a
+    ledger, another system's or dataset's table, another release's uncommitted write); found before
+    any owner spends. The message names the path, what is there and what to do."""
+
+
 class BudgetExceededError(FragReleaseError):
     """A release would take an owner's spent ε past its declared lifetime budget."""
 

@@ -72,6 +72,7 @@ def commit_with_spark(df, path: str, meta: str, *, table_exists: bool, descripti
     ident = name or f"delta.`{path}`"
     df = _with_comments(df, description)
     before = _listing(path)
+    version_before = _version_or_none(path)
     try:
         with _UserMetadata(spark, meta):
             if not table_exists:
@@ -92,9 +93,7 @@ def commit_with_spark(df, path: str, meta: str, *, table_exists: bool, descripti
                  .option("userMetadata", meta).save(path))
     except Exception as exc:  # noqa: BLE001 - any failure: clean up what this write created, then one line
         removed = _remove_orphans(path, before)
-        cause = _cause(exc)
-        raise DeltaWriteError(f"the Delta write to {path!r} failed and was not committed ({cause}); "
-                              f"{removed} file(s) it had written were removed") from exc
+        raise _spark_commit_error(path, exc, version_before, removed) from exc
     from deltalake import DeltaTable
 
     return DeltaTable(path).version()
@@ -206,10 +205,57 @@ def _commit_error(path: str, before: Optional[int], exc: BaseException, removed:
                            f"and {removed}")
 
 
+#: Delta's and Spark's names for losing a race on the same table (a concurrent create or commit).
+_CONCURRENT = re.compile(r"TABLE_OR_VIEW_ALREADY_EXISTS|DELTA_TABLE_ALREADY_EXISTS|DELTA_CONCURRENT|"
+                         r"Concurrent(Append|Write|DeleteRead|DeleteDelete|Transaction)Exception|"
+                         r"ProtocolChangedException|MetadataChangedException|FileAlreadyExistsException")
+
+
+def _version_or_none(path: str) -> Optional[int]:
+    """The latest committed version of the Delta table at ``path``, None when there is none or it cannot be read."""
+    from deltalake import DeltaTable
+
+    try:
+        return DeltaTable(path).version() if DeltaTable.is_deltatable(path) else None
+    except Exception:  # noqa: BLE001 - delta-rs errors and panics: no readable version
+        return None
+
+
+def _spark_commit_error(path: str, exc: BaseException, version_before: Optional[int], removed: int) -> Exception:
+    """The one-line error of a failed commit through Delta's Spark API (Java stack traces stay in ``__cause__``).
+
+    Another writer's commit (a version appeared since the write began, or Delta names a concurrent
+    create or commit) is a :class:`fragrelease.errors.ConcurrentCommitError`; anything else a
+    :class:`DeltaWriteError` whose cause is the operating system's (``No space left on device
+    (ENOSPC)``, ``Permission denied (EACCES)``, ...) when the Java message names one, else Spark's own
+    (:func:`_cause`).
+    """
+    from fragrelease.errors import ConcurrentCommitError
+
+    now = _version_or_none(path)
+    raced = now is not None and (version_before is None or now > version_before)
+    if raced or (_CONCURRENT.search(str(exc)) and now is not None):
+        return ConcurrentCommitError(f"another release committed to {path!r} at the same time; run again for a new "
+                                     f"version (this write was not committed; {removed} file(s) it had written were "
+                                     "removed)")
+    return DeltaWriteError(f"the Delta write to {path!r} failed and was not committed ({_cause(exc)}); "
+                           f"{removed} file(s) it had written were removed")
+
+
 def _cause(exc: BaseException) -> str:
-    """One line naming why a Spark write failed: the last ``SomeError: ...`` line of its message (a Python
-    worker's traceback ends with it), else the message's first line."""
+    """One line naming why a Spark write failed: the operating system's cause when the (Java) message
+    names one (:func:`fragrelease.jobs.storage_errors.os_cause`), else Spark's error class or the last
+    ``SomeError: ...`` line of a Python worker's traceback
+    (:func:`fragrelease.jobs.storage_errors.spark_failure_cause`), else the message's first line."""
+    from .storage_errors import known_os_cause, spark_failure_cause
+
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    cause = known_os_cause(exc)
+    if cause is not None:
+        return cause
+    spark = spark_failure_cause(exc)
+    if spark is not None:
+        return spark
     named = [ln for ln in lines if re.match(r"^[\w.]+(Error|Exception): ", ln)]
     return ((named[-1] if named else lines[0]) if lines else type(exc).__name__)[:300]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Mapping, Optional, Union
 
-from fragrelease.errors import ConfigError, ReleaseExistsError
+from fragrelease.errors import ConfigError, OutputConflictError, ReleaseExistsError
 from fragrelease.version import __version__
 
 from .catalog import commit_table, release_exists
@@ -58,12 +58,21 @@ def refuse_existing(*, path: Optional[str] = None, table: Optional[str] = None, 
 
     ``path``: a Delta folder (local or URI); ``table``: a catalog name (``spark`` is then the session,
     the active one when None). Raises ConfigError for an ``if_exists`` not in :data:`IF_EXISTS` or
-    not exactly one target, ReleaseExistsError naming the target when it exists and ``if_exists``
-    is ``"error"``.
+    not exactly one target, OutputConflictError (a ConfigError) when ``path`` is a file,
+    ReleaseExistsError naming the target when it exists and ``if_exists`` is ``"error"``.
     """
     _target(path, table)
     if if_exists not in IF_EXISTS:
         raise ConfigError(f"if_exists must be 'error' or 'new-version', not {if_exists!r}")
+    if path is not None:
+        import pyarrow.fs as pafs
+
+        from .uris import _fs_path
+
+        fs, local = _fs_path(absolute(path))
+        if fs.get_file_info(local).type == pafs.FileType.File:
+            raise OutputConflictError(f"output {absolute(path)!r} is a file, not a release folder; nothing was "
+                                      "written: choose an output path that does not exist")
     if if_exists != "error":
         return
     if table is not None:

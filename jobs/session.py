@@ -69,6 +69,17 @@ from fragrelease.jobs.class_archive import java_options
 
 log = logging.getLogger(__name__)
 
+#: The embedded session's Spark (log4j) log level when ``FRAGRELEASE_SPARK_LOG_LEVEL`` is unset. The
+#: command line sets ``FATAL`` (``WARN`` with ``--verbose``, :func:`set_default_log_level`): a failed
+#: job's Java stack traces (hundreds of ``ERROR`` lines) would bury the one line it prints instead.
+_default_log_level = "ERROR"
+
+
+def set_default_log_level(level: str) -> None:
+    """The Spark log level of sessions this process creates from now on, unless ``FRAGRELEASE_SPARK_LOG_LEVEL`` is set."""
+    global _default_log_level
+    _default_log_level = level
+
 #: Delta's Spark session extension and catalog (the names delta-spark documents).
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -226,7 +237,7 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
             .config("spark.driver.memory", os.environ.get("FRAGRELEASE_DRIVER_MEMORY", "4g"))
             .config("spark.sql.adaptive.enabled", "true")
             .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
-            .config("spark.log.level", os.environ.get("FRAGRELEASE_SPARK_LOG_LEVEL", "ERROR"))
+            .config("spark.log.level", os.environ.get("FRAGRELEASE_SPARK_LOG_LEVEL") or _default_log_level)
             .config(*DATAFRAME_DEBUGGING)
         )
         jvm_options = driver_java_options()

@@ -24,9 +24,10 @@ def _named(code: int) -> str:
     return f"{os.strerror(code)} ({name})" if name else os.strerror(code)
 
 
-def os_cause(exc: BaseException) -> str:
-    """The cause of a storage failure as one line: the OS error's text and symbol when one is known,
-    else the first line of the exception's message (at most 200 characters)."""
+def known_os_cause(exc: BaseException) -> str | None:
+    """The operating system's cause of a storage failure (its text and symbol, e.g. ``"No space left on
+    device (ENOSPC)"``) when ``exc`` carries an errno or names one in its text (Java's IOExceptions
+    through py4j do: ``java.io.IOException: No space left on device``), else None."""
     if isinstance(exc, OSError) and exc.errno:
         return _named(exc.errno)
     text = str(exc)
@@ -37,7 +38,13 @@ def os_cause(exc: BaseException) -> str:
     for code in _KNOWN:
         if os.strerror(code).lower() in text.lower():
             return _named(code)
-    return _first_line(exc)
+    return None
+
+
+def os_cause(exc: BaseException) -> str:
+    """The cause of a storage failure as one line: the OS error's text and symbol when one is known
+    (:func:`known_os_cause`), else the first line of the exception's message (at most 200 characters)."""
+    return known_os_cause(exc) or _first_line(exc)
 
 
 def _first_line(exc: BaseException) -> str:

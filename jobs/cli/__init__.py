@@ -26,7 +26,8 @@ Spark job (a lost executor, a task error: Spark's own cause) print one line and 
 Logging: warnings and errors go to standard error; the progress of ``run`` goes to the logger
 ``fragrelease.progress`` (INFO) when standard output is not a terminal (job logs, notebooks,
 redirection), and to rich's live status line on a terminal. ``--verbose`` adds fragrelease's INFO
-and DEBUG records, ``--quiet`` leaves errors only.
+and DEBUG records, ``--quiet`` leaves errors only. Spark's own log (its Java stack traces of a failed
+job) is off below ``FATAL`` unless ``--verbose`` (``WARN``) or ``FRAGRELEASE_SPARK_LOG_LEVEL`` asks for it.
 
 Experiment commands import :mod:`fragrelease.experiments` inside the command, so no release path
 imports it.
@@ -84,6 +85,10 @@ def _configure_output(verbosity: int) -> None:
                                                        if verbosity > 0 else logging.INFO)
     console.quiet = verbosity < 0
     set_verbosity(verbosity)
+    from fragrelease.jobs.session import set_default_log_level
+
+    # a failed Spark job prints one line; its Java stack traces only with --verbose
+    set_default_log_level("WARN" if verbosity > 0 else "FATAL")
 
 
 def _version(value: bool) -> None:
@@ -163,6 +168,7 @@ def run_cli(argv: list[str]) -> int:
     try:
         app(args=argv, standalone_mode=False)
     except FragReleaseError as exc:
+        logging.getLogger(__name__).debug("the error's cause", exc_info=True)  # with -v: the traceback
         err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         return 2
     except ModuleNotFoundError as exc:  # pyspark is not a wheel dependency (fragrelease.jobs.require_pyspark)

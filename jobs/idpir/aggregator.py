@@ -41,6 +41,7 @@ from fragrelease.jobs.idpir.shuffle import pseudonym_set_digest, shuffle_rows
 from fragrelease.jobs.idpir.signatures import public_keys, verify_owner_manifest, verify_table
 from fragrelease.jobs.idpir.unlink import unlink_columns, unlink_frames
 from fragrelease.jobs.idpir.workspace import claim_work_dir
+from fragrelease.jobs.output_state import check_output, finish_output, prepare_output, release_target
 from fragrelease.jobs.release_commit import commit_release, stamp_provenance
 from fragrelease.jobs.session import get_spark
 from fragrelease.jobs.storage import (
@@ -71,6 +72,11 @@ def issue_plan(cfg: ReleaseConfig, spark=None) -> Plan:
     ReleaseExistsError
         The release table exists and the configuration does not allow a new version: refused
         before any owner spends budget on it.
+    OutputConflictError, SchemaMismatchError, TableWriteError
+        The output path holds something this release must not write into, or a release with other
+        columns (:func:`fragrelease.jobs.output_state.check_output`), or the marker beside a new output
+        cannot be written (:func:`fragrelease.jobs.output_state.prepare_output`): refused before any
+        owner spends.
     ProtocolError, IdentifierError, InvalidParameterError
         From :func:`fragrelease.idpir.protocol.make_plan`.
     """
@@ -79,21 +85,40 @@ def issue_plan(cfg: ReleaseConfig, spark=None) -> Plan:
     metas = [OwnerMetadata.model_validate_json(read_text(metadata_path(cfg, o.name))) for o in cfg.owners]
     plan = make_plan(metas, fragmentation=cfg.fragmentation, mechanism=cfg.mechanism, k=cfg.k,
                      epsilon=cfg.epsilon, epsilon_split=cfg.epsilon_split, keep_id=cfg.keep_id, options=cfg.options)
+    target = release_target(cfg)
+    if target is None:
+        refuse_existing_release(cfg, spark, columns=release_columns(plan))  # now with the plan's columns
+    else:  # checked again with the plan's columns; the marker claims the output (and probes it) before any spend
+        prepare_output(target, plan.plan_id, if_exists=cfg.if_exists, columns=release_columns(plan))
     write_text(plan_path(cfg), plan.to_json())
     log.info("plan %s issued to %d owners", plan.plan_id, len(plan.owners))
     return plan
 
 
-def refuse_existing_release(cfg: ReleaseConfig, spark=None) -> None:
-    """Raise ReleaseExistsError when the release target exists and ``if_exists`` is ``error``."""
-    if cfg.if_exists == "error":
-        if cfg.output_table is None:
-            assert cfg.output is not None  # a release has an output path or table (configuration check)
-            exists = is_delta_table(cfg.output)
-        else:
-            exists = release_exists(spark if spark is not None else get_spark(), cfg.output, cfg.output_table)
-        if exists:
-            raise ReleaseExistsError(f"a release already exists at {cfg.output_table or cfg.output!r} and if_exists is 'error'")
+def release_columns(plan: Plan) -> list[str]:
+    """The columns a release of ``plan`` publishes: its attributes, and the pseudonym when kept."""
+    return [*([PSEUDONYM_COLUMN] if plan.keep_id else []), *(a["name"] for a in plan.attributes)]
+
+
+def refuse_existing_release(cfg: ReleaseConfig, spark=None, *, columns: Optional[Sequence[str]] = None) -> None:
+    """Refuse an output this release must not write into, before any owner spends.
+
+    An output path is checked by :func:`fragrelease.jobs.output_state.check_output` (``columns``: the
+    release's columns once the plan is known). A catalog table is refused when it exists and
+    ``if_exists`` is ``error``.
+
+    Raises
+    ------
+    ReleaseExistsError, OutputConflictError, SchemaMismatchError
+        As :func:`fragrelease.jobs.output_state.check_output`.
+    """
+    target = release_target(cfg)
+    if target is not None:
+        check_output(target, if_exists=cfg.if_exists, columns=columns)
+        return
+    if cfg.if_exists == "error" and release_exists(spark if spark is not None else get_spark(), cfg.output,
+                                                   cfg.output_table):
+        raise ReleaseExistsError(f"a release already exists at {cfg.output_table!r} and if_exists is 'error'")
 
 
 def provenance(plan: Plan) -> dict:
@@ -343,10 +368,15 @@ def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519Pub
     IdentifierError
         Vertical fragments whose pseudonym sets differ (the join would lose or invent records), or
         horizontal owners holding the same pseudonym (:func:`check_disjoint_pseudonyms`).
+    ReleaseExistsError, OutputConflictError, SchemaMismatchError
+        The output (:func:`refuse_existing_release`). An output path without a committed version gets
+        this release's marker before the commit, and a crashed earlier attempt of the same release
+        is cleared first (:func:`fragrelease.jobs.output_state.prepare_output`).
     """
     refuse_existing_release(cfg, spark)  # before any fragment is read or verified
     plan = Plan.model_validate_json(read_text(plan_path(cfg)))
     check_plan_against_config(plan, cfg)  # plan.json lies on shared storage: nothing in it is trusted
+    refuse_existing_release(cfg, spark, columns=release_columns(plan))
     fragments, psets, digests, manifests = {}, {}, {}, {}
     for o in plan.owners:
         manifests[o.name], fragments[o.name], psets[o.name], digests[o.name] = load_verified_fragment(
@@ -373,9 +403,14 @@ def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519Pub
     declared = {a.name: a.type for a in resolve_schema(cfg.dataset).attributes}
     released = cast_declared_integers(released, integer_columns(plan.attributes, declared))
     described = release_description(prov, declared_types=declared, id_column=PSEUDONYM_COLUMN)
+    target = release_target(cfg)
+    if target is not None:  # a first version: mark the folder as this release's, clearing its own crashed write
+        prepare_output(target, plan.plan_id, if_exists=cfg.if_exists, columns=release_columns(plan))
     path, version = commit_release(released, system="idpir", provenance=prov, guarantee=prov["guarantee"],
                                    path=cfg.output if cfg.output_table is None else None, table=cfg.output_table,
                                    if_exists=cfg.if_exists, description=described)
+    if target is not None:
+        finish_output(target)
     rows = sum(o.n_records for o in plan.owners) if plan.fragmentation == "horizontal" else plan.owners[0].n_records
     log.info("release committed: version %d of %s", version, cfg.output_table or path)
     report = None

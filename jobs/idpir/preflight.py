@@ -15,7 +15,9 @@ credentials), and that ``work_dir`` holds no user file and belongs to this relea
 Which paths are checked depends on the party: ``run`` and ``split`` play every owner on this machine
 and check every source; an owner's step checks only its own source (another owner's path is not
 on this machine); the aggregator reads no source and no schema, and gets only the ε warning here
-(the configuration itself was validated when it was loaded).
+(the configuration itself was validated when it was loaded). ``run`` and the aggregator also check
+a local ``output`` (:func:`check_output_path`: a file, other files, a ledger, another dataset's or
+system's table, another release's uncommitted write, an existing release with ``if_exists: error``).
 
 Source: docs/specification.md §3 (owners, fragments and the plan's checks, moved before Spark where
 no data is needed).
@@ -63,6 +65,23 @@ def check_source_exists(path: str, *, key: str) -> None:
         raise ConfigError(f"{key}: no such file or folder {path!r}")
 
 
+def check_output_path(cfg: ReleaseConfig) -> None:
+    """Refuse a local ``output`` this release must not write into (no Spark; URIs and catalog tables are
+    checked when the plan is issued): :func:`fragrelease.jobs.output_state.check_output`.
+
+    Raises
+    ------
+    OutputConflictError, ReleaseExistsError
+        A file, a folder with other files, a ledger, another system's or dataset's table, a damaged
+        log or another release's uncommitted write; an existing release with ``if_exists: error``.
+    """
+    from fragrelease.jobs.output_state import check_output, release_target
+
+    target = release_target(cfg)
+    if target is not None and is_local_path(target.output):
+        check_output(target, if_exists=cfg.if_exists)
+
+
 def find_owner(cfg: ReleaseConfig, name: str) -> tuple[int, OwnerConfig]:
     """The index and configuration of owner ``name``.
 
@@ -100,7 +119,9 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
         missing local source; a user path (source, output, ledger, private folder or root, the
         configuration or schema file) inside ``work_dir``, an entry of ``work_dir`` that no release
         wrote, or a ``work_dir`` claimed by another release
-        (:func:`fragrelease.jobs.idpir.workspace.check_work_dir`); each message names the key and the value. (``SigningKeyError``,
+        (:func:`fragrelease.jobs.idpir.workspace.check_work_dir`); each message names the key and the value.
+        (``OutputConflictError``, a ConfigError, and ``ReleaseExistsError``: for ``run`` and
+        ``aggregator``, a local output this release must not write into, :func:`check_output_path`.) (``SigningKeyError``,
         a ConfigError: a configured ``signing_key`` that is unsafe, unreadable or does not match
         the owner's ``public_key``; ``run`` checks every owner's, ``owner`` its own.)
     PseudonymKeyError
@@ -115,6 +136,8 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
 
     warn_if_large_epsilon(cfg.epsilon)
     check_work_dir(cfg, config_path)
+    if party in ("run", "aggregator"):
+        check_output_path(cfg)
     if party == "aggregator":  # it reads only protocol messages: no schema file or source needed here
         return
     schema = resolve_schema(cfg.dataset)  # its error names the dataset

@@ -6,8 +6,8 @@ every system read it back through :func:`fragrelease.jobs.storage.table_history`
 """
 import pytest
 
-from fragrelease.errors import ConfigError, ReleaseExistsError
-from fragrelease.jobs.release_commit import SYSTEMS, commit_release, refuse_existing, stamp_provenance
+from fragrelease.errors import ConfigError, OutputConflictError, ReleaseExistsError
+from fragrelease.jobs.release_commit import IF_EXISTS, SYSTEMS, commit_release, refuse_existing, stamp_provenance
 from fragrelease.jobs.storage import table_history, table_provenance
 from fragrelease.version import __version__
 
@@ -34,6 +34,13 @@ def test_refuse_existing_checks_the_target_and_if_exists(tmp_path):
     with pytest.raises(ConfigError, match="if_exists"):
         refuse_existing(path=str(tmp_path / "r"), if_exists="overwrite")
     refuse_existing(path=str(tmp_path / "r"), if_exists="error")  # nothing there yet: no error
+    (tmp_path / "f").write_text("mine")
+    for mode in IF_EXISTS:  # a file is no release folder, whatever if_exists says
+        with pytest.raises(OutputConflictError) as info:
+            refuse_existing(path=str(tmp_path / "f"), if_exists=mode)
+        assert str(info.value) == (f"output {str(tmp_path / 'f')!r} is a file, not a release folder; nothing was "
+                                   "written: choose an output path that does not exist")
+    assert (tmp_path / "f").read_text() == "mine"
 
 
 def test_every_commit_is_stamped_and_read_back(spark, tmp_path):
