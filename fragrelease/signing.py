@@ -39,6 +39,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from fragrelease.errors import SignatureError, SigningKeyError
+from fragrelease.private_files import check_owner_only_mode
 from fragrelease.rng.secure import secure_bytes
 
 #: Domain-separation prefix of every manifest payload (bump the version when the payload changes).
@@ -130,10 +131,8 @@ def check_private_key_file(path: str, *, owner: str, shared: Mapping[str, Option
         raise SigningKeyError(f"owner {owner!r}: signing_key {path!r} cannot be read: {exc.strerror}") from None
     if not stat.S_ISREG(st.st_mode):
         raise SigningKeyError(f"owner {owner!r}: signing_key {path!r} is not a regular file")
-    mode = stat.S_IMODE(st.st_mode)
-    if mode & 0o077:
-        raise SigningKeyError(f"owner {owner!r}: signing_key {path!r} is readable or writable by group or others "
-                              f"(mode {mode:04o}); run 'chmod 600 {path}'")
+    check_owner_only_mode(st.st_mode, who=f"owner {owner!r}", what="signing_key", path=path,
+                          fix=f"chmod 600 {path}", error=SigningKeyError)
 
 
 def load_private_key(path: str, *, owner: str, shared: Mapping[str, Optional[str]] = {}) -> Ed25519PrivateKey:

@@ -383,7 +383,7 @@ def _run(spark, cfg: ReleaseConfig, *, noise, progress, evaluate: bool) -> Relea
         with steps.step("owner", f"protecting {len(plan.owner(o.name).attributes)} attributes", o.name):
             manifests[o.name], protecteds[o.name] = owner.protect_and_write(spark, cfg, o.name, noise=noise)
     with steps.step("aggregator", "verifying fragments and committing the release"):
-        out = aggregator.release(spark, cfg)
+        out = aggregator.release(spark, cfg, plan=plan)  # the plan it issued, never read back from work_dir
     score = None
     if evaluate:
         with steps.step("driver", "evaluating information loss (MeanSSE) against the originals"):

@@ -50,6 +50,7 @@ from fragrelease.jobs.idpir.layout import (
     plan_path,
     protected_path,
     pseudonyms_path,
+    read_message,
 )
 from fragrelease.jobs.idpir.ledger import record_spend
 from fragrelease.jobs.idpir.protect import ReleasedValues, released_fragment
@@ -184,7 +185,7 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
     assert schema.id_column is not None  # a release's schema names its id column (configuration check)
     owner = _owner(cfg, owner_name)
     signing_key = owner_signing_key(cfg, owner)  # signed manifests: refuse a missing or unsafe key before any spend
-    plan = Plan.model_validate_json(read_text(plan_path(cfg)))
+    plan = read_message(Plan, plan_path(cfg), party=f"owner {owner.name!r}", what="plan.json")
     # the plan comes from the shared folder: refuse any term that differs from this owner's own
     # configuration before the ledger, the data or any noise is touched
     spec = verified_spec(plan, cfg, schema, owner.name)
