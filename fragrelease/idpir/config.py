@@ -30,7 +30,13 @@ from fragrelease.errors import ConfigError, InvalidParameterError
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.protocol import MIN_K
-from fragrelease.validation import SAFE_NAME_RULE, check_table_name, format_validation_error, is_safe_name, read_yaml_mapping
+from fragrelease.validation import (
+    SAFE_NAME_RULE,
+    check_table_name,
+    format_validation_error,
+    is_safe_name,
+    read_yaml_mapping,
+)
 
 
 def _checked(value, parse):

@@ -105,7 +105,10 @@ def _warn_accuracy(cfg: ReleaseConfig, config_path: str) -> None:
 
 
 def print_summary(cfg: ReleaseConfig, result: ReleaseResult) -> None:
-    """The run summary: where the release went, each owner's ε_j, the guarantee and the noise table (public only)."""
+    """The run summary: where the release went, each owner's ε_j, the guarantee and the noise table.
+
+    Public parameters only, except MeanSSE (``evaluate``), which is computed from the owners' original
+    data and is marked private wherever it is printed."""
     prov = result.provenance
     console.print(f"[bold]Release written[/bold] to Delta table {result.path} (version {result.version})")
     if result.report:
@@ -118,7 +121,8 @@ def print_summary(cfg: ReleaseConfig, result: ReleaseResult) -> None:
     for o in result.owners:
         table.add_row(o.name, f"{o.records:,}", str(len(o.attributes)), str(o.epsilon))
     console.print(table)
-    mean_sse = "not evaluated" if result.mean_sse is None else f"{result.mean_sse:.4f}"
+    # MeanSSE is computed from the originals: private to whoever runs this, never part of the release
+    mean_sse = "not evaluated" if result.mean_sse is None else f"{result.mean_sse:.4f} (private: from the originals)"
     # every release option as the release recorded it (fragrelease/idpir/options.py), whatever it is
     options = " | ".join(f"{name.replace('_', ' ')} {prov.get(name)}" for name in OPTION_NAMES)
     console.print(
@@ -265,10 +269,11 @@ def aggregator_plan(config: str = typer.Option(..., "--config"), output_table: O
 def aggregator_release(config: str = typer.Option(..., "--config"), master: Optional[str] = MASTER,
                        output_table: Optional[str] = OUTPUT_TABLE):
     """Verify the protected fragments, combine them and commit the release."""
-    from fragrelease.jobs.idpir.aggregator import release
+    from fragrelease.jobs.idpir.aggregator import pinned_plan, release
 
     cfg = _config(config, "aggregator", output_table=output_table)
-    result = release(_spark(master), cfg)
+    plan = pinned_plan(cfg)  # no Spark yet: a plan.json this aggregator did not issue is refused first
+    result = release(_spark(master), cfg, plan=plan)
     console.print(f"release committed: {result['table'] or result['path']} version {result['version']}, {result['rows']:,} rows; "
                   f"report {result['report']}")
 

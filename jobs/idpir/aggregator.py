@@ -40,8 +40,8 @@ from fragrelease.jobs.idpir.layout import (
     manifest_path,
     metadata_path,
     plan_path,
-    protected_path,
     plan_pin_path,
+    protected_path,
     pseudonyms_path,
     read_message,
 )
@@ -127,6 +127,23 @@ def pin_plan(cfg: ReleaseConfig, plan: Plan) -> str:
     return path
 
 
+def pinned_plan(cfg: ReleaseConfig) -> Plan:
+    """``plan.json`` from ``work_dir``, if it is the plan this aggregator issued and pinned (no Spark).
+
+    Raises
+    ------
+    ConfigError
+        ``plan.json`` does not exist.
+    ManifestMismatchError
+        ``plan.json`` is not UTF-8, not JSON or not a plan
+        (:func:`fragrelease.jobs.idpir.layout.read_message`), or not the pinned plan
+        (:func:`check_pinned_plan`).
+    """
+    plan = read_message(Plan, plan_path(cfg), party="aggregator", what="plan.json", error=ManifestMismatchError)
+    check_pinned_plan(cfg, plan)
+    return plan
+
+
 def check_pinned_plan(cfg: ReleaseConfig, plan: Plan) -> None:
     """Refuse a ``plan.json`` that is not the plan this aggregator issued (its pin, :func:`pin_plan`).
 
@@ -172,8 +189,11 @@ def refuse_existing_release(cfg: ReleaseConfig, spark=None) -> None:
             raise ReleaseExistsError(f"a release already exists at {cfg.output_table or cfg.output!r} and if_exists is 'error'")
 
 
-def provenance(plan: Plan) -> dict:
-    """The public facts a release records with its commit (docs/specification.md §3)."""
+def provenance(plan: Plan, *, single_process: bool = False) -> dict:
+    """The public facts a release records with its commit (docs/specification.md §3).
+
+    ``single_process``: one process played every party (the guarantee then says it held the key).
+    """
     return {
         "role": "release",
         "plan_id": plan.plan_id,
@@ -190,7 +210,8 @@ def provenance(plan: Plan) -> dict:
         **plan.wire(),  # every release option as its wire text (fragrelease/idpir/options.py)
         "guarantee": release_guarantee(mechanism=plan.mechanism, epsilon=str(plan.epsilon), composition=plan.composition,
                                        linkage=plan.linkage, category_order=plan.category_order,
-                                       keep_id=plan.keep_id),
+                                       keep_id=plan.keep_id, fragmentation=plan.fragmentation,
+                                       single_process=single_process),
         "fragrelease_version": __version__,
     }
 
@@ -399,7 +420,7 @@ def join_vertical(frames: list[DataFrame], id_column: str) -> DataFrame:
 
 
 def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519PublicKey]] = None,
-            plan: Optional[Plan] = None) -> dict:
+            plan: Optional[Plan] = None, single_process: bool = False) -> dict:
     """Validate every owner's protected fragment, combine them and commit the release.
 
     ``keys``: the owners' public keys (default: the configuration's ``owners[].public_key``);
@@ -407,7 +428,8 @@ def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519Pub
     ``plan``: the plan this aggregator issued, held in memory (the single-command run passes it);
     without it ``plan.json`` is read from ``work_dir`` and refused unless it is the plan the
     aggregator pinned when it issued it (:func:`check_pinned_plan`): an owner who writes
-    ``work_dir`` cannot swap in another plan, an earlier one included.
+    ``work_dir`` cannot swap in another plan, an earlier one included. ``single_process``: every
+    party played in this process (recorded in the guarantee, :func:`provenance`).
 
     Returns
     -------
@@ -425,9 +447,7 @@ def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519Pub
         horizontal owners holding the same pseudonym (:func:`check_disjoint_pseudonyms`).
     """
     refuse_existing_release(cfg, spark)  # before any fragment is read or verified
-    if plan is None:
-        plan = read_message(Plan, plan_path(cfg), party="aggregator", what="plan.json", error=ManifestMismatchError)
-        check_pinned_plan(cfg, plan)
+    plan = pinned_plan(cfg) if plan is None else plan
     check_plan_against_config(plan, cfg)  # plan.json lies on shared storage: nothing in it is trusted
     fragments, psets, digests, manifests = {}, {}, {}, {}
     for o in plan.owners:
@@ -448,7 +468,7 @@ def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519Pub
     released = combine(plan, fragments)
     if plan.linkage == "linked" and not plan.keep_id:
         released = released.drop(PSEUDONYM_COLUMN)
-    prov = provenance(plan)  # public facts only, stamped as every system's commit is
+    prov = provenance(plan, single_process=single_process)  # public facts only, stamped as every system's commit is
     prov = stamp_provenance(prov, system="idpir", guarantee=prov["guarantee"])
     # integer-declared attributes are written as integers (rounding a released value is post-processing),
     # and the table describes itself from the public provenance only (fragrelease.jobs.describe)

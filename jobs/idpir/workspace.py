@@ -84,7 +84,8 @@ def user_paths(cfg: ReleaseConfig, config_path: Optional[str] = None) -> list[tu
     Returns pairs in configuration order: ``config``, ``dataset`` (a schema YAML), ``source.path``,
     ``output``, then per owner ``owners[i].source.path``, ``owners[i].ledger.path``,
     ``owners[i].private_dir`` (explicit, or the default ``<private root>/<release>/<owner>``) and
-    ``FRAGRELEASE_PRIVATE_ROOT`` (the private root that default lies in).
+    ``FRAGRELEASE_PRIVATE_ROOT`` (the private root that default lies in), and last the aggregator's
+    private folder (its plan pin, :func:`fragrelease.jobs.idpir.layout.aggregator_private_dir`).
     """
     out: list[tuple[str, str]] = []
     if config_path is not None:
@@ -103,6 +104,9 @@ def user_paths(cfg: ReleaseConfig, config_path: Optional[str] = None) -> list[tu
         out.append((f"owners[{i}].private_dir", resolved_private_dir(cfg.name, o)))
         if o.private_dir is None:
             out.append((f"owners[{i}].private_dir: FRAGRELEASE_PRIVATE_ROOT", private_root()))
+    from fragrelease.jobs.idpir.layout import aggregator_private_dir
+
+    out.append(("aggregator's private folder (FRAGRELEASE_PRIVATE_ROOT)", aggregator_private_dir(cfg)))
     return out
 
 

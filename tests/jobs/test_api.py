@@ -49,7 +49,7 @@ def protected_a(owners):
     test noise salted "api"), run once: the protect test checks it, the DataFrame release test compares
     owner clinic-a's fragment with it (the same records, budget and noise)."""
     df, _ = owners
-    return protect(df, "adult", epsilon="1", k=20, noise=HashedLaplace("api"))
+    return protect(df, "adult", epsilon="1", k=20, _noise=HashedLaplace("api"))
 
 
 def _sorted(pdf: pd.DataFrame) -> pd.DataFrame:
@@ -116,7 +116,7 @@ def test_two_owner_release_from_dataframes(spark, owners, protected_a, tmp_path)
     release = Release("adult", epsilon="1", k=20, output=str(tmp_path / "release"), work_dir=str(tmp_path / "work"),
                       spark=spark, reports=False)
     release.add_owner("clinic-a", a).add_owner("clinic-b", b)
-    result = release.run(noise=HashedLaplace("api"))
+    result = release.run(_noise=HashedLaplace("api"))
     assert isinstance(result, ReleaseResult) and result.table is None and result.version == 0
     assert result.rows == N1 + N2 and result.epsilon == 1 and result.composition == "parallel"
     assert all(isinstance(o, OwnerResult) for o in result.owners)
@@ -205,10 +205,10 @@ def test_lazy_facade_serves_the_api():
 
 def test_protect_returns_rows_in_random_order_and_says_what_holds_with_ids(spark, owners):
     df, _ = owners
-    one = protect(df, "adult", epsilon="1", k=20, attributes=["age"], noise=HashedLaplace("order"))
+    one = protect(df, "adult", epsilon="1", k=20, attributes=["age"], _noise=HashedLaplace("order"))
     first = [int(r["record_id"]) for r in one.dataframe.select("record_id").collect()]
     assert sorted(first) == list(range(N1)) and first != sorted(first)  # never in id (input) order
-    two = protect(df, "adult", epsilon="1", k=20, attributes=["age"], noise=HashedLaplace("order"))
+    two = protect(df, "adult", epsilon="1", k=20, attributes=["age"], _noise=HashedLaplace("order"))
     assert [int(r["record_id"]) for r in two.dataframe.select("record_id").collect()] != first  # a fresh order
     assert "no epsilon bound" in one.guarantee.against and "'record_id' present" in one.guarantee.against
     assert "no epsilon bound holds" in fragrelease.protect.__doc__ or "No ε bound holds" in fragrelease.protect.__doc__

@@ -12,7 +12,7 @@ def test_protect_takes_a_pandas_frame_with_the_declared_types(spark, wine_pdf):
     # as a pandas user may hold it: ids as float, a numeric column as text
     pdf["record_id"] = pdf["record_id"].astype(float)
     pdf["alcohol"] = pdf["alcohol"].astype(str)
-    result = protect(pdf, "wine", epsilon="1", k=10, noise=HashedLaplace("pandas"))
+    result = protect(pdf, "wine", epsilon="1", k=10, _noise=HashedLaplace("pandas"))
     df = result.dataframe
     assert dict(df.dtypes)["record_id"] in ("int", "bigint")  # the declared id type, not double
     assert df.count() == 60 and result.n_records == 60
@@ -38,7 +38,7 @@ def test_release_add_owner_takes_pandas_frames(spark, wine_pdf, tmp_path):
     release = Release("wine", epsilon="1", k=10, output=str(tmp_path / "release"), reports=False, spark=spark,
                       work_dir=str(tmp_path / "work"))
     release.add_owner("a", pdf.iloc[:100]).add_owner("b", pdf.iloc[100:])
-    result = release.run(noise=HashedLaplace("pandas-release"))
+    result = release.run(_noise=HashedLaplace("pandas-release"))
     assert result.rows == 200 and [o.records for o in result.owners] == [100, 100]
 
 

@@ -207,6 +207,7 @@ def test_user_paths_lists_every_user_file(tmp_path, monkeypatch):
         ("owners[0].private_dir: FRAGRELEASE_PRIVATE_ROOT", str(tmp_path / "priv")),
         ("owners[1].source.path", str(tmp_path / "src" / "b.csv")),
         ("owners[1].private_dir", str(tmp_path / "b-private")),
+        ("aggregator's private folder (FRAGRELEASE_PRIVATE_ROOT)", str(tmp_path / "priv" / "safe" / "_aggregator")),
     ]
 
 
