@@ -247,12 +247,13 @@ def owner_metadata(config: str = typer.Option(..., "--config"), owner: str = typ
 def owner_protect(config: str = typer.Option(..., "--config"), owner: str = typer.Option(..., "--owner"),
                   master: Optional[str] = MASTER, source_table: Optional[str] = SOURCE_TABLE):
     """Protect the owner's fragment under the aggregator's plan; write the table and manifest."""
-    from fragrelease.jobs.idpir.owner import protect_owner_fragment
+    from fragrelease.jobs.idpir.owner import protect_owner_fragment, read_verified_plan
     from fragrelease.jobs.idpir.preflight import find_owner
     from fragrelease.jobs.idpir.signatures import owner_signing_key
 
     cfg = _config(config, "owner", owner, source_table=source_table)
     owner_signing_key(cfg, find_owner(cfg, owner)[1])  # signed manifests: no key, no Spark
+    read_verified_plan(cfg, find_owner(cfg, owner)[1].name)  # a damaged or foreign plan.json: no Spark
     m = protect_owner_fragment(_spark(master), cfg, owner)
     console.print(f"owner {m.owner}: protected {m.n_records:,} records with ε_j = {m.epsilon}, k = {m.k} (plan {m.plan_id})")
 
