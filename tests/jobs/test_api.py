@@ -212,3 +212,30 @@ def test_protect_returns_rows_in_random_order_and_says_what_holds_with_ids(spark
     assert [int(r["record_id"]) for r in two.dataframe.select("record_id").collect()] != first  # a fresh order
     assert "no epsilon bound" in one.guarantee.against and "'record_id' present" in one.guarantee.against
     assert "no epsilon bound holds" in fragrelease.protect.__doc__ or "No ε bound holds" in fragrelease.protect.__doc__
+
+
+def test_every_protect_call_spends_epsilon_afresh_and_a_ledger_stops_it(spark, owners, tmp_path):
+    """docs/python-api.md: two calls on the same data spend twice; with a ledger the spend past the
+    lifetime budget is refused before any noise."""
+    from fragrelease.errors import BudgetExceededError
+    from fragrelease.jobs.idpir.ledger import spent
+
+    df = owners[0].limit(40)
+    ledger = LedgerConfig(path=str(tmp_path / "ledger"), lifetime_epsilon="3/2")
+    protect(df, "adult", epsilon="1", k=10, attributes=["age"], ledger=ledger, owner_name="clinic-a")
+    assert spent(ledger.path, "clinic-a", "adult") == [Fraction(1)]
+    with pytest.raises(BudgetExceededError):
+        protect(df, "adult", epsilon="1", k=10, attributes=["age"], ledger=ledger, owner_name="clinic-a")
+    assert spent(ledger.path, "clinic-a", "adult") == [Fraction(1)]  # the refused call spent nothing
+    protect(df, "adult", epsilon="1/2", k=10, attributes=["age"], ledger=ledger, owner_name="clinic-a")
+    assert sorted(spent(ledger.path, "clinic-a", "adult")) == [Fraction(1, 2), Fraction(1)]  # a second spend
+
+
+def test_the_test_noise_hook_is_private():
+    """``noise=`` is no longer a public keyword of protect() or Release.run() (``_noise=``, tests only)."""
+    import inspect
+
+    assert "noise" not in inspect.signature(protect).parameters and "_noise" in inspect.signature(protect).parameters
+    assert "noise" not in inspect.signature(Release.run).parameters
+    with pytest.raises(TypeError):
+        protect(None, "adult", epsilon="1", k=20, noise=HashedLaplace("x"))  # type: ignore[call-arg]

@@ -251,3 +251,24 @@ def test_the_pinned_plan_passes_to_the_release_step(tmp_path, root, capsys, no_s
         f.write(issued.to_json())
     with pytest.raises(SparkStarted):
         run_cli(["aggregator", "release", "--config", config])
+
+
+@pytest.mark.parametrize("text, cause", [
+    ('{"plan_id": "p", "owner": "a"', "Invalid JSON: EOF while parsing an object at line 1 column 29"),
+    ('{"plan_id": "p"}', "owner: required; "),
+])
+def test_a_damaged_manifest_is_one_line_naming_the_owner_and_the_path(tmp_path, root, text, cause):
+    from fragrelease.errors import ManifestMismatchError
+    from fragrelease.jobs.idpir.aggregator import load_verified_fragment
+    from fragrelease.jobs.idpir.layout import manifest_path
+
+    cfg = config_from_dict(_base(tmp_path))
+    path = manifest_path(cfg, "a")
+    os.makedirs(os.path.dirname(path))
+    with open(path, "w") as f:
+        f.write(text)
+    with pytest.raises(ManifestMismatchError) as e:
+        load_verified_fragment(None, cfg, _plan(cfg), "a")  # refused before any table is read
+    assert str(e.value).startswith(f"aggregator: manifest of owner 'a' {path!r} cannot be used ({cause}")
+    assert str(e.value).endswith("); it was damaged or not written by fragrelease: refusing")
+    assert "\n" not in str(e.value)
