@@ -119,10 +119,12 @@ class LedgerConfig(BaseModel):
 class PseudonymKeyConfig(BaseModel):
     """Where an owner's pseudonym key comes from: a ``file`` (its bytes) or an ``env`` variable; exactly one.
 
-    Every owner of a release must name the same key (the aggregator compares their public key
-    checks); the aggregator never gets it. At least 32 bytes (``openssl rand -hex 32`` gives 64
-    characters). The file must not lie under the release's ``work_dir`` or ``output``.
-    See :mod:`fragrelease.pseudonyms` and docs/privacy.md.
+    Every owner of a release must name the same secret (the aggregator compares their public key
+    checks); a separate aggregator step never reads it. At least 32 bytes of a **random** secret
+    (``openssl rand -hex 32`` gives 64 characters; the public key check lets anyone test guessed
+    secrets offline, so never a passphrase); the HMAC key is derived from it with HKDF-SHA-256. The
+    file must be the owner's alone (mode 0600) and must not lie under the release's ``work_dir`` or
+    ``output``. See :mod:`fragrelease.pseudonyms` and docs/privacy.md.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)

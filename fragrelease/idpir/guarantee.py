@@ -85,7 +85,7 @@ def against_text(*, short: str, linkage: str, epsilon: str = "epsilon", keep_id:
                   "key")
     else:
         holder = ("The aggregator does not hold the key unless an owner gives it or shares its machine or process")
-    keyholders = (f"Every key holder {coalition}: every owner holds the key (a vertical owner also knows every record "
+    keyholders = (f"Every key holder {coalition}. Every owner holds the key (a vertical owner also knows every record "
                   "id), so any owner who can read work_dir, where every owner's protected fragment lies, can do this "
                   "alone, as can the aggregator colluding with one owner")
     digest = ("; a vertical owner's metadata carries a digest of its pseudonymised id set that is the same in every "

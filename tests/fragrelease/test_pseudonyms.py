@@ -182,3 +182,12 @@ def test_key_folder_that_exists_open_to_others_is_refused_and_not_chmodded(tmp_p
     assert str(e.value) == (f"owner 'a': private folder {str(folder)!r} is readable or writable by group or others "
                             f"(mode 0755); run 'chmod 700 {folder}'")
     assert stat.S_IMODE(os.stat(folder).st_mode) == 0o755 and os.listdir(folder) == []
+
+
+def test_a_guessed_secret_is_confirmed_offline_by_the_public_key_check():
+    """docs/privacy.md: the key check is public, so a guessable secret is found by trying guesses (HKDF adds no
+    work factor); hence the advice to make it random."""
+    secret = b"correct horse battery staple, correct horse!"  # a passphrase of 44 bytes passes the length check
+    published = key_check(derive_key(secret))
+    guesses = [b"password" * 4, b"correct horse battery staple, correct horse!", b"x" * 40]
+    assert [g for g in guesses if key_check(derive_key(g)) == published] == [secret]

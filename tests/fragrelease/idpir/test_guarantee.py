@@ -20,7 +20,7 @@ def _against(**kw):
 @pytest.mark.parametrize("linkage", ["linked", "unlinked"])
 def test_every_owner_who_reads_work_dir_is_named_as_a_key_holder(linkage):
     text = _against(linkage=linkage)
-    assert ("Every key holder " in text and "every owner holds the key (a vertical owner also knows every record id), "
+    assert ("Every key holder " in text and "Every owner holds the key (a vertical owner also knows every record id), "
             "so any owner who can read work_dir, where every owner's protected fragment lies, can do this alone, as "
             "can the aggregator colluding with one owner") in text
     assert "never holds" not in text
