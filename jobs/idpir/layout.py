@@ -23,8 +23,8 @@ Private to each owner, under its ``private_dir`` (never under ``work_dir`` or ``
 Private to the aggregator, under ``<private root>/<release>/_aggregator`` (:func:`aggregator_private_dir`;
 no owner name starts with ``_``, so it never meets an owner's default folder):
 
-- ``plan-pin.json``              the id and SHA-256 of the plan the aggregator issued (0600): its
-                                 release step refuses any other ``plan.json`` found in ``work_dir``
+- ``plan-pin-<work_dir tag>.json`` the id and SHA-256 of the plan the aggregator issued into that
+                                 ``work_dir`` (0600): its release step refuses any other ``plan.json`` there
 
 On a cluster the owners and the aggregator are separate job runs that share only ``work_dir``.
 """
@@ -102,8 +102,15 @@ def aggregator_private_dir(cfg: ReleaseConfig) -> str:
 
 
 def plan_pin_path(cfg: ReleaseConfig) -> str:
-    """Where the aggregator pins the plan it issued (:func:`fragrelease.jobs.idpir.aggregator.issue_plan`)."""
-    return _join(aggregator_private_dir(cfg), "plan-pin.json")
+    """Where the aggregator pins the plan it issued (:func:`fragrelease.jobs.idpir.aggregator.issue_plan`):
+    ``plan-pin-<first 16 hex of SHA-256(work_dir)>.json``, one pin per work folder, so two releases
+    of one name in different work folders do not replace each other's pin."""
+    import hashlib
+
+    from fragrelease.jobs.uris import absolute
+
+    tag = hashlib.sha256(absolute(cfg.work_dir).encode("utf-8")).hexdigest()[:16]
+    return _join(aggregator_private_dir(cfg), f"plan-pin-{tag}.json")
 
 
 def fragment_source(cfg: ReleaseConfig, owner: OwnerConfig) -> SourceConfig:
