@@ -66,3 +66,16 @@ def test_the_single_command_release_records_the_single_process_statement(tmp_pat
     plan = make_plan(metas, fragmentation="horizontal", mechanism="idp-ir", k=3, epsilon="1")
     assert "one process played every party" in provenance(plan, single_process=True)["guarantee"]["against"]
     assert "one process played every party" not in provenance(plan)["guarantee"]["against"]
+
+
+def test_the_idp_ir_noise_scale_depends_on_the_data_and_the_dp_ir_scale_does_not():
+    """docs/privacy.md, "What is never published": Δ is not published, but the iDP-IR release's
+    noise scale is Δ/ε of the fragment's own values, so the release carries information about it."""
+    import numpy as np
+
+    from fragrelease.idpir.mechanisms import sensitivity
+
+    narrow = np.array([40.0, 41, 42, 43, 44, 45, 46, 47, 48])
+    wide = np.array([0.0, 41, 42, 43, 44, 45, 46, 47, 100])
+    assert sensitivity("idp-ir", narrow, 3, 0, 100) != sensitivity("idp-ir", wide, 3, 0, 100)
+    assert sensitivity("dp-ir", narrow, 3, 0, 100) == sensitivity("dp-ir", wide, 3, 0, 100)

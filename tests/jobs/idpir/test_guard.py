@@ -272,3 +272,17 @@ def test_a_damaged_manifest_is_one_line_naming_the_owner_and_the_path(tmp_path, 
     assert str(e.value).startswith(f"aggregator: manifest of owner 'a' {path!r} cannot be used ({cause}")
     assert str(e.value).endswith("); it was damaged or not written by fragrelease: refusing")
     assert "\n" not in str(e.value)
+
+
+def test_two_work_folders_of_one_release_name_keep_their_own_pins(tmp_path, root):
+    one = config_from_dict(_base(tmp_path))
+    two = config_from_dict(_base(tmp_path, work_dir=str(tmp_path / "work-2")))
+    assert plan_pin_path(one) != plan_pin_path(two)
+    assert os.path.dirname(plan_pin_path(one)) == str(root / "guard" / "_aggregator")
+    p1, p2 = _plan(one), _plan(two)
+    pin_plan(one, p1)
+    pin_plan(two, p2)
+    from fragrelease.jobs.idpir.aggregator import check_pinned_plan
+
+    check_pinned_plan(one, p1)  # the second pin did not replace the first
+    check_pinned_plan(two, p2)
