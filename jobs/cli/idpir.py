@@ -268,12 +268,19 @@ def aggregator_plan(config: str = typer.Option(..., "--config"), output_table: O
 
 
 def aggregator_release(config: str = typer.Option(..., "--config"), master: Optional[str] = MASTER,
-                       output_table: Optional[str] = OUTPUT_TABLE):
+                       output_table: Optional[str] = OUTPUT_TABLE,
+                       plan_id: Optional[str] = typer.Option(
+                           None, "--plan-id", help="The id 'aggregator plan' issued; any other plan.json is "
+                                                   "refused (besides the plan pinned in the private folder).")):
     """Verify the protected fragments, combine them and commit the release."""
+    from fragrelease.errors import ManifestMismatchError
     from fragrelease.jobs.idpir.aggregator import pinned_plan, release
 
     cfg = _config(config, "aggregator", output_table=output_table)
     plan = pinned_plan(cfg)  # no Spark yet: a plan.json this aggregator did not issue is refused first
+    if plan_id is not None and plan.plan_id != plan_id:
+        raise ManifestMismatchError(f"aggregator: plan.json in work_dir is not the plan this aggregator issued "
+                                    f"(plan id {plan.plan_id}, expected {plan_id} from --plan-id); refusing")
     result = release(_spark(master), cfg, plan=plan)
     console.print(f"release committed: {result['table'] or result['path']} version {result['version']}, {result['rows']:,} rows; "
                   f"report {result['report']}")

@@ -286,3 +286,18 @@ def test_two_work_folders_of_one_release_name_keep_their_own_pins(tmp_path, root
 
     check_pinned_plan(one, p1)  # the second pin did not replace the first
     check_pinned_plan(two, p2)
+
+
+def test_plan_id_option_refuses_any_other_plan(tmp_path, root, capsys, no_spark):
+    config = _write(tmp_path, _base(tmp_path))
+    cfg = config_from_dict(_base(tmp_path))
+    claim_work_dir(cfg)
+    issued = _plan(cfg)
+    pin_plan(cfg, issued)
+    with open(plan_path(cfg), "w") as f:
+        f.write(issued.to_json())
+    assert run_cli(["aggregator", "release", "--config", config, "--plan-id", "another-id"]) == 2
+    assert _one_line(capsys) == (f"aggregator: plan.json in work_dir is not the plan this aggregator issued "
+                                 f"(plan id {issued.plan_id}, expected another-id from --plan-id); refusing")
+    with pytest.raises(SparkStarted):  # the right id passes to the Spark step
+        run_cli(["aggregator", "release", "--config", config, "--plan-id", issued.plan_id])
