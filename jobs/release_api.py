@@ -377,7 +377,7 @@ def _run(spark, cfg: ReleaseConfig, *, noise, progress, evaluate: bool) -> Relea
         with steps.step("owner", "validating its fragment and sending metadata", o.name):
             owner.describe_fragment(spark, cfg, o.name)
     with steps.step("aggregator", "validating metadata and issuing the plan"):
-        plan = aggregator.issue_plan(cfg, spark)
+        plan = aggregator.issue_plan(cfg, spark, pin=False)  # held here and handed to the release step
     manifests, protecteds = {}, {}
     for o in cfg.owners:
         with steps.step("owner", f"protecting {len(plan.owner(o.name).attributes)} attributes", o.name):

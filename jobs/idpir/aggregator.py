@@ -68,12 +68,13 @@ __all__ = ["check_disjoint_pseudonyms", "combine", "issue_plan", "join_vertical"
 log = logging.getLogger(__name__)
 
 
-def issue_plan(cfg: ReleaseConfig, spark=None) -> Plan:
+def issue_plan(cfg: ReleaseConfig, spark=None, *, pin: bool = True) -> Plan:
     """Validate the owners' metadata files, pin the plan in the aggregator's private folder
     (:func:`pin_plan`) and write ``plan.json``.
 
     ``spark`` is needed only when the release goes to a catalog table (``output_table``), to look it
-    up; without it the active (or a new local) session is used.
+    up; without it the active (or a new local) session is used. ``pin=False``: the caller keeps the
+    plan in memory and hands it to :func:`release` itself (the single-command run), so no pin is written.
 
     Raises
     ------
@@ -93,7 +94,8 @@ def issue_plan(cfg: ReleaseConfig, spark=None) -> Plan:
     plan = make_plan(metas, fragmentation=cfg.fragmentation, mechanism=cfg.mechanism, k=cfg.k,
                      epsilon=cfg.epsilon, epsilon_split=cfg.epsilon_split, keep_id=cfg.keep_id, options=cfg.options)
     text = plan.to_json()
-    pin_plan(cfg, plan)  # before the owners can see it: the release step accepts only this plan
+    if pin:
+        pin_plan(cfg, plan)  # before the owners can see it: the release step accepts only this plan
     write_text(plan_path(cfg), text)
     log.info("plan %s issued to %d owners", plan.plan_id, len(plan.owners))
     return plan

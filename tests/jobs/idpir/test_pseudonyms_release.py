@@ -16,7 +16,7 @@ from fragrelease.errors import IdentifierError, PseudonymKeyError
 from fragrelease.idpir.config import config_from_dict
 from fragrelease.jobs.idpir import aggregator, owner
 from fragrelease.jobs.idpir.keys import generated_key_path, owner_pseudonym_key
-from fragrelease.jobs.idpir.layout import manifest_path, protected_path, pseudonyms_path
+from fragrelease.jobs.idpir.layout import manifest_path, plan_pin_path, protected_path, pseudonyms_path
 from fragrelease.jobs.idpir.release import run_local_release
 from fragrelease.jobs.storage import read_delta
 from fragrelease.pseudonyms import derive_key, pseudonym
@@ -258,6 +258,7 @@ def test_single_command_release_generates_a_fresh_private_key_per_release(spark,
     assert set(frag["pseudonym"]) == {pseudonym(derive_key(ka), i, context=first.plan.plan_id) for i in range(1, 21)}
     # one process generated the key and played the aggregator: the recorded guarantee says so
     assert "one process played every party" in first.provenance["guarantee"]["against"]
+    assert not os.path.exists(plan_pin_path(cfg))  # the plan went to the release step in memory: no pin left behind
     assert first.mean_sse is None or first.mean_sse >= 0
     run_local_release(spark, cfg, fresh_work_dir=True)
     assert open(tmp_path / "pa" / "pseudonym-key", "rb").read() != ka  # one key per release
