@@ -263,6 +263,7 @@ def aggregator_plan(config: str = typer.Option(..., "--config"), output_table: O
     from fragrelease.jobs.idpir.aggregator import issue_plan
 
     plan = issue_plan(_config(config, "aggregator", output_table=output_table))
+    console.print(f"plan {plan.plan_id} issued (pinned; 'aggregator release' accepts only this plan)", highlight=False)
     for o in plan.owners:
         console.print(f"{o.name}: ε_j = {o.epsilon}, per attribute {o.epsilon_per_attribute}, k = {plan.k}")
 
@@ -270,17 +271,14 @@ def aggregator_plan(config: str = typer.Option(..., "--config"), output_table: O
 def aggregator_release(config: str = typer.Option(..., "--config"), master: Optional[str] = MASTER,
                        output_table: Optional[str] = OUTPUT_TABLE,
                        plan_id: Optional[str] = typer.Option(
-                           None, "--plan-id", help="The id 'aggregator plan' issued; any other plan.json is "
-                                                   "refused (besides the plan pinned in the private folder).")):
+                           None, "--plan-id", help="The plan id 'aggregator plan' printed; any other plan.json is "
+                                                   "refused. Needed when this step cannot read the plan step's "
+                                                   "pin (another machine or FRAGRELEASE_PRIVATE_ROOT).")):
     """Verify the protected fragments, combine them and commit the release."""
-    from fragrelease.errors import ManifestMismatchError
     from fragrelease.jobs.idpir.aggregator import pinned_plan, release
 
     cfg = _config(config, "aggregator", output_table=output_table)
-    plan = pinned_plan(cfg)  # no Spark yet: a plan.json this aggregator did not issue is refused first
-    if plan_id is not None and plan.plan_id != plan_id:
-        raise ManifestMismatchError(f"aggregator: plan.json in work_dir is not the plan this aggregator issued "
-                                    f"(plan id {plan.plan_id}, expected {plan_id} from --plan-id); refusing")
+    plan = pinned_plan(cfg, plan_id)  # no Spark yet: a plan.json this aggregator did not issue is refused first
     result = release(_spark(master), cfg, plan=plan)
     console.print(f"release committed: {result['table'] or result['path']} version {result['version']}, {result['rows']:,} rows; "
                   f"report {result['report']}")

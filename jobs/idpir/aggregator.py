@@ -129,8 +129,12 @@ def pin_plan(cfg: ReleaseConfig, plan: Plan) -> str:
     return path
 
 
-def pinned_plan(cfg: ReleaseConfig) -> Plan:
+def pinned_plan(cfg: ReleaseConfig, plan_id: Optional[str] = None) -> Plan:
     """``plan.json`` from ``work_dir``, if it is the plan this aggregator issued and pinned (no Spark).
+
+    ``plan_id`` (``aggregator release --plan-id``): the id the plan step printed; a plan with
+    another id is refused, and this id stands in for the pin when the release step runs where the
+    plan step's private folder is not (another machine): the pin, when there is one, is checked too.
 
     Raises
     ------
@@ -138,16 +142,22 @@ def pinned_plan(cfg: ReleaseConfig) -> Plan:
         ``plan.json`` does not exist.
     ManifestMismatchError
         ``plan.json`` is not UTF-8, not JSON or not a plan
-        (:func:`fragrelease.jobs.idpir.layout.read_message`), or not the pinned plan
-        (:func:`check_pinned_plan`).
+        (:func:`fragrelease.jobs.idpir.layout.read_message`), not the pinned plan
+        (:func:`check_pinned_plan`), or not ``plan_id``.
     """
     plan = read_message(Plan, plan_path(cfg), party="aggregator", what="plan.json", error=ManifestMismatchError)
-    check_pinned_plan(cfg, plan)
+    if plan_id is not None and plan.plan_id != plan_id:
+        raise ManifestMismatchError(f"aggregator: plan.json in work_dir is not the plan this aggregator issued "
+                                    f"(plan id {plan.plan_id}, expected {plan_id} from --plan-id); refusing")
+    check_pinned_plan(cfg, plan, required=plan_id is None)
     return plan
 
 
-def check_pinned_plan(cfg: ReleaseConfig, plan: Plan) -> None:
+def check_pinned_plan(cfg: ReleaseConfig, plan: Plan, *, required: bool = True) -> None:
     """Refuse a ``plan.json`` that is not the plan this aggregator issued (its pin, :func:`pin_plan`).
+
+    ``required=False``: no pin at all is accepted (the caller checked the plan id otherwise); a
+    damaged pin or one naming another plan is still refused.
 
     Raises
     ------
@@ -162,6 +172,8 @@ def check_pinned_plan(cfg: ReleaseConfig, plan: Plan) -> None:
     try:
         pin = json.loads(read_text(path))
     except ConfigError:
+        if not required:
+            return
         raise ManifestMismatchError(f"aggregator: no pinned plan at {path!r} (written by 'fragrelease aggregator plan' "
                                     f"with this {PRIVATE_ROOT_ENV}); refusing plan.json from work_dir") from None
     except ValueError as exc:

@@ -301,3 +301,20 @@ def test_plan_id_option_refuses_any_other_plan(tmp_path, root, capsys, no_spark)
                                  f"(plan id {issued.plan_id}, expected another-id from --plan-id); refusing")
     with pytest.raises(SparkStarted):  # the right id passes to the Spark step
         run_cli(["aggregator", "release", "--config", config, "--plan-id", issued.plan_id])
+
+
+def test_plan_id_stands_in_for_a_missing_pin_but_a_pin_is_still_checked(tmp_path, root, capsys, no_spark):
+    """The release step on another machine (no access to the plan step's private folder) names the id."""
+    config = _write(tmp_path, _base(tmp_path))
+    cfg = config_from_dict(_base(tmp_path))
+    claim_work_dir(cfg)
+    issued = _plan(cfg)
+    with open(plan_path(cfg), "w") as f:
+        f.write(issued.to_json())
+    with pytest.raises(SparkStarted):  # no pin here, the right id: accepted up to the Spark step
+        run_cli(["aggregator", "release", "--config", config, "--plan-id", issued.plan_id])
+    other = _plan(cfg)
+    pin_plan(cfg, other)  # a pin that names another plan is still refused
+    assert run_cli(["aggregator", "release", "--config", config, "--plan-id", issued.plan_id]) == 2
+    assert _one_line(capsys) == (f"aggregator: plan.json in work_dir is not the plan this aggregator issued "
+                                 f"(plan id {issued.plan_id}, expected {other.plan_id}); refusing")
