@@ -16,10 +16,13 @@ a guessed id cannot be tested against them. Every owner of a release uses the sa
 aggregator can join vertical fragments and detect a record held by two horizontal owners; the
 aggregator never holds the key. Sources: RFC 2104 (HMAC), RFC 4231 (HMAC-SHA-256 test vectors).
 
-The key comes from a file or an environment variable named in the owner's configuration
-(:class:`fragrelease.idpir.config.PseudonymKeyConfig`); it must hold at least
-:data:`MIN_KEY_BYTES` bytes. :func:`key_check` is a public fingerprint of a key (an HMAC of a fixed
-label), so the aggregator can tell whether two owners use the same key without learning it.
+The secret comes from a file (the owner's alone: mode 0600) or an environment variable named in
+the owner's configuration (:class:`fragrelease.idpir.config.PseudonymKeyConfig`), or from a file
+fragrelease generated (32 CSPRNG bytes); it must hold at least :data:`MIN_KEY_BYTES` bytes, and the
+HMAC key is derived from it with HKDF-SHA-256 (:func:`derive_key`, RFC 5869). :func:`key_check` is a
+public fingerprint of the key (an HMAC of a fixed label), so the aggregator can tell whether two
+owners use the same key without learning it. Anyone can test a guessed secret against a published
+key check offline, so a secret must be random (``openssl rand -hex 32``), never a passphrase.
 """
 from __future__ import annotations
 
@@ -117,37 +120,79 @@ def key_check(key: bytes) -> str:
     return hmac_sha256(check_key(key), _KEY_CHECK_LABEL).hex()
 
 
-def read_key_file(path: str, *, owner: str) -> bytes:
-    """The key held in a file: its bytes, without one trailing line break.
+#: HKDF-SHA-256 salt and info (RFC 5869) of :func:`derive_key`: fixed project strings, so one secret
+#: gives one key in every release and on every owner's machine.
+KEY_DERIVATION_SALT = b"fragrelease pseudonym key salt v1"
+KEY_DERIVATION_INFO = b"fragrelease pseudonym key v1"
+#: Bytes of the key :func:`derive_key` returns (SHA-256's output size).
+DERIVED_KEY_BYTES = 32
+
+
+def derive_key(secret: bytes, *, owner: str = "?", where: str = "the key") -> bytes:
+    """The HMAC key derived from a configured or generated secret: HKDF-SHA-256 (RFC 5869, ``cryptography``).
+
+    ``HKDF(SHA-256, length=32, salt=KEY_DERIVATION_SALT, info=KEY_DERIVATION_INFO)(secret)``: the
+    secret is never used as the HMAC key itself, and the published :func:`key_check` is a function
+    of the derived key only. HKDF is not a slow hash: it does **not** make a guessable secret safe
+    against offline guessing through the public key check, so a secret must be random
+    (``openssl rand -hex 32``), never a passphrase (docs/privacy.md, "Pseudonym keys").
 
     Raises
     ------
     PseudonymKeyError
-        The file cannot be read (naming the owner, the path and the OS error), or the key is short.
+        A secret shorter than :data:`MIN_KEY_BYTES` (:func:`check_key`; names the owner and where).
     """
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    check_key(secret, owner=owner, where=where)
+    return HKDF(algorithm=hashes.SHA256(), length=DERIVED_KEY_BYTES, salt=KEY_DERIVATION_SALT,
+                info=KEY_DERIVATION_INFO).derive(secret)
+
+
+def read_key_file(path: str, *, owner: str) -> bytes:
+    """The key derived (:func:`derive_key`) from the secret held in a file: its bytes, without one
+    trailing line break. The file must be the owner's alone (mode ``0600`` or stricter), as a
+    signing key must (:func:`fragrelease.private_files.check_owner_only_mode`).
+
+    Raises
+    ------
+    PseudonymKeyError
+        The file cannot be read (naming the owner, the path and the OS error), is not a regular
+        file, is readable or writable by group or others, or the secret is short.
+    """
+    import stat
+
+    from fragrelease.private_files import check_owner_only_mode
+
     try:
         with open(os.path.expanduser(path), "rb") as fh:
+            st = os.fstat(fh.fileno())  # the mode of the file read, not of a name checked before
+            if not stat.S_ISREG(st.st_mode):
+                raise PseudonymKeyError(f"owner {owner!r}: pseudonym key file {path!r} is not a regular file")
+            check_owner_only_mode(st.st_mode, who=f"owner {owner!r}", what="pseudonym key file", path=path,
+                                  fix=f"chmod 600 {path}", error=PseudonymKeyError)
             raw = fh.read()
     except OSError as exc:
         raise PseudonymKeyError(f"owner {owner!r}: pseudonym key file {path!r} cannot be read: "
                                 f"{exc.strerror or type(exc).__name__}") from None
     key = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1] if raw.endswith(b"\n") else raw
-    return check_key(key, owner=owner, where=f"file {path!r}")
+    return derive_key(key, owner=owner, where=f"file {path!r}")
 
 
 def read_key_env(variable: str, *, owner: str, environ: Optional[dict] = None) -> bytes:
-    """The key held in environment variable ``variable`` (its UTF-8 bytes).
+    """The key derived (:func:`derive_key`) from the secret held in environment variable ``variable``
+    (its UTF-8 bytes).
 
     Raises
     ------
     PseudonymKeyError
-        The variable is unset or empty, or the key is short.
+        The variable is unset or empty, or the secret is short.
     """
     env = os.environ if environ is None else environ
     value = env.get(variable)
     if not value:
         raise PseudonymKeyError(f"owner {owner!r}: pseudonym key environment variable {variable!r} is not set")
-    return check_key(value.encode("utf-8"), owner=owner, where=f"environment variable {variable!r}")
+    return derive_key(value.encode("utf-8"), owner=owner, where=f"environment variable {variable!r}")
 
 
 def new_key_text() -> bytes:
@@ -158,20 +203,29 @@ def new_key_text() -> bytes:
     return secure_token_bytes(GENERATED_KEY_BYTES).hex().encode("ascii")
 
 
-def write_key_file(path: str, key: bytes, *, exclusive: bool = False) -> bool:
-    """Write ``key`` to ``path`` with mode 0600, its folder created 0700.
+def write_key_file(path: str, key: bytes, *, exclusive: bool = False, owner: str = "?") -> bool:
+    """Write ``key`` to ``path`` with mode 0600; its missing folders are created 0700, an existing
+    folder is never chmod-ed and is refused if open to group or others
+    (:func:`fragrelease.private_files.make_private_dir`).
 
     The key is written to a temporary file in the same folder first, then moved over ``path``
     (``os.replace``), or, with ``exclusive``, linked to ``path`` only if no file is there yet
     (atomic ``link(2)``); returns False when one was (another party of the same machine created
     it first, whose key is then the one to use).
+
+    Raises
+    ------
+    PseudonymKeyError
+        The folder is open to group or others or cannot be created (names ``owner`` and the folder).
     """
+    from fragrelease.private_files import make_private_dir
+
     folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    os.chmod(folder, 0o700)
+    make_private_dir(folder, who=f"owner {owner!r}", error=PseudonymKeyError)
     tmp = f"{path}.tmp-{os.getpid()}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as fh:
+        os.fchmod(fh.fileno(), 0o600)
         fh.write(key)
     if not exclusive:
         os.replace(tmp, path)

@@ -39,6 +39,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from fragrelease.errors import SignatureError, SigningKeyError
+from fragrelease.private_files import check_owner_only_mode, make_private_dir
 from fragrelease.rng.secure import secure_bytes
 
 #: Domain-separation prefix of every manifest payload (bump the version when the payload changes).
@@ -130,10 +131,8 @@ def check_private_key_file(path: str, *, owner: str, shared: Mapping[str, Option
         raise SigningKeyError(f"owner {owner!r}: signing_key {path!r} cannot be read: {exc.strerror}") from None
     if not stat.S_ISREG(st.st_mode):
         raise SigningKeyError(f"owner {owner!r}: signing_key {path!r} is not a regular file")
-    mode = stat.S_IMODE(st.st_mode)
-    if mode & 0o077:
-        raise SigningKeyError(f"owner {owner!r}: signing_key {path!r} is readable or writable by group or others "
-                              f"(mode {mode:04o}); run 'chmod 600 {path}'")
+    check_owner_only_mode(st.st_mode, who=f"owner {owner!r}", what="signing_key", path=path,
+                          fix=f"chmod 600 {path}", error=SigningKeyError)
 
 
 def load_private_key(path: str, *, owner: str, shared: Mapping[str, Optional[str]] = {}) -> Ed25519PrivateKey:
@@ -165,8 +164,8 @@ def write_key_pair(folder: str, owner: str, key: Optional[Ed25519PrivateKey] = N
     """Write ``<folder>/<owner>.key`` (PKCS#8 PEM, 0600; the folder created 0700); return (path, public key text).
 
     The file is created exclusively (an existing key is never overwritten) with mode 0600 from the
-    start, so no other user can open it in between. An existing ``folder`` is tightened to 0700
-    only when this call created it.
+    start, so no other user can open it in between. A missing ``folder`` is created 0700 with its
+    missing parents (:func:`fragrelease.private_files.make_private_dir`); an existing one is left as it is.
 
     Raises
     ------
@@ -176,9 +175,8 @@ def write_key_pair(folder: str, owner: str, key: Optional[Ed25519PrivateKey] = N
     key = key if key is not None else generate_private_key()
     path = os.path.join(folder, filename or f"{owner}.key")
     try:
-        if not os.path.isdir(folder):
-            os.makedirs(folder, mode=0o700)
-            os.chmod(folder, 0o700)  # makedirs' mode is masked by the umask
+        if not os.path.isdir(folder):  # it and its missing parents 0700 (makedirs gives parents the umask's mode)
+            make_private_dir(folder, who=f"owner {owner!r}", error=SigningKeyError)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         raise SigningKeyError(f"owner {owner!r}: {path!r} exists already; a key file is never overwritten "

@@ -123,6 +123,35 @@ def format_validation_error(exc: ValidationError, model: Optional[type[BaseModel
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------- names that become paths
+#: The one pattern of every release and owner name (each becomes a folder name: the private root's
+#: ``<release>/<owner>``, ``work_dir/metadata/<owner>.json``, ``work_dir/owners/<owner>``): a letter or
+#: digit, then letters, digits, ``_``, ``.`` and ``-``, never ``..``. So no name is a separator,
+#: an absolute path or a step up.
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+#: What :data:`SAFE_NAME` allows, in words (error messages).
+SAFE_NAME_RULE = "a letter or digit, then letters, digits, '_', '.' or '-', without '..'"
+
+
+def is_safe_name(name: object) -> bool:
+    """True if ``name`` is a str matching :data:`SAFE_NAME` and holding no ``..``."""
+    return isinstance(name, str) and SAFE_NAME.fullmatch(name) is not None and ".." not in name
+
+
+def check_safe_name(name: str, *, key: str) -> str:
+    """``name`` if :func:`is_safe_name`; else ConfigError ``<key>: '<name>' is not a safe name (...)``.
+
+    Raises
+    ------
+    ConfigError
+        One line naming ``key`` and the value as written (a ValueError, so pydantic validators
+        report it under their key).
+    """
+    if not is_safe_name(name):
+        raise ConfigError(f"{key}: {name!r} is not a safe name ({SAFE_NAME_RULE}); it becomes a folder name")
+    return name
+
+
 # ---------------------------------------------------------------- table names
 _PLAIN = r"[A-Za-z_][A-Za-z0-9_]*"
 _QUOTED = r"`(?:[^`]|``)+`"

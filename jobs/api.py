@@ -156,7 +156,7 @@ def protect(
     postprocess: str = DEFAULT_POSTPROCESS,
     ledger: Optional[LedgerConfig] = None,
     owner_name: str = "owner",
-    noise: Optional[NoiseSource] = None,
+    _noise: Optional[NoiseSource] = None,
 ) -> ProtectResult:
     """Protect one owner's DataFrame with IR microaggregation and Laplace noise (one owner's step).
 
@@ -198,7 +198,7 @@ def protect(
     ledger : the owner's budget ledger (path or catalog table, lifetime ε); the spend is recorded
         before any noise is drawn.
     owner_name : the owner's name in the manifest and the ledger.
-    noise : tests only: a seeded noise source (production draws from the CSPRNG, :mod:`fragrelease.rng`).
+    _noise : private, tests only: a seeded noise source (production draws from the CSPRNG, :mod:`fragrelease.rng`).
 
     Returns
     -------
@@ -253,7 +253,7 @@ def protect(
     # the one spec of this step (a single owner is its own plan): public parameters and the row count
     spec = protection_spec(owner=owner_name, dataset=dataset, plan_id=plan_id, attributes=[(a.name, a.categorical) for a in attrs],
                            mechanism=mech, k=k, epsilon=eps, options=options, n_records=check.n_records)
-    protected = owner.protect_attributes(df.sparkSession, df, attrs, spec, id_column=id_col, ledger=ledger, noise=noise)
+    protected = owner.protect_attributes(df.sparkSession, df, attrs, spec, id_column=id_col, ledger=ledger, noise=_noise)
     protected = shuffle_rows(protected, id_col)  # never in id order: the values are materialized, the order is random
     manifest = Manifest(
         plan_id=plan_id, owner=owner_name, dataset=dataset, fragmentation="horizontal", mechanism=mechanism, k=k,

@@ -48,6 +48,10 @@ def _is_pandas(obj) -> bool:
     return isinstance(obj, pd.DataFrame)
 
 
+#: The values Spark's IntegerType and LongType hold (32- and 64-bit two's complement).
+_INTEGER_RANGE = {"integer": (-(2 ** 31), 2 ** 31 - 1), "long": (-(2 ** 63), 2 ** 63 - 1)}
+
+
 def _from_pandas(spark, pdf, columns: Sequence[Attribute], *, owner: str) -> DataFrame:
     """A pandas fragment as a Spark DataFrame with the declared types (the dataset schema's columns).
 
@@ -59,7 +63,8 @@ def _from_pandas(spark, pdf, columns: Sequence[Attribute], *, owner: str) -> Dat
     Raises
     ------
     SchemaMismatchError
-        A value that is not of the declared type (names the owner, the column and the value as written).
+        A value that is not of the declared type, or a whole number outside the declared type's range
+        (``integer``: 32 bits, ``long``: 64 bits); names the owner, the column and the value as written.
     """
     import pandas as pd
 
@@ -87,6 +92,15 @@ def _from_pandas(spark, pdf, columns: Sequence[Attribute], *, owner: str) -> Dat
             value = value.item() if hasattr(value, "item") else value  # numpy scalars as plain Python values
             raise SchemaMismatchError(f"owner {owner!r}, source pandas DataFrame, column {a.name!r}: declared "
                                       f"{a.type}, holds {value!r}")
+        if a.type in ("integer", "long"):
+            lo, hi = _INTEGER_RANGE[a.type]
+            outside = given & ((num < lo) | (num > hi))
+            if outside.any():
+                value = col[outside].iloc[0]
+                value = value.item() if hasattr(value, "item") else value
+                more = "; declare it long" if a.type == "integer" else ""
+                raise SchemaMismatchError(f"owner {owner!r}, source pandas DataFrame, column {a.name!r}: declared "
+                                          f"{a.type}, holds {value!r}, outside its range [{lo}, {hi}]{more}")
         dtype = {"integer": "Int32", "long": "Int64", "double": "float64"}[a.type]
         out[a.name] = num.astype(dtype)
     from pyspark.sql import types as T

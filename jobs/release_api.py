@@ -297,7 +297,7 @@ class Release:
 
         return accuracy_preview(self.config(), rows=rows, threshold=threshold)
 
-    def run(self, *, noise: Optional[NoiseSource] = None, progress: Optional[Callable[[ProgressEvent], None]] = None,
+    def run(self, *, _noise: Optional[NoiseSource] = None, progress: Optional[Callable[[ProgressEvent], None]] = None,
             evaluate: bool = False, fresh_work_dir: bool = True, config_path: Optional[str] = None) -> ReleaseResult:
         """Play every party's step in this driver and commit the release.
 
@@ -309,7 +309,7 @@ class Release:
 
         Parameters
         ----------
-        noise : tests only (seeded noise).
+        _noise : private, tests only (seeded noise); production noise comes from the CSPRNG.
         progress : called twice per step with a :class:`~fragrelease.jobs.progress.ProgressEvent`:
             when the step starts (``event.status == "started"``) and when it ends (``"done"`` or
             ``"failed"``, with ``event.seconds``); ``str(event)`` is a one-line description such as
@@ -352,7 +352,7 @@ class Release:
             spark = self.spark
             self._spent_views = bool(self._views)
             try:
-                return _run(spark, cfg, noise=noise, progress=progress, evaluate=evaluate)
+                return _run(spark, cfg, noise=_noise, progress=progress, evaluate=evaluate)
             finally:
                 for view in self._views:
                     spark.catalog.dropTempView(view)
@@ -377,13 +377,13 @@ def _run(spark, cfg: ReleaseConfig, *, noise, progress, evaluate: bool) -> Relea
         with steps.step("owner", "validating its fragment and sending metadata", o.name):
             owner.describe_fragment(spark, cfg, o.name)
     with steps.step("aggregator", "validating metadata and issuing the plan"):
-        plan = aggregator.issue_plan(cfg, spark)
+        plan = aggregator.issue_plan(cfg, spark, pin=False)  # held here and handed to the release step
     manifests, protecteds = {}, {}
     for o in cfg.owners:
         with steps.step("owner", f"protecting {len(plan.owner(o.name).attributes)} attributes", o.name):
             manifests[o.name], protecteds[o.name] = owner.protect_and_write(spark, cfg, o.name, noise=noise)
     with steps.step("aggregator", "verifying fragments and committing the release"):
-        out = aggregator.release(spark, cfg)
+        out = aggregator.release(spark, cfg, plan=plan, single_process=True)  # the plan it issued, never read back from work_dir
     score = None
     if evaluate:
         with steps.step("driver", "evaluating information loss (MeanSSE) against the originals"):

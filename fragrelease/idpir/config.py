@@ -30,7 +30,13 @@ from fragrelease.errors import ConfigError, InvalidParameterError
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.protocol import MIN_K
-from fragrelease.validation import check_table_name, format_validation_error, read_yaml_mapping
+from fragrelease.validation import (
+    SAFE_NAME_RULE,
+    check_table_name,
+    format_validation_error,
+    is_safe_name,
+    read_yaml_mapping,
+)
 
 
 def _checked(value, parse):
@@ -40,6 +46,14 @@ def _checked(value, parse):
     except InvalidParameterError as exc:
         raise ValueError(str(exc)) from None
     return value
+
+
+def _safe_name(v: str) -> str:
+    """A release or owner name that is safe as a folder name (:data:`fragrelease.validation.SAFE_NAME`);
+    pydantic reports the ValueError under the key with the value (``name: ... (got '../..')``)."""
+    if not is_safe_name(v):
+        raise ValueError(f"not a safe name ({SAFE_NAME_RULE}); it becomes a folder name")
+    return v
 
 
 def _table_name(v: Optional[str], key: str) -> Optional[str]:
@@ -105,10 +119,12 @@ class LedgerConfig(BaseModel):
 class PseudonymKeyConfig(BaseModel):
     """Where an owner's pseudonym key comes from: a ``file`` (its bytes) or an ``env`` variable; exactly one.
 
-    Every owner of a release must name the same key (the aggregator compares their public key
-    checks); the aggregator never gets it. At least 32 bytes (``openssl rand -hex 32`` gives 64
-    characters). The file must not lie under the release's ``work_dir`` or ``output``.
-    See :mod:`fragrelease.pseudonyms` and docs/privacy.md.
+    Every owner of a release must name the same secret (the aggregator compares their public key
+    checks); a separate aggregator step never reads it. At least 32 bytes of a **random** secret
+    (``openssl rand -hex 32`` gives 64 characters; the public key check lets anyone test guessed
+    secrets offline, so never a passphrase); the HMAC key is derived from it with HKDF-SHA-256. The
+    file must be the owner's alone (mode 0600) and must not lie under the release's ``work_dir`` or
+    ``output``. See :mod:`fragrelease.pseudonyms` and docs/privacy.md.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -153,7 +169,7 @@ class OwnerConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    name: str
     rows: Optional[int] = Field(default=None, gt=0)
     attributes: Optional[tuple[str, ...]] = None
     source: Optional[SourceConfig] = None
@@ -163,6 +179,11 @@ class OwnerConfig(BaseModel):
     public_key: Optional[str] = None
     signing_key: Optional[str] = None
     pseudonym_key: Optional[PseudonymKeyConfig] = None
+
+    @field_validator("name")
+    @classmethod
+    def _name_ok(cls, v: str) -> str:
+        return _safe_name(v)
 
 
 class ReleaseConfig(ReleaseOptions):
@@ -191,6 +212,11 @@ class ReleaseConfig(ReleaseOptions):
     reports: bool = True
     # the release options (category_order, category_order_share, linkage, postprocess) are the
     # fields of ReleaseOptions, inherited: fragrelease/idpir/options.py declares them once
+
+    @field_validator("name")
+    @classmethod
+    def _name_ok(cls, v: str) -> str:
+        return _safe_name(v)
 
     @field_validator("mechanism")
     @classmethod

@@ -25,26 +25,30 @@ Against whom (:func:`against_text`):
 
 - **Release recipients** (anyone who reads the Delta table): the statements above.
 - **The aggregator** reads each owner's protected fragment: the attributes with every record id
-  replaced by its keyed pseudonym (HMAC-SHA-256 under the owners' shared key, which the aggregator
-  never holds, with the plan id as context; :mod:`fragrelease.pseudonyms`), rows in a CSPRNG order,
-  and it knows which owner wrote each fragment. Without the key the pseudonyms are
-  indistinguishable from labels drawn independently of the data (HMAC is a pseudorandom
-  function), so its view of each column of each owner's fragment is, up to that computational
-  assumption, a function of the column's multiset: each is ε_attr-DP/iDP exactly as for
-  recipients (horizontal owners: with respect to that owner's fragment). Linked: rows link a
-  record's attributes within a fragment and equal pseudonyms link them across vertical fragments,
-  as the linked release does: the joint view has no ε bound. Unlinked: owners unlink their own
-  columns and write the pseudonym set apart, so the whole view is ε-DP/iDP (Σ ε_j over vertical
-  owners; parallel over horizontal ones). The owner of origin of each row is shown (horizontal:
-  which owner holds a record, which no statement protects). Across releases: a new plan id gives
-  new pseudonyms; an aggregator that reuses a plan id under an unchanged key links the records of
-  those releases (no ε bound on their joint view).
-- **The aggregator colluding with one owner** (who holds the key) maps every pseudonym back to
-  its record id. Linked: it sees which identified records share a cluster, as the aggregator did
-  when fragments carried ids: no ε bound, not even for one column of another owner's fragment.
-  Unlinked: it learns every owner's set of record ids; the other owners' columns stay multisets
-  with their ε statements. With ``keep_id: true`` the same holds against any key holder who reads
-  the release.
+  replaced by its keyed pseudonym (HMAC-SHA-256 under the owners' shared key, with the plan id as
+  context; :mod:`fragrelease.pseudonyms`), rows in a CSPRNG order, and it knows which owner wrote
+  each fragment. Without the key the pseudonyms are indistinguishable from labels drawn
+  independently of the data (HMAC is a pseudorandom function), so its view of each column of each
+  owner's fragment is, up to that computational assumption, a function of the column's multiset:
+  each is ε_attr-DP/iDP exactly as for recipients (horizontal owners: with respect to that owner's
+  fragment). Linked: rows link a record's attributes within a fragment and equal pseudonyms link
+  them across vertical fragments, as the linked release does: the joint view has no ε bound.
+  Unlinked: owners unlink their own columns and write the pseudonym set apart, so the whole view is
+  ε-DP/iDP (Σ ε_j over vertical owners; parallel over horizontal ones). The owner of origin of each
+  row is shown (horizontal: which owner holds a record, which no statement protects). Vertical: an
+  owner's metadata carries the digest of its pseudonymised id set (context ``metadata``), the same
+  in every release under one key. Across releases: a new plan id gives new pseudonyms; an
+  aggregator that reuses a plan id under an unchanged key links the records of those releases (no
+  ε bound on their joint view).
+- **Every key holder** maps every pseudonym back to its record id. Every owner holds the key (a
+  vertical owner also knows every record id), so any owner who can read ``work_dir`` can do it
+  alone, as can the aggregator colluding with one owner. In a single-command run
+  (``fragrelease run``, ``Release.run()``) one process plays every party and generates the key:
+  that process holds it beside the aggregator's view. Linked: a key holder sees which identified
+  records share a cluster, as the aggregator did when fragments carried ids: no ε bound, not even
+  for one column of another owner's fragment. Unlinked: it learns every owner's set of record ids;
+  the other owners' columns stay multisets with their ε statements. With ``keep_id: true`` the same
+  holds against any key holder who reads the release.
 """
 from __future__ import annotations
 
@@ -55,31 +59,51 @@ from fragrelease.idpir.mechanisms import get_mechanism
 LINKAGES = ("linked", "unlinked")
 
 
-def against_text(*, short: str, linkage: str, epsilon: str = "epsilon", keep_id: bool = False) -> str:
-    """The ``against`` sentence: recipients, the aggregator, the aggregator with one owner (module docstring)."""
+def against_text(*, short: str, linkage: str, epsilon: str = "epsilon", keep_id: bool = False,
+                 fragmentation: str = "horizontal", single_process: bool = False) -> str:
+    """The ``against`` sentence: recipients, the aggregator, every key holder (module docstring).
+
+    ``single_process``: one process played every party (``fragrelease run``, ``Release.run()``): it
+    generated the pseudonym key and held it together with the aggregator's view, so the text does
+    not say the aggregator lacks the key. ``fragmentation``: vertical releases add that the owners'
+    id-set digest is the same in every release under one key.
+    """
     if linkage == "linked":
         view = (f"each column of each owner's fragment, as a multiset, is eps_attr-{short} as for recipients, up to "
                 "HMAC-SHA-256 being a pseudorandom function; its rows are linked within a fragment and, through equal "
                 "pseudonyms, across vertical owners, so its joint view has no epsilon bound")
-        coalition = ("maps pseudonyms back to record ids and sees which identified records share a cluster: no "
-                     "epsilon bound, not even for one column of another owner's fragment")
+        coalition = ("maps the pseudonyms of every owner's fragment back to record ids and sees which identified "
+                     "records share a cluster: no epsilon bound, not even for one column of another owner's fragment")
     else:
         view = (f"owners unlinked their own columns and wrote their pseudonym sets apart, so its whole view is "
                 f"{epsilon}-{short} as the release is, up to HMAC-SHA-256 being a pseudorandom function")
         coalition = ("learns every owner's set of record ids; the other owners' columns stay multisets with their "
                      "epsilon statements")
+    if single_process:
+        holder = ("In this release one process played every party: it generated the pseudonym key and held it "
+                  "beside the aggregator's view, so that process, and anyone who reads its private folders, holds the "
+                  "key")
+    else:
+        holder = ("The aggregator does not hold the key unless an owner gives it or shares its machine or process")
+    keyholders = (f"Every key holder {coalition}. Every owner holds the key (a vertical owner also knows every record "
+                  "id), so any owner who can read work_dir, where every owner's protected fragment lies, can do this "
+                  "alone, as can the aggregator colluding with one owner")
+    digest = ("; a vertical owner's metadata carries a digest of its pseudonymised id set that is the same in every "
+              "release under one key, so the aggregator sees which releases under one key cover the same records"
+              if fragmentation == "vertical" else "")
     published = ("; the release publishes the pseudonyms (keep_id), so every key holder who reads it maps them back "
                  "to record ids, and against such a reader no epsilon bound holds" if keep_id else "")
     return ("release recipients: the statements above. The aggregator: it reads each owner's protected fragment with "
-            "record ids replaced by keyed pseudonyms (HMAC-SHA-256 under the owners' key, which it never holds; new "
-            "for every plan id) in a random row order, and which owner wrote it (horizontal: which owner holds each "
-            f"row, which no statement protects); {view}. The aggregator colluding with one owner (who holds the key) "
-            f"{coalition}{published}")
+            "record ids replaced by keyed pseudonyms (HMAC-SHA-256 under the key the owners share; new for every "
+            "plan id) in a random row order, and which owner wrote it (horizontal: which owner holds each row, which "
+            f"no statement protects); {view}{digest}. {holder}. {keyholders}{published}")
 
 
 def release_guarantee(*, mechanism: str, epsilon: str, composition: str, linkage: str, category_order: str,
-                      keep_id: bool = False) -> dict:
+                      keep_id: bool = False, fragmentation: str = "horizontal", single_process: bool = False) -> dict:
     """The guarantee of a release as a dict of plain sentences (for provenance, reports and the CLI).
+
+    ``fragmentation`` and ``single_process`` shape the ``against`` sentence (:func:`against_text`).
 
     Keys: ``neighbouring``, ``notion``, ``per_column``, ``table``, ``against``.
 
@@ -113,5 +137,6 @@ def release_guarantee(*, mechanism: str, epsilon: str, composition: str, linkage
         "notion": notion,
         "per_column": per_column,
         "table": table,
-        "against": against_text(short=short, linkage=linkage, epsilon=epsilon, keep_id=keep_id),
+        "against": against_text(short=short, linkage=linkage, epsilon=epsilon, keep_id=keep_id,
+                                fragmentation=fragmentation, single_process=single_process),
     }

@@ -105,7 +105,10 @@ def _warn_accuracy(cfg: ReleaseConfig, config_path: str) -> None:
 
 
 def print_summary(cfg: ReleaseConfig, result: ReleaseResult) -> None:
-    """The run summary: where the release went, each owner's ε_j, the guarantee and the noise table (public only)."""
+    """The run summary: where the release went, each owner's ε_j, the guarantee and the noise table.
+
+    Public parameters only, except MeanSSE (``evaluate``), which is computed from the owners' original
+    data and is marked private wherever it is printed."""
     prov = result.provenance
     console.print(f"[bold]Release written[/bold] to Delta table {result.path} (version {result.version})")
     if result.report:
@@ -118,7 +121,8 @@ def print_summary(cfg: ReleaseConfig, result: ReleaseResult) -> None:
     for o in result.owners:
         table.add_row(o.name, f"{o.records:,}", str(len(o.attributes)), str(o.epsilon))
     console.print(table)
-    mean_sse = "not evaluated" if result.mean_sse is None else f"{result.mean_sse:.4f}"
+    # MeanSSE is computed from the originals: private to whoever runs this, never part of the release
+    mean_sse = "not evaluated" if result.mean_sse is None else f"{result.mean_sse:.4f} (private: from the originals)"
     # every release option as the release recorded it (fragrelease/idpir/options.py), whatever it is
     options = " | ".join(f"{name.replace('_', ' ')} {prov.get(name)}" for name in OPTION_NAMES)
     console.print(
@@ -243,12 +247,13 @@ def owner_metadata(config: str = typer.Option(..., "--config"), owner: str = typ
 def owner_protect(config: str = typer.Option(..., "--config"), owner: str = typer.Option(..., "--owner"),
                   master: Optional[str] = MASTER, source_table: Optional[str] = SOURCE_TABLE):
     """Protect the owner's fragment under the aggregator's plan; write the table and manifest."""
-    from fragrelease.jobs.idpir.owner import protect_owner_fragment
+    from fragrelease.jobs.idpir.owner import protect_owner_fragment, read_verified_plan
     from fragrelease.jobs.idpir.preflight import find_owner
     from fragrelease.jobs.idpir.signatures import owner_signing_key
 
     cfg = _config(config, "owner", owner, source_table=source_table)
     owner_signing_key(cfg, find_owner(cfg, owner)[1])  # signed manifests: no key, no Spark
+    read_verified_plan(cfg, find_owner(cfg, owner)[1].name)  # a damaged or foreign plan.json: no Spark
     m = protect_owner_fragment(_spark(master), cfg, owner)
     console.print(f"owner {m.owner}: protected {m.n_records:,} records with ε_j = {m.epsilon}, k = {m.k} (plan {m.plan_id})")
 
@@ -258,17 +263,23 @@ def aggregator_plan(config: str = typer.Option(..., "--config"), output_table: O
     from fragrelease.jobs.idpir.aggregator import issue_plan
 
     plan = issue_plan(_config(config, "aggregator", output_table=output_table))
+    console.print(f"plan {plan.plan_id} issued (pinned; 'aggregator release' accepts only this plan)", highlight=False)
     for o in plan.owners:
         console.print(f"{o.name}: ε_j = {o.epsilon}, per attribute {o.epsilon_per_attribute}, k = {plan.k}")
 
 
 def aggregator_release(config: str = typer.Option(..., "--config"), master: Optional[str] = MASTER,
-                       output_table: Optional[str] = OUTPUT_TABLE):
+                       output_table: Optional[str] = OUTPUT_TABLE,
+                       plan_id: Optional[str] = typer.Option(
+                           None, "--plan-id", help="The plan id 'aggregator plan' printed; any other plan.json is "
+                                                   "refused. Needed when this step cannot read the plan step's "
+                                                   "pin (another machine or FRAGRELEASE_PRIVATE_ROOT).")):
     """Verify the protected fragments, combine them and commit the release."""
-    from fragrelease.jobs.idpir.aggregator import release
+    from fragrelease.jobs.idpir.aggregator import pinned_plan, release
 
     cfg = _config(config, "aggregator", output_table=output_table)
-    result = release(_spark(master), cfg)
+    plan = pinned_plan(cfg, plan_id)  # no Spark yet: a plan.json this aggregator did not issue is refused first
+    result = release(_spark(master), cfg, plan=plan)
     console.print(f"release committed: {result['table'] or result['path']} version {result['version']}, {result['rows']:,} rows; "
                   f"report {result['report']}")
 

@@ -6,12 +6,10 @@ Registered in ``jobs/cli/__init__.py``. Spark-free: the key pair comes from :mod
 """
 from __future__ import annotations
 
-import re
-
 import typer
 
-from fragrelease.errors import ConfigError
 from fragrelease.jobs.cli._common import console
+from fragrelease.validation import check_safe_name
 
 
 def generate(owner: str = typer.Option(..., "--owner", help="The data owner's name, as in the configuration."),
@@ -20,8 +18,7 @@ def generate(owner: str = typer.Option(..., "--owner", help="The data owner's na
     """Create an owner's Ed25519 key pair: the private key file and the public key line for the configuration."""
     from fragrelease.signing import write_key_pair
 
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", owner):
-        raise ConfigError(f"--owner: {owner!r} is not a valid owner name (letters, digits, '_', '.', '-')")
+    check_safe_name(owner, key="--owner")
     path, public = write_key_pair(out, owner)
     console.print(f"private key written to {path} (mode 0600); in the owner's configuration:", highlight=False)
     console.print(f"    signing_key: {path}", highlight=False)

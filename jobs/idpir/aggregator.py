@@ -29,14 +29,22 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from fragrelease.errors import ConfigError, IdentifierError, ManifestMismatchError, ReleaseExistsError
-from fragrelease.idpir.config import ReleaseConfig
+from fragrelease.idpir.config import PRIVATE_ROOT_ENV, ReleaseConfig
 from fragrelease.idpir.guarantee import release_guarantee
 from fragrelease.idpir.plan_check import check_plan_for_owner, expected_plan_terms
 from fragrelease.idpir.protocol import Manifest, OwnerMetadata, Plan, check_manifest, make_plan
 from fragrelease.jobs.catalog import release_exists
 from fragrelease.jobs.describe import cast_declared_integers, integer_columns, release_description
 from fragrelease.jobs.idpir.digests import committed_rows, content_digest, fragment_digests
-from fragrelease.jobs.idpir.layout import manifest_path, metadata_path, plan_path, protected_path, pseudonyms_path
+from fragrelease.jobs.idpir.layout import (
+    manifest_path,
+    metadata_path,
+    plan_path,
+    plan_pin_path,
+    protected_path,
+    pseudonyms_path,
+    read_message,
+)
 from fragrelease.jobs.idpir.shuffle import pseudonym_set_digest, shuffle_rows
 from fragrelease.jobs.idpir.signatures import public_keys, verify_owner_manifest, verify_table
 from fragrelease.jobs.idpir.unlink import unlink_columns, unlink_frames
@@ -61,11 +69,13 @@ __all__ = ["check_disjoint_pseudonyms", "combine", "issue_plan", "join_vertical"
 log = logging.getLogger(__name__)
 
 
-def issue_plan(cfg: ReleaseConfig, spark=None) -> Plan:
-    """Validate the owners' metadata files and write ``plan.json``.
+def issue_plan(cfg: ReleaseConfig, spark=None, *, pin: bool = True) -> Plan:
+    """Validate the owners' metadata files, pin the plan in the aggregator's private folder
+    (:func:`pin_plan`) and write ``plan.json``.
 
     ``spark`` is needed only when the release goes to a catalog table (``output_table``), to look it
-    up; without it the active (or a new local) session is used.
+    up; without it the active (or a new local) session is used. ``pin=False``: the caller keeps the
+    plan in memory and hands it to :func:`release` itself (the single-command run), so no pin is written.
 
     Raises
     ------
@@ -78,11 +88,15 @@ def issue_plan(cfg: ReleaseConfig, spark=None) -> Plan:
         cannot be written (:func:`fragrelease.jobs.output_state.prepare_output`): refused before any
         owner spends.
     ProtocolError, IdentifierError, InvalidParameterError
-        From :func:`fragrelease.idpir.protocol.make_plan`.
+        From :func:`fragrelease.idpir.protocol.make_plan`; ProtocolError also for a metadata file
+        that is not UTF-8, not JSON or not valid metadata (:func:`fragrelease.jobs.idpir.layout.read_message`).
+    ConfigError
+        A metadata file is missing, or the aggregator's private folder is open to others.
     """
     claim_work_dir(cfg)  # the plan goes into work_dir: it must be this release's (jobs/idpir/workspace.py)
     refuse_existing_release(cfg, spark)
-    metas = [OwnerMetadata.model_validate_json(read_text(metadata_path(cfg, o.name))) for o in cfg.owners]
+    metas = [read_message(OwnerMetadata, metadata_path(cfg, o.name), party="aggregator",
+                          what=f"metadata of owner {o.name!r}") for o in cfg.owners]
     plan = make_plan(metas, fragmentation=cfg.fragmentation, mechanism=cfg.mechanism, k=cfg.k,
                      epsilon=cfg.epsilon, epsilon_split=cfg.epsilon_split, keep_id=cfg.keep_id, options=cfg.options)
     target = release_target(cfg)
@@ -90,7 +104,10 @@ def issue_plan(cfg: ReleaseConfig, spark=None) -> Plan:
         refuse_existing_release(cfg, spark, columns=release_columns(plan))  # now with the plan's columns
     else:  # checked again with the plan's columns; the marker claims the output (and probes it) before any spend
         prepare_output(target, plan.plan_id, if_exists=cfg.if_exists, columns=release_columns(plan))
-    write_text(plan_path(cfg), plan.to_json())
+    text = plan.to_json()
+    if pin:
+        pin_plan(cfg, plan)  # before the owners can see it: the release step accepts only this plan
+    write_text(plan_path(cfg), text)
     log.info("plan %s issued to %d owners", plan.plan_id, len(plan.owners))
     return plan
 
@@ -121,8 +138,101 @@ def refuse_existing_release(cfg: ReleaseConfig, spark=None, *, columns: Optional
         raise ReleaseExistsError(f"a release already exists at {cfg.output_table!r} and if_exists is 'error'")
 
 
-def provenance(plan: Plan) -> dict:
-    """The public facts a release records with its commit (docs/specification.md §3)."""
+def plan_digest(plan: Plan) -> str:
+    """SHA-256 (hex) of the plan's canonical JSON (:meth:`Plan.to_json`): equal plans, equal digests."""
+    import hashlib
+
+    return hashlib.sha256(plan.to_json().encode("utf-8")).hexdigest()
+
+
+def pin_plan(cfg: ReleaseConfig, plan: Plan) -> str:
+    """Record the issued plan's id and digest in the aggregator's private folder (0600 in 0700); return the path.
+
+    The folder lies outside ``work_dir`` (:func:`fragrelease.jobs.idpir.layout.aggregator_private_dir`),
+    so no owner who writes ``work_dir`` can change it.
+
+    Raises
+    ------
+    ConfigError
+        The private folder exists and is open to group or others.
+    """
+    import json
+
+    from fragrelease.jobs.idpir.workspace import write_private_text
+
+    path = plan_pin_path(cfg)
+    write_private_text(path, json.dumps({"release": cfg.name, "plan_id": plan.plan_id, "sha256": plan_digest(plan)}),
+                       who="aggregator")
+    return path
+
+
+def pinned_plan(cfg: ReleaseConfig, plan_id: Optional[str] = None) -> Plan:
+    """``plan.json`` from ``work_dir``, if it is the plan this aggregator issued and pinned (no Spark).
+
+    ``plan_id`` (``aggregator release --plan-id``): the id the plan step printed; a plan with
+    another id is refused, and this id stands in for the pin when the release step runs where the
+    plan step's private folder is not (another machine): the pin, when there is one, is checked too.
+
+    Raises
+    ------
+    ConfigError
+        ``plan.json`` does not exist.
+    ManifestMismatchError
+        ``plan.json`` is not UTF-8, not JSON or not a plan
+        (:func:`fragrelease.jobs.idpir.layout.read_message`), not the pinned plan
+        (:func:`check_pinned_plan`), or not ``plan_id``.
+    """
+    plan = read_message(Plan, plan_path(cfg), party="aggregator", what="plan.json", error=ManifestMismatchError)
+    if plan_id is not None and plan.plan_id != plan_id:
+        raise ManifestMismatchError(f"aggregator: plan.json in work_dir is not the plan this aggregator issued "
+                                    f"(plan id {plan.plan_id}, expected {plan_id} from --plan-id); refusing")
+    check_pinned_plan(cfg, plan, required=plan_id is None)
+    return plan
+
+
+def check_pinned_plan(cfg: ReleaseConfig, plan: Plan, *, required: bool = True) -> None:
+    """Refuse a ``plan.json`` that is not the plan this aggregator issued (its pin, :func:`pin_plan`).
+
+    ``required=False``: no pin at all is accepted (the caller checked the plan id otherwise); a
+    damaged pin or one naming another plan is still refused.
+
+    Raises
+    ------
+    ManifestMismatchError
+        No pin (the plan step did not run with this private root), a damaged pin, or a plan whose
+        id or digest differs: ``aggregator: plan.json in work_dir is not the plan this aggregator
+        issued (plan id X, expected Y); refusing``.
+    """
+    import json
+
+    path = plan_pin_path(cfg)
+    try:
+        pin = json.loads(read_text(path))
+    except ConfigError:
+        if not required:
+            return
+        raise ManifestMismatchError(f"aggregator: no pinned plan at {path!r} (written by 'fragrelease aggregator plan' "
+                                    f"with this {PRIVATE_ROOT_ENV}); refusing plan.json from work_dir") from None
+    except ValueError as exc:
+        raise ManifestMismatchError(f"aggregator: the pinned plan {path!r} cannot be read ({type(exc).__name__}); "
+                                    "refusing: issue the plan again") from None
+    if not isinstance(pin, dict) or not isinstance(pin.get("plan_id"), str) or not isinstance(pin.get("sha256"), str):
+        raise ManifestMismatchError(f"aggregator: the pinned plan {path!r} names no plan id and digest; refusing: "
+                                    "issue the plan again")
+    if plan.plan_id != pin["plan_id"]:
+        raise ManifestMismatchError(f"aggregator: plan.json in work_dir is not the plan this aggregator issued "
+                                    f"(plan id {plan.plan_id}, expected {pin['plan_id']}); refusing")
+    if plan_digest(plan) != pin["sha256"]:
+        raise ManifestMismatchError(f"aggregator: plan.json in work_dir is not the plan this aggregator issued "
+                                    f"(plan id {plan.plan_id}, but its content differs from the issued plan's); "
+                                    "refusing")
+
+
+def provenance(plan: Plan, *, single_process: bool = False) -> dict:
+    """The public facts a release records with its commit (docs/specification.md §3).
+
+    ``single_process``: one process played every party (the guarantee then says it held the key).
+    """
     return {
         "role": "release",
         "plan_id": plan.plan_id,
@@ -139,7 +249,8 @@ def provenance(plan: Plan) -> dict:
         **plan.wire(),  # every release option as its wire text (fragrelease/idpir/options.py)
         "guarantee": release_guarantee(mechanism=plan.mechanism, epsilon=str(plan.epsilon), composition=plan.composition,
                                        linkage=plan.linkage, category_order=plan.category_order,
-                                       keep_id=plan.keep_id),
+                                       keep_id=plan.keep_id, fragmentation=plan.fragmentation,
+                                       single_process=single_process),
         "fragrelease_version": __version__,
     }
 
@@ -186,12 +297,10 @@ def load_verified_fragment(spark, cfg: ReleaseConfig, plan: Plan, owner: str,
         digest or pseudonym-set digest differ from the signed manifest. One line naming the owner. One line naming the owner.
     """
     try:
-        manifest = Manifest.model_validate_json(read_text(manifest_path(cfg, owner)))
+        manifest = read_message(Manifest, manifest_path(cfg, owner), party="aggregator",
+                                what=f"manifest of owner {owner!r}", error=ManifestMismatchError)
     except ConfigError as exc:
         raise ManifestMismatchError(f"owner {owner!r} has no manifest: {exc}") from None
-    except ValueError as exc:  # pydantic's ValidationError: a manifest that is not one
-        raise ManifestMismatchError(f"the manifest in the folder of owner {owner!r} is malformed: "
-                                    f"{str(exc).splitlines()[0][:300]}") from None
     # signed manifests: the owner, its folder and its key before anything in the manifest is used
     verify_owner_manifest(manifest, folder_owner=owner, plan_owner=plan.owner(owner).name,
                           keys=public_keys(cfg) if keys is None else keys)
@@ -349,11 +458,17 @@ def join_vertical(frames: list[DataFrame], id_column: str) -> DataFrame:
     return out
 
 
-def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519PublicKey]] = None) -> dict:
+def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519PublicKey]] = None,
+            plan: Optional[Plan] = None, single_process: bool = False) -> dict:
     """Validate every owner's protected fragment, combine them and commit the release.
 
     ``keys``: the owners' public keys (default: the configuration's ``owners[].public_key``);
     :func:`fragrelease.jobs.api.Release.run` passes the keys it generated for the release.
+    ``plan``: the plan this aggregator issued, held in memory (the single-command run passes it);
+    without it ``plan.json`` is read from ``work_dir`` and refused unless it is the plan the
+    aggregator pinned when it issued it (:func:`check_pinned_plan`): an owner who writes
+    ``work_dir`` cannot swap in another plan, an earlier one included. ``single_process``: every
+    party played in this process (recorded in the guarantee, :func:`provenance`).
 
     Returns
     -------
@@ -364,7 +479,8 @@ def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519Pub
     Raises
     ------
     ManifestMismatchError
-        A fragment that does not match its manifest or the plan (:func:`load_verified_fragment`).
+        A fragment that does not match its manifest or the plan (:func:`load_verified_fragment`);
+        a ``plan.json`` that is not JSON, not a plan, or not the pinned plan (:func:`check_pinned_plan`).
     IdentifierError
         Vertical fragments whose pseudonym sets differ (the join would lose or invent records), or
         horizontal owners holding the same pseudonym (:func:`check_disjoint_pseudonyms`).
@@ -374,7 +490,7 @@ def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519Pub
         is cleared first (:func:`fragrelease.jobs.output_state.prepare_output`).
     """
     refuse_existing_release(cfg, spark)  # before any fragment is read or verified
-    plan = Plan.model_validate_json(read_text(plan_path(cfg)))
+    plan = pinned_plan(cfg) if plan is None else plan
     check_plan_against_config(plan, cfg)  # plan.json lies on shared storage: nothing in it is trusted
     refuse_existing_release(cfg, spark, columns=release_columns(plan))
     fragments, psets, digests, manifests = {}, {}, {}, {}
@@ -396,7 +512,7 @@ def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519Pub
     released = combine(plan, fragments)
     if plan.linkage == "linked" and not plan.keep_id:
         released = released.drop(PSEUDONYM_COLUMN)
-    prov = provenance(plan)  # public facts only, stamped as every system's commit is
+    prov = provenance(plan, single_process=single_process)  # public facts only, stamped as every system's commit is
     prov = stamp_provenance(prov, system="idpir", guarantee=prov["guarantee"])
     # integer-declared attributes are written as integers (rounding a released value is post-processing),
     # and the table describes itself from the public provenance only (fragrelease.jobs.describe)

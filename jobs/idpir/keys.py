@@ -52,10 +52,13 @@ def generate_release_key(cfg: ReleaseConfig) -> list[str]:
     Called by the single-command release only (:func:`fragrelease.jobs.release_api._run`), which plays every party.
     """
     key = new_key_text()
-    paths = sorted({generated_key_path(cfg, o) for o in cfg.owners if o.pseudonym_key is None})
-    for path in paths:
-        write_key_file(path, key)
-    return paths
+    holders: dict[str, list[str]] = {}
+    for o in cfg.owners:
+        if o.pseudonym_key is None:
+            holders.setdefault(generated_key_path(cfg, o), []).append(o.name)
+    for path, names in sorted(holders.items()):
+        write_key_file(path, key, owner=", ".join(names))
+    return sorted(holders)
 
 
 def check_pseudonym_key(cfg: ReleaseConfig, owner: OwnerConfig, *, generated: bool) -> None:
@@ -75,14 +78,15 @@ def check_pseudonym_key(cfg: ReleaseConfig, owner: OwnerConfig, *, generated: bo
 
 
 def owner_pseudonym_key(cfg: ReleaseConfig, owner: OwnerConfig) -> bytes:
-    """The owner's pseudonym key (at least 32 bytes); see the module docstring for where it comes from.
+    """The owner's pseudonym key: 32 bytes derived with HKDF-SHA-256 from the configured or generated secret
+    (:func:`fragrelease.pseudonyms.derive_key`); see the module docstring for where it comes from.
 
     Raises
     ------
     PseudonymKeyError
-        The configured file cannot be read, the variable is not set, the key is shorter than 32
-        bytes, or no key is configured and none was generated for this release; each names the owner
-        and where it looked.
+        The configured file cannot be read or is readable by group or others, the variable is not
+        set, the secret is shorter than 32 bytes, or no key is configured and none was generated for
+        this release; each names the owner and where it looked.
     """
     if owner.pseudonym_key is not None:
         if owner.pseudonym_key.file is not None:
@@ -90,7 +94,7 @@ def owner_pseudonym_key(cfg: ReleaseConfig, owner: OwnerConfig) -> bytes:
         return read_key_env(str(owner.pseudonym_key.env), owner=owner.name)
     path = generated_key_path(cfg, owner)
     if not os.path.exists(path) and shared_private_root(cfg) is not None:
-        write_key_file(path, new_key_text(), exclusive=True)  # loses cleanly to a concurrent owner step
+        write_key_file(path, new_key_text(), exclusive=True, owner=owner.name)  # loses cleanly to a concurrent owner step
     if not os.path.exists(path):
         raise PseudonymKeyError(
             f"owner {owner.name!r} has no pseudonym_key in its configuration and no generated release key at "

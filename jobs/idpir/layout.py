@@ -20,16 +20,65 @@ Private to each owner, under its ``private_dir`` (never under ``work_dir`` or ``
 - ``pseudonym-key``              the release's generated pseudonym key (0600), when the
                                  configuration names none (:mod:`fragrelease.jobs.idpir.keys`)
 
+Private to the aggregator, under ``<private root>/<release>/_aggregator`` (:func:`aggregator_private_dir`;
+no owner name starts with ``_``, so it never meets an owner's default folder):
+
+- ``plan-pin-<work_dir tag>.json`` the id and SHA-256 of the plan the aggregator issued into that
+                                 ``work_dir`` (0600): its release step refuses any other ``plan.json`` there
+
 On a cluster the owners and the aggregator are separate job runs that share only ``work_dir``.
 """
 from __future__ import annotations
 
 import posixpath
+from typing import TypeVar
 
-from fragrelease.idpir.config import PRIVATE_ROOT_ENV, OwnerConfig, ReleaseConfig, SourceConfig, resolved_private_dir
+from pydantic import BaseModel, ValidationError
 
-__all__ = ["PRIVATE_ROOT_ENV", "fragment_source", "manifest_path", "metadata_path", "owner_private_dir",
-           "owner_report_path", "plan_path", "protected_path"]
+from fragrelease.errors import ProtocolError
+from fragrelease.idpir.config import (
+    PRIVATE_ROOT_ENV,
+    OwnerConfig,
+    ReleaseConfig,
+    SourceConfig,
+    private_root,
+    resolved_private_dir,
+)
+from fragrelease.validation import format_validation_error
+
+__all__ = ["PRIVATE_ROOT_ENV", "aggregator_private_dir", "fragment_source", "plan_pin_path", "manifest_path", "metadata_path", "owner_private_dir",
+           "owner_report_path", "plan_path", "protected_path", "read_message"]
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_message(model: type[M], path: str, *, party: str, what: str, error: type[ProtocolError] = ProtocolError) -> M:
+    """A protocol message (plan, metadata, manifest) read from shared storage and validated as ``model``.
+
+    Nothing read from ``work_dir`` is trusted: a file that is not UTF-8, not JSON or not a valid
+    ``model`` is refused with one line naming the reading party, the path and the first problem.
+
+    Raises
+    ------
+    ConfigError
+        The file does not exist (:func:`fragrelease.jobs.storage.read_text`).
+    error (ProtocolError by default)
+        ``<party>: <what> '<path>' is not valid JSON ...`` / ``... is not a valid <what> (<key>: <problem>)``.
+    """
+    from fragrelease.jobs.storage import read_text
+
+    try:
+        text = read_text(path)
+    except UnicodeDecodeError:
+        raise error(f"{party}: {what} {path!r} cannot be used (not UTF-8 text); it was damaged or not written by "
+                    "fragrelease: refusing") from None
+    try:
+        return model.model_validate_json(text)
+    except ValidationError as exc:
+        lines = format_validation_error(exc).splitlines() or [type(exc).__name__]
+        more = f"; {len(lines) - 1} more problem{'s' if len(lines) > 2 else ''}" if len(lines) > 1 else ""
+        raise error(f"{party}: {what} {path!r} cannot be used ({lines[0][:200]}{more}); it was damaged or not "
+                    "written by fragrelease: refusing") from None
 
 
 def _join(*parts: str) -> str:
@@ -41,6 +90,27 @@ def owner_private_dir(cfg: ReleaseConfig, owner: OwnerConfig) -> str:
     (:func:`fragrelease.idpir.config.resolved_private_dir`; root ``$FRAGRELEASE_PRIVATE_ROOT`` or
     ``~/.fragrelease/private``). Created 0700 by the steps that write into it."""
     return resolved_private_dir(cfg.name, owner)
+
+
+#: Name of the aggregator's private folder under ``<private root>/<release>`` (owner names start with a letter or digit).
+AGGREGATOR_DIR = "_aggregator"
+
+
+def aggregator_private_dir(cfg: ReleaseConfig) -> str:
+    """The aggregator's private folder: ``<private root>/<release>/_aggregator`` (created 0700 when written)."""
+    return _join(private_root(), cfg.name, AGGREGATOR_DIR)
+
+
+def plan_pin_path(cfg: ReleaseConfig) -> str:
+    """Where the aggregator pins the plan it issued (:func:`fragrelease.jobs.idpir.aggregator.issue_plan`):
+    ``plan-pin-<first 16 hex of SHA-256(work_dir)>.json``, one pin per work folder, so two releases
+    of one name in different work folders do not replace each other's pin."""
+    import hashlib
+
+    from fragrelease.jobs.uris import absolute
+
+    tag = hashlib.sha256(absolute(cfg.work_dir).encode("utf-8")).hexdigest()[:16]
+    return _join(aggregator_private_dir(cfg), f"plan-pin-{tag}.json")
 
 
 def fragment_source(cfg: ReleaseConfig, owner: OwnerConfig) -> SourceConfig:

@@ -50,6 +50,7 @@ from fragrelease.jobs.idpir.layout import (
     plan_path,
     protected_path,
     pseudonyms_path,
+    read_message,
 )
 from fragrelease.jobs.idpir.ledger import record_spend
 from fragrelease.jobs.idpir.protect import ReleasedValues, released_fragment
@@ -177,6 +178,25 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
     return protect_and_write(spark, cfg, owner_name, noise=noise)[0]
 
 
+def read_verified_plan(cfg: ReleaseConfig, owner_name: str):
+    """``plan.json`` from ``work_dir`` and this owner's verified spec in it; no Spark, no data.
+
+    Returns ``(plan, spec)`` (:func:`fragrelease.idpir.plan_check.verified_spec`). The owner's
+    ``protect`` command calls it before Spark starts, and :func:`protect_and_write` again.
+
+    Raises
+    ------
+    ConfigError
+        ``plan.json`` does not exist.
+    ProtocolError
+        ``plan.json`` is not UTF-8, not JSON or not a plan, one line naming the owner and the path
+        (:func:`fragrelease.jobs.idpir.layout.read_message`); ManifestMismatchError (a ProtocolError)
+        when its terms differ from the owner's configuration.
+    """
+    plan = read_message(Plan, plan_path(cfg), party=f"owner {owner_name!r}", what="plan.json")
+    return plan, verified_spec(plan, cfg, resolve_schema(cfg.dataset), owner_name)
+
+
 def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Optional[NoiseSource] = None):
     """:func:`protect_owner_fragment`, also returning the owner's own protected DataFrame.
 
@@ -189,10 +209,9 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
     assert schema.id_column is not None  # a release's schema names its id column (configuration check)
     owner = _owner(cfg, owner_name)
     signing_key = owner_signing_key(cfg, owner)  # signed manifests: refuse a missing or unsafe key before any spend
-    plan = Plan.model_validate_json(read_text(plan_path(cfg)))
     # the plan comes from the shared folder: refuse any term that differs from this owner's own
     # configuration before the ledger, the data or any noise is touched
-    spec = verified_spec(plan, cfg, schema, owner.name)
+    plan, spec = read_verified_plan(cfg, owner.name)
     attrs = [schema.attribute(a) for a in spec.attributes]
     _check_pseudonym_column(owner.name, attrs)
     key = owner_pseudonym_key(cfg, owner)

@@ -35,5 +35,5 @@ def run_local_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource]
     ``progress`` receives each step's start and end (:class:`~fragrelease.jobs.progress.ProgressEvent`);
     default: the logger ``fragrelease.progress``, one INFO line per finished step.
     """
-    return Release.from_config(cfg, spark=spark).run(noise=noise, progress=progress, evaluate=True,
+    return Release.from_config(cfg, spark=spark).run(_noise=noise, progress=progress, evaluate=True,
                                                       fresh_work_dir=fresh_work_dir, config_path=config_path)

@@ -423,7 +423,7 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
     text = _page(f"Owner report: {manifest.get('owner')} (private)", parts)
     from fragrelease.jobs.idpir.workspace import write_private_text
 
-    write_private_text(path, text)  # 0600 in a 0700 folder, whatever the umask
+    write_private_text(path, text, who=f"owner {manifest.get('owner')!r}")  # 0600 in a 0700 folder, whatever the umask
     return path
 
 

@@ -81,7 +81,7 @@ def _write_private(df: DataFrame, cfg: ReleaseConfig, owner) -> None:
     The private folder is made 0700 before Spark writes into it, so the files Spark creates with
     the process umask are never reachable by another user; they are then set to 0600.
     """
-    ensure_private_dir(owner_private_dir(cfg, owner))
+    ensure_private_dir(owner_private_dir(cfg, owner), who=f"owner {owner.name!r}")
     path = fragment_source(cfg, owner).path
     assert path is not None  # a simulated fragment is a path under the owner's private folder
     marker = os.path.join(path, SIMULATED_MARKER)

@@ -22,7 +22,8 @@ Clearing what an earlier run of the same release left (:func:`clear_work_dir`) r
 text only.
 
 Private folders of owners are created 0700 and private files 0600, whatever the umask
-(:func:`ensure_private_dir`, :func:`write_private_text`, :func:`restrict_private_tree`).
+(:func:`ensure_private_dir`, :func:`write_private_text`, :func:`restrict_private_tree`); a private
+folder that exists already is never chmod-ed, and refused if group or others may use it.
 
 Source: docs/specification.md §3 (the parties share only ``work_dir``); the project's safety rule
 (never delete a file the current run did not create).
@@ -38,6 +39,7 @@ from typing import Optional
 
 from fragrelease.errors import ConfigError
 from fragrelease.idpir.config import ReleaseConfig, private_root, resolved_private_dir
+from fragrelease.private_files import make_private_dir
 
 #: The marker file naming the release that owns a work folder.
 MARKER = ".fragrelease-work.json"
@@ -82,7 +84,8 @@ def user_paths(cfg: ReleaseConfig, config_path: Optional[str] = None) -> list[tu
     Returns pairs in configuration order: ``config``, ``dataset`` (a schema YAML), ``source.path``,
     ``output``, then per owner ``owners[i].source.path``, ``owners[i].ledger.path``,
     ``owners[i].private_dir`` (explicit, or the default ``<private root>/<release>/<owner>``) and
-    ``FRAGRELEASE_PRIVATE_ROOT`` (the private root that default lies in).
+    ``FRAGRELEASE_PRIVATE_ROOT`` (the private root that default lies in), and last the aggregator's
+    private folder (its plan pin, :func:`fragrelease.jobs.idpir.layout.aggregator_private_dir`).
     """
     out: list[tuple[str, str]] = []
     if config_path is not None:
@@ -101,6 +104,9 @@ def user_paths(cfg: ReleaseConfig, config_path: Optional[str] = None) -> list[tu
         out.append((f"owners[{i}].private_dir", resolved_private_dir(cfg.name, o)))
         if o.private_dir is None:
             out.append((f"owners[{i}].private_dir: FRAGRELEASE_PRIVATE_ROOT", private_root()))
+    from fragrelease.jobs.idpir.layout import aggregator_private_dir
+
+    out.append(("aggregator's private folder (FRAGRELEASE_PRIVATE_ROOT)", aggregator_private_dir(cfg)))
     return out
 
 
@@ -222,31 +228,28 @@ def clear_work_dir(cfg: ReleaseConfig, config_path: Optional[str] = None) -> lis
 
 
 # ---------------------------------------------------------------- private folders and files
-def ensure_private_dir(path: str) -> str:
+def ensure_private_dir(path: str, *, who: str = "private folder") -> str:
     """Create ``path`` (and missing parents) with mode 0700 whatever the umask; return ``path``.
 
-    Folders that exist keep their mode, except ``path`` itself, which is set to 0700. Remote URIs
-    are returned unchanged (their permissions are the storage's).
+    Only the folders this call creates are given 0700; a ``path`` that exists already is never
+    chmod-ed but refused when group or others have any permission on it
+    (:func:`fragrelease.private_files.make_private_dir`). Remote URIs are returned unchanged (their
+    permissions are the storage's).
+
+    Raises
+    ------
+    ConfigError
+        ``<who>: private folder '<path>' is readable or writable by group or others (mode 0755); run
+        'chmod 700 <path>'``, or the folder cannot be created.
     """
     local = _local(path)
     if local is None:
         return path
-    missing = []
-    cur = os.path.abspath(local)
-    while not os.path.exists(cur):
-        missing.append(cur)
-        cur = os.path.dirname(cur)
-    for d in reversed(missing):
-        try:
-            os.mkdir(d, 0o700)
-        except FileExistsError:
-            pass
-        os.chmod(d, 0o700)
-    os.chmod(local, 0o700)
+    make_private_dir(local, who=who)
     return path
 
 
-def write_private_text(path: str, text: str) -> None:
+def write_private_text(path: str, text: str, *, who: str = "private folder") -> None:
     """Write ``text`` to a local private file, mode 0600 from its creation, in a 0700 folder.
 
     Written to a temporary name and renamed, so a reader sees the old or the new file, never half.
@@ -258,7 +261,7 @@ def write_private_text(path: str, text: str) -> None:
 
         write_text(path, text)
         return
-    ensure_private_dir(os.path.dirname(os.path.abspath(local)))
+    ensure_private_dir(os.path.dirname(os.path.abspath(local)), who=who)
     tmp = f"{local}.tmp-{os.getpid()}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.fchmod(fd, 0o600)

@@ -9,8 +9,11 @@ import pytest
 from fragrelease.errors import ConfigError, PseudonymKeyError
 from fragrelease.idpir.config import config_from_dict
 from fragrelease.pseudonyms import (
+    KEY_DERIVATION_INFO,
+    KEY_DERIVATION_SALT,
     MIN_KEY_BYTES,
     canonical_id_text,
+    derive_key,
     hmac_sha256,
     key_check,
     new_key_text,
@@ -74,19 +77,21 @@ def test_key_file_and_environment_refusals(tmp_path):
     assert str(e.value) == f"owner 'clinic-a': pseudonym key file {missing!r} cannot be read: No such file or directory"
     short = tmp_path / "short.key"
     short.write_bytes(b"0123456789abcdef\n")  # 16 bytes after the line break
+    short.chmod(0o600)
     with pytest.raises(PseudonymKeyError) as e:
         read_key_file(str(short), owner="clinic-a")
     assert str(e.value) == (f"owner 'clinic-a': pseudonym key from file {str(short)!r} is 16 bytes; "
                             f"at least {MIN_KEY_BYTES} are required")
     good = tmp_path / "good.key"
     good.write_bytes(b"k" * 32 + b"\n")
-    assert read_key_file(str(good), owner="a") == b"k" * 32
+    good.chmod(0o600)
+    assert read_key_file(str(good), owner="a") == derive_key(b"k" * 32)  # the secret, through HKDF
     with pytest.raises(PseudonymKeyError) as e:
         read_key_env("FR_TEST_KEY", owner="clinic-b", environ={})
     assert str(e.value) == "owner 'clinic-b': pseudonym key environment variable 'FR_TEST_KEY' is not set"
     with pytest.raises(PseudonymKeyError, match="environment variable 'FR_TEST_KEY' is 3 bytes"):
         read_key_env("FR_TEST_KEY", owner="clinic-b", environ={"FR_TEST_KEY": "abc"})
-    assert read_key_env("FR_TEST_KEY", owner="b", environ={"FR_TEST_KEY": "z" * 33}) == b"z" * 33
+    assert read_key_env("FR_TEST_KEY", owner="b", environ={"FR_TEST_KEY": "z" * 33}) == derive_key(b"z" * 33)
 
 
 def test_generated_key_files_are_private_and_created_once(tmp_path):
@@ -122,3 +127,67 @@ def test_configuration_refuses_a_key_under_work_dir_or_output_and_keys_on_some_o
         config_from_dict(data)
     ok = config_from_dict(_cfg(tmp_path, pseudonym_key={"env": "K"}))
     assert ok.owners[0].pseudonym_key.where == "environment variable 'K'"
+
+
+def _hkdf_sha256_by_hand(ikm: bytes, salt: bytes, info: bytes, length: int) -> bytes:
+    """RFC 5869 §2.2-2.3 with the standard library's hmac: a second implementation, not cryptography's."""
+    prk = std_hmac.new(salt, ikm, hashlib.sha256).digest()
+    okm, block, i = b"", b"", 1
+    while len(okm) < length:
+        block = std_hmac.new(prk, block + info + bytes([i]), hashlib.sha256).digest()
+        okm, i = okm + block, i + 1
+    return okm[:length]
+
+
+def test_hand_hkdf_matches_rfc_5869_test_case_1():
+    """The hand implementation itself, on RFC 5869 Appendix A.1's vector."""
+    ikm = bytes.fromhex("0b" * 22)
+    salt = bytes.fromhex("000102030405060708090a0b0c")
+    info = bytes.fromhex("f0f1f2f3f4f5f6f7f8f9")
+    assert _hkdf_sha256_by_hand(ikm, salt, info, 42).hex() == (
+        "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865")
+
+
+def test_the_key_is_hkdf_sha256_of_the_secret_never_the_secret_itself():
+    secret = b"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"  # openssl rand -hex 32 shape
+    key = derive_key(secret)
+    assert key == _hkdf_sha256_by_hand(secret, KEY_DERIVATION_SALT, KEY_DERIVATION_INFO, 32)
+    assert len(key) == 32 and key != secret and key != secret[:32]
+    assert derive_key(secret + b"0") != key
+    with pytest.raises(PseudonymKeyError, match="is 31 bytes; at least 32 are required"):
+        derive_key(b"x" * 31, owner="a", where="file 'k'")
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o660, 0o606])
+def test_a_key_file_others_may_read_or_write_is_refused(tmp_path, mode):
+    path = tmp_path / "k.key"
+    path.write_bytes(b"f" * 64)
+    path.chmod(mode)
+    with pytest.raises(PseudonymKeyError) as e:
+        read_key_file(str(path), owner="clinic-a")
+    assert str(e.value) == (f"owner 'clinic-a': pseudonym key file {str(path)!r} is readable or writable by group "
+                            f"or others (mode {mode:04o}); run 'chmod 600 {path}'")
+    path.chmod(0o600)
+    assert read_key_file(str(path), owner="clinic-a") == derive_key(b"f" * 64)
+    path.chmod(0o400)
+    assert read_key_file(str(path), owner="clinic-a") == derive_key(b"f" * 64)
+
+
+def test_key_folder_that_exists_open_to_others_is_refused_and_not_chmodded(tmp_path):
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    folder.chmod(0o755)
+    with pytest.raises(PseudonymKeyError) as e:
+        write_key_file(str(folder / "pseudonym-key"), b"a" * 64, owner="a")
+    assert str(e.value) == (f"owner 'a': private folder {str(folder)!r} is readable or writable by group or others "
+                            f"(mode 0755); run 'chmod 700 {folder}'")
+    assert stat.S_IMODE(os.stat(folder).st_mode) == 0o755 and os.listdir(folder) == []
+
+
+def test_a_guessed_secret_is_confirmed_offline_by_the_public_key_check():
+    """docs/privacy.md: the key check is public, so a guessable secret is found by trying guesses (HKDF adds no
+    work factor); hence the advice to make it random."""
+    secret = b"correct horse battery staple, correct horse!"  # a passphrase of 44 bytes passes the length check
+    published = key_check(derive_key(secret))
+    guesses = [b"password" * 4, b"correct horse battery staple, correct horse!", b"x" * 40]
+    assert [g for g in guesses if key_check(derive_key(g)) == published] == [secret]

@@ -49,7 +49,7 @@ def protected_a(owners):
     test noise salted "api"), run once: the protect test checks it, the DataFrame release test compares
     owner clinic-a's fragment with it (the same records, budget and noise)."""
     df, _ = owners
-    return protect(df, "adult", epsilon="1", k=20, noise=HashedLaplace("api"))
+    return protect(df, "adult", epsilon="1", k=20, _noise=HashedLaplace("api"))
 
 
 def _sorted(pdf: pd.DataFrame) -> pd.DataFrame:
@@ -116,7 +116,7 @@ def test_two_owner_release_from_dataframes(spark, owners, protected_a, tmp_path)
     release = Release("adult", epsilon="1", k=20, output=str(tmp_path / "release"), work_dir=str(tmp_path / "work"),
                       spark=spark, reports=False)
     release.add_owner("clinic-a", a).add_owner("clinic-b", b)
-    result = release.run(noise=HashedLaplace("api"))
+    result = release.run(_noise=HashedLaplace("api"))
     assert isinstance(result, ReleaseResult) and result.table is None and result.version == 0
     assert result.rows == N1 + N2 and result.epsilon == 1 and result.composition == "parallel"
     assert all(isinstance(o, OwnerResult) for o in result.owners)
@@ -205,10 +205,37 @@ def test_lazy_facade_serves_the_api():
 
 def test_protect_returns_rows_in_random_order_and_says_what_holds_with_ids(spark, owners):
     df, _ = owners
-    one = protect(df, "adult", epsilon="1", k=20, attributes=["age"], noise=HashedLaplace("order"))
+    one = protect(df, "adult", epsilon="1", k=20, attributes=["age"], _noise=HashedLaplace("order"))
     first = [int(r["record_id"]) for r in one.dataframe.select("record_id").collect()]
     assert sorted(first) == list(range(N1)) and first != sorted(first)  # never in id (input) order
-    two = protect(df, "adult", epsilon="1", k=20, attributes=["age"], noise=HashedLaplace("order"))
+    two = protect(df, "adult", epsilon="1", k=20, attributes=["age"], _noise=HashedLaplace("order"))
     assert [int(r["record_id"]) for r in two.dataframe.select("record_id").collect()] != first  # a fresh order
     assert "no epsilon bound" in one.guarantee.against and "'record_id' present" in one.guarantee.against
     assert "no epsilon bound holds" in fragrelease.protect.__doc__ or "No ε bound holds" in fragrelease.protect.__doc__
+
+
+def test_every_protect_call_spends_epsilon_afresh_and_a_ledger_stops_it(spark, owners, tmp_path):
+    """docs/python-api.md: two calls on the same data spend twice; with a ledger the spend past the
+    lifetime budget is refused before any noise."""
+    from fragrelease.errors import BudgetExceededError
+    from fragrelease.jobs.idpir.ledger import spent
+
+    df = owners[0].limit(40)
+    ledger = LedgerConfig(path=str(tmp_path / "ledger"), lifetime_epsilon="3/2")
+    protect(df, "adult", epsilon="1", k=10, attributes=["age"], ledger=ledger, owner_name="clinic-a")
+    assert spent(ledger.path, "clinic-a", "adult") == [Fraction(1)]
+    with pytest.raises(BudgetExceededError):
+        protect(df, "adult", epsilon="1", k=10, attributes=["age"], ledger=ledger, owner_name="clinic-a")
+    assert spent(ledger.path, "clinic-a", "adult") == [Fraction(1)]  # the refused call spent nothing
+    protect(df, "adult", epsilon="1/2", k=10, attributes=["age"], ledger=ledger, owner_name="clinic-a")
+    assert sorted(spent(ledger.path, "clinic-a", "adult")) == [Fraction(1, 2), Fraction(1)]  # a second spend
+
+
+def test_the_test_noise_hook_is_private():
+    """``noise=`` is no longer a public keyword of protect() or Release.run() (``_noise=``, tests only)."""
+    import inspect
+
+    assert "noise" not in inspect.signature(protect).parameters and "_noise" in inspect.signature(protect).parameters
+    assert "noise" not in inspect.signature(Release.run).parameters
+    with pytest.raises(TypeError):
+        protect(None, "adult", epsilon="1", k=20, noise=HashedLaplace("x"))  # type: ignore[call-arg]

@@ -67,7 +67,7 @@ def test_two_owner_release_through_the_active_path(spark, owners, database, tmp_
         rel = Release("adult", epsilon=epsilon, k=20, output_table=name, work_dir=str(tmp_path / f"work{epsilon}"),
                       spark=spark, reports=False, if_exists=if_exists)
         rel.add_owner("clinic-a", a).add_owner("clinic-b", b)
-        return rel.run(noise=HashedLaplace("lake"))
+        return rel.run(_noise=HashedLaplace("lake"))
 
     first = run("1", "error")
     assert first.version == 0

@@ -169,7 +169,14 @@ def write_config(base: Path, name: str) -> Path:
 def from_plan(planned: Path, name: str) -> Path:
     """A new release folder holding the shared metadata and plan (public messages, no noise)."""
     shutil.copytree(planned / "planned" / "work", planned / name / "work")
-    return write_config(planned, name)
+    config = write_config(planned, name)
+    # the aggregator pins the plan it issued per work folder: the copy's plan is that plan
+    from fragrelease.idpir.config import load_config
+    from fragrelease.idpir.protocol import Plan
+    from fragrelease.jobs.idpir.aggregator import pin_plan
+
+    pin_plan(load_config(config), Plan.model_validate_json((planned / name / "work" / "plan.json").read_text()))
+    return config
 
 
 def read_table(path: Path):

@@ -16,17 +16,18 @@ from fragrelease.errors import IdentifierError, PseudonymKeyError
 from fragrelease.idpir.config import config_from_dict
 from fragrelease.jobs.idpir import aggregator, owner
 from fragrelease.jobs.idpir.keys import generated_key_path, owner_pseudonym_key
-from fragrelease.jobs.idpir.layout import manifest_path, protected_path, pseudonyms_path
+from fragrelease.jobs.idpir.layout import manifest_path, plan_pin_path, protected_path, pseudonyms_path
 from fragrelease.jobs.idpir.release import run_local_release
 from fragrelease.jobs.storage import read_delta
-from fragrelease.pseudonyms import pseudonym
+from fragrelease.pseudonyms import derive_key, pseudonym
 
 SCHEMA = dict(name="pseudo-test", attributes=[
     {"name": "rid", "type": "long", "role": "id"},
     {"name": "x", "type": "double", "role": "quasi-identifier", "kind": "numeric", "domain": [0, 100]},
     {"name": "y", "type": "double", "role": "sensitive", "kind": "numeric", "domain": [0, 100]},
 ])
-KEY = b"0123456789abcdef0123456789abcdef-test-key"
+KEY = b"0123456789abcdef0123456789abcdef-test-key"  # the secret in the owners' key file
+DERIVED = derive_key(KEY)  # the HMAC key the owners use (HKDF-SHA-256 of the secret)
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +48,7 @@ def key_file(tmp_path, key=KEY):
     path = tmp_path / "keys" / "owners.key"
     path.parent.mkdir(exist_ok=True)
     path.write_bytes(key)
+    path.chmod(0o600)  # a key file others may read is refused
     return str(path)
 
 
@@ -79,7 +81,7 @@ def test_owner_fragment_has_pseudonyms_not_ids_and_is_not_in_id_order(spark, tmp
     plan = play(spark, cfg)
     frag = read_delta(spark, protected_path(cfg, "a")).toPandas()  # what the aggregator reads
     assert list(frag.columns) == ["pseudonym", "x", "y"]  # no raw id column
-    back = {pseudonym(KEY, i, context=plan.plan_id): i for i in ids_a}  # only a key holder can do this
+    back = {pseudonym(DERIVED, i, context=plan.plan_id): i for i in ids_a}  # only a key holder can do this
     assert set(frag["pseudonym"]) == set(back)
     assert not set(frag["pseudonym"]) & {str(i) for i in ids_a}
     order = [back[p] for p in frag["pseudonym"]]
@@ -88,9 +90,10 @@ def test_owner_fragment_has_pseudonyms_not_ids_and_is_not_in_id_order(spark, tmp
     out = aggregator.release(spark, cfg)
     rel = read_delta(spark, out["path"]).toPandas()
     assert list(rel.columns) == ["pseudonym", "x", "y"] and len(rel) == 70  # keep_id publishes pseudonyms
-    assert set(rel["pseudonym"]) == set(back) | {pseudonym(KEY, i, context=plan.plan_id) for i in ids_b}
+    assert set(rel["pseudonym"]) == set(back) | {pseudonym(DERIVED, i, context=plan.plan_id) for i in ids_b}
     assert "pseudonym" in out["provenance"]["guarantee"]["against"]
     assert "keep_id" in out["provenance"]["guarantee"]["against"]
+    assert "The aggregator does not hold the key unless" in out["provenance"]["guarantee"]["against"]
 
 
 def test_horizontal_owners_sharing_records_are_refused(spark, tmp_path, schema_path):
@@ -112,6 +115,7 @@ def test_horizontal_owners_with_different_keys_are_refused_at_the_plan(spark, tm
 
     k1, k2 = key_file(tmp_path), str(tmp_path / "other.key")
     open(k2, "wb").write(b"another key of at least 32 bytes!!")
+    os.chmod(k2, 0o600)
     cfg = config(tmp_path, schema_path, [
         {"name": "a", "source": write_source(spark, tmp_path / "a", range(1, 11)), "pseudonym_key": {"file": k1}},
         {"name": "b", "source": write_source(spark, tmp_path / "b", range(1, 11)), "pseudonym_key": {"file": k2}}])
@@ -138,7 +142,7 @@ def test_vertical_fragments_join_on_pseudonyms(spark, tmp_path, schema_path):
     assert len(want) == 30
     pd.testing.assert_frame_equal(rel.sort_values("pseudonym").reset_index(drop=True),
                                   want[["pseudonym", "x", "y"]].sort_values("pseudonym").reset_index(drop=True))
-    assert set(rel["pseudonym"]) == {pseudonym(KEY, i, context=plan.plan_id) for i in ids}
+    assert set(rel["pseudonym"]) == {pseudonym(DERIVED, i, context=plan.plan_id) for i in ids}
 
 
 def test_vertical_pseudonym_sets_that_differ_are_refused(spark, tmp_path, schema_path):
@@ -199,7 +203,7 @@ def test_unlinked_owners_unlink_their_columns_and_send_pseudonyms_apart(spark, t
     assert list(frag.columns) == (["x", "y"] if fragmentation == "horizontal" else ["x"])  # no pseudonym in the rows
     pset = read_delta(spark, pseudonyms_path(cfg, "a")).toPandas()
     assert list(pset.columns) == ["pseudonym"]
-    assert set(pset["pseudonym"]) == {pseudonym(KEY, i, context=plan.plan_id) for i in range(1, 31)}
+    assert set(pset["pseudonym"]) == {pseudonym(DERIVED, i, context=plan.plan_id) for i in range(1, 31)}
     manifest = open(manifest_path(cfg, "a")).read()
     assert '"pseudonym_digest": "30:' in manifest
     rel = read_delta(spark, aggregator.release(spark, cfg)["path"]).toPandas()
@@ -225,8 +229,9 @@ def test_owner_steps_alone_need_a_key_unless_owners_share_one_private_root(spark
     monkeypatch.setenv("FRAGRELEASE_PRIVATE_ROOT", str(tmp_path / "root"))
     shared = config(tmp_path, schema_path, [{"name": "a", "source": src}, {"name": "b", "source": src}])
     ka = owner_pseudonym_key(shared, shared.owners[0])
-    assert owner_pseudonym_key(shared, shared.owners[1]) == ka and len(ka) == 64
+    assert owner_pseudonym_key(shared, shared.owners[1]) == ka and len(ka) == 32
     kp = tmp_path / "root" / "pseudo" / "pseudonym-key"
+    assert len(kp.read_bytes()) == 64 and ka == derive_key(kp.read_bytes())  # the file holds the secret, hex
     assert stat.S_IMODE(os.stat(kp).st_mode) == 0o600 and stat.S_IMODE(os.stat(kp.parent).st_mode) == 0o700
     # a configured key that is missing or short
     missing = config(tmp_path, schema_path, [{"name": n, "source": src, "pseudonym_key": {"env": "FR_NO_SUCH_KEY"}}
@@ -250,7 +255,10 @@ def test_single_command_release_generates_a_fresh_private_key_per_release(spark,
         assert stat.S_IMODE(os.stat(tmp_path / folder / "pseudonym-key").st_mode) == 0o600
         assert stat.S_IMODE(os.stat(tmp_path / folder).st_mode) == 0o700
     frag = read_delta(spark, protected_path(cfg, "a")).toPandas()
-    assert set(frag["pseudonym"]) == {pseudonym(ka, i, context=first.plan.plan_id) for i in range(1, 21)}
+    assert set(frag["pseudonym"]) == {pseudonym(derive_key(ka), i, context=first.plan.plan_id) for i in range(1, 21)}
+    # one process generated the key and played the aggregator: the recorded guarantee says so
+    assert "one process played every party" in first.provenance["guarantee"]["against"]
+    assert not os.path.exists(plan_pin_path(cfg))  # the plan went to the release step in memory: no pin left behind
     assert first.mean_sse is None or first.mean_sse >= 0
     run_local_release(spark, cfg, fresh_work_dir=True)
     assert open(tmp_path / "pa" / "pseudonym-key", "rb").read() != ka  # one key per release

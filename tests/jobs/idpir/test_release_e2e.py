@@ -11,8 +11,9 @@ from deltalake import DeltaTable
 
 from fragrelease.errors import ManifestMismatchError, ReleaseExistsError
 from fragrelease.idpir.config import config_from_dict
+from fragrelease.idpir.protocol import Plan
 from fragrelease.jobs.idpir import aggregator
-from fragrelease.jobs.idpir.layout import manifest_path, owner_report_path, protected_path
+from fragrelease.jobs.idpir.layout import manifest_path, owner_report_path, plan_path, protected_path
 from fragrelease.jobs.idpir.release import run_local_release
 from fragrelease.jobs.storage import read_delta, table_provenance
 from fragrelease.schemas.adult import RELEASED as ADULT_RELEASED
@@ -130,6 +131,8 @@ def tamper_and_check(spark, tmp_path, cfg, adult_source, with_keys) -> None:
     open(mpath, "w").write(json.dumps(manifest))
     cfg_new = with_keys(horizontal_cfg(tmp_path, adult_source, output=str(tmp_path / "other"), reports=False),
                         tmp_path / "keys")
+    # a separate aggregator step accepts only a pinned plan; the single-command run kept its plan in memory
+    aggregator.pin_plan(cfg_new, Plan.model_validate_json(open(plan_path(cfg)).read()))
     with pytest.raises(ManifestMismatchError, match="manifest of owner 'o2' does not verify"):
         aggregator.release(spark, cfg_new)
     open(mpath, "w").write(original)

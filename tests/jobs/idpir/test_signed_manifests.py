@@ -21,10 +21,10 @@ from deltalake import DeltaTable, write_deltalake
 
 from fragrelease.errors import ManifestMismatchError, SignatureError
 from fragrelease.idpir.config import config_from_dict
-from fragrelease.idpir.protocol import Manifest
+from fragrelease.idpir.protocol import Manifest, Plan
 from fragrelease.jobs.idpir import aggregator, owner, simulate
 from fragrelease.jobs.idpir.digests import content_digest
-from fragrelease.jobs.idpir.layout import manifest_path, protected_path
+from fragrelease.jobs.idpir.layout import manifest_path, plan_path, protected_path
 from fragrelease.jobs.storage import read_delta
 from fragrelease.schemas.datasets import resolve_schema
 from fragrelease.signing import generate_private_key, sign_manifest_fields, write_key_pair
@@ -69,7 +69,10 @@ def copy_of(protected, keys=None):
     i = next(_copies)
     dst = tmp / f"copy-{i}"
     shutil.copytree(work, dst)
-    return config_from_dict(_data(tmp, source, dst, keys or default_keys, out=f"release-{i}"))
+    cfg = config_from_dict(_data(tmp, source, dst, keys or default_keys, out=f"release-{i}"))
+    # the aggregator pins the plan it issued per work folder; the copy's is the one it issued
+    aggregator.pin_plan(cfg, Plan.model_validate_json(open(plan_path(cfg)).read()))
+    return cfg
 
 
 def refused(spark, cfg, match):

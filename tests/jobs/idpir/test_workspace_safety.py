@@ -207,6 +207,7 @@ def test_user_paths_lists_every_user_file(tmp_path, monkeypatch):
         ("owners[0].private_dir: FRAGRELEASE_PRIVATE_ROOT", str(tmp_path / "priv")),
         ("owners[1].source.path", str(tmp_path / "src" / "b.csv")),
         ("owners[1].private_dir", str(tmp_path / "b-private")),
+        ("aggregator's private folder (FRAGRELEASE_PRIVATE_ROOT)", str(tmp_path / "priv" / "safe" / "_aggregator")),
     ]
 
 
@@ -397,6 +398,7 @@ def test_a_simulation_never_overwrites_a_fragment_folder_it_did_not_write(tmp_pa
     mine = tmp_path / "pa" / "fragment" / "notes.parquet"
     mine.parent.mkdir(parents=True)
     mine.write_bytes(b"the user's own file")
+    (tmp_path / "pa").chmod(0o700)  # an existing private folder must be the owner's alone (else refused first)
     with pytest.raises(ConfigError, match=r"^owner 'a': '.*fragment' exists and was not written by a fragrelease "
                                           r"simulation"):
         _write_private(None, cfg, cfg.owners[0])  # refused before any write: no DataFrame needed

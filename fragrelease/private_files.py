@@ -1,0 +1,76 @@
+"""Owner-only folders and files on the local disk (Spark-free): create them 0700, refuse others' modes.
+
+One rule for every private thing a party keeps (the private root and folders, the pseudonym key,
+the signing key): what this run creates is 0700 (folders) or 0600 (files) whatever the umask; what
+exists already is never chmod-ed (the project's safety rule: never change a file the current run
+did not create) but refused when group or others have any permission on it. Used by
+:func:`fragrelease.jobs.idpir.workspace.ensure_private_dir`,
+:func:`fragrelease.pseudonyms.write_key_file`, :func:`fragrelease.pseudonyms.read_key_file` and
+:func:`fragrelease.signing.check_private_key_file`.
+"""
+from __future__ import annotations
+
+import os
+import stat
+from typing import Type
+
+from .errors import ConfigError, FragReleaseError
+
+#: Permission bits of group and others; a private folder or file has none of them.
+OTHERS_BITS = 0o077
+
+
+def check_owner_only_mode(mode: int, *, who: str, what: str, path: str, fix: str,
+                          error: Type[FragReleaseError] = ConfigError) -> None:
+    """Refuse a ``mode`` (``st_mode``) that grants group or others any permission.
+
+    Raises
+    ------
+    error
+        ``<who>: <what> '<path>' is readable or writable by group or others (mode 0644); run '<fix>'``.
+    """
+    bits = stat.S_IMODE(mode)
+    if bits & OTHERS_BITS:
+        raise error(f"{who}: {what} {path!r} is readable or writable by group or others (mode {bits:04o}); "
+                    f"run '{fix}'")
+
+
+def make_private_dir(path: str, *, who: str, error: Type[FragReleaseError] = ConfigError) -> list[str]:
+    """Create the local folder ``path`` and its missing parents with mode 0700; return those created.
+
+    Folders this call creates get 0700 whatever the umask. A ``path`` that exists already keeps its
+    mode (it is never chmod-ed: this run did not create it) and is refused if group or others have
+    any permission on it; its existing parents are left as they are.
+
+    Raises
+    ------
+    error
+        ``path`` exists and is not a folder, or is open to group or others (:func:`check_owner_only_mode`;
+        names ``who`` and the path), or a folder cannot be created (the operating system's cause).
+    """
+    local = os.path.abspath(os.path.expanduser(path))
+    missing = []
+    cur = local
+    while not os.path.lexists(cur):
+        missing.append(cur)
+        cur = os.path.dirname(cur)
+    created = []
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, 0o700)
+        except FileExistsError:
+            continue  # a concurrent step created it: checked below if it is ``path``
+        except OSError as exc:
+            raise error(f"{who}: cannot create private folder {d!r}: {exc.strerror or type(exc).__name__}") from None
+        os.chmod(d, 0o700)  # mkdir's mode is masked by the umask
+        created.append(d)
+    if local not in created:
+        try:
+            st = os.stat(local)
+        except OSError as exc:
+            raise error(f"{who}: private folder {path!r} cannot be read: {exc.strerror or type(exc).__name__}") from None
+        if not stat.S_ISDIR(st.st_mode):
+            raise error(f"{who}: private folder {path!r} is a file, not a folder")
+        check_owner_only_mode(st.st_mode, who=who, what="private folder", path=path, fix=f"chmod 700 {path}",
+                              error=error)
+    return created
