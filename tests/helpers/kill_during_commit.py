@@ -1,5 +1,5 @@
 """Run by tests/jobs/test_output_recovery.py in its own interpreter: the aggregator's release step of the
-configuration in ``argv[1]`` (JSON), SIGKILLed during the Spark Delta commit.
+configuration in ``argv[1]`` (JSON) and the plan id in ``argv[2]``, SIGKILLed during the Spark Delta commit.
 
 The released frame is passed through a Python step that hands Spark its first batch and then waits,
 so the commit's write task has opened its part file and stays in the middle of the write; a watcher
@@ -15,7 +15,7 @@ import threading
 import time
 
 
-def main(cfg_path: str) -> None:
+def main(cfg_path: str, plan_id: str) -> None:
     from fragrelease.idpir.config import config_from_dict
     from fragrelease.jobs.idpir import aggregator
     from fragrelease.jobs.session import get_spark
@@ -43,9 +43,10 @@ def main(cfg_path: str) -> None:
         return real(df.mapInPandas(hang_after_first_batch, schema=df.schema), **kwargs)
 
     aggregator.commit_release = killed_commit
-    aggregator.release(spark, cfg)
+    # the plan the driver issued, read back from work_dir and held to its id (aggregator release --plan-id)
+    aggregator.release(spark, cfg, plan=aggregator.pinned_plan(cfg, plan_id))
     print("the release committed: it was not killed")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2])

@@ -83,7 +83,8 @@ def test_an_aggregator_killed_during_the_spark_delta_commit_does_not_wedge_the_o
     def release_in_a_killed_process(spark_, cfg_, **kwargs):
         conf = tmp_path / "aggregator.json"
         conf.write_text(json.dumps(cfg_.model_dump(mode="json", exclude_none=True)))
-        proc = subprocess.run([sys.executable, os.path.join(HELPERS, "kill_during_commit.py"), str(conf)],
+        proc = subprocess.run([sys.executable, os.path.join(HELPERS, "kill_during_commit.py"), str(conf),
+                               kwargs["plan"].plan_id],
                               capture_output=True, text=True, timeout=900)
         killed.update(returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr[-3000:])
         raise Killed
