@@ -24,7 +24,7 @@ SCHEMA = {"name": "clinic", "attributes": [
     {"name": "age", "type": "integer", "role": "quasi-identifier", "kind": "numeric", "domain": [0, 100]},
     {"name": "sex", "type": "string", "role": "sensitive", "kind": "categorical", "categories": ["Female", "Male"]},
 ]}
-GOOD_B = "record_id,age,sex\n" + "".join(f"{i},{20 + i},{'Male' if i % 2 else 'Female'}\n" for i in range(2000, 2010))
+GOOD_B = "record_id,age,sex\n" + "".join(f"{i},{20 + i % 50},{'Male' if i % 2 else 'Female'}\n" for i in range(2000, 2010))
 KEY = b"0123456789abcdef0123456789abcdef-ids-test"
 
 
