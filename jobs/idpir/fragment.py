@@ -122,7 +122,7 @@ def _id_value(id_type: Optional[str], dtype: T.DataType) -> Optional[Column]:
     Integer ids written as text are parsed (``01006``, ``+1006``, `` 1006`` and ``1006`` are one id,
     1006) as ``decimal(38,0)``, null for a value that is not an integer; ``double`` ids written as text
     are parsed as doubles (blanks around them ignored). String ids are compared as written: no blank is
-    stripped (``'A1'`` and ``'A1 '`` are two ids; docs/specification.md §1).
+    stripped (``'A1'`` and ``'A1 '`` are two ids; docs/specification.md §3, "Record ids").
     """
     raw = F.col("__id_raw")
     if not isinstance(dtype, T.StringType):
@@ -335,7 +335,8 @@ def conform_id(df: DataFrame, id_column: str, id_type: Optional[str]) -> DataFra
 
     Every owner then hands the same id type to the protocol (a CSV read with string ids and a Parquet
     table with long ids line up). Integer and double ids read as text are parsed as
-    :func:`validate_fragment` compared them (``+1006`` and `` 1006`` become 1006). Returns ``df`` unchanged when the type already matches or none is declared.
+    :func:`validate_fragment` compared them (``+1006`` and `` 1006`` become 1006). Returns ``df``
+    unchanged when the type already matches or none is declared.
     """
     spark_type = {"integer": T.IntegerType(), "long": T.LongType(), "double": T.DoubleType(),
                   "string": T.StringType()}.get(id_type or "")

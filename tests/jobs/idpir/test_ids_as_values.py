@@ -119,6 +119,9 @@ def test_double_ids_are_compared_as_numbers(spark):
     with pytest.raises(IdentifierError, match=r"record id 1006\.0 appears 2 times \(written '1006' and '1006\.0', "
                                               r"the same double id\)"):
         validate_fragment(df, list(schema.protected), "record_id", id_type="double")
+    nan = spark.createDataFrame([("NaN", 40, "Male"), ("1", 50, "Female")], "record_id string, age int, sex string")
+    with pytest.raises(IdentifierError, match="id column 'record_id' value 'NaN' is not a finite number"):
+        validate_fragment(nan, list(schema.protected), "record_id", id_type="double")
 
 
 def test_string_ids_are_compared_as_written_blanks_included(spark):
