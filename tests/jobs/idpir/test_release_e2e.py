@@ -187,10 +187,14 @@ def test_nothing_under_the_shared_work_dir_is_derived_from_original_data(horizon
         parts = [] if rel == "." else rel.split(os.sep)
         if len(parts) >= 3 and parts[0] == "owners" and parts[2] == "protected":
             continue  # inside an owner's protected Delta table
+        if len(parts) >= 4 and parts[:2] == ["metadata", "ids"]:
+            continue  # inside an owner's id-digest table (keyed digests of its ids, context "metadata")
         for name in dirs + files:
             found.add("/".join([*parts, name]))
     owners = [o.name for o in cfg.owners]
-    allowed = ({"metadata", "plan.json", "owners"} | {f"metadata/{o}.json" for o in owners}
+    nonces = {o: json.loads(open(os.path.join(work, "metadata", f"{o}.json")).read())["nonce"] for o in owners}
+    allowed = ({"metadata", "plan.json", "owners", "metadata/ids"} | {f"metadata/{o}.json" for o in owners}
+               | {f"metadata/ids/{o}" for o in owners} | {f"metadata/ids/{o}/{nonces[o]}" for o in owners}
                | {f"owners/{o}" for o in owners} | {f"owners/{o}/protected" for o in owners}
                | {f"owners/{o}/manifest.json" for o in owners})
     # public protocol messages, protected tables and manifests only (Spark's checksum files aside)
