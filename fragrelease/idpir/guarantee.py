@@ -26,7 +26,7 @@ Against whom (:func:`against_text`):
 - **Release recipients** (anyone who reads the Delta table): the statements above.
 - **The aggregator** reads each owner's protected fragment: the attributes with every record id
   replaced by its keyed pseudonym (HMAC-SHA-256 under the owners' shared key, which the aggregator
-  never holds, with the plan id as context; :mod:`fragrelease.pseudonyms`), rows in a CSPRNG order,
+  never holds, with the plan id and the owners' nonces as context; :mod:`fragrelease.pseudonyms`), rows in a CSPRNG order,
   and it knows which owner wrote each fragment. Without the key the pseudonyms are
   indistinguishable from labels drawn independently of the data (HMAC is a pseudorandom
   function), so its view of each column of each owner's fragment is, up to that computational
@@ -36,9 +36,10 @@ Against whom (:func:`against_text`):
   as the linked release does: the joint view has no ε bound. Unlinked: owners unlink their own
   columns and write the pseudonym set apart, so the whole view is ε-DP/iDP (Σ ε_j over vertical
   owners; parallel over horizontal ones). The owner of origin of each row is shown (horizontal:
-  which owner holds a record, which no statement protects). Across releases: a new plan id gives
-  new pseudonyms; an aggregator that reuses a plan id under an unchanged key links the records of
-  those releases (no ε bound on their joint view).
+  which owner holds a record, which no statement protects). Across releases: every release's
+  owners draw fresh nonces, so its pseudonyms are new even when an aggregator reuses a plan id
+  under an unchanged key; the metadata round's id digests are the same in every release under a
+  configured key kept across releases (docs/privacy.md, "What the metadata digests let κ link").
 - **The aggregator colluding with one owner** (who holds the key) maps every pseudonym back to
   its record id. Linked: it sees which identified records share a cluster, as the aggregator did
   when fragments carried ids: no ε bound, not even for one column of another owner's fragment.

@@ -68,7 +68,9 @@ def test_horizontal_release_is_a_real_delta_table(spark, horizontal_release, adu
                          "linkage", "postprocess", "guarantee", "fragrelease_version", "system"}
     assert prov["system"] == "idpir"  # the commit contract's stamp (fragrelease.jobs.release_commit)
     assert {k for o in prov["owners"] for k in o} == {"name", "epsilon", "epsilon_per_attribute", "attributes", "n_records",
-                                                      "budgets"}
+                                                      "budgets", "nonce"}
+    # the nonces are random, data-independent, and with the plan id the pseudonym context (keep_id: key holders map back)
+    assert all(len(bytes.fromhex(o["nonce"])) == 32 for o in prov["owners"])
     assert (prov["category_order"], prov["category_order_share"], prov["linkage"]) == ("dp-frequency", "1/10", "linked")
     assert "no epsilon bound" in prov["guarantee"]["table"] and "eps_attr-iDP" in prov["guarantee"]["per_column"]
     sex = next(b for b in prov["owners"][0]["budgets"] if b["attribute"] == "sex")
