@@ -56,7 +56,7 @@ def new_nonce() -> str:
 
 def release_context(plan_id: str, nonces: Iterable[Optional[str]] = ()) -> str:
     """The pseudonym context of a release's fragments: ``plan_id`` followed by the owners' nonces,
-    sorted (``plan_id|n1|n2``), or the plan id alone when no owner sent one (metadata of before 0.8.5).
+    sorted (``plan_id|n1|n2``), or the plan id alone when no owner sent one (metadata of an older fragrelease).
 
     No single party chooses it: the aggregator picks the plan id, each owner its nonce, so one
     owner's fresh nonce makes the context fresh even when the plan id is reused. Sorted: every

@@ -137,7 +137,7 @@ def test_the_release_context_changes_with_every_owner_nonce_and_not_with_their_o
     key = b"k" * 32
     assert pseudonym(key, 1006, context=release_context("plan-1", [n1, n2])) != \
         pseudonym(key, 1006, context=release_context("plan-1", [n1, n3]))
-    assert release_context("plan-1", [None, None]) == "plan-1"  # metadata without nonces (before 0.8.5)
+    assert release_context("plan-1", [None, None]) == "plan-1"  # metadata without nonces (an older fragrelease)
     attrs = ({"name": "age", "kind": "numeric", "domain": [0.0, 100.0]},)
     metas = [OwnerMetadata(owner=o, dataset="d", fragmentation="horizontal", attributes=attrs, n_records=10,
                            nonce=n) for o, n in (("b", n2), ("a", n1))]
