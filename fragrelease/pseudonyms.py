@@ -8,8 +8,11 @@ aggregator"). Owners therefore replace each record id by
 
 where ``message`` is the id's canonical text (:func:`canonical_id_text`, UTF-8), prefixed by a
 context and a NUL byte when a context is given (``context + "\\x00" + id text``). A release's
-fragments use the plan id as the context, so the same record gets a different pseudonym in every
-release even under one key; the metadata step uses the context ``"metadata"``. HMAC is a
+fragments use the release context (:func:`release_context`): the plan id, which the aggregator
+chooses, with every owner's nonce, drawn fresh from the CSPRNG in its metadata step and checked by
+the owner in the plan, so the same record gets a different pseudonym in every release even under
+one key and even when an aggregator reuses a plan id; the metadata step uses the context
+``"metadata"``. HMAC is a
 pseudorandom function under the key (RFC 2104; Bellare, "New Proofs for NMAC and HMAC", CRYPTO
 2006): without the key the pseudonyms of a fragment are indistinguishable from random labels, and
 a guessed id cannot be tested against them. Every owner of a release uses the same key, so the
@@ -40,6 +43,30 @@ GENERATED_KEY_BYTES = 32
 #: The context of the pseudonyms an owner's metadata step digests (vertical id-set check).
 METADATA_CONTEXT = "metadata"
 _KEY_CHECK_LABEL = b"fragrelease pseudonym key check v1"
+
+
+#: Bytes of a metadata-round nonce (hex in the metadata and the plan: 64 characters).
+NONCE_BYTES = 32
+
+
+def new_nonce() -> str:
+    """A fresh nonce for one owner's metadata round: :data:`NONCE_BYTES` bytes from the OS CSPRNG
+    (:func:`fragrelease.rng.secure.secure_token_bytes`), hex."""
+    from fragrelease.rng.secure import secure_token_bytes
+
+    return secure_token_bytes(NONCE_BYTES).hex()
+
+
+def release_context(plan_id: str, nonces: Iterable[Optional[str]] = ()) -> str:
+    """The pseudonym context of a release's fragments: ``plan_id`` followed by the owners' nonces,
+    sorted (``plan_id|n1|n2``), or the plan id alone when no owner sent one (metadata of an older fragrelease).
+
+    No single party chooses it: the aggregator picks the plan id, each owner its nonce, so one
+    owner's fresh nonce makes the context fresh even when the plan id is reused. Sorted: every
+    owner computes the same context from the plan, whatever the order of its owners.
+    """
+    drawn = sorted(n for n in nonces if n)
+    return "|".join([plan_id, *drawn])
 
 
 def hmac_sha256(key: bytes, message: bytes) -> bytes:

@@ -8,9 +8,16 @@ the columns can be read as strings: :func:`csv_header` reads the first line of t
 file on the driver, and :func:`read_csv_text` hands Spark a schema of that many string columns,
 with ``enforceSchema=false`` so Spark checks each file's header against those names as it reads.
 Nothing is cached: the header is read again at every read, so a changed file is never read with a
-stale schema. Anything this reader cannot tell for sure (a glob, options other than the separator
-and the quote, no header, a quoted header line, an unreadable path) leaves the read to Spark's
-inference, as before.
+stale schema. Anything this reader cannot tell for sure (a glob, options other than the separator,
+the quote, the escape and ``multiLine``, no header, a quoted header line, an unreadable path) leaves
+the read to Spark's inference, as before.
+
+Both reads follow RFC 4180 (:data:`RFC4180_OPTIONS`): a field in double quotes may hold the
+separator, a line break, and a double quote written twice (the field ``"Müller, ""quoted"" here"`` is the
+value ``Müller, "quoted" here``). Spark's own defaults differ (its escape character is a backslash, and a
+quoted line break would split the record), so the reader sets ``escape='"'`` and
+``multiLine=true``; an owner may set either in its source options. ``multiLine`` reads each file in
+one task (a file is not split): the cost of reading a quoted line break right.
 """
 from __future__ import annotations
 
@@ -21,7 +28,10 @@ from typing import Mapping, Optional
 from .uris import _fs_path
 
 #: The options :func:`csv_header` understands; any other option leaves the read to Spark's inference.
-HEADER_OPTIONS = frozenset({"header", "sep", "delimiter", "quote"})
+HEADER_OPTIONS = frozenset({"header", "sep", "delimiter", "quote", "escape", "multiLine"})
+#: Spark CSV options that read RFC 4180 (doubled quotes, quoted separators and line breaks); a source's
+#: own options take precedence.
+RFC4180_OPTIONS = {"quote": '"', "escape": '"', "multiLine": "true"}
 _MAX_HEADER_BYTES = 1 << 20
 _HEADER_CHUNK = 8192
 
@@ -77,11 +87,12 @@ def read_csv_text(spark, path: str, options: Optional[Mapping[str, str]] = None)
 
     Shapes: the columns of the header, in its order, all ``string``; one row per record; an empty
     field is null. Spark checks every file's header against those names (``enforceSchema=false``) and
-    fails the read naming the file when one differs.
+    fails the read naming the file when one differs. Quoted fields are read as RFC 4180 says
+    (:data:`RFC4180_OPTIONS`, unless the source's options say otherwise).
     """
     from pyspark.sql import types as T
 
-    opts = dict(options or {})
+    opts = {**RFC4180_OPTIONS, **dict(options or {})}
     names = csv_header(path, opts)
     if names is None:
         return None

@@ -93,6 +93,9 @@ def read_source(spark, path: str, fmt: str = "parquet", options: Optional[dict] 
             df = read_csv_text(spark, path, options)
             if df is not None:
                 return df
+        from .csv_source import RFC4180_OPTIONS
+
+        options = {**RFC4180_OPTIONS, **options}  # quoted fields as RFC 4180 says (jobs/csv_source.py)
         options.setdefault("header", "true")
         options.setdefault("inferSchema", "true")
         return spark.read.options(**options).csv(path)

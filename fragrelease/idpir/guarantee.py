@@ -25,8 +25,8 @@ Against whom (:func:`against_text`):
 
 - **Release recipients** (anyone who reads the Delta table): the statements above.
 - **The aggregator** reads each owner's protected fragment: the attributes with every record id
-  replaced by its keyed pseudonym (HMAC-SHA-256 under the owners' shared key, with the plan id as
-  context; :mod:`fragrelease.pseudonyms`), rows in a CSPRNG order, and it knows which owner wrote
+  replaced by its keyed pseudonym (HMAC-SHA-256 under the owners' shared key, with the plan id and the
+  owners' nonces as context; :mod:`fragrelease.pseudonyms`), rows in a CSPRNG order, and it knows which owner wrote
   each fragment. Without the key the pseudonyms are indistinguishable from labels drawn
   independently of the data (HMAC is a pseudorandom function), so its view of each column of each
   owner's fragment is, up to that computational assumption, a function of the column's multiset:
@@ -36,10 +36,12 @@ Against whom (:func:`against_text`):
   Unlinked: owners unlink their own columns and write the pseudonym set apart, so the whole view is
   ε-DP/iDP (Σ ε_j over vertical owners; parallel over horizontal ones). The owner of origin of each
   row is shown (horizontal: which owner holds a record, which no statement protects). Vertical: an
-  owner's metadata carries the digest of its pseudonymised id set (context ``metadata``), the same
-  in every release under one key. Across releases: a new plan id gives new pseudonyms; an
-  aggregator that reuses a plan id under an unchanged key links the records of those releases (no
-  ε bound on their joint view).
+  owner's metadata carries the digest of its pseudonymised id set (context ``metadata``), and a
+  horizontal owner's metadata round writes the keyed digests of its ids (context ``metadata``) for
+  the disjointness check: both are the same in every release under a configured key kept across
+  releases (docs/privacy.md, "What the metadata digests let κ link"). Across releases: every
+  release's owners draw fresh nonces, so its pseudonyms are new even when an aggregator reuses a
+  plan id under an unchanged key.
 - **Every key holder** maps every pseudonym back to its record id. Every owner holds the key (a
   vertical owner also knows every record id), so any owner who can read ``work_dir`` can do it
   alone, as can the aggregator colluding with one owner. In a single-command run

@@ -45,6 +45,13 @@ class OwnerMetadata(_Message):
     (context ``metadata``, :mod:`fragrelease.pseudonyms`), never of raw ids: κ can compare owners'
     sets but cannot test guessed ids against it. ``pseudonym_key_check`` is the public fingerprint
     of the owner's pseudonym key (:func:`fragrelease.pseudonyms.key_check`): owners must share one key.
+
+    ``nonce`` is a fresh CSPRNG value the owner drew for this metadata round
+    (:func:`fragrelease.pseudonyms.new_nonce`); the plan copies every owner's, and the release's
+    pseudonym context is the plan id with all of them (:meth:`Plan.pseudonym_context`). Horizontal
+    owners also publish their ids' keyed digests (context ``metadata``) as a Delta table in
+    ``work_dir`` (``metadata/ids/<owner>/<nonce>``); ``id_digest`` is then the digest of that set,
+    so κ can check the table and refuse owners sharing a record before the plan (docs/specification.md §3).
     """
 
     owner: str
@@ -55,6 +62,7 @@ class OwnerMetadata(_Message):
     id_column: Optional[str] = None
     id_digest: Optional[str] = None
     pseudonym_key_check: Optional[str] = None
+    nonce: Optional[str] = None
 
 
 class PlanOwner(_Message):
@@ -67,6 +75,8 @@ class PlanOwner(_Message):
     attributes: tuple[str, ...]
     n_records: int
     budgets: tuple[AttributeBudget, ...]
+    #: the owner's metadata-round nonce, copied from its metadata (:meth:`Plan.pseudonym_context`)
+    nonce: Optional[str] = None
 
 
 class Plan(_Message, ReleaseOptions):
@@ -92,6 +102,13 @@ class Plan(_Message, ReleaseOptions):
             if o.name == name:
                 return o
         raise ManifestMismatchError(f"owner {name!r} is not part of plan {self.plan_id}")
+
+    def pseudonym_context(self) -> str:
+        """The context of this release's pseudonyms: the plan id with every owner's nonce, sorted
+        (:func:`fragrelease.pseudonyms.release_context`)."""
+        from fragrelease.pseudonyms import release_context
+
+        return release_context(self.plan_id, (o.nonce for o in self.owners))
 
     def attribute_specs(self, names) -> tuple[dict, ...]:
         wanted = set(names)
@@ -280,7 +297,7 @@ def make_plan(
                                attributes=[(a["name"], a["kind"] == "categorical") for a in m.attributes],
                                options=options, n_records=m.n_records)
         return PlanOwner(name=m.owner, epsilon=spec.epsilon, epsilon_per_attribute=spec.epsilon_per_attribute,
-                         attributes=spec.attributes, n_records=m.n_records, budgets=spec.budgets)
+                         attributes=spec.attributes, n_records=m.n_records, budgets=spec.budgets, nonce=m.nonce)
 
     if fragmentation == "horizontal":
         budget = horizontal_budget(eps, [m.owner for m in metas], _names(metas[0]))

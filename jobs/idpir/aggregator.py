@@ -3,7 +3,8 @@
 Sources: docs/specification.md §3; Del Vasto-Terrientes et al. (ICISSP 2025) §4.2.
 
 ``plan``: read every owner's metadata, validate it (horizontal: identical attributes, kinds and
-domains; vertical: disjoint attributes, the same id set, no duplicates), and issue the plan
+domains, and disjoint records, compared through the owners' keyed id digests; vertical: disjoint
+attributes, the same id set, no duplicates), and issue the plan, which copies every owner's nonce
 (k ≥ 3, k ≤ n; horizontal: every owner the full ε; vertical: ε_j by the configured split).
 
 ``release``: check every owner's manifest against the plan and its protected fragment and
@@ -28,7 +29,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from fragrelease.errors import ConfigError, IdentifierError, ManifestMismatchError, ReleaseExistsError
+from fragrelease.errors import ConfigError, IdentifierError, ManifestMismatchError, ProtocolError, ReleaseExistsError
 from fragrelease.idpir.config import PRIVATE_ROOT_ENV, ReleaseConfig
 from fragrelease.idpir.guarantee import release_guarantee
 from fragrelease.idpir.plan_check import check_plan_for_owner, expected_plan_terms
@@ -37,6 +38,7 @@ from fragrelease.jobs.catalog import release_exists
 from fragrelease.jobs.describe import cast_declared_integers, integer_columns, release_description
 from fragrelease.jobs.idpir.digests import committed_rows, content_digest, fragment_digests
 from fragrelease.jobs.idpir.layout import (
+    id_digests_path,
     manifest_path,
     metadata_path,
     plan_path,
@@ -77,6 +79,11 @@ def issue_plan(cfg: ReleaseConfig, spark=None, *, pin: bool = True) -> Plan:
     up; without it the active (or a new local) session is used. ``pin=False``: the caller keeps the
     plan in memory and hands it to :func:`release` itself (the single-command run), so no pin is written.
 
+    Horizontal releases: the owners' id digests (``metadata/ids/<owner>/<nonce>``, written by
+    :func:`fragrelease.jobs.idpir.owner.describe_fragment`) are checked against their metadata and
+    compared (:func:`check_disjoint_ids`, a Spark job): owners that share a record are refused here,
+    before any of them spends budget. The plan copies every owner's nonce (its pseudonym context).
+
     Raises
     ------
     ReleaseExistsError
@@ -89,7 +96,9 @@ def issue_plan(cfg: ReleaseConfig, spark=None, *, pin: bool = True) -> Plan:
         owner spends.
     ProtocolError, IdentifierError, InvalidParameterError
         From :func:`fragrelease.idpir.protocol.make_plan`; ProtocolError also for a metadata file
-        that is not UTF-8, not JSON or not valid metadata (:func:`fragrelease.jobs.idpir.layout.read_message`).
+        that is not UTF-8, not JSON or not valid metadata (:func:`fragrelease.jobs.idpir.layout.read_message`),
+        and for a horizontal owner's id digests missing or not matching its metadata; two horizontal
+        owners sharing records (IdentifierError).
     ConfigError
         A metadata file is missing, or the aggregator's private folder is open to others.
     """
@@ -99,6 +108,8 @@ def issue_plan(cfg: ReleaseConfig, spark=None, *, pin: bool = True) -> Plan:
                           what=f"metadata of owner {o.name!r}") for o in cfg.owners]
     plan = make_plan(metas, fragmentation=cfg.fragmentation, mechanism=cfg.mechanism, k=cfg.k,
                      epsilon=cfg.epsilon, epsilon_split=cfg.epsilon_split, keep_id=cfg.keep_id, options=cfg.options)
+    if cfg.fragmentation == "horizontal":  # the metadata checks first: they need no Spark
+        check_disjoint_ids(spark if spark is not None else get_spark(), cfg, metas)
     target = release_target(cfg)
     if target is None:
         refuse_existing_release(cfg, spark, columns=release_columns(plan))  # now with the plan's columns
@@ -115,6 +126,45 @@ def issue_plan(cfg: ReleaseConfig, spark=None, *, pin: bool = True) -> Plan:
 def release_columns(plan: Plan) -> list[str]:
     """The columns a release of ``plan`` publishes: its attributes, and the pseudonym when kept."""
     return [*([PSEUDONYM_COLUMN] if plan.keep_id else []), *(a["name"] for a in plan.attributes)]
+
+
+def check_disjoint_ids(spark, cfg: ReleaseConfig, metas: Sequence[OwnerMetadata]) -> None:
+    """Refuse horizontal owners that share a record, from their metadata round's id digests.
+
+    Every owner's table ``metadata/ids/<owner>/<nonce>`` (one column ``pseudonym``: HMAC of each id
+    under the owners' shared key, context ``metadata``) is checked first: it must exist and its set
+    digest must equal the owner's ``id_digest`` and count its ``n_records`` (the table lies on shared
+    storage). Then :func:`check_disjoint_pseudonyms` compares them (a distributed count; no digest
+    reaches the driver).
+
+    The count of shared records in the message is data-dependent; it goes to the parties of this
+    release only (the error line, never a manifest, a table property or a log at INFO), who must
+    learn that records are shared to fix their fragments; the same count was told at the release
+    step before this check existed.
+
+    Raises
+    ------
+    ProtocolError
+        An owner's metadata names no id digests (metadata of an older version: run its metadata step
+        again), or its table is missing or does not match its metadata.
+    IdentifierError
+        ``owners 'a' and 'b' share N records (their keyed id digests match) ...``.
+    """
+    psets = {}
+    for m in metas:
+        if m.nonce is None or m.id_digest is None:
+            raise ProtocolError(f"the metadata of owner {m.owner!r} has no id digests (written by an older fragrelease); "
+                                "run its owner metadata step again")
+        path = id_digests_path(cfg, m.owner, m.nonce)
+        if not is_delta_table(path):
+            raise ProtocolError(f"owner {m.owner!r} has no id-digest table at {path!r}; run its owner metadata step again")
+        df = committed_rows(spark, path)
+        if df.columns != [PSEUDONYM_COLUMN] or pseudonym_set_digest(df) != m.id_digest \
+                or int(m.id_digest.split(":")[0]) != m.n_records:
+            raise ProtocolError(f"the id-digest table of owner {m.owner!r} at {path!r} does not match its metadata; "
+                                "run its owner metadata step again")
+        psets[m.owner] = df
+    check_disjoint_pseudonyms(psets, stage="plan")
 
 
 def refuse_existing_release(cfg: ReleaseConfig, spark=None, *, columns: Optional[Sequence[str]] = None) -> None:
@@ -359,8 +409,11 @@ def check_plan_against_config(plan: Plan, cfg: ReleaseConfig) -> None:
             raise ManifestMismatchError(f"the aggregator refuses plan.json ({exc})") from None
 
 
-def check_disjoint_pseudonyms(psets: dict[str, DataFrame]) -> None:
+def check_disjoint_pseudonyms(psets: dict[str, DataFrame], *, stage: str = "release") -> None:
     """Refuse horizontal owners that share a record: a pseudonym held twice (by two owners or by one).
+
+    ``stage``: ``"release"`` (the protected fragments' pseudonyms: a second line of defence) or
+    ``"plan"`` (the metadata round's id digests, :func:`check_disjoint_ids`: before anyone spends).
 
     Distributed: the owners' pseudonym columns, tagged by owner, are grouped by pseudonym; groups
     held more than once are counted per pair of owners (at most one row per pair reaches the
@@ -385,6 +438,13 @@ def check_disjoint_pseudonyms(psets: dict[str, DataFrame]) -> None:
     if not pairs:
         return
     a, b, count = pairs[0]["a"], pairs[0]["b"], int(pairs[0]["count"])
+    if stage == "plan":
+        if b is None:
+            raise IdentifierError(f"the id digests of owner {a!r} hold {count} id{'s' if count > 1 else ''} more than "
+                                  "once; no plan was issued")
+        raise IdentifierError(f"owners {a!r} and {b!r} share {count} record{'s' if count > 1 else ''} (their keyed id "
+                              "digests match); horizontal owners must hold disjoint records; no plan was issued and "
+                              "no budget was spent")
     if b is None:
         raise IdentifierError(f"the protected fragment of {a!r} holds {count} pseudonym{'s' if count > 1 else ''} "
                               "more than once; "

@@ -110,16 +110,39 @@ def check_columns(df: DataFrame, attributes: Sequence[Attribute], id_column: Opt
         raise SchemaMismatchError(f"{where}: the fragment has no id column {id_column!r}; it has {sorted(fields)}")
 
 
+#: An integer id as text: optional blanks, an optional sign, digits (``01006``, ``+1006``, `` 1006``); no
+#: fraction or exponent (``1006.0``, ``1e3`` are refused: an integer id is not written as a decimal).
+_INTEGER_TEXT = r"^\s*[+-]?[0-9]+\s*$"
+
+
+def _id_value(id_type: Optional[str], dtype: T.DataType) -> Optional[Column]:
+    """The value of the id column ``__id_raw`` as the declared id type compares it, or None when the
+    column's own values already are (a numeric id of a numeric type, a string id, no declared type).
+
+    Integer ids written as text are parsed (``01006``, ``+1006``, `` 1006`` and ``1006`` are one id,
+    1006) as ``decimal(38,0)``, null for a value that is not an integer; ``double`` ids written as text
+    are parsed as doubles (blanks around them ignored). String ids are compared as written: no blank is
+    stripped (``'A1'`` and ``'A1 '`` are two ids; docs/specification.md §3, "Record ids").
+    """
+    raw = F.col("__id_raw")
+    if not isinstance(dtype, T.StringType):
+        return None
+    if id_type in ("integer", "long"):
+        return F.when(raw.rlike(_INTEGER_TEXT), F.trim(raw).try_cast("decimal(38,0)"))
+    if id_type == "double":
+        return F.trim(raw).try_cast("double")
+    return None
+
+
 def _id_problem(id_type: Optional[str], dtype: T.DataType) -> Optional[tuple[Column, str]]:
     """(condition on the id column flagging a value the declared id type cannot hold, what it should be)."""
+    parsed = _id_value(id_type, dtype)
     if id_type in ("integer", "long"):
         if isinstance(dtype, _INTEGRAL_TYPES):
             return None
-        if isinstance(dtype, T.StringType):
-            c = F.col("__id_raw")
-            parsed = c.try_cast("decimal(38,6)")
+        if parsed is not None:
             bound = 2**31 - 1 if id_type == "integer" else 2**63 - 1
-            return (parsed.isNull() | (parsed != F.floor(parsed)) | (F.abs(parsed) > bound)), "an integer"
+            return (parsed.isNull() | (F.abs(parsed) > bound)), "an integer"
         if isinstance(dtype, _NUMERIC_TYPES):
             c = F.col("__id_raw").cast("double")
             return (F.isnan(c) | (c != F.floor(c))), "an integer"
@@ -127,8 +150,8 @@ def _id_problem(id_type: Optional[str], dtype: T.DataType) -> Optional[tuple[Col
     if id_type == "double":
         if isinstance(dtype, _NUMERIC_TYPES):
             return None
-        if isinstance(dtype, T.StringType):
-            return F.col("__id_raw").try_cast("double").isNull(), "a number"
+        if parsed is not None:
+            return parsed.isNull() | F.isnan(parsed) | (F.abs(parsed) == float("inf")), "a finite number"
         return F.lit(True), "a number"
     return None  # string ids (or none declared): every value has a text form
 
@@ -217,7 +240,10 @@ def validate_fragment(df: DataFrame, attributes: Sequence[Attribute], id_column:
         is not a number; a numeric value outside [lo, hi] or NaN/infinite; a non-integer in an integer
         column; a category that is not declared.
     IdentifierError
-        Null or duplicate ids, or ids that the declared id type cannot hold.
+        Null or duplicate ids, or ids that the declared id type cannot hold. Ids are compared as
+        values of the declared type: integer ids read as text are parsed (``01006``, ``+1006``,
+        `` 1006`` and ``1006`` are one id, refused as a duplicate naming two of its spellings);
+        ``1006.0`` is not an integer id. String ids are compared as written, blanks included.
     """
     where = _where(context)
     try:
@@ -274,27 +300,54 @@ def validate_fragment(df: DataFrame, attributes: Sequence[Attribute], id_column:
         _raise_first(frame, checks[failed], int(row[f"__c{failed}"]), rid, attributes, fields,
                      id_column, id_check, id_type, where)
     if id_column is not None:
-        dup = df.groupBy(id_column).count().where(F.col("count") > 1).limit(1).collect()
-        if dup:
-            raise IdentifierError(f"{where}: id column {id_column!r}: record id {_id_text(dup[0][id_column], id_type)} appears "
-                                  f"{dup[0]['count']} times; ids must be unique")
+        _refuse_duplicate_ids(df, id_column, id_type, fields[id_column], where)
     if not count_categories:
         return FragmentCheck(n_records=n)
     counts = {a.name: {c: int(row[f"__cat{i}_{m}"] or 0) for m, c in enumerate(a.categories or ())} for i, a in counted}
     return FragmentCheck(n_records=n, category_counts=counts)
 
 
+def _refuse_duplicate_ids(df: DataFrame, id_column: str, id_type: Optional[str], dtype: T.DataType, where: str) -> None:
+    """Raise IdentifierError when two records hold the same id, compared as values of the declared id
+    type (:func:`_id_value`: ``01006`` and ``1006`` are one integer id); one grouped count, at most
+    one group (the id and two of its spellings as written) reaches the driver."""
+    parsed = _id_value(id_type, dtype)
+    if parsed is None:
+        dup = df.groupBy(id_column).count().where(F.col("count") > 1).limit(1).collect()
+        if dup:
+            raise IdentifierError(f"{where}: id column {id_column!r}: record id {_id_text(dup[0][id_column], id_type)} "
+                                  f"appears {dup[0]['count']} times; ids must be unique")
+        return
+    keyed = df.select(F.col(id_column).alias("__id_raw")).select(parsed.alias("__id"), "__id_raw")
+    dup = (keyed.groupBy("__id").agg(F.count(F.lit(1)).alias("n"), F.min("__id_raw").alias("a"),
+                                     F.max("__id_raw").alias("b"))
+           .where(F.col("n") > 1).limit(1).collect())
+    if not dup:
+        return
+    value, a, b, n = dup[0]["__id"], dup[0]["a"], dup[0]["b"], dup[0]["n"]
+    spelled = "" if a == b else f" (written {a!r} and {b!r}, the same {id_type} id)"
+    raise IdentifierError(f"{where}: id column {id_column!r}: record id {value} appears {n} times"
+                          f"{spelled}; ids must be unique")
+
+
 def conform_id(df: DataFrame, id_column: str, id_type: Optional[str]) -> DataFrame:
     """``df`` with its id column cast to the declared ``id_type`` (after :func:`validate_fragment` passed).
 
     Every owner then hands the same id type to the protocol (a CSV read with string ids and a Parquet
-    table with long ids line up). Returns ``df`` unchanged when the type already matches or none is declared.
+    table with long ids line up). Integer and double ids read as text are parsed as
+    :func:`validate_fragment` compared them (``+1006`` and `` 1006`` become 1006). Returns ``df``
+    unchanged when the type already matches or none is declared.
     """
     spark_type = {"integer": T.IntegerType(), "long": T.LongType(), "double": T.DoubleType(),
                   "string": T.StringType()}.get(id_type or "")
-    if spark_type is None or df.schema[id_column].dataType == spark_type:
+    dtype = df.schema[id_column].dataType
+    if spark_type is None or dtype == spark_type:
         return df
-    return df.withColumn(id_column, F.col(id_column).cast(spark_type))
+    parsed = _id_value(id_type, dtype)
+    value = F.col(id_column) if parsed is None else parsed
+    frame = df.withColumn("__id_raw", F.col(id_column)) if parsed is not None else df
+    out = frame.withColumn(id_column, value.cast(spark_type))
+    return out.drop("__id_raw") if parsed is not None else out
 
 
 def conform_attributes(df: DataFrame, attributes: Sequence[Attribute]) -> DataFrame:

@@ -4,6 +4,10 @@ Shared, under a release's ``work_dir`` (the aggregator reads it; only protocol m
 protected data go here):
 
 - ``metadata/<owner>.json``      owner → aggregator: public metadata (:class:`OwnerMetadata`)
+- ``metadata/ids/<owner>/<nonce>`` horizontal owners → aggregator: the keyed digests of the
+                                 owner's ids (a Delta table, one column ``pseudonym``, context
+                                 ``metadata``), one table per metadata round, for the disjointness
+                                 check before the plan
 - ``plan.json``                  aggregator → owners: the plan (:class:`Plan`)
 - ``owners/<owner>/protected``   the owner's protected fragment (a Delta table): ``pseudonym`` and
                                  the attributes, rows in a random order (``linkage: unlinked``:
@@ -17,6 +21,8 @@ Private to each owner, under its ``private_dir`` (never under ``work_dir`` or ``
 
 - ``fragment/``                  the owner's raw fragment when the local driver simulates owners
 - ``report.html``                the owner's private utility report (original vs protected)
+- ``metadata-nonce``             the nonce of the owner's latest metadata round, which the owner
+                                 checks in the plan before it spends (:func:`nonce_path`)
 - ``pseudonym-key``              the release's generated pseudonym key (0600), when the
                                  configuration names none (:mod:`fragrelease.jobs.idpir.keys`)
 
@@ -122,6 +128,16 @@ def fragment_source(cfg: ReleaseConfig, owner: OwnerConfig) -> SourceConfig:
 
 def metadata_path(cfg: ReleaseConfig, owner: str) -> str:
     return _join(cfg.work_dir, "metadata", f"{owner}.json")
+
+
+def id_digests_path(cfg: ReleaseConfig, owner: str, nonce: str) -> str:
+    """A horizontal owner's id digests of the metadata round with ``nonce`` (a new table every round)."""
+    return _join(cfg.work_dir, "metadata", "ids", owner, nonce)
+
+
+def nonce_path(cfg: ReleaseConfig, owner: OwnerConfig) -> str:
+    """The owner's own record of its latest metadata nonce, in its private folder."""
+    return _join(owner_private_dir(cfg, owner), "metadata-nonce")
 
 
 def plan_path(cfg: ReleaseConfig) -> str:

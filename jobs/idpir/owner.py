@@ -4,12 +4,16 @@ Sources: docs/specification.md §3; Del Vasto-Terrientes et al. (ICISSP 2025) §
 
 ``metadata``: validate the fragment against the declared schema and send the aggregator public
 metadata only (attribute names, kinds, declared domains, record count, the public check of the
-owners' pseudonym key; for vertical fragments the id column and a digest of the set of record
-pseudonyms, never of raw ids).
+owners' pseudonym key, a fresh CSPRNG nonce; for vertical fragments the id column and a digest of
+the set of record pseudonyms, never of raw ids; for horizontal fragments the keyed digests of its
+ids, context ``metadata``, as a Delta table in ``work_dir`` and the digest of that set, so the
+aggregator refuses owners sharing a record before anyone spends).
 
-``protect``: read the aggregator's plan, protect the attributes it assigns with (k, ε_j) and the
+``protect``: read the aggregator's plan, check that it carries the nonce of this owner's latest
+metadata round, protect the attributes it assigns with (k, ε_j) and the
 plan's category order, replace the record id by its keyed pseudonym (HMAC-SHA-256 under the key
-the owners share, context = the plan id; :mod:`fragrelease.pseudonyms`), shuffle the rows with
+the owners share, context = the plan id with every owner's nonce, :meth:`Plan.pseudonym_context`;
+:mod:`fragrelease.pseudonyms`), shuffle the rows with
 CSPRNG keys (``linkage: unlinked``: every column on its own, the pseudonym set written apart as
 ``owners/<owner>/pseudonyms``), write the protected fragment as a Delta table and a manifest of
 public parameters beside it, and a private utility report (original vs protected, for the owner
@@ -26,7 +30,7 @@ from __future__ import annotations
 import logging
 from typing import Mapping, Optional
 
-from fragrelease.errors import ConfigError, ReleaseExistsError
+from fragrelease.errors import ConfigError, ManifestMismatchError, ReleaseExistsError
 from fragrelease.idpir.config import LedgerConfig, OwnerConfig, ReleaseConfig
 from fragrelease.idpir.plan_check import verified_spec
 from fragrelease.idpir.protocol import Manifest, OwnerMetadata, Plan, manifest_for
@@ -44,8 +48,10 @@ from fragrelease.jobs.idpir.fragment import (
 from fragrelease.jobs.idpir.keys import owner_pseudonym_key
 from fragrelease.jobs.idpir.layout import (
     fragment_source,
+    id_digests_path,
     manifest_path,
     metadata_path,
+    nonce_path,
     owner_report_path,
     plan_path,
     protected_path,
@@ -56,9 +62,9 @@ from fragrelease.jobs.idpir.ledger import record_spend
 from fragrelease.jobs.idpir.protect import ReleasedValues, released_fragment
 from fragrelease.jobs.idpir.shuffle import pseudonym_set_digest, pseudonymize, shuffle_rows
 from fragrelease.jobs.idpir.signatures import describe_table, owner_signing_key, sign_manifest
-from fragrelease.jobs.idpir.workspace import claim_work_dir
+from fragrelease.jobs.idpir.workspace import claim_work_dir, write_private_text
 from fragrelease.jobs.storage import commit_delta, is_delta_table, read_configured, read_text, write_text
-from fragrelease.pseudonyms import METADATA_CONTEXT, PSEUDONYM_COLUMN, key_check
+from fragrelease.pseudonyms import METADATA_CONTEXT, PSEUDONYM_COLUMN, key_check, new_nonce
 from fragrelease.rng.laplace import NoiseSource
 from fragrelease.schemas.base import Attribute, DatasetSchema
 from fragrelease.schemas.datasets import resolve_schema
@@ -104,7 +110,21 @@ def describe_fragment(spark, cfg: ReleaseConfig, owner_name: str) -> OwnerMetada
     """Validate the owner's fragment and write its public metadata for the aggregator.
 
     Claims ``work_dir`` for the release first (:func:`fragrelease.jobs.idpir.workspace.claim_work_dir`:
-    refused when it holds user files or belongs to another release)."""
+    refused when it holds user files or belongs to another release). Draws a fresh nonce
+    (:func:`fragrelease.pseudonyms.new_nonce`), kept in the owner's private folder
+    (:func:`fragrelease.jobs.idpir.layout.nonce_path`) and sent in the metadata. A horizontal owner
+    also writes its ids' keyed digests (HMAC under the pseudonym key, context ``metadata``, in a
+    CSPRNG row order) as a new Delta table ``metadata/ids/<owner>/<nonce>``; ``id_digest`` is the
+    digest of that set. Written: the table, the nonce, then ``metadata/<owner>.json``.
+
+    Raises
+    ------
+    SchemaMismatchError, DomainError, IdentifierError
+        The fragment does not validate (:func:`fragrelease.jobs.idpir.fragment.validate_fragment`;
+        ids are compared as values of the declared id type).
+    ConfigError, PseudonymKeyError
+        No id column in the schema, an unknown owner, no pseudonym key (before Spark reads data).
+    """
     claim_work_dir(cfg)
     schema = resolve_schema(cfg.dataset)
     if schema.id_column is None:
@@ -119,17 +139,50 @@ def describe_fragment(spark, cfg: ReleaseConfig, owner_name: str) -> OwnerMetada
     df, context, text = _read_fragment(spark, cfg, owner)
     check = validate_fragment(df, attrs, schema.id_column, context, id_type=_id_type(schema), text=text)
     df = conform_id(df, schema.id_column, _id_type(schema))
-    digest = None
+    nonce = new_nonce()
+    ids = pseudonymize(df.select(schema.id_column), schema.id_column, key, METADATA_CONTEXT)
     if cfg.fragmentation == "vertical":  # the set of pseudonyms, never of raw ids
-        digest = pseudonym_set_digest(pseudonymize(df.select(schema.id_column), schema.id_column, key, METADATA_CONTEXT))
+        digest = pseudonym_set_digest(ids)
+    else:  # the keyed digests themselves, a new table for this round: the aggregator compares the owners' sets
+        target = id_digests_path(cfg, owner.name, nonce)
+        commit_delta(shuffle_rows(ids, PSEUDONYM_COLUMN), target, if_exists="error",
+                     provenance={"role": "id-digests", "owner": owner.name, "fragrelease_version": __version__})
+        digest = pseudonym_set_digest(committed_rows(spark, target))
     meta = OwnerMetadata(
         owner=owner.name, dataset=schema.name, fragmentation=cfg.fragmentation,
         attributes=tuple(a.public_spec() for a in attrs), n_records=check.n_records,
-        id_column=schema.id_column, id_digest=digest, pseudonym_key_check=key_check(key),
+        id_column=schema.id_column, id_digest=digest, pseudonym_key_check=key_check(key), nonce=nonce,
     )
+    write_private_text(nonce_path(cfg, owner), nonce + "\n")  # what this owner checks in the plan
     write_text(metadata_path(cfg, owner.name), meta.to_json())
     log.info("owner %s: metadata written (%d attributes)", owner.name, len(attrs))
     return meta
+
+
+def check_plan_nonce(cfg: ReleaseConfig, owner: OwnerConfig, plan: Plan) -> None:
+    """Refuse a plan that does not carry the nonce of this owner's latest metadata round.
+
+    The nonce is read from the owner's private folder (:func:`fragrelease.jobs.idpir.layout.nonce_path`),
+    not from ``work_dir``: a plan made from older metadata, or one whose plan id and nonces were
+    copied from an earlier release (whose pseudonyms would then link with this one's), is refused
+    before the ledger, the data or any noise is touched.
+
+    Raises
+    ------
+    ManifestMismatchError
+        ``owner 'a': plan <id> ... nonce ...``: the owner has no recorded nonce (its metadata step
+        did not run here), or the plan's differs.
+    """
+    path = nonce_path(cfg, owner)
+    try:
+        mine = read_text(path).strip()
+    except ConfigError:
+        raise ManifestMismatchError(f"owner {owner.name!r}: no metadata nonce at {path!r} (the owner metadata step "
+                                    f"writes it); run the owner metadata step, then the aggregator plan step") from None
+    if plan.owner(owner.name).nonce != mine:
+        raise ManifestMismatchError(f"owner {owner.name!r}: plan {plan.plan_id} does not carry the nonce of this owner's "
+                                    f"latest metadata round (kept at {path!r}); the aggregator must issue the plan "
+                                    "from the current metadata")
 
 
 def _check_pseudonym_column(owner: str, attrs) -> None:
@@ -212,6 +265,8 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
     # the plan comes from the shared folder: refuse any term that differs from this owner's own
     # configuration before the ledger, the data or any noise is touched
     plan, spec = read_verified_plan(cfg, owner.name)
+    check_plan_nonce(cfg, owner, plan)  # the pseudonym context is fresh: this owner's latest nonce is in it
+    pseudonym_context = plan.pseudonym_context()
     attrs = [schema.attribute(a) for a in spec.attributes]
     _check_pseudonym_column(owner.name, attrs)
     key = owner_pseudonym_key(cfg, owner)
@@ -245,7 +300,7 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
         if plan.linkage == "unlinked":
             # the pseudonyms of the validated fragment's ids; the columns unlinked from the released
             # values directly (the ids never travel with them, no line-up by id)
-            ids = pseudonymize(df.select(schema.id_column), schema.id_column, key, plan.plan_id)
+            ids = pseudonymize(df.select(schema.id_column), schema.id_column, key, pseudonym_context)
             pset = shuffle_rows(ids, PSEUDONYM_COLUMN)
             commit_delta(pset, pset_target, provenance={**provenance, "role": "pseudonym-set"}, if_exists="error")
             commit_delta(released.unlinked(), target, provenance=provenance, if_exists="error")
@@ -253,8 +308,8 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
             pset_digest = pseudonym_set_digest(committed_rows(spark, pset_target))
             pset_table = describe_table(spark, pset_target)
         else:
-            # what the aggregator reads: pseudonyms (keyed, context = plan id) and a CSPRNG row order
-            shared = pseudonymize(protected, schema.id_column, key, plan.plan_id)
+            # what the aggregator reads: pseudonyms (keyed, context = plan id and nonces) and a CSPRNG row order
+            shared = pseudonymize(protected, schema.id_column, key, pseudonym_context)
             commit_delta(shuffle_rows(shared, PSEUDONYM_COLUMN), target, provenance=provenance, if_exists="error")
             digest, pset_digest = fragment_digests(committed_rows(spark, target), PSEUDONYM_COLUMN)
         # signed manifests: bind the manifest to this owner's key, the tables' versions, files and logs

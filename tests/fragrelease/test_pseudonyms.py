@@ -191,3 +191,25 @@ def test_a_guessed_secret_is_confirmed_offline_by_the_public_key_check():
     published = key_check(derive_key(secret))
     guesses = [b"password" * 4, b"correct horse battery staple, correct horse!", b"x" * 40]
     assert [g for g in guesses if key_check(derive_key(g)) == published] == [secret]
+
+
+def test_the_release_context_changes_with_every_owner_nonce_and_not_with_their_order():
+    """Issue 36 item 6: the pseudonym context is the plan id with the owners' nonces, which no single party chooses."""
+    from fragrelease.idpir.protocol import OwnerMetadata, make_plan
+    from fragrelease.pseudonyms import NONCE_BYTES, new_nonce, release_context
+
+    n1, n2, n3 = new_nonce(), new_nonce(), new_nonce()
+    assert len({n1, n2, n3}) == 3 and len(bytes.fromhex(n1)) == NONCE_BYTES
+    assert release_context("plan-1", [n1, n2]) == release_context("plan-1", [n2, n1]) == f"plan-1|{min(n1, n2)}|{max(n1, n2)}"
+    # the same plan id (an aggregator reusing one) with one fresh nonce: another context, other pseudonyms
+    assert release_context("plan-1", [n1, n3]) != release_context("plan-1", [n1, n2])
+    key = b"k" * 32
+    assert pseudonym(key, 1006, context=release_context("plan-1", [n1, n2])) != \
+        pseudonym(key, 1006, context=release_context("plan-1", [n1, n3]))
+    assert release_context("plan-1", [None, None]) == "plan-1"  # metadata without nonces (an older fragrelease)
+    attrs = ({"name": "age", "kind": "numeric", "domain": [0.0, 100.0]},)
+    metas = [OwnerMetadata(owner=o, dataset="d", fragmentation="horizontal", attributes=attrs, n_records=10,
+                           nonce=n) for o, n in (("b", n2), ("a", n1))]
+    plan = make_plan(metas, fragmentation="horizontal", mechanism="idp-ir", k=3, epsilon="1")
+    assert [(o.name, o.nonce) for o in plan.owners] == [("b", n2), ("a", n1)]  # copied from the metadata
+    assert plan.pseudonym_context() == release_context(plan.plan_id, [n1, n2])

@@ -134,8 +134,9 @@ def planned(cluster, tmp_path_factory, wine_pdf):
     for name in OWNERS:
         rc = cluster.submit(base / f"metadata-{name}.log", "owner", "metadata", "--config", str(config), "--owner", name)
         assert rc == 0, _tail(base / f"metadata-{name}.log")
-    # the plan step reads the owners' metadata files and runs no Spark job: a plain command (a
-    # spark-submit would start a driver JVM and an executor on each worker for nothing)
+    # the plan step reads the owners' metadata files and compares their id digests in one small
+    # Spark job: a plain command with a local session (a spark-submit would start a driver JVM and
+    # an executor on each worker)
     with open(base / "plan.log", "w") as out:
         rc = subprocess.run([sys.executable, "-m", "fragrelease.jobs.cli", "aggregator", "plan", "--config", str(config)],
                             cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, timeout=300).returncode

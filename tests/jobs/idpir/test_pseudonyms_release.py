@@ -16,7 +16,7 @@ from fragrelease.errors import IdentifierError, PseudonymKeyError
 from fragrelease.idpir.config import config_from_dict
 from fragrelease.jobs.idpir import aggregator, owner
 from fragrelease.jobs.idpir.keys import generated_key_path, owner_pseudonym_key
-from fragrelease.jobs.idpir.layout import manifest_path, plan_pin_path, protected_path, pseudonyms_path
+from fragrelease.jobs.idpir.layout import manifest_path, plan_path, plan_pin_path, protected_path, pseudonyms_path
 from fragrelease.jobs.idpir.release import run_local_release
 from fragrelease.jobs.storage import read_delta
 from fragrelease.pseudonyms import derive_key, pseudonym
@@ -81,7 +81,7 @@ def test_owner_fragment_has_pseudonyms_not_ids_and_is_not_in_id_order(spark, tmp
     plan = play(spark, cfg)
     frag = read_delta(spark, protected_path(cfg, "a")).toPandas()  # what the aggregator reads
     assert list(frag.columns) == ["pseudonym", "x", "y"]  # no raw id column
-    back = {pseudonym(DERIVED, i, context=plan.plan_id): i for i in ids_a}  # only a key holder can do this
+    back = {pseudonym(DERIVED, i, context=plan.pseudonym_context()): i for i in ids_a}  # only a key holder can do this
     assert set(frag["pseudonym"]) == set(back)
     assert not set(frag["pseudonym"]) & {str(i) for i in ids_a}
     order = [back[p] for p in frag["pseudonym"]]
@@ -90,7 +90,7 @@ def test_owner_fragment_has_pseudonyms_not_ids_and_is_not_in_id_order(spark, tmp
     out = aggregator.release(spark, cfg)
     rel = read_delta(spark, out["path"]).toPandas()
     assert list(rel.columns) == ["pseudonym", "x", "y"] and len(rel) == 70  # keep_id publishes pseudonyms
-    assert set(rel["pseudonym"]) == set(back) | {pseudonym(DERIVED, i, context=plan.plan_id) for i in ids_b}
+    assert set(rel["pseudonym"]) == set(back) | {pseudonym(DERIVED, i, context=plan.pseudonym_context()) for i in ids_b}
     assert "pseudonym" in out["provenance"]["guarantee"]["against"]
     assert "keep_id" in out["provenance"]["guarantee"]["against"]
     assert "The aggregator does not hold the key unless" in out["provenance"]["guarantee"]["against"]
@@ -102,12 +102,13 @@ def test_horizontal_owners_sharing_records_are_refused(spark, tmp_path, schema_p
         {"name": "a", "source": write_source(spark, tmp_path / "a", range(1, 61)), "pseudonym_key": {"file": kf}},
         {"name": "b", "source": write_source(spark, tmp_path / "b", range(41, 91)), "pseudonym_key": {"file": kf}},
         {"name": "c", "source": write_source(spark, tmp_path / "c", range(91, 101)), "pseudonym_key": {"file": kf}}])
-    play(spark, cfg)
-    with pytest.raises(IdentifierError) as e:
-        aggregator.release(spark, cfg)
-    assert str(e.value) == ("owners 'a' and 'b' hold 20 records with the same pseudonym; horizontal owners must hold "
-                            "disjoint records (a record held twice would be released twice under parallel composition)")
-    assert not os.path.exists(cfg.output)  # nothing committed
+    for o in cfg.owners:
+        owner.describe_fragment(spark, cfg, o.name)
+    with pytest.raises(IdentifierError) as e:  # at the plan, from the metadata round's id digests: nobody spent
+        aggregator.issue_plan(cfg, spark)
+    assert str(e.value) == ("owners 'a' and 'b' share 20 records (their keyed id digests match); horizontal owners "
+                            "must hold disjoint records; no plan was issued and no budget was spent")
+    assert not os.path.exists(plan_path(cfg)) and not os.path.exists(cfg.output)  # nothing planned or committed
 
 
 def test_horizontal_owners_with_different_keys_are_refused_at_the_plan(spark, tmp_path, schema_path):
@@ -142,7 +143,7 @@ def test_vertical_fragments_join_on_pseudonyms(spark, tmp_path, schema_path):
     assert len(want) == 30
     pd.testing.assert_frame_equal(rel.sort_values("pseudonym").reset_index(drop=True),
                                   want[["pseudonym", "x", "y"]].sort_values("pseudonym").reset_index(drop=True))
-    assert set(rel["pseudonym"]) == {pseudonym(DERIVED, i, context=plan.plan_id) for i in ids}
+    assert set(rel["pseudonym"]) == {pseudonym(DERIVED, i, context=plan.pseudonym_context()) for i in ids}
 
 
 def test_vertical_pseudonym_sets_that_differ_are_refused(spark, tmp_path, schema_path):
@@ -203,7 +204,7 @@ def test_unlinked_owners_unlink_their_columns_and_send_pseudonyms_apart(spark, t
     assert list(frag.columns) == (["x", "y"] if fragmentation == "horizontal" else ["x"])  # no pseudonym in the rows
     pset = read_delta(spark, pseudonyms_path(cfg, "a")).toPandas()
     assert list(pset.columns) == ["pseudonym"]
-    assert set(pset["pseudonym"]) == {pseudonym(DERIVED, i, context=plan.plan_id) for i in range(1, 31)}
+    assert set(pset["pseudonym"]) == {pseudonym(DERIVED, i, context=plan.pseudonym_context()) for i in range(1, 31)}
     manifest = open(manifest_path(cfg, "a")).read()
     assert '"pseudonym_digest": "30:' in manifest
     rel = read_delta(spark, aggregator.release(spark, cfg)["path"]).toPandas()
@@ -255,7 +256,7 @@ def test_single_command_release_generates_a_fresh_private_key_per_release(spark,
         assert stat.S_IMODE(os.stat(tmp_path / folder / "pseudonym-key").st_mode) == 0o600
         assert stat.S_IMODE(os.stat(tmp_path / folder).st_mode) == 0o700
     frag = read_delta(spark, protected_path(cfg, "a")).toPandas()
-    assert set(frag["pseudonym"]) == {pseudonym(derive_key(ka), i, context=first.plan.plan_id) for i in range(1, 21)}
+    assert set(frag["pseudonym"]) == {pseudonym(derive_key(ka), i, context=first.plan.pseudonym_context()) for i in range(1, 21)}
     # one process generated the key and played the aggregator: the recorded guarantee says so
     assert "one process played every party" in first.provenance["guarantee"]["against"]
     assert not os.path.exists(plan_pin_path(cfg))  # the plan went to the release step in memory: no pin left behind
@@ -288,8 +289,8 @@ def test_fragments_written_under_another_key_than_the_plans_are_refused(spark, t
     from fragrelease.errors import ManifestMismatchError
 
     kf = key_file(tmp_path)
-    src = write_source(spark, tmp_path / "a", range(1, 21))
-    cfg = config(tmp_path, schema_path, [{"name": n, "source": src, "pseudonym_key": {"file": kf}} for n in ("a", "b")])
+    srcs = {"a": write_source(spark, tmp_path / "a", range(1, 21)), "b": write_source(spark, tmp_path / "b", range(21, 41))}
+    cfg = config(tmp_path, schema_path, [{"name": n, "source": srcs[n], "pseudonym_key": {"file": kf}} for n in ("a", "b")])
     for o in cfg.owners:
         owner.describe_fragment(spark, cfg, o.name)
     aggregator.issue_plan(cfg, spark)

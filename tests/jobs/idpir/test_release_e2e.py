@@ -69,7 +69,9 @@ def test_horizontal_release_is_a_real_delta_table(spark, horizontal_release, adu
                          "linkage", "postprocess", "guarantee", "fragrelease_version", "system"}
     assert prov["system"] == "idpir"  # the commit contract's stamp (fragrelease.jobs.release_commit)
     assert {k for o in prov["owners"] for k in o} == {"name", "epsilon", "epsilon_per_attribute", "attributes", "n_records",
-                                                      "budgets"}
+                                                      "budgets", "nonce"}
+    # the nonces are random, data-independent, and with the plan id the pseudonym context (keep_id: key holders map back)
+    assert all(len(bytes.fromhex(o["nonce"])) == 32 for o in prov["owners"])
     assert (prov["category_order"], prov["category_order_share"], prov["linkage"]) == ("dp-frequency", "1/10", "linked")
     assert "no epsilon bound" in prov["guarantee"]["table"] and "eps_attr-iDP" in prov["guarantee"]["per_column"]
     sex = next(b for b in prov["owners"][0]["budgets"] if b["attribute"] == "sex")
@@ -170,7 +172,7 @@ def test_vertical_release_joins_by_pseudonym(spark, tmp_path, wine_pdf):
 
     key = open(generated_key_path(cfg, cfg.owners[0]), "rb").read()
     ids = wine_pdf.sample(600, random_state=2)["record_id"].tolist()
-    assert set(table["pseudonym"]) == set(pseudonyms(key, ids, context=result.plan.plan_id))
+    assert set(table["pseudonym"]) == set(pseudonyms(key, ids, context=result.plan.pseudonym_context()))
     prov = result.provenance
     assert prov["composition"] == "sequential" and prov["epsilon_split"] == "by-attributes"
     assert [o["epsilon"] for o in prov["owners"]] == ["3/11", "4/11", "4/11"]
@@ -190,10 +192,14 @@ def test_nothing_under_the_shared_work_dir_is_derived_from_original_data(horizon
         parts = [] if rel == "." else rel.split(os.sep)
         if len(parts) >= 3 and parts[0] == "owners" and parts[2] == "protected":
             continue  # inside an owner's protected Delta table
+        if len(parts) >= 4 and parts[:2] == ["metadata", "ids"]:
+            continue  # inside an owner's id-digest table (keyed digests of its ids, context "metadata")
         for name in dirs + files:
             found.add("/".join([*parts, name]))
     owners = [o.name for o in cfg.owners]
-    allowed = ({"metadata", "plan.json", "owners"} | {f"metadata/{o}.json" for o in owners}
+    nonces = {o: json.loads(open(os.path.join(work, "metadata", f"{o}.json")).read())["nonce"] for o in owners}
+    allowed = ({"metadata", "plan.json", "owners", "metadata/ids"} | {f"metadata/{o}.json" for o in owners}
+               | {f"metadata/ids/{o}" for o in owners} | {f"metadata/ids/{o}/{nonces[o]}" for o in owners}
                | {f"owners/{o}" for o in owners} | {f"owners/{o}/protected" for o in owners}
                | {f"owners/{o}/manifest.json" for o in owners})
     # public protocol messages, protected tables and manifests only (Spark's checksum files aside)
