@@ -39,6 +39,7 @@ def _cfg(tmp_path, a_text, b_text=GOOD_B, schema=SCHEMA, **kw):
     keyfile = tmp_path / "keys" / "k"
     keyfile.parent.mkdir(exist_ok=True)
     keyfile.write_bytes(KEY)
+    keyfile.chmod(0o600)  # a key file others may read is refused
     owners = [{"name": n, "source": {"path": str(src / f"{n[-1]}.csv"), "format": "csv"},
                "pseudonym_key": {"file": str(keyfile)}, "private_dir": str(tmp_path / "private" / n),
                "ledger": {"path": str(tmp_path / "ledgers" / n), "lifetime_epsilon": "10"}}
@@ -201,12 +202,12 @@ def test_the_aggregator_checks_the_id_digests_against_the_metadata(spark, tmp_pa
 def test_the_metadata_shows_no_raw_id(spark, tmp_path):
     from fragrelease.jobs.idpir.digests import committed_rows
     from fragrelease.jobs.idpir.layout import id_digests_path
-    from fragrelease.pseudonyms import METADATA_CONTEXT, pseudonym
+    from fragrelease.pseudonyms import METADATA_CONTEXT, derive_key, pseudonym
 
     cfg = _cfg(tmp_path, _rows(3001, 3002, 3003))
     meta = describe_fragment(spark, cfg, "clinic-a")
     rows = committed_rows(spark, id_digests_path(cfg, "clinic-a", meta.nonce)).collect()
-    assert sorted(r.pseudonym for r in rows) == sorted(pseudonym(KEY, i, context=METADATA_CONTEXT) for i in (3001, 3002, 3003))
+    assert sorted(r.pseudonym for r in rows) == sorted(pseudonym(derive_key(KEY), i, context=METADATA_CONTEXT) for i in (3001, 3002, 3003))
     assert "3001" not in open(metadata_path(cfg, "clinic-a")).read()
 
 
@@ -215,7 +216,7 @@ def test_the_metadata_shows_no_raw_id(spark, tmp_path):
 def test_the_release_pseudonyms_use_the_plan_id_and_the_owners_nonces(spark, tmp_path):
     from fragrelease.jobs.idpir.digests import committed_rows
     from fragrelease.jobs.idpir.layout import protected_path
-    from fragrelease.pseudonyms import pseudonym, release_context
+    from fragrelease.pseudonyms import derive_key, pseudonym, release_context
 
     cfg = _cfg(tmp_path, _rows(3001, 3002, 3003))
     metas = [describe_fragment(spark, cfg, o.name) for o in cfg.owners]
@@ -225,7 +226,7 @@ def test_the_release_pseudonyms_use_the_plan_id_and_the_owners_nonces(spark, tmp
     assert plan.pseudonym_context() == context != plan.plan_id
     owner.protect_owner_fragment(spark, cfg, "clinic-a")
     got = {r.pseudonym for r in committed_rows(spark, protected_path(cfg, "clinic-a")).collect()}
-    assert got == {pseudonym(KEY, i, context=context) for i in (3001, 3002, 3003)}
+    assert got == {pseudonym(derive_key(KEY), i, context=context) for i in (3001, 3002, 3003)}
 
 
 def test_an_owner_refuses_a_plan_without_its_latest_nonce_before_spending(spark, tmp_path):
