@@ -310,7 +310,10 @@ def release_target(cfg) -> Optional[ReleaseTarget]:
     """The :class:`ReleaseTarget` of an iDP-IR configuration with an ``output`` path (None for a catalog table)."""
     if cfg.output_table is not None or cfg.output is None:
         return None
-    return ReleaseTarget(output=cfg.output, config=cfg.name, dataset=cfg.dataset)
+    from fragrelease.schemas.datasets import resolve_schema
+
+    # the dataset's name, as the release's provenance records it (cfg.dataset may be a schema file's path)
+    return ReleaseTarget(output=cfg.output, config=cfg.name, dataset=resolve_schema(cfg.dataset).name)
 
 
 __all__ = ["MARKER", "LEDGER_COLUMNS", "marker_path", "PendingRelease", "ReleaseTarget", "check_output", "finish_output",

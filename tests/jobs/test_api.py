@@ -22,7 +22,7 @@ from fragrelease.jobs.idpir.keys import generated_key_path
 from fragrelease.jobs.idpir.layout import protected_path
 from fragrelease.jobs.session import delta_available
 from fragrelease.jobs.storage import read_delta, table_provenance
-from fragrelease.pseudonyms import pseudonyms
+from fragrelease.pseudonyms import derive_key, pseudonyms
 from fragrelease.schemas.adult import RELEASED, SCHEMA
 
 N1, N2 = 500, 700
@@ -133,7 +133,7 @@ def test_two_owner_release_from_dataframes(spark, owners, protected_a, tmp_path)
     cfg = release.config()
     key = open(generated_key_path(cfg, cfg.owners[0]), "rb").read()
     alone = protected_a.dataframe.toPandas()  # protect(a, ...) with the release's budget and noise
-    alone.insert(0, "pseudonym", pseudonyms(key, alone.pop("record_id").tolist(), context=result.plan.pseudonym_context()))
+    alone.insert(0, "pseudonym", pseudonyms(derive_key(key), alone.pop("record_id").tolist(), context=result.plan.pseudonym_context()))
     pd.testing.assert_frame_equal(_sorted(fragment), _sorted(alone))
     # the owners' temporary views are gone once the release ran
     assert not [t for t in spark.catalog.listTables() if t.name.startswith("fragrelease_src_")]

@@ -168,11 +168,11 @@ def test_vertical_release_joins_by_pseudonym(spark, tmp_path, wine_pdf):
     assert len(table) == 600 and table["pseudonym"].is_unique
     assert list(table.columns) == ["pseudonym", *WINE_RELEASED]
     from fragrelease.jobs.idpir.keys import generated_key_path
-    from fragrelease.pseudonyms import pseudonyms
+    from fragrelease.pseudonyms import derive_key, pseudonyms
 
     key = open(generated_key_path(cfg, cfg.owners[0]), "rb").read()
     ids = wine_pdf.sample(600, random_state=2)["record_id"].tolist()
-    assert set(table["pseudonym"]) == set(pseudonyms(key, ids, context=result.plan.pseudonym_context()))
+    assert set(table["pseudonym"]) == set(pseudonyms(derive_key(key), ids, context=result.plan.pseudonym_context()))
     prov = result.provenance
     assert prov["composition"] == "sequential" and prov["epsilon_split"] == "by-attributes"
     assert [o["epsilon"] for o in prov["owners"]] == ["3/11", "4/11", "4/11"]
