@@ -97,7 +97,7 @@ def against_text(*, short: str, linkage: str, epsilon: str = "epsilon", keep_id:
                  "to record ids, and against such a reader no epsilon bound holds" if keep_id else "")
     return ("release recipients: the statements above. The aggregator: it reads each owner's protected fragment with "
             "record ids replaced by keyed pseudonyms (HMAC-SHA-256 under the key the owners share; new for every "
-            "plan id) in a random row order, and which owner wrote it (horizontal: which owner holds each row, which "
+            "release: its context is the plan id with every owner's nonce) in a random row order, and which owner wrote it (horizontal: which owner holds each row, which "
             f"no statement protects); {view}{digest}. {holder}. {keyholders}{published}")
 
 
