@@ -56,12 +56,14 @@ Databricks keep their own configuration). ``FRAGRELEASE_DELTA`` chooses:
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import re
 import shutil
 import sys
 import threading
+from pathlib import Path
 from typing import Iterator
 
 from fragrelease.errors import ConfigError, DeltaUnavailableError, FragReleaseError
@@ -87,6 +89,12 @@ WARM_PYTHON_WORKERS = True
 #: The embedded driver JVM's extra options (``spark.driver.defaultJavaOptions``): the class archive
 #: ``scripts/setup.sh`` builds, when there is one (:mod:`fragrelease.jobs.class_archive`).
 driver_java_options = java_options
+#: The embedded driver JVM's log4j2 configuration (shipped beside this module; :func:`log4j_java_options`).
+LOG4J_CONFIG = os.path.join(os.path.dirname(os.path.realpath(__file__)), "log4j2.properties")
+#: Lines the JVM prints on start-up whatever its logging configuration (Spark's launcher always adds
+#: ``--add-modules=jdk.incubator.vector``): dropped from standard error while the session starts
+#: (:func:`jvm_startup_filtered`).
+JVM_STARTUP_NOISE = ("WARNING: Using incubator modules: ",)
 #: Delta's jars are built for Scala 2.13 only since Delta 4.
 _SCALA = "2.13"
 _warned_no_delta = False
@@ -226,17 +234,21 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
             .config("spark.driver.memory", os.environ.get("FRAGRELEASE_DRIVER_MEMORY", "4g"))
             .config("spark.sql.adaptive.enabled", "true")
             .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
-            .config("spark.log.level", os.environ.get("FRAGRELEASE_SPARK_LOG_LEVEL", "ERROR"))
             .config(*DATAFRAME_DEBUGGING)
         )
-        jvm_options = driver_java_options()
-        # the class archive: public class metadata of Spark's jars, no data (fragrelease.jobs.class_archive)
+        if os.environ.get("FRAGRELEASE_SPARK_LOG_LEVEL"):  # asked for: Spark also prints the level it sets
+            b = b.config("spark.log.level", os.environ["FRAGRELEASE_SPARK_LOG_LEVEL"])
+        # the class archive: public class metadata of Spark's jars, no data (fragrelease.jobs.class_archive);
+        # the JVM's logging: errors only, no start-up lines (LOG4J_CONFIG)
+        jvm_options = " ".join(o for o in (driver_java_options(), log4j_java_options()) if o)
         return b.config("spark.driver.defaultJavaOptions", jvm_options) if jvm_options else b
 
     if mode == "off":
-        return _warmed(_stopped_at_exit(builder().getOrCreate()))
+        with jvm_startup_filtered():
+            return _warmed(_stopped_at_exit(builder().getOrCreate()))
     try:
-        return _warmed(_stopped_at_exit(_with_delta(builder()).getOrCreate()))
+        with jvm_startup_filtered():
+            return _warmed(_stopped_at_exit(_with_delta(builder()).getOrCreate()))
     except DeltaUnavailableError as e:
         cause = str(e)
     except Exception as e:  # noqa: BLE001 - Ivy resolution failures surface as a JVM that does not start
@@ -245,7 +257,63 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
         raise DeltaUnavailableError(f"FRAGRELEASE_DELTA=spark but Delta's Spark classes are unavailable: {cause}; "
                                     "run scripts/setup.sh once with network access")
     _warn_no_delta(cause)
-    return _warmed(_stopped_at_exit(builder().getOrCreate()))
+    with jvm_startup_filtered():
+        return _warmed(_stopped_at_exit(builder().getOrCreate()))
+
+
+def log4j_java_options() -> str:
+    """The driver JVM's logging options: the ``log4j2.properties`` beside this module (Spark's warnings and
+    start-up lines off, errors to standard error) at the level ``FRAGRELEASE_SPARK_LOG_LEVEL`` (default
+    ``error``); ``""`` when the file is missing or the level is not a plain word."""
+    level = (os.environ.get("FRAGRELEASE_SPARK_LOG_LEVEL") or "error").strip().lower()
+    if not os.path.isfile(LOG4J_CONFIG) or not re.fullmatch(r"[a-z]+", level):
+        return ""
+    return f"-Dlog4j.configurationFile={Path(LOG4J_CONFIG).as_uri()} -Dfragrelease.log.level={level}"
+
+
+def _is_startup_noise(line: bytes) -> bool:
+    text = line.decode("utf-8", "replace").rstrip("\r\n")
+    return any(text.startswith(prefix) for prefix in JVM_STARTUP_NOISE)
+
+
+def _forward(read_fd: int, write_fd: int) -> None:
+    """Copy the lines of ``read_fd`` to ``write_fd``, without the lines of :data:`JVM_STARTUP_NOISE`."""
+    with os.fdopen(read_fd, "rb", buffering=0) as pipe:
+        for line in iter(pipe.readline, b""):
+            if not _is_startup_noise(line):
+                try:
+                    os.write(write_fd, line)
+                except OSError:  # standard error closed: nothing to forward to
+                    return
+
+
+@contextlib.contextmanager
+def jvm_startup_filtered() -> Iterator[None]:
+    """Standard error (file descriptor 2), while the embedded session's JVM starts, goes through a pipe that
+    drops the lines of :data:`JVM_STARTUP_NOISE` and forwards everything else; the JVM keeps the pipe (its
+    later errors are forwarded by a daemon thread), this process writes to standard error directly again
+    afterwards. Not on Windows, nor when file descriptor 2 is not open."""
+    if os.name != "posix":
+        yield
+        return
+    try:
+        sys.stderr.flush()
+        original = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        yield
+        return
+    read_fd, write_fd = os.pipe()
+    os.dup2(write_fd, 2)
+    os.close(write_fd)
+    threading.Thread(target=_forward, args=(read_fd, original), name="fragrelease-jvm-stderr", daemon=True).start()
+    try:
+        yield
+    finally:
+        try:
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        os.dup2(original, 2)  # `original` stays open: the forwarding thread writes to it
 
 
 def local_cores(master: str) -> int:
