@@ -95,6 +95,8 @@ LOG4J_CONFIG = os.path.join(os.path.dirname(os.path.realpath(__file__)), "log4j2
 #: ``--add-modules=jdk.incubator.vector``): dropped from standard error while the session starts
 #: (:func:`jvm_startup_filtered`).
 JVM_STARTUP_NOISE = ("WARNING: Using incubator modules: ",)
+#: The environment variable naming the embedded session's persistent catalog folder (:func:`catalog_dir`).
+CATALOG_DIR_ENV = "FRAGRELEASE_CATALOG_DIR"
 #: Delta's jars are built for Scala 2.13 only since Delta 4.
 _SCALA = "2.13"
 _warned_no_delta = False
@@ -184,7 +186,52 @@ def _managed_environment() -> bool:
     return any(v in os.environ for v in ("PYSPARK_GATEWAY_PORT", "SPARK_REMOTE", "DATABRICKS_RUNTIME_VERSION"))
 
 
-def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuffle_partitions: int = 8):
+def catalog_dir() -> str:
+    """The embedded session's persistent catalog folder: ``$FRAGRELEASE_CATALOG_DIR``, else
+    ``~/.fragrelease/catalog`` (absolute). It holds ``warehouse/`` (managed tables, one folder per
+    database ``<db>.db``), ``metastore_db/`` (Spark's Derby metastore) and ``derby.log``."""
+    given = os.environ.get(CATALOG_DIR_ENV)
+    return os.path.abspath(os.path.expanduser(given or os.path.join("~", ".fragrelease", "catalog")))
+
+
+def catalog_warehouse(folder: str | None = None) -> str:
+    """The warehouse (``spark.sql.warehouse.dir``) of the persistent catalog in ``folder`` (default
+    :func:`catalog_dir`); database ``db`` lives in ``<warehouse>/db.db``, ``default`` in the warehouse itself."""
+    return os.path.join(folder or catalog_dir(), "warehouse")
+
+
+def check_catalog_dir() -> str:
+    """:func:`catalog_dir`, checked before any JVM starts; created (0700) when missing.
+
+    Raises
+    ------
+    ConfigError
+        A folder whose path cannot travel in a JDBC URL and a JVM option, or that cannot be created.
+    """
+    folder = catalog_dir()
+    if re.search(r"[\s;'\"\\]", folder):
+        raise ConfigError(f"{CATALOG_DIR_ENV}: the catalog folder {folder!r} must not contain spaces, ';', quotes "
+                          "or backslashes (it travels in a JDBC URL and a JVM option); choose another folder")
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"{CATALOG_DIR_ENV}: cannot create the catalog folder {folder!r}: "
+                          f"{exc.strerror or type(exc).__name__}") from None
+    return folder
+
+
+def _with_catalog(builder):
+    """``builder`` with a catalog that outlives the process: Spark's Hive catalog (the Hive classes ship
+    with pyspark) over a Derby metastore and a warehouse in :func:`catalog_dir`."""
+    folder = catalog_dir()
+    return (builder.config("spark.sql.catalogImplementation", "hive")
+            .config("spark.sql.warehouse.dir", Path(catalog_warehouse(folder)).as_uri())
+            .config("spark.hadoop.javax.jdo.option.ConnectionURL",
+                    f"jdbc:derby:;databaseName={os.path.join(folder, 'metastore_db')};create=true"))
+
+
+def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuffle_partitions: int = 8,
+              catalog: bool = False):
     """A SparkSession (see the module docstring for which one).
 
     Parameters
@@ -192,6 +239,9 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
     app_name : name shown in the Spark UI and logs.
     master : e.g. ``"local[2]"``; forces a new local/standalone session when no session is active.
     shuffle_partitions : for embedded local sessions only.
+    catalog : for a new embedded session: keep its catalog across processes (:func:`_with_catalog`, a
+        Derby metastore and a warehouse in :func:`catalog_dir`); only one process at a time can open
+        that metastore. Without it, the embedded session's catalog is Spark's in-memory one.
 
     Raises
     ------
@@ -199,6 +249,8 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
         pyspark is missing or older than 4.0 (:func:`fragrelease.jobs.require_pyspark`).
     FragReleaseError
         No Java runtime for an embedded session.
+    ConfigError
+        ``catalog`` and a catalog folder whose path cannot be passed to the JVM.
     """
     from fragrelease.jobs import require_pyspark
 
@@ -217,6 +269,8 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
             return SparkSession.builder.appName(app_name).config(*DATAFRAME_DEBUGGING).getOrCreate()
         return SparkSession.builder.appName(app_name).getOrCreate()
     ensure_java()
+    if catalog:
+        check_catalog_dir()
     # Local Python workers must run this interpreter (with pandas, numpy and opendp installed).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -240,7 +294,9 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
             b = b.config("spark.log.level", os.environ["FRAGRELEASE_SPARK_LOG_LEVEL"])
         # the class archive: public class metadata of Spark's jars, no data (fragrelease.jobs.class_archive);
         # the JVM's logging: errors only, no start-up lines (LOG4J_CONFIG)
-        jvm_options = " ".join(o for o in (driver_java_options(), log4j_java_options()) if o)
+        derby = f"-Dderby.system.home={catalog_dir()}" if catalog else None  # derby.log there, not in the cwd
+        jvm_options = " ".join(o for o in (driver_java_options(), log4j_java_options(), derby) if o)
+        b = _with_catalog(b) if catalog else b
         return b.config("spark.driver.defaultJavaOptions", jvm_options) if jvm_options else b
 
     if mode == "off":
