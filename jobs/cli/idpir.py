@@ -125,8 +125,9 @@ def print_summary(cfg: ReleaseConfig, result: ReleaseResult) -> None:
     if cfg.reports:  # each owner's private report (its own data against its protected copy), in its own folder
         from fragrelease.jobs.idpir.layout import owner_report_path
 
-        for o in cfg.owners:
-            console.print(f"owner {o.name}: private report {owner_report_path(cfg, o)}", highlight=False, soft_wrap=True)
+        for party in cfg.owners:
+            console.print(f"owner {party.name}: private report {owner_report_path(cfg, party)}", highlight=False,
+                          soft_wrap=True)
     table = Table(title=f"{cfg.name}: {prov['fragmentation']} release of {prov['dataset']}")
     table.add_column("owner")
     table.add_column("records", justify="right")
