@@ -63,6 +63,7 @@ import re
 import shutil
 import sys
 import threading
+import warnings
 from pathlib import Path
 from typing import Iterator
 
@@ -264,7 +265,11 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
         if os.environ.get("SPARK_REMOTE", "").startswith("local"):
             # pyspark starts a local Spark Connect server; its Python workers must run this interpreter
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-            return _stopped_at_exit(SparkSession.builder.appName(app_name).getOrCreate())
+            with jvm_startup_filtered(), warnings.catch_warnings():
+                # pyspark sets the builder's options again on the Connect session once the server runs, and
+                # warns for each static one (the server already has it): not the user's concern
+                warnings.filterwarnings("ignore", message=r"Failed to set spark\.", category=UserWarning)
+                return _stopped_at_exit(_local_connect_builder(app_name).getOrCreate())
         if "PYSPARK_GATEWAY_PORT" in os.environ:  # spark-submit: this process's own session
             return SparkSession.builder.appName(app_name).config(*DATAFRAME_DEBUGGING).getOrCreate()
         return SparkSession.builder.appName(app_name).getOrCreate()
@@ -315,6 +320,38 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
     _warn_no_delta(cause)
     with jvm_startup_filtered():
         return _warmed(_stopped_at_exit(builder().getOrCreate()))
+
+
+def _local_connect_builder(app_name: str):
+    """The builder of a session on the local Spark Connect server pyspark starts for ``SPARK_REMOTE=local...``:
+    the options given here configure that server's session. No console progress, the JVM's logging of
+    :func:`log4j_java_options`, and Delta's classes from the jar folder :func:`delta_jars_dir` when it holds
+    them and ``FRAGRELEASE_DELTA`` is not ``off``, so releases through Connect are written by Delta's Spark
+    API with their table properties and column comments, as in the embedded session (without the folder:
+    delta-rs, with one warning; ``FRAGRELEASE_DELTA=spark`` makes that an error).
+
+    Raises
+    ------
+    DeltaUnavailableError
+        ``FRAGRELEASE_DELTA=spark`` and no jar folder.
+    """
+    from pyspark.sql import SparkSession
+
+    b = SparkSession.builder.appName(app_name).config("spark.ui.showConsoleProgress", "false")
+    logging_options = log4j_java_options()
+    if logging_options:
+        b = b.config("spark.driver.defaultJavaOptions", logging_options)
+    mode = delta_mode()
+    if mode == "off":
+        return b
+    if _delta_jars():
+        return _with_delta(b)
+    cause = f"no jar folder {delta_jars_dir()} for the local Spark Connect server"
+    if mode == "spark":
+        raise DeltaUnavailableError(f"FRAGRELEASE_DELTA=spark but Delta's Spark classes are unavailable: {cause}; "
+                                    "run scripts/setup.sh once with network access")
+    _warn_no_delta(cause)
+    return b
 
 
 def log4j_java_options() -> str:
