@@ -68,3 +68,18 @@ def test_ensure_database_refuses_or_creates_the_missing_database(spark, tmp_path
     assert spark.catalog.databaseExists(db)
     catalog.ensure_database(spark, cfg)  # it exists now: nothing to refuse
     spark.sql(f"DROP DATABASE {db}")
+
+
+def test_the_local_connect_server_is_configured_like_the_embedded_session(monkeypatch):
+    """What the local Connect server's session gets (pyspark passes the builder's options to it): no console
+    progress, the JVM's logging, and Delta's classes from the jar folder when there is one."""
+    monkeypatch.delenv("FRAGRELEASE_SPARK_LOG_LEVEL", raising=False)
+    monkeypatch.setenv("FRAGRELEASE_DELTA", "auto")
+    options = session._local_connect_builder("t")._options
+    assert options["spark.ui.showConsoleProgress"] == "false"
+    assert options["spark.driver.defaultJavaOptions"] == session.log4j_java_options()
+    if session._delta_jars():
+        assert options["spark.sql.extensions"] == session.DELTA_EXTENSION
+        assert options["spark.sql.catalog.spark_catalog"] == session.DELTA_CATALOG
+    monkeypatch.setenv("FRAGRELEASE_DELTA", "off")
+    assert "spark.sql.extensions" not in session._local_connect_builder("t")._options
