@@ -329,8 +329,9 @@ def check_local_catalog(cfg, config_path: Optional[str] = None) -> None:
     (:func:`fragrelease.jobs.session.get_spark` with ``catalog=True``): the catalog folder is usable and
     outside ``work_dir``, and ``output_table``'s database exists in it (its folder ``<warehouse>/<db>.db``)
     unless ``create_schema: true``. Nothing is checked when the session comes from the environment
-    (spark-submit, Spark Connect, Databricks), whose catalog only Spark can read; the run checks the
-    database again in Spark's catalog (:func:`ensure_database`).
+    (spark-submit, Spark Connect, Databricks) or is already active in this process (a notebook, a
+    program embedding the CLI), whose catalog only Spark can read; the run checks the database again in
+    Spark's catalog (:func:`ensure_database`).
 
     Raises
     ------
@@ -341,9 +342,15 @@ def check_local_catalog(cfg, config_path: Optional[str] = None) -> None:
     import os
 
     from fragrelease.idpir.config import _within
-    from fragrelease.jobs.session import CATALOG_DIR_ENV, _managed_environment, catalog_dir, catalog_warehouse
+    from fragrelease.jobs.session import (
+        CATALOG_DIR_ENV,
+        _managed_environment,
+        active_session_exists,
+        catalog_dir,
+        catalog_warehouse,
+    )
 
-    if not uses_catalog(cfg) or _managed_environment():
+    if not uses_catalog(cfg) or _managed_environment() or active_session_exists():
         return
     folder = catalog_dir()
     if _within(folder, cfg.work_dir):

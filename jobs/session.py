@@ -187,6 +187,18 @@ def _managed_environment() -> bool:
     return any(v in os.environ for v in ("PYSPARK_GATEWAY_PORT", "SPARK_REMOTE", "DATABRICKS_RUNTIME_VERSION"))
 
 
+def active_session_exists() -> bool:
+    """True if this process already has an active SparkSession (a notebook, Databricks, a test fixture), which
+    :func:`get_spark` reuses with its own catalog. Does not import pyspark when nothing has."""
+    if sys.modules.get("pyspark") is None:
+        return False
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        return False
+    return SparkSession.getActiveSession() is not None
+
+
 def catalog_dir() -> str:
     """The embedded session's persistent catalog folder: ``$FRAGRELEASE_CATALOG_DIR``, else
     ``~/.fragrelease/catalog`` (absolute). It holds ``warehouse/`` (managed tables, one folder per

@@ -44,20 +44,32 @@ def test_validate_refuses_a_missing_database_before_spark(tmp_path):
     assert not (tmp_path / "catalog").exists()  # validate creates nothing
 
 
-def test_validate_accepts_create_schema_or_an_existing_database(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("FRAGRELEASE_CATALOG_DIR", str(tmp_path / "catalog"))
-    assert main(["validate", str(_conf(tmp_path, create_schema=True))]) == 0
-    assert "-> analytics.x" in capsys.readouterr().out
+def test_validate_accepts_create_schema_or_an_existing_database(tmp_path):
+    # in a process of its own: with a session already active (a notebook, this suite's fixture) the catalog
+    # is that session's, and only the run checks it (fragrelease.jobs.catalog.check_local_catalog)
+    r = _cli(tmp_path, "validate", str(_conf(tmp_path, create_schema=True)), code=NO_PYSPARK)
+    assert r.returncode == 0, r.stderr
+    assert "-> analytics.x" in r.stdout
     (tmp_path / "catalog" / "warehouse" / "analytics.db").mkdir(parents=True)
-    assert main(["validate", str(_conf(tmp_path))]) == 0
+    r = _cli(tmp_path, "validate", str(_conf(tmp_path)), code=NO_PYSPARK)
+    assert r.returncode == 0, r.stderr
 
 
-def test_validate_refuses_a_catalog_folder_inside_work_dir(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("FRAGRELEASE_CATALOG_DIR", str(tmp_path / "work" / "catalog"))
-    assert main(["validate", str(_conf(tmp_path, create_schema=True))]) == 2
-    assert capsys.readouterr().err.replace("\n", "") == (
+def test_validate_refuses_a_catalog_folder_inside_work_dir(tmp_path):
+    conf = _conf(tmp_path, create_schema=True)
+    env = {"FRAGRELEASE_CATALOG_DIR": str(tmp_path / "work" / "catalog")}
+    r = subprocess.run([sys.executable, "-c", NO_PYSPARK, "validate", str(conf)], capture_output=True, text=True,
+                       cwd=tmp_path, env={**os.environ, **env}, timeout=120)
+    assert r.returncode == 2
+    assert r.stderr == (
         f"error: FRAGRELEASE_CATALOG_DIR: the catalog folder '{tmp_path / 'work' / 'catalog'}' lies under work_dir "
-        f"'{tmp_path / 'work'}'; choose a folder outside it")
+        f"'{tmp_path / 'work'}'; choose a folder outside it\n")
+
+
+def test_a_session_already_active_is_checked_by_the_run_not_before(spark, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("FRAGRELEASE_CATALOG_DIR", str(tmp_path / "catalog"))
+    assert main(["validate", str(_conf(tmp_path))]) == 0  # analytics is not in the folder: not this catalog
+    capsys.readouterr()
 
 
 @pytest.mark.slow
