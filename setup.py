@@ -46,6 +46,7 @@ setup(
     package_data={
         "fragrelease.data": ["adult/*", "adult/hierarchies/*", "wine/*", "german/*", "*.md", "*.sha256"],
         "fragrelease.schemas": ["*.yaml"],
+        "fragrelease.jobs": ["log4j2.properties"],  # the embedded session's JVM logging (jobs/session.py)
     },
     # Pure-Python dependencies only: pyspark and delta-spark are NOT here, so installing the wheel on a
     # Spark runtime (Databricks, a cluster's own Spark) leaves the runtime's pyspark and Delta alone.

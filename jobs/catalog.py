@@ -306,3 +306,93 @@ def with_table_names(cfg, *, owner: Optional[str] = None, source_table: Optional
                 o.pop("rows", None)
                 o["source"] = {"table": source_table}
     return config_from_dict(data, source="configuration with job parameters")
+
+
+def uses_catalog(cfg) -> bool:
+    """True if ``cfg`` (a :class:`fragrelease.idpir.config.ReleaseConfig`) names a catalog table: the
+    release's ``output_table``, or an owner's ``source`` or ``ledger`` given as a ``table``."""
+    if cfg.output_table is not None or (cfg.source is not None and cfg.source.table is not None):
+        return True
+    return any((o.source is not None and o.source.table is not None) or (o.ledger is not None and o.ledger.table)
+               for o in cfg.owners)
+
+
+def _database_of(name: str) -> tuple[Optional[str], Optional[str]]:
+    """``(catalog, database)`` of a table name (None when the name does not give it)."""
+    parts = list(parse_table_name(name))
+    full: list[Optional[str]] = [*([None] * (3 - len(parts))), *parts]
+    return full[0], full[1]
+
+
+def check_local_catalog(cfg, config_path: Optional[str] = None) -> None:
+    """Before Spark starts, for a release to ``output_table`` through the embedded session
+    (:func:`fragrelease.jobs.session.get_spark` with ``catalog=True``): the catalog folder is usable and
+    outside ``work_dir``, and ``output_table``'s database exists in it (its folder ``<warehouse>/<db>.db``)
+    unless ``create_schema: true``. Nothing is checked when the session comes from the environment
+    (spark-submit, Spark Connect, Databricks) or is already active in this process (a notebook, a
+    program embedding the CLI), whose catalog only Spark can read; the run checks the database again in
+    Spark's catalog (:func:`ensure_database`).
+
+    Raises
+    ------
+    ConfigError
+        The catalog folder inside ``work_dir`` or unusable, or a database that does not exist and
+        ``create_schema`` is false; each message names the table, the database and the folder.
+    """
+    import os
+
+    from fragrelease.idpir.config import _within
+    from fragrelease.jobs.session import (
+        CATALOG_DIR_ENV,
+        _managed_environment,
+        active_session_exists,
+        catalog_dir,
+        catalog_warehouse,
+    )
+
+    if not uses_catalog(cfg) or _managed_environment() or active_session_exists():
+        return
+    folder = catalog_dir()
+    if _within(folder, cfg.work_dir):
+        raise ConfigError(f"{CATALOG_DIR_ENV}: the catalog folder {folder!r} lies under work_dir {cfg.work_dir!r}; "
+                          "choose a folder outside it")
+    if cfg.output_table is None:
+        return
+    catalog, database = _database_of(cfg.output_table)
+    if catalog not in (None, "spark_catalog"):
+        raise ConfigError(f"output_table {cfg.output_table!r}: the local session has one catalog, spark_catalog, "
+                          f"not {catalog!r}")
+    if database in (None, "default") or cfg.create_schema:
+        return
+    if not os.path.isdir(os.path.join(catalog_warehouse(folder), f"{database}.db")):
+        raise ConfigError(f"output_table {cfg.output_table!r}: database {database!r} does not exist in the local "
+                          f"catalog {folder!r} ({CATALOG_DIR_ENV}); set create_schema: true in the configuration "
+                          f"to create it, or create it first")
+
+
+def ensure_database(spark, cfg) -> None:
+    """Once the session exists and before any data is read: ``output_table``'s database exists in the
+    session's catalog, or is created (``CREATE DATABASE``) when ``create_schema: true``.
+
+    Raises
+    ------
+    ConfigError
+        The database does not exist and ``create_schema`` is false.
+    """
+    if cfg.output_table is None:
+        return
+    catalog, database = _database_of(cfg.output_table)
+    if database is None:
+        return
+    qualified = f"{catalog}.{database}" if catalog else database
+    if spark.catalog.databaseExists(qualified):
+        return
+    if not cfg.create_schema:
+        raise ConfigError(f"output_table {cfg.output_table!r}: database {qualified!r} does not exist in the "
+                          f"session's catalog; set create_schema: true in the configuration to create it, or "
+                          f"create it first")
+    if not all(_PLAIN.match(p) for p in qualified.split(".")):
+        raise ConfigError(f"output_table {cfg.output_table!r}: fragrelease creates databases with plain names only "
+                          "(letters, digits, _)")
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {qualified}")
+    log.info("created database %s for output_table %s", qualified, cfg.output_table)

@@ -41,6 +41,27 @@ def _with_comments(df, description: Optional[TableDescription]):
     return df
 
 
+def _plain_strings(df):
+    """``df`` with its string columns cast to ``string`` under Spark Connect (names and metadata kept).
+
+    Through Connect, a pandas UDF's string result reaches the server as an explicitly collated string type,
+    which Delta writes into the table's schema as ``string collate UTF8_BINARY``; delta-rs (which reads every
+    table fragrelease writes: manifests, checks, the ledger) refuses that type. The cast gives Spark's plain
+    ``string``, the same values. Classic sessions are returned unchanged.
+    """
+    if not type(df).__module__.startswith("pyspark.sql.connect"):
+        return df
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
+
+    fields = df.schema.fields
+    if not any(isinstance(f.dataType, StringType) for f in fields):
+        return df
+    quoted = [F.col("`" + f.name.replace("`", "``") + "`") for f in fields]
+    return df.select(*[c.cast("string").alias(f.name, metadata=f.metadata) if isinstance(f.dataType, StringType) else c
+                       for c, f in zip(quoted, fields)])
+
+
 class _UserMetadata:
     """Sets Delta's session conf for a commit's ``userMetadata`` (``writeTo`` and SQL commands ignore the
     writer option) and restores the previous value. The session conf is shared: concurrent commits
@@ -70,7 +91,7 @@ def commit_with_spark(df, path: str, meta: str, *, table_exists: bool, descripti
     """
     spark = df.sparkSession
     ident = name or f"delta.`{path}`"
-    df = _with_comments(df, description)
+    df = _with_comments(_plain_strings(df), description)
     before = _listing(path)
     version_before = _version_or_none(path)
     try:

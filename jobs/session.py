@@ -56,12 +56,15 @@ Databricks keep their own configuration). ``FRAGRELEASE_DELTA`` chooses:
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import re
 import shutil
 import sys
 import threading
+import warnings
+from pathlib import Path
 from typing import Iterator
 
 from fragrelease.errors import ConfigError, DeltaUnavailableError, FragReleaseError
@@ -98,6 +101,14 @@ WARM_PYTHON_WORKERS = True
 #: The embedded driver JVM's extra options (``spark.driver.defaultJavaOptions``): the class archive
 #: ``scripts/setup.sh`` builds, when there is one (:mod:`fragrelease.jobs.class_archive`).
 driver_java_options = java_options
+#: The embedded driver JVM's log4j2 configuration (shipped beside this module; :func:`log4j_java_options`).
+LOG4J_CONFIG = os.path.join(os.path.dirname(os.path.realpath(__file__)), "log4j2.properties")
+#: Lines the JVM prints on start-up whatever its logging configuration (Spark's launcher always adds
+#: ``--add-modules=jdk.incubator.vector``): dropped from standard error while the session starts
+#: (:func:`jvm_startup_filtered`).
+JVM_STARTUP_NOISE = ("WARNING: Using incubator modules: ",)
+#: The environment variable naming the embedded session's persistent catalog folder (:func:`catalog_dir`).
+CATALOG_DIR_ENV = "FRAGRELEASE_CATALOG_DIR"
 #: Delta's jars are built for Scala 2.13 only since Delta 4.
 _SCALA = "2.13"
 _warned_no_delta = False
@@ -187,7 +198,64 @@ def _managed_environment() -> bool:
     return any(v in os.environ for v in ("PYSPARK_GATEWAY_PORT", "SPARK_REMOTE", "DATABRICKS_RUNTIME_VERSION"))
 
 
-def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuffle_partitions: int = 8):
+def active_session_exists() -> bool:
+    """True if this process already has an active SparkSession (a notebook, Databricks, a test fixture), which
+    :func:`get_spark` reuses with its own catalog. Does not import pyspark when nothing has."""
+    if sys.modules.get("pyspark") is None:
+        return False
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        return False
+    return SparkSession.getActiveSession() is not None
+
+
+def catalog_dir() -> str:
+    """The embedded session's persistent catalog folder: ``$FRAGRELEASE_CATALOG_DIR``, else
+    ``~/.fragrelease/catalog`` (absolute). It holds ``warehouse/`` (managed tables, one folder per
+    database ``<db>.db``), ``metastore_db/`` (Spark's Derby metastore) and ``derby.log``."""
+    given = os.environ.get(CATALOG_DIR_ENV)
+    return os.path.abspath(os.path.expanduser(given or os.path.join("~", ".fragrelease", "catalog")))
+
+
+def catalog_warehouse(folder: str | None = None) -> str:
+    """The warehouse (``spark.sql.warehouse.dir``) of the persistent catalog in ``folder`` (default
+    :func:`catalog_dir`); database ``db`` lives in ``<warehouse>/db.db``, ``default`` in the warehouse itself."""
+    return os.path.join(folder or catalog_dir(), "warehouse")
+
+
+def check_catalog_dir() -> str:
+    """:func:`catalog_dir`, checked before any JVM starts; created (0700) when missing.
+
+    Raises
+    ------
+    ConfigError
+        A folder whose path cannot travel in a JDBC URL and a JVM option, or that cannot be created.
+    """
+    folder = catalog_dir()
+    if re.search(r"[\s;'\"\\]", folder):
+        raise ConfigError(f"{CATALOG_DIR_ENV}: the catalog folder {folder!r} must not contain spaces, ';', quotes "
+                          "or backslashes (it travels in a JDBC URL and a JVM option); choose another folder")
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"{CATALOG_DIR_ENV}: cannot create the catalog folder {folder!r}: "
+                          f"{exc.strerror or type(exc).__name__}") from None
+    return folder
+
+
+def _with_catalog(builder):
+    """``builder`` with a catalog that outlives the process: Spark's Hive catalog (the Hive classes ship
+    with pyspark) over a Derby metastore and a warehouse in :func:`catalog_dir`."""
+    folder = catalog_dir()
+    return (builder.config("spark.sql.catalogImplementation", "hive")
+            .config("spark.sql.warehouse.dir", Path(catalog_warehouse(folder)).as_uri())
+            .config("spark.hadoop.javax.jdo.option.ConnectionURL",
+                    f"jdbc:derby:;databaseName={os.path.join(folder, 'metastore_db')};create=true"))
+
+
+def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuffle_partitions: int = 8,
+              catalog: bool = False):
     """A SparkSession (see the module docstring for which one).
 
     Parameters
@@ -195,6 +263,9 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
     app_name : name shown in the Spark UI and logs.
     master : e.g. ``"local[2]"``; forces a new local/standalone session when no session is active.
     shuffle_partitions : for embedded local sessions only.
+    catalog : for a new embedded session: keep its catalog across processes (:func:`_with_catalog`, a
+        Derby metastore and a warehouse in :func:`catalog_dir`); only one process at a time can open
+        that metastore. Without it, the embedded session's catalog is Spark's in-memory one.
 
     Raises
     ------
@@ -202,6 +273,8 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
         pyspark is missing or older than 4.0 (:func:`fragrelease.jobs.require_pyspark`).
     FragReleaseError
         No Java runtime for an embedded session.
+    ConfigError
+        ``catalog`` and a catalog folder whose path cannot be passed to the JVM.
     """
     from fragrelease.jobs import require_pyspark
 
@@ -215,11 +288,17 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
         if os.environ.get("SPARK_REMOTE", "").startswith("local"):
             # pyspark starts a local Spark Connect server; its Python workers must run this interpreter
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-            return _stopped_at_exit(SparkSession.builder.appName(app_name).getOrCreate())
+            with jvm_startup_filtered(), warnings.catch_warnings():
+                # pyspark sets the builder's options again on the Connect session once the server runs, and
+                # warns for each static one (the server already has it): not the user's concern
+                warnings.filterwarnings("ignore", message=r"Failed to set spark\.", category=UserWarning)
+                return _stopped_at_exit(_local_connect_builder(app_name).getOrCreate())
         if "PYSPARK_GATEWAY_PORT" in os.environ:  # spark-submit: this process's own session
             return SparkSession.builder.appName(app_name).config(*DATAFRAME_DEBUGGING).getOrCreate()
         return SparkSession.builder.appName(app_name).getOrCreate()
     ensure_java()
+    if catalog:
+        check_catalog_dir()
     # Local Python workers must run this interpreter (with pandas, numpy and opendp installed).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -237,17 +316,23 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
             .config("spark.driver.memory", os.environ.get("FRAGRELEASE_DRIVER_MEMORY", "4g"))
             .config("spark.sql.adaptive.enabled", "true")
             .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
-            .config("spark.log.level", os.environ.get("FRAGRELEASE_SPARK_LOG_LEVEL") or _default_log_level)
             .config(*DATAFRAME_DEBUGGING)
         )
-        jvm_options = driver_java_options()
-        # the class archive: public class metadata of Spark's jars, no data (fragrelease.jobs.class_archive)
+        if os.environ.get("FRAGRELEASE_SPARK_LOG_LEVEL"):  # asked for: Spark also prints the level it sets
+            b = b.config("spark.log.level", os.environ["FRAGRELEASE_SPARK_LOG_LEVEL"])
+        # the class archive: public class metadata of Spark's jars, no data (fragrelease.jobs.class_archive);
+        # the JVM's logging: errors only, no start-up lines (LOG4J_CONFIG)
+        derby = f"-Dderby.system.home={catalog_dir()}" if catalog else None  # derby.log there, not in the cwd
+        jvm_options = " ".join(o for o in (driver_java_options(), log4j_java_options(), derby) if o)
+        b = _with_catalog(b) if catalog else b
         return b.config("spark.driver.defaultJavaOptions", jvm_options) if jvm_options else b
 
     if mode == "off":
-        return _warmed(_stopped_at_exit(builder().getOrCreate()))
+        with jvm_startup_filtered():
+            return _warmed(_stopped_at_exit(builder().getOrCreate()))
     try:
-        return _warmed(_stopped_at_exit(_with_delta(builder()).getOrCreate()))
+        with jvm_startup_filtered():
+            return _warmed(_stopped_at_exit(_with_delta(builder()).getOrCreate()))
     except DeltaUnavailableError as e:
         cause = str(e)
     except Exception as e:  # noqa: BLE001 - Ivy resolution failures surface as a JVM that does not start
@@ -256,7 +341,95 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
         raise DeltaUnavailableError(f"FRAGRELEASE_DELTA=spark but Delta's Spark classes are unavailable: {cause}; "
                                     "run scripts/setup.sh once with network access")
     _warn_no_delta(cause)
-    return _warmed(_stopped_at_exit(builder().getOrCreate()))
+    with jvm_startup_filtered():
+        return _warmed(_stopped_at_exit(builder().getOrCreate()))
+
+
+def _local_connect_builder(app_name: str):
+    """The builder of a session on the local Spark Connect server pyspark starts for ``SPARK_REMOTE=local...``:
+    the options given here configure that server's session. No console progress, the JVM's logging of
+    :func:`log4j_java_options`, and Delta's classes from the jar folder :func:`delta_jars_dir` when it holds
+    them and ``FRAGRELEASE_DELTA`` is not ``off``, so releases through Connect are written by Delta's Spark
+    API with their table properties and column comments, as in the embedded session (without the folder:
+    delta-rs, with one warning; ``FRAGRELEASE_DELTA=spark`` makes that an error).
+
+    Raises
+    ------
+    DeltaUnavailableError
+        ``FRAGRELEASE_DELTA=spark`` and no jar folder.
+    """
+    from pyspark.sql import SparkSession
+
+    b = SparkSession.builder.appName(app_name).config("spark.ui.showConsoleProgress", "false")
+    logging_options = log4j_java_options()
+    if logging_options:
+        b = b.config("spark.driver.defaultJavaOptions", logging_options)
+    mode = delta_mode()
+    if mode == "off":
+        return b
+    if _delta_jars():
+        return _with_delta(b)
+    cause = f"no jar folder {delta_jars_dir()} for the local Spark Connect server"
+    if mode == "spark":
+        raise DeltaUnavailableError(f"FRAGRELEASE_DELTA=spark but Delta's Spark classes are unavailable: {cause}; "
+                                    "run scripts/setup.sh once with network access")
+    _warn_no_delta(cause)
+    return b
+
+
+def log4j_java_options() -> str:
+    """The driver JVM's logging options: the ``log4j2.properties`` beside this module (Spark's warnings and
+    start-up lines off, errors to standard error) at the level ``FRAGRELEASE_SPARK_LOG_LEVEL`` (default
+    ``error``; the command line sets ``fatal``, ``warn`` with ``--verbose``: :func:`set_default_log_level`); ``""`` when the file is missing or the level is not a plain word."""
+    level = (os.environ.get("FRAGRELEASE_SPARK_LOG_LEVEL") or _default_log_level).strip().lower()
+    if not os.path.isfile(LOG4J_CONFIG) or not re.fullmatch(r"[a-z]+", level):
+        return ""
+    return f"-Dlog4j.configurationFile={Path(LOG4J_CONFIG).as_uri()} -Dfragrelease.log.level={level}"
+
+
+def _is_startup_noise(line: bytes) -> bool:
+    text = line.decode("utf-8", "replace").rstrip("\r\n")
+    return any(text.startswith(prefix) for prefix in JVM_STARTUP_NOISE)
+
+
+def _forward(read_fd: int, write_fd: int) -> None:
+    """Copy the lines of ``read_fd`` to ``write_fd``, without the lines of :data:`JVM_STARTUP_NOISE`."""
+    with os.fdopen(read_fd, "rb", buffering=0) as pipe:
+        for line in iter(pipe.readline, b""):
+            if not _is_startup_noise(line):
+                try:
+                    os.write(write_fd, line)
+                except OSError:  # standard error closed: nothing to forward to
+                    return
+
+
+@contextlib.contextmanager
+def jvm_startup_filtered() -> Iterator[None]:
+    """Standard error (file descriptor 2), while the embedded session's JVM starts, goes through a pipe that
+    drops the lines of :data:`JVM_STARTUP_NOISE` and forwards everything else; the JVM keeps the pipe (its
+    later errors are forwarded by a daemon thread), this process writes to standard error directly again
+    afterwards. Not on Windows, nor when file descriptor 2 is not open."""
+    if os.name != "posix":
+        yield
+        return
+    try:
+        sys.stderr.flush()
+        original = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        yield
+        return
+    read_fd, write_fd = os.pipe()
+    os.dup2(write_fd, 2)
+    os.close(write_fd)
+    threading.Thread(target=_forward, args=(read_fd, original), name="fragrelease-jvm-stderr", daemon=True).start()
+    try:
+        yield
+    finally:
+        try:
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        os.dup2(original, 2)  # `original` stays open: the forwarding thread writes to it
 
 
 def local_cores(master: str) -> int:

@@ -208,6 +208,9 @@ class ReleaseConfig(ReleaseOptions):
     #: (``output_table``, ``db.name``); exactly one
     output: Optional[str] = None
     output_table: Optional[str] = None
+    #: create ``output_table``'s database (schema) when it does not exist; default: refuse
+    #: (fragrelease.jobs.catalog.ensure_database)
+    create_schema: bool = False
     if_exists: Literal["error", "new-version"] = "error"
     reports: bool = True
     # the release options (category_order, category_order_share, linkage, postprocess) are the

@@ -40,6 +40,10 @@ def _config(path: str, party: str = "run", owner: Optional[str] = None, *, sourc
     cfg = with_table_names(load_config(path, overrides), owner=owner, source_table=source_table,
                            output_table=output_table)
     preflight(cfg, party=party, owner=owner, config_path=path)  # type: ignore[arg-type]
+    if party in ("run", "aggregator"):  # the release's catalog table: its database, before Spark starts
+        from fragrelease.jobs.catalog import check_local_catalog
+
+        check_local_catalog(cfg, path)
     if party in ("owner", "aggregator"):  # these steps write into work_dir: it must be this release's
         from fragrelease.jobs.idpir.workspace import claim_work_dir
 
@@ -47,10 +51,18 @@ def _config(path: str, party: str = "run", owner: Optional[str] = None, *, sourc
     return cfg
 
 
-def _spark(master: Optional[str]):
+def _spark(master: Optional[str], cfg: Optional[ReleaseConfig] = None, *, catalog: bool = False,
+           commits: bool = False):
+    """The session; with a persistent catalog when ``catalog`` or ``cfg`` names a catalog table. ``commits``
+    (the steps that commit the release): the database of ``cfg``'s ``output_table`` is made sure of before any
+    data is read (:func:`fragrelease.jobs.catalog.ensure_database`)."""
+    from fragrelease.jobs.catalog import ensure_database, uses_catalog
     from fragrelease.jobs.session import get_spark
 
-    return get_spark("fragrelease", master)
+    spark = get_spark("fragrelease", master, catalog=catalog or (cfg is not None and uses_catalog(cfg)))
+    if cfg is not None and commits:
+        ensure_database(spark, cfg)
+    return spark
 
 
 def run(
@@ -83,7 +95,7 @@ def run(
     cfg = _config(config, epsilon=epsilon, k=k, mechanism=mechanism, output=output, if_exists=if_exists,
                   category_order=category_order, category_order_share=order_share, linkage=linkage,
                   postprocess=postprocess)
-    spark = _spark(master)
+    spark = _spark(master, cfg, commits=True)
     _warn_accuracy(cfg, config)  # before any data is read (after the session: no pyspark, one error line only)
     from fragrelease.jobs.idpir.release import run_local_release
 
@@ -113,6 +125,12 @@ def print_summary(cfg: ReleaseConfig, result: ReleaseResult) -> None:
     console.print(f"[bold]Release written[/bold] to Delta table {result.path} (version {result.version})")
     if result.report:
         console.print(f"public report: {result.report}")
+    if cfg.reports:  # each owner's private report (its own data against its protected copy), in its own folder
+        from fragrelease.jobs.idpir.layout import owner_report_path
+
+        for party in cfg.owners:
+            console.print(f"owner {party.name}: private report {owner_report_path(cfg, party)}", highlight=False,
+                          soft_wrap=True)
     table = Table(title=f"{cfg.name}: {prov['fragmentation']} release of {prov['dataset']}")
     table.add_column("owner")
     table.add_column("records", justify="right")
@@ -212,7 +230,7 @@ def split(config: str = typer.Argument(...), master: Optional[str] = MASTER):
     from fragrelease.schemas.datasets import resolve_schema
 
     cfg = _config(config, "split")
-    spark = _spark(master)
+    spark = _spark(master, cfg)
     schema = resolve_schema(cfg.dataset)
     sizes = simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
     for name, n in sizes.items():
@@ -240,7 +258,7 @@ def owner_metadata(config: str = typer.Option(..., "--config"), owner: str = typ
     from fragrelease.jobs.idpir.owner import describe_fragment
 
     cfg = _config(config, "owner", owner, source_table=source_table)
-    meta = describe_fragment(_spark(master), cfg, owner)
+    meta = describe_fragment(_spark(master, cfg), cfg, owner)
     console.print(f"owner {meta.owner}: {meta.n_records:,} records, {len(meta.attributes)} attributes offered")
 
 
@@ -254,7 +272,7 @@ def owner_protect(config: str = typer.Option(..., "--config"), owner: str = type
     cfg = _config(config, "owner", owner, source_table=source_table)
     owner_signing_key(cfg, find_owner(cfg, owner)[1])  # signed manifests: no key, no Spark
     read_verified_plan(cfg, find_owner(cfg, owner)[1].name)  # a damaged or foreign plan.json: no Spark
-    m = protect_owner_fragment(_spark(master), cfg, owner)
+    m = protect_owner_fragment(_spark(master, cfg), cfg, owner)
     console.print(f"owner {m.owner}: protected {m.n_records:,} records with ε_j = {m.epsilon}, k = {m.k} (plan {m.plan_id})")
 
 
@@ -279,7 +297,7 @@ def aggregator_release(config: str = typer.Option(..., "--config"), master: Opti
 
     cfg = _config(config, "aggregator", output_table=output_table)
     plan = pinned_plan(cfg, plan_id)  # no Spark yet: a plan.json this aggregator did not issue is refused first
-    result = release(_spark(master), cfg, plan=plan)
+    result = release(_spark(master, cfg, commits=True), cfg, plan=plan)
     console.print(f"release committed: {result['table'] or result['path']} version {result['version']}, {result['rows']:,} rows; "
                   f"report {result['report']}")
 
@@ -329,7 +347,7 @@ def _release_location(table: str, catalog_name: Optional[str], master: Optional[
     if name is not None:
         from fragrelease.jobs.catalog import table_exists, table_location
 
-        spark = _spark(master)
+        spark = _spark(master, catalog=True)
         if not table_exists(spark, name):
             raise FragReleaseError(f"inspect: table {name!r} is not in the catalog (give a release folder, or the "
                                    f"name of a table in this session's catalog)")

@@ -3,7 +3,8 @@ local Connect server (each server is a JVM of its own, started once).
 
 1. ``SPARK_REMOTE=local[2]`` (the CLI's way): :func:`fragrelease.jobs.session.get_spark` starts a local
    Connect server; a small horizontal release from a configuration (``run_local_release``, what
-   ``fragrelease run`` runs) and a small DiffGen release run on it.
+   ``fragrelease run`` runs) and a small DiffGen release run on it; the release's Delta table properties,
+   description and column comments (written by Delta's Spark API when the server has Delta's classes).
 2. The Python API on a session built with ``spark.api.mode=connect``, as Databricks serverless runs
    code (``SPARK_REMOTE`` is removed first; pyspark hands out a Connect session to its running local
    server): ``fragrelease.protect`` and a two-owner ``Release.run()`` with DataFrame and pandas owners.
@@ -39,7 +40,15 @@ def release_from_config(tmp: str) -> dict:
     marginals.MAX_DRIVER_VALUES = 50
     dg = jd.run_diffgen_release(spark, epsilon="1", specializations=2, score="max",
                                 attributes=["age", "fnlwgt", "sex"], output=os.path.join(tmp, "diffgen"))
-    return {"version": result.version, "rows": DeltaTable(cfg.output).to_pyarrow_table().num_rows,
+    from fragrelease.jobs.session import delta_available
+
+    table = DeltaTable(cfg.output)
+    fields = json.loads(table.schema().to_json())["fields"]
+    return {"version": result.version, "rows": table.to_pyarrow_table().num_rows,
+            "delta_classes": delta_available(spark), "operation": table.history(1)[0]["operation"],
+            "properties": {k: v for k, v in table.metadata().configuration.items() if k.startswith("fragrelease.")},
+            "description": table.metadata().description,
+            "comments": {f["name"]: f.get("metadata", {}).get("comment") for f in fields},
             "session": type(spark).__module__, "diffgen_cells": dg["cells"],
             "diffgen_synthetic_rows": DeltaTable(dg["synthetic"]).to_pyarrow_table().num_rows}
 

@@ -34,6 +34,17 @@ def test_releases_through_a_local_spark_connect_server(tmp_path):
     # 1. SPARK_REMOTE=local[2]: get_spark's Connect session, a release from a configuration, DiffGen
     assert result["session"].startswith("pyspark.sql.connect")
     assert result["version"] == 0 and result["rows"] == 300
+    from fragrelease.jobs.session import _delta_jars
+
+    if _delta_jars():  # the jar folder scripts/setup.sh fills: the Connect server has Delta's classes (issue 37)
+        assert result["delta_classes"] and result["operation"] == "CREATE TABLE AS SELECT"
+        props = result["properties"]
+        assert (props["fragrelease.dataset"], props["fragrelease.epsilon"], props["fragrelease.k"],
+                props["fragrelease.owners"], props["fragrelease.role"]) == ("wine", "1", "10", "a, b", "release")
+        assert result["description"].startswith("fragrelease release of dataset wine (horizontal fragments")
+        assert result["comments"]["alcohol"].startswith("iDP-IR, eps_attr = 1/11 (a, b)")
+    elif os.environ.get("CI") == "true":
+        pytest.fail("CI=true but scripts/setup.sh fetched no Delta jars: the Connect path is not checked")
     assert result["diffgen_cells"] >= 2 and result["diffgen_synthetic_rows"] > 40_000  # ~45,222 Adult records
     # 2. spark.api.mode=connect: the Python API
     assert result["api_session"].startswith("pyspark.sql.connect"), result  # a Connect client
