@@ -68,17 +68,22 @@ class PendingRelease(BaseModel):
 
 @dataclass(frozen=True)
 class ReleaseTarget:
-    """The release that wants to write ``output``: its system, configuration name and dataset."""
+    """The release that wants to write ``output``: its system, configuration name and dataset.
+
+    ``dataset`` is None where the dataset's schema cannot be read (an aggregator's ``validate`` when the
+    schema file lies at the owners only): the dataset is then not compared; the plan step, which knows
+    it from the plan, compares it and writes it into the marker.
+    """
 
     output: str
     config: str
-    dataset: str
+    dataset: Optional[str]
     system: str = "idpir"
 
     def owns(self, marker: PendingRelease) -> bool:
         """Whether ``marker`` names this release (any plan id: a rerun issues a new plan)."""
-        return (marker.system, marker.config, marker.dataset, marker.output.rstrip("/")) == (
-            self.system, self.config, self.dataset, absolute(self.output).rstrip("/"))
+        return (marker.system, marker.config, marker.output.rstrip("/")) == (
+            self.system, self.config, absolute(self.output).rstrip("/")) and self.dataset in (None, marker.dataset)
 
 
 def _entries(fs, root: str) -> list:
@@ -202,7 +207,7 @@ def _check_table(path: str, target: ReleaseTarget, if_exists: str, columns: Opti
     if not prov or prov.get("role") not in (None, "release") or system is None:
         raise OutputConflictError(f"output {path!r} is a Delta table that is not a fragrelease release (role "
                                   f"{prov.get('role')!r}); nothing was written: choose another output path")
-    if system != target.system or dataset != target.dataset:
+    if system != target.system or (target.dataset is not None and dataset != target.dataset):
         raise OutputConflictError(f"output {path!r} is a release of system {system!r} and dataset {dataset!r}, not "
                                   f"of system {target.system!r} and dataset {target.dataset!r}; nothing was "
                                   "written: choose another output path")
@@ -259,6 +264,7 @@ def _clear_and_mark(target: ReleaseTarget, plan_id: str, state: State) -> None:
                 fs.delete_dir(info.path)
             else:
                 fs.delete_file(info.path)
+    assert target.dataset is not None  # the plan step and the release step know the dataset from the plan
     marker = PendingRelease(system=target.system, config=target.config, dataset=target.dataset,
                             output=path.rstrip("/"), plan_id=plan_id)
     if _read_marker(fs, root, path) != marker:  # the plan step wrote it already: the release step leaves it
@@ -306,14 +312,23 @@ def marker_text(path: str) -> Optional[dict]:
         return json.loads(f.read())
 
 
-def release_target(cfg) -> Optional[ReleaseTarget]:
-    """The :class:`ReleaseTarget` of an iDP-IR configuration with an ``output`` path (None for a catalog table)."""
+def release_target(cfg, dataset: Optional[str] = None) -> Optional[ReleaseTarget]:
+    """The :class:`ReleaseTarget` of an iDP-IR configuration with an ``output`` path (None for a catalog table).
+
+    ``dataset``: the dataset's name as the plan gives it; without it, the name of the configuration's
+    schema (``cfg.dataset`` may be a schema file's path), or None when that file cannot be read here.
+    """
     if cfg.output_table is not None or cfg.output is None:
         return None
-    from fragrelease.schemas.datasets import resolve_schema
+    if dataset is None:
+        from fragrelease.errors import ConfigError
+        from fragrelease.schemas.datasets import resolve_schema
 
-    # the dataset's name, as the release's provenance records it (cfg.dataset may be a schema file's path)
-    return ReleaseTarget(output=cfg.output, config=cfg.name, dataset=resolve_schema(cfg.dataset).name)
+        try:  # the dataset's name, as the release's provenance records it
+            dataset = resolve_schema(cfg.dataset).name
+        except ConfigError:
+            dataset = None  # the schema lies at the owners only: the dataset is compared at the plan
+    return ReleaseTarget(output=cfg.output, config=cfg.name, dataset=dataset)
 
 
 __all__ = ["MARKER", "LEDGER_COLUMNS", "marker_path", "PendingRelease", "ReleaseTarget", "check_output", "finish_output",

@@ -110,7 +110,7 @@ def issue_plan(cfg: ReleaseConfig, spark=None, *, pin: bool = True) -> Plan:
                      epsilon=cfg.epsilon, epsilon_split=cfg.epsilon_split, keep_id=cfg.keep_id, options=cfg.options)
     if cfg.fragmentation == "horizontal":  # the metadata checks first: they need no Spark
         check_disjoint_ids(spark if spark is not None else get_spark(), cfg, metas)
-    target = release_target(cfg)
+    target = release_target(cfg, plan.dataset)
     if target is None:
         refuse_existing_release(cfg, spark, columns=release_columns(plan))  # now with the plan's columns
     else:  # checked again with the plan's columns; the marker claims the output (and probes it) before any spend
@@ -579,7 +579,7 @@ def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519Pub
     declared = {a.name: a.type for a in resolve_schema(cfg.dataset).attributes}
     released = cast_declared_integers(released, integer_columns(plan.attributes, declared))
     described = release_description(prov, declared_types=declared, id_column=PSEUDONYM_COLUMN)
-    target = release_target(cfg)
+    target = release_target(cfg, plan.dataset)
     if target is not None:  # a first version: mark the folder as this release's, clearing its own crashed write
         prepare_output(target, plan.plan_id, if_exists=cfg.if_exists, columns=release_columns(plan))
     path, version = commit_release(released, system="idpir", provenance=prov, guarantee=prov["guarantee"],

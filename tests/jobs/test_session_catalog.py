@@ -14,9 +14,12 @@ from fragrelease.jobs import catalog, session
 
 def test_log4j_options_name_the_shipped_file_and_the_level(monkeypatch):
     monkeypatch.delenv("FRAGRELEASE_SPARK_LOG_LEVEL", raising=False)
+    monkeypatch.setattr(session, "_default_log_level", "ERROR")  # a CLI test in this process may have set another
     assert os.path.isfile(session.LOG4J_CONFIG)
     assert session.log4j_java_options() == (f"-Dlog4j.configurationFile={Path(session.LOG4J_CONFIG).as_uri()} "
                                            "-Dfragrelease.log.level=error")
+    session.set_default_log_level("FATAL")  # the command line's default: a failed job's Java traces stay out
+    assert session.log4j_java_options().endswith(" -Dfragrelease.log.level=fatal")
     monkeypatch.setenv("FRAGRELEASE_SPARK_LOG_LEVEL", "WARN")
     assert session.log4j_java_options().endswith(" -Dfragrelease.log.level=warn")
     monkeypatch.setenv("FRAGRELEASE_SPARK_LOG_LEVEL", "warn -Xmx1g")  # not a level: no option smuggled in

@@ -175,8 +175,15 @@ def from_plan(planned: Path, name: str) -> Path:
     from fragrelease.idpir.config import load_config
     from fragrelease.idpir.protocol import Plan
     from fragrelease.jobs.idpir.aggregator import pin_plan
+    from fragrelease.jobs.idpir.layout import nonce_path
 
-    pin_plan(load_config(config), Plan.model_validate_json((planned / name / "work" / "plan.json").read_text()))
+    cfg, source = load_config(config), load_config(planned / "planned.yaml")
+    pin_plan(cfg, Plan.model_validate_json((planned / name / "work" / "plan.json").read_text()))
+    # and each owner's own record of the nonce it sent in that metadata round (its private folder)
+    for o, src in zip(cfg.owners, source.owners, strict=True):
+        target = Path(nonce_path(cfg, o))
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        shutil.copy2(nonce_path(source, src), target)
     return config
 
 

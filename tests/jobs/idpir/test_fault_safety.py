@@ -62,7 +62,8 @@ def test_failures_never_expose_partial_releases(spark, tmp_path, wine_source, mo
     from fragrelease.jobs.storage import commit_delta
 
     earlier = spark.read.parquet(wine_source).drop("record_id", "quality", "color").limit(123)
-    commit_delta(earlier, cfg.output, provenance={"role": "release"}, if_exists="error")
+    commit_delta(earlier, cfg.output, provenance={"role": "release", "system": "idpir", "dataset": "wine"},
+                 if_exists="error")
     rows_v0 = DeltaTable(cfg.output).to_pyarrow_table().num_rows
     assert rows_v0 == 123
 
