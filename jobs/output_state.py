@@ -28,7 +28,6 @@ Source: issue 36 (items 1, 2 and 4); Delta's log protocol (a version exists once
 """
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 import uuid
@@ -303,13 +302,11 @@ def finish_output(target: ReleaseTarget) -> None:
 
 
 def marker_text(path: str) -> Optional[dict]:
-    """The marker of output ``path`` as a dict (tests), None without one."""
-    fs, root = _fs_path(absolute(path))
-    marker = root.rstrip("/") + MARKER
-    if fs.get_file_info(marker).type == pafs.FileType.NotFound:
-        return None
-    with fs.open_input_stream(marker) as f:
-        return json.loads(f.read())
+    """The marker of output ``path`` as a dict (tests), None without one (:func:`_read_marker`)."""
+    path = absolute(path)
+    fs, root = _fs_path(path)
+    marker = _read_marker(fs, root, path)
+    return None if marker is None else marker.model_dump()
 
 
 def release_target(cfg, dataset: Optional[str] = None) -> Optional[ReleaseTarget]:
