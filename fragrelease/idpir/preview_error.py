@@ -147,8 +147,13 @@ class _Ranked:
 
 
 @lru_cache(maxsize=4096)
-def _scale(mechanism: str, delta: float, epsilon: Fraction, c: int) -> float:
+def _calibrated(mechanism: str, delta: float, epsilon: Fraction, c: int) -> float:
     return get_mechanism(mechanism).scale(delta, epsilon, c)
+
+
+def _scale(mechanism: str, delta: float, epsilon: Fraction, c: int, calibrate: bool) -> float:
+    """The release's calibrated scale (OpenDP's map, about 7 ms each), or Δ/ε, below it by at most c·2⁻⁴⁰/ε."""
+    return _calibrated(mechanism, delta, epsilon, c) if calibrate else delta / float(epsilon)
 
 
 def _delta(mechanism: str, attr: _Numeric | _Ranked, k: int, lo: float, hi: float) -> float:
@@ -175,11 +180,13 @@ class FragmentError:
 
 def simulate_numeric(sorted_values: np.ndarray, *, mechanism: str, k: int, lo: float, hi: float,
                      epsilon_centroids: Fraction, postprocess: str = DEFAULT_POSTPROCESS, runs: int = DEFAULT_RUNS,
-                     randomness: Optional[SimulationRandomness] = None) -> FragmentError:
+                     randomness: Optional[SimulationRandomness] = None, calibrate: bool = True) -> FragmentError:
     """``runs`` simulated releases of one numeric attribute of one fragment (values sorted, shape (n,)).
 
     The mechanism's own k (plain iDP: 1), sensitivity (local for iDP-IR) and calibrated scale for the
-    c = max(⌊n/k⌋, 1) clusters; fresh noise per run; :func:`finish_centroids` with ``postprocess``.
+    c = max(⌊n/k⌋, 1) clusters (``calibrate=False``: Δ/ε, which differs from it by at most c·2⁻⁴⁰/ε and
+    saves OpenDP's calibration, for searches over many candidates); fresh noise per run;
+    :func:`finish_centroids` with ``postprocess``.
 
     Raises
     ------
@@ -196,7 +203,7 @@ def simulate_numeric(sorted_values: np.ndarray, *, mechanism: str, k: int, lo: f
         raise InvalidParameterError(f"values must lie in [{lo}, {hi}]")
     k_used = check_k(mech.k_used(k), xs.size)
     attr = _Numeric(xs, k_used, lo, hi)
-    scale = _scale(mechanism, _delta(mechanism, attr, k, lo, hi), Fraction(epsilon_centroids), attr.c)
+    scale = _scale(mechanism, _delta(mechanism, attr, k, lo, hi), Fraction(epsilon_centroids), attr.c, calibrate)
     rnd = randomness if randomness is not None else SecureSimulation()
     errors = np.array([attr.sq_error(_finish(attr, scale, lo, hi, False, postprocess, rnd)) for _ in range(runs)])
     return FragmentError(n=attr.n, errors=errors, baseline=attr.baseline_sq * attr.n, scale=scale)
@@ -204,7 +211,8 @@ def simulate_numeric(sorted_values: np.ndarray, *, mechanism: str, k: int, lo: f
 
 def simulate_categorical(counts: Sequence[int] | np.ndarray, *, mechanism: str, k: int, epsilon_centroids: Fraction,
                          epsilon_order: Fraction = Fraction(0), postprocess: str = DEFAULT_POSTPROCESS,
-                         runs: int = DEFAULT_RUNS, randomness: Optional[SimulationRandomness] = None) -> FragmentError:
+                         runs: int = DEFAULT_RUNS, randomness: Optional[SimulationRandomness] = None,
+                         calibrate: bool = True) -> FragmentError:
     """``runs`` simulated releases of one categorical attribute of one fragment from its category counts.
 
     ``counts``: shape (|dom|,), the records per category in **declared** order. ``epsilon_order`` > 0
@@ -237,7 +245,8 @@ def simulate_categorical(counts: Sequence[int] | np.ndarray, *, mechanism: str, 
             attr = _Ranked(counts[np.lexsort((np.arange(m), -noisy))], k_used)
         else:
             attr = fixed
-        scale = _scale(mechanism, _delta(mechanism, attr, k, lo, hi), Fraction(epsilon_centroids), attr.c)
+        scale = _scale(mechanism, _delta(mechanism, attr, k, lo, hi), Fraction(epsilon_centroids), attr.c,
+                       calibrate)
         scales.append(scale)
         errors.append(attr.changed(_finish(attr, scale, lo, hi, True, postprocess, rnd)))
     return FragmentError(n=n, errors=np.asarray(errors), baseline=float(n - counts.max()), scale=max(scales))

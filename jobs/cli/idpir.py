@@ -205,12 +205,16 @@ def plan(
         None, "--rows", help="Record count of every owner whose configuration declares none (public; sharpens the "
                              "scale and bounds the suggested k)."),
     threshold: float = typer.Option(
-        0.5, "--threshold", help="Warn when an attribute's 95 % noise interval covers more than this share of its "
-                                 "declared domain (default 0.5)."),
+        0.5, "--threshold", help="Warn when an attribute's expected released error (after the post-processing, "
+                                 "simulated on data drawn from the declared domain) is at least this multiple of "
+                                 "the error of releasing its mean or most frequent category on those data (default "
+                                 "0.5: real data are typically about half as spread as data filling the domain)."),
 ):
     """Accuracy preview before any data is read: per attribute, ε_attr, the Laplace scale, the expected noise and a
-    95 % interval (units and share of the domain), the categorical rank-move chance; warnings and the k, ε or
-    attributes that would fit. Public quantities only: no data, no Spark, no budget. docs/specification.md §2."""
+    95 % interval (units and share of the domain), the categorical rank-move chance, the expected released error
+    after post-processing (simulated on data drawn from the declared domain) beside the error of releasing the mean
+    or most frequent category; warnings and the k, ε or attributes that would fit. Public quantities only: no data,
+    no Spark, no budget. docs/specification.md §2."""
     from fragrelease.errors import ConfigError
     from fragrelease.jobs.idpir.preflight import accuracy_preview
 
