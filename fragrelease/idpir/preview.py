@@ -637,11 +637,13 @@ def preview(config: Any, specs: Sequence[Mapping[str, Any]], *, rows: Optional[i
     return preview_params(params_from_config(config, specs, rows=rows), threshold, randomness=randomness)
 
 
-def preview_from_provenance(provenance: Mapping[str, Any], threshold: float = DEFAULT_THRESHOLD) -> ReleasePreview:
+def preview_from_provenance(provenance: Mapping[str, Any], threshold: float = DEFAULT_THRESHOLD, *,
+                            randomness: Optional[SimulationRandomness] = None) -> ReleasePreview:
     """The same per-attribute table for a committed release, from its provenance (public parameters only).
 
     Uses the provenance's ``mechanism``, ``k``, ``epsilon``, ``fragmentation``, ``attributes`` (public
-    specs) and ``owners`` (names, ``attributes``, ``n_records`` and the exact ``budgets``); no suggestions.
+    specs), ``postprocess`` and ``owners`` (names, ``attributes``, ``n_records`` and the exact ``budgets``); no
+    suggestions. ``randomness``: the simulation's draws (tests only).
     """
     specs = {a["name"]: a for a in provenance["attributes"]}
     owners, budgets = [], {}
@@ -653,4 +655,4 @@ def preview_from_provenance(provenance: Mapping[str, Any], threshold: float = DE
                       owners=tuple(owners), specs=specs, category_order=provenance.get("category_order", "declared"),
                       category_order_share=parse_share(provenance.get("category_order_share") or "1/10"),
                       budgets=budgets, postprocess=provenance.get("postprocess") or DEFAULT_POSTPROCESS)
-    return preview_params(p, threshold, with_suggestions=False)
+    return preview_params(p, threshold, with_suggestions=False, randomness=randomness)
