@@ -618,7 +618,8 @@ def params_from_config(config: Any, specs: Sequence[Mapping[str, Any]], *, rows:
 
 
 def preview(config: Any, specs: Sequence[Mapping[str, Any]], *, rows: Optional[int] = None,
-            threshold: float = DEFAULT_THRESHOLD, randomness: Optional[SimulationRandomness] = None) -> ReleasePreview:
+            threshold: float = DEFAULT_THRESHOLD, randomness: Optional[SimulationRandomness] = None,
+            with_suggestions: bool = True) -> ReleasePreview:
     """Accuracy preview of a release configuration before any data is read (module docstring).
 
     Parameters
@@ -629,12 +630,14 @@ def preview(config: Any, specs: Sequence[Mapping[str, Any]], *, rows: Optional[i
     threshold : float > 0: warn when an attribute's expected released error is at least this multiple of the
         error of releasing its mean or most frequent category (data drawn from the declared domain).
     randomness : the simulation's draws (default the OS CSPRNG; tests only pass a seeded source).
+    with_suggestions : search for the k, ε and attributes that fit when an attribute warns (seconds).
 
     Returns
     -------
     ReleasePreview: one row per attribute, the warnings and, if any, :class:`Suggestions`.
     """
-    return preview_params(params_from_config(config, specs, rows=rows), threshold, randomness=randomness)
+    return preview_params(params_from_config(config, specs, rows=rows), threshold, randomness=randomness,
+                          with_suggestions=with_suggestions)
 
 
 def preview_from_provenance(provenance: Mapping[str, Any], threshold: float = DEFAULT_THRESHOLD, *,

@@ -111,7 +111,7 @@ def _warn_accuracy(cfg: ReleaseConfig, config_path: str) -> None:
 
     from fragrelease.jobs.idpir.preflight import accuracy_preview
 
-    warning = accuracy_preview(cfg).warning_text()
+    warning = accuracy_preview(cfg, suggestions=False).warning_text()
     if warning:
         logging.getLogger("fragrelease.preview").warning("%s; see fragrelease plan %s", warning, config_path)
 

@@ -103,3 +103,19 @@ def test_owner_preview_errors_are_one_line(spark, tmp_path, adult_pdf, capsys):
     assert run_cli(["owner", "preview", "--config", str(path), "--owner", "a"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"error: owners[0].source.path: no such file or folder {str(tmp_path / 'src' / 'a.csv')!r}"]
+
+
+def test_the_release_api_previews_one_owner_without_writing(spark, tmp_path, adult_pdf):
+    from fragrelease.jobs.api import Release
+
+    frame = adult_pdf.iloc[:1200]
+    release = Release("adult", epsilon="1", k=20, output=str(tmp_path / "release"), reports=False,
+                      work_dir=str(tmp_path / "work"), spark=spark)
+    release.add_owner("a", frame.iloc[:700]).add_owner("b", frame.iloc[700:])
+    pv = release.owner_preview("b", runs=2)
+    assert pv.owner == "b" and pv.n == 500 and len(pv.attributes) == 10
+    assert not (tmp_path / "work").exists() and not (tmp_path / "release").exists()
+    from fragrelease.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="'c' is not an owner"):
+        release.owner_preview("c")
