@@ -31,7 +31,7 @@ def test_plan_prints_the_table_of_the_adult_release(capsys):
     assert "upper bounds (the DP-IR values)" in out and "no data read, no budget spent" in out
     # after the isotonic projection: age's expected RMSE is a few years against the mean's 28.9 (data spread
     # over [0, 100]); the noise interval alone (120 % of the domain) no longer decides the check
-    assert rows["age"][-2] == "28.9" and 3 < float(rows["age"][-3]) < 8 and rows["age"][-1] == "ok"
+    assert rows["age"][-2] == "28.9" and 4.5 < float(rows["age"][-3]) < 6.5 and rows["age"][-1] == "ok"
     for a in ("sex", "race", "marital-status", "relationship", "age", "hours-per-week"):
         assert rows[a][-1] == "ok", rows[a]
     # native-country: 41 categories at b = 8.9 ranks: about 80 % of the labels change (constant: 97.6 %)
