@@ -291,7 +291,7 @@ def _bounds(spec: Mapping[str, Any]) -> tuple[float, float, bool]:
     return float(dom[0]), float(dom[1]), False
 
 
-def _owner_budgets(p: PreviewParams) -> dict[str, tuple[AttributeBudget, ...]]:
+def owner_budgets(p: PreviewParams) -> dict[str, tuple[AttributeBudget, ...]]:
     """Each owner's per-attribute budgets: as given, or derived (docs/specification.md §2-3, the plan's rules)."""
     if p.budgets is not None:
         return {o.name: tuple(p.budgets[o.name]) for o in p.owners}
@@ -361,7 +361,7 @@ def _domain_error(p: PreviewParams, name: str, held: Sequence[tuple[OwnerPlan, A
 
 def _holders(p: PreviewParams) -> dict[str, list[tuple[OwnerPlan, AttributeBudget]]]:
     """Attribute → the owners releasing it with their budgets, attributes in first-owner order."""
-    budgets = _owner_budgets(p)
+    budgets = owner_budgets(p)
     held: dict[str, list[tuple[OwnerPlan, AttributeBudget]]] = {}
     for o in p.owners:
         if not o.attributes:

@@ -33,7 +33,7 @@ from pyspark.sql import functions as F
 from fragrelease.errors import ConfigError
 from fragrelease.idpir.config import ReleaseConfig
 from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS
-from fragrelease.idpir.preview import _owner_budgets, error_text, params_from_config
+from fragrelease.idpir.preview import error_text, owner_budgets, params_from_config
 from fragrelease.idpir.preview_error import (
     DEFAULT_RUNS,
     ErrorEstimate,
@@ -169,7 +169,7 @@ def owner_preview(spark, cfg: ReleaseConfig, owner_name: str, *, runs: int = DEF
     # the budgets the plan will give this owner: the configuration's rules, with its own n (public)
     params = params_from_config(cfg, [a.public_spec() for a in schema.protected], rows=n)
     params = replace(params, owners=tuple(replace(o, n=n) if o.name == owner.name else o for o in params.owners))
-    budgets = {b.attribute: b for b in _owner_budgets(params)[owner.name]}
+    budgets = {b.attribute: b for b in owner_budgets(params)[owner.name]}
     postprocess = getattr(cfg, "postprocess", DEFAULT_POSTPROCESS)
     rnd = randomness if randomness is not None else SecureSimulation()
     parts: dict[str, FragmentError] = {}
