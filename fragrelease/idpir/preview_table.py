@@ -26,8 +26,8 @@ def table_title(pv: ReleasePreview) -> str:
     what = ("upper bounds (the DP-IR values)" if get_mechanism(pv.params.mechanism).local
             else "exact (DP-IR)")
     times = "" if pv.threshold == 1 else f"{pv.threshold:g} × "
-    return (f"noise on each released centroid, {what}; released error: expected after {pv.params.postprocess} "
-            f"post-processing on data drawn from the declared domain (numeric: RMSE, categorical: share changed); "
+    return (f"noise on each released centroid, {what}; released error: expected after postprocess {pv.params.postprocess} "
+            f"on data drawn from the declared domain (numeric: RMSE, categorical: share changed); "
             f"check: WARN when it is at least {times}the error of releasing the mean or most frequent category "
             "(constant's)")
 

@@ -204,6 +204,8 @@ def plan(
     mechanism: Optional[str] = typer.Option(None, help="Override: idp-ir, dp-ir or idp."),
     category_order: Optional[str] = typer.Option(None, "--category-order", help="Override: dp-frequency or declared."),
     order_share: Optional[str] = typer.Option(None, "--order-share", help="Override the dp-frequency share, in (0, 1)."),
+    postprocess: Optional[str] = typer.Option(
+        None, "--postprocess", help="Override: isotonic (default) or none; the released error is simulated with it."),
     rows: Optional[int] = typer.Option(
         None, "--rows", help="Record count of every owner whose configuration declares none (public; sharpens the "
                              "scale and bounds the suggested k)."),
@@ -224,7 +226,7 @@ def plan(
     if rows is not None and rows < 1:
         raise ConfigError(f"--rows: must be >= 1, not {rows}")
     cfg = load_config(config, {"epsilon": epsilon, "k": k, "mechanism": mechanism, "category_order": category_order,
-                               "category_order_share": order_share})
+                               "category_order_share": order_share, "postprocess": postprocess})
     pv = accuracy_preview(cfg, rows=rows, threshold=threshold)
     console.print(f"{config}: {cfg.fragmentation} release of {cfg.dataset}, {len(cfg.owners)} owners, ε {cfg.epsilon}, "
                   f"k {cfg.k}, {cfg.mechanism}, category order {cfg.category_order}", highlight=False)

@@ -59,6 +59,10 @@ def test_plan_threshold_and_overrides(capsys):
     assert main(["plan", "conf/german-credit-horizontal.yaml", "--epsilon", "60"]) == 0
     out = capsys.readouterr().out
     assert "warning" not in out and "suggestion" not in out
+    # the paper's release (no projection): age's expected RMSE is several times the projected one
+    assert main(["plan", "conf/adult-horizontal.yaml", "--postprocess", "none"]) == 0
+    out = capsys.readouterr().out
+    assert "expected after postprocess none on data drawn" in out and float(_rows(out)["age"][-3]) > 15
     assert main(["plan", "conf/adult-horizontal.yaml", "--threshold", "1.5"]) == 0
     assert "warning" not in capsys.readouterr().out
 
