@@ -71,12 +71,17 @@ def test_owner_preview_is_the_simulation_on_its_own_data(spark, tmp_path, adult_
     assert text is not None and text.startswith("owner 'a': ") and "worst: native-country" in text
 
 
-def test_owner_preview_command_prints_to_the_owner_only(spark, tmp_path, adult_pdf, capsys):
+def test_owner_preview_command_prints_to_the_owner_only(spark, tmp_path, adult_pdf, capsys, caplog):
+    import logging
+
     from fragrelease.jobs.cli import run_cli
 
     _, path, _ = _config(tmp_path, adult_pdf)
     before = _tree(tmp_path)
-    assert run_cli(["owner", "preview", "--config", str(path), "--owner", "b", "--runs", "4"]) == 0
+    with caplog.at_level(logging.DEBUG, logger="fragrelease"):
+        assert run_cli(["owner", "preview", "--config", str(path), "--owner", "b", "--runs", "4"]) == 0
+    # no log line carries an attribute's figure (the figures are printed to the owner only)
+    assert not [r for r in caplog.records if r.name.startswith("fragrelease") and "native-country" in r.getMessage()]
     out = capsys.readouterr().out
     rows = {line.split()[0]: line.split() for line in out.splitlines() if line.split()}
     assert rows["native-country"][-1] == "WARN" and rows["sex"][-1] == "ok"
