@@ -288,7 +288,9 @@ class Release:
 
         Per released attribute: ε_attr, the Laplace scale b = E|noise| (exact for DP-IR, an upper bound for
         iDP-IR), the 95 % interval ±b·ln 20 and the share of the domain it covers, the categorical rank-move
-        chance; warnings above ``threshold`` and the smallest k, ε or attribute subset that fits. ``rows``:
+        chance, the expected released error after post-processing (simulated on data drawn from the declared
+        domain) beside the error of releasing the mean or most frequent category; warnings when the first is at
+        least ``threshold`` times the second, and the smallest k, ε or attribute subset that fits. ``rows``:
         the record count of owners that declare none. Returns a
         :class:`~fragrelease.idpir.preview.ReleasePreview`. Raises ConfigError or InvalidParameterError
         naming the bad key or value.
