@@ -211,7 +211,8 @@ def _with_quantiles(stats: dict, quantiles: dict) -> dict:
 
 
 #: The templates' folder (package data of fragrelease.jobs: setup.py ``package_data``).
-TEMPLATES = Path(__file__).with_name("templates")
+# resolved: under a strict editable install report.py is a link into the checkout, whose templates are the current ones
+TEMPLATES = Path(__file__).resolve().with_name("templates")
 
 
 @dataclass(frozen=True)
@@ -296,11 +297,11 @@ def correlations(df: DataFrame, attrs: Sequence[Attribute]) -> Optional[np.ndarr
     return table_summary(df, attrs)[1]
 
 
-def _png(fig, bottom: float, left: float = 0.18) -> str:
+def _png(fig, bottom: float, left: float = 0.18, top: float = 0.9, right: float = 0.98) -> str:
     """``fig`` as a ``data:image/png;base64`` URI."""
     buf = io.BytesIO()
     # fixed margins: tight_layout measured every text first and was about a third of each plot's time
-    fig.subplots_adjust(left=left, right=0.98, top=0.9, bottom=bottom)
+    fig.subplots_adjust(left=left, right=right, top=top, bottom=bottom)
     fig.savefig(buf, format="png", dpi=90)
     return f"data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}"
 
@@ -332,30 +333,38 @@ def _plot_attribute(a: Attribute, released: dict, original: Optional[dict]) -> C
     return Chart(_png(fig, bottom=0.4 if a.categorical else 0.2), f"{a.name}: distribution of the {what} values")
 
 
+def _percent(share: float) -> str:
+    """A share as a percentage: whole numbers from 10 %, two significant digits below (0.42%, 0.05%)."""
+    return f"{share:.0%}" if abs(share) >= 0.1 else f"{100 * share:.2g}%"
+
+
 def _bar_chart(names: Sequence[str], shares: Sequence[float], title: str, *, limit: Optional[float] = None,
                flagged: Sequence[bool] = ()) -> Chart:
     """Horizontal bars of ``shares`` (fractions, drawn as %), one per name; a dashed line at ``limit``;
     bars with ``flagged`` True in amber. Alternative text: every name with its share."""
-    fig = Figure(figsize=(5.2, 0.9 + 0.24 * len(names)))
+    height = 1.1 + 0.24 * len(names)  # inches: 0.3 above the bars for the title, 0.5 below for the axis
+    fig = Figure(figsize=(5.2, height))
     ax = fig.add_subplot()
     y = np.arange(len(names))[::-1]
     colors = ["#d08c00" if f else "#3b75af" for f in (flagged or [False] * len(names))]
-    ax.barh(y, [100 * s for s in shares], color=colors)
+    bars = ax.barh(y, [100 * s for s in shares], color=colors)
+    ax.bar_label(bars, labels=[_percent(s) for s in shares], fontsize=7, padding=2)
     ax.set_yticks(y, list(names), fontsize=7)
     if limit is not None:
         ax.axvline(100 * limit, color="#555555", linestyle="--", linewidth=1)
     ax.set_xlabel("%", fontsize=8)
-    ax.set_xlim(0, max(100.0, *(100 * s * 1.05 for s in shares)) if limit is not None else None)
+    ax.set_xlim(0, max(100.0 if limit is not None else 1.0, *(115 * s for s in shares)))  # room for the labels
     ax.set_title(title, fontsize=9)
     ax.tick_params(axis="x", labelsize=7)
-    alt = f"{title}: " + ", ".join(f"{n} {s:.0%}" for n, s in zip(names, shares))
-    return Chart(_png(fig, bottom=min(0.45, 0.5 / (1 + 0.27 * len(names))), left=0.28), alt)
+    alt = f"{title}: " + ", ".join(f"{n} {_percent(s)}" for n, s in zip(names, shares))
+    return Chart(_png(fig, bottom=0.5 / height, left=0.28, top=1 - 0.3 / height), alt)
 
 
 def _heatmap(names: Sequence[str], m: np.ndarray, title: str, *, difference: bool = False) -> Chart:
     """A correlation (or correlation-difference) matrix as a heat map, each cell labelled."""
     p = len(names)
-    fig = Figure(figsize=(1.6 + 0.55 * p, 1.2 + 0.5 * p))
+    width, height = 2.6 + 0.45 * p, 1.7 + 0.45 * p  # inches: room for the labels, the title and the colour bar
+    fig = Figure(figsize=(width, height))
     ax = fig.add_subplot()
     finite = np.abs(m[np.isfinite(m)])
     top = 1.0 if not difference else max(float(finite.max()) if finite.size else 0.0, 0.05)
@@ -365,9 +374,9 @@ def _heatmap(names: Sequence[str], m: np.ndarray, title: str, *, difference: boo
             ax.text(j, i, "–" if not np.isfinite(m[i, j]) else f"{m[i, j]:.2f}", ha="center", va="center", fontsize=7)
     ax.set_xticks(range(p), list(names), rotation=60, ha="right", fontsize=7)
     ax.set_yticks(range(p), list(names), fontsize=7)
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title, fontsize=8)
     fig.colorbar(image, ax=ax, shrink=0.8)
-    return Chart(_png(fig, bottom=0.3, left=0.25), title)
+    return Chart(_png(fig, bottom=1.0 / height, left=1.1 / width, top=1 - 0.35 / height, right=0.95), title)
 
 
 def _correlation(names: Sequence[str], m: Optional[np.ndarray], title: str, *, difference: bool = False,
