@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 import jinja2
-
 import numpy as np
 import pandas as pd
 
@@ -426,7 +425,8 @@ def noise_section(provenance: Mapping[str, Any]) -> Optional[dict]:
     Returns None for a provenance written before these fields existed, else a dict: ``title``,
     ``header``, ``rows`` (text cells: attribute, [owner,] kind, ε_attr, b, the 95 % half-width, the
     share of the domain the 95 % interval covers, P(rank moves), check), ``warning``, ``notes`` and
-    ``charts``. The half-width is OpenDP's (:func:`fragrelease.idpir.accuracy.laplace_half_width`
+    ``draw``, a function that draws its charts (a list of :class:`Chart`: the interval's share of the
+    domain per attribute, and P(rank moves) when an attribute is categorical). The half-width is OpenDP's (:func:`fragrelease.idpir.accuracy.laplace_half_width`
     of b at α = 0.05), the share 2·half-width / (hi − lo); the check is the preview's.
     """
     from fragrelease.budget import format_epsilon
@@ -439,7 +439,7 @@ def noise_section(provenance: Mapping[str, Any]) -> Optional[dict]:
         return None
     vertical = pv.params.fragmentation == "vertical"
     header = ["attribute", *(["owner"] if vertical else []), "kind", "ε_attr", "b = E|noise|",
-              f"{1 - ALPHA:.0%} ±", "of domain", "P(rank moves)", "check"]
+              f"{round(100 * (1 - ALPHA))} % ±", "of domain", "P(rank moves)", "check"]
     rows, shares = [], []
     for a in pv.attributes:
         half = laplace_half_width(a.scale)

@@ -105,6 +105,8 @@ def test_the_noise_interval_is_opendps(monkeypatch):
     base = noise_section(_provenance())
     assert base is not None
     # DP-IR, k = 5, domain [0, 100], ε_attr = 1: b = 20 (+ the grid allowance), 95 % ± 20 ln 20 = 59.9, 120 %
+    assert base["header"] == ["attribute", "kind", "ε_attr", "b = E|noise|", "95 % ±", "of domain", "P(rank moves)",
+                              "check"]
     age = next(r for r in base["rows"] if r[0] == "age")
     assert age[3:7] == ["20", "59.91", "120%", ""] and 20 * math.log(20) == pytest.approx(59.91, abs=0.005)
     calls = []
