@@ -370,7 +370,9 @@ def _heatmap(names: Sequence[str], m: np.ndarray, title: str, *, difference: boo
     image = ax.imshow(np.where(np.isfinite(m), m, 0.0), cmap="RdBu_r", vmin=-top, vmax=top)
     for i in range(p):
         for j in range(p):
-            ax.text(j, i, "–" if not np.isfinite(m[i, j]) else f"{m[i, j]:.2f}", ha="center", va="center", fontsize=7)
+            dark = np.isfinite(m[i, j]) and abs(m[i, j]) > 0.6 * top  # white text on the dark cells
+            ax.text(j, i, "–" if not np.isfinite(m[i, j]) else f"{m[i, j]:.2f}", ha="center", va="center", fontsize=7,
+                    color="white" if dark else "black")
     ax.set_xticks(range(p), list(names), rotation=60, ha="right", fontsize=7)
     ax.set_yticks(range(p), list(names), fontsize=7)
     ax.set_title(title, fontsize=8)
