@@ -218,8 +218,10 @@ TEMPLATES = Path(__file__).resolve().with_name("templates")
 class ReportSection:
     """A section added to a report after its own ones (``extra_sections``; ``base.html.j2``).
 
-    ``template`` is a file under :data:`TEMPLATES`; it sees ``section`` (this object, its values
-    as ``section.context``) and the ``m`` macros. ``anchor`` is the section's HTML id."""
+    ``template`` is a file under :data:`TEMPLATES`, rendered inside ``<section id=anchor><h2>title</h2>``
+    (autoescaped); it sees ``section`` (this object, its values as ``section.context``) and imports
+    ``macros.html.j2`` itself. ``table_section.html.j2`` renders ``section.context`` = ``{"text"
+    (optional), "header", "rows"}`` as a paragraph and a table."""
 
     title: str
     template: str
