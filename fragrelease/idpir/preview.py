@@ -69,6 +69,7 @@ import numpy as np
 
 from fragrelease.budget import format_epsilon, parse_epsilon, split_epsilon_vertical
 from fragrelease.errors import InvalidParameterError
+from fragrelease.idpir.accuracy import laplace_half_width
 from fragrelease.idpir.category_order import AttributeBudget, histogram_scale, parse_share
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.microaggregation import cluster_count
@@ -87,8 +88,6 @@ from fragrelease.idpir.protocol import MIN_K
 from fragrelease.idpir.spec import attribute_budgets
 from fragrelease.rng.simulation import SecureSimulation, SimulationRandomness
 
-#: Two-sided 95 % quantile of |Lap(b)| in units of b: P(|L| ≥ b·ln 20) = 1/20.
-Z95 = math.log(20.0)
 #: Default warning threshold: expected released error over the error of the constant release (mean / mode).
 DEFAULT_THRESHOLD = 0.5
 #: Simulated releases per evaluation inside the suggestions' searches (common draws across candidates).
@@ -423,7 +422,7 @@ def attribute_previews(p: PreviewParams, threshold: float = DEFAULT_THRESHOLD, *
                 order_scale = max(order_scale or 0.0, histogram_scale(b.order, int(hi)))
         assert eps is not None and eps_mu is not None
         scale = max(scales)
-        half = scale * Z95
+        half = laplace_half_width(scale)  # OpenDP's accuracy function: b·ln 20 at 95 %
         coverage = 2 * half / (hi - lo)
         error = _domain_error(p, name, held[name], runs=runs, randomness=rnd)
         out.append(AttributePreview(

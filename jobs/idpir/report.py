@@ -49,7 +49,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from fragrelease.idpir.accuracy import ALPHA, laplace_half_width
 from fragrelease.idpir.metrics import CATEGORICAL_SCALE, SCALE_TEXT
 from fragrelease.jobs.describe import cast_declared_integers, integer_columns
 from fragrelease.jobs.frames import aggregate_row
@@ -427,32 +426,23 @@ def noise_section(provenance: Mapping[str, Any]) -> Optional[dict]:
     (mechanism, k, ε, budgets, record counts, declared domains; :func:`fragrelease.idpir.preview.preview_from_provenance`).
 
     Returns None for a provenance written before these fields existed, else a dict: ``title``,
-    ``header``, ``rows`` (text cells: attribute, [owner,] kind, ε_attr, b, the 95 % half-width, the
-    share of the domain the 95 % interval covers, P(rank moves), check), ``warning``, ``notes`` and
-    ``draw``, a function that draws its charts (a list of :class:`Chart`: the interval's share of the
-    domain per attribute, and P(rank moves) when an attribute is categorical). The half-width is OpenDP's (:func:`fragrelease.idpir.accuracy.laplace_half_width`
-    of b at α = 0.05), the share 2·half-width / (hi − lo); the check is the preview's.
+    ``header``, ``rows`` (the CLI's table: :func:`fragrelease.idpir.preview_table.table_rows`),
+    ``warning``, ``notes`` and ``draw``, a function that draws its charts (a list of :class:`Chart`: the
+    interval's share of the domain per attribute, P(rank moves) when an attribute is categorical, and
+    the expected released error relative to the constant release's). The half-width is OpenDP's
+    (:func:`fragrelease.idpir.accuracy.laplace_half_width` of b at α = 0.05), the share 2·half-width /
+    (hi − lo); the check is the preview's.
     """
-    from fragrelease.budget import format_epsilon
     from fragrelease.idpir.preview import preview_from_provenance
-    from fragrelease.idpir.preview_table import table_title
+    from fragrelease.idpir.preview_table import table_header, table_rows, table_title
 
     try:
         pv = preview_from_provenance(provenance)
     except (KeyError, TypeError):  # a provenance written before these fields existed
         return None
-    vertical = pv.params.fragmentation == "vertical"
-    header = ["attribute", *(["owner"] if vertical else []), "kind", "ε_attr", "b = E|noise|",
-              f"{round(100 * (1 - ALPHA))} % ±", "of domain", "P(rank moves)", "check"]
-    rows, shares = [], []
-    for a in pv.attributes:
-        half = laplace_half_width(a.scale)
-        share = 2 * half / (a.hi - a.lo)
-        shares.append(share)
-        rows.append([a.attribute, *([", ".join(a.owners)] if vertical else []),
-                     "cat" if a.kind == "categorical" else "num", format_epsilon(a.epsilon), _number(a.scale),
-                     _number(half), f"{share:.0%}", "" if a.p_move is None else f"{a.p_move:.0%}",
-                     "WARN" if a.warn else "ok"])
+    # the rows the CLI prints (one definition): the half-width is the preview's, from OpenDP
+    header, rows = table_header(pv), table_rows(pv)
+    shares = [a.coverage for a in pv.attributes]
     names = [a.attribute for a in pv.attributes]
 
     def draw() -> list[Chart]:
@@ -462,6 +452,14 @@ def noise_section(provenance: Mapping[str, Any]) -> Optional[dict]:
         if moves:
             charts.append(_bar_chart([n for n, _ in moves], [p for _, p in moves],
                                      "chance a released category rank moves by 1 or more", limit=1.0))
+        errors = [(a.attribute, a.error.released / a.error.baseline) for a in pv.attributes
+                  if a.error is not None and a.error.baseline > 0]
+        if errors:
+            charts.append(_bar_chart([n for n, _ in errors], [r for _, r in errors],
+                                     "expected released error after post-processing, relative to releasing the "
+                                     "mean or most frequent category", limit=pv.threshold,
+                                     flagged=[a.warn for a in pv.attributes if a.error is not None
+                                              and a.error.baseline > 0]))
         return charts
 
     return {"title": table_title(pv), "header": header, "rows": rows, "warning": pv.warning_text(),

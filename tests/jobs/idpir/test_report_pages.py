@@ -76,8 +76,9 @@ def test_public_report_is_one_file_with_charts_and_nothing_from_outside_the_rele
                          table="t", version=0)
     text = open(path, encoding="utf-8").read()
     images = _images(text)
-    # one distribution per attribute, the noise interval, the rank-move chance, the correlation heat map
-    assert len(images) == len(ATTRS) + 2 + 1 == text.count("<img")
+    # one distribution per attribute, the noise interval, the rank-move chance, the expected released
+    # error against the constant release's, the correlation heat map
+    assert len(images) == len(ATTRS) + 3 + 1 == text.count("<img")
     assert all(i.startswith(b"\x89PNG\r\n\x1a\n") for i in images)
     assert not re.search(r"""(src|href)=["']?(https?:|//|file:)""", text) and "<script" not in text
     assert 'alt="95 % noise interval, share of the declared domain: age 120%, hours 120%, sex 120%"' in text
@@ -106,7 +107,7 @@ def test_the_noise_interval_is_opendps(monkeypatch):
     assert base is not None
     # DP-IR, k = 5, domain [0, 100], ε_attr = 1: b = 20 (+ the grid allowance), 95 % ± 20 ln 20 = 59.9, 120 %
     assert base["header"] == ["attribute", "kind", "ε_attr", "b = E|noise|", "95 % ±", "of domain", "P(rank moves)",
-                              "check"]
+                              "released error", "constant's", "check"]
     age = next(r for r in base["rows"] if r[0] == "age")
     assert age[3:7] == ["20", "59.91", "120%", ""] and 20 * math.log(20) == pytest.approx(59.91, abs=0.005)
     calls = []
