@@ -6,11 +6,16 @@ rows whose children are uncorrelated. mbi 1.1.0's ``synthetic_data(method="round
 of OpenDP 0.16's ``ContingencyTable.synthesize()``, ranks the rows of each parent group by a stable
 sort and gives both children the same ranks, so they come out comonotone (correlation near 1).
 """
+import json
+import os
+import subprocess
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from fragrelease.errors import InvalidParameterError
+from fragrelease.experiments import downstream
 from fragrelease.experiments.downstream import (
     NUMERIC_CUTS,
     SAMPLER,
@@ -109,3 +114,27 @@ def test_dpmm_needs_its_own_interpreter_and_states_its_guarantee():
         synthesize(train, SPECS, algorithm="dpmm-mst", epsilon="1")
     g = guarantee("dpmm-mst", "1", 11)
     assert "δ = 1e-05" in g and "Gaussian" in g and "added or removed" in g and "pure" not in g
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("FRAGRELEASE_DPMM_PYTHON"),
+                    reason="FRAGRELEASE_DPMM_PYTHON names no interpreter with dpmm (it pins opendp 0.12.1: own venv)")
+def test_dpmm_mst_runs_in_its_interpreter_on_public_codes(tmp_path):
+    """dpmm's MST (experiments/dpmm_mst.py) on the tree p -> a, p -> b: codes inside the domain, about n
+    rows, and its sampler (a shuffling rounding) keeps the independent children uncorrelated."""
+    rng = np.random.default_rng(5)  # seeds only in tests
+    n = 3000
+    p = rng.integers(0, 2, n)
+    data = pd.DataFrame({"p": p, "a": (p + rng.integers(0, 2, n)) % 3, "b": (p + rng.integers(0, 2, n)) % 3})
+    data.to_csv(tmp_path / "codes.csv", index=False)
+    (tmp_path / "domain.json").write_text(json.dumps({"p": 2, "a": 3, "b": 3}))
+    runner = os.path.join(os.path.dirname(os.path.realpath(downstream.__file__)), "dpmm_mst.py")
+    done = subprocess.run([os.environ["FRAGRELEASE_DPMM_PYTHON"], runner, str(tmp_path / "codes.csv"),
+                           str(tmp_path / "domain.json"), str(tmp_path / "out.csv"), "--epsilon", "4",
+                           "--delta", "1e-5"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = pd.read_csv(tmp_path / "out.csv")
+    assert list(out.columns) == ["p", "a", "b"] and abs(len(out) - n) < 300
+    assert out["p"].between(0, 1).all() and out["a"].between(0, 2).all() and out["b"].between(0, 2).all()
+    # given p, a and b are independent in the data; comonotone output would give P(a = b) near 1
+    assert np.mean(out["a"] == out["b"]) < 0.8 and np.mean(data["a"] == data["b"]) < 0.8
