@@ -31,7 +31,7 @@ import time
 
 def main(argv=None) -> None:
     import pandas as pd
-    from dpmm.pipelines import MSTPipeline
+    from dpmm.pipelines import MSTPipeline  # type: ignore[import-not-found]  # its own venv (module docstring)
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("codes")
