@@ -138,3 +138,20 @@ def test_dpmm_mst_runs_in_its_interpreter_on_public_codes(tmp_path):
     assert out["p"].between(0, 1).all() and out["a"].between(0, 2).all() and out["b"].between(0, 2).all()
     # given p, a and b are independent in the data; comonotone output would give P(a = b) near 1
     assert np.mean(out["a"] == out["b"]) < 0.8 and np.mean(data["a"] == data["b"]) < 0.8
+
+
+def test_aim_runs_with_opendps_default_rounds_and_workload():
+    """docs/evaluation.md: AIM at OpenDP 0.16's default, at most 16 rounds per column, ε/T per round first,
+    quadrupled after a round that is not significant; workload: marginals of up to 3 attributes."""
+    import inspect
+
+    pytest.importorskip("mbi")
+    import opendp.prelude as dp
+    from opendp.extras.mbi import _aim
+
+    assert inspect.signature(synthesize).parameters["aim_rounds"].default is None
+    aim = dp.mbi.AIM()
+    assert aim.rounds is None and aim.queries == 3
+    source = inspect.getsource(_aim.AIM.make_marginals)
+    assert "T = algorithm.rounds or (16 * len(input_domain.columns))" in source
+    assert "d_step = d_out / T" in source and "d_step *= 4" in source
