@@ -92,6 +92,10 @@ setup(
         # paper reproductions (fragrelease.experiments): DiffGen's classifier accuracy; the downstream
         # comparison with OpenDP's MST/AIM synthetic data (opendp[mbi]: Private-PGM, JAX; pins polars 1.36.1,
         # the version OpenDP's Polars plugin is built against)
+        # OpenDP 0.16 pins mbi 1.1.0, whose default sampler is comonotone: fragrelease.experiments.downstream
+        # samples with method="sample". dpmm (a second MST) is NOT an extra: dpmm 0.1.9 pins opendp==0.12.1
+        # and fragrelease needs opendp 0.16, so pip cannot resolve both in one environment; it runs in its
+        # own venv (experiments/dpmm-requirements.txt; docs/evaluation.md, "Downstream utility").
         "experiments": ["scikit-learn>=1.4", "opendp[mbi]>=0.16,<0.17", "polars>=1.20,<3"],
     },
     entry_points={
