@@ -91,6 +91,11 @@ setup(
         # comparison with OpenDP's MST/AIM synthetic data (opendp[mbi]: Private-PGM, JAX; pins polars 1.36.1,
         # the version OpenDP's Polars plugin is built against)
         "experiments": ["scikit-learn>=1.4", "opendp[mbi]>=0.16,<0.17", "polars>=1.20,<3"],
+        # measured disclosure risk (fragrelease.risk: the owners' risk_check and the risk experiment):
+        # anonymeter 1.1.0's own dependencies. anonymeter itself declares numpy<1.27, which OpenDP's
+        # MBI extra (JAX: numpy>=2) cannot share an environment with; its code runs on numpy 2, so it is
+        # installed apart with --no-deps (scripts/setup.sh; fragrelease.risk.MISSING_ANONYMETER)
+        "risk": ["numba>=0.59", "joblib>=1.2", "scikit-learn>=1.2", "polars>=1.8"],
     },
     entry_points={
         "console_scripts": [
