@@ -361,8 +361,11 @@ def public_report(release_df: DataFrame, attrs: Sequence[Attribute], provenance:
 
 
 def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attribute], id_column: str,
-                 manifest: dict, path: str, mean_sse_value: Optional[float] = None) -> str:
+                 manifest: dict, path: str, mean_sse_value: Optional[float] = None, risk=None) -> str:
     """Write an owner's private report (its original fragment vs its protected fragment); return the path.
+
+    ``risk``: the owner's measured disclosure risk (:class:`fragrelease.risk.RiskReport`, from
+    ``risk_check``), shown in its own section (:func:`risk_html`); this report is the only place it goes.
 
     A local ``path`` is created with mode 0600 in a folder of mode 0700
     (:func:`fragrelease.jobs.idpir.workspace.write_private_text`)."""
@@ -416,6 +419,7 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
         "<h2>Categorical attributes: frequencies</h2>" if cat_rows else "",
         _table(["attribute", "category", "original", "released"], cat_rows) if cat_rows else "",
         _corr_html(names, None if co is None else cp - co, "Correlation difference (released minus original)"),
+        *risk_html(risk),
         "<h2>Distributions: original vs released</h2><div class='grid'>",
         *images,
         "</div>",
@@ -425,6 +429,27 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
 
     write_private_text(path, text, who=f"owner {manifest.get('owner')!r}")  # 0600 in a 0700 folder, whatever the umask
     return path
+
+
+def risk_html(risk) -> list[str]:
+    """The owner report's "Measured disclosure risk" section (empty without a measurement).
+
+    ``risk``: a :class:`fragrelease.risk.RiskReport` or None. One row per attack: risk, 95 % interval,
+    attack, control and random-guess success rates (docs/privacy.md, "The owner's risk check").
+    """
+    if risk is None:
+        return []
+    rows = [[r.attack, r.attribute or "", f"{r.risk.value:.3f}", f"{r.risk.low:.3f} – {r.risk.high:.3f}",
+             f"{r.attack_rate.value:.3f}", f"{r.control_rate.value:.3f}", f"{r.baseline_rate:.3f}", r.n_attacks]
+            for r in risk.results]
+    return [
+        "<h2>Measured disclosure risk</h2>",
+        "<p>anonymeter 1.1.0's attacks (Giomi et al., PoPETs 2023) on this owner's released rows, against "
+        f"{risk.n_control} of its held-out records as the control set. An empirical lower bound on what these "
+        "attacks achieve, not a guarantee: another attack may do better.</p>",
+        _table(["attack", "attribute", "risk", "95 % interval", "attack rate", "control rate", "random guess",
+                "attacks"], rows),
+    ]
 
 
 def noise_preview_html(provenance: dict) -> list[str]:
