@@ -115,7 +115,10 @@ def describe_fragment(spark, cfg: ReleaseConfig, owner_name: str) -> OwnerMetada
     (:func:`fragrelease.jobs.idpir.layout.nonce_path`) and sent in the metadata. A horizontal owner
     also writes its ids' keyed digests (HMAC under the pseudonym key, context ``metadata``, in a
     CSPRNG row order) as a new Delta table ``metadata/ids/<owner>/<nonce>``; ``id_digest`` is the
-    digest of that set. Written: the table, the nonce, then ``metadata/<owner>.json``.
+    digest of that set. Written: the table, the nonce, then ``metadata/<owner>.json``. With
+    ``risk_check``, the owner's keyed control share is held out first
+    (:func:`fragrelease.jobs.idpir.risk_check.split_control`): the metadata counts and digests the
+    records to be released only.
 
     Raises
     ------
@@ -233,6 +236,14 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
         The owner's ledger is damaged (:func:`fragrelease.jobs.idpir.ledger.record_spend`); nothing spent.
     PseudonymKeyError
         No pseudonym key (:func:`fragrelease.jobs.idpir.keys.owner_pseudonym_key`), refused before Spark reads data.
+    MissingDependencyError
+        ``risk_check`` is configured and anonymeter is not installed; refused before any spend.
+    RiskThresholdError
+        ``risk_check``: a measured risk of this owner's released rows exceeds its threshold
+        (:func:`fragrelease.jobs.idpir.risk_check.gate`); nothing was written to ``work_dir``; the
+        ledger keeps the spend (the noise was drawn). The measured risks otherwise go to the owner's
+        private report only; with ``risk_check`` a keyed share of the records is held out as its
+        control set and not released (docs/privacy.md, "Measured disclosure risk and the owner's risk check").
     """
     return protect_and_write(spark, cfg, owner_name, noise=noise)[0]
 
