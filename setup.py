@@ -97,6 +97,11 @@ setup(
         # and fragrelease needs opendp 0.16, so pip cannot resolve both in one environment; it runs in its
         # own venv (experiments/dpmm-requirements.txt; docs/evaluation.md, "Downstream utility").
         "experiments": ["scikit-learn>=1.4", "opendp[mbi]>=0.16,<0.17", "polars>=1.20,<3"],
+        # measured disclosure risk (fragrelease.risk: the owners' risk_check and the risk experiment):
+        # anonymeter 1.1.0's own dependencies. anonymeter itself declares numpy<1.27, which OpenDP's
+        # MBI extra (JAX: numpy>=2) cannot share an environment with; its code runs on numpy 2, so it is
+        # installed apart with --no-deps (scripts/setup.sh; fragrelease.risk.MISSING_ANONYMETER)
+        "risk": ["numba>=0.59", "joblib>=1.2", "scikit-learn>=1.2", "polars>=1.8"],
     },
     entry_points={
         "console_scripts": [

@@ -433,6 +433,12 @@ def _mean_sse(spark, cfg: ReleaseConfig, plan: Plan, schema: DatasetSchema, by_o
     id_type = schema.attribute(id_col).type
     originals = [conform_attributes(conform_id(read_configured(spark, fragment_source(cfg, o), text=True), id_col,
                                                id_type), attrs) for o in cfg.owners]
+    if cfg.risk_check is not None:  # the owners' held-out control records were not released: not scored
+        from fragrelease.jobs.idpir.keys import owner_pseudonym_key
+        from fragrelease.jobs.idpir.risk_check import split_control
+
+        originals = [split_control(df, id_col, owner_pseudonym_key(cfg, o), cfg.name, cfg.risk_check.control_share)[0]
+                     for df, o in zip(originals, cfg.owners)]
     protecteds = [by_owner[o.name] for o in cfg.owners]
     names = [a.name for a in attrs]
     # the same assembly as the release's (fragrelease.jobs.idpir.aggregator.combine), on raw ids

@@ -186,6 +186,29 @@ class OwnerConfig(BaseModel):
         return _safe_name(v)
 
 
+class RiskCheckConfig(BaseModel):
+    """Each owner's measured-risk check and gate (``risk_check:``; fragrelease.jobs.idpir.risk_check).
+
+    Every owner holds out ``control_share`` of its records (a keyed, unpredictable selection; they
+    are not released) as the control set, measures anonymeter's inference (every categorical
+    attribute) and linkability risk of its released rows on ``rows`` sampled records with
+    ``attacks`` attacks, writes them to its private report only, and refuses to hand its fragment
+    over when a risk exceeds ``max_inference_risk`` / ``max_linkability_risk`` (unset: measure only).
+    docs/privacy.md, "The owner's risk check".
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: attacks per set (targets and control) of each attack
+    attacks: int = Field(default=500, ge=10, le=100_000)
+    #: share of each owner's records held out (not released) as the control set
+    control_share: float = Field(default=0.05, gt=0, le=0.5)
+    #: records sampled for the measurement (their original and released rows reach the owner's driver)
+    rows: int = Field(default=10_000, ge=20, le=1_000_000)
+    max_inference_risk: Optional[float] = Field(default=None, ge=0, le=1)
+    max_linkability_risk: Optional[float] = Field(default=None, ge=0, le=1)
+
+
 class ReleaseConfig(ReleaseOptions):
     """A whole fragmented release: parameters, owners, where to work and where to publish, and the
     release options (:class:`~fragrelease.idpir.options.ReleaseOptions`, inherited)."""
@@ -213,6 +236,8 @@ class ReleaseConfig(ReleaseOptions):
     create_schema: bool = False
     if_exists: Literal["error", "new-version"] = "error"
     reports: bool = True
+    #: each owner's measured disclosure risk and its gate (RiskCheckConfig); None: no check, nothing held out
+    risk_check: Optional[RiskCheckConfig] = None
     # the release options (category_order, category_order_share, linkage, postprocess) are the
     # fields of ReleaseOptions, inherited: fragrelease/idpir/options.py declares them once
 
@@ -238,6 +263,9 @@ class ReleaseConfig(ReleaseOptions):
         if (self.output is None) == (self.output_table is None):
             problems.append(f"output: give exactly one of 'output' (a path) and 'output_table' (a catalog table name); "
                             f"got output={self.output!r}, output_table={self.output_table!r}")
+        if self.risk_check is not None and not self.reports:
+            problems.append("risk_check: needs reports: true (the measured risk goes to each owner's private report "
+                            "and nowhere else)")
         if self.keep_id and self.linkage == "unlinked":
             problems.append("keep_id: true cannot be used with linkage: unlinked (the id would link the rows)")
         fixed_k = get_mechanism(self.mechanism).fixed_k

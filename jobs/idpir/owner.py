@@ -115,7 +115,10 @@ def describe_fragment(spark, cfg: ReleaseConfig, owner_name: str) -> OwnerMetada
     (:func:`fragrelease.jobs.idpir.layout.nonce_path`) and sent in the metadata. A horizontal owner
     also writes its ids' keyed digests (HMAC under the pseudonym key, context ``metadata``, in a
     CSPRNG row order) as a new Delta table ``metadata/ids/<owner>/<nonce>``; ``id_digest`` is the
-    digest of that set. Written: the table, the nonce, then ``metadata/<owner>.json``.
+    digest of that set. Written: the table, the nonce, then ``metadata/<owner>.json``. With
+    ``risk_check``, the owner's keyed control share is held out first
+    (:func:`fragrelease.jobs.idpir.risk_check.split_control`): the metadata counts and digests the
+    records to be released only.
 
     Raises
     ------
@@ -139,6 +142,12 @@ def describe_fragment(spark, cfg: ReleaseConfig, owner_name: str) -> OwnerMetada
     df, context, text = _read_fragment(spark, cfg, owner)
     check = validate_fragment(df, attrs, schema.id_column, context, id_type=_id_type(schema), text=text)
     df = conform_id(df, schema.id_column, _id_type(schema))
+    n_records = check.n_records
+    if cfg.risk_check is not None:  # the risk check's control records are held out of the release
+        from fragrelease.jobs.idpir.risk_check import split_control
+
+        df = split_control(df, schema.id_column, key, cfg.name, cfg.risk_check.control_share)[0]
+        n_records = df.count()
     nonce = new_nonce()
     ids = pseudonymize(df.select(schema.id_column), schema.id_column, key, METADATA_CONTEXT)
     if cfg.fragmentation == "vertical":  # the set of pseudonyms, never of raw ids
@@ -150,7 +159,7 @@ def describe_fragment(spark, cfg: ReleaseConfig, owner_name: str) -> OwnerMetada
         digest = pseudonym_set_digest(committed_rows(spark, target))
     meta = OwnerMetadata(
         owner=owner.name, dataset=schema.name, fragmentation=cfg.fragmentation,
-        attributes=tuple(a.public_spec() for a in attrs), n_records=check.n_records,
+        attributes=tuple(a.public_spec() for a in attrs), n_records=n_records,
         id_column=schema.id_column, id_digest=digest, pseudonym_key_check=key_check(key), nonce=nonce,
     )
     write_private_text(nonce_path(cfg, owner), nonce + "\n")  # what this owner checks in the plan
@@ -227,6 +236,14 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
         The owner's ledger is damaged (:func:`fragrelease.jobs.idpir.ledger.record_spend`); nothing spent.
     PseudonymKeyError
         No pseudonym key (:func:`fragrelease.jobs.idpir.keys.owner_pseudonym_key`), refused before Spark reads data.
+    MissingDependencyError
+        ``risk_check`` is configured and anonymeter is not installed; refused before any spend.
+    RiskThresholdError
+        ``risk_check``: a measured risk of this owner's released rows exceeds its threshold
+        (:func:`fragrelease.jobs.idpir.risk_check.gate`); nothing was written to ``work_dir``; the
+        ledger keeps the spend (the noise was drawn). The measured risks otherwise go to the owner's
+        private report only; with ``risk_check`` a keyed share of the records is held out as its
+        control set and not released (docs/privacy.md, "Measured disclosure risk and the owner's risk check").
     """
     return protect_and_write(spark, cfg, owner_name, noise=noise)[0]
 
@@ -262,6 +279,9 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
     assert schema.id_column is not None  # a release's schema names its id column (configuration check)
     owner = _owner(cfg, owner_name)
     signing_key = owner_signing_key(cfg, owner)  # signed manifests: refuse a missing or unsafe key before any spend
+    from fragrelease.jobs.idpir.risk_check import check_risk_tools, gate, measure_owner_risk, split_control
+
+    check_risk_tools(cfg.risk_check)  # a configured risk check without its tool: refused before any spend
     # the plan comes from the shared folder: refuse any term that differs from this owner's own
     # configuration before the ledger, the data or any noise is touched
     plan, spec = read_verified_plan(cfg, owner.name)
@@ -275,8 +295,12 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
     check = validate_fragment(df, attrs, schema.id_column, context, id_type=_id_type(schema),
                               count_categories=spec.category_order == "dp-frequency", text=text)
     df = conform_attributes(conform_id(df, schema.id_column, _id_type(schema)), attrs)
-    if check.n_records != spec.n_records:
-        raise ConfigError(f"owner {owner.name!r} now has {check.n_records} records, the plan was made for {spec.n_records}")
+    n_records, control = check.n_records, None
+    if cfg.risk_check is not None:  # the same keyed hold-out as the metadata step: the control set, not released
+        df, control = split_control(df, schema.id_column, key, cfg.name, cfg.risk_check.control_share)
+        n_records = df.count()
+    if n_records != spec.n_records:
+        raise ConfigError(f"owner {owner.name!r} now has {n_records} records, the plan was made for {spec.n_records}")
     target, pset_target = protected_path(cfg, owner.name), pseudonyms_path(cfg, owner.name)
     discard_unpublished_fragment(cfg, plan.plan_id, owner.name, target)
     discard_unpublished_fragment(cfg, plan.plan_id, owner.name, pset_target, role="pseudonym-set")
@@ -287,6 +311,15 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
     # the owner report; the caller's MeanSSE), then stored by the first job that computes it (the
     # noise itself is stored already, so recomputing was exact but repeated the line-up for every reader)
     protected = released.lined_up().localCheckpoint(eager=False, storageLevel=STORED)
+    risk = None
+    if cfg.risk_check is not None:
+        # owner-side only: measured on this owner's data, reported to its private report, never shared;
+        # a risk above a threshold refuses the hand-over before anything is written to work_dir
+        assert control is not None
+        linked = plan.linkage == "linked"
+        risk = measure_owner_risk(df, protected if linked else released.unlinked(), control, attrs, schema.id_column,
+                                  cfg.risk_check, n_kept=n_records, linked=linked)
+        gate(owner.name, risk, cfg.risk_check, str(spec.epsilon))
     provenance = {
         "role": "protected-fragment", "plan_id": plan.plan_id, "owner": owner.name, "mechanism": plan.mechanism,
         "k": plan.k, "epsilon": str(spec.epsilon), "epsilon_per_attribute": str(spec.epsilon_per_attribute),
@@ -315,7 +348,7 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
         # signed manifests: bind the manifest to this owner's key, the tables' versions, files and logs
         version, files, delta_log = describe_table(spark, target)
         manifest = sign_manifest(manifest_for(
-            plan, owner.name, check.n_records, digest, pset_digest, key_check(key), table_version=version,
+            plan, owner.name, n_records, digest, pset_digest, key_check(key), table_version=version,
             files=tuple(files), delta_log=tuple(delta_log), pseudonym_table=pset_table), signing_key)
         write_text(manifest_path(cfg, owner.name), manifest.to_json())
     except Exception as exc:
@@ -335,7 +368,7 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
         from fragrelease.jobs.idpir.report import owner_report
 
         owner_report(df, protected, attrs, schema.id_column, manifest.model_dump(mode="json"),
-                     owner_report_path(cfg, owner))
+                     owner_report_path(cfg, owner), risk=risk)
     log.info("owner %s: protected fragment and manifest written for plan %s", owner.name, plan.plan_id)
     return manifest, protected
 

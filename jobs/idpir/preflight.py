@@ -136,6 +136,10 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
 
     warn_if_large_epsilon(cfg.epsilon)
     check_work_dir(cfg, config_path)
+    if party in ("run", "owner") and cfg.risk_check is not None:
+        from fragrelease.risk import anonymeter_evaluators
+
+        anonymeter_evaluators()  # a configured risk check needs anonymeter: refused before Spark and any spend
     if party in ("run", "aggregator"):
         check_output_path(cfg)
     if party == "aggregator":  # it reads only protocol messages: no schema file or source needed here

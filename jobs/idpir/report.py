@@ -543,16 +543,38 @@ def _stored_text(attrs: Sequence[Attribute]) -> str:
     return f"{', '.join(rounded)} rounded half to even to integers, as the release table holds them"
 
 
+def risk_section(risk) -> Optional[ReportSection]:
+    """The owner report's "Measured disclosure risk" section, or None without a measurement.
+
+    ``risk``: a :class:`fragrelease.risk.RiskReport` (``risk_check``). One row per attack: risk, 95 %
+    interval, attack, control and random-guess success rates (docs/privacy.md, "The owner's risk check").
+    Only this private report shows it.
+    """
+    if risk is None:
+        return None
+    rows = [[r.attack, r.attribute or "", f"{r.risk.value:.3f}", f"{r.risk.low:.3f} – {r.risk.high:.3f}",
+             f"{r.attack_rate.value:.3f}", f"{r.control_rate.value:.3f}", f"{r.baseline_rate:.3f}", r.n_attacks]
+            for r in risk.results]
+    text = (f"anonymeter 1.1.0's attacks (Giomi et al., PoPETs 2023) on this owner's released rows, against "
+            f"{risk.n_control} of its held-out records as the control set. An empirical lower bound on what these "
+            "attacks achieve, not a guarantee: another attack may do better.")
+    return ReportSection("Measured disclosure risk", "table_section.html.j2",
+                         {"text": text, "header": ["attack", "attribute", "risk", "95 % interval", "attack rate",
+                                                   "control rate", "random guess", "attacks"], "rows": rows},
+                         anchor="risk")
+
+
 def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attribute], id_column: str,
                  manifest: dict, path: str, mean_sse_value: Optional[float] = None, *,
-                 extra_sections: Sequence[ReportSection] = ()) -> str:
+                 extra_sections: Sequence[ReportSection] = (), risk=None) -> str:
     """Write an owner's private report (its original fragment vs its released values); return the path.
 
     ``protected``: the owner's protected fragment lined up by ``id_column``, before the release's
     final cast; the report shows and scores it **as the release table stores it** (:func:`as_stored`),
     so the statistics, the error per attribute and MeanSSE are those of the stored values.
     ``mean_sse_value`` overrides the MeanSSE shown (default: the sum of the per-attribute contributions).
-    Template ``owner_report.html.j2``; ``extra_sections`` are appended (:class:`ReportSection`).
+    Template ``owner_report.html.j2``; ``extra_sections`` are appended (:class:`ReportSection`), then
+    ``risk``, the owner's measured disclosure risk (:func:`risk_section`), when given.
 
     A local ``path`` is created with mode 0600 in a folder of mode 0700
     (:func:`fragrelease.jobs.idpir.workspace.write_private_text`, which raises what a failed write raises).
@@ -562,6 +584,9 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
     from fragrelease.jobs.idpir.evaluate import mean_sse_by_attribute
 
     stored = as_stored(protected, attrs)
+    measured = risk_section(risk)
+    if measured is not None:
+        extra_sections = (*extra_sections, measured)
     # the five Spark passes are small and independent: submitted together from threads, Spark plans
     # and schedules them side by side instead of one after another; leaving the block waits for all
     # of them (a failure is raised after every pass has ended, so no thread outlives the report)
