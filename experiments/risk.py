@@ -23,7 +23,7 @@ Release kinds, per run (``--runs`` independent releases, 3 by default), at total
   path :func:`fragrelease.experiments.linkage.protect_table`; ε/11 per attribute, category order
   ``dp-frequency`` with share 1/10);
 - ``mst`` (and ``aim`` with ``--synthesizers mst aim``): OpenDP 0.16's MST / AIM at the same total
-  ε, sampled with ``synthesize(method="sample")`` (:func:`synthesize_sampled`; mbi 1.1.0's default
+  ε, sampled with ``synthesize(method="sample")`` (:func:`fragrelease.experiments.downstream.synthesize`; mbi 1.1.0's default
   ``"round"`` makes independent children comonotone);
 - ``original``: the training table itself (what no protection leaks);
 - ``independent``: the calibration rows.
@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from fragrelease.errors import InvalidParameterError
-from fragrelease.experiments.downstream import AGE_CUTS, HOURS_CUTS, adult_specs, guarantee, ir_tables
+from fragrelease.experiments.downstream import adult_specs, guarantee, ir_tables, synthesize
 from fragrelease.experiments.evaluation import AttributeSpec
 from fragrelease.risk import ATTACKS, INFERENCE, measure_risk, report_frame
 from fragrelease.rng.laplace import FastLaplace, evaluation_generator
@@ -79,43 +79,6 @@ def typed(table: pd.DataFrame, specs: Sequence[AttributeSpec]) -> pd.DataFrame:
                          for s in specs})
 
 
-def synthesize_sampled(train: pd.DataFrame, specs: Sequence[AttributeSpec], *, algorithm: str, epsilon: str,
-                       iters: int = 300, aim_rounds: Optional[int] = None) -> pd.DataFrame:
-    """One MST or AIM table of ``train`` (OpenDP 0.16, pure ε-DP, substitution), **sampled** from the model.
-
-    The same fit as :func:`fragrelease.experiments.downstream.synthesize` (public keys and cuts,
-    nothing from the data), then ``ContingencyTable.synthesize(method="sample")``. Numeric columns
-    come back as the lower edge of their public bin (OpenDP's de-indexing of cuts).
-
-    Raises
-    ------
-    InvalidParameterError
-        An unknown algorithm.
-    """
-    if algorithm not in ("mst", "aim"):
-        raise InvalidParameterError(f"algorithm must be 'mst' or 'aim', not {algorithm!r}")
-    import opendp.prelude as dp
-    import polars as pl
-    from mbi.estimation import mirror_descent
-
-    dp.enable_features("contrib")
-
-    def estimator(domain, loss_fn, *, potentials=None):
-        return mirror_descent(domain, loss_fn, potentials=potentials, iters=iters)
-
-    alg = dp.mbi.MST(estimator=estimator) if algorithm == "mst" else dp.mbi.AIM(estimator=estimator, rounds=aim_rounds)
-    names = [s.name for s in specs]
-    nums = [s.name for s in specs if not s.categorical]
-    lf = pl.from_pandas(train[names]).with_columns(*[pl.col(n).cast(pl.Int64) for n in nums]).lazy()
-    ctx = dp.Context.compositor(data=lf, privacy_unit=dp.unit_of(changes=1),
-                                privacy_loss=dp.loss_of(epsilon=float(epsilon)), split_evenly_over=1,
-                                margins=[dp.polars.Margin(max_length=10 * len(train))])
-    table = ctx.query().contingency_table(
-        keys={s.name: list(s.categories) for s in specs if s.categorical},
-        cuts={"age": list(AGE_CUTS), "hours-per-week": list(HOURS_CUTS)}, algorithm=alg).release()
-    return table.synthesize(method="sample").to_pandas()
-
-
 def releases(train: pd.DataFrame, independent: pd.DataFrame, specs: Sequence[AttributeSpec], *, epsilon: str, k: int,
              mechanisms: Sequence[str], synthesizers: Sequence[str], iters: int,
              aim_rounds: Optional[int]) -> list[tuple[dict, pd.DataFrame]]:
@@ -132,7 +95,7 @@ def releases(train: pd.DataFrame, independent: pd.DataFrame, specs: Sequence[Att
             out.append(({"method": mech, "postprocess": p, "linkage": lk, "release_seconds": sec}, t))
     for alg in synthesizers:
         t0 = time.perf_counter()
-        t = synthesize_sampled(train, specs, algorithm=alg, epsilon=epsilon, iters=iters, aim_rounds=aim_rounds)
+        t = synthesize(train, specs, algorithm=alg, epsilon=epsilon, iters=iters, aim_rounds=aim_rounds)
         out.append(({"method": alg, "postprocess": "", "linkage": "", "release_seconds": time.perf_counter() - t0}, t))
     return out
 
