@@ -76,7 +76,9 @@ EXTRAS_BY_FOLDER = {"experiments/": {"local", "experiments"}, "fragrelease/diffg
 #: Imported, imported inside functions only, and installed apart from setup.py's requirements:
 #: anonymeter 1.1.0 pins numpy<1.27, which JAX (opendp[mbi]) cannot share an environment with, so
 #: scripts/setup.sh installs it with --no-deps beside the ``risk`` extra (fragrelease.risk.MISSING_ANONYMETER).
-INSTALLED_APART = {"anonymeter"}
+#: dpmm 0.1.9 pins opendp 0.12.1 against fragrelease's 0.16: experiments/dpmm_mst.py runs in its own venv
+#: (experiments/dpmm-requirements.txt), never imported by the package.
+INSTALLED_APART = {"anonymeter", "dpmm"}
 
 
 def third_party_imports(source: str) -> list[tuple[str, bool]]:
