@@ -10,8 +10,16 @@ from fragrelease.rng.diffgen import SeededDiffGenRandomness
 from fragrelease.rng.laplace import FastLaplace
 from fragrelease.synthesis.domain import CodedAttribute, SynthesisDomain, contingency
 from fragrelease.synthesis.mechanism import (
-    SamplingPlan, SynthesisBudget, choose_tree, cliques_to_measure, fit_model, measure_cliques, measure_round_one,
-    noisy_total, sample_codes)
+    SamplingPlan,
+    SynthesisBudget,
+    choose_tree,
+    cliques_to_measure,
+    fit_model,
+    measure_cliques,
+    measure_round_one,
+    noisy_total,
+    sample_codes,
+)
 
 
 def _uniforms(seed):
