@@ -51,8 +51,8 @@ def synthesis_statistic(dom: SynthesisDomain, d: pd.DataFrame, n: pd.DataFrame, 
     pairs = list(itertools.combinations([a for a in dom.names if a != target], 2))
     one = {a: contingency(data, (a,), sizes) for a in dom.names}
     two = {p: contingency(data, p, sizes) for p in pairs}
-    exact_d = {c: contingency(d, c, sizes) for c in [(a,) for a in dom.names] + pairs}
-    exact_n = {c: contingency(n, c, sizes) for c in [(a,) for a in dom.names] + pairs}
+    exact_d: dict[tuple[str, ...], np.ndarray] = {c: contingency(d, c, sizes) for c in [(a,) for a in dom.names] + pairs}
+    exact_n: dict[tuple[str, ...], np.ndarray] = {c: contingency(n, c, sizes) for c in [(a,) for a in dom.names] + pairs}
     if target is not None:
         for f in dom.names:
             if f != target:
