@@ -65,18 +65,24 @@ class CodedAttribute:
 
     @classmethod
     def numeric(cls, name: str, lo: float, hi: float, *, bins: int = DEFAULT_BINS,
-                integer: bool = False) -> CodedAttribute:
+                integer: bool = False, cuts: Optional[Sequence[float]] = None) -> CodedAttribute:
         """Equal-width bins of the declared [lo, hi] (integer attributes: whole-number edges, fewer bins if the
-        domain holds fewer whole numbers than ``bins``).
+        domain holds fewer whole numbers than ``bins``), or the declared ``cuts``: bins
+        ``[lo, c₁), [c₁, c₂), …, [c_m, hi]`` (cuts outside (lo, hi) are ignored).
 
         Raises
         ------
         InvalidParameterError
-            ``lo >= hi``, a bound that is not finite, or ``bins < 1``.
+            ``lo >= hi``, a bound that is not finite, ``bins < 1`` or cuts that are not increasing.
         """
         if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
             raise InvalidParameterError(f"attribute {name!r}: the declared domain must have finite lo < hi, "
                                         f"not [{lo}, {hi}]")
+        if cuts is not None:
+            inner = [float(c) for c in cuts if lo < c < hi]
+            if any(b <= a for a, b in zip(inner, inner[1:])):
+                raise InvalidParameterError(f"attribute {name!r}: cuts must be increasing, not {list(cuts)}")
+            return cls(name, (), tuple([float(lo), *inner, float(hi)]), integer)
         if bins < 1:
             raise InvalidParameterError(f"attribute {name!r}: bins must be >= 1, not {bins}")
         edges = np.linspace(lo, hi, bins + 1)
@@ -172,12 +178,15 @@ class SynthesisDomain:
         raise InvalidParameterError(f"no attribute {name!r} in the synthesis domain {list(self.names)}")
 
     @classmethod
-    def from_schema(cls, protected: Sequence, *, bins: Optional[Mapping[str, int]] = None) -> SynthesisDomain:
+    def from_schema(cls, protected: Sequence, *, bins: Optional[Mapping[str, int]] = None,
+                    cuts: Optional[Mapping[str, Sequence[float]]] = None) -> SynthesisDomain:
         """From :class:`fragrelease.schemas.base.Attribute` objects (the schema's protected attributes).
 
-        ``bins``: per numeric attribute, its public bin count (default :data:`DEFAULT_BINS`).
+        ``bins``: per numeric attribute, its public bin count (default :data:`DEFAULT_BINS`); ``cuts``:
+        per numeric attribute, its declared bin edges instead (:meth:`CodedAttribute.numeric`).
         """
         bins = dict(bins or {})
+        cuts = dict(cuts or {})
         out = []
         for a in protected:
             if a.categorical:
@@ -185,7 +194,7 @@ class SynthesisDomain:
             else:
                 lo, hi = a.bounds()
                 out.append(CodedAttribute.numeric(a.name, lo, hi, bins=bins.get(a.name, DEFAULT_BINS),
-                                                  integer=a.type in ("integer", "long")))
+                                                  integer=a.type in ("integer", "long"), cuts=cuts.get(a.name)))
         return cls(tuple(out))
 
     def encode(self, table: pd.DataFrame, *, source: str = "") -> pd.DataFrame:
