@@ -31,6 +31,7 @@ from fragrelease.rng.laplace import FastLaplace
 from fragrelease.synthesis.domain import CodedAttribute, SynthesisDomain, contingency
 from fragrelease.synthesis.mechanism import (
     SynthesisBudget,
+    add_owners,
     choose_tree,
     cliques_to_measure,
     features_of,
@@ -73,8 +74,7 @@ def synthesize_fragments(train: pd.DataFrame, specs: Sequence[AttributeSpec], *,
     cliques = cliques_to_measure(dom, tree, target=target)
     measured = [measure_cliques(dom, {c: contingency(f, c, sizes) for c in cliques}, cliques, budget, noise=noise)
                 for f in frags]
-    one_sums = {a: sum(r.one_way[a] for r in rounds) for a in dom.names}
-    clique_sums = {c: sum(m[c] for m in measured) for c in cliques}
+    one_sums, clique_sums = add_owners(rounds, measured)
     plan = fit_model(dom, one_sums, budget.one_way_noise(dom), clique_sums, budget.clique_noise(dom, cliques),
                      owners=owners, iters=iters)
     rows = noisy_total(one_sums)

@@ -269,6 +269,25 @@ def measure_cliques(domain: SynthesisDomain, counts: Mapping[Clique, np.ndarray]
     return out
 
 
+def add_owners(rounds: Sequence[RoundOne], measured: Sequence[Mapping[Clique, np.ndarray]]
+               ) -> tuple[dict[str, np.ndarray], dict[Clique, np.ndarray]]:
+    """The aggregator's sums of the owners' noisy 1-ways and clique counts (post-processing).
+
+    Raises
+    ------
+    InvalidParameterError
+        No owner, or owners that measured different attributes or cliques.
+    """
+    if not rounds or len(rounds) != len(measured):
+        raise InvalidParameterError("every owner must hand over both rounds")
+    names, cliques = set(rounds[0].one_way), set(measured[0])
+    if any(set(r.one_way) != names for r in rounds) or any(set(m) != cliques for m in measured):
+        raise InvalidParameterError("the owners measured different marginals")
+    one = {a: np.sum([r.one_way[a] for r in rounds], axis=0) for a in rounds[0].one_way}
+    two = {c: np.sum([m[c] for m in measured], axis=0) for c in measured[0]}
+    return one, two
+
+
 def noisy_total(one_way_sums: Mapping[str, np.ndarray]) -> int:
     """The released row count: the mean of the summed noisy 1-way totals, rounded, at least 1 (post-processing)."""
     return max(1, int(round(float(np.mean([np.sum(v) for v in one_way_sums.values()])))))

@@ -12,6 +12,7 @@ from fragrelease.synthesis.domain import CodedAttribute, SynthesisDomain, contin
 from fragrelease.synthesis.mechanism import (
     SamplingPlan,
     SynthesisBudget,
+    add_owners,
     choose_tree,
     cliques_to_measure,
     fit_model,
@@ -109,8 +110,7 @@ def test_protocol_end_to_end_keeps_the_dependence_and_the_marginals():
     cliques = cliques_to_measure(dom, tree)
     measured = [measure_cliques(dom, {c: contingency(f, c, dom.sizes) for c in cliques}, cliques, budget,
                                 noise=FastLaplace()) for f in owners]
-    one_sums = {a: sum(r.one_way[a] for r in rounds) for a in dom.names}
-    clique_sums = {c: sum(m[c] for m in measured) for c in cliques}
+    one_sums, clique_sums = add_owners(rounds, measured)
     plan = fit_model(dom, one_sums, budget.one_way_noise(dom), clique_sums, budget.clique_noise(dom, cliques),
                      owners=3, iters=300)
     n = noisy_total(one_sums)
