@@ -54,8 +54,13 @@ def coded_domain(specs: Sequence[AttributeSpec]) -> SynthesisDomain:
 
 
 def synthesize_fragments(train: pd.DataFrame, specs: Sequence[AttributeSpec], *, epsilon: Fraction, owners: int,
-                         target: Optional[str], gen: np.random.Generator, iters: int = 1000) -> pd.DataFrame:
-    """One release of the marginal-synthesis kind over ``owners`` random horizontal fragments of ``train``."""
+                         target: Optional[str], gen: np.random.Generator, iters: int = 1000,
+                         per_owner: bool = False) -> pd.DataFrame:
+    """One release of the marginal-synthesis kind over ``owners`` random horizontal fragments of ``train``.
+
+    ``per_owner``: one round; each owner measures the cliques of its own tree and the aggregator fits
+    one model per owner and unions their rows (instead of a shared tree and one model).
+    """
     dom = coded_domain(specs)
     codes = dom.encode(train)
     owner = gen.integers(0, owners, len(codes))
@@ -65,6 +70,19 @@ def synthesize_fragments(train: pd.DataFrame, specs: Sequence[AttributeSpec], *,
     noise = FastLaplace()
     sizes = dom.sizes
     feats = features_of(dom, target)
+    if per_owner:
+        parts = []
+        for f in frags:
+            one = {a: contingency(f, (a,), sizes) for a in dom.names}
+            pairs = {p: contingency(f, p, sizes) for p in itertools.combinations(feats, 2)}
+            first = measure_round_one(dom, one, pairs, budget, target=target, randomness=randomness, noise=noise)
+            cl = cliques_to_measure(dom, first.edges, target=target)
+            second = measure_cliques(dom, {c: contingency(f, c, sizes) for c in cl}, cl, budget, noise=noise)
+            one_sums, clique_sums = add_owners([first], [second])
+            plan = fit_model(dom, one_sums, budget.one_way_noise(dom), clique_sums, budget.clique_noise(dom, cl),
+                             owners=1, iters=iters)
+            parts.append(pd.DataFrame(sample_codes(plan, noisy_total(one_sums, budget.one_way_noise(dom)), gen.random)))
+        return dom.decode(pd.concat(parts, ignore_index=True)[list(dom.names)], gen.random)
     rounds = []
     for f in frags:
         one = {a: contingency(f, (a,), sizes) for a in dom.names}
@@ -77,7 +95,7 @@ def synthesize_fragments(train: pd.DataFrame, specs: Sequence[AttributeSpec], *,
     one_sums, clique_sums = add_owners(rounds, measured)
     plan = fit_model(dom, one_sums, budget.one_way_noise(dom), clique_sums, budget.clique_noise(dom, cliques),
                      owners=owners, iters=iters)
-    rows = noisy_total(one_sums)
+    rows = noisy_total(one_sums, budget.one_way_noise(dom))
     out = pd.DataFrame(sample_codes(plan, rows, gen.random))
     return dom.decode(out[list(dom.names)], gen.random)
 
@@ -89,6 +107,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     ap.add_argument("--owners", type=int, default=4)
     ap.add_argument("--iters", type=int, default=1000)
     ap.add_argument("--no-target", action="store_true", help="no declared target (plain tree)")
+    ap.add_argument("--per-owner", action="store_true", help="one round: one model per owner (its own tree)")
     ap.add_argument("--out", default="docs/evaluation")
     ap.add_argument("--name", default="synthesis")
     a = ap.parse_args(argv)
@@ -105,10 +124,12 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         for run in range(a.runs):
             t0 = time.perf_counter()
             table = synthesize_fragments(train, specs, epsilon=Fraction(eps), owners=a.owners,
-                                         target=None if a.no_target else ds.TARGET, gen=gen, iters=a.iters)
+                                         target=None if a.no_target else ds.TARGET, gen=gen, iters=a.iters,
+                                         per_owner=a.per_owner)
             sec = time.perf_counter() - t0
             tvd1, tvd2 = ds.marginal_tvds(orig_codes, ds.encode_table(table, specs), sizes)
-            rows.append({"method": "fragments-tan" if not a.no_target else "fragments-tree", "epsilon": eps,
+            method = ("fragments-tan" if not a.no_target else "fragments-tree") + ("-per-owner" if a.per_owner else "")
+            rows.append({"method": method, "epsilon": eps,
                          "owners": a.owners, "run": run, "rows": len(table),
                          **ds.classifier_accuracies(table, test, specs, seed=run), "tvd1": tvd1, "tvd2": tvd2,
                          "release_seconds": sec,

@@ -288,9 +288,17 @@ def add_owners(rounds: Sequence[RoundOne], measured: Sequence[Mapping[Clique, np
     return one, two
 
 
-def noisy_total(one_way_sums: Mapping[str, np.ndarray]) -> int:
-    """The released row count: the mean of the summed noisy 1-way totals, rounded, at least 1 (post-processing)."""
-    return max(1, int(round(float(np.mean([np.sum(v) for v in one_way_sums.values()])))))
+def noisy_total(one_way_sums: Mapping[str, np.ndarray], one_way_noise: Mapping[str, LaplaceNoise]) -> int:
+    """The released row count from the summed noisy 1-way totals (post-processing), at least 1.
+
+    Each attribute's total is an unbiased estimate of n whose variance is proportional to its cell count
+    times b² (the same number of owners add noise to every one), so the estimates are averaged with
+    weights 1 / (cells · b²): the minimum-variance unbiased combination (as mbi's
+    ``minimum_variance_unbiased_total``).
+    """
+    weights = np.array([1.0 / (np.size(one_way_sums[a]) * one_way_noise[a].scale ** 2) for a in one_way_sums])
+    totals = np.array([float(np.sum(one_way_sums[a])) for a in one_way_sums])
+    return max(1, int(round(float(np.sum(weights * totals) / np.sum(weights)))))
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -113,7 +113,7 @@ def test_protocol_end_to_end_keeps_the_dependence_and_the_marginals():
     one_sums, clique_sums = add_owners(rounds, measured)
     plan = fit_model(dom, one_sums, budget.one_way_noise(dom), clique_sums, budget.clique_noise(dom, cliques),
                      owners=3, iters=300)
-    n = noisy_total(one_sums)
+    n = noisy_total(one_sums, budget.one_way_noise(dom))
     assert abs(n - 6000) < 100
     out = pd.DataFrame(sample_codes(plan, n, _uniforms(4)))
     assert ("x", "y") in tree
