@@ -110,6 +110,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     ap.add_argument("--per-owner", action="store_true", help="one round: one model per owner (its own tree)")
     ap.add_argument("--out", default="docs/evaluation")
     ap.add_argument("--name", default="synthesis")
+    ap.add_argument("--save", default=None, help="folder to keep every synthetic table in (parquet), e.g. for the risk runs")
     a = ap.parse_args(argv)
     from fragrelease.schemas.datasets import load_adult_train_test
 
@@ -127,6 +128,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                                          target=None if a.no_target else ds.TARGET, gen=gen, iters=a.iters,
                                          per_owner=a.per_owner)
             sec = time.perf_counter() - t0
+            if a.save:
+                os.makedirs(a.save, exist_ok=True)
+                table.to_parquet(os.path.join(a.save, f"{a.name}-eps{eps}-run{run}.parquet"))
             tvd1, tvd2 = ds.marginal_tvds(orig_codes, ds.encode_table(table, specs), sizes)
             method = ("fragments-tan" if not a.no_target else "fragments-tree") + ("-per-owner" if a.per_owner else "")
             rows.append({"method": method, "epsilon": eps,
