@@ -6,7 +6,8 @@ protected attribute becomes a column of integer codes ``0 .. size-1``:
 - a categorical attribute: the index of its value in the declared category order;
 - a numeric attribute: the index of its bin. The bins are public: ``bins`` equal-width bins of the
   declared domain [lo, hi] (integer-typed attributes: edges rounded up to integers, so every bin
-  holds whole numbers), never derived from the data.
+  holds whole numbers) or declared cuts, never derived from the data. Bins are left-open, as
+  OpenDP's ``cuts`` are: bin 0 is [lo, e₁], bin i is (eᵢ, eᵢ₊₁].
 
 Decoding is post-processing of released codes: a category code gives its label; a bin code gives a
 value drawn uniformly inside the bin (a whole number for integer-typed attributes), from the
@@ -45,7 +46,8 @@ class CodedAttribute:
     name : the column name.
     categories : the declared categories in order (categorical), or ``()`` (numeric).
     edges : numeric only: the ``size + 1`` increasing bin edges, ``edges[0] = lo`` and
-        ``edges[-1] = hi``; bin ``i`` is ``[edges[i], edges[i+1])``, the last bin also holds ``hi``.
+        ``edges[-1] = hi``; bin 0 is ``[lo, edges[1]]``, bin ``i ≥ 1`` is ``(edges[i], edges[i+1]]``
+        (left-open, as OpenDP's ``cuts``).
     integer : numeric only: the column holds whole numbers (decoded values are whole numbers).
     """
 
@@ -68,7 +70,7 @@ class CodedAttribute:
                 integer: bool = False, cuts: Optional[Sequence[float]] = None) -> CodedAttribute:
         """Equal-width bins of the declared [lo, hi] (integer attributes: whole-number edges, fewer bins if the
         domain holds fewer whole numbers than ``bins``), or the declared ``cuts``: bins
-        ``[lo, c₁), [c₁, c₂), …, [c_m, hi]`` (cuts outside (lo, hi) are ignored).
+        ``[lo, c₁], (c₁, c₂], …, (c_m, hi]`` (cuts outside (lo, hi) are ignored).
 
         Raises
         ------
@@ -86,11 +88,10 @@ class CodedAttribute:
         if bins < 1:
             raise InvalidParameterError(f"attribute {name!r}: bins must be >= 1, not {bins}")
         edges = np.linspace(lo, hi, bins + 1)
-        if integer:
-            edges = np.unique(np.ceil(edges[:-1]))
-            edges = np.append(edges, hi)
-            if len(edges) < 2 or edges[-2] > hi:
-                edges = np.array([lo, hi])
+        if integer:  # whole-number inner edges, each bin holding at least one whole number
+            inner = np.unique(np.floor(edges[1:-1]))
+            inner = inner[(inner >= np.ceil(lo)) & (inner < np.floor(hi))]
+            edges = np.concatenate([[lo], inner, [hi]])
         return cls(name, (), tuple(float(e) for e in edges), integer)
 
     def encode(self, values: pd.Series, *, source: str = "") -> np.ndarray:
@@ -117,7 +118,8 @@ class CodedAttribute:
         if bad.any():
             raise InvalidParameterError(f"{where}column {self.name!r}: value {_as_written(values.iloc[int(np.argmax(bad))])!r} "
                                         f"lies outside the declared domain [{lo:g}, {hi:g}]")
-        return np.clip(np.searchsorted(np.asarray(self.edges), x, side="right") - 1, 0, self.size - 1).astype(np.int64)
+        # the number of inner edges strictly below x: bin 0 is [lo, e1], bin i is (e_i, e_i+1]
+        return np.searchsorted(np.asarray(self.edges[1:-1]), x, side="left").astype(np.int64)
 
     def decode(self, codes: np.ndarray, uniforms: UniformSource) -> np.ndarray:
         """Values of codes, shape (m,): labels (object) or numbers (float64) drawn uniformly inside each bin.
@@ -136,10 +138,11 @@ class CodedAttribute:
         lo, hi = edges[codes], edges[codes + 1]
         u = uniforms(codes.size)
         if self.integer:
-            # whole numbers lo..hi-1 of bin [lo, hi), and the last bin also holds its upper edge
-            top = np.where(codes == self.size - 1, np.floor(hi), np.ceil(hi) - 1)
-            count = top - lo + 1
-            return np.minimum(lo + np.floor(u * count), top)
+            # the whole numbers of bin (lo, hi] (bin 0: [lo, hi])
+            first = np.where(codes == 0, np.ceil(lo), np.floor(lo) + 1)
+            top = np.floor(hi)
+            count = np.maximum(top - first + 1, 1)
+            return np.minimum(first + np.floor(u * count), top)
         return lo + u * (hi - lo)
 
 

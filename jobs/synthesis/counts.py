@@ -34,8 +34,8 @@ def _code_column(domain: SynthesisDomain, name: str) -> Column:
     edges = attr.edges
     inside = x.isNotNull() & ~F.isnan(x) & (x >= F.lit(edges[0])) & (x <= F.lit(edges[-1]))
     code = F.lit(0)
-    for i, e in enumerate(edges[1:-1], start=1):  # bin i starts at edges[i]; the last bin holds hi
-        code = F.when(x >= F.lit(e), F.lit(i)).otherwise(code)
+    for i, e in enumerate(edges[1:-1], start=1):  # left-open bins: bin 0 is [lo, e1], bin i is (e_i, e_i+1]
+        code = F.when(x > F.lit(e), F.lit(i)).otherwise(code)
     return F.when(inside, code).cast("int")
 
 

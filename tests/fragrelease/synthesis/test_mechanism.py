@@ -121,3 +121,12 @@ def test_protocol_end_to_end_keeps_the_dependence_and_the_marginals():
     assert abs(np.corrcoef(out["x"], out["z"])[0, 1]) < 0.1  # and no false one appears
     p = np.bincount(out["z"], minlength=3) / n
     assert np.abs(p - np.bincount(codes["z"], minlength=3) / 6000).max() < 0.03
+
+
+def test_bins_are_left_open_as_opendps_cuts():
+    hours = CodedAttribute.numeric("hours", 1, 99, integer=True, cuts=range(10, 99, 10))
+    codes = hours.encode(pd.Series([1, 10, 11, 40, 41, 90, 91, 99]))
+    assert codes.tolist() == [0, 0, 1, 3, 4, 8, 9, 9]
+    decoded = hours.decode(np.repeat(np.arange(hours.size), 200), _uniforms(1))
+    assert np.array_equal(hours.encode(pd.Series(decoded)), np.repeat(np.arange(hours.size), 200))
+    assert decoded.min() == 1 and decoded.max() == 99
