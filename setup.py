@@ -46,7 +46,8 @@ setup(
     package_data={
         "fragrelease.data": ["adult/*", "adult/hierarchies/*", "wine/*", "german/*", "*.md", "*.sha256"],
         "fragrelease.schemas": ["*.yaml"],
-        "fragrelease.jobs": ["log4j2.properties"],  # the embedded session's JVM logging (jobs/session.py)
+        # the embedded session's JVM logging (jobs/session.py); the reports' Jinja2 templates (jobs/idpir/report.py)
+        "fragrelease.jobs": ["log4j2.properties", "idpir/templates/*.j2"],
     },
     # Pure-Python dependencies only: pyspark and delta-spark are NOT here, so installing the wheel on a
     # Spark runtime (Databricks, a cluster's own Spark) leaves the runtime's pyspark and Delta alone.
@@ -65,6 +66,7 @@ setup(
         "rich>=13",
         "opendp>=0.16,<0.17",  # the Laplace noise (fragrelease.rng.laplace)
         "matplotlib>=3.8",  # the owners' and the aggregator's private reports (reports: true, the default)
+        "Jinja2>=3.1,<4",  # the reports' HTML templates (jobs/idpir/templates, autoescape on)
         "scipy>=1.12",  # scipy.optimize.isotonic_regression (the default post-processing)
         "cryptography>=42",  # Ed25519 manifest signatures (fragrelease.signing), HMAC-SHA-256 pseudonyms (fragrelease.pseudonyms)
     ],
@@ -90,6 +92,10 @@ setup(
         # paper reproductions (fragrelease.experiments): DiffGen's classifier accuracy; the downstream
         # comparison with OpenDP's MST/AIM synthetic data (opendp[mbi]: Private-PGM, JAX; pins polars 1.36.1,
         # the version OpenDP's Polars plugin is built against)
+        # OpenDP 0.16 pins mbi 1.1.0, whose default sampler is comonotone: fragrelease.experiments.downstream
+        # samples with method="sample". dpmm (a second MST) is NOT an extra: dpmm 0.1.9 pins opendp==0.12.1
+        # and fragrelease needs opendp 0.16, so pip cannot resolve both in one environment; it runs in its
+        # own venv (experiments/dpmm-requirements.txt; docs/evaluation.md, "Downstream utility").
         "experiments": ["scikit-learn>=1.4", "opendp[mbi]>=0.16,<0.17", "polars>=1.20,<3"],
     },
     entry_points={

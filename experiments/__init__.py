@@ -11,4 +11,6 @@ It needs the ``experiments`` extra (scikit-learn).
 - :mod:`~fragrelease.experiments.publications`: composition attacks and δ-cloning on Adult;
 - :mod:`~fragrelease.experiments.tiers`: the German Credit tier chains;
 - :mod:`~fragrelease.experiments.diffgen`: DiffGen's classification experiment on Adult.
+- :mod:`~fragrelease.experiments.downstream`: classifiers and marginals of IR releases next to
+  OpenDP's MST/AIM and dpmm's MST (:mod:`~fragrelease.experiments.dpmm_mst` runs in dpmm's own venv).
 """

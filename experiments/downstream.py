@@ -22,10 +22,18 @@ Rows (every cell averaged over ``runs`` independent runs, 5 by default):
 - ``mst`` / ``aim``: OpenDP 0.16's MST and AIM (``opendp.extras.mbi``, Private-PGM) at the same total
   ε, pure ε-DP (``dp.loss_of(epsilon=ε)``: Laplace noise, δ = 0) with privacy unit
   ``dp.unit_of(changes=1)``, i.e. the substitution of one record, the neighbouring relation of
-  docs/privacy.md. Keys are the schema's declared categories, numeric attributes are cut at public
-  bin edges (:data:`AGE_CUTS`, :data:`HOURS_CUTS`), nothing is taken from the data. The synthetic
-  table is ``ContingencyTable.synthesize()`` (about n rows; a value OpenDP adds as null category may
-  appear and counts as its own code in the TVD and as an unknown category for the classifiers).
+  docs/privacy.md. Keys are the schema's declared categories, numeric attributes are cut at the
+  public edges :data:`NUMERIC_CUTS`, nothing is taken from the data. The synthetic table is
+  ``ContingencyTable.synthesize(method="sample")`` (:func:`synthetic_rows`; about n rows). Not the
+  default ``method="round"``: OpenDP 0.16 pins mbi 1.1.0, whose rounding ranks the rows of each
+  parent group by a stable sort, so two columns the model makes independent given a parent come out
+  comonotone (fixed upstream in mbi 1.3.0, Private-PGM pull request 145;
+  ``tests/experiments/test_downstream_sampler.py`` shows both).
+- ``dpmm-mst``: dpmm 0.1.9's MST (a second implementation of MST, with its own Private-PGM and a
+  sampler that shuffles) on the same public bin codes, run in its own interpreter
+  (:mod:`fragrelease.experiments.dpmm_mst`: dpmm pins opendp 0.12.1); its guarantee is
+  (ε, δ)-DP with Gaussian noise under zCDP (:func:`guarantee`). Its codes are decoded as OpenDP
+  decodes its own (:func:`decode_codes`), so the classifiers see the same kind of table.
 
 Measures, per row and ε:
 
@@ -35,7 +43,8 @@ Measures, per row and ε:
   categorical features);
 - ``tvd1`` / ``tvd2``: mean total variation distance ½ Σ |p − q| ∈ [0, 1] of all 1-way (11) and 2-way
   (55) marginals of the release against the original training table (:func:`marginal_tvds`;
-  numeric attributes in 10 equal-width bins of the declared domain).
+  numeric attributes in the bins of :data:`NUMERIC_CUTS`, the same left-open bins MST and AIM are
+  given, for every row: the IR rows and the original too).
 
 A training label set with one class only (possible when microaggregation and clamping leave one
 income value) gives a classifier that predicts that class.
@@ -50,9 +59,12 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
+import subprocess
+import tempfile
 import time
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -77,7 +89,14 @@ SYNTHESIZERS = downstream_report.SYNTHESIZERS
 #: Public bin edges (left-open) of the numeric attributes for MST/AIM; from the declared domains, not the data.
 AGE_CUTS = tuple(range(10, 100, 10))
 HOURS_CUTS = tuple(range(10, 99, 10))
-TVD_BINS = 10
+#: The one public binning of the numeric attributes: the cuts MST, AIM and dpmm's MST are given and the
+#: bins of every row's TVD. Cuts c_1 < … < c_m make m + 1 left-open bins (−∞, c_1], (c_1, c_2], …,
+#: (c_m, ∞), as OpenDP's ``contingency_table(cuts=...)`` (``ContingencyTable.cuts``: "left-open").
+NUMERIC_CUTS: Mapping[str, tuple[int, ...]] = {"age": AGE_CUTS, "hours-per-week": HOURS_CUTS}
+#: The synthesizers' sampler: ``ContingencyTable.synthesize(method=SAMPLER)`` (module docstring).
+SAMPLER = "sample"
+#: δ of dpmm's MST ((ε, δ)-DP under zCDP; dpmm's default).
+DPMM_DELTA = 1e-5
 
 
 def adult_specs() -> list[AttributeSpec]:
@@ -111,6 +130,10 @@ def guarantee(method: str, epsilon: str, n_attributes: int, linkage: str = "") -
             eps = "ε" if epsilon == "ε" else f"ε = {epsilon}"
             return f"whole table {eps}-{kind} (substitution; sequential composition over columns)"
         raise InvalidParameterError(f"linkage must be one of {LINKAGES}, not {linkage!r}")
+    if method == "dpmm-mst":
+        eps = "ε" if epsilon == "ε" else f"ε = {epsilon}"
+        return (f"whole table ({eps}, δ = {DPMM_DELTA:g})-DP, approximate (Gaussian noise, zCDP; dpmm's unit: "
+                "one record added or removed)")
     if method in SYNTHESIZERS:
         eps = "ε" if epsilon == "ε" else f"ε = {epsilon}"
         return f"whole table {eps}-DP, pure (δ = 0, Laplace; OpenDP unit_of(changes=1): substitution)"
@@ -121,12 +144,24 @@ def guarantee(method: str, epsilon: str, n_attributes: int, linkage: str = "") -
 # marginals
 
 
-def encode_table(table: pd.DataFrame, specs: Sequence[AttributeSpec], bins: int = TVD_BINS) -> np.ndarray:
+def _cuts_of(s: AttributeSpec, cuts: Mapping[str, Sequence[float]]) -> np.ndarray:
+    if s.name not in cuts:
+        raise InvalidParameterError(f"no public bin edges for numeric attribute {s.name!r}")
+    return np.asarray(cuts[s.name], float)
+
+
+def encode_table(table: pd.DataFrame, specs: Sequence[AttributeSpec],
+                 cuts: Mapping[str, Sequence[float]] = NUMERIC_CUTS) -> np.ndarray:
     """Integer codes of shape (n, l) for the marginals, and one extra code per column for null / unknown.
 
-    Categorical: index in the declared order; numeric: ``bins`` equal-width bins of the declared
-    [lo, hi] (values outside are clipped into the end bins); a null or undeclared value gets code
-    ``size`` (:func:`code_sizes` counts it).
+    Categorical: index in the declared order; numeric: the left-open bin of ``cuts`` (default
+    :data:`NUMERIC_CUTS`, the bins MST/AIM are given): x ≤ c_1 is code 0, c_j < x ≤ c_{j+1} code j,
+    x > c_m code m; a null or undeclared value gets code ``size`` (:func:`code_sizes` counts it).
+
+    Raises
+    ------
+    InvalidParameterError
+        A numeric attribute without cuts.
     """
     cols = []
     for s in specs:
@@ -136,16 +171,46 @@ def encode_table(table: pd.DataFrame, specs: Sequence[AttributeSpec], bins: int 
             cols.append(np.array([index.get(x, len(s.categories)) if isinstance(x, str) else len(s.categories)
                                   for x in v], dtype=np.int64))
         else:
+            edges = _cuts_of(s, cuts)
             x = pd.to_numeric(v, errors="coerce").to_numpy(float)
-            edges = np.linspace(s.lo, s.hi, bins + 1)[1:-1]
-            code = np.digitize(np.nan_to_num(x, nan=s.lo), edges).astype(np.int64)
-            cols.append(np.where(np.isnan(x), bins, code))
+            code = np.searchsorted(edges, np.nan_to_num(x, nan=edges[0]), side="left").astype(np.int64)
+            cols.append(np.where(np.isnan(x), len(edges) + 1, code))
     return np.column_stack(cols)
 
 
-def code_sizes(specs: Sequence[AttributeSpec], bins: int = TVD_BINS) -> list[int]:
-    """Codes per column of :func:`encode_table`, the null code included."""
-    return [(len(s.categories) if s.categorical else bins) + 1 for s in specs]
+def code_sizes(specs: Sequence[AttributeSpec], cuts: Mapping[str, Sequence[float]] = NUMERIC_CUTS) -> list[int]:
+    """Codes per column of :func:`encode_table`, the null code included (categorical |dom| + 1, numeric m + 2)."""
+    return [(len(s.categories) if s.categorical else len(_cuts_of(s, cuts)) + 1) + 1 for s in specs]
+
+
+def decode_codes(codes: np.ndarray, specs: Sequence[AttributeSpec], rng: np.random.Generator,
+                 cuts: Mapping[str, Sequence[int]] = NUMERIC_CUTS) -> pd.DataFrame:
+    """A table from bin codes of shape (n, l), decoded as OpenDP 0.16 decodes its synthetic codes.
+
+    Categorical code i is the i-th declared category; numeric bin j of integer cuts c_1 … c_m is an
+    integer drawn uniformly from (e_j, e_{j+1}] with edges e = (c_1 − 1, c_1, …, c_m, c_m + 1)
+    (``opendp.extras.mbi``'s ``_deindex``: bin 0 is c_1, the last bin c_m + 1). Used for dpmm's MST,
+    so that its table reaches the classifiers in the form OpenDP's MST has.
+
+    Raises
+    ------
+    InvalidParameterError
+        A code outside [0, |dom|) or [0, m].
+    """
+    out = {}
+    for i, s in enumerate(specs):
+        c = np.asarray(codes[:, i], np.int64)
+        if s.categorical:
+            if ((c < 0) | (c >= len(s.categories))).any():
+                raise InvalidParameterError(f"a code of {s.name!r} lies outside [0, {len(s.categories)})")
+            out[s.name] = np.asarray(s.categories, object)[c]
+        else:
+            cut = _cuts_of(s, cuts).astype(np.int64)
+            if ((c < 0) | (c > len(cut))).any():
+                raise InvalidParameterError(f"a code of {s.name!r} lies outside [0, {len(cut)}]")
+            edges = np.concatenate([[cut[0] - 1], cut, [cut[-1] + 1]])
+            out[s.name] = rng.integers(edges[c] + 1, edges[c + 1] + 1).astype(float)
+    return pd.DataFrame(out)
 
 
 def marginal_tvds(original: np.ndarray, released: np.ndarray, sizes: Sequence[int]) -> tuple[float, float]:
@@ -258,21 +323,45 @@ def ir_tables(train: pd.DataFrame, specs: Sequence[AttributeSpec], *, mechanism:
     return out
 
 
-def synthesize(train: pd.DataFrame, specs: Sequence[AttributeSpec], *, algorithm: str, epsilon: str,
-               iters: int = 300, aim_rounds: Optional[int] = None) -> pd.DataFrame:
-    """One MST or AIM synthetic table of ``train`` at pure ε-DP under substitution (module docstring).
+def synthetic_rows(table: Any, rows: Optional[int] = None) -> pd.DataFrame:
+    """The synthetic table of an OpenDP ``ContingencyTable``, sampled i.i.d. from its model.
 
-    ``iters``: mirror-descent iterations of each Private-PGM fit (mbi's default is 1000; fewer make
-    the fit faster and no less private: the estimation is post-processing). ``aim_rounds``: AIM's
-    number of rounds (OpenDP's default when None).
+    ``table.synthesize(rows, method=SAMPLER)``; ``rows`` None: about the model's (noisy) total.
+    Not mbi 1.1.0's default rounding, which makes the children of one parent comonotone (module
+    docstring; ``tests/experiments/test_downstream_sampler.py``).
+    """
+    return table.synthesize(rows, method=SAMPLER).to_pandas()
+
+
+def synthesize(train: pd.DataFrame, specs: Sequence[AttributeSpec], *, algorithm: str, epsilon: str,
+               iters: int = 300, aim_rounds: Optional[int] = None, dpmm_python: Optional[str] = None,
+               rng: Optional[np.random.Generator] = None) -> pd.DataFrame:
+    """One synthetic table of ``train`` (one column per spec, about n rows) by MST, AIM or dpmm's MST.
+
+    ``mst`` / ``aim``: OpenDP at pure ε-DP under substitution (module docstring). ``iters``:
+    mirror-descent iterations of each Private-PGM fit (mbi's default is 1000; fewer make the fit
+    faster and no less private: the estimation is post-processing). ``aim_rounds``: AIM's number of
+    rounds (None: OpenDP 0.16's default, 16 × the number of columns).
+
+    ``dpmm-mst``: dpmm's MST at (ε, :data:`DPMM_DELTA`)-DP, run by ``dpmm_python`` (an interpreter
+    with dpmm installed) on ``train``'s :func:`encode_table` codes with the public domain
+    :func:`code_sizes`; the synthetic codes come back through :func:`decode_codes` (``rng``).
 
     Raises
     ------
     InvalidParameterError
-        An unknown algorithm.
+        An unknown algorithm, a numeric attribute without public cuts, ``dpmm-mst`` without
+        ``dpmm_python`` or a failed dpmm run.
     """
     if algorithm not in SYNTHESIZERS:
         raise InvalidParameterError(f"algorithm must be one of {SYNTHESIZERS}, not {algorithm!r}")
+    cats, nums = _features(specs)
+    missing = [s.name for s in nums if s.name not in NUMERIC_CUTS]
+    if missing:
+        raise InvalidParameterError(f"no public bin edges for numeric attribute(s) {missing}")
+    if algorithm == "dpmm-mst":
+        return _dpmm_mst(train, specs, epsilon=epsilon, dpmm_python=dpmm_python,
+                         rng=rng if rng is not None else evaluation_generator())
     import opendp.prelude as dp
     import polars as pl
     from mbi.estimation import mirror_descent
@@ -284,19 +373,41 @@ def synthesize(train: pd.DataFrame, specs: Sequence[AttributeSpec], *, algorithm
 
     alg = (dp.mbi.MST(estimator=estimator) if algorithm == "mst"
            else dp.mbi.AIM(estimator=estimator, rounds=aim_rounds))
-    cats, nums = _features(specs)
     names = [s.name for s in specs]
     lf = pl.from_pandas(train[names]).with_columns(*[pl.col(s.name).cast(pl.Int64) for s in nums]).lazy()
-    cuts = {"age": list(AGE_CUTS), "hours-per-week": list(HOURS_CUTS)}
-    missing = [s.name for s in nums if s.name not in cuts]
-    if missing:
-        raise InvalidParameterError(f"no public bin edges for numeric attribute(s) {missing}")
+    cuts = {s.name: list(NUMERIC_CUTS[s.name]) for s in nums}
     ctx = dp.Context.compositor(data=lf, privacy_unit=dp.unit_of(changes=1),
                                 privacy_loss=dp.loss_of(epsilon=float(epsilon)), split_evenly_over=1,
                                 margins=[dp.polars.Margin(max_length=10 * len(train))])  # public bound on n
     table = (ctx.query().contingency_table(keys={s.name: list(s.categories) for s in specs if s.categorical},
                                            cuts=cuts, algorithm=alg).release())
-    return table.synthesize().to_pandas()
+    return synthetic_rows(table)
+
+
+def _dpmm_mst(train: pd.DataFrame, specs: Sequence[AttributeSpec], *, epsilon: str, dpmm_python: Optional[str],
+              rng: np.random.Generator) -> pd.DataFrame:
+    if not dpmm_python:
+        raise InvalidParameterError("dpmm-mst needs an interpreter with dpmm installed (--dpmm-python): dpmm 0.1.9 "
+                                    "pins opendp 0.12.1, fragrelease opendp 0.16")
+    codes = encode_table(train, specs)
+    sizes = code_sizes(specs)
+    # the null code is not offered to dpmm: the training table has no null (adult.data cleaned)
+    names = [s.name for s in specs]
+    if any((codes[:, i] >= sizes[i] - 1).any() for i in range(len(specs))):
+        raise InvalidParameterError("dpmm-mst: the training table has a null or undeclared value")
+    runner = os.path.join(os.path.dirname(os.path.realpath(__file__)), "dpmm_mst.py")
+    with tempfile.TemporaryDirectory(prefix="dpmm-") as tmp:
+        paths = [os.path.join(tmp, f) for f in ("codes.csv", "domain.json", "synthetic.csv")]
+        pd.DataFrame(codes, columns=names).to_csv(paths[0], index=False)
+        with open(paths[1], "w", encoding="utf-8") as f:
+            json.dump({n: size - 1 for n, size in zip(names, sizes)}, f)
+        done = subprocess.run([dpmm_python, runner, *paths, "--epsilon", str(float(epsilon)), "--delta",
+                               repr(DPMM_DELTA)], capture_output=True, text=True)
+        if done.returncode != 0:
+            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise InvalidParameterError(f"dpmm-mst: {dpmm_python} {runner} failed: {tail}")
+        synth = pd.read_csv(paths[2])
+    return decode_codes(synth[names].to_numpy(np.int64), specs, rng)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -306,7 +417,8 @@ def synthesize(train: pd.DataFrame, specs: Sequence[AttributeSpec], *, algorithm
 def run_experiment(train: pd.DataFrame, test: pd.DataFrame, *, epsilons: Sequence[str] = EPSILONS, runs: int = 5,
                    k: int = K, mechanisms: Sequence[str] = MECHANISMS, synthesizers: Sequence[str] = SYNTHESIZERS,
                    synth_epsilons: Optional[Sequence[str]] = None, synth_runs: Optional[int] = None,
-                   iters: int = 300, aim_rounds: Optional[int] = None, original: bool = True,
+                   iters: int = 300, aim_rounds: Optional[int] = None, dpmm_python: Optional[str] = None,
+                   original: bool = True,
                    progress: Callable[[str], None] = lambda m: None,
                    checkpoint: Callable[[pd.DataFrame], None] = lambda rows: None) -> pd.DataFrame:
     """One row per (method, postprocess, linkage, ε, run) with accuracies, TVDs, guarantee and seconds.
@@ -314,7 +426,8 @@ def run_experiment(train: pd.DataFrame, test: pd.DataFrame, *, epsilons: Sequenc
     ``synth_epsilons`` / ``synth_runs``: the grid of MST/AIM when it must be smaller than the IR grid
     (defaults: ``epsilons`` / ``runs``). ``original=False`` leaves out the rows of the original table
     (when parts of the grid run in separate processes). ``checkpoint`` receives the rows so far after
-    every MST/AIM table (a synthesizer fit takes minutes).
+    every MST/AIM table (a synthesizer fit takes minutes). ``dpmm_python``: the interpreter of
+    ``dpmm-mst`` (:func:`synthesize`).
 
     Raises
     ------
@@ -355,7 +468,8 @@ def run_experiment(train: pd.DataFrame, test: pd.DataFrame, *, epsilons: Sequenc
         for eps in synth_epsilons or epsilons:
             for run in range(synth_runs or runs):
                 t0 = time.perf_counter()
-                table = synthesize(train, specs, algorithm=alg, epsilon=eps, iters=iters, aim_rounds=aim_rounds)
+                table = synthesize(train, specs, algorithm=alg, epsilon=eps, iters=iters, aim_rounds=aim_rounds,
+                                   dpmm_python=dpmm_python, rng=rng)
                 sec = time.perf_counter() - t0
                 measure(table, run, method=alg, postprocess="", linkage="", epsilon=eps, k=0, run=run,
                         release_seconds=sec)
@@ -377,7 +491,9 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
     ap.add_argument("--synth-epsilons", nargs="+")
     ap.add_argument("--synth-runs", type=int)
     ap.add_argument("--iters", type=int, default=300, help="Private-PGM mirror-descent iterations per fit")
-    ap.add_argument("--aim-rounds", type=int)
+    ap.add_argument("--aim-rounds", type=int, help="AIM's rounds (default: OpenDP's, 16 x the number of columns)")
+    ap.add_argument("--dpmm-python", help="an interpreter with dpmm installed, for --synthesizers dpmm-mst "
+                                          "(dpmm pins opendp 0.12.1: its own venv)")
     ap.add_argument("--train-rows", type=int, help="first N training rows only (smoke tests)")
     ap.add_argument("--test-rows", type=int, help="first N test rows only (smoke tests)")
     ap.add_argument("--name", default="downstream", help="file name stem of the outputs")
@@ -399,6 +515,7 @@ def main(argv: Optional[Sequence[str]] = None) -> dict:
         per_run = run_experiment(train, test, epsilons=a.epsilons, runs=a.runs, k=a.k, mechanisms=a.mechanisms,
                                  synthesizers=a.synthesizers, synth_epsilons=a.synth_epsilons,
                                  synth_runs=a.synth_runs, iters=a.iters, aim_rounds=a.aim_rounds,
+                                 dpmm_python=a.dpmm_python,
                                  original=not a.no_original, progress=lambda m: print(m, flush=True),
                                  checkpoint=lambda rows: rows.to_csv(os.path.join(a.out, f"{a.name}.csv"),
                                                                      index=False, float_format="%.6g"))

@@ -9,7 +9,7 @@ from typing import Callable
 import pandas as pd
 
 #: The synthetic-data rows, drawn thicker in the figure.
-SYNTHESIZERS = ("mst", "aim")
+SYNTHESIZERS = ("mst", "aim", "dpmm-mst")
 
 ROW_KEYS = ["method", "postprocess", "linkage", "epsilon"]
 
@@ -78,7 +78,11 @@ def markdown_table(summary: pd.DataFrame, within: pd.DataFrame, statement: Calla
 def label(method: str, postprocess: str, linkage: str) -> str:
     if method in ("idp-ir", "dp-ir"):
         return f"{ {'idp-ir': 'iDP-IR', 'dp-ir': 'DP-IR'}[method]}, {postprocess}, {linkage}"
-    return method.upper() if method != "original" else "original"
+    if method == "dpmm-mst":
+        return "MST (dpmm)"
+    if method in ("mst", "aim"):
+        return f"{method.upper()} (OpenDP)"
+    return method
 
 
 def plot(summary: pd.DataFrame, path: str) -> str:
@@ -90,13 +94,13 @@ def plot(summary: pd.DataFrame, path: str) -> str:
 
     fig, axes = plt.subplots(1, 4, figsize=(20, 4.8))
     orig = summary[summary["method"] == "original"].iloc[0]
-    styles = {"idp-ir": "-", "dp-ir": "--", "mst": "-", "aim": "-"}
+    styles = {"idp-ir": "-", "dp-ir": "--", "mst": "-", "aim": "-", "dpmm-mst": "--"}
     colors = {("none", "linked"): "#9ecae1", ("isotonic", "linked"): "#08519c", ("none", "unlinked"): "#fdae6b",
               ("isotonic", "unlinked"): "#a63603"}
     for group, g in summary[summary["method"] != "original"].groupby(ROW_KEYS[:3], sort=False):
         m, p, lk = (str(x) for x in group)
         g = g.assign(e=g["epsilon"].astype(float)).sort_values("e")
-        color = colors.get((p, lk), "#31a354" if m == "mst" else "#756bb1")
+        color = colors.get((p, lk), {"mst": "#31a354", "dpmm-mst": "#006d2c"}.get(m, "#756bb1"))
         marker = "o" if m != "aim" else "s"
         for ax, col in zip(axes, ("acc_lr", "acc_gb", "tvd1", "tvd2")):
             ax.plot(g["e"], 100 * g[col] if col.startswith("acc") else g[col], ls=styles[m], marker=marker,

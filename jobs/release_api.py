@@ -288,7 +288,9 @@ class Release:
 
         Per released attribute: ε_attr, the Laplace scale b = E|noise| (exact for DP-IR, an upper bound for
         iDP-IR), the 95 % interval ±b·ln 20 and the share of the domain it covers, the categorical rank-move
-        chance; warnings above ``threshold`` and the smallest k, ε or attribute subset that fits. ``rows``:
+        chance, the expected released error after post-processing (simulated on data drawn from the declared
+        domain) beside the error of releasing the mean or most frequent category; warnings when the first is at
+        least ``threshold`` times the second, and the smallest k, ε or attribute subset that fits. ``rows``:
         the record count of owners that declare none. Returns a
         :class:`~fragrelease.idpir.preview.ReleasePreview`. Raises ConfigError or InvalidParameterError
         naming the bad key or value.
@@ -296,6 +298,27 @@ class Release:
         from fragrelease.jobs.idpir.preflight import accuracy_preview
 
         return accuracy_preview(self.config(), rows=rows, threshold=threshold)
+
+    def owner_preview(self, owner: str, *, runs: int = 32):
+        """One owner's private preview of its own fragment (:func:`fragrelease.jobs.idpir.owner_preview.owner_preview`).
+
+        Reads and validates that owner's fragment, then simulates ``runs`` releases of it: per attribute its
+        local Laplace scale and the expected released error after post-processing beside the error of
+        releasing its own mean or most frequent category. Returns an
+        :class:`~fragrelease.jobs.idpir.owner_preview.OwnerPreview`; it is computed from the owner's data, so
+        show it to that owner only. Nothing is written and no budget is spent; DataFrame owners stay usable
+        for :meth:`run`. Raises ConfigError for an unknown owner, and the fragment's validation errors.
+        """
+        require_pyspark()
+        from fragrelease.jobs.idpir.owner_preview import owner_preview
+        from fragrelease.jobs.idpir.preflight import find_owner
+
+        if self._spent_views:
+            raise ConfigError("this release already ran with DataFrame owners, whose temporary views are gone; "
+                              "build a new Release")
+        cfg = self.config()
+        find_owner(cfg, owner)  # before any Spark action
+        return owner_preview(self.spark, cfg, owner, runs=runs)
 
     def run(self, *, _noise: Optional[NoiseSource] = None, progress: Optional[Callable[[ProgressEvent], None]] = None,
             evaluate: bool = False, fresh_work_dir: bool = True, config_path: Optional[str] = None) -> ReleaseResult:

@@ -12,5 +12,6 @@ individual differential privacy. The Spark jobs that apply these modules are in
 - :mod:`~fragrelease.idpir.config`: release configuration files validated into typed objects;
 - :mod:`~fragrelease.idpir.metrics`: information loss (MeanSSE);
 - :mod:`~fragrelease.idpir.preview`: the accuracy preview per attribute from public quantities (``fragrelease plan``);
+- :mod:`~fragrelease.idpir.preview_error`: the released error after post-processing, by simulation (the preview's);
 - :mod:`~fragrelease.idpir.guarantee`: the exact privacy statement of a release.
 """

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from fragrelease.budget import format_epsilon
 from fragrelease.idpir.mechanisms import get_mechanism
-from fragrelease.idpir.preview import ReleasePreview
+from fragrelease.idpir.preview import ReleasePreview, error_text
 
 
 def _number(x: float) -> str:
@@ -17,15 +17,19 @@ def _number(x: float) -> str:
 def table_header(pv: ReleasePreview) -> list[str]:
     """Column titles of :func:`table_rows` (the owner column only for vertical releases)."""
     head = ["attribute"] + (["owner"] if pv.params.fragmentation == "vertical" else [])
-    return head + ["kind", "ε_attr", "b = E|noise|", "95 % ±", "of domain", "P(rank moves)", "check"]
+    return head + ["kind", "ε_attr", "b = E|noise|", "95 % ±", "of domain", "P(rank moves)", "released error",
+                   "constant's", "check"]
 
 
 def table_title(pv: ReleasePreview) -> str:
     """What the table's figures are: exact (DP-IR) or upper bounds (iDP-IR, iDP), and the threshold."""
     what = ("upper bounds (the DP-IR values)" if get_mechanism(pv.params.mechanism).local
             else "exact (DP-IR)")
-    return (f"noise on each released centroid, {what}; check: 95 % interval within {pv.threshold:.0%} of the "
-            "domain")
+    times = "" if pv.threshold == 1 else f"{pv.threshold:g} × "
+    return (f"noise on each released centroid, {what}; released error: expected after postprocess {pv.params.postprocess} "
+            f"on data drawn from the declared domain (numeric: RMSE, categorical: share changed); "
+            f"check: WARN when it is at least {times}the error of releasing the mean or most frequent category "
+            "(constant's)")
 
 
 def table_rows(pv: ReleasePreview) -> list[list[str]]:
@@ -33,13 +37,17 @@ def table_rows(pv: ReleasePreview) -> list[list[str]]:
 
     Cells: ε_attr (exact), b = E|noise| and the 95 % half-width b·ln 20 in the attribute's units (ranks for
     categorical attributes), the share of the domain width the 95 % interval covers, P(rank moves by ≥ 1)
-    for categorical attributes, and WARN or ok.
+    for categorical attributes, the expected released error and the constant release's error (numeric:
+    RMSE in the attribute's units; categorical: share of changed categories; ``n/a`` when a record count
+    is not declared), and WARN or ok.
     """
     rows = []
     for a in pv.attributes:
         row = [a.attribute] + ([", ".join(a.owners)] if pv.params.fragmentation == "vertical" else [])
         row += ["cat" if a.kind == "categorical" else "num", format_epsilon(a.epsilon), _number(a.scale),
                 _number(a.half_width), f"{a.coverage:.0%}", "" if a.p_move is None else f"{a.p_move:.0%}",
+                "n/a" if a.error is None else error_text(a.kind, a.error.released),
+                "n/a" if a.error is None else error_text(a.kind, a.error.baseline),
                 "WARN" if a.warn else "ok"]
         rows.append(row)
     return rows

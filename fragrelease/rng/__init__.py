@@ -1,6 +1,6 @@
 """The one package that owns randomness (docs/specification.md §8; seeds only in tests).
 
-Every random draw of a release comes from here, in three modules:
+Every random draw of a release comes from here, in four modules:
 
 - :mod:`fragrelease.rng.laplace`: Laplace noise. :class:`~fragrelease.rng.laplace.LaplaceNoise`
   is the one noise object: it calibrates its scale from the sensitivity, ε and the vector size by
@@ -13,6 +13,8 @@ Every random draw of a release comes from here, in three modules:
   points, Laplace and Gaussian noise) behind :class:`~fragrelease.rng.diffgen.DiffGenRandomness`.
 - :mod:`fragrelease.rng.secure`: random keys, bytes and permutations from :mod:`secrets` (the OS
   CSPRNG): shuffling a release's rows, assigning records to owners in the demo split, key material.
+- :mod:`fragrelease.rng.simulation`: the accuracy preview's simulated Laplace draws (OS CSPRNG by
+  inversion; never released) and :class:`~fragrelease.rng.simulation.SeededSimulation` for tests.
 
 There are no seeds here, except in the sources named for tests. Tests that need reproducible noise
 pass their own :class:`~fragrelease.rng.laplace.NoiseSource` (see ``tests/helpers/noise_injection.py``)

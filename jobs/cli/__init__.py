@@ -11,7 +11,7 @@ Spark job (a lost executor, a task error: Spark's own cause) print one line and 
     fragrelease validate CONFIG                     every check that needs no data (no Spark)
     fragrelease plan CONFIG                         accuracy preview per attribute, before any data is read
     fragrelease split CONFIG                        iDP-IR: simulate the owners' fragments
-    fragrelease owner metadata|protect --config C --owner O        one data owner's step
+    fragrelease owner metadata|protect|preview --config C --owner O   one data owner's step
     fragrelease aggregator plan|release --config C                  the aggregator's step
     fragrelease work clear CONFIG                   remove only what an earlier run left in work_dir
     fragrelease inspect TABLE|--table NAME          versions and provenance of a release
@@ -118,6 +118,7 @@ app.command("split")(idpir.split)
 owner_app = typer.Typer(no_args_is_help=True, help="Steps a data owner runs on its own fragment.")
 owner_app.command("metadata")(idpir.owner_metadata)
 owner_app.command("protect")(idpir.owner_protect)
+owner_app.command("preview")(idpir.owner_preview)
 app.add_typer(owner_app, name="owner")
 aggregator_app = typer.Typer(no_args_is_help=True, help="Steps the aggregator runs.")
 aggregator_app.command("plan")(idpir.aggregator_plan)

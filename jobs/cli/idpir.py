@@ -2,7 +2,7 @@
 
     fragrelease run CONFIG                      every party in this driver (local Spark by default)
     fragrelease split CONFIG                    simulate the owners' fragments only
-    fragrelease owner metadata|protect --config CONFIG --owner NAME
+    fragrelease owner metadata|protect|preview --config CONFIG --owner NAME
     fragrelease aggregator plan|release --config CONFIG
     fragrelease inspect TABLE|--table NAME      versions and provenance of a release (folder or catalog name)
     fragrelease validate CONFIG                 every check that needs no data, without Spark
@@ -111,7 +111,7 @@ def _warn_accuracy(cfg: ReleaseConfig, config_path: str) -> None:
 
     from fragrelease.jobs.idpir.preflight import accuracy_preview
 
-    warning = accuracy_preview(cfg).warning_text()
+    warning = accuracy_preview(cfg, suggestions=False).warning_text()
     if warning:
         logging.getLogger("fragrelease.preview").warning("%s; see fragrelease plan %s", warning, config_path)
 
@@ -171,19 +171,22 @@ def preview_table(pv) -> Table:
     return table
 
 
-def print_preview(pv, *, suggestions: bool = True) -> None:
-    """Print a preview: the table, its warning line, the suggestions and the notes (all public quantities)."""
+def _print_wide(table: Table) -> None:
+    """Print ``table`` never squeezed below its natural width (a narrow terminal or a log file would cut the figures)."""
     from rich.console import Console
     from rich.measure import Measurement
 
-    from fragrelease.idpir.preview_table import table_title
-
-    console.print(table_title(pv), highlight=False)
-    table = preview_table(pv)
-    # never squeezed below its natural width (a narrow terminal or a log file would cut the figures)
     need = Measurement.get(console, console.options.update(width=10_000), table).maximum
     Console(file=console.file, width=max(console.width, need), quiet=console.quiet, highlight=False,
             force_terminal=console.is_terminal).print(table)
+
+
+def print_preview(pv, *, suggestions: bool = True) -> None:
+    """Print a preview: the table, its warning line, the suggestions and the notes (all public quantities)."""
+    from fragrelease.idpir.preview_table import table_title
+
+    console.print(table_title(pv), highlight=False)
+    _print_wide(preview_table(pv))
     warning = pv.warning_text()
     if warning:
         console.print(f"[bold yellow]warning:[/bold yellow] {warning}", highlight=False)
@@ -201,23 +204,29 @@ def plan(
     mechanism: Optional[str] = typer.Option(None, help="Override: idp-ir, dp-ir or idp."),
     category_order: Optional[str] = typer.Option(None, "--category-order", help="Override: dp-frequency or declared."),
     order_share: Optional[str] = typer.Option(None, "--order-share", help="Override the dp-frequency share, in (0, 1)."),
+    postprocess: Optional[str] = typer.Option(
+        None, "--postprocess", help="Override: isotonic (default) or none; the released error is simulated with it."),
     rows: Optional[int] = typer.Option(
         None, "--rows", help="Record count of every owner whose configuration declares none (public; sharpens the "
                              "scale and bounds the suggested k)."),
     threshold: float = typer.Option(
-        0.5, "--threshold", help="Warn when an attribute's 95 % noise interval covers more than this share of its "
-                                 "declared domain (default 0.5)."),
+        0.5, "--threshold", help="Warn when an attribute's expected released error (after the post-processing, "
+                                 "simulated on data drawn from the declared domain) is at least this multiple of "
+                                 "the error of releasing its mean or most frequent category on those data (default "
+                                 "0.5: real data are typically about half as spread as data filling the domain)."),
 ):
     """Accuracy preview before any data is read: per attribute, ε_attr, the Laplace scale, the expected noise and a
-    95 % interval (units and share of the domain), the categorical rank-move chance; warnings and the k, ε or
-    attributes that would fit. Public quantities only: no data, no Spark, no budget. docs/specification.md §2."""
+    95 % interval (units and share of the domain), the categorical rank-move chance, the expected released error
+    after post-processing (simulated on data drawn from the declared domain) beside the error of releasing the mean
+    or most frequent category; warnings and the k, ε or attributes that would fit. Public quantities only: no data,
+    no Spark, no budget. docs/specification.md §2."""
     from fragrelease.errors import ConfigError
     from fragrelease.jobs.idpir.preflight import accuracy_preview
 
     if rows is not None and rows < 1:
         raise ConfigError(f"--rows: must be >= 1, not {rows}")
     cfg = load_config(config, {"epsilon": epsilon, "k": k, "mechanism": mechanism, "category_order": category_order,
-                               "category_order_share": order_share})
+                               "category_order_share": order_share, "postprocess": postprocess})
     pv = accuracy_preview(cfg, rows=rows, threshold=threshold)
     console.print(f"{config}: {cfg.fragmentation} release of {cfg.dataset}, {len(cfg.owners)} owners, ε {cfg.epsilon}, "
                   f"k {cfg.k}, {cfg.mechanism}, category order {cfg.category_order}", highlight=False)
@@ -274,6 +283,48 @@ def owner_protect(config: str = typer.Option(..., "--config"), owner: str = type
     read_verified_plan(cfg, find_owner(cfg, owner)[1].name)  # a damaged or foreign plan.json: no Spark
     m = protect_owner_fragment(_spark(master, cfg), cfg, owner)
     console.print(f"owner {m.owner}: protected {m.n_records:,} records with ε_j = {m.epsilon}, k = {m.k} (plan {m.plan_id})")
+
+
+def owner_preview(config: str = typer.Option(..., "--config"), owner: str = typer.Option(..., "--owner"),
+                  runs: int = typer.Option(32, "--runs", help="Simulated releases per attribute (>= 1)."),
+                  master: Optional[str] = MASTER, source_table: Optional[str] = SOURCE_TABLE):
+    """Private preview of this owner's own fragment: per attribute, its local Laplace scale and the released error
+    it can expect after post-processing (by simulation on its own data), beside the error of releasing its own
+    mean or most frequent category. Printed here only: nothing is written, no budget is spent."""
+    from fragrelease.errors import ConfigError
+    from fragrelease.jobs.catalog import with_table_names
+    from fragrelease.jobs.idpir.layout import fragment_source
+    from fragrelease.jobs.idpir.owner_preview import owner_preview as run_preview
+    from fragrelease.jobs.idpir.preflight import check_source_exists, find_owner
+    from fragrelease.schemas.datasets import resolve_schema
+
+    if runs < 1:
+        raise ConfigError(f"--runs: must be >= 1, not {runs}")
+    cfg = with_table_names(load_config(config), owner=owner, source_table=source_table)
+    i, party = find_owner(cfg, owner)  # no data needed: before Spark starts
+    resolve_schema(cfg.dataset)
+    source = fragment_source(cfg, party)
+    if source.path is not None:
+        key = f"owners[{i}].source.path" if party.source is not None else \
+            f"owner {owner!r}: its simulated fragment (run fragrelease split {config} first)"
+        check_source_exists(source.path, key=key)
+    pv = run_preview(_spark(master, cfg), cfg, owner, runs=runs)
+    console.print(f"owner {pv.owner} (source {pv.source}): {pv.n:,} records, {cfg.mechanism}, k {cfg.k}, "
+                  f"postprocess {pv.postprocess}, {runs} simulated releases per attribute", highlight=False)
+    from rich import box
+
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for h in pv.header():
+        table.add_column(h, justify="left" if h in ("attribute", "kind", "check") else "right", no_wrap=True)
+    for row in pv.rows():
+        table.add_row(*row)
+    _print_wide(table)
+    warning = pv.warning_text()
+    if warning:
+        console.print(f"[bold yellow]warning:[/bold yellow] {warning}", highlight=False)
+    console.print(f"  ranking (best kept first): {', '.join(pv.ranking())}", highlight=False)
+    for note in pv.notes:
+        console.print(f"  note: {note}", highlight=False)
 
 
 def aggregator_plan(config: str = typer.Option(..., "--config"), output_table: Optional[str] = OUTPUT_TABLE):

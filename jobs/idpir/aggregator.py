@@ -597,6 +597,7 @@ def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519Pub
         schema = resolve_schema(cfg.dataset)
         attrs = [schema.attribute(a["name"]) for a in plan.attributes]
         report = public_report(read_delta(spark, path, version), attrs, prov, public_report_path(path, version),
-                               described=table_self_description(path, version))
+                               described=table_self_description(path, version), table=cfg.output_table or path,
+                               version=version)
     return {"path": path, "table": cfg.output_table, "version": version, "rows": rows, "provenance": prov,
             "report": report}

@@ -205,12 +205,13 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
                 check_intact(o.ledger.path)
 
 
-def accuracy_preview(cfg: ReleaseConfig, *, rows: Optional[int] = None, threshold: float = 0.5):
+def accuracy_preview(cfg: ReleaseConfig, *, rows: Optional[int] = None, threshold: float = 0.5,
+                     suggestions: bool = True):
     """The accuracy preview of ``cfg`` (:func:`fragrelease.idpir.preview.preview`), before Spark starts.
 
     Reads the configuration's schema (never data). ``rows`` is the record count of owners that declare
     none; a simulation of a built-in table without ``source`` uses the table's public size
-    (:data:`BUILTIN_ROWS`). Returns a :class:`fragrelease.idpir.preview.ReleasePreview`; raises ConfigError
+    (:data:`BUILTIN_ROWS`). ``suggestions=False`` skips the search for what would fit. Returns a :class:`fragrelease.idpir.preview.ReleasePreview`; raises ConfigError
     for an unknown dataset and InvalidParameterError for a bad threshold or ``rows``.
     """
     from fragrelease.errors import InvalidParameterError
@@ -222,4 +223,4 @@ def accuracy_preview(cfg: ReleaseConfig, *, rows: Optional[int] = None, threshol
     if rows is None and cfg.simulated and cfg.source is None:
         rows = BUILTIN_ROWS.get(cfg.dataset)  # the built-in table's public size (vertical simulations)
     specs = [a.public_spec() for a in resolve_schema(cfg.dataset).protected]
-    return preview(cfg, specs, rows=rows, threshold=threshold)
+    return preview(cfg, specs, rows=rows, threshold=threshold, with_suggestions=suggestions)

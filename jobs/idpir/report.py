@@ -1,30 +1,45 @@
-"""Utility reports written beside every release (HTML, self-contained, plots inline).
+"""Utility reports written beside every release (HTML, one self-contained file, charts inline as PNG).
 
 Two parts, produced separately because they are for different readers:
 
-- **Public report** (the aggregator, beside the release table): the release's parameters, the
-  composition, ε per owner and per attribute, and statistics **of the released table only**
-  (mean, standard deviation, quantiles, histograms over the declared domain, category frequencies,
-  correlations). Everything in it can be recomputed by anyone from the released table and its
-  provenance, so it discloses nothing beyond the release.
+- **Public report** (the aggregator, beside the release table): it opens with the table, its version,
+  its row count and the guarantee in one sentence (the release's own ``per_column`` and ``table``
+  statements, :func:`fragrelease.idpir.guarantee.release_guarantee`, against release recipients);
+  then charts of the noise per attribute (the 95 % interval as a share of the domain, the chance a
+  categorical rank moves) from the public parameters, and statistics **of the released table only**
+  (histograms over the declared domain, category frequencies, mean, standard deviation, quantiles,
+  a correlation heat map); then the full guarantee, the parameters and ε per owner and attribute.
+  Everything in it can be recomputed by anyone from the released table and its provenance, so it
+  discloses nothing beyond the release.
 - **Owner report** (each data owner, in its own folder): its fragment's original values against its
-  protected values: MeanSSE, per-attribute statistics side by side, the correlation difference and
-  overlaid plots. It is computed from the original data, which the privacy model does not protect:
-  it is for that owner's eyes only and must not be shared.
+  released values **as the release table stores them** (integer-declared attributes rounded half to
+  even and cast, :func:`fragrelease.jobs.describe.cast_declared_integers`, as the aggregator does):
+  a chart of the error per attribute (RMS error as a share of the domain, labels changed), MeanSSE,
+  the distributions overlaid and the correlation difference. It is computed from the original data,
+  which the privacy model does not protect: it is for that owner's eyes only and must not be shared.
+
+The HTML comes from Jinja2 templates with autoescaping on (``templates/``, shipped as package data):
+``base.html.j2`` (page, footer, ``extra_sections``), ``public_report.html.j2`` and
+``owner_report.html.j2`` (one ``{% block %}`` per section), ``description.html.j2`` and
+``macros.html.j2``. A further section is a :class:`ReportSection` passed as ``extra_sections``.
 
 All statistics are computed in Spark; only aggregates (a few numbers per attribute and partition) reach
-the driver.
+the driver. Intervals of the Laplace noise come from OpenDP's accuracy function
+(:func:`fragrelease.idpir.accuracy.laplace_half_width`).
 """
 from __future__ import annotations
 
 import base64
-import html
+import functools
 import io
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Optional, Sequence
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Sequence
 
+import jinja2
 import numpy as np
 import pandas as pd
 
@@ -35,6 +50,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from fragrelease.idpir.metrics import CATEGORICAL_SCALE, SCALE_TEXT
+from fragrelease.jobs.describe import cast_declared_integers, integer_columns
 from fragrelease.jobs.frames import aggregate_row
 from fragrelease.jobs.storage import write_text
 from fragrelease.schemas.base import Attribute
@@ -116,6 +132,12 @@ def _summary_pass(df: DataFrame, attrs: Sequence[Attribute]) -> tuple[dict, Opti
     """:func:`table_summary` without the quantiles (``None`` each): the one ``mapInPandas`` pass.
 
     Returns ``(stats, corr)``; the histograms and category counts the plots draw are complete."""
+    stats, corr, _ = _counted_summary_pass(df, attrs)
+    return stats, corr
+
+
+def _counted_summary_pass(df: DataFrame, attrs: Sequence[Attribute]) -> tuple[dict, Optional[np.ndarray], int]:
+    """:func:`_summary_pass` with the row count of ``df`` (the same pass): ``(stats, corr, n)``."""
     attrs = list(attrs)
     numeric = [a for a in attrs if not a.categorical]
     categorical = [a for a in attrs if a.categorical]
@@ -159,7 +181,7 @@ def _summary_pass(df: DataFrame, attrs: Sequence[Attribute]) -> tuple[dict, Opti
             sd = np.sqrt(np.diag(com))
             corr = com / np.outer(sd, sd)
         np.fill_diagonal(corr, 1.0)
-    return stats, corr
+    return stats, corr, int(n)
 
 
 def _quantiles(df: DataFrame, attrs: Sequence[Attribute]) -> dict:
@@ -186,6 +208,56 @@ def _with_quantiles(stats: dict, quantiles: dict) -> dict:
     return stats
 
 
+#: The templates' folder (package data of fragrelease.jobs: setup.py ``package_data``).
+# resolved: under a strict editable install report.py is a link into the checkout, whose templates are the current ones
+TEMPLATES = Path(__file__).resolve().with_name("templates")
+
+
+@dataclass(frozen=True)
+class ReportSection:
+    """A section added to a report after its own ones (``extra_sections``; ``base.html.j2``).
+
+    ``template`` is a file under :data:`TEMPLATES`, rendered inside ``<section id=anchor><h2>title</h2>``
+    (autoescaped); it sees ``section`` (this object, its values as ``section.context``) and imports
+    ``macros.html.j2`` itself. ``table_section.html.j2`` renders ``section.context`` = ``{"text"
+    (optional), "header", "rows"}`` as a paragraph and a table."""
+
+    title: str
+    template: str
+    context: Mapping[str, Any] = field(default_factory=dict)
+    anchor: str = "section"
+
+
+@dataclass(frozen=True)
+class Chart:
+    """One inline chart: a ``data:image/png;base64,...`` URI and its alternative text."""
+
+    uri: str
+    alt: str
+
+
+@functools.lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    """The reports' Jinja2 environment: templates from :data:`TEMPLATES`, autoescape on for every
+    template (a value can never become markup), an undefined variable an error (``StrictUndefined``)."""
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
+                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+
+
+def render(template: str, **context: Any) -> str:
+    """Render ``template`` (a file under :data:`TEMPLATES`) with ``context``; the page templates also
+    get ``extra_sections`` (default none), ``fragrelease_version`` and ``generated`` (UTC, seconds).
+
+    Raises ``jinja2.TemplateNotFound`` for a missing template and ``jinja2.UndefinedError`` for a
+    variable the template uses and ``context`` lacks."""
+    from fragrelease.version import __version__
+
+    context.setdefault("extra_sections", ())
+    context.setdefault("fragrelease_version", __version__)
+    context.setdefault("generated", datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    return environment().get_template(template).render(**context)
+
+
 @contextmanager
 def _awaiting(future):
     """On an error in the block, wait for ``future``'s thread to end, then raise the block's error
@@ -197,23 +269,27 @@ def _awaiting(future):
         raise
 
 
-def _plots_in_background(attrs: Sequence[Attribute], released: dict, original: Optional[dict] = None):
-    """Start drawing one plot per attribute in a thread; returns a future of the ``<img>`` tags.
+def _in_background(draw: Callable[[], Any]):
+    """Start ``draw`` (Matplotlib drawing) in a thread; returns its future.
 
-    The plots need only the histograms and category counts of the one-pass summary, so they are
-    drawn while the driver waits for the quantile (and MeanSSE) Spark jobs instead of after them.
-    Matplotlib's object-oriented API (one ``Figure`` per plot, no pyplot state) is used by this one
-    thread only."""
+    The charts need only the one-pass summary and public parameters, so they are drawn while the
+    driver waits for the quantile (and MeanSSE) Spark jobs instead of after them. Matplotlib's
+    object-oriented API (one ``Figure`` per chart, no pyplot state) is used by this one thread only."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     # the first Agg canvas of the process looks at sys.modules["IPython"] (once per canvas class):
     # do it here, where no import runs concurrently, never in the thread while the driver imports
     FigureCanvasAgg(Figure())
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fragrelease-report-plots")
-    future = pool.submit(lambda: [_plot_attribute(a, released[a.name], original[a.name] if original else None)
-                                  for a in attrs])
+    future = pool.submit(draw)
     pool.shutdown(wait=False)  # the thread ends with its one task; the caller waits on the future
     return future
+
+
+def _plots_in_background(attrs: Sequence[Attribute], released: dict, original: Optional[dict] = None):
+    """One distribution chart per attribute, drawn in a thread (:func:`_in_background`)."""
+    return _in_background(lambda: [_plot_attribute(a, released[a.name], original[a.name] if original else None)
+                                   for a in attrs])
 
 
 def correlations(df: DataFrame, attrs: Sequence[Attribute]) -> Optional[np.ndarray]:
@@ -221,15 +297,16 @@ def correlations(df: DataFrame, attrs: Sequence[Attribute]) -> Optional[np.ndarr
     return table_summary(df, attrs)[1]
 
 
-def _png(fig, bottom: float) -> str:
+def _png(fig, bottom: float, left: float = 0.18, top: float = 0.9, right: float = 0.98) -> str:
+    """``fig`` as a ``data:image/png;base64`` URI."""
     buf = io.BytesIO()
     # fixed margins: tight_layout measured every text first and was about a third of each plot's time
-    fig.subplots_adjust(left=0.18, right=0.98, top=0.9, bottom=bottom)
+    fig.subplots_adjust(left=left, right=right, top=top, bottom=bottom)
     fig.savefig(buf, format="png", dpi=90)
-    return f'<img alt="plot" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+    return f"data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}"
 
 
-def _plot_attribute(a: Attribute, released: dict, original: Optional[dict]) -> str:
+def _plot_attribute(a: Attribute, released: dict, original: Optional[dict]) -> Chart:
     fig = Figure(figsize=(5.2, 2.6))
     ax = fig.add_subplot()
     if a.categorical:
@@ -252,224 +329,331 @@ def _plot_attribute(a: Attribute, released: dict, original: Optional[dict]) -> s
     ax.set_title(a.name, fontsize=9)
     if original:
         ax.legend(fontsize=7, loc="upper right")  # "best" searches every bar: slow, and warns under load
-    return _png(fig, bottom=0.4 if a.categorical else 0.2)
+    what = "original and released" if original else "released"
+    return Chart(_png(fig, bottom=0.4 if a.categorical else 0.2), f"{a.name}: distribution of the {what} values")
 
 
-def _fmt(v) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return html.escape(str(v))
+def _percent(share: float) -> str:
+    """A share as a percentage: whole numbers from 10 %, two significant digits below (0.42%, 0.05%)."""
+    return f"{share:.0%}" if abs(share) >= 0.1 else f"{100 * share:.2g}%"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{_fmt(c)}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+def _bar_chart(names: Sequence[str], shares: Sequence[float], title: str, *, limit: Optional[float] = None,
+               flagged: Sequence[bool] = ()) -> Chart:
+    """Horizontal bars of ``shares`` (fractions, drawn as %), one per name; a dashed line at ``limit``;
+    bars with ``flagged`` True in amber. Alternative text: every name with its share."""
+    height = 1.1 + 0.24 * len(names)  # inches: 0.3 above the bars for the title, 0.5 below for the axis
+    fig = Figure(figsize=(5.2, height))
+    ax = fig.add_subplot()
+    y = np.arange(len(names))[::-1]
+    colors = ["#d08c00" if f else "#3b75af" for f in (flagged or [False] * len(names))]
+    bars = ax.barh(y, [100 * s for s in shares], color=colors)
+    ax.bar_label(bars, labels=[_percent(s) for s in shares], fontsize=7, padding=2)
+    ax.set_yticks(y, list(names), fontsize=7)
+    if limit is not None:
+        ax.axvline(100 * limit, color="#555555", linestyle="--", linewidth=1)
+    ax.set_xlabel("%", fontsize=8)
+    ax.set_xlim(0, max(100.0 if limit is not None else 1.0, *(115 * s for s in shares)))  # room for the labels
+    ax.set_title(title, fontsize=9)
+    ax.tick_params(axis="x", labelsize=7)
+    alt = f"{title}: " + ", ".join(f"{n} {_percent(s)}" for n, s in zip(names, shares))
+    return Chart(_png(fig, bottom=0.5 / height, left=0.28, top=1 - 0.3 / height), alt)
 
 
-def _corr_html(names: Sequence[str], m: Optional[np.ndarray], title: str) -> str:
+def _heatmap(names: Sequence[str], m: np.ndarray, title: str, *, difference: bool = False) -> Chart:
+    """A correlation (or correlation-difference) matrix as a heat map, each cell labelled."""
+    p = len(names)
+    width, height = 2.6 + 0.45 * p, 1.7 + 0.45 * p  # inches: room for the labels, the title and the colour bar
+    fig = Figure(figsize=(width, height))
+    ax = fig.add_subplot()
+    finite = np.abs(m[np.isfinite(m)])
+    top = 1.0 if not difference else max(float(finite.max()) if finite.size else 0.0, 0.05)
+    image = ax.imshow(np.where(np.isfinite(m), m, 0.0), cmap="RdBu_r", vmin=-top, vmax=top)
+    for i in range(p):
+        for j in range(p):
+            dark = np.isfinite(m[i, j]) and abs(m[i, j]) > 0.6 * top  # white text on the dark cells
+            ax.text(j, i, "–" if not np.isfinite(m[i, j]) else f"{m[i, j]:.2f}", ha="center", va="center", fontsize=7,
+                    color="white" if dark else "black")
+    ax.set_xticks(range(p), list(names), rotation=60, ha="right", fontsize=7)
+    ax.set_yticks(range(p), list(names), fontsize=7)
+    ax.set_title(title, fontsize=8)
+    fig.colorbar(image, ax=ax, shrink=0.8)
+    return Chart(_png(fig, bottom=1.0 / height, left=1.1 / width, top=1 - 0.35 / height, right=0.95), title)
+
+
+def _correlation(names: Sequence[str], m: Optional[np.ndarray], title: str, *, difference: bool = False,
+                 chart: Optional[Chart] = None) -> Optional[dict]:
+    """The correlation section's values: chart, header and rows (None without a matrix)."""
     if m is None:
-        return ""
-    return f"<h3>{html.escape(title)}</h3>" + _table([""] + list(names), [[n, *m[i]] for i, n in enumerate(names)])
+        return None
+    return {"chart": chart or _heatmap(names, m, title, difference=difference), "header": ["", *names],
+            "rows": [[n, *(float(v) for v in m[i])] for i, n in enumerate(names)]}
 
 
-_STYLE = """body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1.2em}td,th{border:1px solid #ccc;padding:3px 7px;font-size:13px;text-align:right}
-th{background:#f3f3f3}.warn{background:#fff3cd;border:1px solid #e0c36a;padding:.7em}.grid{display:flex;flex-wrap:wrap;gap:8px}"""
+def _numeric_rows(attrs, stats, suffix=""):
+    return [[f"{a.name}{suffix}", stats[a.name]["mean"], stats[a.name]["std"], *stats[a.name]["quantiles"]]
+            for a in attrs if stats[a.name]["kind"] == "numeric"]
 
 
-def _page(title: str, parts: Sequence[str]) -> str:
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{_STYLE}</style></head><body><h1>{html.escape(title)}</h1>{''.join(parts)}"
-            f"<p><small>Generated by fragrelease on {datetime.now(timezone.utc).isoformat(timespec='seconds')}"
-            f"</small></p></body></html>")
-
-
-def _numeric_rows(attrs, stats, prefix=""):
-    rows = []
-    for a in attrs:
-        s = stats[a.name]
-        if s["kind"] == "numeric":
-            rows.append([f"{prefix}{a.name}", s["mean"], s["std"], *s["quantiles"]])
-    return rows
+NUMERIC_HEADER = ["attribute", "mean", "std", *[f"q{int(q * 100)}" for q in QUANTILES]]
 
 
 def _description_html(described: Optional[dict]) -> list[str]:
     """The table's own description, ``fragrelease.*`` properties and column comments
-    (:func:`fragrelease.jobs.storage.table_self_description`), as HTML parts."""
+    (:func:`fragrelease.jobs.storage.table_self_description`) as HTML (``description.html.j2``)."""
     if not described:
         return []
-    parts = ["<h2>What the table says about itself</h2>",
-             f"<p>{html.escape(described.get('description') or '(no description)')}</p>"]
-    if described.get("properties"):
-        parts.append(_table(["table property", "value"], [[k, v] for k, v in described["properties"].items()]))
-    if described.get("column_comments"):
-        parts.append(_table(["column", "comment (its guarantee)"],
-                            [[k, v] for k, v in described["column_comments"].items()]))
-    return parts
+    return [render("description.html.j2", described=described)]
 
 
-def public_report(release_df: DataFrame, attrs: Sequence[Attribute], provenance: dict, path: str,
-                  described: Optional[dict] = None) -> str:
-    """Write the public report of a release to ``path`` (HTML); return the path.
+def guarantee_sentence(guarantee: Optional[Mapping[str, str]]) -> str:
+    """The public report's one-sentence guarantee: the release's own ``per_column`` and ``table``
+    statements (:func:`fragrelease.idpir.guarantee.release_guarantee`, docs/privacy.md), stated
+    against release recipients (anyone who reads the table), with a pointer to the rest."""
+    if not guarantee or not guarantee.get("per_column") or not guarantee.get("table"):
+        return "Guarantee: not recorded in this release's provenance."
+    return (f"Guarantee against release recipients (anyone who reads the table): {guarantee['per_column']}; "
+            f"{guarantee['table']} (against the aggregator and the key holders: see Guarantee below).")
 
-    ``described`` is the table's description, properties and column comments
-    (:func:`fragrelease.jobs.storage.table_self_description`); the report shows them as written.
+
+def _number(x: float) -> str:
+    """Four significant digits; thousands as whole numbers with separators (as the CLI's preview table)."""
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
+
+
+def noise_section(provenance: Mapping[str, Any]) -> Optional[dict]:
+    """The public report's noise per attribute, from the provenance's public parameters only
+    (mechanism, k, ε, budgets, record counts, declared domains; :func:`fragrelease.idpir.preview.preview_from_provenance`).
+
+    Returns None for a provenance written before these fields existed, else a dict: ``title``,
+    ``header``, ``rows`` (the CLI's table: :func:`fragrelease.idpir.preview_table.table_rows`),
+    ``warning``, ``notes`` and ``draw``, a function that draws its charts (a list of :class:`Chart`: the
+    interval's share of the domain per attribute, P(rank moves) when an attribute is categorical, and
+    the expected released error relative to the constant release's). The half-width is OpenDP's
+    (:func:`fragrelease.idpir.accuracy.laplace_half_width` of b at α = 0.05), the share 2·half-width /
+    (hi − lo); the check is the preview's.
     """
-    stats, corr = _summary_pass(release_df, attrs)
-    plots = _plots_in_background(attrs, stats)  # drawn while Spark computes the quantiles
-    with _awaiting(plots):
-        _with_quantiles(stats, _quantiles(release_df, attrs))
-    images = plots.result()
-    owners = provenance.get("owners", [])
-    parts = [
-        "<p>Everything on this page is computed from the released table and its recorded parameters "
-        "only, so it discloses nothing beyond the release itself.</p>",
-        "<h2>Parameters</h2>",
-        _table(["parameter", "value"], [
-            ["dataset", provenance.get("dataset")], ["fragmentation", provenance.get("fragmentation")],
-            ["mechanism", provenance.get("mechanism")], ["k", provenance.get("k")],
-            ["total ε", provenance.get("epsilon")], ["composition", provenance.get("composition")],
-            ["vertical ε split", provenance.get("epsilon_split")], ["plan id", provenance.get("plan_id")],
-            ["record id released", provenance.get("keep_id")],
-            ["category order", f"{provenance.get('category_order')} (share {provenance.get('category_order_share')})"],
-            ["linkage", provenance.get("linkage")],
-        ]),
-        "<h2>Guarantee</h2>",
-        _table(["what", "statement"], [[k.replace("_", " "), v] for k, v in (provenance.get("guarantee") or {}).items()]),
-        *noise_preview_html(provenance),
-        *_description_html(described),
-        "<h2>Budget per owner and per attribute</h2>",
-        _table(["owner", "records", "ε_j", "ε per attribute", "attributes"],
-               [[o["name"], o["n_records"], o["epsilon"], o["epsilon_per_attribute"], ", ".join(o["attributes"])]
-                for o in owners]),
-        _table(["owner", "attribute", "ε", "ε category order", "ε centroids"],
-               [[o["name"], b["attribute"], b["epsilon"], b["epsilon_order"], b["epsilon_centroids"]]
-                for o in owners for b in o.get("budgets", ())]),
-        "<h2>Released numeric attributes</h2>",
-        _table(["attribute", "mean", "std", *[f"q{int(q * 100)}" for q in QUANTILES]], _numeric_rows(attrs, stats)),
-        _corr_html([a.name for a in attrs if not a.categorical], corr, "Correlations of the released numeric attributes"),
-        "<h2>Distributions of the released attributes</h2><div class='grid'>",
-        *images,
-        "</div>",
-    ]
-    text = _page(f"Release report: {provenance.get('dataset')} ({provenance.get('fragmentation')})", parts)
-    write_text(path, text)
-    return path
-
-
-def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attribute], id_column: str,
-                 manifest: dict, path: str, mean_sse_value: Optional[float] = None) -> str:
-    """Write an owner's private report (its original fragment vs its protected fragment); return the path.
-
-    A local ``path`` is created with mode 0600 in a folder of mode 0700
-    (:func:`fragrelease.jobs.idpir.workspace.write_private_text`)."""
-    from fragrelease.jobs.idpir.evaluate import mean_sse_by_attribute
-
-    # the five Spark passes are small and independent: submitted together from threads, Spark plans
-    # and schedules them side by side instead of one after another; leaving the block waits for all
-    # of them (a failure is raised after every pass has ended, so no thread outlives the report)
-    with ThreadPoolExecutor(max_workers=5, thread_name_prefix="fragrelease-report-spark") as pool:
-        summary_o = pool.submit(_summary_pass, original, attrs)
-        summary_p = pool.submit(_summary_pass, protected, attrs)
-        errors = pool.submit(mean_sse_by_attribute, original, protected, attrs, id_column)
-        quantiles_o = pool.submit(_quantiles, original, attrs)
-        quantiles_p = pool.submit(_quantiles, protected, attrs)
-        so, co = summary_o.result()
-        sp, cp = summary_p.result()
-        plots = _plots_in_background(attrs, sp, so)  # drawn while Spark computes MeanSSE and the quantiles
-        with _awaiting(plots):
-            contributions = errors.result()
-            _with_quantiles(so, quantiles_o.result())
-            _with_quantiles(sp, quantiles_p.result())
-    if mean_sse_value is None:
-        mean_sse_value = sum(contributions.values())
-    images = plots.result()
-    names = [a.name for a in attrs if not a.categorical]
-    rows = []
-    for a in attrs:
-        if not a.categorical:
-            rows.append([f"{a.name} (original)", so[a.name]["mean"], so[a.name]["std"], *so[a.name]["quantiles"]])
-            rows.append([f"{a.name} (released)", sp[a.name]["mean"], sp[a.name]["std"], *sp[a.name]["quantiles"]])
-    cat_rows = []
-    for a in attrs:
-        if a.categorical:
-            for c in (a.categories or ()):
-                cat_rows.append([a.name, c, so[a.name]["freq"][c], sp[a.name]["freq"][c]])
-    parts = [
-        "<p class='warn'><b>For the data owner's eyes only.</b> This report is computed from the original "
-        "fragment, which the privacy model does not protect: the original statistics, the differences and "
-        "MeanSSE below disclose information about individuals. Do not share it.</p>",
-        "<h2>Parameters</h2>",
-        _table(["parameter", "value"], [["owner", manifest.get("owner")], ["plan id", manifest.get("plan_id")],
-                                        ["mechanism", manifest.get("mechanism")], ["k", manifest.get("k")],
-                                        ["ε_j", manifest.get("epsilon")],
-                                        ["ε per attribute", manifest.get("epsilon_per_attribute")],
-                                        ["records", manifest.get("n_records")],
-                                        ["MeanSSE (authors' convention)", mean_sse_value]]),
-        f"<p>MeanSSE: {html.escape(SCALE_TEXT)}.</p>",
-        *attribute_error_html(attrs, so, sp, contributions),
-        "<h2>Numeric attributes: original vs released</h2>",
-        _table(["attribute", "mean", "std", *[f"q{int(q * 100)}" for q in QUANTILES]], rows),
-        "<h2>Categorical attributes: frequencies</h2>" if cat_rows else "",
-        _table(["attribute", "category", "original", "released"], cat_rows) if cat_rows else "",
-        _corr_html(names, None if co is None else cp - co, "Correlation difference (released minus original)"),
-        "<h2>Distributions: original vs released</h2><div class='grid'>",
-        *images,
-        "</div>",
-    ]
-    text = _page(f"Owner report: {manifest.get('owner')} (private)", parts)
-    from fragrelease.jobs.idpir.workspace import write_private_text
-
-    write_private_text(path, text, who=f"owner {manifest.get('owner')!r}")  # 0600 in a 0700 folder, whatever the umask
-    return path
-
-
-def noise_preview_html(provenance: dict) -> list[str]:
-    """The per-attribute noise table of a release (:func:`fragrelease.idpir.preview.preview_from_provenance`):
-    ε_attr, the Laplace scale, the 95 % interval and the rank-move chance, from the provenance's public
-    parameters only (mechanism, k, ε, budgets, record counts, declared domains)."""
     from fragrelease.idpir.preview import preview_from_provenance
     from fragrelease.idpir.preview_table import table_header, table_rows, table_title
 
     try:
         pv = preview_from_provenance(provenance)
     except (KeyError, TypeError):  # a provenance written before these fields existed
-        return []
-    warning = pv.warning_text()
-    return ["<h2>Noise per attribute</h2>", f"<p>{html.escape(table_title(pv))}. The interval is ±b·ln 20 around "
-            "the exact centroid, in the attribute's units (ranks for categorical attributes).</p>",
-            _table(table_header(pv), table_rows(pv)),
-            f"<p class='warn'>{html.escape(warning)}</p>" if warning else "",
-            "<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in pv.notes) + "</ul>"]
+        return None
+    # the rows the CLI prints (one definition): the half-width is the preview's, from OpenDP
+    header, rows = table_header(pv), table_rows(pv)
+    shares = [a.coverage for a in pv.attributes]
+    names = [a.attribute for a in pv.attributes]
+
+    def draw() -> list[Chart]:
+        charts = [_bar_chart(names, shares, "95 % noise interval, share of the declared domain",
+                             limit=pv.threshold, flagged=[a.warn for a in pv.attributes])]
+        moves = [(a.attribute, a.p_move) for a in pv.attributes if a.p_move is not None]
+        if moves:
+            charts.append(_bar_chart([n for n, _ in moves], [p for _, p in moves],
+                                     "chance a released category rank moves by 1 or more", limit=1.0))
+        errors = [(a.attribute, a.error.released / a.error.baseline) for a in pv.attributes
+                  if a.error is not None and a.error.baseline > 0]
+        if errors:
+            charts.append(_bar_chart([n for n, _ in errors], [r for _, r in errors],
+                                     "expected released error after post-processing, relative to releasing the "
+                                     "mean or most frequent category", limit=pv.threshold,
+                                     flagged=[a.warn for a in pv.attributes if a.error is not None
+                                              and a.error.baseline > 0]))
+        return charts
+
+    return {"title": table_title(pv), "header": header, "rows": rows, "warning": pv.warning_text(),
+            "notes": list(pv.notes), "draw": draw}
 
 
-def attribute_error_html(attrs: Sequence[Attribute], original: dict, released: dict,
-                         contributions: dict) -> list[str]:
-    """The owner's actual error per attribute (private): mean shift, standard-deviation ratio, MeanSSE share.
+def public_report(release_df: DataFrame, attrs: Sequence[Attribute], provenance: dict, path: str,
+                  described: Optional[dict] = None, *, table: Optional[str] = None, version: Optional[int] = None,
+                  extra_sections: Sequence[ReportSection] = ()) -> str:
+    """Write the public report of a release to ``path`` (HTML, ``public_report.html.j2``); return the path.
+
+    ``release_df``: the committed table as it is stored; ``table``, ``version``: its name (catalog
+    name or path) and Delta version, shown first with its row count (counted in the summary pass)
+    and :func:`guarantee_sentence`. ``described`` is the table's description, properties and column
+    comments (:func:`fragrelease.jobs.storage.table_self_description`); the report shows them as
+    written. Nothing in the report is computed from anything but ``release_df`` and ``provenance``.
+
+    Raises what :func:`fragrelease.jobs.storage.write_text` raises for ``path``.
+    """
+    stats, corr, n = _counted_summary_pass(release_df, attrs)
+    names = [a.name for a in attrs if not a.categorical]
+    noise = noise_section(provenance)
+
+    def draw():
+        return ([_plot_attribute(a, stats[a.name], None) for a in attrs], noise["draw"]() if noise else [],
+                None if corr is None else _heatmap(names, corr, "correlations of the released numeric attributes"))
+
+    charts = _in_background(draw)  # drawn while Spark computes the quantiles
+    with _awaiting(charts):
+        _with_quantiles(stats, _quantiles(release_df, attrs))
+    distributions, noise_charts, corr_chart = charts.result()
+    if noise:
+        noise = {**{k: v for k, v in noise.items() if k != "draw"}, "charts": noise_charts}
+    owners = provenance.get("owners", [])
+    dataset = provenance.get("dataset")
+    text = render(
+        "public_report.html.j2", extra_sections=extra_sections,
+        title=f"Release report: {dataset} ({provenance.get('fragmentation')})",
+        table=table or f"release of {dataset}",
+        version=_version_text(version, provenance.get("fragrelease_version")),
+        rows=n, guarantee_sentence=guarantee_sentence(provenance.get("guarantee")),
+        noise=noise, distributions=distributions, numeric_header=NUMERIC_HEADER,
+        numeric_rows=_numeric_rows(attrs, stats),
+        correlation=_correlation(names, corr, "", chart=corr_chart),
+        guarantee_rows=[[k.replace("_", " "), v] for k, v in (provenance.get("guarantee") or {}).items()],
+        parameters=[
+            ["dataset", dataset], ["fragmentation", provenance.get("fragmentation")],
+            ["mechanism", provenance.get("mechanism")], ["k", provenance.get("k")],
+            ["total ε", provenance.get("epsilon")], ["composition", provenance.get("composition")],
+            ["vertical ε split", provenance.get("epsilon_split")], ["plan id", provenance.get("plan_id")],
+            ["record id released", provenance.get("keep_id")],
+            ["category order", f"{provenance.get('category_order')} (share {provenance.get('category_order_share')})"],
+            ["linkage", provenance.get("linkage")], ["post-processing", provenance.get("postprocess")],
+        ],
+        owners=[[o["name"], o["n_records"], o["epsilon"], o["epsilon_per_attribute"], ", ".join(o["attributes"])]
+                for o in owners],
+        budgets=[[o["name"], b["attribute"], b["epsilon"], b["epsilon_order"], b["epsilon_centroids"]]
+                 for o in owners for b in o.get("budgets", ())],
+        described=described or None,
+    )
+    write_text(path, text)
+    return path
+
+
+def _version_text(version: Optional[int], written_by: Optional[str]) -> str:
+    text = "?" if version is None else str(version)
+    return text if not written_by else f"{text} (written by fragrelease {written_by})"
+
+
+def as_stored(df: DataFrame, attrs: Sequence[Attribute]) -> DataFrame:
+    """``df`` with its values as the release table stores them: every numeric attribute declared
+    ``integer``/``long`` rounded half to even and cast (:func:`fragrelease.jobs.describe.cast_declared_integers`,
+    the aggregator's own step; post-processing). Other columns unchanged."""
+    return cast_declared_integers(df, integer_columns([a.public_spec() for a in attrs], {a.name: a.type for a in attrs}))
+
+
+def _stored_text(attrs: Sequence[Attribute]) -> str:
+    rounded = [a.name for a in attrs if not a.categorical and a.type in ("integer", "long")]
+    if not rounded:
+        return "no attribute is declared integer, so none is rounded"
+    return f"{', '.join(rounded)} rounded half to even to integers, as the release table holds them"
+
+
+def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attribute], id_column: str,
+                 manifest: dict, path: str, mean_sse_value: Optional[float] = None, *,
+                 extra_sections: Sequence[ReportSection] = ()) -> str:
+    """Write an owner's private report (its original fragment vs its released values); return the path.
+
+    ``protected``: the owner's protected fragment lined up by ``id_column``, before the release's
+    final cast; the report shows and scores it **as the release table stores it** (:func:`as_stored`),
+    so the statistics, the error per attribute and MeanSSE are those of the stored values.
+    ``mean_sse_value`` overrides the MeanSSE shown (default: the sum of the per-attribute contributions).
+    Template ``owner_report.html.j2``; ``extra_sections`` are appended (:class:`ReportSection`).
+
+    A local ``path`` is created with mode 0600 in a folder of mode 0700
+    (:func:`fragrelease.jobs.idpir.workspace.write_private_text`, which raises what a failed write raises).
+    Raises :class:`fragrelease.errors.InvalidParameterError` when records do not match by ``id_column``
+    (:func:`fragrelease.jobs.idpir.evaluate.mean_sse_by_attribute`).
+    """
+    from fragrelease.jobs.idpir.evaluate import mean_sse_by_attribute
+
+    stored = as_stored(protected, attrs)
+    # the five Spark passes are small and independent: submitted together from threads, Spark plans
+    # and schedules them side by side instead of one after another; leaving the block waits for all
+    # of them (a failure is raised after every pass has ended, so no thread outlives the report)
+    with ThreadPoolExecutor(max_workers=5, thread_name_prefix="fragrelease-report-spark") as pool:
+        summary_o = pool.submit(_counted_summary_pass, original, attrs)
+        summary_p = pool.submit(_summary_pass, stored, attrs)
+        errors = pool.submit(mean_sse_by_attribute, original, stored, attrs, id_column)
+        quantiles_o = pool.submit(_quantiles, original, attrs)
+        quantiles_p = pool.submit(_quantiles, stored, attrs)
+        so, co, n = summary_o.result()
+        sp, cp = summary_p.result()
+        names = [a.name for a in attrs if not a.categorical]
+        diff = None if co is None or cp is None else cp - co
+
+        def draw():
+            return ([_plot_attribute(a, sp[a.name], so[a.name]) for a in attrs],
+                    None if diff is None else _heatmap(names, diff, "correlation difference (released minus original)",
+                                                       difference=True))
+
+        charts = _in_background(draw)  # drawn while Spark computes MeanSSE and the quantiles
+        with _awaiting(charts):
+            contributions = errors.result()
+            _with_quantiles(so, quantiles_o.result())
+            _with_quantiles(sp, quantiles_p.result())
+    if mean_sse_value is None:
+        mean_sse_value = sum(contributions.values())
+    distributions, diff_chart = charts.result()
+    numeric_rows = [row for a in attrs if not a.categorical
+                    for row in (_numeric_rows([a], so, " (original)") + _numeric_rows([a], sp, " (released)"))]
+    category_rows = [[a.name, c, so[a.name]["freq"][c], sp[a.name]["freq"][c]]
+                     for a in attrs if a.categorical for c in (a.categories or ())]
+    text = render(
+        "owner_report.html.j2", extra_sections=extra_sections,
+        title=f"Owner report: {manifest.get('owner')} (private)", owner=manifest.get("owner"),
+        plan_id=manifest.get("plan_id"), rows=n, stored=_stored_text(attrs), mean_sse=mean_sse_value,
+        scale_text=SCALE_TEXT, error=attribute_error(attrs, so, sp, contributions),
+        distributions=distributions, numeric_header=NUMERIC_HEADER, numeric_rows=numeric_rows,
+        category_rows=category_rows,
+        correlation=_correlation(names, diff, "", chart=diff_chart),
+        parameters=[["owner", manifest.get("owner")], ["plan id", manifest.get("plan_id")],
+                    ["mechanism", manifest.get("mechanism")], ["k", manifest.get("k")],
+                    ["ε_j", manifest.get("epsilon")], ["ε per attribute", manifest.get("epsilon_per_attribute")],
+                    ["records", manifest.get("n_records")], ["MeanSSE (authors' convention)", mean_sse_value]],
+    )
+    from fragrelease.jobs.idpir.workspace import write_private_text
+
+    write_private_text(path, text, who=f"owner {manifest.get('owner')!r}")  # 0600 in a 0700 folder, whatever the umask
+    return path
+
+
+def attribute_error(attrs: Sequence[Attribute], original: dict, released: dict, contributions: dict) -> dict:
+    """The owner's actual error per attribute (private): ``header``, ``rows`` and ``charts``.
 
     Numeric: released mean − original mean (the attribute's units), that shift in original standard
-    deviations, released sd / original sd; categorical: the share of changed labels. Every attribute:
-    its contribution to MeanSSE (the contributions add up to it; docs/specification.md §4).
+    deviations, released sd / original sd, and the root-mean-square error s·√(c·l) (s the original's
+    sample sd, c the attribute's MeanSSE contribution, l the number of attributes), charted as a share
+    of the declared domain width; categorical: the share of changed labels c·l·(1/2)², charted.
+    Every attribute: its contribution to MeanSSE (the contributions add up to it; docs/specification.md §4).
     """
     l = len(attrs)
-    rows = []
+    rows: list[list] = []
+    numeric: list[tuple[str, float]] = []
+    labels: list[tuple[str, float]] = []
     for a in attrs:
         c = contributions[a.name]
         if a.categorical:  # c = changed · (1/s)² / l, s = CATEGORICAL_SCALE
             changed = c * l * CATEGORICAL_SCALE ** 2
-            rows.append([a.name, "categorical", None, None, None, f"{changed:.1%} labels changed", c])
+            labels.append((a.name, changed))
+            rows.append([a.name, "categorical", None, None, None, None, f"{changed:.1%} labels changed", c])
             continue
         o, r = original[a.name], released[a.name]
         shift = None if o["mean"] is None or r["mean"] is None else r["mean"] - o["mean"]
         in_sd = None if shift is None or not o["std"] else shift / o["std"]
         ratio = None if not o["std"] or r["std"] is None else r["std"] / o["std"]
-        rows.append([a.name, "numeric", shift, in_sd, ratio, "", c])
-    return ["<h2>Error per attribute (this fragment)</h2>",
-            _table(["attribute", "kind", "mean shift (released − original)", "shift in original sd",
-                    "sd ratio (released / original)", "labels", "MeanSSE contribution"], rows)]
+        rms = None if not o["std"] else float(o["std"] * np.sqrt(c * l))
+        if rms is not None:
+            lo, hi = a.bounds()
+            numeric.append((a.name, rms / (hi - lo)))
+        rows.append([a.name, "numeric", shift, in_sd, ratio, rms, "", c])
+
+    def draw() -> list[Chart]:
+        out = []
+        if numeric:
+            out.append(_bar_chart([n for n, _ in numeric], [s for _, s in numeric],
+                                  "RMS error, share of the declared domain"))
+        if labels:
+            out.append(_bar_chart([n for n, _ in labels], [s for _, s in labels], "labels changed", limit=1.0))
+        return out
+
+    return {"header": ["attribute", "kind", "mean shift (released − original)", "shift in original sd",
+                       "sd ratio (released / original)", "RMS error", "labels", "MeanSSE contribution"],
+            "rows": rows, "charts": draw()}
 
 
 def public_report_path(output: str, version: int) -> str:

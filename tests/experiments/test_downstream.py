@@ -51,16 +51,16 @@ def test_marginal_tvds_hand_examples():
         marginal_tvds(orig, orig[:, :1], sizes)
 
 
-def test_encode_table_bins_the_declared_domain_and_codes_nulls_apart():
+def test_encode_table_bins_the_public_cuts_and_codes_nulls_apart():
     table = pd.DataFrame({s.name: [s.categories[0] if s.categorical else s.lo] * 3 for s in SPECS})
-    table.loc[1, "age"] = 100.0       # top of [0, 100]: last bin
+    table.loc[1, "age"] = 100.0       # above the last cut (90): the last bin
     table.loc[2, "age"] = np.nan      # null: its own code
     table.loc[2, "workclass"] = None
     table.loc[1, "workclass"] = "Astronaut"  # undeclared: the null code too
     codes = encode_table(table, SPECS)
     sizes = code_sizes(SPECS)
     age, work = [s.name for s in SPECS].index("age"), [s.name for s in SPECS].index("workclass")
-    assert codes[:, age].tolist() == [0, 9, 10] and sizes[age] == 11
+    assert codes[:, age].tolist() == [0, 9, 10] and sizes[age] == 11  # 9 cuts: 10 bins and the null code
     assert codes[:, work].tolist() == [0, 8, 8] and sizes[work] == 9  # 8 declared workclasses
     assert (codes < np.array(sizes)[None, :]).all()
 
@@ -120,7 +120,7 @@ def test_small_run_end_to_end(split, tmp_path):
 
 
 @pytest.mark.slow
-def test_mst_synthesizes_the_declared_columns(split):
+def test_mst_synthesizes_the_declared_columns(split, monkeypatch):
     pytest.importorskip("mbi")
     from fragrelease.experiments.downstream import synthesize
 
@@ -128,7 +128,20 @@ def test_mst_synthesizes_the_declared_columns(split):
     # the Private-PGM programs of its tree (about 42 s for all 11 columns, 21 s for these 7, on 2 cores)
     specs = [s for s in SPECS if s.name in ("age", "workclass", "education", "race", "sex", "hours-per-week", TARGET)]
     train = split[0].iloc[:2000]
+    from opendp.extras.mbi import ContingencyTable
+
+    methods = []
+    real = ContingencyTable.synthesize
+
+    def spy(self, rows=None, method="round"):
+        methods.append(method)
+        return real(self, rows, method)
+
+    monkeypatch.setattr(ContingencyTable, "synthesize", spy)
     syn = synthesize(train, specs, algorithm="mst", epsilon="8", iters=50)
+    assert methods == ["sample"]  # i.i.d. sampling, not mbi 1.1.0's comonotone rounding
+    # the numeric columns come back in the public bins (left-open cuts 10, ..., 90: values 10 ... 91)
+    assert syn["age"].between(10, 91).all() and syn["hours-per-week"].between(10, 91).all()
     assert list(syn.columns) == [s.name for s in specs]
     assert abs(len(syn) - len(train)) < 200  # about n rows (n is not spent on: the unit is a substitution)
     assert set(syn[TARGET].dropna()) <= {"<=50K", ">50K"}

@@ -3,6 +3,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from fragrelease.jobs.cli import main
@@ -24,28 +25,44 @@ def test_plan_prints_the_table_of_the_adult_release(capsys):
     for a in ADULT:
         assert a in rows, out
     # age: DP-IR bound Δ = 100/50, ε_attr = 1/10 -> b = 20 years, ±20·ln 20 = 59.91, 120 % of the domain
-    assert rows["age"][1:] == ["num", "1/10", "20", "59.91", "120%", "WARN"]
+    assert rows["age"][1:6] == ["num", "1/10", "20", "59.91", "120%"]
     # sex: ranks [1, 2], ε_centroids = 9/10 · 1/10: b = (1/50)/0.09, P(rank moves) = exp(-1/(2b)) = 11 %
-    assert rows["sex"][1:] == ["cat", "1/10", "0.2222", "0.6657", "133%", "11%", "WARN"]
+    assert rows["sex"][1:7] == ["cat", "1/10", "0.2222", "0.6657", "133%", "11%"]
     assert "upper bounds (the DP-IR values)" in out and "no data read, no budget spent" in out
+    # after the isotonic projection: age's expected RMSE is a few years against the mean's 28.9 (data spread
+    # over [0, 100]); the noise interval alone (120 % of the domain) no longer decides the check
+    assert rows["age"][-2] == "28.9" and 4.5 < float(rows["age"][-3]) < 6.5 and rows["age"][-1] == "ok"
+    for a in ("sex", "race", "marital-status", "relationship", "age", "hours-per-week"):
+        assert rows[a][-1] == "ok", rows[a]
+    # native-country: 41 categories at b = 8.9 ranks: about 80 % of the labels change (constant: 97.6 %)
+    assert rows["native-country"][-2] == "97.6%" and rows["native-country"][-1] == "WARN"
+    assert "warning: " in out and "worst: native-country" in out
 
 
 def test_plan_of_the_20_attribute_release_warns_and_suggests_k_and_epsilon(capsys):
     assert main(["plan", "conf/german-credit-horizontal.yaml"]) == 0
     out = capsys.readouterr().out
     rows = _rows(out)
-    assert len([r for r in rows.values() if r[-1] == "WARN"]) == 20
-    # credit amount: Δ = 50,000/20 DM, b = Δ/(1/20) = 50,000 DM, ±b·ln 20 = 149,787 DM
-    assert rows["credit_amount"][1:] == ["num", "1/20", "50,000", "149,787", "599%", "WARN"]
-    assert "warning: 20 of 20 attributes have a 95 % noise interval covering more than 50% of their domain" in out
-    # k: categorical ε_centroids = 9/10 · 1/20, 2·ln 20/(k·0.045) <= 0.5 -> k = 267 <= the smaller bank's 400
-    assert "suggestion: k = 267" in out and "suggestion: epsilon = 14 " in out
+    warned = [a for a, r in rows.items() if r[-1] == "WARN"]
+    assert len(warned) >= 15, out
+    # credit amount: Δ = 50,000/20 DM, b = Δ/(1/20) = 50,000 DM, ±b·ln 20 = 149,787 DM; after the projection
+    # its expected RMSE is about 90 % of the mean's (14,434 DM for data spread over [0, 50,000])
+    assert rows["credit_amount"][1:6] == ["num", "1/20", "50,000", "149,787", "599%"]
+    assert rows["credit_amount"][-2:] == ["14,434", "WARN"]
+    assert (f"warning: {len(warned)} of 20 attributes are expected to be released with an error at least 0.5 "
+            "times that of releasing their mean (numeric) or most frequent category (categorical), on data drawn "
+            "from the declared domain") in out
+    assert "suggestion: epsilon = " in out and "suggestion: keep only " in out
 
 
 def test_plan_threshold_and_overrides(capsys):
-    assert main(["plan", "conf/german-credit-horizontal.yaml", "--k", "267"]) == 0
+    assert main(["plan", "conf/german-credit-horizontal.yaml", "--epsilon", "60"]) == 0
     out = capsys.readouterr().out
     assert "warning" not in out and "suggestion" not in out
+    # the paper's release (no projection): age's expected RMSE is several times the projected one
+    assert main(["plan", "conf/adult-horizontal.yaml", "--postprocess", "none"]) == 0
+    out = capsys.readouterr().out
+    assert "expected after postprocess none on data drawn" in out and float(_rows(out)["age"][-3]) > 15
     assert main(["plan", "conf/adult-horizontal.yaml", "--threshold", "1.5"]) == 0
     assert "warning" not in capsys.readouterr().out
 
@@ -60,8 +77,10 @@ def test_plan_reads_no_data(tmp_path, capsys):
     assert main(["plan", str(path)]) == 0
     out = capsys.readouterr().out
     assert "alcohol" in _rows(out) and "record counts not declared" in out
+    assert _rows(out)["alcohol"][-3:] == ["n/a", "n/a", "ok"]  # no n: nothing simulated
     assert main(["plan", str(path), "--rows", "500"]) == 0
-    assert "record counts not declared" not in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "record counts not declared" not in out and _rows(out)["alcohol"][-3] != "n/a"
 
 
 def test_plan_runs_without_pyspark():
@@ -113,17 +132,20 @@ def test_the_run_summary_prints_the_table_and_the_meansse_scale(capsys):
     assert "MeanSSE vs original 5.5600 (private: from the originals)" in out
     assert out.index("guarantee:") < out.index("credit_amount")
     rows = _rows(out)
-    assert rows["credit_amount"][1:] == ["num", "1/20", "50,000", "149,787", "599%", "WARN"]
-    assert "warning: 20 of 20 attributes" in out and "suggestion" not in out
+    assert rows["credit_amount"][1:6] == ["num", "1/20", "50,000", "149,787", "599%"]
+    assert rows["credit_amount"][-2:] == ["14,434", "WARN"]
+    assert "attributes are expected to be released with an error" in out and "suggestion" not in out
 
 
 def test_the_python_api_previews_without_spark():
     from fragrelease.jobs.api import Release
 
     pv = Release.from_config("conf/german-credit-horizontal.yaml").preview()
-    assert len(pv.warnings) == 20 and pv.suggestions is not None and pv.suggestions.k == 267
-    assert pv.to_dict()["suggestions"]["epsilon"] == "14"
-    assert not Release.from_config("conf/german-credit-horizontal.yaml", overrides={"k": 267}).preview().warnings
+    assert len(pv.warnings) >= 15 and pv.suggestions is not None and pv.suggestions.epsilon is not None
+    assert pv.to_dict()["suggestions"]["keep"] == list(pv.suggestions.keep)
+    assert pv.to_dict()["attributes"][0]["released_error"]["baseline_error"] == pytest.approx(0.75)  # 1 − 1/4
+    assert {a.error.runs for a in pv.attributes if a.error is not None} == {32}  # README: 32 simulated releases
+    assert not Release.from_config("conf/german-credit-horizontal.yaml", overrides={"epsilon": "60"}).preview().warnings
 
 
 def test_run_logs_the_preview_warning_before_reading_data(caplog):
@@ -134,7 +156,8 @@ def test_run_logs_the_preview_warning_before_reading_data(caplog):
 
     with caplog.at_level(logging.WARNING, logger="fragrelease.preview"):
         _warn_accuracy(load_config("conf/german-credit-horizontal.yaml"), "conf/german-credit-horizontal.yaml")
-        _warn_accuracy(load_config("conf/german-credit-horizontal.yaml", {"k": 300}), "c.yaml")
+        _warn_accuracy(load_config("conf/german-credit-horizontal.yaml", {"epsilon": "60"}), "c.yaml")
     assert len(caplog.records) == 1
-    assert caplog.records[0].getMessage().startswith("20 of 20 attributes have a 95 % noise interval")
+    assert " of 20 attributes are expected to be released with an error at least 0.5 times" in \
+        caplog.records[0].getMessage()
     assert caplog.records[0].getMessage().endswith("see fragrelease plan conf/german-credit-horizontal.yaml")

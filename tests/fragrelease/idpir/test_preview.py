@@ -11,15 +11,16 @@ from fragrelease.idpir.mechanisms import draw_attribute, get_mechanism
 from fragrelease.idpir.microaggregation import ir_centroids
 from fragrelease.idpir.postprocess import finish_centroids
 from fragrelease.idpir.preview import (
-    Z95,
     OwnerPlan,
     PreviewParams,
     attribute_previews,
     preview,
     preview_from_provenance,
+    preview_params,
     suggest,
 )
 from fragrelease.rng.laplace import SecureLaplace
+from fragrelease.rng.simulation import SeededSimulation
 
 NUM = {"name": "x", "kind": "numeric", "domain": [0.0, 100.0]}
 CAT = {"name": "c", "kind": "categorical", "categories": ["a", "b", "c", "d", "e"]}
@@ -39,7 +40,9 @@ def test_dp_ir_scale_is_the_production_calibration_and_the_closed_forms_follow()
     assert a.scale == mech.scale(2.0, Fraction(1, 10), 11_100 // 50)  # the same double the release uses
     assert a.scale == pytest.approx(20.0, rel=1e-9) and a.mean_abs_noise == a.scale
     assert a.half_width == pytest.approx(20.0 * np.log(20), rel=1e-9)
-    assert a.coverage == pytest.approx(2 * np.log(20) / (50 * 0.1), rel=1e-9) and a.warn
+    assert a.coverage == pytest.approx(2 * np.log(20) / (50 * 0.1), rel=1e-9)
+    # the Laplace draw covers 120 % of the domain, yet the projected release is far better than the mean
+    assert a.error is not None and a.released_error < 0.3 * a.baseline_error and not a.warn
 
 
 def test_without_a_record_count_the_scale_is_delta_over_epsilon():
@@ -113,38 +116,72 @@ def test_budgets_follow_the_release_rules():
     assert {a.epsilon for a in by_attr.attributes} == {Fraction(1, 3)}
 
 
+def _search_fits(p, seed, **change):
+    """What the suggestions' search sees for ``p`` changed: the same seeded draws, replayed."""
+    from dataclasses import replace
+
+    from fragrelease.idpir.preview import DEFAULT_THRESHOLD, _fits, _Replay
+
+    return _fits(replace(p, **change), DEFAULT_THRESHOLD, _Replay(SeededSimulation(seed)))
+
+
 def test_suggested_k_and_epsilon_are_the_smallest_that_fit():
-    p = _params([NUM, CAT], k=20, epsilon="1/10", n=5000, order="dp-frequency")
-    s = suggest(p)
+    p = _params([NUM, CAT], k=5, epsilon="1/20", n=5000, order="dp-frequency")
+    pv = attribute_previews(p, randomness=SeededSimulation(1))
+    assert all(a.warn for a in pv)
+    s = suggest(p, randomness=SeededSimulation(4), previews=pv)
     assert s is not None and s.k is not None and s.epsilon is not None
+    assert _search_fits(p, 4, k=s.k) and not _search_fits(p, 4, k=s.k - 1)
+    assert _search_fits(p, 4, epsilon=s.epsilon)
+    from fragrelease.idpir.preview import _previous_two_digits
 
-    def fits(**change):
-        from dataclasses import replace
-        return not any(a.warn for a in attribute_previews(replace(p, **change)))
-
-    assert fits(k=s.k) and not fits(k=s.k - 1)
-    # ε: the categorical attribute needs 2·ln 20 / (20 · 9/10 · ε/2) <= 1/2, i.e. ε >= 1.331: 1.4 fits, 1.3 not
-    assert s.epsilon == Fraction(7, 5) and fits(epsilon=s.epsilon) and not fits(epsilon=Fraction(13, 10))
-    assert s.keep == ()  # not even one attribute fits at k = 20, ε = 1/10
-    # the closed form: 2·ln 20 / (k·ε_centroids) <= 1/2 for the categorical attribute (ε_c = 9/10 · ε/2)
-    assert s.k == int(np.ceil(2 * Z95 / (0.5 * 0.9 * 0.05)))
+    assert not _search_fits(p, 4, epsilon=_previous_two_digits(s.epsilon))  # the two-digit number just below
+    assert _previous_two_digits(Fraction(28, 100)) == Fraction(27, 100) and _previous_two_digits(Fraction(1)) == \
+        Fraction(99, 100)
+    assert s.keep == () and set(s.drop) == {"x", "c"}  # alone, each still warns at k = 5, ε = 1/20
 
 
 def test_the_suggested_k_respects_the_record_counts():
-    s = suggest(_params([NUM], k=3, epsilon="1/100", n=100))
+    p = _params([NUM], k=3, epsilon="1/1000", n=100)
+    s = suggest(p, randomness=SeededSimulation(2))
     assert s is not None and s.k is None and "n = 100" in " ".join(s.notes)
 
 
-def test_dropping_attributes_keeps_the_largest_set_that_fits():
+def test_keep_drops_the_worst_relative_error_first():
+    """Six numeric attributes and a binary one: the binary attribute keeps its categories far better (relative to
+    its constant release) than the numeric ones, so it is kept and numeric ones are dropped until the rest fit."""
     specs = [{"name": f"a{i}", "kind": "numeric", "domain": [0.0, 1.0]} for i in range(6)]
-    # every attribute: coverage 2·ln 20 / (k·ε/l); with k = 40, ε = 1: fits iff l <= 3.34
-    s = suggest(_params(specs, k=40, epsilon="1"))
-    assert s is not None and len(s.keep) == 3 and len(s.drop) == 3
-    assert set(s.keep) | set(s.drop) == {a["name"] for a in specs}
+    specs.append({"name": "b", "kind": "categorical", "categories": ["y", "n"]})
+    p = _params(specs, k=10, epsilon="1/20", n=2000)
+    s = suggest(p, randomness=SeededSimulation(3))
+    assert s is not None and "b" in s.keep and set(s.keep) | set(s.drop) == {a["name"] for a in specs}
+    assert s.drop and all(d.startswith("a") for d in s.drop)
+    kept = tuple(a for a in p.owners[0].attributes if a in s.keep)
+    from dataclasses import replace
+
+    assert _search_fits(replace(p, owners=(OwnerPlan("o1", kept, 2000),)), 3)
 
 
 def test_nothing_to_suggest_when_everything_fits():
-    assert suggest(_params([NUM], k=200, epsilon="1")) is None
+    assert suggest(_params([NUM], k=200, epsilon="1", n=10_000), randomness=SeededSimulation(1)) is None
+
+
+def test_without_record_counts_nothing_is_simulated_or_warned():
+    pv = preview_params(_params([NUM, CAT], k=50, epsilon="1/100"))
+    assert all(a.error is None and not a.warn for a in pv.attributes) and pv.suggestions is None
+    assert any("released error is not simulated" in n for n in pv.notes)
+
+
+def test_the_warning_names_the_worst_attribute_and_its_baseline():
+    pv = preview_params(_params([NUM, CAT], k=5, epsilon="1/20", n=5000), randomness=SeededSimulation(1),
+                        with_suggestions=False)
+    text = pv.warning_text()
+    assert text is not None and text.startswith("2 of 2 attributes are expected to be released with an error at "
+                                                "least 0.5 times that of releasing their mean (numeric) or most "
+                                                "frequent category (categorical), on data drawn from the declared "
+                                                "domain (worst: ")
+    worst = max(pv.attributes, key=lambda a: a.error_ratio)
+    assert f"worst: {worst.attribute}," in text
 
 
 def test_bad_threshold_is_refused():
@@ -160,8 +197,9 @@ def test_the_provenance_gives_the_same_table_as_the_configuration():
                                      "epsilon_centroids": "1/2"},
                                     {"attribute": "c", "epsilon": "1/2", "epsilon_order": "1/20",
                                      "epsilon_centroids": "9/20"}]} for o, n in (("a", 600), ("b", 400))]}
-    from_prov = preview_from_provenance(prov)
+    from_prov = preview_from_provenance(prov, randomness=SeededSimulation(9))
     owners = (OwnerPlan("a", ("x", "c"), 600), OwnerPlan("b", ("x", "c"), 400))
     from_params = attribute_previews(_params([NUM, CAT], k=20, epsilon="1", mechanism="idp-ir",
-                                             order="dp-frequency", owners=owners))
+                                             order="dp-frequency", owners=owners), randomness=SeededSimulation(9))
     assert from_prov.attributes == from_params and from_prov.suggestions is None
+    assert all(a.error is not None for a in from_params)

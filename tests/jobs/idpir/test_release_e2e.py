@@ -4,6 +4,7 @@ One horizontal release (module fixture ``horizontal_release``) serves every test
 it or tampers with a copy of what it wrote; a whole release costs 20-60 Spark jobs.
 """
 import json
+import re
 import shutil
 
 import pytest
@@ -18,6 +19,7 @@ from fragrelease.jobs.idpir.release import run_local_release
 from fragrelease.jobs.storage import read_delta, table_provenance
 from fragrelease.schemas.adult import RELEASED as ADULT_RELEASED
 from fragrelease.schemas.wine import RELEASED as WINE_RELEASED
+from fragrelease.version import __version__
 
 
 @pytest.fixture(scope="module")
@@ -83,8 +85,18 @@ def test_horizontal_release_is_a_real_delta_table(spark, horizontal_release, adu
     assert result.report.endswith("release_reports/release-v0.html")
     assert "<img" in public and "plan id" in public and result.plan.plan_id in public
     assert "original" not in public.lower() and "MeanSSE" not in public
+    # the public report opens with the table, its version, its rows and the guarantee (issue 38, item 5)
+    head = re.search(r'<p class="headline" id="headline">(.*?)</p>', public, re.S)
+    assert head is not None and head.start() < public.index("<h2>")
+    assert f"<b>{cfg.output}</b>, version 0 (written by fragrelease {__version__}): 2,000 rows." in head.group(1)
+    assert "Guarantee against release recipients" in head.group(1) and "no epsilon bound" in head.group(1)
     private = open(owner_report_path(cfg, cfg.owners[0]), encoding="utf-8").read()
     assert "For the data owner's eyes only" in private and "MeanSSE" in private and "<img" in private
+    # the owner sees its values as the table stores them: age (declared integer) rounded, so its quantiles are whole
+    assert "age, hours-per-week rounded half to even to integers, as the release table holds them" in private
+    row = re.search(r"<tr><td>age \(released\)</td>((?:<td>[^<]*</td>)+)</tr>", private)
+    assert row is not None
+    assert all(float(q) == round(float(q)) for q in re.findall(r"<td>([^<]*)</td>", row.group(1))[2:])
     # every released value is in its declared domain / category list
     pdf = table.to_pandas()
     assert pdf["age"].between(0, 100).all() and pdf["hours-per-week"].between(1, 99).all()

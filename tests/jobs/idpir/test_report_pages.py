@@ -1,0 +1,175 @@
+"""The reports as pages people read (issue 38, item 5): Jinja2 templates with autoescaping, a public
+headline (table, version, rows, the guarantee in one sentence), inline charts, the owner report's
+values as the release table stores them (integers rounded), OpenDP's Laplace intervals, extra sections."""
+from __future__ import annotations
+
+import base64
+import html
+import math
+import re
+
+import markupsafe
+import numpy as np
+import pandas as pd
+import pytest
+
+from fragrelease.idpir.guarantee import release_guarantee
+from fragrelease.jobs.idpir.report import TEMPLATES, ReportSection, noise_section, owner_report, public_report
+from fragrelease.schemas.base import Attribute
+
+ATTRS = [
+    Attribute(name="age", type="integer", role="quasi-identifier", kind="numeric", domain=(0, 100)),
+    Attribute(name="hours", type="double", role="quasi-identifier", kind="numeric", domain=(0, 100)),
+    Attribute(name="sex", type="string", role="quasi-identifier", kind="categorical", categories=("f", "m", "x")),
+]
+N = 400
+
+
+def _provenance(linkage: str = "linked") -> dict:
+    return {"dataset": "d", "fragmentation": "horizontal", "mechanism": "dp-ir", "k": 5, "epsilon": "3",
+            "composition": "parallel", "category_order": "declared", "category_order_share": "1/10",
+            "linkage": linkage, "plan_id": "p-1", "fragrelease_version": "9.9.9",
+            "attributes": [a.public_spec() for a in ATTRS],
+            "guarantee": release_guarantee(mechanism="dp-ir", epsilon="3", composition="parallel", linkage=linkage,
+                                           category_order="declared"),
+            "owners": [{"name": o, "n_records": N // 2, "epsilon": "3", "epsilon_per_attribute": "1",
+                        "attributes": [a.name for a in ATTRS],
+                        "budgets": [{"attribute": a.name, "epsilon": "1", "epsilon_order": "0", "epsilon_centroids": "1"}
+                                    for a in ATTRS]} for o in ("a", "b")]}
+
+
+def _released(n: int = N) -> pd.DataFrame:
+    rng = np.random.default_rng(7)
+    return pd.DataFrame({"age": rng.integers(18, 90, n).astype("int32"), "hours": np.round(rng.uniform(1, 99, n), 2),
+                         "sex": rng.choice(["f", "m"], n)})
+
+
+def _images(text: str) -> list[bytes]:
+    return [base64.b64decode(m) for m in re.findall(r'<img alt="[^"]*" src="data:image/png;base64,([^"]+)">', text)]
+
+
+def _plain(fragment: str) -> str:
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", "", fragment)).split())
+
+
+@pytest.mark.parametrize("linkage", ["linked", "unlinked"])
+def test_public_report_opens_with_table_version_rows_and_the_guarantee(spark, tmp_path, linkage):
+    prov = _provenance(linkage)
+    path = public_report(spark.createDataFrame(_released()), ATTRS, prov, str(tmp_path / "p.html"),
+                         table="main.reports.d_release", version=3)
+    text = open(path, encoding="utf-8").read()
+    head = re.search(r'<p class="headline" id="headline">(.*?)</p>', text, re.S)
+    assert head is not None and head.start() < text.index("<h2>")  # first, before every section
+    plain = _plain(head.group(1))
+    g = prov["guarantee"]
+    assert plain == (f"main.reports.d_release, version 3 (written by fragrelease 9.9.9): 400 rows. Guarantee against "
+                     f"release recipients (anyone who reads the table): {g['per_column']}; {g['table']} (against the "
+                     "aggregator and the key holders: see Guarantee below).")
+    assert ("no epsilon bound" in plain) == (linkage == "linked") and ("3-DP as a whole" in plain) == (linkage == "unlinked")
+    # the full statement follows, each sentence as written
+    for key, sentence in g.items():
+        assert f"<td>{key.replace('_', ' ')}</td><td>{markupsafe.escape(sentence)}</td>" in text
+
+
+def test_public_report_is_one_file_with_charts_and_nothing_from_outside_the_release(spark, tmp_path):
+    path = public_report(spark.createDataFrame(_released()), ATTRS, _provenance(), str(tmp_path / "p.html"),
+                         table="t", version=0)
+    text = open(path, encoding="utf-8").read()
+    images = _images(text)
+    # one distribution per attribute, the noise interval, the rank-move chance, the expected released
+    # error against the constant release's, the correlation heat map
+    assert len(images) == len(ATTRS) + 3 + 1 == text.count("<img")
+    assert all(i.startswith(b"\x89PNG\r\n\x1a\n") for i in images)
+    assert not re.search(r"""(src|href)=["']?(https?:|//|file:)""", text) and "<script" not in text
+    assert 'alt="95 % noise interval, share of the declared domain: age 120%, hours 120%, sex 120%"' in text
+    assert "original" not in text.lower() and "MeanSSE" not in text  # nothing computed from the original data
+    # long tables are folded under their chart, not gone
+    assert re.search(r"<details><summary>ε of every attribute of every owner \(6 rows\)</summary><table>", text)
+
+
+def test_values_are_escaped_never_markup(spark, tmp_path):
+    prov = {**_provenance(), "dataset": "<b>d</b>", "plan_id": "<script>alert(1)</script>"}
+    described = {"description": "<img src=x onerror=alert(1)>", "properties": {"k": "<i>v</i>"},
+                 "column_comments": {"age": "a & b"}}
+    path = public_report(spark.createDataFrame(_released()), ATTRS, prov, str(tmp_path / "p.html"), described,
+                         table="<t>", version=0)
+    text = open(path, encoding="utf-8").read()
+    for raw in ("<b>d</b>", "<script", "<img src=x", "<i>v</i>", "<t>"):
+        assert raw not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text and "&lt;img src=x onerror=alert(1)&gt;" in text
+    assert "<td>a &amp; b</td>" in text
+
+
+def test_the_noise_interval_is_opendps(monkeypatch):
+    import opendp.accuracy
+
+    base = noise_section(_provenance())
+    assert base is not None
+    # DP-IR, k = 5, domain [0, 100], ε_attr = 1: b = 20 (+ the grid allowance), 95 % ± 20 ln 20 = 59.9, 120 %
+    assert base["header"] == ["attribute", "kind", "ε_attr", "b = E|noise|", "95 % ±", "of domain", "P(rank moves)",
+                              "released error", "constant's", "check"]
+    age = next(r for r in base["rows"] if r[0] == "age")
+    assert age[3:7] == ["20", "59.91", "120%", ""] and 20 * math.log(20) == pytest.approx(59.91, abs=0.005)
+    calls = []
+
+    def fake(scale, alpha):
+        calls.append((scale, alpha))
+        return 3.0 * scale
+
+    monkeypatch.setattr(opendp.accuracy, "laplacian_scale_to_accuracy", fake)
+    age = next(r for r in noise_section(_provenance())["rows"] if r[0] == "age")
+    assert age[4:6] == ["60", "120%"] and calls and all(a == 0.05 for _, a in calls)
+
+
+def test_owner_report_shows_the_values_the_table_stores(spark, tmp_path):
+    rng = np.random.default_rng(3)
+    orig = pd.DataFrame({"rid": np.arange(N), "age": rng.integers(18, 90, N).astype(float),
+                         "hours": np.round(rng.uniform(1, 99, N), 1), "sex": rng.choice(["f", "m"], N)})
+    orig.loc[:1, "age"] = [2.0, 3.0]
+    prot = orig.copy()
+    prot["age"] = orig["age"] + 0.4  # rounds back to the original value ...
+    prot.loc[:1, "age"] = [2.5, 3.5]  # ... and half to even: 2.5 -> 2 (error 0), 3.5 -> 4 (error 1)
+    prot["hours"] = orig["hours"] + 0.4  # a double: stored as it is
+    extra = ReportSection(title="Measured risk", template="table_section.html.j2", anchor="risk",
+                          context={"text": "a <lower> bound", "header": ["attack", "risk"], "rows": [["inference", 0.25]]})
+    path = owner_report(spark.createDataFrame(orig), spark.createDataFrame(prot), ATTRS, "rid",
+                        {"owner": "a", "plan_id": "p-1", "mechanism": "idp-ir", "k": 5}, str(tmp_path / "r.html"),
+                        extra_sections=[extra])
+    text = open(path, encoding="utf-8").read()
+    assert "For the data owner's eyes only" in text
+    assert "age rounded half to even to integers, as the release table holds them" in _plain(text)
+    cells = re.search(r"<tr><td>age</td><td>numeric</td><td>([^<]+)</td><td>[^<]+</td><td>[^<]+</td><td>([^<]+)</td>",
+                      text)
+    assert cells is not None
+    # stored: one record off by 1, every other exact (before rounding: every record off by 0.4)
+    assert float(cells.group(1)) == pytest.approx(1 / N, rel=1e-3)
+    assert float(cells.group(2)) == pytest.approx(math.sqrt(1 / N), rel=1e-3)
+    hours = re.search(r"<tr><td>hours</td><td>numeric</td><td>([^<]+)</td><td>[^<]+</td><td>[^<]+</td><td>([^<]+)</td>",
+                      text)
+    assert hours is not None and float(hours.group(1)) == pytest.approx(0.4, rel=1e-3)
+    assert float(hours.group(2)) == pytest.approx(0.4, rel=1e-3)
+    # the released quantiles of age are integers (the stored values)
+    row = re.search(r"<tr><td>age \(released\)</td>((?:<td>[^<]*</td>)+)</tr>", text)
+    assert row is not None
+    quantiles = [float(v) for v in re.findall(r"<td>([^<]*)</td>", row.group(1))[2:]]
+    assert len(quantiles) == 5 and all(q == round(q) for q in quantiles)
+    # charts: a distribution per attribute, the error (numeric) and the label changes, the correlation difference
+    assert len(_images(text)) == len(ATTRS) + 2 + 1 == text.count("<img")
+    assert 'alt="RMS error, share of the declared domain: age 0.05%, hours 0.4%"' in text  # √(1/400) and 0.4 of 100
+    # an extra section: after the report's own sections, before the footer, its values escaped
+    risk = text.index('<section id="risk">')
+    assert text.index('<section id="parameters">') < risk < text.index("Generated by fragrelease")
+    assert "<h2>Measured risk</h2>" in text and "a &lt;lower&gt; bound" in text
+    assert "<tr><th>attack</th><th>risk</th></tr><tr><td>inference</td><td>0.25</td></tr>" in text
+
+
+def test_every_template_is_package_data():
+    """setup.py ships ``idpir/templates/*.j2`` of fragrelease.jobs: every template must match it (the wheel
+    carries them: tests/test_wheel_install.py)."""
+    from pathlib import Path
+
+    names = sorted(p.name for p in TEMPLATES.iterdir())
+    assert {"base.html.j2", "public_report.html.j2", "owner_report.html.j2"} <= set(names)
+    assert all(n.endswith(".j2") for n in names)
+    setup_py = (Path(__file__).resolve().parents[3] / "setup.py").read_text(encoding="utf-8")
+    assert re.search(r'"fragrelease\.jobs": \[[^\]]*"idpir/templates/\*\.j2"', setup_py)
