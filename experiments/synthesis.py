@@ -4,7 +4,7 @@ The release kind of docs/specification.md §10, run through its own Spark-free c
 (:mod:`fragrelease.synthesis.mechanism`) with ``owners`` horizontal owners (a uniform random split of
 ``adult.data``'s 30,162 cleaned rows), the 10 released attributes and income (the declared target),
 numeric attributes coded on the same public cuts that OpenDP's MST and AIM get
-(:data:`fragrelease.experiments.downstream.AGE_CUTS`, ``HOURS_CUTS``). Noise from
+(:data:`fragrelease.experiments.downstream.NUMERIC_CUTS`, also the bins of the TVD). Noise from
 :class:`~fragrelease.rng.laplace.FastLaplace` and numpy draws (evaluation only: a release draws from the
 OS CSPRNG). Each run is scored with :func:`fragrelease.experiments.downstream.classifier_accuracies`
 and :func:`~fragrelease.experiments.downstream.marginal_tvds`, the downstream table's own code.
@@ -43,7 +43,7 @@ from fragrelease.synthesis.mechanism import (
 )
 
 #: Public cuts of the numeric attributes: the ones MST and AIM are given.
-CUTS = {"age": ds.AGE_CUTS, "hours-per-week": ds.HOURS_CUTS}
+CUTS = ds.NUMERIC_CUTS
 
 
 def coded_domain(specs: Sequence[AttributeSpec]) -> SynthesisDomain:
