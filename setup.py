@@ -96,6 +96,9 @@ setup(
         # samples with method="sample". dpmm (a second MST) is NOT an extra: dpmm 0.1.9 pins opendp==0.12.1
         # and fragrelease needs opendp 0.16, so pip cannot resolve both in one environment; it runs in its
         # own venv (experiments/dpmm-requirements.txt; docs/evaluation.md, "Downstream utility").
+        # the marginal-synthesis mechanism's model (fragrelease.synthesis, docs/specification.md §10):
+        # Private-PGM (mbi) as OpenDP 0.16 pins it; its sampler is not used (fragrelease samples itself)
+        "synthesis": ["opendp[mbi]>=0.16,<0.17"],
         "experiments": ["scikit-learn>=1.4", "opendp[mbi]>=0.16,<0.17", "polars>=1.20,<3"],
         # measured disclosure risk (fragrelease.risk: the owners' risk_check and the risk experiment):
         # anonymeter 1.1.0's own dependencies. anonymeter itself declares numpy<1.27, which OpenDP's

@@ -35,7 +35,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$layout" ] || [ ! -d build/edita
   echo "setup: installing fragrelease and its dependencies into .venv (first run downloads pyspark, ~450 MB)"
   .venv/bin/python -m pip install --quiet --upgrade pip
   rm -rf build/__editable__.fragrelease-*
-  .venv/bin/python -m pip install --quiet -e ".[local,test,experiments,diffgen,risk]" --config-settings editable_mode=strict
+  .venv/bin/python -m pip install --quiet -e ".[local,test,experiments,diffgen,risk,synthesis]" --config-settings editable_mode=strict
   # anonymeter 1.1.0 (fragrelease.risk) declares numpy<1.27, which JAX (OpenDP's MBI extra) cannot share;
   # its code runs on numpy 2: installed without its declared dependencies (the risk extra holds the rest)
   .venv/bin/python -m pip install --quiet --no-deps "anonymeter==1.1.0"

@@ -72,7 +72,8 @@ CODE_FOLDERS = ("fragrelease", "jobs", "udfs", "schemas", "experiments")
 #: checks them at the first Spark use); DistDiffGen's Paillier library only in the DiffGen modules;
 #: the experiments' libraries only in fragrelease.experiments (whose commands import it inside).
 EXTRAS_BY_FOLDER = {"experiments/": {"local", "experiments"}, "fragrelease/diffgen/": {"local", "diffgen"},
-                    "jobs/diffgen/": {"local", "diffgen"}, "": {"local"}}
+                    "jobs/diffgen/": {"local", "diffgen"}, "fragrelease/synthesis/": {"local", "synthesis"},
+                    "": {"local"}}
 #: Imported, imported inside functions only, and installed apart from setup.py's requirements:
 #: anonymeter 1.1.0 pins numpy<1.27, which JAX (opendp[mbi]) cannot share an environment with, so
 #: scripts/setup.sh installs it with --no-deps beside the ``risk`` extra (fragrelease.risk.MISSING_ANONYMETER).

@@ -42,13 +42,28 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from fragrelease.errors import InvalidParameterError
+from fragrelease.errors import InvalidParameterError, MissingDependencyError
 from fragrelease.rng.diffgen import DiffGenRandomness, gumbel_max
 from fragrelease.rng.laplace import LaplaceNoise, NoiseSource
 from fragrelease.synthesis.domain import SynthesisDomain, UniformSource
 
 Clique = tuple[str, ...]
 Edge = tuple[str, str]
+
+#: The one line when the model's library is missing.
+MISSING_MBI = ("marginal synthesis fits its model with mbi (Private-PGM), which is not installed: "
+               "pip install 'fragrelease[synthesis]'")
+
+
+def _mbi():
+    """The ``mbi`` package (the ``synthesis`` extra), or :class:`MissingDependencyError` (:data:`MISSING_MBI`)."""
+    try:
+        import mbi
+        from mbi import estimation, junction_tree, marginal_oracles  # noqa: F401  (the submodules used here)
+    except ImportError:
+        raise MissingDependencyError(MISSING_MBI) from None
+    return mbi
+
 
 #: L1 sensitivity of one marginal's count vector, and of the pair score, under substitution.
 SUBSTITUTION_SENSITIVITY = 2.0
@@ -331,10 +346,13 @@ def fit_model(domain: SynthesisDomain, one_way_sums: Mapping[str, np.ndarray], o
     ------
     InvalidParameterError
         ``owners < 1`` or ``iters < 1``.
+    MissingDependencyError
+        mbi is not installed (:data:`MISSING_MBI`).
     """
     if owners < 1 or iters < 1:
         raise InvalidParameterError(f"owners and iters must be >= 1, not {owners} and {iters}")
-    from mbi import Domain, LinearMeasurement, estimation
+    mbi = _mbi()
+    Domain, LinearMeasurement, estimation = mbi.Domain, mbi.LinearMeasurement, mbi.estimation
 
     names = list(domain.names)
     mdomain = Domain(names, [domain.sizes[a] for a in names])
@@ -352,8 +370,8 @@ def compile_plan(model) -> SamplingPlan:
     The order and parents are those of mbi's own sampler (``MarkovRandomField.synthetic_data``);
     the draws are not: :func:`sample_codes` samples every row i.i.d. from the caller's uniforms.
     """
-    from mbi import junction_tree, marginal_oracles
-
+    mbi = _mbi()
+    junction_tree, marginal_oracles = mbi.junction_tree, mbi.marginal_oracles
     cliques = [set(cl) for cl in model.cliques]
     jtree, elimination_order = junction_tree.make_junction_tree(model.domain, cliques)
     marginals = marginal_oracles.message_passing_stable(model.potentials.expand(list(jtree.nodes)))

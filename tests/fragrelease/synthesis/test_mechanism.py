@@ -130,3 +130,15 @@ def test_bins_are_left_open_as_opendps_cuts():
     decoded = hours.decode(np.repeat(np.arange(hours.size), 200), _uniforms(1))
     assert np.array_equal(hours.encode(pd.Series(decoded)), np.repeat(np.arange(hours.size), 200))
     assert decoded.min() == 1 and decoded.max() == 99
+
+
+def test_a_missing_mbi_is_one_line_naming_the_extra(monkeypatch):
+    import sys
+
+    from fragrelease.errors import MissingDependencyError
+    from fragrelease.synthesis.mechanism import MISSING_MBI, compile_plan
+
+    monkeypatch.setitem(sys.modules, "mbi", None)
+    with pytest.raises(MissingDependencyError) as exc:
+        compile_plan(object())
+    assert str(exc.value) == MISSING_MBI and "fragrelease[synthesis]" in MISSING_MBI and "\n" not in MISSING_MBI
