@@ -30,6 +30,8 @@ from fragrelease.rng.diffgen import SeededDiffGenRandomness
 from fragrelease.rng.laplace import FastLaplace
 from fragrelease.synthesis.domain import CodedAttribute, SynthesisDomain, contingency
 from fragrelease.synthesis.mechanism import (
+    DEFAULT_ONE_WAY_SHARE,
+    DEFAULT_SELECTION_SHARE,
     SynthesisBudget,
     add_owners,
     choose_tree,
@@ -55,7 +57,9 @@ def coded_domain(specs: Sequence[AttributeSpec]) -> SynthesisDomain:
 
 def synthesize_fragments(train: pd.DataFrame, specs: Sequence[AttributeSpec], *, epsilon: Fraction, owners: int,
                          target: Optional[str], gen: np.random.Generator, iters: int = 1000,
-                         per_owner: bool = False) -> pd.DataFrame:
+                         per_owner: bool = False, joint: bool = False,
+                         shares: tuple[Fraction, Fraction] = (DEFAULT_ONE_WAY_SHARE, DEFAULT_SELECTION_SHARE)
+                         ) -> pd.DataFrame:
     """One release of the marginal-synthesis kind over ``owners`` random horizontal fragments of ``train``.
 
     ``per_owner``: one round; each owner measures the cliques of its own tree and the aggregator fits
@@ -65,7 +69,7 @@ def synthesize_fragments(train: pd.DataFrame, specs: Sequence[AttributeSpec], *,
     codes = dom.encode(train)
     owner = gen.integers(0, owners, len(codes))
     frags = [codes[owner == o] for o in range(owners)]
-    budget = SynthesisBudget(Fraction(epsilon))
+    budget = SynthesisBudget(Fraction(epsilon), *shares)
     randomness = SeededDiffGenRandomness(int(gen.integers(2**62)))
     noise = FastLaplace()
     sizes = dom.sizes
@@ -76,7 +80,7 @@ def synthesize_fragments(train: pd.DataFrame, specs: Sequence[AttributeSpec], *,
             one = {a: contingency(f, (a,), sizes) for a in dom.names}
             pairs = {p: contingency(f, p, sizes) for p in itertools.combinations(feats, 2)}
             first = measure_round_one(dom, one, pairs, budget, target=target, randomness=randomness, noise=noise)
-            cl = cliques_to_measure(dom, first.edges, target=target)
+            cl = cliques_to_measure(dom, first.edges, target=target, joint=joint)
             second = measure_cliques(dom, {c: contingency(f, c, sizes) for c in cl}, cl, budget, noise=noise)
             one_sums, clique_sums = add_owners([first], [second])
             plan = fit_model(dom, one_sums, budget.one_way_noise(dom), clique_sums, budget.clique_noise(dom, cl),
@@ -89,7 +93,7 @@ def synthesize_fragments(train: pd.DataFrame, specs: Sequence[AttributeSpec], *,
         pairs = {p: contingency(f, p, sizes) for p in itertools.combinations(feats, 2)}
         rounds.append(measure_round_one(dom, one, pairs, budget, target=target, randomness=randomness, noise=noise))
     tree = choose_tree(dom, [r.edges for r in rounds], target=target)
-    cliques = cliques_to_measure(dom, tree, target=target)
+    cliques = cliques_to_measure(dom, tree, target=target, joint=joint)
     measured = [measure_cliques(dom, {c: contingency(f, c, sizes) for c in cliques}, cliques, budget, noise=noise)
                 for f in frags]
     one_sums, clique_sums = add_owners(rounds, measured)
@@ -108,6 +112,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     ap.add_argument("--iters", type=int, default=1000)
     ap.add_argument("--no-target", action="store_true", help="no declared target (plain tree)")
     ap.add_argument("--per-owner", action="store_true", help="one round: one model per owner (its own tree)")
+    ap.add_argument("--joint", action="store_true", help="3-way (target, a, b) cliques per tree edge")
+    ap.add_argument("--shares", nargs=2, default=[str(DEFAULT_ONE_WAY_SHARE), str(DEFAULT_SELECTION_SHARE)],
+                    help="ε shares of the 1-ways and the selection")
     ap.add_argument("--out", default="docs/evaluation")
     ap.add_argument("--name", default="synthesis")
     ap.add_argument("--save", default=None, help="folder to keep every synthetic table in (parquet), e.g. for the risk runs")
@@ -126,13 +133,15 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             t0 = time.perf_counter()
             table = synthesize_fragments(train, specs, epsilon=Fraction(eps), owners=a.owners,
                                          target=None if a.no_target else ds.TARGET, gen=gen, iters=a.iters,
-                                         per_owner=a.per_owner)
+                                         per_owner=a.per_owner, joint=a.joint,
+                                         shares=(Fraction(a.shares[0]), Fraction(a.shares[1])))
             sec = time.perf_counter() - t0
             if a.save:
                 os.makedirs(a.save, exist_ok=True)
                 table.to_parquet(os.path.join(a.save, f"{a.name}-eps{eps}-run{run}.parquet"))
             tvd1, tvd2 = ds.marginal_tvds(orig_codes, ds.encode_table(table, specs), sizes)
-            method = ("fragments-tan" if not a.no_target else "fragments-tree") + ("-per-owner" if a.per_owner else "")
+            method = (("fragments-tan" if not a.no_target else "fragments-tree") + ("-joint" if a.joint else "")
+                      + ("-per-owner" if a.per_owner else "") + f"-shares-{a.shares[0]}-{a.shares[1]}")
             rows.append({"method": method, "epsilon": eps,
                          "owners": a.owners, "run": run, "rows": len(table),
                          **ds.classifier_accuracies(table, test, specs, seed=run), "tvd1": tvd1, "tvd2": tvd2,

@@ -142,3 +142,12 @@ def test_a_missing_mbi_is_one_line_naming_the_extra(monkeypatch):
     with pytest.raises(MissingDependencyError) as exc:
         compile_plan(object())
     assert str(exc.value) == MISSING_MBI and "fragrelease[synthesis]" in MISSING_MBI and "\n" not in MISSING_MBI
+
+
+def test_the_cliques_are_the_tree_and_the_targets_star_or_its_joint_triples():
+    dom = SynthesisDomain(tuple(CodedAttribute(n, ("a", "b")) for n in ("t", "x", "y", "z")))
+    tree = (("x", "y"), ("y", "z"))
+    with pytest.raises(InvalidParameterError):
+        cliques_to_measure(dom, tree, target="nobody")
+    assert cliques_to_measure(dom, tree, target="t") == (("x", "y"), ("y", "z"), ("t", "x"), ("t", "y"), ("t", "z"))
+    assert cliques_to_measure(dom, tree, target="t", joint=True) == (("t", "x", "y"), ("t", "y", "z"))
