@@ -196,21 +196,33 @@ def measure_round_one(domain: SynthesisDomain, one_way_counts: Mapping[str, np.n
     per_step = budget.selection / steps
     # exponential mechanism: Pr[e] ∝ exp(ε_step · u(e) / (2 Δu)), Δu = 2 under substitution
     coefficient = float(per_step) / (2.0 * SUBSTITUTION_SENSITIVITY)
-    component = {a: a for a in feats}
-
-    def find(x: str) -> str:
-        while component[x] != x:
-            x = component[x]
-        return x
-
+    forest = _Forest(feats)
     chosen: list[Edge] = []
     for _ in range(steps):
-        candidates = [e for e in scores if find(e[0]) != find(e[1])]
+        candidates = [e for e in scores if forest.joins(e)]
         index, _ = gumbel_max(coefficient * np.array([scores[e] for e in candidates]), randomness)
-        edge = candidates[index]
-        component[find(edge[0])] = find(edge[1])
-        chosen.append(edge)
+        forest.add(candidates[index])
+        chosen.append(candidates[index])
     return RoundOne(one, tuple(chosen))
+
+
+class _Forest:
+    """The components of a growing forest over named nodes (Kruskal's union-find)."""
+
+    def __init__(self, nodes: Sequence[str]) -> None:
+        self._parent = {a: a for a in nodes}
+
+    def _root(self, x: str) -> str:
+        while self._parent[x] != x:
+            x = self._parent[x]
+        return x
+
+    def joins(self, edge: Edge) -> bool:
+        """True when ``edge`` joins two components (adding it keeps a forest)."""
+        return self._root(edge[0]) != self._root(edge[1])
+
+    def add(self, edge: Edge) -> None:
+        self._parent[self._root(edge[0])] = self._root(edge[1])
 
 
 def _distribution(noisy: np.ndarray) -> np.ndarray:
@@ -240,17 +252,11 @@ def choose_tree(domain: SynthesisDomain, votes: Sequence[Sequence[Edge]], *, tar
             if key not in order:
                 raise InvalidParameterError(f"edge ({a!r}, {b!r}) does not join two features of the domain")
             count[key] = count.get(key, 0) + 1
-    component = {a: a for a in feats}
-
-    def find(x: str) -> str:
-        while component[x] != x:
-            x = component[x]
-        return x
-
+    forest = _Forest(feats)
     tree: list[Edge] = []
     for e in sorted(order, key=lambda e: (-count.get(e, 0), order[e])):
-        if find(e[0]) != find(e[1]):
-            component[find(e[0])] = find(e[1])
+        if forest.joins(e):
+            forest.add(e)
             tree.append(e)
     return tuple(tree)
 
