@@ -318,7 +318,8 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
         assert control is not None
         linked = plan.linkage == "linked"
         risk = measure_owner_risk(df, protected if linked else released.unlinked(), control, attrs, schema.id_column,
-                                  cfg.risk_check, n_kept=n_records, linked=linked)
+                                  cfg.risk_check, n_kept=n_records, n_control=check.n_records - n_records,
+                                  linked=linked)
         gate(owner.name, risk, cfg.risk_check, str(spec.epsilon))
     provenance = {
         "role": "protected-fragment", "plan_id": plan.plan_id, "owner": owner.name, "mechanism": plan.mechanism,

@@ -84,11 +84,13 @@ def _pandas(df: DataFrame, attrs: Sequence[Attribute]) -> pd.DataFrame:
 
 
 def measure_owner_risk(kept: DataFrame, released: DataFrame, control: DataFrame, attrs: Sequence[Attribute],
-                       id_column: str, rc: RiskCheckConfig, *, n_kept: int, linked: bool) -> Optional[RiskReport]:
+                       id_column: str, rc: RiskCheckConfig, *, n_kept: int, n_control: int,
+                       linked: bool) -> Optional[RiskReport]:
     """The owner's inference and linkability risk (:func:`fragrelease.risk.measure_risk`), or None.
 
     Shapes: ``kept`` (the released records' original rows: ``id_column`` and ``attrs``, ``n_kept``
-    rows), ``released`` (linked: ``id_column`` and ``attrs`` lined up by id; unlinked: ``attrs``
+    rows), ``n_control`` the held-out rows' count (the fragment's count minus ``n_kept``: no second
+    count), ``released`` (linked: ``id_column`` and ``attrs`` lined up by id; unlinked: ``attrs``
     only), ``control`` (held-out rows). At most ``rc.rows`` rows of each reach the driver. None
     when the owner has fewer than 2 attributes (no attack has an auxiliary column) or fewer than 2
     held-out records.
@@ -107,7 +109,7 @@ def measure_owner_risk(kept: DataFrame, released: DataFrame, control: DataFrame,
         syn_df = released.join(F.broadcast(ids) if rc.rows <= 100_000 else ids, id_column)
     else:
         ori_df, syn_df = sample, _sample(released, rc.rows, n_kept)
-    ctl = _pandas(_sample(control, rc.rows, control.count()), attrs)
+    ctl = _pandas(_sample(control, rc.rows, n_control), attrs)
     if len(ctl) < 2:
         return None
     ori, syn = _pandas(ori_df, attrs), _pandas(syn_df, attrs)
