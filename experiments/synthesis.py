@@ -28,7 +28,7 @@ from fragrelease.experiments import downstream as ds
 from fragrelease.experiments.evaluation import AttributeSpec
 from fragrelease.rng.diffgen import SeededDiffGenRandomness
 from fragrelease.rng.laplace import FastLaplace
-from fragrelease.synthesis.domain import CodedAttribute, SynthesisDomain, contingency
+from fragrelease.synthesis.domain import DEFAULT_BINS, CodedAttribute, SynthesisDomain, contingency
 from fragrelease.synthesis.mechanism import (
     DEFAULT_ONE_WAY_SHARE,
     DEFAULT_SELECTION_SHARE,
@@ -43,9 +43,19 @@ from fragrelease.synthesis.mechanism import (
     noisy_total,
     sample_codes,
 )
+from fragrelease.synthesis.protocol import synthesis_spec
 
 #: Public cuts of the numeric attributes: the ones MST and AIM are given.
 CUTS = ds.NUMERIC_CUTS
+
+
+def release_domain(bins: int = DEFAULT_BINS) -> SynthesisDomain:
+    """The domain a ``linkage: synthetic`` release of ``dataset: adult-income`` codes (the release's own
+    :func:`fragrelease.synthesis.protocol.synthesis_spec`: ``bins`` equal-width bins of each numeric
+    attribute's declared domain)."""
+    from fragrelease.schemas.datasets import resolve_schema
+
+    return synthesis_spec(resolve_schema("adult-income").protected, Fraction(1), target=ds.TARGET, bins=bins).domain
 
 
 def coded_domain(specs: Sequence[AttributeSpec]) -> SynthesisDomain:
@@ -57,7 +67,7 @@ def coded_domain(specs: Sequence[AttributeSpec]) -> SynthesisDomain:
 
 def synthesize_fragments(train: pd.DataFrame, specs: Sequence[AttributeSpec], *, epsilon: Fraction, owners: int,
                          target: Optional[str], gen: np.random.Generator, iters: int = 1000,
-                         per_owner: bool = False, joint: bool = False,
+                         per_owner: bool = False, joint: bool = False, domain: Optional[SynthesisDomain] = None,
                          shares: tuple[Fraction, Fraction] = (DEFAULT_ONE_WAY_SHARE, DEFAULT_SELECTION_SHARE)
                          ) -> pd.DataFrame:
     """One release of the marginal-synthesis kind over ``owners`` random horizontal fragments of ``train``.
@@ -115,6 +125,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     ap.add_argument("--joint", action="store_true", help="3-way (target, a, b) cliques per tree edge")
     ap.add_argument("--shares", nargs=2, default=[str(DEFAULT_ONE_WAY_SHARE), str(DEFAULT_SELECTION_SHARE)],
                     help="ε shares of the 1-ways and the selection")
+    ap.add_argument("--cuts", action="store_true",
+                    help="numeric attributes on the public cuts MST and AIM get (default: the release's own coding, "
+                         "--bins equal-width bins of the declared domain)")
+    ap.add_argument("--bins", type=int, default=DEFAULT_BINS, help="the release's synthesis_bins (default 10)")
     ap.add_argument("--out", default="docs/evaluation")
     ap.add_argument("--name", default="synthesis")
     ap.add_argument("--save", default=None, help="folder to keep every synthetic table in (parquet), e.g. for the risk runs")
@@ -134,6 +148,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             table = synthesize_fragments(train, specs, epsilon=Fraction(eps), owners=a.owners,
                                          target=None if a.no_target else ds.TARGET, gen=gen, iters=a.iters,
                                          per_owner=a.per_owner, joint=a.joint,
+                                         domain=None if a.cuts else release_domain(a.bins),
                                          shares=(Fraction(a.shares[0]), Fraction(a.shares[1])))
             sec = time.perf_counter() - t0
             if a.save:
@@ -141,7 +156,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                 table.to_parquet(os.path.join(a.save, f"{a.name}-eps{eps}-run{run}.parquet"))
             tvd1, tvd2 = ds.marginal_tvds(orig_codes, ds.encode_table(table, specs), sizes)
             method = (("fragments-tan" if not a.no_target else "fragments-tree") + ("-joint" if a.joint else "")
-                      + ("-per-owner" if a.per_owner else "") + f"-shares-{a.shares[0]}-{a.shares[1]}")
+                      + ("-per-owner" if a.per_owner else "") + ("-cuts" if a.cuts else f"-bins{a.bins}")
+                      + f"-shares-{a.shares[0]}-{a.shares[1]}")
             rows.append({"method": method, "epsilon": eps,
                          "owners": a.owners, "run": run, "rows": len(table),
                          **ds.classifier_accuracies(table, test, specs, seed=run), "tvd1": tvd1, "tvd2": tvd2,

@@ -63,6 +63,8 @@ def release_description(provenance: dict, *, declared_types: Optional[Mapping[st
     """
     declared_types = declared_types or {}
     guarantee = provenance.get("guarantee") or {}
+    if provenance.get("linkage") == "synthetic":
+        return _synthetic_description(provenance, guarantee, declared_types)
     mech = str(provenance.get("mechanism", "?"))
     label = {"idp-ir": "iDP-IR", "dp-ir": "DP-IR"}.get(mech, mech)
     notion = "DP" if mech.lower().startswith("dp") else "iDP"
@@ -97,6 +99,46 @@ def release_description(provenance: dict, *, declared_types: Optional[Mapping[st
     if id_column and provenance.get("keep_id"):
         columns[id_column] = ("keyed pseudonym of the record id (HMAC-SHA-256 under the owners' key; keep_id): a "
                               "linkage key for whoever holds the key, outside every epsilon statement")
+    return TableDescription(comment, properties, columns)
+
+
+def _synthetic_description(provenance: dict, guarantee: Mapping[str, str],
+                           declared_types: Mapping[str, str]) -> TableDescription:
+    """:func:`release_description` of a ``linkage: synthetic`` release (docs/specification.md §10).
+
+    Properties ``fragrelease.{role, dataset, fragmentation, epsilon, composition, linkage,
+    synthesis_target, synthesis_bins, synthesis.epsilon_one_way, synthesis.epsilon_selection,
+    synthesis.epsilon_cliques, synthesis.cliques, owners, plan_id, guarantee.*, version}``: public terms
+    and values computed from noised values only (the cliques, chosen from the owners' noisy round one).
+    """
+    terms = provenance.get("synthesis") or {}
+    comment = (f"fragrelease synthetic release of dataset {provenance.get('dataset')!s} (horizontal fragments, "
+               "marginal synthesis: rows drawn from a graphical model fitted to the owners' noisy marginals; the rows "
+               "are not records). Parameters in the table properties fragrelease.*, each version's provenance in its "
+               f"commit's userMetadata; guarantee: {guarantee.get('table', '?')}")
+    props = {
+        "role": provenance.get("role"), "dataset": provenance.get("dataset"),
+        "fragmentation": provenance.get("fragmentation"), "epsilon": provenance.get("epsilon"),
+        "composition": provenance.get("composition"), "linkage": "synthetic",
+        "synthesis_target": provenance.get("synthesis_target"), "synthesis_bins": provenance.get("synthesis_bins"),
+        **{f"synthesis.{k}": terms.get(k) for k in ("epsilon_one_way", "epsilon_selection", "epsilon_cliques")},
+        "synthesis.cliques": "; ".join(" x ".join(c) for c in terms.get("cliques", ())) or None,
+        "owners": ", ".join(o["name"] for o in provenance.get("owners", [])),
+        "plan_id": provenance.get("plan_id"), "version": provenance.get("fragrelease_version"),
+    }
+    props.update({f"guarantee.{k}": v for k, v in guarantee.items()})
+    properties = {PROPERTY_PREFIX + k: (v if isinstance(v, str) else json.dumps(v))
+                  for k, v in props.items() if v is not None}
+    columns: dict[str, str] = {}
+    for a in provenance.get("attributes", []):
+        name = a["name"]
+        if a.get("kind") == "categorical":
+            value = "drawn from the model: one of the declared categories"
+        else:
+            whole = " (a whole number)" if declared_types.get(name) in ("integer", "long") else ""
+            value = (f"drawn from the model's bin of the declared domain {a.get('domain')}, then uniformly inside the "
+                     f"bin{whole} (post-processing)")
+        columns[name] = f"synthetic: {value}; part of a whole table that is {provenance.get('epsilon')}-DP"
     return TableDescription(comment, properties, columns)
 
 

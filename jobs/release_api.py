@@ -58,7 +58,9 @@ class OwnerResult:
     records: int
     epsilon: Fraction
     attributes: tuple[str, ...]
-    manifest: Manifest
+    #: the owner's signed manifest; None for a synthetic release, whose owners write signed
+    #: measurements instead (fragrelease.synthesis.protocol)
+    manifest: Optional[Manifest]
 
 
 @dataclass(frozen=True)
@@ -389,7 +391,9 @@ def _run(spark, cfg: ReleaseConfig, *, noise, progress, evaluate: bool) -> Relea
     # the owners' private folders; the public keys reach the aggregator step in this in-memory cfg)
     cfg = with_release_keys(cfg)
     schema = resolve_schema(cfg.dataset)
-    steps = Steps(int(cfg.simulated) + 2 * len(cfg.owners) + 2 + int(evaluate), progress)
+    synthetic = cfg.linkage == "synthetic"  # two owner rounds, no protected fragment to evaluate
+    evaluate = evaluate and not synthetic
+    steps = Steps(int(cfg.simulated) + (3 if synthetic else 2) * len(cfg.owners) + 2 + int(evaluate), progress)
     # every party plays on this machine: one fresh pseudonym key per release for the owners whose
     # configuration names none, kept in their private folders (0600), never under work_dir
     generate_release_key(cfg)
@@ -401,8 +405,16 @@ def _run(spark, cfg: ReleaseConfig, *, noise, progress, evaluate: bool) -> Relea
             owner.describe_fragment(spark, cfg, o.name)
     with steps.step("aggregator", "validating metadata and issuing the plan"):
         plan = aggregator.issue_plan(cfg, spark, pin=False)  # held here and handed to the release step
-    manifests, protecteds = {}, {}
-    for o in cfg.owners:
+    manifests: dict = {o.name: None for o in cfg.owners}
+    protecteds = {}
+    if synthetic:  # docs/specification.md §10: every owner's round one, then every owner's round two
+        from fragrelease.jobs.synthesis.owner import measure_owner_round
+
+        for what in ("1-way marginals and tree edges", "clique marginals"):
+            for o in cfg.owners:
+                with steps.step("owner", f"measuring noisy {what}", o.name):
+                    measure_owner_round(spark, cfg, o.name, noise=noise)
+    for o in cfg.owners if not synthetic else ():
         with steps.step("owner", f"protecting {len(plan.owner(o.name).attributes)} attributes", o.name):
             manifests[o.name], protecteds[o.name] = owner.protect_and_write(spark, cfg, o.name, noise=noise)
     with steps.step("aggregator", "verifying fragments and committing the release"):

@@ -65,3 +65,17 @@ SCHEMA = DatasetSchema(
         Attribute(name="income", type="string", role="not-released"),
     ),
 )
+
+
+#: The two classes of ``income`` (adult.test's trailing '.' stripped).
+INCOME = ("<=50K", ">50K")
+
+#: Adult with ``income`` released too (a categorical attribute of two classes): the table a user trains a
+#: classifier on, for synthetic releases with ``synthesis_target: income`` (docs/specification.md §10).
+SCHEMA_WITH_INCOME = DatasetSchema(
+    name="adult-income",
+    description=f"{SCHEMA.description}; income released as a categorical attribute",
+    attributes=tuple(
+        Attribute(name="income", type="string", role="sensitive", kind="categorical", categories=INCOME)
+        if a.name == "income" else a for a in SCHEMA.attributes),
+)

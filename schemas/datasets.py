@@ -20,6 +20,7 @@ from .base import DatasetSchema, load_schema
 
 BUILTIN_SCHEMAS: dict[str, DatasetSchema] = {
     "adult": adult.SCHEMA,
+    "adult-income": adult.SCHEMA_WITH_INCOME,
     "wine": wine.SCHEMA,
     "wine-2max": wine.SCHEMA_TWICE_MAX,
 }
@@ -34,7 +35,7 @@ def _data_file(relpath: str):
 
 
 def resolve_schema(dataset: str) -> DatasetSchema:
-    """A built-in schema by name (``adult``, ``wine``, ``wine-2max``) or a schema YAML by path.
+    """A built-in schema by name (``adult``, ``adult-income``, ``wine``, ``wine-2max``) or a schema YAML by path.
 
     Raises
     ------
@@ -125,6 +126,8 @@ def load_builtin_pandas(name: str) -> pd.DataFrame:
     """
     if name == "adult":
         return _load_adult()
+    if name == "adult-income":
+        return _load_adult()  # the same table: income is a column of it
     if name in ("wine", "wine-2max"):
         return _load_wine(BUILTIN_SCHEMAS[name])
     raise ConfigError(f"built-in dataset must be one of {sorted(BUILTIN_SCHEMAS)}, not {name!r}")

@@ -48,6 +48,31 @@ def _checked(value, parse):
     return value
 
 
+def synthesis_problems(cfg: ReleaseConfig) -> list[str]:
+    """The configuration checks of ``linkage: synthetic`` (docs/specification.md §10), one line each; no data.
+
+    Vertical fragments are refused: the joint counts the synthesis measures span attributes that
+    different vertical owners hold, and no protocol with a stated guarantee against each party computes
+    them. ``keep_id`` and ``risk_check`` are refused (the rows are not records: no id, no owner's row
+    to check); the synthesis options without ``linkage: synthetic`` are refused (they would do nothing).
+    """
+    problems = []
+    if cfg.linkage != "synthetic":
+        if cfg.synthesis_target is not None or cfg.synthesis_bins != ReleaseOptions.model_fields["synthesis_bins"].default:
+            problems.append(f"synthesis_target/synthesis_bins: for linkage: synthetic only (linkage is {cfg.linkage!r})")
+        return problems
+    if cfg.fragmentation != "horizontal":
+        problems.append("linkage: synthetic is for horizontal fragments only: the marginals it measures join "
+                        "attributes that different vertical owners hold, and no protocol computes them with a "
+                        "guarantee against each owner (docs/specification.md §10)")
+    if cfg.keep_id:
+        problems.append("keep_id: true cannot be used with linkage: synthetic (the rows are drawn from a model, not records)")
+    if cfg.risk_check is not None:
+        problems.append("risk_check: not available with linkage: synthetic (the rows are drawn from a model; the "
+                        "owners release no row of their own to check)")
+    return problems
+
+
 def _safe_name(v: str) -> str:
     """A release or owner name that is safe as a folder name (:data:`fragrelease.validation.SAFE_NAME`);
     pydantic reports the ValueError under the key with the value (``name: ... (got '../..')``)."""
@@ -268,6 +293,7 @@ class ReleaseConfig(ReleaseOptions):
                             "and nowhere else)")
         if self.keep_id and self.linkage == "unlinked":
             problems.append("keep_id: true cannot be used with linkage: unlinked (the id would link the rows)")
+        problems.extend(synthesis_problems(self))
         fixed_k = get_mechanism(self.mechanism).fixed_k
         min_k = MIN_K if fixed_k is None else 1  # plain iDP ignores k (cluster size 1)
         if self.k < min_k:

@@ -58,7 +58,7 @@ from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.mechanisms import get_mechanism
 
 #: Linkages of a combined release (docs/specification.md §2).
-LINKAGES = ("linked", "unlinked")
+LINKAGES = ("linked", "unlinked", "synthetic")
 
 
 def against_text(*, short: str, linkage: str, epsilon: str = "epsilon", keep_id: bool = False,
@@ -116,6 +116,8 @@ def release_guarantee(*, mechanism: str, epsilon: str, composition: str, linkage
     """
     if linkage not in LINKAGES:
         raise InvalidParameterError(f"linkage must be one of {LINKAGES}, not {linkage!r}")
+    if linkage == "synthetic":
+        return synthetic_guarantee(epsilon=epsilon, single_process=single_process)
     short = get_mechanism(mechanism).notion
     if short == "DP":
         notion = "differential privacy (DP-IR: global sensitivity (hi - lo)/k from the declared domain)"
@@ -141,4 +143,37 @@ def release_guarantee(*, mechanism: str, epsilon: str, composition: str, linkage
         "table": table,
         "against": against_text(short=short, linkage=linkage, epsilon=epsilon, keep_id=keep_id,
                                 fragmentation=fragmentation, single_process=single_process),
+    }
+
+
+def synthetic_guarantee(*, epsilon: str, single_process: bool = False) -> dict:
+    """The guarantee of a ``linkage: synthetic`` release (docs/specification.md §10, "Guarantee").
+
+    Same keys as :func:`release_guarantee`. Every owner's two rounds are ε-DP with respect to its
+    fragment by sequential composition (noisy 1-ways ε₁, the tree's exponential mechanism ε_sel, the
+    noisy cliques ε₂); horizontal owners hold disjoint records (parallel composition); the tree, the
+    model, the row count and the rows are post-processing. The mechanism is (ε, 0)-DP: no local
+    sensitivity enters, so the statement is DP, not iDP.
+    """
+    holder = ("In this release one process played every party and generated the pseudonym key of the metadata "
+              "round's id digests" if single_process else
+              "The aggregator does not hold the pseudonym key unless an owner gives it")
+    return {
+        "neighbouring": "substitution of one record; the number of records of each owner is public",
+        "notion": ("differential privacy (marginal synthesis: Laplace noise on counts and an exponential-mechanism "
+                   "tree selection, calibrated to sensitivity 2 under substitution; no local sensitivity)"),
+        "per_column": f"every column is a function of the whole table, which is {epsilon}-DP (below)",
+        "table": (f"whole table ε-DP, ε = {epsilon}: the rows are drawn from a graphical model fitted to the owners' "
+                  "noisy marginals; each owner's noisy 1-way marginals, tree edges and clique counts are ε-DP with "
+                  "respect to its fragment (sequential composition), the owners' records are disjoint (parallel "
+                  "composition), and the tree, the model, the row count and the rows are post-processing. Rows are "
+                  "not records: no row stands for a person"),
+        "against": (f"release recipients: the statements above. The aggregator and every owner: each sees only the "
+                    f"owners' signed noisy marginals and tree edges, which together are {epsilon}-DP as the release "
+                    "is, and each owner's public record count; a horizontal owner's metadata round also writes keyed "
+                    "digests of its record ids for the disjointness check, so every holder of the pseudonym key "
+                    f"learns each owner's set of record ids (not their values). {holder}. Someone with write "
+                    "access to work_dir can delete or replace messages: every message is signed and verified under "
+                    "its owner's configured key, and an owner with a ledger records each round's ε once, so it "
+                    "refuses to measure a round twice"),
     }

@@ -23,7 +23,7 @@ Every field is public: declared by the configuration, never derived from the dat
 """
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -43,8 +43,15 @@ class ReleaseOptions(BaseModel):
         ``"declared"`` (the schema's category order, no budget). docs/specification.md §1.
     category_order_share : the histogram's share of a categorical attribute's ε, an exact fraction
         in (0, 1); default 1/10. Written as exact text (``"1/10"``) on the wire.
-    linkage : ``"linked"`` (default: the paper's rows, one per record) or ``"unlinked"`` (every
-        column shuffled on its own; the only form with an ε bound on the whole table). docs/privacy.md.
+    linkage : ``"linked"`` (default: the paper's rows, one per record), ``"unlinked"`` (every
+        column shuffled on its own; an ε bound on the whole table) or ``"synthetic"`` (marginal
+        synthesis over horizontal fragments: rows drawn from a graphical model fitted to the owners'
+        noisy marginals; the whole table is ε-DP and keeps the dependence between attributes;
+        docs/specification.md §10). docs/privacy.md.
+    synthesis_target : ``linkage: synthetic`` only: the attribute a user will predict (the label); the
+        owners measure its 2-way marginal with every other attribute. Default: none.
+    synthesis_bins : ``linkage: synthetic`` only: equal-width bins of each numeric attribute's declared
+        domain (whole-number edges for integer attributes); default 10.
     postprocess : ``"isotonic"`` (default: consistency post-processing of the noisy centroids) or
         ``"none"`` (the paper's output). docs/specification.md §9.
 
@@ -61,10 +68,15 @@ class ReleaseOptions(BaseModel):
     category_order: Literal["dp-frequency", "declared"] = Field(default=DEFAULT_CATEGORY_ORDER)
     #: share of each categorical attribute's ε spent on the dp-frequency histogram, in (0, 1)
     category_order_share: Share = Field(default=DEFAULT_ORDER_SHARE)
-    #: linked (the paper's rows) or unlinked (every column shuffled on its own); docs/privacy.md
-    linkage: Literal["linked", "unlinked"] = Field(default="linked")
+    #: linked (the paper's rows), unlinked (every column shuffled on its own) or synthetic (marginal
+    #: synthesis, docs/specification.md §10); docs/privacy.md
+    linkage: Literal["linked", "unlinked", "synthetic"] = Field(default="linked")
     #: isotonic (default: consistency post-processing of the noisy centroids) or none (the paper)
     postprocess: Literal["isotonic", "none"] = Field(default=DEFAULT_POSTPROCESS)
+    #: linkage synthetic: the declared label attribute (its 2-way marginal with every other attribute is measured)
+    synthesis_target: Optional[str] = Field(default=None, min_length=1)
+    #: linkage synthetic: equal-width bins of each numeric attribute's declared domain
+    synthesis_bins: int = Field(default=10, ge=2, le=1000)
 
     @classmethod
     def of(cls, **values: Any) -> ReleaseOptions:
@@ -92,7 +104,8 @@ class ReleaseOptions(BaseModel):
 
     def wire(self) -> dict[str, str]:
         """The options as their wire text, by name, in declaration order (what provenance and summaries show)."""
-        return {name: str(value) for name, value in self.options.model_dump(mode="json").items()}
+        return {name: ("none" if value is None else str(value))
+                for name, value in self.options.model_dump(mode="json").items()}
 
 
 #: The names of the release options, in declaration order.

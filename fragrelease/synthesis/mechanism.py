@@ -65,6 +65,11 @@ def _mbi():
     return mbi
 
 
+def require_mbi() -> None:
+    """Refuse early when mbi is missing: :class:`MissingDependencyError` (:data:`MISSING_MBI`)."""
+    _mbi()
+
+
 #: L1 sensitivity of one marginal's count vector, and of the pair score, under substitution.
 SUBSTITUTION_SENSITIVITY = 2.0
 #: Default shares of ε: 1-way marginals and the tree selection (the rest measures the cliques). Chosen on

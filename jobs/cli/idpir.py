@@ -82,8 +82,9 @@ def run(
                                     "dp-frequency histogram, in (0, 1) (default 1/10)."),
     linkage: Optional[str] = typer.Option(
         None, "--linkage",
-        help="Override: linked (default, the paper's rows; only each column is (i)DP) or unlinked (every column "
-             "shuffled on its own; the whole table is eps-(i)DP). docs/privacy.md."),
+        help="Override: linked (default, the paper's rows; only each column is (i)DP), unlinked (every column "
+             "shuffled on its own; the whole table is eps-(i)DP) or synthetic (rows drawn from a model of the owners' "
+             "noisy marginals; the whole table is eps-DP; horizontal only). docs/privacy.md."),
     postprocess: Optional[str] = typer.Option(
         None, "--postprocess",
         help="Override: isotonic (default; each attribute's noisy centroids projected onto non-decreasing "
@@ -111,6 +112,8 @@ def _warn_accuracy(cfg: ReleaseConfig, config_path: str) -> None:
 
     from fragrelease.jobs.idpir.preflight import accuracy_preview
 
+    if cfg.linkage == "synthetic":  # the IR preview does not apply; fragrelease plan shows the synthesis's
+        return
     warning = accuracy_preview(cfg, suggestions=False).warning_text()
     if warning:
         logging.getLogger("fragrelease.preview").warning("%s; see fragrelease plan %s", warning, config_path)
@@ -125,6 +128,9 @@ def print_summary(cfg: ReleaseConfig, result: ReleaseResult) -> None:
     console.print(f"[bold]Release written[/bold] to Delta table {result.path} (version {result.version})")
     if result.report:
         console.print(f"public report: {result.report}")
+    if cfg.linkage == "synthetic":
+        _print_synthetic_summary(cfg, result)
+        return
     if cfg.reports:  # each owner's private report (its own data against its protected copy), in its own folder
         from fragrelease.jobs.idpir.layout import owner_report_path
 
@@ -154,6 +160,41 @@ def print_summary(cfg: ReleaseConfig, result: ReleaseResult) -> None:
     guarantee = prov["guarantee"]
     console.print(f"guarantee: {guarantee['per_column']}; {guarantee['table']}. Against: {guarantee['against']}.")
     print_preview(preview_from_provenance(prov), suggestions=False)  # public parameters of the release only
+
+
+def _print_synthetic_summary(cfg: ReleaseConfig, result: ReleaseResult) -> None:
+    """The summary of a synthetic release (docs/specification.md §10): public terms and noised values only."""
+    prov = result.provenance
+    terms = prov["synthesis"]
+    console.print(f"{cfg.name}: synthetic release of {prov['dataset']} from {len(result.owners)} horizontal owners "
+                  f"({', '.join(f'{o.name} {o.records:,} records' for o in result.owners)}), each spending ε_j = "
+                  f"{result.epsilon}", highlight=False, soft_wrap=True)
+    console.print(f"rows {result.rows:,} (drawn from the model; the count is noised) | ε {result.epsilon}: 1-ways "
+                  f"{terms['epsilon_one_way']}, tree {terms['epsilon_selection']}, cliques {terms['epsilon_cliques']} | "
+                  f"target {terms['target'] or 'none'} | numeric bins {terms['bins']}", highlight=False, soft_wrap=True)
+    console.print("cliques: " + ", ".join("×".join(c) for c in terms["cliques"]), highlight=False, soft_wrap=True)
+    guarantee = prov["guarantee"]
+    console.print(f"guarantee: {guarantee['table']}. Against: {guarantee['against']}.", highlight=False, soft_wrap=True)
+
+
+def print_synthesis_preview(cfg: ReleaseConfig, rows: Optional[int]) -> None:
+    """``fragrelease plan`` for ``linkage: synthetic``: the ε split and each measurement's noise (public terms only)."""
+    from rich import box
+
+    from fragrelease.jobs.idpir.preflight import synthesis_preview_of
+
+    pv = synthesis_preview_of(cfg, rows=rows)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for h in pv.header():
+        table.add_column(h, justify="left" if h == "measurement" else "right", no_wrap=True)
+    for row in pv.table_rows():
+        table.add_row(*row)
+    _print_wide(table)
+    warning = pv.warning_text()
+    if warning:
+        console.print(f"[bold yellow]warning:[/bold yellow] {warning}", highlight=False)
+    for note in pv.notes:
+        console.print(f"  note: {note}", highlight=False)
 
 
 def preview_table(pv) -> Table:
@@ -227,6 +268,11 @@ def plan(
         raise ConfigError(f"--rows: must be >= 1, not {rows}")
     cfg = load_config(config, {"epsilon": epsilon, "k": k, "mechanism": mechanism, "category_order": category_order,
                                "category_order_share": order_share, "postprocess": postprocess})
+    if cfg.linkage == "synthetic":
+        console.print(f"{config}: synthetic release of {cfg.dataset} (whole table ε-DP), {len(cfg.owners)} horizontal "
+                      f"owners, ε {cfg.epsilon}, target {cfg.synthesis_target or 'none'}", highlight=False)
+        print_synthesis_preview(cfg, rows)
+        return
     pv = accuracy_preview(cfg, rows=rows, threshold=threshold)
     console.print(f"{config}: {cfg.fragmentation} release of {cfg.dataset}, {len(cfg.owners)} owners, ε {cfg.epsilon}, "
                   f"k {cfg.k}, {cfg.mechanism}, category order {cfg.category_order}", highlight=False)
@@ -280,7 +326,15 @@ def owner_protect(config: str = typer.Option(..., "--config"), owner: str = type
 
     cfg = _config(config, "owner", owner, source_table=source_table)
     owner_signing_key(cfg, find_owner(cfg, owner)[1])  # signed manifests: no key, no Spark
-    read_verified_plan(cfg, find_owner(cfg, owner)[1].name)  # a damaged or foreign plan.json: no Spark
+    plan, _ = read_verified_plan(cfg, find_owner(cfg, owner)[1].name)  # a damaged or foreign plan.json: no Spark
+    if plan.linkage == "synthetic":  # two rounds: each run of this step does the one that is due
+        from fragrelease.jobs.synthesis.owner import measure_owner_round
+
+        number = measure_owner_round(_spark(master, cfg), cfg, owner)
+        then = ("run this step again once every owner has written round one" if number == 1
+                else "the aggregator's release step is next once every owner has written round two")
+        console.print(f"owner {owner}: synthesis round {number} of plan {plan.plan_id} written; {then}", highlight=False)
+        return
     m = protect_owner_fragment(_spark(master, cfg), cfg, owner)
     console.print(f"owner {m.owner}: protected {m.n_records:,} records with ε_j = {m.epsilon}, k = {m.k} (plan {m.plan_id})")
 

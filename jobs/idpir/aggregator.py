@@ -283,7 +283,7 @@ def provenance(plan: Plan, *, single_process: bool = False) -> dict:
 
     ``single_process``: one process played every party (the guarantee then says it held the key).
     """
-    return {
+    prov = {
         "role": "release",
         "plan_id": plan.plan_id,
         "dataset": plan.dataset,
@@ -303,6 +303,12 @@ def provenance(plan: Plan, *, single_process: bool = False) -> dict:
                                        single_process=single_process),
         "fragrelease_version": __version__,
     }
+    if plan.linkage == "synthetic":  # the IR terms do not act on a synthetic release: not recorded as if they did
+        for key in ("mechanism", "k", "epsilon_split", "category_order", "category_order_share", "postprocess"):
+            prov.pop(key)
+        prov["owners"] = [{"name": o.name, "n_records": o.n_records, "epsilon": str(o.epsilon),
+                           "attributes": list(o.attributes)} for o in plan.owners]
+    return prov
 
 
 def _read_checked(spark, owner: str, path: str, what: str, expected: list[str], digest_of, version=None):
@@ -553,6 +559,21 @@ def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519Pub
     plan = pinned_plan(cfg) if plan is None else plan
     check_plan_against_config(plan, cfg)  # plan.json lies on shared storage: nothing in it is trusted
     refuse_existing_release(cfg, spark, columns=release_columns(plan))
+    prov = provenance(plan, single_process=single_process)  # public facts only, stamped as every system's commit is
+    if plan.linkage == "synthetic":  # rows drawn from a model of the owners' noisy marginals (docs/specification.md §10)
+        from fragrelease.jobs.synthesis.aggregator import synthesize
+
+        released, prov["synthesis"] = synthesize(spark, cfg, plan, keys)
+        rows = prov["synthesis"]["rows"]  # from noised values only
+    else:
+        released = _verified_combination(spark, cfg, plan, keys)
+        rows = sum(o.n_records for o in plan.owners) if plan.fragmentation == "horizontal" else plan.owners[0].n_records
+    return _commit(spark, cfg, plan, released, prov, rows)
+
+
+def _verified_combination(spark, cfg: ReleaseConfig, plan: Plan, keys: Optional[Mapping[str, Ed25519PublicKey]]):
+    """Every owner's protected fragment verified against its signed manifest and the plan, combined
+    (:func:`combine`; linked without ``keep_id``: the pseudonym dropped). Errors: :func:`release`."""
     fragments, psets, digests, manifests = {}, {}, {}, {}
     for o in plan.owners:
         manifests[o.name], fragments[o.name], psets[o.name], digests[o.name] = load_verified_fragment(
@@ -572,7 +593,11 @@ def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519Pub
     released = combine(plan, fragments)
     if plan.linkage == "linked" and not plan.keep_id:
         released = released.drop(PSEUDONYM_COLUMN)
-    prov = provenance(plan, single_process=single_process)  # public facts only, stamped as every system's commit is
+    return released
+
+
+def _commit(spark, cfg: ReleaseConfig, plan: Plan, released, prov: dict, rows: int) -> dict:
+    """Commit ``released`` (the release's rows) with ``prov`` and write the public report; :func:`release`'s result."""
     prov = stamp_provenance(prov, system="idpir", guarantee=prov["guarantee"])
     # integer-declared attributes are written as integers (rounding a released value is post-processing),
     # and the table describes itself from the public provenance only (fragrelease.jobs.describe)
@@ -587,7 +612,6 @@ def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519Pub
                                    if_exists=cfg.if_exists, description=described)
     if target is not None:
         finish_output(target)
-    rows = sum(o.n_records for o in plan.owners) if plan.fragmentation == "horizontal" else plan.owners[0].n_records
     log.info("release committed: version %d of %s", version, cfg.output_table or path)
     report = None
     if cfg.reports:
@@ -596,8 +620,13 @@ def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519Pub
 
         schema = resolve_schema(cfg.dataset)
         attrs = [schema.attribute(a["name"]) for a in plan.attributes]
+        sections = ()
+        if plan.linkage == "synthetic":
+            from fragrelease.jobs.synthesis.aggregator import report_sections
+
+            sections = report_sections(prov, attrs)
         report = public_report(read_delta(spark, path, version), attrs, prov, public_report_path(path, version),
                                described=table_self_description(path, version), table=cfg.output_table or path,
-                               version=version)
+                               version=version, extra_sections=sections)
     return {"path": path, "table": cfg.output_table, "version": version, "rows": rows, "provenance": prov,
             "report": report}

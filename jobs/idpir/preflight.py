@@ -33,7 +33,7 @@ from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.validation import warn_if_large_epsilon
 
 #: Records of each built-in table after cleaning (data/README.md; checked against the loaders in tests).
-BUILTIN_ROWS: dict[str, int] = {"adult": 45_222, "wine": 6_497, "wine-2max": 6_497}
+BUILTIN_ROWS: dict[str, int] = {"adult": 45_222, "adult-income": 45_222, "wine": 6_497, "wine-2max": 6_497}
 
 Party = Literal["run", "split", "owner", "aggregator"]
 
@@ -142,9 +142,15 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
         anonymeter_evaluators()  # a configured risk check needs anonymeter: refused before Spark and any spend
     if party in ("run", "aggregator"):
         check_output_path(cfg)
+    if cfg.linkage == "synthetic" and party in ("run", "aggregator"):
+        from fragrelease.synthesis.mechanism import require_mbi
+
+        require_mbi()  # the aggregator fits the model with mbi: refused before Spark and before any owner spends
     if party == "aggregator":  # it reads only protocol messages: no schema file or source needed here
         return
     schema = resolve_schema(cfg.dataset)  # its error names the dataset
+    if cfg.linkage == "synthetic":
+        synthesis_spec_of(cfg)  # the target and the domain, before Spark starts
     if schema.id_column is None:
         raise ConfigError(f"dataset: schema {schema.name!r} declares no id column (role: id); fragments need a "
                           "unique record id to order ties and, for vertical releases, to join")
@@ -228,3 +234,39 @@ def accuracy_preview(cfg: ReleaseConfig, *, rows: Optional[int] = None, threshol
         rows = BUILTIN_ROWS.get(cfg.dataset)  # the built-in table's public size (vertical simulations)
     specs = [a.public_spec() for a in resolve_schema(cfg.dataset).protected]
     return preview(cfg, specs, rows=rows, threshold=threshold, with_suggestions=suggestions)
+
+
+def synthesis_spec_of(cfg: ReleaseConfig):
+    """The synthesis spec of ``cfg`` from its schema's released attributes (``linkage: synthetic``), no data.
+
+    Raises
+    ------
+    ConfigError
+        ``synthesis_target`` is not a released attribute, or fewer than two attributes are released.
+    """
+    from fragrelease.errors import ConfigError, InvalidParameterError
+    from fragrelease.schemas.datasets import resolve_schema
+    from fragrelease.synthesis.protocol import synthesis_spec
+
+    try:
+        return synthesis_spec(resolve_schema(cfg.dataset).protected, cfg.epsilon, target=cfg.synthesis_target,
+                              bins=cfg.synthesis_bins)
+    except InvalidParameterError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def synthesis_preview_of(cfg: ReleaseConfig, *, rows: Optional[int] = None):
+    """The preview of a synthetic release (:func:`fragrelease.synthesis.preview.synthesis_preview`), no data.
+
+    ``rows``: the record count of owners that declare none; a simulation of a built-in table uses its
+    public size (:data:`BUILTIN_ROWS`). Raises ConfigError as :func:`synthesis_spec_of`.
+    """
+    from fragrelease.synthesis.preview import synthesis_preview
+
+    if cfg.simulated and cfg.source is None and cfg.dataset in BUILTIN_ROWS:
+        records: Optional[int] = BUILTIN_ROWS[cfg.dataset]
+    elif all(o.rows is not None for o in cfg.owners):
+        records = sum(o.rows or 0 for o in cfg.owners)
+    else:
+        records = None if rows is None else sum(o.rows if o.rows is not None else rows for o in cfg.owners)
+    return synthesis_preview(synthesis_spec_of(cfg), len(cfg.owners), records)

@@ -505,16 +505,8 @@ def public_report(release_df: DataFrame, attrs: Sequence[Attribute], provenance:
         numeric_rows=_numeric_rows(attrs, stats),
         correlation=_correlation(names, corr, "", chart=corr_chart),
         guarantee_rows=[[k.replace("_", " "), v] for k, v in (provenance.get("guarantee") or {}).items()],
-        parameters=[
-            ["dataset", dataset], ["fragmentation", provenance.get("fragmentation")],
-            ["mechanism", provenance.get("mechanism")], ["k", provenance.get("k")],
-            ["total ε", provenance.get("epsilon")], ["composition", provenance.get("composition")],
-            ["vertical ε split", provenance.get("epsilon_split")], ["plan id", provenance.get("plan_id")],
-            ["record id released", provenance.get("keep_id")],
-            ["category order", f"{provenance.get('category_order')} (share {provenance.get('category_order_share')})"],
-            ["linkage", provenance.get("linkage")], ["post-processing", provenance.get("postprocess")],
-        ],
-        owners=[[o["name"], o["n_records"], o["epsilon"], o["epsilon_per_attribute"], ", ".join(o["attributes"])]
+        parameters=_parameters(provenance),
+        owners=[[o["name"], o["n_records"], o["epsilon"], o.get("epsilon_per_attribute", "–"), ", ".join(o["attributes"])]
                 for o in owners],
         budgets=[[o["name"], b["attribute"], b["epsilon"], b["epsilon_order"], b["epsilon_centroids"]]
                  for o in owners for b in o.get("budgets", ())],
@@ -522,6 +514,30 @@ def public_report(release_df: DataFrame, attrs: Sequence[Attribute], provenance:
     )
     write_text(path, text)
     return path
+
+
+def _parameters(provenance: Mapping[str, Any]) -> list[list[Any]]:
+    """The report's parameter rows: the release kind's public terms (a synthetic release has no k or mechanism)."""
+    rows = [["dataset", provenance.get("dataset")], ["fragmentation", provenance.get("fragmentation")]]
+    if provenance.get("linkage") == "synthetic":
+        terms = provenance.get("synthesis") or {}
+        return rows + [
+            ["total ε", provenance.get("epsilon")], ["composition", provenance.get("composition")],
+            ["plan id", provenance.get("plan_id")], ["linkage", "synthetic (rows drawn from a model)"],
+            ["ε of the 1-way marginals", terms.get("epsilon_one_way")],
+            ["ε of the tree selection", terms.get("epsilon_selection")],
+            ["ε of the cliques", terms.get("epsilon_cliques")],
+            ["target", terms.get("target") or "none"], ["numeric bins", terms.get("bins")],
+            ["cliques", "; ".join(" × ".join(c) for c in terms.get("cliques", ()))],
+        ]
+    return rows + [
+        ["mechanism", provenance.get("mechanism")], ["k", provenance.get("k")],
+        ["total ε", provenance.get("epsilon")], ["composition", provenance.get("composition")],
+        ["vertical ε split", provenance.get("epsilon_split")], ["plan id", provenance.get("plan_id")],
+        ["record id released", provenance.get("keep_id")],
+        ["category order", f"{provenance.get('category_order')} (share {provenance.get('category_order_share')})"],
+        ["linkage", provenance.get("linkage")], ["post-processing", provenance.get("postprocess")],
+    ]
 
 
 def _version_text(version: Optional[int], written_by: Optional[str]) -> str:

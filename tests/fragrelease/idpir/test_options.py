@@ -23,15 +23,19 @@ SEX = {"name": "sex", "kind": "categorical", "type": "string", "categories": ["F
 def _other_value(name: str):
     """A valid value of option ``name`` that differs from its default, derived from its declared type."""
     field = ReleaseOptions.model_fields[name]
-    choices = typing.get_args(field.annotation)
-    if choices:  # a Literal
-        return next(c for c in choices if c != field.default)
+    if typing.get_origin(field.annotation) is typing.Literal:
+        return next(c for c in typing.get_args(field.annotation) if c != field.default)
+    if name == "synthesis_target":  # Optional[str]: an attribute name
+        return "age"
+    if isinstance(field.default, int):  # synthesis_bins
+        return field.default + 2
     assert isinstance(field.default, Fraction), name  # the share: another exact fraction in (0, 1)
     return field.default / 2
 
 
 def test_there_are_options_and_each_has_another_valid_value():
-    assert OPTION_NAMES == ("category_order", "category_order_share", "linkage", "postprocess")
+    assert OPTION_NAMES == ("category_order", "category_order_share", "linkage", "postprocess", "synthesis_target",
+                            "synthesis_bins")
     for name in OPTION_NAMES:
         assert ReleaseOptions.of(**{name: _other_value(name)}).option_values()[name] != getattr(DEFAULT_OPTIONS, name)
 
@@ -64,7 +68,7 @@ def test_plan_and_manifest_carry_each_option_flat_and_the_checks_refuse_a_change
     options = ReleaseOptions.of(**{name: _other_value(name)})
     plan = make_plan(_metas(), fragmentation="horizontal", mechanism="idp-ir", k=5, epsilon="1", options=options)
     wire = json.loads(plan.to_json())
-    assert wire[name] == options.wire()[name]  # flat, as exact text
+    assert str(wire[name]) == options.wire()[name]  # flat, as exact text
     read = Plan.model_validate_json(plan.to_json())
     assert read.options == options and read.spec_for("a").options == options
     manifest = manifest_for(read, "a", 100, "sha256-sum60:100:1")

@@ -1,0 +1,213 @@
+"""A data owner's two rounds of a synthetic release (``linkage: synthetic``; docs/specification.md §10).
+
+The owner's ``protect`` step runs the round that is due (:func:`measure_owner_round`):
+
+- **round one** when this owner has written none yet: its noisy 1-way marginals and the edges of its
+  private spanning tree, signed, to ``owners/<owner>/synthesis-round-1.json``;
+- **round two** once every owner of the plan has written round one (each verified under its owner's
+  configured public key): the noisy counts of the cliques that every party derives from those
+  messages, signed, to ``owners/<owner>/synthesis-round-2.json``.
+
+Spend last: every check that needs no noise (the plan against the configuration, the keys, the
+fragment's validation, and for round two every owner's round one) runs before the owner's ledger
+records the round's ε (round one: ε₁ + ε_sel under the plan id; round two: ε₂ under
+``<plan id>/cliques``, so a round is never measured twice and the two add up to ε_j exactly). Nothing
+data-dependent is logged; the counts stay in this driver's memory (aggregates only, Σ cells rows).
+"""
+from __future__ import annotations
+
+import logging
+import posixpath
+from datetime import datetime, timezone
+from fractions import Fraction
+from typing import Optional
+
+from fragrelease.errors import ConfigError, ManifestMismatchError, ReleaseExistsError
+from fragrelease.idpir.config import ReleaseConfig
+from fragrelease.idpir.protocol import Plan
+from fragrelease.jobs.catalog import register
+from fragrelease.jobs.idpir.fragment import conform_attributes, conform_id, validate_fragment
+from fragrelease.jobs.idpir.layout import manifest_path, read_message
+from fragrelease.jobs.idpir.ledger import record_spend
+from fragrelease.jobs.idpir.owner import (
+    _id_type,
+    _owner,
+    _read_fragment,
+    check_plan_nonce,
+    ledger_location,
+    read_verified_plan,
+)
+from fragrelease.jobs.idpir.signatures import owner_signing_key, public_keys
+from fragrelease.jobs.idpir.workspace import claim_work_dir
+from fragrelease.jobs.storage import read_text, write_text
+from fragrelease.jobs.synthesis.counts import coded_columns, marginal_counts
+from fragrelease.rng.diffgen import DiffGenRandomness, SecureDiffGenRandomness
+from fragrelease.rng.laplace import NoiseSource
+from fragrelease.schemas.datasets import resolve_schema
+from fragrelease.signing import sign_manifest_fields, verify_manifest_fields
+from fragrelease.synthesis.mechanism import measure_cliques, measure_round_one
+from fragrelease.synthesis.protocol import (
+    ROUND_FILES,
+    Measurement,
+    RoundOneMessage,
+    RoundTwoMessage,
+    SynthesisSpec,
+    check_round_one,
+    cliques_from_round_one,
+    round_one_digest,
+    round_two_digest,
+    synthesis_spec,
+)
+
+log = logging.getLogger(__name__)
+
+#: The ledger's plan id of round two: a second spend under the same plan, recorded once.
+ROUND_TWO_SUFFIX = "/cliques"
+
+
+def round_path(cfg: ReleaseConfig, owner: str, number: int) -> str:
+    """``owners/<owner>/synthesis-round-<number>.json`` under ``work_dir``."""
+    return posixpath.join(posixpath.dirname(manifest_path(cfg, owner)), ROUND_FILES[number])
+
+
+def _exists(uri: str) -> bool:
+    try:
+        read_text(uri)
+    except ConfigError:
+        return False
+    return True
+
+
+def plan_synthesis_spec(cfg: ReleaseConfig, plan: Plan, owner: str) -> SynthesisSpec:
+    """The owner's :class:`~fragrelease.synthesis.protocol.SynthesisSpec` from the plan's public terms."""
+    schema = resolve_schema(cfg.dataset)
+    attrs = [schema.attribute(a["name"]) for a in plan.attributes]
+    return synthesis_spec(attrs, Fraction(plan.owner(owner).epsilon), target=plan.synthesis_target,
+                          bins=plan.synthesis_bins)
+
+
+def read_round_one(cfg: ReleaseConfig, plan: Plan, spec: SynthesisSpec, keys, *, party: str):
+    """Every owner's round one, verified (signature under its configured key, plan, ε, shapes), in plan order.
+
+    Raises
+    ------
+    ConfigError
+        An owner's round one is not there yet (``run the protect step of owner '<o>' first``).
+    ManifestMismatchError, SignatureError, ProtocolError
+        A message that is damaged, unsigned, signed with another key or for another plan or owner.
+    """
+    rounds = []
+    for o in plan.owners:
+        path = round_path(cfg, o.name, 1)
+        if not _exists(path):
+            raise ConfigError(f"{party}: owner {o.name!r} has not written its synthesis round one ({path!r}) yet; run "
+                              f"its protect step first")
+        msg = read_message(RoundOneMessage, path, party=party, what=f"synthesis round one of owner {o.name!r}")
+        key = keys.get(o.name)
+        if key is None:
+            raise ManifestMismatchError(f"{party}: no public key is configured for owner {o.name!r} "
+                                        "(owners[].public_key): its synthesis round one cannot be verified, refused")
+        verify_manifest_fields(key, msg.signed_fields(), msg.signature, owner=o.name)
+        rounds.append(check_round_one(msg, spec, plan_id=plan.plan_id, owner=o.name, n_records=o.n_records))
+    return rounds
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+def _spend(spark, cfg: ReleaseConfig, owner_name: str, plan_id: str, dataset: str, epsilon: Fraction) -> None:
+    owner = _owner(cfg, owner_name)
+    if owner.ledger is None:
+        return
+    where = ledger_location(spark, owner.ledger)
+    record_spend(where, owner=owner.name, dataset=dataset, plan_id=plan_id, epsilon=epsilon,
+                 lifetime=owner.ledger.lifetime)
+    if owner.ledger.table is not None:
+        register(spark, owner.ledger.table, where, append_only=True)
+
+
+def measure_owner_round(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Optional[NoiseSource] = None,
+                        randomness: Optional[DiffGenRandomness] = None) -> int:
+    """Run the owner's due round of a synthetic release; return its number (1 or 2).
+
+    ``noise`` and ``randomness``: tests only (seeded); a release draws Laplace noise through OpenDP and
+    the selection's Gumbel variables from the OS CSPRNG.
+
+    Shapes: the owner's fragment (``id_column`` and every released attribute, ``n_records`` rows as the
+    plan says) in; two small signed JSON messages out (module docstring).
+
+    Raises
+    ------
+    ManifestMismatchError, ProtocolError
+        The plan differs from this owner's configuration, or is not a synthetic plan; a round-one
+        message of another owner that does not verify (round two).
+    ConfigError
+        Round two before every owner wrote round one; the fragment's record count differs from the plan.
+    ReleaseExistsError
+        Both rounds are written already.
+    SchemaMismatchError, DomainError, IdentifierError
+        The fragment does not validate (before any spend).
+    BudgetExceededError, PlanAlreadySpentError, LedgerDamagedError
+        From the ledger, before any noise (:func:`fragrelease.jobs.idpir.ledger.record_spend`).
+    SigningKeyError
+        The owner has no usable signing key (before any spend).
+    """
+    claim_work_dir(cfg)
+    schema = resolve_schema(cfg.dataset)
+    assert schema.id_column is not None  # a release's schema names its id column (configuration check)
+    owner = _owner(cfg, owner_name)
+    signing_key = owner_signing_key(cfg, owner)
+    plan, _ = read_verified_plan(cfg, owner.name)  # every term against this owner's configuration, no data
+    if plan.linkage != "synthetic":
+        raise ManifestMismatchError(f"owner {owner.name!r}: plan {plan.plan_id} is not a synthetic release")
+    check_plan_nonce(cfg, owner, plan)
+    spec = plan_synthesis_spec(cfg, plan, owner.name)
+    one, two = round_path(cfg, owner.name, 1), round_path(cfg, owner.name, 2)
+    number = 2 if _exists(one) else 1
+    if number == 2 and _exists(two):
+        raise ReleaseExistsError(f"owner {owner.name!r} has written both synthesis rounds of plan {plan.plan_id} "
+                                 f"already ({two!r}); the aggregator's release step is next")
+    cliques: tuple = ()
+    if number == 2:  # the cliques from every owner's signed round one: before the data is read
+        keys = {**public_keys(cfg), owner.name: signing_key.public_key()}  # its own: the key it signs with
+        rounds = read_round_one(cfg, plan, spec, keys, party=f"owner {owner.name!r}")
+        cliques = cliques_from_round_one(spec, rounds)
+    attrs = [schema.attribute(a["name"]) for a in plan.attributes]
+    df, context, text = _read_fragment(spark, cfg, owner)
+    check = validate_fragment(df, attrs, schema.id_column, context, id_type=_id_type(schema), text=text)
+    if check.n_records != plan.owner(owner.name).n_records:
+        raise ConfigError(f"owner {owner.name!r} now has {check.n_records} records, the plan was made for "
+                          f"{plan.owner(owner.name).n_records}")
+    df = conform_attributes(conform_id(df, schema.id_column, _id_type(schema)), attrs)
+    coded = coded_columns(df, spec.domain)
+    names = spec.domain.names
+    if number == 1:
+        pairs: list[tuple[str, str]] = [(a, b) for i, a in enumerate(spec.features) for b in spec.features[i + 1:]]
+        wanted: list[tuple[str, ...]] = [(a,) for a in names]
+        counts = marginal_counts(coded, spec.domain, wanted + list(pairs))  # aggregates only
+        epsilon = spec.round_one_epsilon
+        _spend(spark, cfg, owner.name, plan.plan_id, plan.dataset, epsilon)  # before any noise is drawn
+        r1 = measure_round_one(spec.domain, {a: counts[(a,)] for a in names}, {p: counts[p] for p in pairs},
+                               spec.budget, target=spec.target,
+                               randomness=randomness if randomness is not None else SecureDiffGenRandomness(),
+                               noise=noise)
+        one_way = tuple(Measurement.of((a,), r1.one_way[a]) for a in names)
+        msg1 = RoundOneMessage(plan_id=plan.plan_id, owner=owner.name, dataset=plan.dataset, epsilon=epsilon,
+                               n_records=check.n_records, content_digest=round_one_digest(one_way, r1.edges),
+                               created_at=_now(), one_way=one_way, edges=r1.edges)
+        signed1 = msg1.model_copy(update={"signature": sign_manifest_fields(signing_key, msg1.signed_fields())})
+        write_text(one, signed1.to_json())
+    else:
+        counts = marginal_counts(coded, spec.domain, list(cliques))  # aggregates only
+        epsilon = spec.round_two_epsilon
+        _spend(spark, cfg, owner.name, plan.plan_id + ROUND_TWO_SUFFIX, plan.dataset, epsilon)  # before any noise
+        measured = measure_cliques(spec.domain, counts, cliques, spec.budget, noise=noise)
+        measurements = tuple(Measurement.of(c, measured[c]) for c in cliques)
+        msg2 = RoundTwoMessage(plan_id=plan.plan_id, owner=owner.name, dataset=plan.dataset, epsilon=epsilon,
+                               n_records=check.n_records, content_digest=round_two_digest(measurements),
+                               created_at=_now(), cliques=measurements)
+        signed2 = msg2.model_copy(update={"signature": sign_manifest_fields(signing_key, msg2.signed_fields())})
+        write_text(two, signed2.to_json())
+    log.info("owner %s: synthesis round %d written for plan %s", owner.name, number, plan.plan_id)
+    return number

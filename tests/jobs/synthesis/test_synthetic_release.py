@@ -1,0 +1,135 @@
+"""A synthetic release (``linkage: synthetic``) through the owner → aggregator protocol on Spark.
+
+docs/specification.md §10: two owner rounds, each spent once in the owner's ledger before its noise;
+signed messages verified by the other owners and the aggregator; the committed table's guarantee
+reads "whole table ε-DP".
+"""
+from __future__ import annotations
+
+import json
+import os
+from fractions import Fraction
+
+import pytest
+from deltalake import DeltaTable
+
+from fragrelease.errors import FragReleaseError, PlanAlreadySpentError, ReleaseExistsError
+from fragrelease.idpir.config import config_from_dict
+from fragrelease.jobs.idpir import aggregator, owner, simulate
+from fragrelease.jobs.idpir.ledger import spent
+from fragrelease.jobs.synthesis.owner import measure_owner_round, round_path
+from fragrelease.schemas.datasets import resolve_schema
+
+pytest.importorskip("mbi")
+
+
+@pytest.fixture(scope="module")
+def income_source(spark, adult_pdf, tmp_path_factory):
+    from fragrelease.schemas.adult import SCHEMA_WITH_INCOME
+
+    path = str(tmp_path_factory.mktemp("synth-src") / "adult")
+    spark.createDataFrame(adult_pdf.sample(1_600, random_state=7), SCHEMA_WITH_INCOME.struct_type()).write.parquet(path)
+    return path
+
+
+def _cfg(tmp, source, name, **kw):
+    from signing_keys import with_keys  # tests/helpers: owners sign their messages
+
+    data = dict(name=name, dataset="adult-income", fragmentation="horizontal", epsilon="1", k=20,
+                linkage="synthetic", synthesis_target="income", source={"path": source, "format": "parquet"},
+                owners=[{"name": o, "rows": 800, "ledger": {"path": str(tmp / f"ledger-{o}"), "lifetime_epsilon": "10"}}
+                        for o in ("a", "b")],
+                work_dir=str(tmp / "work"), output=str(tmp / "release"), reports=False)
+    data.update(kw)
+    return with_keys(config_from_dict(data), tmp / "keys")
+
+
+def _ledger_rows(path):
+    return sorted((r["plan_id"], Fraction(r["epsilon"])) for r in DeltaTable(path).to_pandas().to_dict("records"))
+
+
+def _flip_first_count(path):
+    with open(path) as f:
+        msg = json.load(f)
+    key = "one_way" if "one_way" in msg else "cliques"
+    msg[key][0]["counts"][0] += 1000.0
+    with open(path, "w") as f:
+        json.dump(msg, f)
+
+
+@pytest.mark.slow  # a whole two-owner release, both rounds
+def test_two_rounds_spend_once_each_refuse_tampering_and_commit_a_whole_table_dp_release(spark, tmp_path,
+                                                                                         income_source):
+    cfg = _cfg(tmp_path, income_source, "synth-ok")
+    schema = resolve_schema(cfg.dataset)
+    simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
+    for o in cfg.owners:
+        owner.describe_fragment(spark, cfg, o.name)
+    plan = aggregator.issue_plan(cfg)
+    ledger_a, ledger_b = (o.ledger.path for o in cfg.owners)
+    assert measure_owner_round(spark, cfg, "a") == 1
+    # round two needs every owner's round one: refused before any spend
+    with pytest.raises(FragReleaseError, match=r"owner 'b' has not written its synthesis round one"):
+        measure_owner_round(spark, cfg, "a")
+    assert spent(ledger_a, "a", cfg.dataset) == [Fraction(1, 4)]  # ε₁ + ε_sel = 1/5 + 1/20
+    assert measure_owner_round(spark, cfg, "b") == 1
+    # another owner's round one changed after signing: refused before a's round two spends
+    original = open(round_path(cfg, "b", 1)).read()
+    _flip_first_count(round_path(cfg, "b", 1))
+    with pytest.raises(FragReleaseError, match=r"owner 'b'.*does not verify"):
+        measure_owner_round(spark, cfg, "a")
+    assert spent(ledger_a, "a", cfg.dataset) == [Fraction(1, 4)]
+    with open(round_path(cfg, "b", 1), "w") as f:
+        f.write(original)
+    assert measure_owner_round(spark, cfg, "a") == 2 and measure_owner_round(spark, cfg, "b") == 2
+    for path, who in ((ledger_a, "a"), (ledger_b, "b")):  # exactly ε_j, in two spends under two plan ids
+        assert _ledger_rows(path) == [(plan.plan_id, Fraction(1, 4)), (plan.plan_id + "/cliques", Fraction(3, 4))]
+        assert sum(spent(path, who, cfg.dataset)) == Fraction(1)
+    with pytest.raises(ReleaseExistsError, match="has written both synthesis rounds"):
+        measure_owner_round(spark, cfg, "a")
+    # a round two deleted by someone with write access: the ledger refuses to measure it again
+    os.rename(round_path(cfg, "a", 2), str(tmp_path / "a-round-2.json"))
+    with pytest.raises(PlanAlreadySpentError):
+        measure_owner_round(spark, cfg, "a")
+    assert sum(spent(ledger_a, "a", cfg.dataset)) == Fraction(1)
+    os.rename(str(tmp_path / "a-round-2.json"), round_path(cfg, "a", 2))
+    # the aggregator refuses a round two changed after signing, and commits nothing
+    original = open(round_path(cfg, "b", 2)).read()
+    _flip_first_count(round_path(cfg, "b", 2))
+    with pytest.raises(FragReleaseError, match=r"owner 'b'.*does not verify"):
+        aggregator.release(spark, cfg)
+    assert not os.path.exists(os.path.join(cfg.output, "_delta_log"))
+    with open(round_path(cfg, "b", 2), "w") as f:
+        f.write(original)
+    out = aggregator.release(spark, cfg)
+    table = DeltaTable(out["path"])
+    props = table.metadata().configuration
+    assert props["fragrelease.linkage"] == "synthetic"
+    assert props["fragrelease.guarantee.table"].startswith("whole table ε-DP, ε = 1")
+    assert "fragrelease.k" not in props and "fragrelease.mechanism" not in props  # IR terms do not act here
+    rows = table.to_pandas()
+    assert list(rows.columns) == [a.name for a in schema.protected]
+    assert abs(len(rows) - 1_600) < 400 and len(rows) == out["rows"]  # N is the noisy total
+    assert set(rows["income"]) <= {"<=50K", ">50K"} and rows["age"].between(0, 100).all()
+    assert set(rows["sex"]) <= set(schema.attribute("sex").categories or ())
+
+
+def test_a_vertical_synthetic_configuration_exits_2_with_one_line_before_spark(tmp_path, capsys):
+    from fragrelease.jobs.cli import run_cli
+
+    path = tmp_path / "v.yaml"
+    path.write_text(f"""name: v
+dataset: adult-income
+fragmentation: vertical
+linkage: synthetic
+epsilon: "1"
+k: 50
+owners:
+  - {{name: a, attributes: [age, sex]}}
+  - {{name: b, attributes: [income]}}
+work_dir: {tmp_path / 'work'}
+output: {tmp_path / 'out'}
+""")
+    assert run_cli(["run", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "linkage: synthetic is for horizontal fragments only" in err[0]
