@@ -137,6 +137,10 @@ def guarantee(method: str, epsilon: str, n_attributes: int, linkage: str = "") -
     if method in SYNTHESIZERS:
         eps = "ε" if epsilon == "ε" else f"ε = {epsilon}"
         return f"whole table {eps}-DP, pure (δ = 0, Laplace; OpenDP unit_of(changes=1): substitution)"
+    if method == "synthetic":
+        eps = "ε" if epsilon == "ε" else f"ε = {epsilon}"
+        return (f"whole table {eps}-DP, pure (substitution; linkage: synthetic over 4 horizontal owners, "
+                "docs/specification.md §10)")
     raise InvalidParameterError(f"unknown method {method!r}")
 
 

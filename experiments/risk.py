@@ -25,6 +25,9 @@ Release kinds, per run (``--runs`` independent releases, 3 by default), at total
 - ``mst`` (and ``aim`` with ``--synthesizers mst aim``): OpenDP 0.16's MST / AIM at the same total
   ε, sampled with ``synthesize(method="sample")`` (:func:`fragrelease.experiments.downstream.synthesize`; mbi 1.1.0's default
   ``"round"`` makes independent children comonotone);
+- ``synthetic`` (``--synthesizers synthetic``): fragrelease's ``linkage: synthetic`` release over 4
+  simulated horizontal owners (:func:`fragrelease.experiments.synthesis.synthesize_fragments` with the
+  release's own coding, :func:`fragrelease.experiments.synthesis.release_domain`);
 - ``original``: the training table itself (what no protection leaks);
 - ``independent``: the calibration rows.
 
@@ -95,7 +98,15 @@ def releases(train: pd.DataFrame, independent: pd.DataFrame, specs: Sequence[Att
             out.append(({"method": mech, "postprocess": p, "linkage": lk, "release_seconds": sec}, t))
     for alg in synthesizers:
         t0 = time.perf_counter()
-        t = synthesize(train, specs, algorithm=alg, epsilon=epsilon, iters=iters, aim_rounds=aim_rounds)
+        if alg == "synthetic":  # fragrelease's own release kind over 4 simulated owners (docs/specification.md §10)
+            from fractions import Fraction
+
+            from fragrelease.experiments.synthesis import release_domain, synthesize_fragments
+
+            t = synthesize_fragments(train, specs, epsilon=Fraction(epsilon), owners=4, target=specs[-1].name,
+                                     gen=rng, iters=1000, domain=release_domain())
+        else:
+            t = synthesize(train, specs, algorithm=alg, epsilon=epsilon, iters=iters, aim_rounds=aim_rounds)
         out.append(({"method": alg, "postprocess": "", "linkage": "", "release_seconds": time.perf_counter() - t0}, t))
     return out
 
@@ -133,7 +144,7 @@ def run_experiment(table: pd.DataFrame, *, epsilon: str = EPSILON, k: int = K, r
             report = measure_risk(typed(train, specs), typed(released, specs), typed(control, specs),
                                   categorical=cats, n_attacks=n_attacks, attacks=attacks)
             f = report_frame(report)
-            label = keys["method"] if keys["method"] in ("original", "independent", "mst", "aim") else \
+            label = keys["method"] if keys["method"] in ("original", "independent", "mst", "aim", "synthetic") else \
                 f"{keys['method']} {keys['postprocess']} {keys['linkage']}"
             f.insert(0, "release", label)
             for name in ("method", "postprocess", "linkage"):

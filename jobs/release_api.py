@@ -417,7 +417,9 @@ def _run(spark, cfg: ReleaseConfig, *, noise, progress, evaluate: bool) -> Relea
     for o in cfg.owners if not synthetic else ():
         with steps.step("owner", f"protecting {len(plan.owner(o.name).attributes)} attributes", o.name):
             manifests[o.name], protecteds[o.name] = owner.protect_and_write(spark, cfg, o.name, noise=noise)
-    with steps.step("aggregator", "verifying fragments and committing the release"):
+    what = "verifying measurements, fitting the model and committing" if synthetic else \
+        "verifying fragments and committing the release"
+    with steps.step("aggregator", what):
         out = aggregator.release(spark, cfg, plan=plan, single_process=True)  # the plan it issued, never read back from work_dir
     score = None
     if evaluate:

@@ -407,6 +407,13 @@ def aggregator_release(config: str = typer.Option(..., "--config"), master: Opti
                   f"report {result['report']}")
 
 
+def _kind_text(cfg: ReleaseConfig) -> str:
+    """``k 50, idp-ir`` or, for a synthetic release, ``synthetic (target income)``."""
+    if cfg.linkage == "synthetic":
+        return f"synthetic (target {cfg.synthesis_target or 'none'})"
+    return f"k {cfg.k}, {cfg.mechanism}"
+
+
 def validate(config: str = typer.Argument(..., help="Release configuration YAML (see conf/)."),
              owner: Optional[str] = typer.Option(
                  None, "--owner", help="Check as this data owner's step would (only its own source)."),
@@ -422,7 +429,7 @@ def validate(config: str = typer.Argument(..., help="Release configuration YAML 
     cfg = _config(config, party, owner, source_table=source_table, output_table=output_table)
     target = cfg.output_table or cfg.output
     console.print(f"OK {config}: {cfg.fragmentation} release of {cfg.dataset}, {len(cfg.owners)} owners, "
-                  f"ε {cfg.epsilon}, k {cfg.k}, {cfg.mechanism} -> {target} (checked for {party}"
+                  f"ε {cfg.epsilon}, {_kind_text(cfg)} -> {target} (checked for {party}"
                   f"{' ' + owner if owner else ''}; the data is checked when each owner runs)", highlight=False)
 
 
