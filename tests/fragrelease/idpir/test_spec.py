@@ -60,7 +60,7 @@ def _spec(**kw):
                 k=5, epsilon=Fraction(1), category_order="dp-frequency", category_order_share=Fraction(1, 10),
                 postprocess="isotonic", linkage="linked", n_records=100)
     args.update(kw)
-    options = ReleaseOptions.of(**{name: args.pop(name) for name in OPTION_NAMES})
+    options = ReleaseOptions.of(**{name: args.pop(name, None) for name in OPTION_NAMES})
     return protection_spec(options=options, **args)
 
 
