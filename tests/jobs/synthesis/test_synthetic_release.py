@@ -133,3 +133,20 @@ output: {tmp_path / 'out'}
     assert run_cli(["run", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "linkage: synthetic is for horizontal fragments only" in err[0]
+
+
+@pytest.mark.slow  # a whole release through the single-command driver, reports on
+def test_the_single_command_run_plays_both_rounds_and_reports_the_synthesis(spark, tmp_path, income_source):
+    from fragrelease.jobs.idpir.release import run_local_release
+
+    cfg = _cfg(tmp_path, income_source, "synth-run", reports=True)
+    result = run_local_release(spark, cfg)
+    assert result.mean_sse is None and all(o.manifest is None for o in result.owners)
+    assert [o.epsilon for o in result.owners] == [Fraction(1), Fraction(1)]
+    assert result.guarantee.table.startswith("whole table ε-DP, ε = 1")
+    assert result.dataframe(spark).count() == result.rows
+    text = open(result.report).read()
+    assert "How the rows were made" in text and "income × feature (2-way)" in text
+    assert "Noise per attribute" not in text  # the IR noise table does not describe this release
+    for o in cfg.owners:
+        assert os.path.exists(round_path(cfg, o.name, 2))
