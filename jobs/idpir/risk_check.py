@@ -35,8 +35,8 @@ from pyspark.sql import functions as F
 from fragrelease.errors import RiskThresholdError
 from fragrelease.idpir.config import RiskCheckConfig
 from fragrelease.risk import INFERENCE, LINKABILITY, RiskReport, anonymeter_evaluators, measure_risk
-from fragrelease.udfs.keys import bernoulli_sample
 from fragrelease.schemas.base import Attribute
+from fragrelease.udfs.keys import bernoulli_sample
 
 #: Context of the held-out records' keyed hash (then NUL and the release name).
 CONTROL_CONTEXT = "risk-control"
