@@ -158,6 +158,17 @@ def test_no_release_path_imports_the_experiments():
     assert not bad, "\n".join(bad)
 
 
+def test_udfs_and_schemas_sit_below_the_jobs():
+    """docs/architecture.md, "Layers": ``udfs/`` and ``schemas/`` import no job, CLI or experiment."""
+    upper = ("fragrelease.jobs", "fragrelease.experiments")
+    bad = [f"{path.relative_to(ROOT)}:{line} imports {imported}"
+           for name, (path, is_pkg) in MODULES.items()
+           if _under(name, "fragrelease.udfs") or _under(name, "fragrelease.schemas")
+           for imported, line in _imports(name, path, is_pkg)
+           if any(_under(imported, u) for u in upper) or imported.split(".")[0] in ("jobs", "experiments")]
+    assert not bad, "\n".join(bad)
+
+
 def _graph() -> dict[str, set[str]]:
     """Import edges; the lazy facade's edge is left out: it runs on attribute access, after every
     module involved has finished importing, so it cannot take part in an import-time cycle."""
