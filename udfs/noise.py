@@ -2,9 +2,10 @@
 
 Pandas UDFs (:func:`secure_random_key_udf`, :func:`laplace_count_udf`) and the draws that the
 release's tasks call (:func:`task_noise`, :func:`noisy_cluster_centroids`, :func:`draw_ranked_attribute`,
-:func:`gumbel_noise`). The UDFs are marked non-deterministic, so Spark's optimizer never duplicates or re-orders them,
-and the jobs materialize their output (``localCheckpoint(eager=True)``) before any second use or
-write: a retried task or a recomputed plan never draws fresh noise for values already drawn.
+:func:`gumbel_noise`). The UDFs are marked non-deterministic, so Spark's optimizer never duplicates
+or re-orders them. The jobs materialize the centroid noise (:mod:`fragrelease.jobs.idpir.cluster_noise`)
+and DiffGen's noisy leaf counts (``localCheckpoint(eager=True)``) before any second use or write: a
+retried task or a recomputed plan never draws fresh noise for values already drawn.
 """
 from __future__ import annotations
 
