@@ -17,7 +17,7 @@ from fragrelease.taxonomy import QuasiIdentifier
 
 
 def anonymize_publisher(pdf: pd.DataFrame, method: str, qis: Sequence[QuasiIdentifier], sensitive: str, *,
-                        k: int, l: int, mu: float, eta: int, keep: Sequence[str]) -> pd.DataFrame:  # noqa: E741
+                        k: int, l: int, mu: float, eta: int, keep: Sequence[str]) -> pd.DataFrame:
     """One publisher's rows anonymized in the task: ``method`` ``"mondrian"`` (k, l) or else cloning (k, mu, eta).
 
     In: ``pdf`` with the quasi-identifier columns, ``sensitive`` and ``keep``. Out: the anonymizer's
