@@ -27,7 +27,7 @@ import pandas as pd
 from fragrelease.experiments import downstream as ds
 from fragrelease.experiments.evaluation import AttributeSpec
 from fragrelease.rng.diffgen import SeededDiffGenRandomness
-from fragrelease.rng.laplace import FastLaplace
+from fragrelease.rng.laplace import FastLaplace, evaluation_generator
 from fragrelease.synthesis.domain import DEFAULT_BINS, CodedAttribute, SynthesisDomain, contingency
 from fragrelease.synthesis.mechanism import (
     DEFAULT_ONE_WAY_SHARE,
@@ -137,7 +137,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 
     train, test = load_adult_train_test()
     specs = ds.adult_specs()
-    gen = np.random.default_rng()
+    gen = evaluation_generator()
     orig_codes = ds.encode_table(train, specs)
     sizes = ds.code_sizes(specs)
     rows = []

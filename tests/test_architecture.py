@@ -158,6 +158,17 @@ def test_no_release_path_imports_the_experiments():
     assert not bad, "\n".join(bad)
 
 
+def test_udfs_and_schemas_sit_below_the_jobs():
+    """docs/architecture.md, "Layers": ``udfs/`` and ``schemas/`` import no job, CLI or experiment."""
+    upper = ("fragrelease.jobs", "fragrelease.experiments")
+    bad = [f"{path.relative_to(ROOT)}:{line} imports {imported}"
+           for name, (path, is_pkg) in MODULES.items()
+           if _under(name, "fragrelease.udfs") or _under(name, "fragrelease.schemas")
+           for imported, line in _imports(name, path, is_pkg)
+           if any(_under(imported, u) for u in upper) or imported.split(".")[0] in ("jobs", "experiments")]
+    assert not bad, "\n".join(bad)
+
+
 def _graph() -> dict[str, set[str]]:
     """Import edges; the lazy facade's edge is left out: it runs on attribute access, after every
     module involved has finished importing, so it cannot take part in an import-time cycle."""
@@ -210,3 +221,341 @@ def test_find_cycle_reports_a_cycle_and_accepts_a_dag():
 def test_no_import_cycle_among_the_project_modules():
     cycle = find_cycle(_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+# --- Randomness (docs/architecture.md, "Randomness") -------------------------------------------------
+#
+# 1. Entropy: only ``fragrelease/rng/`` touches a source of randomness (``secrets``, ``random``,
+#    ``os.urandom``, ``numpy.random``; not ``uuid.uuid4``, see ENTROPY_ATTRIBUTES); every other module of the five folders
+#    draws through a :mod:`fragrelease.rng` entry point (the names in ``RNG_DRAWS``).
+# 2. Executors: in ``jobs/``, no Spark random operator (``DataFrame.sample/sampleBy/randomSplit``,
+#    ``functions.rand/randn/shuffle/uuid``) and no draw inside a task function: a nested function or
+#    lambda (every closure is treated as a task), or a module-level function passed to
+#    ``mapInPandas``/``applyInPandas``/``pandas_udf``/... A draw there is an ``RNG_DRAWS`` name or a
+#    math-layer function that names one (one level deep: ``_drawing_math_functions``). Such draws
+#    live in ``udfs/``, which the jobs call.
+# 3. Driver: a draw in ``jobs/`` outside task functions is a driver-side draw; it is allowed only at
+#    the sites of ``DRIVER_DRAWS`` (module, function), each drawn once in the driver process.
+#    The Spark-free math (``fragrelease/``) draws only on the driver or inside a ``udfs/`` task,
+#    and only through ``fragrelease.rng`` (rule 1); mechanisms that receive a ``NoiseSource``,
+#    ``DiffGenRandomness``, ``SimulationRandomness`` or a permutation function draw nothing themselves.
+
+RNG = "fragrelease.rng"
+#: Public names of fragrelease.rng whose call (or construction) draws randomness or seeds a generator.
+RNG_DRAWS = frozenset({
+    "secure_token_bytes", "secure_random_keys", "secure_bytes", "secure_permutation", "secure_randbelow",
+    "secure_randbits", "secure_open_unit", "secure_gumbel", "SecureDiffGenRandomness", "FastDiffGenRandomness",
+    "SeededDiffGenRandomness", "SecureLaplace", "FastLaplace", "evaluation_generator", "SecureSimulation",
+    "SeededSimulation",
+})
+#: Public names of fragrelease.rng that draw nothing themselves: protocols, calibration, constants, and
+#: functions that draw only from a source passed in (``gumbel_max``; ``LaplaceNoise.sample`` draws from
+#: its ``source``, a SecureLaplace when None: in jobs/ the ``.sample`` call is caught by rule 2).
+RNG_NON_DRAWS = frozenset({
+    "DiffGenRandomness", "UNIFORM_BITS", "gumbel_max", "NoiseSource", "LAPLACE_GRANULARITY_EXPONENT",
+    "laplace_measurement", "laplace_epsilon", "float_at_most", "calibrated_laplace_scale", "LaplaceNoise",
+    "FAST_SAMPLER_NAME", "SimulationRandomness",
+})
+#: Raw sources of randomness (rule 1): modules, and attributes of other modules.
+ENTROPY_MODULES = ("secrets", "random", "numpy.random")
+#: ``uuid.uuid4()`` is not one: it names things (plan ids, temporary files, ledger entries), it draws
+#: nothing a release's values or order depend on, and it is allowed anywhere.
+ENTROPY_ATTRIBUTES = frozenset({"os.urandom", "os.getrandom"})
+#: numpy.random names that are types, not draws (annotations such as ``np.random.Generator``).
+NUMPY_RANDOM_TYPES = frozenset({"Generator", "BitGenerator"})
+#: Spark operators that draw on the executors (rule 2): DataFrame methods and pyspark.sql.functions.
+SPARK_RANDOM_METHODS = frozenset({"sample", "sampleBy", "randomSplit"})
+SPARK_RANDOM_FUNCTIONS = frozenset({"rand", "randn", "shuffle", "uuid", "random", "randstr", "uniform"})
+#: Calls whose function argument Spark runs on the executors.
+TASK_CALLS = frozenset({"mapInPandas", "mapInArrow", "applyInPandas", "applyInArrow", "applyInPandasWithState",
+                        "pandas_udf", "udf", "foreach", "foreachPartition", "foreachBatch", "mapPartitions"})
+#: Rule 3: the driver-side draws of jobs/ (module, function that contains the draw) and why each is on the driver.
+DRIVER_DRAWS = {
+    # the dp-frequency category order: one histogram per attribute, noised once on the driver (docs/specification.md §2)
+    ("fragrelease.jobs.idpir.protect", "category_orders"),
+    # key material and nonces: the release's pseudonym key, each owner's nonce, a generated signing key's file name
+    ("fragrelease.jobs.idpir.keys", "generate_release_key"),
+    ("fragrelease.jobs.idpir.keys", "owner_pseudonym_key"),
+    ("fragrelease.jobs.idpir.owner", "describe_fragment"),
+    ("fragrelease.jobs.idpir.signatures", "with_release_keys"),
+    # the owner's accuracy preview: the categorical simulation (never released; numeric: udfs/preview.py)
+    ("fragrelease.jobs.idpir.owner_preview", "owner_preview"),
+    # DiffGen: the exponential mechanism and the uniform split points run on the driver (one party: the
+    # driver; two parties: each party's process), and the two processes' socket key
+    ("fragrelease.jobs.diffgen.runner", "run_diffgen_release"),
+    ("fragrelease.jobs.diffgen.processes", "_party_process"),
+    ("fragrelease.jobs.diffgen.processes", "run_adult_two_party"),
+    # the command line's evaluation commands: the audit's evaluation sampler, the demo split into publishers
+    ("fragrelease.jobs.cli.idpir", "audit"),
+    ("fragrelease.jobs.cli.publications", "simulate"),
+}
+
+
+def _dotted(node: ast.AST) -> str | None:
+    """``a.b.c`` of a Name/Attribute chain, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        return ".".join([node.id, *reversed(parts)])
+    return None
+
+
+def _aliases(name: str, path: Path, is_pkg: bool, tree: ast.AST) -> dict[str, str]:
+    """Local name -> the absolute name it stands for, from every import of the module (any scope)."""
+    package = name if is_pkg else name.rpartition(".")[0]
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname:
+                    out[a.asname] = a.name
+                else:
+                    top = a.name.split(".")[0]
+                    out.setdefault(top, top)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            for a in node.names:
+                out[a.asname or a.name] = f"{mod}.{a.name}"
+    return out
+
+
+def _resolve(node: ast.AST, aliases: dict[str, str]) -> str | None:
+    """The absolute dotted name a Name/Attribute chain refers to (through the module's imports), or None."""
+    dotted = _dotted(node)
+    if dotted is None:
+        return None
+    head, _, rest = dotted.partition(".")
+    if head not in aliases:
+        return None
+    return aliases[head] + ("." + rest if rest else "")
+
+
+def _rng_draw(absolute: str | None) -> bool:
+    return (absolute is not None and absolute.startswith(RNG + ".")
+            and absolute.rsplit(".", 1)[-1] in RNG_DRAWS)
+
+
+def _outermost(tree: ast.AST) -> list[tuple[ast.AST, str | None, bool]]:
+    """Every Name/Attribute node with (its outermost module-level function's name or None, inside a
+    nested function or lambda). Methods of module-level classes count as module-level functions."""
+    out: list[tuple[ast.AST, str | None, bool]] = []
+
+    def visit(node: ast.AST, top: str | None, depth: int) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                name = getattr(child, "name", "<lambda>")
+                for d in getattr(child, "decorator_list", []):
+                    visit_expr(d, top, depth)
+                visit(child, top if depth else name, depth + 1)
+            elif isinstance(child, ast.ClassDef) and depth == 0:
+                visit(child, None, 0)
+            elif isinstance(child, ast.Name) or isinstance(child, ast.Attribute) and _dotted(child) is not None:
+                out.append((child, top, depth > 1))  # a whole chain: ``X.name`` reads X's attribute, draws nothing
+            elif isinstance(child, ast.Attribute):
+                visit(child, top, depth)  # ``X().attr``: the call inside is a draw when X is one
+            else:
+                visit(child, top, depth)
+
+    def visit_expr(node: ast.AST, top: str | None, depth: int) -> None:
+        wrapper = ast.Module(body=[ast.Expr(node)], type_ignores=[])
+        visit(wrapper, top, depth)
+
+    visit(tree, None, 0)
+    return out
+
+
+def _task_functions(tree: ast.AST, aliases: dict[str, str]) -> set[str]:
+    """Module-level functions Spark runs on the executors: passed to a TASK_CALLS call or decorated by one."""
+    tasks = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            callee = _dotted(node.func) or ""
+            if callee.rsplit(".", 1)[-1] in TASK_CALLS:
+                for arg in [*node.args, *(k.value for k in node.keywords)]:
+                    if isinstance(arg, ast.Name):
+                        tasks.add(arg.id)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for d in node.decorator_list:
+                target = d.func if isinstance(d, ast.Call) else d
+                if (_dotted(target) or "").rsplit(".", 1)[-1] in TASK_CALLS:
+                    tasks.add(node.name)
+    return tasks
+
+
+def _parsed(folders: tuple[str, ...]) -> dict[str, tuple[Path, bool, ast.AST, dict[str, str]]]:
+    out = {}
+    for name, (path, is_pkg) in MODULES.items():
+        if any(_under(name, f) for f in folders):
+            tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+            out[name] = (path, is_pkg, tree, _aliases(name, path, is_pkg, tree))
+    return out
+
+
+def _entropy_uses(name: str, path: Path, tree: ast.AST, aliases: dict[str, str]) -> list[str]:
+    """Rule 1: imports of a raw source of randomness and references to one."""
+    bad = []
+    for node in ast.walk(tree):
+        mods = []
+        if isinstance(node, ast.Import):
+            mods = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            mods = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+        for m in mods:
+            if any(_under(m, e) for e in ENTROPY_MODULES) and m.rsplit(".", 1)[-1] not in NUMPY_RANDOM_TYPES \
+                    or m in ENTROPY_ATTRIBUTES:
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {m}")
+        if isinstance(node, ast.Attribute):
+            absolute = _resolve(node, aliases)
+            if absolute is None:
+                continue
+            if absolute in ENTROPY_ATTRIBUTES or (
+                    _under(absolute, "numpy.random") and absolute != "numpy.random"
+                    and absolute.split(".")[2] not in NUMPY_RANDOM_TYPES):
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno} uses {absolute}")
+    return bad
+
+
+def _drawing_math_functions() -> dict[str, str]:
+    """Functions and classes of the math layer (not rng) that name an RNG_DRAWS entry point -> the draw."""
+    out = {}
+    for name, (_path, _is_pkg, tree, aliases) in _parsed(("fragrelease",)).items():
+        if _under(name, RNG) or any(_under(name, u) for u in UPPER):
+            continue
+        for node in tree.body:  # type: ignore[attr-defined]
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                for sub in ast.walk(node):
+                    if isinstance(sub, (ast.Name, ast.Attribute)) and _rng_draw(_resolve(sub, aliases)):
+                        out[f"{name}.{node.name}"] = str(_resolve(sub, aliases))
+                        break
+    return out
+
+
+def _executor_draws(name: str, path: Path, tree: ast.AST, aliases: dict[str, str],
+                    math_draws: dict[str, str]) -> tuple[list[str], set[tuple[str, str | None]]]:
+    """Rule 2 violations of one jobs/ module, and its driver-side draw sites (module, function)."""
+    bad, driver = [], set()
+    refs = _outermost(tree)
+    tasks = _task_functions(tree, aliases)
+    local = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}  # type: ignore[attr-defined]
+    while True:  # a module-level function that a task function (or any closure) calls runs in the task too
+        more = {n.id for n, top, nested in refs if isinstance(n, ast.Name) and n.id in local - tasks
+                and (nested or top in tasks)}
+        if not more:
+            break
+        tasks |= more
+    where = f"{path.relative_to(ROOT)}"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            absolute = _resolve(node.func, aliases) or ""
+            if node.func.attr in SPARK_RANDOM_METHODS and not absolute.startswith(RNG):
+                bad.append(f"{where}:{node.lineno} calls .{node.func.attr}(...) (a random Spark operator)")
+    for node, top, nested in refs:
+        absolute = _resolve(node, aliases)
+        if absolute is None:
+            continue
+        if _under(absolute, "pyspark.sql.functions") and absolute.rsplit(".", 1)[-1] in SPARK_RANDOM_FUNCTIONS:
+            bad.append(f"{where}:{node.lineno} uses {absolute} (a random Spark function)")
+        draws = _rng_draw(absolute) or absolute in math_draws
+        if not draws:
+            continue
+        if nested or top in tasks:
+            bad.append(f"{where}:{node.lineno} draws {absolute} in a task function"
+                       + (f" (through {math_draws[absolute]})" if absolute in math_draws else ""))
+        else:
+            driver.add((name, top))
+    return bad, driver
+
+
+def test_rng_names_are_all_classified():
+    """Every public name of fragrelease.rng is either a draw or not: a new sampler forces a decision here."""
+    public = set()
+    for path in sorted((ROOT / "fragrelease" / "rng").glob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                public.add(node.name)
+            elif isinstance(node, ast.Assign):
+                public.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    public = {p for p in public if not p.startswith("_")}
+    assert public == RNG_DRAWS | RNG_NON_DRAWS, (public - RNG_DRAWS - RNG_NON_DRAWS, RNG_DRAWS | RNG_NON_DRAWS - public)
+    assert not RNG_DRAWS & RNG_NON_DRAWS
+
+
+def test_entropy_only_in_the_rng_package():
+    """Rule 1 over fragrelease/, jobs/, udfs/, schemas/ and experiments/."""
+    bad = []
+    for name, (path, _is_pkg, tree, aliases) in _parsed(tuple(FOLDERS.values())).items():
+        if not _under(name, RNG):
+            bad += _entropy_uses(name, path, tree, aliases)
+    assert not bad, "\n".join(bad)
+
+
+def test_executor_side_draws_only_in_udfs_and_driver_draws_only_at_the_listed_sites():
+    """Rules 2 and 3 over jobs/ (the CLI included)."""
+    math_draws = _drawing_math_functions()
+    bad, driver = [], set()
+    for name, (path, _is_pkg, tree, aliases) in _parsed(("fragrelease.jobs",)).items():
+        b, d = _executor_draws(name, path, tree, aliases, math_draws)
+        bad += b
+        driver |= d
+    assert not bad, "\n".join(bad)
+    assert driver <= DRIVER_DRAWS, f"driver-side draws not in DRIVER_DRAWS: {sorted(driver - DRIVER_DRAWS, key=str)}"
+    assert driver == DRIVER_DRAWS, f"stale DRIVER_DRAWS entries: {sorted(DRIVER_DRAWS - driver)}"
+
+
+def test_udfs_hold_the_release_draws():
+    """The draws moved out of jobs/ are where the map says (docs/architecture.md, "Randomness")."""
+    parsed = _parsed(("fragrelease.udfs",))
+    drawn = {(name, top) for name, (path, _p, tree, aliases) in parsed.items()
+             for node, top, _nested in _outermost(tree) if _rng_draw(_resolve(node, aliases))}
+    assert {("fragrelease.udfs.noise", "task_noise"), ("fragrelease.udfs.noise", "gumbel_noise"),
+            ("fragrelease.udfs.keys", "random_keys"), ("fragrelease.udfs.keys", "bernoulli_sample"),
+            ("fragrelease.udfs.noise", "secure_random_key_udf")} <= drawn
+
+
+PLANTED = {
+    "entropy": ("import secrets\n\ndef f():\n    return secrets.token_bytes(8)\n", "imports secrets"),
+    "numpy": ("import numpy as np\n\ndef f():\n    return np.random.default_rng().random()\n",
+              "uses numpy.random.default_rng"),
+    "urandom": ("import os\n\ndef f():\n    return os.urandom(8)\n", "uses os.urandom"),
+    "closure": ("from fragrelease.rng.laplace import SecureLaplace\n\ndef plan(df):\n"
+                "    def task(pdf):\n        return SecureLaplace().perturb(pdf, 1, 2, 3)\n"
+                "    return df.mapInPandas(task, 's')\n", "draws fragrelease.rng.laplace.SecureLaplace in a task"),
+    "task": ("from fragrelease.rng.secure import secure_random_keys as keys\n\ndef task(batches):\n"
+             "    yield keys(3)\n\ndef plan(df):\n    return df.mapInPandas(task, 's')\n",
+             "draws fragrelease.rng.secure.secure_random_keys in a task"),
+    "helper": ("from fragrelease.rng import secure\n\ndef scatter(values):\n    return secure.secure_random_keys(3)\n\n"
+               "def plan(df):\n    def task(batches):\n        for b in batches:\n            yield scatter(b)\n"
+               "    return df.mapInPandas(task, 's')\n", "draws fragrelease.rng.secure.secure_random_keys in a task"),
+    "math": ("from fragrelease.tiers import chain\n\ndef plan(df):\n"
+             "    return df.applyInPandas(lambda p: chain.draw_surrogate_ids(len(p)), 's')\n",
+             "draws fragrelease.tiers.chain.draw_surrogate_ids in a task function (through"),
+    "sample": ("def plan(df):\n    return df.sample(fraction=0.5, seed=1)\n", "calls .sample(...)"),
+    "rand": ("from pyspark.sql import functions as F\n\ndef plan(df):\n    return df.orderBy(F.rand())\n",
+             "uses pyspark.sql.functions.rand"),
+    "driver": ("from fragrelease.rng.secure import secure_bytes\n\ndef key():\n    return secure_bytes(8)\n", None),
+}
+
+
+def test_the_randomness_rules_catch_planted_draws():
+    """Each rule fails on a draw planted in a jobs module (the checks cannot pass vacuously)."""
+    math_draws = _drawing_math_functions()
+    assert math_draws["fragrelease.tiers.chain.draw_surrogate_ids"] == "fragrelease.rng.secure.secure_random_keys"
+    name = "fragrelease.jobs.idpir.planted"
+    path = ROOT / "jobs" / "idpir" / "planted.py"
+    for case, (source, expected) in PLANTED.items():
+        tree = ast.parse(source)
+        aliases = _aliases(name, path, False, tree)
+        bad = _entropy_uses(name, path, tree, aliases)
+        executor, driver = _executor_draws(name, path, tree, aliases, math_draws)
+        found = "\n".join(bad + executor)
+        if expected is None:  # a driver-side draw: not an executor draw, but a site DRIVER_DRAWS must list
+            assert not found and driver == {(name, "key")} and not driver <= DRIVER_DRAWS, case
+        else:
+            assert expected in found, (case, found)

@@ -1,17 +1,25 @@
-"""Pandas UDFs that draw randomness on the executors (the pattern of Tumult Analytics).
+"""Noise and random keys drawn on the executors (the pattern of Tumult Analytics).
 
-The UDFs are marked non-deterministic, so Spark's optimizer never duplicates or re-orders them,
-and the jobs materialize their output (``localCheckpoint(eager=True)``) before any second use or
-write: a retried task or a recomputed plan never draws fresh noise for values already drawn.
+Pandas UDFs (:func:`secure_random_key_udf`, :func:`laplace_count_udf`) and the draws that the
+release's tasks call (:func:`task_noise`, :func:`noisy_cluster_centroids`, :func:`draw_ranked_attribute`,
+:func:`gumbel_noise`). The UDFs are marked non-deterministic, so Spark's optimizer never duplicates
+or re-orders them. The jobs materialize the centroid noise (:mod:`fragrelease.jobs.idpir.cluster_noise`)
+and DiffGen's noisy leaf counts (``localCheckpoint(eager=True)``) before any second use or write: a
+retried task or a recomputed plan never draws fresh noise for values already drawn.
 """
 from __future__ import annotations
 
+from fractions import Fraction
+from typing import Optional
+
+import numpy as np
 import pandas as pd
 from pyspark.sql.functions import pandas_udf
 from pyspark.sql.types import DoubleType, LongType
 
-from fragrelease.rng.diffgen import SecureDiffGenRandomness
-from fragrelease.rng.laplace import LaplaceNoise
+from fragrelease.idpir.mechanisms import draw_attribute_ranked, noisy_centroids
+from fragrelease.rng.diffgen import SecureDiffGenRandomness, secure_gumbel
+from fragrelease.rng.laplace import LaplaceNoise, NoiseSource, SecureLaplace
 from fragrelease.rng.secure import secure_random_keys
 
 
@@ -42,3 +50,43 @@ def laplace_count_udf(noise: LaplaceNoise):
         return pd.Series(SecureDiffGenRandomness().laplace(counts.to_numpy(float), scale))
 
     return noisy_count.asNondeterministic()
+
+
+def task_noise(noise: Optional[NoiseSource]) -> NoiseSource:
+    """The Laplace sampler of one executor task: ``noise`` when a test injects one, else a
+    :class:`fragrelease.rng.laplace.SecureLaplace` built in the task (OpenDP, OS CSPRNG)."""
+    return noise if noise is not None else SecureLaplace()
+
+
+def noisy_cluster_centroids(centroids: np.ndarray, scales: np.ndarray, attribute: str,
+                            noise: Optional[NoiseSource]) -> np.ndarray:
+    """One attribute's c centroids plus one Laplace draw each, in the task: shapes (c,) in, (c,) out (unclamped).
+
+    :func:`fragrelease.idpir.mechanisms.noisy_centroids` with the clusters numbered 0..c-1 and the
+    sampler of :func:`task_noise`; the distributed plan's draw
+    (:func:`fragrelease.jobs.idpir.cluster_noise.noise_per_attribute`). Source: docs/specification.md §2.
+    """
+    c = int(np.asarray(centroids).size)
+    return noisy_centroids(centroids=centroids, scales=scales, attributes=np.full(c, attribute, dtype=object),
+                           clusters=np.arange(c), noise=task_noise(noise))
+
+
+def draw_ranked_attribute(values: np.ndarray, tiebreak: np.ndarray, *, k: int, lo: float, hi: float,
+                          epsilon: Fraction | float, mechanism: str, attribute: str,
+                          noise: Optional[NoiseSource]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One attribute's whole mechanism in the task: :func:`fragrelease.idpir.mechanisms.draw_attribute_ranked`.
+
+    ``values`` and ``tiebreak`` shape (n,); returns ``(order, noisy, sizes)``: the rank order (n,),
+    the raw noisy centroids (c,) and the cluster sizes (c,), with the sampler of :func:`task_noise`;
+    the whole-attribute plan's draw (:func:`fragrelease.jobs.idpir.cluster_noise.draw_whole_attributes`).
+    Raises as :func:`~fragrelease.idpir.mechanisms.draw_attribute_ranked`.
+    """
+    return draw_attribute_ranked(values, k=k, lo=lo, hi=hi, epsilon_attribute=epsilon, mechanism=mechanism,
+                                 noise=task_noise(noise), attribute=attribute, tiebreak=tiebreak)
+
+
+def gumbel_noise(size: int) -> np.ndarray:
+    """``size`` standard Gumbel variables, float64 shape (size,), drawn in the task from the OS CSPRNG
+    (:func:`fragrelease.rng.diffgen.secure_gumbel`): DiffGen's distributed exponential mechanism
+    (:mod:`fragrelease.jobs.diffgen.marginals`)."""
+    return secure_gumbel(size)

@@ -16,6 +16,10 @@ Every random draw of a release comes from here, in four modules:
 - :mod:`fragrelease.rng.simulation`: the accuracy preview's simulated Laplace draws (OS CSPRNG by
   inversion; never released) and :class:`~fragrelease.rng.simulation.SeededSimulation` for tests.
 
+Where the draws are called from (docs/architecture.md, "Randomness"; tests/test_architecture.py): no
+other module touches a source of entropy; every draw that runs on Spark's executors is written in
+``udfs/``; the Spark jobs draw on the driver only at the sites the test lists.
+
 There are no seeds here, except in the sources named for tests. Tests that need reproducible noise
 pass their own :class:`~fragrelease.rng.laplace.NoiseSource` (see ``tests/helpers/noise_injection.py``)
 or :class:`~fragrelease.rng.diffgen.SeededDiffGenRandomness`; the CLI and the jobs never accept one

@@ -40,7 +40,7 @@ class SparkNumericCounts:
     mechanism over the sub-intervals between consecutive distinct values (weight
     ``exp(ε'u/(2Δu)) × length``) is drawn as the argmax of log-weight + Gumbel noise, each partition
     reporting only its own noisy maximum (one row), so no per-value data reaches the driver. The
-    executors' Gumbel noise always comes from the OS CSPRNG (:func:`fragrelease.rng.diffgen.secure_gumbel`),
+    executors' Gumbel noise always comes from the OS CSPRNG (:func:`fragrelease.udfs.noise.gumbel_noise`),
     whatever ``randomness`` the driver uses for the first sub-interval and the uniform draw.
     Two Spark jobs per draw (partition totals, then the partitions' maxima).
     """
@@ -108,7 +108,7 @@ class SparkNumericCounts:
         schema = StructType([StructField(x, DoubleType()) for x in ("left_pt", "right_pt", "u", "noisy")])
 
         def scored(batches):
-            from fragrelease.rng.diffgen import secure_gumbel
+            from fragrelease.udfs.noise import gumbel_noise
 
             batches = list(batches)
             pdf = pd.concat(batches, ignore_index=True) if batches else pd.DataFrame()
@@ -127,7 +127,7 @@ class SparkNumericCounts:
             if eps_prime is None:
                 yield pd.DataFrame({"left_pt": left_pt, "right_pt": right_pt, "u": u, "noisy": np.nan})
                 return
-            noisy = split_log_weights(u, right_pt - left_pt, eps_prime) + secure_gumbel(u.size)
+            noisy = split_log_weights(u, right_pt - left_pt, eps_prime) + gumbel_noise(u.size)
             j = int(np.argmax(noisy))
             yield pd.DataFrame({"left_pt": [left_pt[j]], "right_pt": [right_pt[j]], "u": [u[j]], "noisy": [noisy[j]]})
 

@@ -9,7 +9,6 @@ insurer as two ``spawn`` processes, each loading only its own Adult attributes, 
 """
 from __future__ import annotations
 
-import secrets
 import time
 from fractions import Fraction
 from typing import Optional, Sequence
@@ -26,6 +25,7 @@ from fragrelease.diffgen.two_party import (
     run_party,
 )
 from fragrelease.errors import InvalidParameterError, ProtocolError
+from fragrelease.rng.secure import secure_token_bytes
 
 
 def load_adult_party(attributes: Sequence[str], rows: Optional[tuple[int, int]] = None) -> PartyInput:
@@ -133,7 +133,7 @@ def run_adult_two_party(hospital_attributes: Sequence[str], insurer_attributes: 
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     address = ("127.0.0.1", port)
-    authkey = secrets.token_bytes(32)
+    authkey = secure_token_bytes(32)
     params = {"epsilon": str(Fraction(epsilon)), "specializations": specializations, "score": score,
               "key_bits": key_bits, "allow_small_key": allow_small_key, "noise": noise}
     ctx = mp.get_context("spawn")

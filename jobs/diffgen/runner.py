@@ -35,7 +35,6 @@ from fragrelease.diffgen.release import (
     leaf_count_noise,
     sparse_min_count,
     sparse_min_count_two_laplace,
-    synthesize_cells,
 )
 from fragrelease.errors import InvalidParameterError, ProtocolError
 from fragrelease.jobs.diffgen.marginals import _col, marginal_counts_spark
@@ -144,16 +143,10 @@ def synthetic_table(noisy, cut: Cut, min_count: int = 1):
               for a in cut.attributes] + [StructField(ADULT_CLASS, StringType())]
     schema = StructType(fields)
 
-    def draw(batches):
-        from fragrelease.rng.laplace import evaluation_generator
+    from fragrelease.udfs.diffgen import cell_values_fn
 
-        gen = evaluation_generator()  # post-processing of released counts: not privacy-relevant
-        for pdf in batches:
-            codes = {a: pdf[_col(a)].to_numpy() for a in cut.attributes}
-            vals = synthesize_cells(cut, codes, gen)
-            yield pd.DataFrame({**{a: vals[a] for a in cut.attributes}, ADULT_CLASS: pdf[ADULT_CLASS].to_numpy()})
-
-    return rows.mapInPandas(draw, schema)
+    # post-processing of released counts (not privacy-relevant): values drawn inside the cells on the executors
+    return rows.mapInPandas(cell_values_fn(cut, {a: _col(a) for a in cut.attributes}, ADULT_CLASS), schema)
 
 
 def run_diffgen_release(spark, *, epsilon, specializations: int, score: str, output: str,

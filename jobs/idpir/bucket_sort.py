@@ -25,8 +25,8 @@ from pyspark.storagelevel import StorageLevel
 from fragrelease.errors import SchemaMismatchError
 from fragrelease.idpir.category_order import ranks_of
 from fragrelease.idpir.microaggregation import ir_order
-from fragrelease.rng.secure import secure_random_keys
 from fragrelease.schemas.base import Attribute
+from fragrelease.udfs.keys import bernoulli_sample
 
 _SAMPLE_PER_BUCKET = 2_000
 _KEY_SAMPLE_FRACTIONS = [i / 64 for i in range(1, 64)]
@@ -118,7 +118,7 @@ def keyed_values(df: DataFrame, attrs: Sequence[Attribute], id_column: str,
 def splitters(keyed: KeyedValues, n: int, buckets: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per attribute, sorted composite splitters ``(x, key)`` cutting ``(x, key)`` order into ``buckets`` ranges.
 
-    Estimated from a Bernoulli sample (about 2,000 rows per bucket) with ``percentile_approx``; they
+    Estimated from a Bernoulli sample (about 2,000 rows per bucket, :func:`fragrelease.udfs.keys.bernoulli_sample`) with ``percentile_approx``; they
     only balance the work between tasks, the output does not depend on them. A value that fills
     several quantiles (heavy ties, e.g. a categorical rank) is cut by quantiles of the tie key, so
     its rows spread over several buckets too. Splitters stay in driver memory (at most
@@ -127,9 +127,8 @@ def splitters(keyed: KeyedValues, n: int, buckets: int) -> list[tuple[np.ndarray
     if buckets <= 1:
         return [(np.empty(0), np.empty(0, np.int64)) for _ in range(keyed.n_attrs)]
     fraction = min(1.0, _SAMPLE_PER_BUCKET * buckets / n)
-    seed = int(secure_random_keys(1)[0])  # work balancing only; the release does not depend on it
     n_attrs = keyed.n_attrs
-    sample = keyed.frame.sample(fraction=fraction, seed=seed)
+    sample = bernoulli_sample(keyed.frame, fraction)  # work balancing only; the release does not depend on it
     qs = [i / buckets for i in range(1, buckets)]
     row = sample.agg(
         *[F.percentile_approx(f"x{j}", qs, 10_000).alias(f"q{j}") for j in range(n_attrs)],

@@ -14,6 +14,7 @@ Two plans share the mechanism's arithmetic (:mod:`fragrelease.idpir.mechanisms`)
 
 Both emit ``(group, attr, rid, value)`` rows for :func:`fragrelease.jobs.idpir.assembly.line_up`.
 Local sensitivities, scales and raw draws never leave their task (never on the driver, never logged).
+The draws themselves are written in :mod:`fragrelease.udfs.noise`; this module keeps the plans.
 """
 from __future__ import annotations
 
@@ -27,12 +28,13 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from fragrelease.errors import SchemaMismatchError
-from fragrelease.idpir.mechanisms import IRMechanism, draw_attribute_ranked, noisy_centroids
+from fragrelease.idpir.mechanisms import IRMechanism
 from fragrelease.idpir.postprocess import finish_centroids
 from fragrelease.jobs.idpir.assembly import group_rows, values_schema
 from fragrelease.jobs.idpir.bucket_sort import F8, I8, STATS, KeyedValues, pack, unpack
 from fragrelease.jobs.partitioning import spread
-from fragrelease.rng.laplace import NoiseSource, SecureLaplace
+from fragrelease.rng.laplace import NoiseSource
+from fragrelease.udfs.noise import draw_ranked_attribute, noisy_cluster_centroids
 
 #: From this many values per attribute each attribute's noise task runs alone (:func:`spread`); below it,
 #: the grouping's own shuffle, which adaptive execution packs into few tasks: for small fragments one
@@ -75,10 +77,9 @@ def _released_fn(specs: Mapping[int, AttributeSpec], mech: IRMechanism, k: int, 
         delta = mech.sensitivity_from_extremes(float(mins[0]), float(mins[-1]), float(maxs[-2]) if c > 1 else lo,
                                                float(maxs[-1]), k=k, size_last=int(size[-1]), n_clusters=c,
                                                lo=lo, hi=hi)
-        # the scale from the one Laplace noise object (OpenDP's map); the draw through noisy_centroids, as in numpy
+        # the scale from the one Laplace noise object (OpenDP's map); the draw in udfs (noisy_centroids, as in numpy)
         lap = mech.noise(delta, eps, c)
-        raw = noisy_centroids(centroids=centroid, scales=lap.scales(c), attributes=np.full(c, name, dtype=object),
-                              clusters=np.arange(c), noise=noise if noise is not None else SecureLaplace())
+        raw = noisy_cluster_centroids(centroid, lap.scales(c), name, noise)
         value = finish_centroids(raw, size.astype(float), lo, hi, categorical, postprocess)
         return pd.DataFrame({"attr": [j], "value": [pack(value, F8)]})
 
@@ -94,7 +95,7 @@ def noise_per_attribute(ranked: DataFrame, specs: Mapping[int, AttributeSpec], m
     comes from four order statistics through the registry's
     :meth:`fragrelease.idpir.mechanisms.IRMechanism.sensitivity_from_extremes` and
     :meth:`~fragrelease.idpir.mechanisms.IRMechanism.scale`, as in the numpy reference; one draw
-    per cluster (:func:`fragrelease.idpir.mechanisms.noisy_centroids`, the secure sampler unless a
+    per cluster (:func:`fragrelease.udfs.noise.noisy_cluster_centroids`, the secure sampler unless a
     test injects ``noise``), then :func:`fragrelease.idpir.postprocess.finish_centroids`.
     Out (stored): ``(attr, value)``, ``value`` the c released centroids as packed ``<f8`` in
     cluster order. Memory per task: one attribute's c clusters, about 100 bytes each (plain iDP,
@@ -169,9 +170,8 @@ def _draw_one_fn(specs: Mapping[int, AttributeSpec], *, k: int, n: int, mechanis
         name, lo, hi, _, eps = specs[j]
         if x.size != n:
             raise SchemaMismatchError(f"attribute {name!r} has {x.size} values, expected {n} rows")
-        order, noisy, size = draw_attribute_ranked(x, k=k, lo=lo, hi=hi, epsilon_attribute=eps, mechanism=mechanism,
-                                                   noise=noise if noise is not None else SecureLaplace(),
-                                                   attribute=name, tiebreak=key)
+        order, noisy, size = draw_ranked_attribute(x, key, k=k, lo=lo, hi=hi, epsilon=eps, mechanism=mechanism,
+                                                   attribute=name, noise=noise)
         # ids leave in rank order: cluster boundaries (rank // k) map them back, no per-value cluster id
         out: dict[str, list[object]] = {"attr": [j], "key": [pack(key[order], I8)]}
         if carry_rid:
@@ -188,7 +188,8 @@ def draw_whole_attributes(runs: DataFrame, keyed: KeyedValues, specs: Mapping[in
 
     In: ``runs`` = ``(attr, bucket, x, key[, rid])`` with one bucket per attribute
     (:func:`fragrelease.jobs.idpir.bucket_sort.cut_into_runs`). Each task concatenates its
-    attribute's values and calls :func:`fragrelease.idpir.mechanisms.draw_attribute_ranked` (the one
+    attribute's values and calls :func:`fragrelease.idpir.mechanisms.draw_attribute_ranked` through
+    :func:`fragrelease.udfs.noise.draw_ranked_attribute` (the one
     definition of the mechanism, the same the numpy reference
     :func:`~fragrelease.idpir.mechanisms.protect_attribute` runs: ranking with ties broken by the
     tie key, centroids, sensitivity, calibrated scale, one Laplace draw per cluster from the secure

@@ -40,9 +40,9 @@ from fragrelease.idpir.preview_error import (
     FragmentError,
     combine,
     simulate_categorical,
-    simulate_numeric,
 )
 from fragrelease.rng.simulation import SecureSimulation, SimulationRandomness
+from fragrelease.udfs.preview import simulated_attribute
 
 #: The owner's warning: the expected released error is at least the error of its own constant release.
 OWNER_THRESHOLD = 1.0
@@ -115,9 +115,8 @@ def _numeric_fn(specs: dict[int, tuple[str, float, float, Fraction]], *, mechani
         j = int(pdf["attr"].iloc[0])
         _, lo, hi, eps = specs[j]
         xs = np.sort(pdf["x"].to_numpy(float))
-        part = simulate_numeric(xs, mechanism=mechanism, k=k, lo=lo, hi=hi, epsilon_centroids=eps,
-                                postprocess=postprocess, runs=runs,
-                                randomness=randomness if randomness is not None else SecureSimulation())
+        part = simulated_attribute(xs, mechanism=mechanism, k=k, lo=lo, hi=hi, epsilon_centroids=eps,
+                                   postprocess=postprocess, runs=runs, randomness=randomness)
         return pd.DataFrame({"attr": [j], "n": [part.n], "errors": [part.errors.astype("<f8").tobytes()],
                              "baseline": [part.baseline], "scale": [part.scale]})
 

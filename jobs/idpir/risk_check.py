@@ -35,8 +35,8 @@ from pyspark.sql import functions as F
 from fragrelease.errors import RiskThresholdError
 from fragrelease.idpir.config import RiskCheckConfig
 from fragrelease.risk import INFERENCE, LINKABILITY, RiskReport, anonymeter_evaluators, measure_risk
-from fragrelease.rng.secure import secure_randbits
 from fragrelease.schemas.base import Attribute
+from fragrelease.udfs.keys import bernoulli_sample
 
 #: Context of the held-out records' keyed hash (then NUL and the release name).
 CONTROL_CONTEXT = "risk-control"
@@ -74,7 +74,7 @@ def _sample(df: DataFrame, rows: int, total: int) -> DataFrame:
     """At most ``rows`` random rows of ``df`` (``total`` rows): Bernoulli sample with a CSPRNG seed, then a limit."""
     if total <= rows:
         return df
-    return df.sample(fraction=min(1.0, 1.2 * rows / total), seed=secure_randbits(62)).limit(rows)
+    return bernoulli_sample(df, min(1.0, 1.2 * rows / total)).limit(rows)
 
 
 def _pandas(df: DataFrame, attrs: Sequence[Attribute]) -> pd.DataFrame:

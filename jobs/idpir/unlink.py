@@ -5,7 +5,7 @@ links one record's values across attributes. This module builds such a table wit
 packed arrays, without sorting rows and without a join per column:
 
 1. **Scatter** (map only): every value gets a 63-bit key from the OS CSPRNG
-   (:func:`fragrelease.rng.secure.secure_random_keys`); its key bucket is the key's top bits, so
+   (:func:`fragrelease.udfs.keys.random_keys`, drawn in the task); its key bucket is the key's top bits, so
    the buckets are balanced without a sample. Each input chunk leaves as one packed row per
    (column, bucket). Stored at once: the keys are drawn once, whatever reads them later.
 2. **Count**: one aggregation gives each (column, bucket)'s number of values (a table of columns ×
@@ -39,8 +39,8 @@ from pyspark.sql import types as T
 from fragrelease.errors import InvalidParameterError, SchemaMismatchError
 from fragrelease.jobs.idpir.bucket_sort import F8, I8, STORED, coalesced, pack, unpack
 from fragrelease.jobs.partitioning import spread
-from fragrelease.rng.secure import secure_random_keys
 from fragrelease.schemas.base import Attribute
+from fragrelease.udfs.keys import random_keys
 
 #: Values per key bucket and positions per output block (about 4 MB of packed values each).
 BLOCK_VALUES = 500_000
@@ -109,7 +109,7 @@ def scatter(col: int, values: np.ndarray, bits: int) -> list[tuple[int, int, byt
     ``values``: a numeric array (packed as its own dtype, ``<f8`` or ``<i8``) or an object array of
     strings (``txt``). The bucket is the key's top ``bits`` bits.
     """
-    keys = secure_random_keys(values.size)
+    keys = random_keys(values.size)
     bucket = (keys >> np.int64(63 - bits)) if bits else np.zeros(values.size, dtype=np.int64)
     order = np.argsort(bucket.astype(np.uint16) if bits <= 16 else bucket, kind="stable")
     bounds = np.flatnonzero(np.diff(bucket[order])) + 1

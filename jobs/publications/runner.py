@@ -26,10 +26,9 @@ if TYPE_CHECKING:
 
 from fragrelease.errors import ConfigError, InvalidParameterError, SchemaMismatchError
 from fragrelease.jobs.frames import aggregate_row
-from fragrelease.publications.cloning import cloning_anonymize
 from fragrelease.publications.composition import CONFIDENCE_BINS, release_layout
-from fragrelease.publications.mondrian import mondrian_anonymize
 from fragrelease.taxonomy import QuasiIdentifier, check_positive_int
+from fragrelease.udfs.publications import anonymize_publisher
 
 METHODS = ("mondrian", "cloning")
 _GROUP = "__publisher"
@@ -122,10 +121,7 @@ def anonymize_publications(df, *, method: str, qis: Sequence[QuasiIdentifier], s
     out_cols = [f.name for f in schema.fields]
 
     def one_publisher(pdf: pd.DataFrame) -> pd.DataFrame:
-        if method == "mondrian":
-            res = mondrian_anonymize(pdf, qis, sensitive, k=k, l=l, keep=keep)
-        else:
-            res, _ = cloning_anonymize(pdf, qis, sensitive, k=k, mu=mu, eta=eta, keep=keep)
+        res = anonymize_publisher(pdf, method, qis, sensitive, k=k, l=l, mu=mu, eta=eta, keep=keep)
         if publisher:
             res.insert(0, publisher, pdf[publisher].iloc[0])
         return res[out_cols]

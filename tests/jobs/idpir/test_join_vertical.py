@@ -1,6 +1,7 @@
 """The aggregator's vertical join equals a plain pandas merge; id digests tell id sets apart."""
 import numpy as np
 import pandas as pd
+from chispa import assert_df_equality
 
 import fragrelease.jobs.idpir.aggregator as aggregator
 
@@ -19,11 +20,11 @@ def _fragments(spark, ids_per_fragment):
 def test_join_vertical_equals_a_pandas_merge(spark):
     ids = np.random.default_rng(3).choice(10**12, size=1000, replace=False)
     frames, pdfs = _fragments(spark, [ids, ids, ids])
-    got = aggregator.join_vertical(frames, "record_id").toPandas()
+    got = aggregator.join_vertical(frames, "record_id")
     expect = pdfs[0].merge(pdfs[1], on="record_id").merge(pdfs[2], on="record_id")
-    assert got.columns.tolist() == expect.columns.tolist()
-    pd.testing.assert_frame_equal(got.sort_values("record_id").reset_index(drop=True),
-                                  expect.sort_values("record_id").reset_index(drop=True))
+    schema = "record_id long, " + ", ".join(f"num{i} double, cat{i} string" for i in range(3))
+    # same column names, order and types, the same rows (exact values), in any order
+    assert_df_equality(got, spark.createDataFrame(expect, schema), ignore_row_order=True)
 
 
 def test_fragment_digests_tell_id_sets_apart(spark):

@@ -4,8 +4,10 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 import pytest
+from chispa import assert_df_equality
 from noise_injection import HashedLaplace
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 from specs import protect_with
 
 from fragrelease.errors import DomainError, IdentifierError, SchemaMismatchError
@@ -46,6 +48,17 @@ def reference(pdf, attrs, k, eps, mechanism, noise, tiebreak=None, share=DEFAULT
     return out
 
 
+def assert_equals_reference(spark, got, ids, ref, attrs, *, ignore_row_order=False):
+    """The Spark release ``got`` equals the numpy reference exactly (chispa): columns ``record_id`` (long)
+    then each attribute (numeric double, categorical string) in ``attrs`` order, one row per id of ``ids``
+    with the reference's values; in ``ids`` order unless ``ignore_row_order``."""
+    schema = T.StructType([T.StructField("record_id", T.LongType()),
+                           *(T.StructField(a.name, T.StringType() if a.categorical else T.DoubleType()) for a in attrs)])
+    expected = pd.DataFrame({"record_id": np.asarray(ids), **{a.name: ref[a.name] for a in attrs}})
+    assert_df_equality(got, spark.createDataFrame(expected, schema), ignore_nullable=True,
+                       ignore_row_order=ignore_row_order)
+
+
 @pytest.mark.parametrize("mechanism,k,spread", [("idp-ir", 50, False), ("dp-ir", 7, False), ("idp", 1, False),
                                                  ("idp-ir", 50, True)])
 def test_spark_equals_numpy_reference_exactly(spark, adult_sample, monkeypatch, mechanism, k, spread):
@@ -58,14 +71,10 @@ def test_spark_equals_numpy_reference_exactly(spark, adult_sample, monkeypatch, 
     noise = HashedLaplace(salt=mechanism)
     eps = Fraction(1, 10)
     got = protect_with(df, attrs, id_column="record_id", k=k, epsilon_per_attribute=eps, mechanism=mechanism,
-                           noise=noise).toPandas()
-    assert got["record_id"].tolist() == adult_sample["record_id"].tolist()  # one group: ids kept, in id order
+                       noise=noise)
     ref = reference(adult_sample, attrs, k, eps, mechanism, noise)
-    for a in attrs:
-        if a.categorical:
-            assert (got[a.name].to_numpy() == ref[a.name]).all(), a.name
-        else:
-            assert np.array_equal(got[a.name].to_numpy(), ref[a.name]), a.name
+    # one group: ids kept, in id order
+    assert_equals_reference(spark, got, adult_sample["record_id"], ref, attrs)
 
 
 @pytest.mark.parametrize("mechanism,k,postprocess", [("idp-ir", 50, "isotonic"), ("idp", 1, "isotonic"),
@@ -89,15 +98,9 @@ def test_many_buckets_and_assembly_groups_give_the_same_release(spark, adult_sam
     noise = HashedLaplace(salt="buckets")
     df = spark.createDataFrame(adult_sample, ADULT.struct_type()).repartition(3)
     got = protect_with(df, attrs, id_column="record_id", k=k, epsilon_per_attribute=Fraction(1, 10),
-                       mechanism=mechanism, noise=noise, postprocess=postprocess).toPandas()
-    got = got.sort_values("record_id").reset_index(drop=True)
-    assert got["record_id"].tolist() == adult_sample["record_id"].tolist()
+                       mechanism=mechanism, noise=noise, postprocess=postprocess)
     ref = reference(adult_sample, attrs, k, Fraction(1, 10), mechanism, noise, postprocess=postprocess)
-    for a in attrs:
-        if a.categorical:
-            assert (got[a.name].to_numpy() == ref[a.name]).all(), a.name
-        else:
-            assert np.array_equal(got[a.name].to_numpy(), ref[a.name]), a.name
+    assert_equals_reference(spark, got, adult_sample["record_id"], ref, attrs, ignore_row_order=True)
 
 
 def test_string_ids_break_ties_by_their_hash(spark, adult_sample, monkeypatch):
@@ -318,10 +321,6 @@ def test_the_validation_pass_counts_categories_for_dp_frequency(spark, adult_sam
     eps = Fraction(1, 10)
     spec = spec_for(df, attrs, k=50, epsilon_per_attribute=eps, mechanism="idp-ir")
     got = protect_fragment(df, attrs, spec, id_column="record_id", noise=noise,
-                           category_counts=check.category_counts).toPandas()
+                           category_counts=check.category_counts)
     ref = reference(adult_sample, attrs, 50, eps, "idp-ir", noise)
-    for a in attrs:
-        if a.categorical:
-            assert (got[a.name].to_numpy() == ref[a.name]).all(), a.name
-        else:
-            assert np.array_equal(got[a.name].to_numpy(), ref[a.name]), a.name
+    assert_equals_reference(spark, got, adult_sample["record_id"], ref, attrs)
