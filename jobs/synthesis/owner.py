@@ -22,13 +22,14 @@ from datetime import datetime, timezone
 from fractions import Fraction
 from typing import Optional
 
+from fragrelease.budget import check_lifetime
 from fragrelease.errors import ConfigError, ManifestMismatchError, ReleaseExistsError
 from fragrelease.idpir.config import ReleaseConfig
 from fragrelease.idpir.protocol import Plan
 from fragrelease.jobs.catalog import register
 from fragrelease.jobs.idpir.fragment import conform_attributes, conform_id, validate_fragment
 from fragrelease.jobs.idpir.layout import manifest_path, read_message
-from fragrelease.jobs.idpir.ledger import record_spend
+from fragrelease.jobs.idpir.ledger import record_spend, spent
 from fragrelease.jobs.idpir.owner import (
     _id_type,
     _owner,
@@ -116,11 +117,17 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
-def _spend(spark, cfg: ReleaseConfig, owner_name: str, plan_id: str, dataset: str, epsilon: Fraction) -> None:
+def _spend(spark, cfg: ReleaseConfig, owner_name: str, plan_id: str, dataset: str, epsilon: Fraction, *,
+           room_for: Fraction) -> None:
+    """Record ``epsilon`` in the owner's ledger (if any) before the round draws; ``room_for``: refuse first
+    unless the ledger has room for that much (round one asks for the whole ε_j, so round two is not
+    refused halfway for want of budget; the recording itself checks again, atomically)."""
     owner = _owner(cfg, owner_name)
     if owner.ledger is None:
         return
     where = ledger_location(spark, owner.ledger)
+    check_lifetime(spent(where, owner.name, dataset), room_for, owner.ledger.lifetime, owner=owner.name,
+                   dataset=dataset)
     record_spend(where, owner=owner.name, dataset=dataset, plan_id=plan_id, epsilon=epsilon,
                  lifetime=owner.ledger.lifetime)
     if owner.ledger.table is not None:
@@ -187,7 +194,8 @@ def measure_owner_round(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Op
         wanted: list[tuple[str, ...]] = [(a,) for a in names]
         counts = marginal_counts(coded, spec.domain, wanted + list(pairs))  # aggregates only
         epsilon = spec.round_one_epsilon
-        _spend(spark, cfg, owner.name, plan.plan_id, plan.dataset, epsilon)  # before any noise is drawn
+        _spend(spark, cfg, owner.name, plan.plan_id, plan.dataset, epsilon,  # before any noise is drawn
+               room_for=spec.round_one_epsilon + spec.round_two_epsilon)
         r1 = measure_round_one(spec.domain, {a: counts[(a,)] for a in names}, {p: counts[p] for p in pairs},
                                spec.budget, target=spec.target,
                                randomness=randomness if randomness is not None else SecureDiffGenRandomness(),
@@ -201,7 +209,8 @@ def measure_owner_round(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Op
     else:
         counts = marginal_counts(coded, spec.domain, list(cliques))  # aggregates only
         epsilon = spec.round_two_epsilon
-        _spend(spark, cfg, owner.name, plan.plan_id + ROUND_TWO_SUFFIX, plan.dataset, epsilon)  # before any noise
+        _spend(spark, cfg, owner.name, plan.plan_id + ROUND_TWO_SUFFIX, plan.dataset, epsilon,  # before any noise
+               room_for=epsilon)
         measured = measure_cliques(spec.domain, counts, cliques, spec.budget, noise=noise)
         measurements = tuple(Measurement.of(c, measured[c]) for c in cliques)
         msg2 = RoundTwoMessage(plan_id=plan.plan_id, owner=owner.name, dataset=plan.dataset, epsilon=epsilon,

@@ -150,3 +150,22 @@ def test_the_single_command_run_plays_both_rounds_and_reports_the_synthesis(spar
     assert "Noise per attribute" not in text  # the IR noise table does not describe this release
     for o in cfg.owners:
         assert os.path.exists(round_path(cfg, o.name, 2))
+
+
+@pytest.mark.slow  # metadata, plan and one owner step
+def test_round_one_is_refused_before_any_spend_without_room_for_both_rounds(spark, tmp_path, income_source):
+    from fragrelease.errors import BudgetExceededError
+
+    cfg = _cfg(tmp_path, income_source, "synth-room")
+    data = cfg.model_dump(mode="json", exclude_none=True)
+    data["owners"][0]["ledger"]["lifetime_epsilon"] = "1/2"  # room for round one (1/4), not for ε_j = 1
+    cfg = config_from_dict(data)
+    schema = resolve_schema(cfg.dataset)
+    simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
+    for o in cfg.owners:
+        owner.describe_fragment(spark, cfg, o.name)
+    aggregator.issue_plan(cfg)
+    with pytest.raises(BudgetExceededError):
+        measure_owner_round(spark, cfg, "a")
+    assert spent(cfg.owners[0].ledger.path, "a", cfg.dataset) == []
+    assert not os.path.exists(round_path(cfg, "a", 1))
