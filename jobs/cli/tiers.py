@@ -7,7 +7,7 @@
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Mapping, Optional
 
 import typer
 from rich.table import Table
@@ -16,7 +16,7 @@ from fragrelease.errors import InvalidParameterError
 from fragrelease.jobs.cli._common import MASTER, console
 
 
-def _weights(items: Optional[list[str]]) -> Optional[dict[str, float]]:
+def _weights(items: Optional[list[str]]) -> Optional[Mapping[str, float]]:
     if not items:
         return None
     out = {}
