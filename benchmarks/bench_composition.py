@@ -72,6 +72,7 @@ def main() -> None:
     args = ap.parse_args()
     from fragrelease.jobs.publications.runner import run_audit
     from fragrelease.jobs.session import get_spark
+    from fragrelease.publications.params import AuditParams
     from fragrelease.schemas.taxonomies import adult_quasi_identifiers
 
     spark = get_spark("bench-composition", args.master, shuffle_partitions=args.shuffle_partitions)
@@ -85,16 +86,16 @@ def main() -> None:
         gen = time.perf_counter() - t
         qis = adult_quasi_identifiers(["age", "education"])
         t = time.perf_counter()
-        res = run_audit(spark, releases=[src], output=os.path.join(work, "risky"), person="record_id",
-                        sensitive="occupation", publisher="publisher", qis=qis)
+        res = run_audit(spark, AuditParams(releases=(src,), output=os.path.join(work, "risky"), person="record_id",
+                                           sensitive="occupation", publisher="publisher", qis=tuple(qis)))
         audit = time.perf_counter() - t
-        s = res["summary"]
-        pairs = sum(p["overlapping"] for p in s["pairs"])
+        s = res.summary
+        pairs = sum(p["overlapping"] for p in s.pairs)
         print(f"publishers={args.publishers} rows/publisher={args.rows} overlap={args.overlap} pool={pool} "
               f"master={args.master} cores={os.cpu_count()}")
         print(f"generate+write: {gen:.1f} s")
-        print(f"audit (read, {len(s['pairs'])} release pairs, {pairs} person-pairs, commit, summary): {audit:.1f} s")
-        print(f"overlapping people {s['overlapping_people']}, risky people {s['risky_people']}")
+        print(f"audit (read, {len(s.pairs)} release pairs, {pairs} person-pairs, commit, summary): {audit:.1f} s")
+        print(f"overlapping people {s.overlapping_people}, risky people {s.risky_people}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from fragrelease.diffgen.params import ProtocolParams
 from fragrelease.diffgen.share_noise import DEFAULT_NOISE, NOISE_MODES
 from fragrelease.jobs.cli.diffgen import DEFAULT_HOSPITAL, DEFAULT_INSURER
 from fragrelease.jobs.diffgen.processes import run_adult_two_party
@@ -26,9 +27,9 @@ def main() -> None:
                     help="share noise (gaussian-squares is opt-in and not DP against the other party)")
     a = ap.parse_args()
     t0 = time.perf_counter()
-    r_h, r_i = run_adult_two_party(DEFAULT_HOSPITAL.split(","), DEFAULT_INSURER.split(","), epsilon=a.epsilon,
-                                   specializations=a.h, score=a.score, key_bits=a.key_bits, rows=(0, a.rows),
-                                   allow_small_key=a.key_bits < 2048, noise=a.noise)
+    protocol = ProtocolParams(epsilon=a.epsilon, specializations=a.h, score=a.score, key_bits=a.key_bits,
+                              allow_small_key=a.key_bits < 2048, noise=a.noise)
+    r_h, r_i = run_adult_two_party(DEFAULT_HOSPITAL.split(","), DEFAULT_INSURER.split(","), protocol, rows=(0, a.rows))
     wall = time.perf_counter() - t0
     cells = r_h.noisy_counts.size
     print(f"rows {a.rows}, key {a.key_bits} bits, h {a.h}, ε {a.epsilon}, noise {r_h.noise}: wall {wall:.1f} s, "

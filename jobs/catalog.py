@@ -38,7 +38,7 @@ import json
 import logging
 import posixpath
 import re
-from typing import Optional
+from typing import Any, Mapping, Optional
 from urllib.parse import unquote, urlparse
 
 import pyarrow.fs as pafs
@@ -79,13 +79,13 @@ def table_exists(spark, name: str) -> bool:
     return bool(spark.catalog.tableExists(check_table_name(name)))
 
 
-def _details(spark, name: str) -> dict[str, str]:
+def _details(spark, name: str) -> Mapping[str, str]:
     """The catalog's description of a table (Provider, Type, Location, ...): catalog metadata, no data."""
     rows = spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()
     return {r[0]: r[1] for r in rows if r[0]}
 
 
-def _properties(spark, name: str) -> dict[str, str]:
+def _properties(spark, name: str) -> Mapping[str, str]:
     return {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {name}").collect()}
 
 
@@ -217,7 +217,7 @@ def register(spark, name: str, location: str, *, append_only: bool = False) -> N
     log.info("registered %s (Delta version %d) as a catalog table", name, version)
 
 
-def commit_table(df, name: str, *, provenance: dict, if_exists: str = "error",
+def commit_table(df, name: str, *, provenance: Mapping[str, Any], if_exists: str = "error",
                  description: Optional[TableDescription] = None) -> tuple[str, int]:
     """Commit ``df`` as a new version of catalog table ``name``; return its location and version.
 

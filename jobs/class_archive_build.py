@@ -15,12 +15,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from typing import Optional
+from typing import Mapping, Optional
 
 from fragrelease.jobs.class_archive import archive_path
 
 
-def _stamp() -> dict:
+def _stamp() -> Mapping[str, str]:
     """What the archive depends on: the JVM's build and pyspark's version (its jars are the class path)."""
     import pyspark
 
@@ -63,7 +63,7 @@ def _workload(dump_to: str) -> None:
         proc.wait(timeout=600)
 
 
-def _read_stamp(stamp_path: str) -> Optional[dict]:
+def _read_stamp(stamp_path: str) -> Optional[Mapping[str, str]]:
     """The stamp this tool wrote (keys ``java`` and ``pyspark``), or None when there is none or it is not one."""
     try:
         with open(stamp_path, encoding="utf-8") as f:

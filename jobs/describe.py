@@ -149,7 +149,7 @@ def provenance_description(provenance: dict) -> TableDescription:
     return TableDescription(f"fragrelease {role}; provenance in each commit's userMetadata")
 
 
-def integer_columns(attributes: Sequence[dict], declared_types: Mapping[str, str]) -> dict[str, str]:
+def integer_columns(attributes: Sequence[dict], declared_types: Mapping[str, str]) -> Mapping[str, str]:
     """Released numeric attributes declared ``integer``/``long``: name -> Spark type name (``int``/``bigint``)."""
     out = {}
     for a in attributes:
@@ -159,7 +159,7 @@ def integer_columns(attributes: Sequence[dict], declared_types: Mapping[str, str
     return out
 
 
-def cast_declared_integers(df, columns: dict[str, str]):
+def cast_declared_integers(df, columns: Mapping[str, str]):
     """``df`` with each column of ``columns`` rounded half-to-even and cast to its integer type.
 
     Rounding a released value is post-processing (it reads only the noisy value), so the guarantee

@@ -32,7 +32,7 @@ import posixpath
 import re
 import uuid
 from dataclasses import dataclass
-from typing import Literal, Optional, Sequence
+from typing import Any, Literal, Mapping, Optional, Sequence
 
 import pyarrow.fs as pafs
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -131,7 +131,7 @@ def _committed(path: str, fs, root: str) -> Optional[bool]:
     return True
 
 
-def _describe_table(path: str) -> tuple[list[str], dict]:
+def _describe_table(path: str) -> tuple[list[str], Mapping[str, Any]]:
     from deltalake import DeltaTable
 
     from .storage import table_provenance
@@ -301,7 +301,7 @@ def finish_output(target: ReleaseTarget) -> None:
             pass
 
 
-def marker_text(path: str) -> Optional[dict]:
+def marker_text(path: str) -> Optional[Mapping[str, Any]]:
     """The marker of output ``path`` as a dict (tests), None without one (:func:`_read_marker`)."""
     path = absolute(path)
     fs, root = _fs_path(path)

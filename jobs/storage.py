@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 import posixpath
 import uuid
-from typing import Optional
+from typing import Any, Mapping, Optional
 
 from fragrelease.errors import ConfigError, ReleaseExistsError, SchemaMismatchError
 
@@ -196,7 +196,7 @@ def check_commit(df, path: str, if_exists: str = "error") -> bool:
     return table_exists
 
 
-def commit_delta(df, path: str, *, provenance: dict, if_exists: str = "error",
+def commit_delta(df, path: str, *, provenance: Mapping[str, Any], if_exists: str = "error",
                  description: Optional[TableDescription] = None) -> int:
     """Write ``df`` as a new Delta table version at ``path`` and return that version.
 
@@ -270,7 +270,7 @@ def table_history(path: str) -> list[tuple[dict, dict]]:
     return out
 
 
-def table_provenance(path: str, version: Optional[int] = None) -> dict:
+def table_provenance(path: str, version: Optional[int] = None) -> Mapping[str, Any]:
     """The provenance recorded with a Delta commit (latest, or ``version``); ``{}`` when there is none."""
     for entry, provenance in table_history(path):
         if version is None or entry.get("version") == version:

@@ -47,13 +47,12 @@ import math
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Mapping, Optional, Protocol, Sequence
+from typing import Any, Mapping, Optional, Protocol, Sequence, Union
 
 import numpy as np
 
-from fragrelease.diffgen.engine import BudgetSpend, Cut, DiffGenEngine, epsilon_prime
+from fragrelease.diffgen.engine import BudgetSpend, Cut, DiffGenEngine, SplitChooser, epsilon_prime
 from fragrelease.diffgen.paillier_ops import (
-    MIN_RELEASE_KEY_BITS,
     compare_p1,
     compare_p2,
     encrypt_codes,
@@ -65,7 +64,8 @@ from fragrelease.diffgen.paillier_ops import (
     slot_layout,
     unpack_shares,
 )
-from fragrelease.diffgen.predictors import Predictor, marginal_counts
+from fragrelease.diffgen.params import ProtocolParams
+from fragrelease.diffgen.predictors import AttributeCounts, Predictor, marginal_counts
 from fragrelease.diffgen.release import leaf_count_scale
 from fragrelease.diffgen.share_noise import DEFAULT_NOISE, NOISE_MODES
 from fragrelease.errors import IdentifierError, InvalidParameterError, ProtocolError
@@ -135,12 +135,12 @@ class PartyData(Protocol):
 
     def ids_digest(self) -> str: ...
 
-    def marginal_counts(self, class_values: Sequence[str]) -> dict: ...
+    def marginal_counts(self, class_values: Sequence[str]) -> Mapping[str, Union[AttributeCounts, SplitChooser]]: ...
 
     def encrypt_cells(self, pk, cut: Cut, class_values: Sequence[str], width: int, per_ct: int,
-                      blocks: int) -> dict: ...
+                      blocks: int) -> Mapping[str, Any]: ...
 
-    def sum_cells(self, pk, cut: Cut, payload: dict, blocks: int) -> list[list[int]]: ...
+    def sum_cells(self, pk, cut: Cut, payload: Mapping[str, Any], blocks: int) -> list[list[int]]: ...
 
 
 @dataclass
@@ -175,7 +175,7 @@ class PartyInput:
     def ids_digest(self) -> str:
         return _ids_digest(self._ids)
 
-    def marginal_counts(self, class_values: Sequence[str]) -> dict:
+    def marginal_counts(self, class_values: Sequence[str]) -> Mapping[str, Union[AttributeCounts, SplitChooser]]:
         return {p.attribute: marginal_counts(p, self._columns[p.attribute], self._classes, class_values)
                 for p in self.predictors}
 
@@ -185,13 +185,13 @@ class PartyInput:
         return np.ravel_multi_index([cut.cell_codes(a, self._columns[a]) for a in attrs], shape).astype(np.int64)
 
     def encrypt_cells(self, pk, cut: Cut, class_values: Sequence[str], width: int, per_ct: int,
-                      blocks: int) -> dict:
+                      blocks: int) -> Mapping[str, Any]:
         """Payload of ``count_cipher``: per record (sorted by id), its packed one-hot cell ciphertexts."""
         cidx = {v: i for i, v in enumerate(class_values)}
         codes = self._codes(cut) * len(class_values) + np.array([cidx[v] for v in self._classes], dtype=np.int64)
         return {"rows": encrypt_codes(pk, codes, width, per_ct, blocks)}
 
-    def sum_cells(self, pk, cut: Cut, payload: dict, blocks: int) -> list[list[int]]:
+    def sum_cells(self, pk, cut: Cut, payload: Mapping[str, Any], blocks: int) -> list[list[int]]:
         """Per own cell, the homomorphic sum (raw ciphertext) of the received rows of its records."""
         paillier = paillier_module()
 
@@ -252,9 +252,8 @@ def _apply_instruction(labels: dict[str, list[str]], instr: dict) -> None:
     cur[i:i + 1] = list(instr["children"])
 
 
-def run_party(party: PartyData, ch: Channel, *, role: str, epsilon, specializations: int, score: str,
-              class_values: Sequence[str], randomness: DiffGenRandomness, key_bits: int = MIN_RELEASE_KEY_BITS,
-              allow_small_key: bool = False, noise: str = DEFAULT_NOISE) -> PartyResult:
+def run_party(party: PartyData, ch: Channel, *, role: str, protocol: ProtocolParams, class_values: Sequence[str],
+              randomness: DiffGenRandomness) -> PartyResult:
     """Run one party of DistDiffGen (Sameera K. M. et al. (IJIRST 2015) Algorithm 1; docs/specification.md §7) over channel ``ch``.
 
     Parameters
@@ -262,9 +261,10 @@ def run_party(party: PartyData, ch: Channel, *, role: str, epsilon, specializati
     party : this party's ids, classes and own predictor columns (:class:`PartyData`: a
         :class:`PartyInput` or a Spark-backed party).
     role : "hospital" (P1: holds the comparison key, decides winners) or "insurer" (P2).
-    epsilon, specializations, score : as in :func:`fragrelease.diffgen.engine.specialize_cut`; must agree.
-    key_bits : Paillier modulus size (≥ 2048 unless ``allow_small_key``, for tests only).
-    noise : how the parties perturb their count shares (:data:`NOISE_MODES`; must agree).
+    protocol : the parameters both parties must agree on (:class:`~fragrelease.diffgen.params.ProtocolParams`):
+    protocol.epsilon, .specializations, .score : as in :func:`fragrelease.diffgen.engine.specialize_cut`.
+    protocol.key_bits : Paillier modulus size (≥ 2048 unless ``protocol.allow_small_key``, for tests only).
+    protocol.noise : how the parties perturb their count shares (:data:`NOISE_MODES`; must agree).
         ``"laplace-each"`` (the default): ``X_i = C_i + Lap(2/ε)``; each party's own noise alone makes
         the counts ε/2-DP against the other party (and the release at least that against everyone),
         at twice the variance of the released counts. ``"gaussian-squares"`` (opt-in; Mohammed et al.
@@ -286,6 +286,8 @@ def run_party(party: PartyData, ch: Channel, *, role: str, epsilon, specializati
     IdentifierError
         Null or duplicated ids.
     """
+    epsilon, specializations, score, noise = protocol.epsilon, protocol.specializations, protocol.score, protocol.noise
+    key_bits, allow_small_key = protocol.key_bits, protocol.allow_small_key
     if role not in PARTIES:
         raise InvalidParameterError(f"role must be one of {PARTIES}, not {role!r}")
     if noise not in NOISE_MODES:

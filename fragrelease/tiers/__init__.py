@@ -34,7 +34,8 @@ Modules (everything public is re-exported here, so callers import :mod:`fragrele
 
 - :mod:`~fragrelease.tiers.measures`: disclosure (JS divergence), weighted distance, utility, utility loss;
 - :mod:`~fragrelease.tiers.algorithms`: atoms and the table context, TDA, PLSA, BUA, FLA, :func:`solve`;
-- :mod:`~fragrelease.tiers.chain`: thresholds, surrogate ids, table validation, :func:`sanitize`, :func:`run_chain`.
+- :mod:`~fragrelease.tiers.chain`: thresholds, surrogate ids, table validation, :func:`sanitize`, :func:`run_chain`;
+- :mod:`~fragrelease.tiers.params`: a release's parameters (:class:`TiersParams`) and result (:class:`TiersResult`).
 """
 from __future__ import annotations
 
@@ -87,13 +88,14 @@ from fragrelease.tiers.measures import (
     utility_loss,
     weighted_distance,
 )
+from fragrelease.tiers.params import BUILTIN_DATASETS, TierRelease, TiersParams, TiersResult
 
 __all__ = [
-    "ALGORITHMS", "Atoms", "bua", "build_atoms", "class_means", "DEFAULT_MAX_NODE_ROWS", "disclosure",
+    "ALGORITHMS", "Atoms", "BUILTIN_DATASETS", "bua", "build_atoms", "class_means", "DEFAULT_MAX_NODE_ROWS", "disclosure",
     "draw_surrogate_ids", "encode_sensitive", "fla_choose", "fla_tree", "is_sanitization", "js_divergence",
     "node_step", "parse_delta", "plsa", "PLSA_MAX_EXHAUSTIVE", "plsa_split", "prefer_first",
     "refuse_loose_thresholds", "run_chain", "sanitize", "sanitize_rows", "sensitive_values",
     "singleton_disclosure", "solve", "standardize", "table_context", "table_disclosure", "table_distance",
-    "TableContext", "tda", "tda_phase1", "tda_split", "thresholds", "Tier", "TierColumns", "utility",
+    "TableContext", "tda", "tda_phase1", "tda_split", "thresholds", "Tier", "TierColumns", "TierRelease", "TiersParams", "TiersResult", "utility",
     "utility_loss", "UTILITY_TIE_RTOL", "validate_table", "weighted_distance", "with_surrogate_ids",
 ]

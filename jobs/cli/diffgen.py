@@ -7,12 +7,15 @@
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from fragrelease.errors import ConfigError
 from fragrelease.jobs.cli._common import MASTER, console
+
+if TYPE_CHECKING:
+    from fragrelease.diffgen.params import DiffGenResult
 
 DEFAULT_HOSPITAL = "age,sex,race,marital-status,relationship,native-country,education,education-num"
 DEFAULT_INSURER = "workclass,occupation,fnlwgt,capital-gain,capital-loss,hours-per-week"
@@ -60,17 +63,17 @@ def _check(epsilon: str, specializations: int, score: str, synthetic_min_count: 
         raise InvalidParameterError(f"score must be one of {SCORES}, not {score!r}")
 
 
-def _summary(result: dict) -> None:
+def _summary(result: DiffGenResult) -> None:
     from fragrelease.jobs.storage import absolute
 
-    console.print(f"[bold]generalized table[/bold] (Delta): {absolute(result['generalized'])}, "
-                  f"{result['cells']:,} leaf x class cells")
-    console.print(f"[bold]synthetic microdata[/bold] (Delta): {absolute(result['synthetic'])}, "
-                  f"{result['synthetic_rows']:,} records (cells with a rounded noisy count >= "
-                  f"{result['synthetic_min_count']})")
-    for a, labels in result["cut"].items():
+    console.print(f"[bold]generalized table[/bold] (Delta): {absolute(result.generalized)}, "
+                  f"{result.cells:,} leaf x class cells")
+    console.print(f"[bold]synthetic microdata[/bold] (Delta): {absolute(result.synthetic)}, "
+                  f"{result.synthetic_rows:,} records (cells with a rounded noisy count >= "
+                  f"{result.synthetic_min_count})")
+    for a, labels in result.cut.items():
         console.print(f"  {a}: {len(labels)} value(s)")
-    console.print(f"ε spent {result['spent']} in {len(result['ledger'])} steps; {result['seconds']:.1f} s")
+    console.print(f"ε spent {result.spent} in {len(result.ledger)} steps; {result.seconds:.1f} s")
 
 
 def run(epsilon: str = typer.Option("1", help="Total ε (e.g. 1, 0.5, 1/4)."),
@@ -81,13 +84,15 @@ def run(epsilon: str = typer.Option("1", help="Total ε (e.g. 1, 0.5, 1/4)."),
         synthetic_min_count: str = typer.Option("auto", "--synthetic-min-count", help=_MIN_COUNT_HELP),
         master: Optional[str] = MASTER):
     """Single-party DiffGen of Adult on Spark."""
+    from fragrelease.diffgen.params import DiffGenParams
     from fragrelease.jobs.diffgen.runner import run_diffgen_release
     from fragrelease.jobs.session import get_spark
 
     _check(epsilon, specializations, score, synthetic_min_count)
+    params = DiffGenParams.of(epsilon=epsilon, specializations=specializations, score=score, output=output,
+                              if_exists=if_exists, synthetic_min_count=synthetic_min_count)
     spark = get_spark("fragrelease-diffgen", master)
-    _summary(run_diffgen_release(spark, epsilon=epsilon, specializations=specializations, score=score,
-                                 output=output, if_exists=if_exists, synthetic_min_count=synthetic_min_count))
+    _summary(run_diffgen_release(spark, params))
 
 
 def two_party(hospital_attributes: str = typer.Option(DEFAULT_HOSPITAL, help="Comma-separated Adult attributes."),
@@ -124,18 +129,20 @@ def two_party(hospital_attributes: str = typer.Option(DEFAULT_HOSPITAL, help="Co
     from fragrelease.schemas.taxonomies import adult_predictors
 
     adult_predictors(hosp + ins)  # unknown attribute names fail here, naming the attribute
+    from fragrelease.diffgen.params import TwoPartyParams
+
+    params = TwoPartyParams.of(hospital_attributes=tuple(hosp), insurer_attributes=tuple(ins), epsilon=epsilon,
+                               specializations=specializations, score=score, output=output, key_bits=key_bits,
+                               rows=_rows(rows), if_exists=if_exists, backend=backend,
+                               synthetic_min_count=synthetic_min_count, noise=noise)
     with console.status("hospital and insurer running the protocol"):
-        res = run_two_party_release(lambda: get_spark("fragrelease-distdiffgen", master), hospital_attributes=hosp,
-                                    insurer_attributes=ins, epsilon=epsilon,
-                                    specializations=specializations, score=score, output=output,
-                                    key_bits=key_bits, rows=_rows(rows), if_exists=if_exists, backend=backend,
-                                    synthetic_min_count=synthetic_min_count, noise=noise)
+        res = run_two_party_release(lambda: get_spark("fragrelease-distdiffgen", master), params)
     _summary(res)
-    for party, c in res["protocol_cost"].items():
+    for party, c in res.protocol_cost.items():
         secs = ", ".join(f"{k} {v:.1f} s" for k, v in c["seconds"].items())
         console.print(f"{party}: sent {c['sent_messages']} messages / {c['sent_bytes']:,} bytes; {secs}")
-    console.print(f"winners: {', '.join(res['winners'])}")
-    g = res["guarantee"]
+    console.print(f"winners: {', '.join(res.winners)}")
+    g = res.guarantee or {}
     console.print(f"share noise [bold]{g['mode']}[/bold]: {g['construction']}", highlight=False)
     console.print(f"  against the public: {g['against_public']}", highlight=False)
     style = "" if g["dp_against_other_party"] else "[bold red]"

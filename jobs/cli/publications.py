@@ -11,7 +11,7 @@ Quasi-identifiers are Adult attributes with their vendored taxonomies and declar
 """
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Mapping, Optional
 
 import typer
 from rich.table import Table
@@ -26,7 +26,7 @@ def _spark(master: Optional[str]):
     return get_spark("fragrelease-publications", master)
 
 
-def _pairs(items: Optional[List[str]], what: str) -> dict[str, str]:
+def _pairs(items: Optional[List[str]], what: str) -> Mapping[str, str]:
     out = {}
     for item in items or []:
         if "=" not in item:
@@ -139,14 +139,17 @@ def anonymize(
 ):
     """Anonymize every publisher independently and commit one Delta release."""
     from fragrelease.jobs.publications.runner import run_anonymize
+    from fragrelease.publications.params import AnonymizeParams
 
     qis = quasi_identifiers(qi, taxonomy, domain)
     _check_anonymize(source, fmt, method, k, l, mu, eta)
+    params = AnonymizeParams.of(source=source, fmt=fmt, output=output, method=method, qis=tuple(qis),
+                                sensitive=sensitive, k=k, l=l, mu=mu, eta=eta, publisher=publisher or None,
+                                keep=tuple(keep or ()), if_exists=if_exists)
     spark = _spark(master)
-    res = run_anonymize(spark, source=source, fmt=fmt, output=output, method=method, qis=qis, sensitive=sensitive,
-                        k=k, l=l, mu=mu, eta=eta, publisher=publisher or None, keep=keep or [], if_exists=if_exists)
-    console.print(f"[bold]Release written[/bold] to Delta table {res['path']} (version {res['version']})")
-    rep = res["report"]
+    res = run_anonymize(spark, params)
+    console.print(f"[bold]Release written[/bold] to Delta table {res.path} (version {res.version})")
+    rep = res.report
     if rep is not None:
         t = Table(title="cloning report (for the publishers; not published)")
         for c in rep.columns:
@@ -176,21 +179,23 @@ def audit(
     """Composition attack on people present in two releases: privacy-risk tuples per pair of releases."""
     from fragrelease.jobs.idpir.preflight import check_source_exists
     from fragrelease.jobs.publications.runner import run_audit
+    from fragrelease.publications.params import AuditParams
 
     qis = quasi_identifiers(qi, taxonomy, domain) if qi else []
     for i, r in enumerate(releases):
         check_source_exists(r, key=f"RELEASES[{i}]")
+    params = AuditParams.of(releases=tuple(releases), output=output, person=person, sensitive=sensitive,
+                            publisher=publisher or None, qis=tuple(qis), if_exists=if_exists,
+                            counterfeit_bound=counterfeit_bound or None)
     spark = _spark(master)
-    res = run_audit(spark, releases=releases, output=output, person=person, sensitive=sensitive,
-                    publisher=publisher or None, qis=qis, if_exists=if_exists,
-                    counterfeit_bound=counterfeit_bound or None)
-    s = res["summary"]
-    t = Table(title=f"composition attack: {s['risky_people']} of {s['overlapping_people']} overlapping people at risk")
+    res = run_audit(spark, params)
+    s = res.summary
+    t = Table(title=f"composition attack: {s.risky_people} of {s.overlapping_people} overlapping people at risk")
     for c in ("release A", "release B", "overlapping", "privacy-risk tuples", "mean confidence", "max confidence"):
         t.add_column(c, justify="right", overflow="fold")
-    for p in s["pairs"]:
+    for p in s.pairs:
         t.add_row(p["release_a"], p["release_b"], str(p["overlapping"]), str(p["risky"]),
                   f"{p['mean_confidence']:.3f}", f"{p['max_confidence']:.3f}")
     console.print(t)
-    console.print(f"privacy-risk tuples: Delta table {res['path']} (version {res['version']}); "
-                  f"summary: {res['path'].rstrip('/')}.summary.json")
+    console.print(f"privacy-risk tuples: Delta table {res.path} (version {res.version}); "
+                  f"summary: {res.path.rstrip('/')}.summary.json")

@@ -7,7 +7,7 @@
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Mapping, Optional
 
 import typer
 from rich.table import Table
@@ -16,7 +16,7 @@ from fragrelease.errors import InvalidParameterError
 from fragrelease.jobs.cli._common import MASTER, console
 
 
-def _weights(items: Optional[list[str]]) -> Optional[dict[str, float]]:
+def _weights(items: Optional[list[str]]) -> Optional[Mapping[str, float]]:
     if not items:
         return None
     out = {}
@@ -51,11 +51,14 @@ def run(
     """Build T_1..T_l, each from the previous one, and commit one Delta table per tier."""
     from fragrelease.jobs.session import get_spark
     from fragrelease.jobs.tiers.runner import run_tiers
-    from fragrelease.tiers import parse_delta, thresholds
+    from fragrelease.tiers import TiersParams, parse_delta, thresholds
 
     thresholds(parse_delta(delta), hops)  # fail on bad δ / hops before starting Spark
-    weights = _weights(weight)
-    if dataset not in ("german", "adult"):  # a table path: a local one must exist
+    params = TiersParams.of(dataset=dataset, delta=delta, hops=hops, output=output, algorithm=algorithm,
+                            sensitive=sensitive, quasi_identifiers=tuple(qi) if qi else None, row_id=row_id,
+                            weights=_weights(weight), standardize=standardize, fmt=fmt,
+                            max_node_rows=max_node_rows, reading=reading, if_exists=if_exists)
+    if not params.builtin:  # a table path: a local one must exist
         from fragrelease.errors import ConfigError
         from fragrelease.jobs.idpir.preflight import check_source_exists
 
@@ -66,18 +69,15 @@ def run(
         check_source_exists(dataset, key="--dataset")
     spark = get_spark("fragrelease-tiers", master)
     with console.status("starting") as status:
-        result = run_tiers(spark, dataset, delta, hops, output, algorithm=algorithm, sensitive=sensitive,
-                           quasi_identifiers=qi, row_id=row_id, weights=weights, standardize=standardize,
-                           fmt=fmt, max_node_rows=max_node_rows, reading=reading, if_exists=if_exists,
-                           progress=lambda m: status.update(m))
-    prov = result["provenance"]
-    table = Table(title=f"{prov['algorithm'].upper()} chain of {prov['source']}: δ = {prov['delta']}, l = {hops}, "
+        result = run_tiers(spark, params, progress=lambda m: status.update(m))
+    prov = result.provenance
+    table = Table(title=f"{str(prov['algorithm']).upper()} chain of {prov['source']}: δ = {prov['delta']}, l = {hops}, "
                         f"sensitive {prov['sensitive']}")
     for col in ("tier", "threshold (l-i+1)δ", "P(T_i)", "UL(T_i)", "Delta table"):
         table.add_column(col, justify="right" if col != "Delta table" else "left")
-    for t in result["tiers"]:
-        table.add_row(str(t["tier"]), f"{float(t['threshold']):.4g}", f"{t['disclosure']:.4f}",
-                      f"{t['utility_loss']:.4f}", f"{t['path']} (v{t['version']})")
+    for t in result.tiers:
+        table.add_row(str(t.tier), f"{float(t.threshold):.4g}", f"{t.disclosure:.4f}",
+                      f"{t.utility_loss:.4f}", f"{t.path} (v{t.version})")
     console.print(table)
 
 

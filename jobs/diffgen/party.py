@@ -22,13 +22,13 @@ from __future__ import annotations
 import math
 import os
 import uuid
-from typing import Sequence
+from typing import Any, Mapping, Sequence, Union
 
 import numpy as np
 import pandas as pd
 
-from fragrelease.diffgen.engine import Cut
-from fragrelease.diffgen.predictors import Predictor
+from fragrelease.diffgen.engine import Cut, SplitChooser
+from fragrelease.diffgen.predictors import AttributeCounts, Predictor
 from fragrelease.errors import IdentifierError, ProtocolError
 
 
@@ -67,12 +67,13 @@ class SparkParty:
     def ids_digest(self) -> str:
         return self._digest
 
-    def marginal_counts(self, class_values: Sequence[str]) -> dict:
+    def marginal_counts(self, class_values: Sequence[str]) -> Mapping[str, Union[AttributeCounts, SplitChooser]]:
         from fragrelease.jobs.diffgen.marginals import marginal_counts_spark
 
         return marginal_counts_spark(self.df, self.predictors, self.class_col, class_values)
 
-    def encrypt_cells(self, pk, cut: Cut, class_values: Sequence[str], width: int, per_ct: int, blocks: int) -> dict:
+    def encrypt_cells(self, pk, cut: Cut, class_values: Sequence[str], width: int, per_ct: int,
+                      blocks: int) -> Mapping[str, Any]:
         from pyspark.sql.types import LongType, StringType, StructField, StructType
 
         from fragrelease.diffgen.paillier_ops import encrypt_codes
@@ -103,7 +104,7 @@ class SparkParty:
                    if f.endswith(".parquet"))
         return {"path": path, "blocks": blocks, "file_bytes": size}
 
-    def sum_cells(self, pk, cut: Cut, payload: dict, blocks: int) -> list[list[int]]:
+    def sum_cells(self, pk, cut: Cut, payload: Mapping[str, Any], blocks: int) -> list[list[int]]:
         from pyspark.sql import functions as F
         from pyspark.sql.types import LongType, StringType, StructField, StructType
 

@@ -10,12 +10,11 @@ insurer as two ``spawn`` processes, each loading only its own Adult attributes, 
 from __future__ import annotations
 
 import time
-from fractions import Fraction
+from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from fragrelease.diffgen.paillier_ops import MIN_RELEASE_KEY_BITS
+from fragrelease.diffgen.params import ProtocolParams
 from fragrelease.diffgen.two_party import (
-    DEFAULT_NOISE,
     NOISE_MODES,
     PARTIES,
     Channel,
@@ -45,12 +44,37 @@ def load_adult_party(attributes: Sequence[str], rows: Optional[tuple[int, int]] 
                       columns={a: df[a].to_numpy() for a in attributes}, predictors=preds)
 
 
-def _party_process(role: str, address, authkey: bytes, attributes: list[str], rows, params: dict, out_path: str,
-                   listen: bool, backend: str = "pandas", exchange_dir: Optional[str] = None,
-                   master: str = "local[1]") -> None:
+@dataclass(frozen=True)
+class PartyProcess:
+    """What one party's OS process needs besides the shared protocol parameters.
+
+    ``role``: hospital or insurer; ``attributes``: its own Adult attributes; ``rows``: (start, stop)
+    of the cleaned rows or None; ``out_path``: where its :class:`PartyResult` is pickled;
+    ``listen``: the hospital listens, the insurer connects; ``backend``: ``pandas`` or ``spark``
+    (its own SparkSession on ``master``, ciphertexts through ``exchange_dir``).
+    """
+
+    role: str
+    attributes: tuple[str, ...]
+    out_path: str
+    listen: bool
+    rows: Optional[tuple[int, int]] = None
+    backend: str = "pandas"
+    exchange_dir: Optional[str] = None
+    master: str = "local[1]"
+
+
+def _party_process(spec: PartyProcess, address, authkey: bytes, protocol: ProtocolParams) -> None:
     """Entry point of one party's OS process: load only its own attributes, run the protocol, save its view.
 
-    ``backend="spark"`` starts the party's own SparkSession (``master``) in this process.
+    ``spec.backend == "spark"`` starts the party's own SparkSession (``spec.master``) in this process.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``backend == "spark"`` without an ``exchange_dir`` (before any SparkSession starts).
+    ProtocolError
+        The hospital could not be reached.
     """
     import os
     import pickle
@@ -59,6 +83,8 @@ def _party_process(role: str, address, authkey: bytes, attributes: list[str], ro
     from fragrelease.rng.diffgen import SecureDiffGenRandomness
     from fragrelease.schemas.taxonomies import ADULT_CLASS_VALUES
 
+    role, attributes, rows, backend, master = spec.role, list(spec.attributes), spec.rows, spec.backend, spec.master
+    exchange_dir = spec.exchange_dir
     spark = None
     party: PartyData
     if backend == "spark":
@@ -73,7 +99,7 @@ def _party_process(role: str, address, authkey: bytes, attributes: list[str], ro
     else:
         party = load_adult_party(attributes, rows)
         party.name = role
-    if listen:
+    if spec.listen:
         with Listener(address, authkey=authkey) as lst:
             conn = lst.accept()
     else:
@@ -87,34 +113,37 @@ def _party_process(role: str, address, authkey: bytes, attributes: list[str], ro
             raise ProtocolError(f"could not reach the hospital at {address}")
     with conn:
         ch = Channel(conn)
-        res = run_party(party, ch, role=role, class_values=ADULT_CLASS_VALUES, randomness=SecureDiffGenRandomness(),
-                        **params)
+        res = run_party(party, ch, role=role, protocol=protocol, class_values=ADULT_CLASS_VALUES,
+                        randomness=SecureDiffGenRandomness())
     res.own_cut = None
     res.share = res.noisy_share = None  # the party's share and its noisy share stay in its process
-    with open(out_path, "wb") as f:
+    with open(spec.out_path, "wb") as f:
         pickle.dump(res, f)
     if spark is not None:
         spark.stop()
 
 
-def run_adult_two_party(hospital_attributes: Sequence[str], insurer_attributes: Sequence[str], *, epsilon,
-                        specializations: int, score: str = "max", key_bits: int = MIN_RELEASE_KEY_BITS,
-                        rows: Optional[tuple[int, int]] = None, allow_small_key: bool = False,
+def run_adult_two_party(hospital_attributes: Sequence[str], insurer_attributes: Sequence[str],
+                        protocol: ProtocolParams, *, rows: Optional[tuple[int, int]] = None,
                         work_dir: Optional[str] = None, backend: str = "pandas",
-                        master: str = "local[1]", noise: str = DEFAULT_NOISE) -> tuple[PartyResult, PartyResult]:
+                        master: str = "local[1]") -> tuple[PartyResult, PartyResult]:
     """Run DistDiffGen on Adult with the hospital and the insurer in two OS processes (local socket).
 
     Each process loads only its own attributes (plus ids and class); they talk only through the
     protocol (socket messages, and with ``backend="spark"`` one ciphertext file in a shared exchange
-    folder). ``backend``: ``"pandas"`` (in-process numpy) or ``"spark"`` (each party its own
-    SparkSession on ``master``). ``noise``: see :func:`run_party` (default ``laplace-each``;
-    ``gaussian-squares`` is not DP against the other party). Returns both parties'
+    folder). ``protocol``: the parameters both parties agree on
+    (:class:`fragrelease.diffgen.params.ProtocolParams`: ε, h, score, key size, share noise; its
+    default noise is ``laplace-each``; ``gaussian-squares`` is not DP against the other party, see
+    :func:`fragrelease.diffgen.two_party.run_party`). ``backend``: ``"pandas"`` (in-process numpy)
+    or ``"spark"`` (each party its own SparkSession on ``master``). Returns both parties'
     :class:`PartyResult` (same cut and counts).
 
     Raises
     ------
+    InvalidParameterError
+        A bad backend or noise mode.
     ProtocolError
-        A party process failed (its exit code is named).
+        An attribute given to both parties, or a party process failed (its exit code is named).
     """
     import multiprocessing as mp
     import os
@@ -124,8 +153,8 @@ def run_adult_two_party(hospital_attributes: Sequence[str], insurer_attributes: 
 
     if backend not in ("pandas", "spark"):
         raise InvalidParameterError(f"backend must be 'pandas' or 'spark', not {backend!r}")
-    if noise not in NOISE_MODES:
-        raise InvalidParameterError(f"noise must be one of {NOISE_MODES}, not {noise!r}")
+    if protocol.noise not in NOISE_MODES:
+        raise InvalidParameterError(f"noise must be one of {NOISE_MODES}, not {protocol.noise!r}")
     overlap = set(hospital_attributes) & set(insurer_attributes)
     if overlap:
         raise ProtocolError(f"vertical split: attribute {sorted(overlap)[0]!r} given to both parties")
@@ -134,15 +163,14 @@ def run_adult_two_party(hospital_attributes: Sequence[str], insurer_attributes: 
         port = s.getsockname()[1]
     address = ("127.0.0.1", port)
     authkey = secure_token_bytes(32)
-    params = {"epsilon": str(Fraction(epsilon)), "specializations": specializations, "score": score,
-              "key_bits": key_bits, "allow_small_key": allow_small_key, "noise": noise}
     ctx = mp.get_context("spawn")
     with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
         outs = {r: os.path.join(tmp, f"{r}.pkl") for r in PARTIES}
         procs = {}
         for role, attrs, listen in (("hospital", hospital_attributes, True), ("insurer", insurer_attributes, False)):
-            procs[role] = ctx.Process(target=_party_process, args=(role, address, authkey, list(attrs), rows, params,
-                                                                    outs[role], listen, backend, tmp, master))
+            spec = PartyProcess(role=role, attributes=tuple(attrs), out_path=outs[role], listen=listen, rows=rows,
+                                backend=backend, exchange_dir=tmp, master=master)
+            procs[role] = ctx.Process(target=_party_process, args=(spec, address, authkey, protocol))
         procs["hospital"].start()
         procs["insurer"].start()
         while any(p.is_alive() for p in procs.values()):

@@ -23,13 +23,15 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import Mapping, Optional, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from fragrelease.diffgen.engine import Cut, specialize_cut
+from fragrelease.diffgen.params import DiffGenParams, DiffGenResult, TwoPartyParams
 from fragrelease.diffgen.predictors import NumericDomain
 from fragrelease.diffgen.release import (
     leaf_count_noise,
@@ -149,13 +151,13 @@ def synthetic_table(noisy, cut: Cut, min_count: int = 1):
     return rows.mapInPandas(cell_values_fn(cut, {a: _col(a) for a in cut.attributes}, ADULT_CLASS), schema)
 
 
-def run_diffgen_release(spark, *, epsilon, specializations: int, score: str, output: str,
-                        attributes: Sequence[str] = ADULT_PREDICTORS, if_exists: str = "error",
-                        max_leaves: int = MAX_LEAVES, synthetic_min_count="auto") -> dict:
+def run_diffgen_release(spark, params: DiffGenParams) -> DiffGenResult:
     """Single-party DiffGen release of the built-in Adult table (all 45,222 records) to Delta.
 
-    ``synthetic_min_count``: ``"auto"`` or an integer ≥ 1 (:func:`resolve_min_count`).
-    Returns a summary: paths, versions, cut labels, ε ledger, rows, seconds.
+    ``params`` (:class:`fragrelease.diffgen.params.DiffGenParams`): ε, h, the score, the output
+    folder, the predictors (None: all of Adult's), ``if_exists``, ``max_leaves`` and
+    ``synthetic_min_count`` (``"auto"`` or an integer ≥ 1, :func:`resolve_min_count`).
+    Returns a :class:`~fragrelease.diffgen.params.DiffGenResult`: paths, versions, cut labels, ε ledger, rows, seconds.
 
     Raises
     ------
@@ -167,21 +169,23 @@ def run_diffgen_release(spark, *, epsilon, specializations: int, score: str, out
     from fragrelease.schemas.datasets import load_builtin
 
     t0 = time.perf_counter()
-    eps = parse_epsilon(epsilon)
+    eps = parse_epsilon(params.epsilon)
+    attributes = list(params.attributes) if params.attributes is not None else list(ADULT_PREDICTORS)
     preds = adult_predictors(attributes)
     df = load_builtin(spark, "adult").select("record_id", ADULT_CLASS, *attributes)
     counts = marginal_counts_spark(df, preds, ADULT_CLASS, ADULT_CLASS_VALUES)
-    cut, ledger = specialize_cut(preds, counts, epsilon=eps, specializations=specializations, score=score,
-                                 randomness=SecureDiffGenRandomness())
-    noisy = noisy_generalized_table(spark, df, cut, eps, max_leaves=max_leaves)
+    cut, ledger = specialize_cut(preds, counts, epsilon=eps, specializations=params.specializations,
+                                 score=params.score, randomness=SecureDiffGenRandomness())
+    noisy = noisy_generalized_table(spark, df, cut, eps, max_leaves=params.max_leaves)
     ledger_rows = [{"step": s.step, "attribute": s.attribute, "epsilon": str(s.epsilon),
                     "composition": s.composition} for s in ledger]
     ledger_rows.append({"step": "Laplace noise on leaf counts", "attribute": "leaves", "epsilon": str(eps / 2),
                         "composition": "sequential"})
     spent = sum((Fraction(r["epsilon"]) for r in ledger_rows), Fraction(0))
-    return write_release(spark, noisy, cut, output=output, epsilon=eps, specializations=specializations, score=score,
-                         ledger=ledger_rows, spent=spent, mode="diffgen", if_exists=if_exists, t0=t0,
-                         synthetic_min_count=synthetic_min_count)
+    return write_release(spark, noisy, cut, ReleaseWrite(
+        output=params.output, epsilon=eps, specializations=params.specializations, score=params.score,
+        ledger=tuple(ledger_rows), spent=spent, mode="diffgen", if_exists=params.if_exists, t0=t0,
+        synthetic_min_count=params.synthetic_min_count))
 
 
 def diffgen_guarantee(epsilon) -> str:
@@ -195,16 +199,41 @@ def diffgen_guarantee(epsilon) -> str:
             "2*epsilon under substitution")
 
 
-def write_release(spark, noisy, cut: Cut, *, output: str, epsilon: Fraction, specializations: int, score: str,
-                  ledger: list, spent: Fraction, mode: str, if_exists: str, t0: float,
-                  extra: Optional[dict] = None, synthetic_min_count="auto", laplace_terms: int = 1) -> dict:
-    """Commit the generalized table and the synthetic microdata as two Delta tables under ``output``.
+@dataclass(frozen=True)
+class ReleaseWrite:
+    """What :func:`write_release` commits besides the noisy table and the cut (public facts only).
+
+    ``output``: the release folder; ``epsilon``, ``specializations``, ``score``: the release's ε, h
+    and score; ``ledger``: the ε spends (step, attribute, epsilon, composition) and ``spent`` their
+    sum; ``mode``: ``diffgen`` or ``distdiffgen``; ``if_exists``: ``error`` or ``new-version``;
+    ``t0``: the release's start (``time.perf_counter``); ``extra``: more provenance (the two-party
+    facts, and its ``guarantee``); ``synthetic_min_count``: ``"auto"`` or an integer ≥ 1;
+    ``laplace_terms``: independent Lap(2/ε) terms in each released count (2 for ``laplace-each``).
+    """
+
+    output: str
+    epsilon: Fraction
+    specializations: int
+    score: str
+    ledger: tuple[Mapping[str, Any], ...]
+    spent: Fraction
+    mode: str
+    if_exists: str
+    t0: float
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    synthetic_min_count: Any = "auto"
+    laplace_terms: int = 1
+
+
+def write_release(spark, noisy, cut: Cut, spec: ReleaseWrite) -> DiffGenResult:
+    """Commit the generalized table and the synthetic microdata as two Delta tables under ``spec.output``.
 
     The generalized table holds every leaf × class cell; the synthetic table is expanded from it with
     the threshold :func:`resolve_min_count` gives (recorded in its provenance; it depends only on the
-    cut size, ε and ``laplace_terms``, the number of independent Lap(2/ε) terms in each released count:
+    cut size, ε and ``spec.laplace_terms``, the number of independent Lap(2/ε) terms in each released count:
     2 for the two-party ``laplace-each`` noise). Both are materialized and checked (existing table under
-    ``if_exists="error"``, schema under ``"new-version"``) before the first commit.
+    ``if_exists="error"``, schema under ``"new-version"``) before the first commit, through
+    :func:`fragrelease.jobs.release_commit.commit_release` (the one commit and provenance contract).
 
     Raises
     ------
@@ -219,11 +248,13 @@ def write_release(spark, noisy, cut: Cut, *, output: str, epsilon: Fraction, spe
     from fragrelease.jobs.storage import check_commit
     from fragrelease.rng.diffgen import SecureDiffGenRandomness
 
-    prov = {"algorithm": mode, "epsilon": str(epsilon), "specializations": specializations, "score": score,
-            "epsilon_spent": str(spent), "neighbours": "add/remove one record", "ledger": ledger,
-            "cut": cut.to_public(), "sampler": SecureDiffGenRandomness.name, **(extra or {})}
+    output, epsilon, if_exists, synthetic_min_count = spec.output, spec.epsilon, spec.if_exists, spec.synthetic_min_count
+    ledger = [dict(r) for r in spec.ledger]
+    prov = {"algorithm": spec.mode, "epsilon": str(epsilon), "specializations": spec.specializations,
+            "score": spec.score, "epsilon_spent": str(spec.spent), "neighbours": "add/remove one record",
+            "ledger": ledger, "cut": cut.to_public(), "sampler": SecureDiffGenRandomness.name, **spec.extra}
     n_cells = math.prod(cut.size(a) for a in cut.attributes) * len(ADULT_CLASS_VALUES)
-    min_count = resolve_min_count(synthetic_min_count, n_cells, epsilon, laplace_terms)
+    min_count = resolve_min_count(synthetic_min_count, n_cells, epsilon, spec.laplace_terms)
     gen_path = posixpath.join(output, "generalized")
     syn_path = posixpath.join(output, "synthetic")
     # both tables are computed and checked before the first commit, so a failure or refusal writes nothing
@@ -237,7 +268,7 @@ def write_release(spark, noisy, cut: Cut, *, output: str, epsilon: Fraction, spe
                            if_exists=if_exists)
     if str(synthetic_min_count).strip().lower() != "auto":
         rule = "user setting"
-    elif laplace_terms == 2:
+    elif spec.laplace_terms == 2:
         rule = ("sparse-domain filter for Lap(2/epsilon) + Lap(2/epsilon): smallest t with "
                 "exp(-(t-1/2)/b)(1 + (t-1/2)/(2b))/2 <= 1/cells, b = 2/epsilon")
     else:
@@ -245,10 +276,10 @@ def write_release(spark, noisy, cut: Cut, *, output: str, epsilon: Fraction, spe
     _, v2 = commit_release(syn, system="diffgen", guarantee=guarantee, path=syn_path, if_exists=if_exists,
                            provenance={**prov, "table": "synthetic microdata from " + gen_path,
                                        "synthetic_min_count": min_count, "synthetic_min_count_rule": rule})
-    return {"generalized": gen_path, "synthetic": syn_path, "versions": (v1, v2), "cells": n_cells,
-            "synthetic_min_count": min_count,
-            "synthetic_rows": syn.count(), "cut": {a: cut.labels(a) for a in cut.attributes}, "ledger": ledger,
-            "spent": spent, "seconds": time.perf_counter() - t0}
+    return DiffGenResult(generalized=gen_path, synthetic=syn_path, versions=(v1, v2), cells=n_cells,
+                         synthetic_min_count=min_count, synthetic_rows=syn.count(),
+                         cut={a: cut.labels(a) for a in cut.attributes}, ledger=tuple(ledger), spent=spec.spent,
+                         seconds=time.perf_counter() - spec.t0)
 
 
 def noisy_from_array(spark, cut: Cut, noisy_counts: np.ndarray, class_values: Sequence[str] = ADULT_CLASS_VALUES):
@@ -272,21 +303,20 @@ def cut_from_labels(labels: Mapping[str, list[str]]) -> Cut:
     return cut
 
 
-def run_two_party_release(spark, *, hospital_attributes: Sequence[str], insurer_attributes: Sequence[str], epsilon,
-                          specializations: int, score: str, output: str, key_bits: int = 2048,
-                          rows: Optional[tuple[int, int]] = None, if_exists: str = "error",
-                          backend: str = "spark", party_master: str = "local[1]",
-                          synthetic_min_count="auto", noise: str = "laplace-each") -> dict:
+def run_two_party_release(spark, params: TwoPartyParams) -> DiffGenResult:
     """DistDiffGen on Adult with two party processes, then the release written with Spark to Delta.
 
     ``spark`` may be a SparkSession or a zero-argument callable returning one; the callable is
-    called only after the parties finish (so three JVMs never run at once). ``backend="spark"``
-    gives each party its own SparkSession (``party_master``) in its own process.
-    ``noise``: the share-noise mode (:data:`fragrelease.diffgen.share_noise.NOISE_MODES`): ``"laplace-each"``
-    (default; ε-DP against the public and against the other party) or ``"gaussian-squares"``
-    (opt-in; ε-DP against the public, **not DP against the other party**). The provenance records the
-    mode that ran (``share_noise``) and both guarantees (``guarantee``,
-    :func:`fragrelease.diffgen.share_noise.share_noise_guarantee`); the returned summary carries them too.
+    called only after the parties finish (so three JVMs never run at once). ``params``
+    (:class:`fragrelease.diffgen.params.TwoPartyParams`): each party's attributes, ε, h, score,
+    output, key size, rows, ``if_exists``, ``backend`` (``"spark"`` gives each party its own
+    SparkSession on ``party_master``), ``synthetic_min_count`` and ``noise``, the share-noise mode
+    (:data:`fragrelease.diffgen.share_noise.NOISE_MODES`): ``"laplace-each"`` (default; ε-DP against
+    the public and against the other party) or ``"gaussian-squares"`` (opt-in; ε-DP against the
+    public, **not DP against the other party**). The provenance records the mode that ran
+    (``share_noise``) and both guarantees (``guarantee``,
+    :func:`fragrelease.diffgen.share_noise.share_noise_guarantee`); the returned
+    :class:`~fragrelease.diffgen.params.DiffGenResult` carries them too.
 
     Raises
     ------
@@ -298,10 +328,10 @@ def run_two_party_release(spark, *, hospital_attributes: Sequence[str], insurer_
     from fragrelease.jobs.diffgen.processes import run_adult_two_party
 
     t0 = time.perf_counter()
-    eps = parse_epsilon(epsilon)
-    r_h, r_i = run_adult_two_party(hospital_attributes, insurer_attributes, epsilon=eps,
-                                   specializations=specializations, score=score, key_bits=key_bits, rows=rows,
-                                   backend=backend, master=party_master, noise=noise)
+    eps = parse_epsilon(params.epsilon)
+    noise = params.noise
+    r_h, r_i = run_adult_two_party(params.hospital_attributes, params.insurer_attributes, params.protocol(eps),
+                                   rows=params.rows, backend=params.backend, master=params.party_master)
     if callable(spark):
         spark = spark()
     if r_h.noise != noise or r_i.noise != noise:
@@ -312,18 +342,15 @@ def run_two_party_release(spark, *, hospital_attributes: Sequence[str], insurer_
     ledger = [{"step": s.step, "attribute": s.attribute, "epsilon": str(s.epsilon), "composition": s.composition}
               for s in r_h.ledger]
     cost = {"hospital": {**r_h.channel, "seconds": r_h.seconds}, "insurer": {**r_i.channel, "seconds": r_i.seconds}}
-    out = write_release(spark, noisy, cut, output=output, epsilon=eps, specializations=specializations, score=score,
-                        ledger=ledger, spent=r_h.spent(), mode="distdiffgen", if_exists=if_exists, t0=t0,
-                        extra={"parties": {"hospital": list(hospital_attributes), "insurer": list(insurer_attributes)},
-                               "paillier_key_bits": key_bits, "share_noise": r_h.noise, "guarantee": guarantee,
-                               # message counts are fixed by h; bytes and seconds grow with n, so they are
-                               # reported to the operator only, never written into the release
-                               "protocol_messages": {p: {k: v for k, v in c.items() if k.endswith("_messages")}
-                                                     for p, c in cost.items()}},
-                        synthetic_min_count=synthetic_min_count,
-                        laplace_terms=2 if r_h.noise == "laplace-each" else 1)
-    out["protocol_cost"] = cost
-    out["winners"] = r_h.winners
-    out["share_noise"] = r_h.noise
-    out["guarantee"] = guarantee
-    return out
+    out = write_release(spark, noisy, cut, ReleaseWrite(
+        output=params.output, epsilon=eps, specializations=params.specializations, score=params.score,
+        ledger=tuple(ledger), spent=r_h.spent(), mode="distdiffgen", if_exists=params.if_exists, t0=t0,
+        extra={"parties": {"hospital": list(params.hospital_attributes), "insurer": list(params.insurer_attributes)},
+               "paillier_key_bits": params.key_bits, "share_noise": r_h.noise, "guarantee": guarantee,
+               # message counts are fixed by h; bytes and seconds grow with n, so they are
+               # reported to the operator only, never written into the release
+               "protocol_messages": {p: {k: v for k, v in c.items() if k.endswith("_messages")}
+                                     for p, c in cost.items()}},
+        synthetic_min_count=params.synthetic_min_count,
+        laplace_terms=2 if r_h.noise == "laplace-each" else 1))
+    return replace(out, protocol_cost=cost, winners=tuple(r_h.winners), share_noise=r_h.noise, guarantee=guarantee)

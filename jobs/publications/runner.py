@@ -15,9 +15,8 @@
 """
 from __future__ import annotations
 
-import json
 import os
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 import pandas as pd
 
@@ -27,6 +26,13 @@ if TYPE_CHECKING:
 from fragrelease.errors import ConfigError, InvalidParameterError, SchemaMismatchError
 from fragrelease.jobs.frames import aggregate_row
 from fragrelease.publications.composition import CONFIDENCE_BINS, release_layout
+from fragrelease.publications.params import (
+    AnonymizeParams,
+    AnonymizeResult,
+    AuditParams,
+    AuditResult,
+    AuditSummary,
+)
 from fragrelease.taxonomy import QuasiIdentifier, check_positive_int
 from fragrelease.udfs.publications import anonymize_publisher
 
@@ -335,10 +341,12 @@ def _intersect(q: QuasiIdentifier, F):
             .when(F.size(la) <= F.size(lb), va).otherwise(vb).alias(q.name),)
 
 
-def audit_summary(pairs) -> dict:
+def audit_summary(pairs) -> AuditSummary:
     """Per pair of releases and overall: overlapping people, privacy-risk tuples, confidence histogram.
 
-    Aggregates only (one row per pair of releases reaches the driver).
+    Aggregates only (one row per pair of releases reaches the driver). Returns an
+    :class:`~fragrelease.publications.params.AuditSummary` (its ``note`` set when no person
+    appears in two releases).
     """
     from pyspark.sql import functions as F
 
@@ -361,8 +369,9 @@ def audit_summary(pairs) -> dict:
         row["overlapping"] = int(row["overlapping"])
         row["confidence_histogram"] = hist
         per_pair.append(row)
-    return {"pairs": per_pair, "overlapping_people": int(overlapping), "risky_people": int(risky_people),
-            "max_risky_in_a_pair": max((p["risky"] for p in per_pair), default=0)}
+    return AuditSummary(pairs=tuple(per_pair), overlapping_people=int(overlapping), risky_people=int(risky_people),
+                        max_risky_in_a_pair=max((p["risky"] for p in per_pair), default=0),
+                        note=None if overlapping else "no person appears in two releases")
 
 
 # ----------------------------------------------------------------------------- runners
@@ -398,66 +407,89 @@ def publication_guarantee(method: str, *, k: int, l: int, mu: float, eta: int) -
 AUDIT_GUARANTEE = "none: the privacy-risk tuples of a composition audit name people; for the publishers' auditors only"
 
 
-def run_anonymize(spark, *, source: str, fmt: str, output: str, method: str, qis: Sequence[QuasiIdentifier],
-                  sensitive: str, k: int, l: int, mu: float, eta: int, publisher: Optional[str],
-                  keep: Sequence[str] = (), if_exists: str = "error") -> dict:
-    """Read ``source``, anonymize every publisher, commit one Delta release; return version and report."""
+def publication_provenance(params: AnonymizeParams) -> Mapping[str, object]:
+    """The public facts a publication's commit carries (its parameters only; stamped by the commit)."""
+    provenance: dict[str, object] = {
+        "kind": "independent-publication", "method": params.method, "k": params.k, "sensitive": params.sensitive,
+        "quasi_identifiers": [q.name for q in params.qis],
+        "source": "docs/specification.md §5" if params.method == "cloning" else "docs/specification.md §8",
+    }
+    if params.method == "mondrian":
+        provenance["l"] = params.l
+    else:
+        provenance.update({"mu": params.mu, "eta": params.eta})
+    return provenance
+
+
+def run_anonymize(spark, params: AnonymizeParams) -> AnonymizeResult:
+    """Read the source, anonymize every publisher, commit one Delta release; return version and report.
+
+    Returns an :class:`~fragrelease.publications.params.AnonymizeResult`: the release's path and
+    version, the provenance stamped into its commit (:func:`fragrelease.jobs.release_commit.stamp_provenance`)
+    and, for cloning, the per-publisher report (:func:`cloning_report`).
+
+    Raises
+    ------
+    ReleaseExistsError
+        The output exists and ``if_exists`` is ``"error"`` (before any work).
+    ConfigError, SchemaMismatchError, InvalidParameterError
+        A missing source or column, or bad parameters (from :func:`anonymize_publications`).
+    """
     from fragrelease.jobs.release_commit import commit_release, refuse_existing, stamp_provenance
     from fragrelease.jobs.storage import read_source
 
-    refuse_existing(path=output, if_exists=if_exists)
-    df = read_source(spark, source, fmt)
-    rel = anonymize_publications(df, method=method, qis=qis, sensitive=sensitive, k=k, l=l, mu=mu, eta=eta,
-                                 publisher=publisher, keep=keep)
+    p = params
+    refuse_existing(path=p.output, if_exists=p.if_exists)
+    df = read_source(spark, p.source, p.fmt)
+    rel = anonymize_publications(df, method=p.method, qis=p.qis, sensitive=p.sensitive, k=p.k, l=p.l, mu=p.mu,
+                                 eta=p.eta, publisher=p.publisher, keep=p.keep)
     rel = rel.localCheckpoint(eager=True)  # the cloning order is random: never redraw it on a retry
-    provenance = {
-        "kind": "independent-publication", "method": method, "k": k, "sensitive": sensitive,
-        "quasi_identifiers": [q.name for q in qis], "source": "docs/specification.md §5" if method == "cloning" else "docs/specification.md §8",
-    }
-    if method == "mondrian":
-        provenance["l"] = l
-    else:
-        provenance.update({"mu": mu, "eta": eta})
-    guarantee = publication_guarantee(method, k=k, l=l, mu=mu, eta=eta)
-    provenance = stamp_provenance(provenance, system="publications", guarantee=guarantee)
-    _, version = commit_release(rel, system="publications", provenance=provenance, guarantee=guarantee, path=output,
-                                if_exists=if_exists)
-    report = cloning_report(df, rel, sensitive=sensitive, publisher=publisher) if method == "cloning" else None
-    return {"path": output, "version": version, "provenance": provenance, "report": report}
+    guarantee = publication_guarantee(p.method, k=p.k, l=p.l, mu=p.mu, eta=p.eta)
+    provenance = publication_provenance(p)
+    _, version = commit_release(rel, system="publications", provenance=provenance, guarantee=guarantee, path=p.output,
+                                if_exists=p.if_exists)
+    report = cloning_report(df, rel, sensitive=p.sensitive, publisher=p.publisher) if p.method == "cloning" else None
+    return AnonymizeResult(path=p.output, version=version, report=report,
+                           provenance=stamp_provenance(provenance, system="publications", guarantee=guarantee))
 
 
-def run_audit(spark, *, releases: Sequence[str], output: str, person: str, sensitive: str,
-              publisher: Optional[str], qis: Sequence[QuasiIdentifier] = (), if_exists: str = "error",
-              counterfeit_bound: Optional[int] = 1) -> dict:
+def run_audit(spark, params: AuditParams) -> AuditResult:
     """Audit the releases, commit the privacy-risk tuples as a Delta table and write the summary JSON.
 
-    ``counterfeit_bound``: see :func:`composition_audit` (None for cloned releases of older versions).
+    ``params.counterfeit_bound``: see :func:`composition_audit` (None for cloned releases of older versions).
 
     The summary goes to ``<output>.summary.json`` (it counts people; the risky table names them: both
-    are for the publishers' auditors, not for publication).
+    are for the publishers' auditors, not for publication). Returns an
+    :class:`~fragrelease.publications.params.AuditResult` (path, version, summary).
+
+    Raises
+    ------
+    SchemaMismatchError
+        Fewer than two releases and no publisher column.
+    ReleaseExistsError
+        The output exists and ``if_exists`` is ``"error"`` (before any work).
     """
     from fragrelease.jobs.release_commit import commit_release, refuse_existing
     from fragrelease.jobs.storage import write_text
 
-    if len(releases) < 2 and not publisher:
-        raise SchemaMismatchError(f"the audit needs at least two releases, not {len(releases)}")
-    refuse_existing(path=output, if_exists=if_exists)
+    p = params
+    if len(p.releases) < 2 and not p.publisher:
+        raise SchemaMismatchError(f"the audit needs at least two releases, not {len(p.releases)}")
+    refuse_existing(path=p.output, if_exists=p.if_exists)
     tables = {}
-    for i, path in enumerate(releases):
+    for i, path in enumerate(p.releases):
         name = os.path.basename(os.path.normpath(path)) or f"release{i}"
         if name in tables:
             name = f"{name}#{i}"
         tables[name] = read_table(spark, path)
-    pairs = composition_audit(tables, person=person, sensitive=sensitive, publisher=publisher, qis=qis,
-                              counterfeit_bound=counterfeit_bound)
+    pairs = composition_audit(tables, person=p.person, sensitive=p.sensitive, publisher=p.publisher, qis=p.qis,
+                              counterfeit_bound=p.counterfeit_bound)
     pairs = pairs.localCheckpoint(eager=True)
     summary = audit_summary(pairs)
-    if summary["overlapping_people"] == 0:
-        summary["note"] = "no person appears in two releases"
     risky = pairs.where("risky")
-    _, version = commit_release(risky, system="publications", guarantee=AUDIT_GUARANTEE, path=output,
-                                provenance={"kind": "composition-audit", "releases": list(releases),
-                                            "sensitive": sensitive, "counterfeit_bound": counterfeit_bound},
-                                if_exists=if_exists)
-    write_text(f"{output.rstrip('/')}.summary.json", json.dumps(summary, indent=2, default=float))
-    return {"path": output, "version": version, "summary": summary}
+    _, version = commit_release(risky, system="publications", guarantee=AUDIT_GUARANTEE, path=p.output,
+                                provenance={"kind": "composition-audit", "releases": list(p.releases),
+                                            "sensitive": p.sensitive, "counterfeit_bound": p.counterfeit_bound},
+                                if_exists=p.if_exists)
+    write_text(f"{p.output.rstrip('/')}.summary.json", summary.to_json())
+    return AuditResult(path=p.output, version=version, summary=summary)

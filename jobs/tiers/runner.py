@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import logging
 import posixpath
-from typing import Callable, Optional
+from fractions import Fraction
+from typing import Callable, Mapping, Optional
 
 import numpy as np
 import pandas as pd
@@ -39,7 +40,7 @@ from pyspark.sql import types as T
 from fragrelease import tiers as tm
 from fragrelease.errors import ConfigError, DomainError, InvalidParameterError, SchemaMismatchError
 from fragrelease.jobs.frames import aggregate_row
-from fragrelease.jobs.release_commit import commit_release, refuse_existing, stamp_provenance
+from fragrelease.jobs.release_commit import commit_release, refuse_existing
 from fragrelease.jobs.storage import absolute, read_source
 from fragrelease.udfs.noise import secure_random_key_udf
 
@@ -331,23 +332,40 @@ def tier_path(output: str, i: int) -> str:
     return posixpath.join(absolute(output), f"tier_{i}")
 
 
-def run_tiers(spark, dataset: str, delta, hops: int, output: str, *, algorithm: str = "fla",
-              sensitive: Optional[str] = None, quasi_identifiers: Optional[list[str]] = None,
-              row_id: str = "record_id", weights: Optional[dict[str, float]] = None, standardize: bool = True,
-              fmt: str = "parquet", max_node_rows: int = tm.DEFAULT_MAX_NODE_ROWS, reading: str = "tree",
-              if_exists: str = "error", progress: Optional[Callable[[str], None]] = None) -> dict:
+def tiers_provenance(params: tm.TiersParams, cols: tm.TierColumns, delta: Fraction) -> Mapping[str, object]:
+    """The public facts every tier of a release carries (parameters and resolved roles only; no data).
+
+    Stamped into each tier's commit by :func:`fragrelease.jobs.release_commit.commit_release` (the one
+    commit and provenance contract), with the tier's ``tier``, ``threshold`` and ``disclosure`` added.
+    """
+    return {
+        "release": "tiers", "paper": "Chang & Wu (SPME 2014); docs/specification.md §6",
+        "source": params.dataset if params.builtin else "path",
+        "delta": str(delta), "hops": params.hops, "algorithm": params.algorithm,
+        "fla_reading": params.reading if params.algorithm == "fla" else None,
+        "quasi_identifiers": list(cols.quasi_identifiers), "sensitive": cols.sensitive, "row_id": cols.row_id,
+        "weights": dict(zip(cols.quasi_identifiers, cols.weights)), "standardized": bool(params.standardize),
+        "max_node_rows": params.max_node_rows, "disclosure_measure": "max JS divergence (log2) class vs table",
+        "row_ids": "CSPRNG surrogates drawn before tier 1 (not the source's ids; no map kept)",
+    }
+
+
+def run_tiers(spark, params: tm.TiersParams, *,
+              progress: Optional[Callable[[str], None]] = None) -> tm.TiersResult:
     """The tiers job: read, validate, build the chain and commit one Delta table per tier.
 
     Parameters
     ----------
-    dataset : ``german``, ``adult`` or a path (see :func:`load_source`).
-    delta : δ > 0; hops : chain length l ≥ 1; output : folder of the tier tables.
-    weights : quasi-identifier → weight (missing ones get 0; normalized to sum 1); default uniform.
-    standardize : z-score the quasi-identifiers first (the released tiers then hold z-scores).
+    params : the release's parameters (:class:`fragrelease.tiers.TiersParams`): the source
+        (``german``, ``adult`` or a path, see :func:`load_source`), δ > 0, the chain length l ≥ 1,
+        the output folder, the algorithm, roles, weights (missing ones get 0; normalized to sum 1;
+        default uniform) and ``standardize`` (z-scores: the released tiers then hold z-scores).
+    progress : called with one line as each step starts (optional).
 
     Returns
     -------
-    dict with ``tiers`` (tier, path, version, threshold, disclosure, utility_loss, rows) and ``provenance``.
+    :class:`fragrelease.tiers.TiersResult`: one :class:`~fragrelease.tiers.TierRelease` per tier
+    (tier, path, version, threshold, disclosure, utility_loss) and the shared provenance.
 
     Raises
     ------
@@ -356,35 +374,30 @@ def run_tiers(spark, dataset: str, delta, hops: int, output: str, *, algorithm: 
     ReleaseExistsError
         A tier table exists and ``if_exists == "error"`` (checked before any work).
     """
-    d = tm.parse_delta(delta)
+    d = tm.parse_delta(params.delta)
+    hops, algorithm, reading, output = params.hops, params.algorithm, params.reading, params.output
     tm.thresholds(d, hops)
     if algorithm not in tm.ALGORITHMS:
         raise InvalidParameterError(f"algorithm must be one of {list(tm.ALGORITHMS)}, not {algorithm!r}")
     if reading not in ("tree", "leaves"):
         raise InvalidParameterError(f"FLA reading must be 'tree' or 'leaves', not {reading!r}")
     for i in range(1, hops + 1):
-        refuse_existing(path=tier_path(output, i), if_exists=if_exists)
-    raw, qi, sens, rid = load_source(spark, dataset, fmt=fmt, sensitive=sensitive,
-                                     quasi_identifiers=quasi_identifiers, row_id=row_id)
+        refuse_existing(path=tier_path(output, i), if_exists=params.if_exists)
+    raw, qi, sens, rid = load_source(spark, params.dataset, fmt=params.fmt, sensitive=params.sensitive,
+                                     quasi_identifiers=list(params.quasi_identifiers or []) or None,
+                                     row_id=params.row_id)
     w = None
-    if weights:
-        unknown = sorted(set(weights) - set(qi))
+    if params.weights:
+        unknown = sorted(set(params.weights) - set(qi))
         if unknown:
             raise InvalidParameterError(f"weights given for columns that are not quasi-identifiers: {unknown}")
-        w = [float(weights.get(c, 0.0)) for c in qi]
+        w = [float(params.weights.get(c, 0.0)) for c in qi]
     cols = tm.TierColumns.make(qi, sens, rid, w)
     validate_source(raw, cols)
-    source = prepare(raw, cols, standardize).localCheckpoint(eager=True)
-    chain = build_chain(source, cols, d, hops, algorithm, max_node_rows=max_node_rows, reading=reading,
+    source = prepare(raw, cols, params.standardize).localCheckpoint(eager=True)
+    chain = build_chain(source, cols, d, hops, algorithm, max_node_rows=params.max_node_rows, reading=reading,
                         progress=progress)
-    base = {
-        "release": "tiers", "paper": "Chang & Wu (SPME 2014); docs/specification.md §6", "source": dataset if dataset in ("german", "adult") else "path",
-        "delta": str(d), "hops": hops, "algorithm": algorithm, "fla_reading": reading if algorithm == "fla" else None,
-        "quasi_identifiers": list(cols.quasi_identifiers), "sensitive": cols.sensitive, "row_id": cols.row_id,
-        "weights": dict(zip(cols.quasi_identifiers, cols.weights)), "standardized": bool(standardize),
-        "max_node_rows": max_node_rows, "disclosure_measure": "max JS divergence (log2) class vs table",
-        "row_ids": "CSPRNG surrogates drawn before tier 1 (not the source's ids; no map kept)",
-    }
+    base = tiers_provenance(params, cols, d)
     written = []
     for t in chain:
         path = tier_path(output, t["tier"])
@@ -393,11 +406,10 @@ def run_tiers(spark, dataset: str, delta, hops: int, output: str, *, algorithm: 
         # P(T_i) can be recomputed from the tier itself; UL(T_i) involves the source's dispersion, so it is
         # returned and printed to the operator but never written into the release
         guarantee = tier_guarantee(t["tier"], t["threshold"])
-        prov = stamp_provenance({**base, "tier": t["tier"], "threshold": str(t["threshold"]),
-                                 "disclosure": t["disclosure"]}, system="tiers", guarantee=guarantee)
-        _, version = commit_release(t["table"], system="tiers", provenance=prov, guarantee=guarantee, path=path,
-                                    if_exists=if_exists)
-        written.append({"tier": t["tier"], "path": path, "version": version, "threshold": t["threshold"],
-                        "disclosure": t["disclosure"], "utility_loss": t["utility_loss"]})
-    return {"tiers": written, "provenance": base}
-
+        _, version = commit_release(t["table"], system="tiers", guarantee=guarantee, path=path,
+                                    provenance={**base, "tier": t["tier"], "threshold": str(t["threshold"]),
+                                                "disclosure": t["disclosure"]},
+                                    if_exists=params.if_exists)
+        written.append(tm.TierRelease(tier=t["tier"], path=path, version=version, threshold=t["threshold"],
+                                      disclosure=t["disclosure"], utility_loss=t["utility_loss"]))
+    return tm.TiersResult(tiers=tuple(written), provenance=base)

@@ -14,9 +14,10 @@ import os
 import numpy as np
 import pytest
 
+from fragrelease.diffgen.params import ProtocolParams
 from fragrelease.diffgen.two_party import PartyData, PartyInput
 from fragrelease.errors import ConfigError, InvalidParameterError
-from fragrelease.jobs.diffgen.processes import _party_process
+from fragrelease.jobs.diffgen.processes import PartyProcess, _party_process
 from fragrelease.publications.mondrian import mondrian_partition
 from fragrelease.taxonomy import QuasiIdentifier, Taxonomy
 
@@ -60,8 +61,9 @@ def test_spark_party_process_without_exchange_dir_is_refused_before_spark_starts
     monkeypatch.setattr(session, "get_spark", no_spark)
     monkeypatch.delenv("FRAGRELEASE_DRIVER_MEMORY", raising=False)
     with pytest.raises(InvalidParameterError, match="exchange_dir"):
-        _party_process("hospital", ("127.0.0.1", 1), b"k", ["age"], None, {}, str(tmp_path / "out.pkl"),
-                       listen=False, backend="spark", exchange_dir=None)
+        _party_process(PartyProcess(role="hospital", attributes=("age",), out_path=str(tmp_path / "out.pkl"),
+                                    listen=False, backend="spark", exchange_dir=None),
+                       ("127.0.0.1", 1), b"k", ProtocolParams(epsilon=1, specializations=0))
     assert "FRAGRELEASE_DRIVER_MEMORY" not in os.environ  # nothing changed before the refusal
 
 

@@ -38,8 +38,11 @@ def release_from_config(tmp: str) -> dict:
     import fragrelease.jobs.diffgen.runner as jd
 
     marginals.MAX_DRIVER_VALUES = 50
-    dg = jd.run_diffgen_release(spark, epsilon="1", specializations=2, score="max",
-                                attributes=["age", "fnlwgt", "sex"], output=os.path.join(tmp, "diffgen"))
+    from fragrelease.diffgen.params import DiffGenParams
+
+    dg = jd.run_diffgen_release(spark, DiffGenParams(epsilon="1", specializations=2, score="max",
+                                                     attributes=("age", "fnlwgt", "sex"),
+                                                     output=os.path.join(tmp, "diffgen")))
     from fragrelease.jobs.session import delta_available
 
     table = DeltaTable(cfg.output)
@@ -49,8 +52,8 @@ def release_from_config(tmp: str) -> dict:
             "properties": {k: v for k, v in table.metadata().configuration.items() if k.startswith("fragrelease.")},
             "description": table.metadata().description,
             "comments": {f["name"]: f.get("metadata", {}).get("comment") for f in fields},
-            "session": type(spark).__module__, "diffgen_cells": dg["cells"],
-            "diffgen_synthetic_rows": DeltaTable(dg["synthetic"]).to_pyarrow_table().num_rows}
+            "session": type(spark).__module__, "diffgen_cells": dg.cells,
+            "diffgen_synthetic_rows": DeltaTable(dg.synthetic).to_pyarrow_table().num_rows}
 
 
 def api_mode(tmp: str) -> dict:

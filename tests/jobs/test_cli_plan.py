@@ -144,7 +144,7 @@ def test_the_python_api_previews_without_spark():
     assert len(pv.warnings) >= 15 and pv.suggestions is not None and pv.suggestions.epsilon is not None
     assert pv.to_dict()["suggestions"]["keep"] == list(pv.suggestions.keep)
     assert pv.to_dict()["attributes"][0]["released_error"]["baseline_error"] == pytest.approx(0.75)  # 1 − 1/4
-    assert {a.error.runs for a in pv.attributes if a.error is not None} == {32}  # README: 32 simulated releases
+    assert {a.error.runs for a in pv.attributes if a.error is not None} == {32}  # docs/usage.md: 32 simulated releases
     assert not Release.from_config("conf/german-credit-horizontal.yaml", overrides={"epsilon": "60"}).preview().warnings
 
 

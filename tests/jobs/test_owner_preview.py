@@ -59,7 +59,7 @@ def test_owner_preview_is_the_simulation_on_its_own_data(spark, tmp_path, adult_
     # native-country: about 9 in 10 of the owner's records are United-States; 41 categories at b = 8.9 ranks
     top = own["native-country"].value_counts().iloc[0] / 3000
     assert by["native-country"].error.baseline == pytest.approx(1 - top) and 1 - top < 0.1
-    assert 0.35 < by["native-country"].error.released < 0.65  # README: about half of its labels change
+    assert 0.35 < by["native-country"].error.released < 0.65  # docs/usage.md: about half of its labels change
     assert by["native-country"].warn and not by["sex"].warn and not by["age"].warn
     assert pv.ranking()[-1] == "native-country"
     counts = own["sex"].value_counts()

@@ -13,6 +13,7 @@ import pytest
 from scipy import stats
 
 from fragrelease.diffgen.engine import Cut, choose_split_point, epsilon_prime, specialize_cut
+from fragrelease.diffgen.params import DiffGenResult, ProtocolParams, TwoPartyParams
 from fragrelease.diffgen.predictors import (
     AttributeCounts,
     NumericDomain,
@@ -59,9 +60,10 @@ def _run_pair(df, *, h, eps=1, score="max", seeds=(1, 2), hosp=HOSPITAL, ins=INS
         try:
             ch = Channel(conn, keep_transcript=True)
             mode = {} if noise is None else {"noise": noise[0] if role == "hospital" else noise[1]}
-            out[role] = (run_party(party, ch, role=role, epsilon=eps, specializations=h, score=score,
-                                   class_values=ADULT_CLASS_VALUES, randomness=SeededDiffGenRandomness(seed),
-                                   key_bits=TEST_KEY_BITS, allow_small_key=True, **mode), ch)
+            protocol = ProtocolParams(epsilon=eps, specializations=h, score=score, key_bits=TEST_KEY_BITS,
+                                      allow_small_key=True, **mode)
+            out[role] = (run_party(party, ch, role=role, protocol=protocol, class_values=ADULT_CLASS_VALUES,
+                                   randomness=SeededDiffGenRandomness(seed)), ch)
         except Exception as exc:  # surfaced below
             errors.append(exc)
             conn.close()
@@ -337,13 +339,9 @@ def _two_laplace_cdf(b: float):
 def test_default_laplace_each_noise_is_private_against_the_other_party(small):
     """Default share noise is laplace-each: the other party's view of the counts, X_j - C_j, is Lap(2/ε), and the
     release's noise X1 + X2 - C is Lap(2/ε) + Lap(2/ε) (KS, fixed sizes); the ledger names the mode."""
-    import inspect
-
-    from fragrelease.jobs.diffgen.processes import run_adult_two_party
-    from fragrelease.jobs.diffgen.runner import run_two_party_release
-
-    for fn in (run_party, run_adult_two_party, run_two_party_release):
-        assert inspect.signature(fn).parameters["noise"].default == "laplace-each", fn.__name__
+    # run_party and run_adult_two_party take ProtocolParams, run_two_party_release TwoPartyParams
+    for model in (ProtocolParams, TwoPartyParams):
+        assert model.model_fields["noise"].default == "laplace-each", model.__name__
     sub = small.iloc[:300]
     hosp, ins = ["race", "sex", "age"], ["workclass", "occupation"]
     cols = {a: sub[a].to_numpy() for a in hosp + ins}
@@ -549,11 +547,11 @@ def test_cli_two_party_defaults_to_laplace_each_and_flags_gaussian_squares(monke
 
     seen = []
 
-    def fake_release(spark, **kw):  # stands in for the parties and the Spark write; returns a release summary
-        seen.append(kw["noise"])
-        return {"generalized": "g", "synthetic": "s", "cells": 4, "synthetic_rows": 0, "synthetic_min_count": 1,
-                "cut": {}, "ledger": [], "spent": Fraction(1), "seconds": 0.0, "protocol_cost": {}, "winners": [],
-                "guarantee": share_noise_guarantee(kw["noise"], 1)}
+    def fake_release(spark, params):  # stands in for the parties and the Spark write; returns a release summary
+        seen.append(params.noise)
+        return DiffGenResult(generalized="g", synthetic="s", versions=(0, 0), cells=4, synthetic_rows=0,
+                             synthetic_min_count=1, cut={}, ledger=(), spent=Fraction(1), seconds=0.0,
+                             guarantee=share_noise_guarantee(params.noise, 1))
 
     monkeypatch.setattr(jd, "run_two_party_release", fake_release)
     assert run_cli(["diffgen", "two-party", "--output", "x"]) == 0
@@ -572,8 +570,9 @@ def test_cli_two_party_defaults_to_laplace_each_and_flags_gaussian_squares(monke
 def test_parties_run_in_separate_os_processes():
     from fragrelease.jobs.diffgen.processes import run_adult_two_party
 
-    r_h, r_i = run_adult_two_party(["age", "sex"], ["workclass", "hours-per-week"], epsilon=1, specializations=2,
-                                   key_bits=TEST_KEY_BITS, allow_small_key=True, rows=(0, 300), backend="pandas")
+    protocol = ProtocolParams(epsilon=1, specializations=2, key_bits=TEST_KEY_BITS, allow_small_key=True)
+    r_h, r_i = run_adult_two_party(["age", "sex"], ["workclass", "hours-per-week"], protocol, rows=(0, 300),
+                                   backend="pandas")
     assert r_h.party == "hospital" and r_i.party == "insurer"
     assert r_h.cut_labels == r_i.cut_labels and np.array_equal(r_h.noisy_counts, r_i.noisy_counts)
     assert r_h.share is None and r_i.share is None  # shares never leave their process

@@ -134,5 +134,5 @@ def test_public_prediction_is_within_30_percent_of_the_measured_adult_error(attr
     # docs/specification.md: real data are about half as spread as data filling the domain (0.29 of its width)
     assert round(float(np.std(x)) / (hi - lo), 2) == {"age": 0.13, "hours-per-week": 0.12}[attribute]
     assert abs(predicted - measured) <= 0.3 * measured, (predicted, measured)
-    assert round(measured, 1) == {"age": 5.1, "hours-per-week": 5.4}[attribute]  # README's figures
+    assert round(measured, 1) == {"age": 5.1, "hours-per-week": 5.4}[attribute]  # docs/usage.md's figures
     print(f"{attribute}: predicted RMSE {predicted:.3f}, measured {measured:.3f}")

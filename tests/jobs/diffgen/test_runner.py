@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from fragrelease.diffgen.engine import Cut, specialize_cut, split_intervals
+from fragrelease.diffgen.params import ProtocolParams, TwoPartyParams
 from fragrelease.diffgen.predictors import AttributeCounts, marginal_counts
 from fragrelease.diffgen.release import leaf_codes, release_counts
 from fragrelease.diffgen.two_party import Channel, run_party
@@ -72,9 +73,10 @@ def test_spark_party_backend_gives_exact_shares(spark, small, tmp_path):
             df = spark.createDataFrame(sub[["record_id", "income", *attrs]])
             party = SparkParty(spark, role, df, adult_predictors(attrs), class_col="income",
                                exchange_dir=str(tmp_path))
-            out[role] = run_party(party, Channel(conn), role=role, epsilon=1, specializations=3, score="max",
-                                  class_values=ADULT_CLASS_VALUES, randomness=SeededDiffGenRandomness(seed),
-                                  key_bits=TEST_KEY_BITS, allow_small_key=True)
+            protocol = ProtocolParams(epsilon=1, specializations=3, score="max", key_bits=TEST_KEY_BITS,
+                                      allow_small_key=True)
+            out[role] = run_party(party, Channel(conn), role=role, protocol=protocol,
+                                  class_values=ADULT_CLASS_VALUES, randomness=SeededDiffGenRandomness(seed))
         except Exception as exc:
             errors.append(exc)
             conn.close()
@@ -108,25 +110,27 @@ def test_two_party_release_provenance_records_the_noise_mode_and_its_guarantee(s
 
     real = dd.run_adult_two_party
 
-    def small_keys(*args, **kw):
-        return real(*args, **{**kw, "key_bits": TEST_KEY_BITS, "allow_small_key": True})
+    def small_keys(hospital, insurer, protocol, **kw):
+        return real(hospital, insurer, protocol.model_copy(update={"key_bits": TEST_KEY_BITS, "allow_small_key": True}),
+                    **kw)
 
     monkeypatch.setattr(dd, "run_adult_two_party", small_keys)
-    kw = dict(hospital_attributes=["age", "sex"], insurer_attributes=["workclass", "hours-per-week"], epsilon=1,
+    kw = dict(hospital_attributes=("age", "sex"), insurer_attributes=("workclass", "hours-per-week"), epsilon="1",
               specializations=2, score="max", rows=(0, 300), backend="pandas")
-    out = run_two_party_release(spark, output=str(tmp_path / "default"), **kw)
-    assert out["share_noise"] == "laplace-each" and out["guarantee"]["dp_against_other_party"] is True
-    for table in ("generalized", "synthetic"):
-        prov = table_provenance(out[table])
+    out = run_two_party_release(spark, TwoPartyParams(output=str(tmp_path / "default"), **kw))
+    assert out.share_noise == "laplace-each" and out.guarantee["dp_against_other_party"] is True
+    for table in (out.generalized, out.synthetic):
+        prov = table_provenance(table)
         assert prov["share_noise"] == "laplace-each"
         assert prov["guarantee"]["mode"] == "laplace-each" and prov["guarantee"]["dp_against_other_party"] is True
         assert "epsilon-DP" in prov["guarantee"]["against_public"]
         assert "epsilon-DP" in prov["guarantee"]["against_other_party"]
         assert any("laplace-each" in r["step"] for r in prov["ledger"])
-    syn = table_provenance(out["synthetic"])  # the sparse filter accounts for the two Laplace terms
+    syn = table_provenance(out.synthetic)  # the sparse filter accounts for the two Laplace terms
     assert "Lap(2/epsilon) + Lap(2/epsilon)" in syn["synthetic_min_count_rule"]
-    out = run_two_party_release(spark, output=str(tmp_path / "squares"), noise="gaussian-squares", **kw)
-    prov = table_provenance(out["generalized"])
+    out = run_two_party_release(spark, TwoPartyParams(output=str(tmp_path / "squares"), noise="gaussian-squares",
+                                                      **kw))
+    prov = table_provenance(out.generalized)
     assert prov["share_noise"] == "gaussian-squares" and prov["guarantee"]["dp_against_other_party"] is False
     assert "NOT differentially private against the other party" in prov["guarantee"]["against_other_party"]
     assert 0.215 < prov["guarantee"]["other_party_delta"] < 0.23
@@ -191,7 +195,7 @@ def test_release_refused_for_one_existing_table_writes_nothing(spark, small, tmp
     import os
 
     from fragrelease.errors import ReleaseExistsError
-    from fragrelease.jobs.diffgen.runner import noisy_generalized_table, write_release
+    from fragrelease.jobs.diffgen.runner import ReleaseWrite, noisy_generalized_table, write_release
     from fragrelease.jobs.storage import commit_delta, is_delta_table
 
     attrs = ["sex", "race"]
@@ -200,11 +204,11 @@ def test_release_refused_for_one_existing_table_writes_nothing(spark, small, tmp
     noisy = noisy_generalized_table(spark, sdf, cut, Fraction(1))
     out = str(tmp_path / "release")
     commit_delta(spark.range(3), os.path.join(out, "synthetic"), provenance={})  # someone's table is in the way
-    kw = dict(output=out, epsilon=Fraction(1), specializations=0, score="max", ledger=[], spent=Fraction(1, 2),
+    kw = dict(output=out, epsilon=Fraction(1), specializations=0, score="max", ledger=(), spent=Fraction(1, 2),
               mode="diffgen", t0=0.0)
     with pytest.raises(ReleaseExistsError, match="synthetic"):
-        write_release(spark, noisy, cut, if_exists="error", **kw)
+        write_release(spark, noisy, cut, ReleaseWrite(if_exists="error", **kw))
     assert not is_delta_table(os.path.join(out, "generalized"))  # nothing half-written
     with pytest.raises(Exception, match="(?i)schema"):  # a new version must keep the table's schema
-        write_release(spark, noisy, cut, if_exists="new-version", **kw)
+        write_release(spark, noisy, cut, ReleaseWrite(if_exists="new-version", **kw))
     assert not is_delta_table(os.path.join(out, "generalized"))

@@ -32,9 +32,9 @@ def test_spark_audit_matches_reference_and_region_contains_person(spark, mondria
     lazy = composition_audit(sdfs, person="record_id", sensitive="occupation", qis=qis).localCheckpoint()
     allpairs = lazy.toPandas()
     summary = audit_summary(lazy)
-    assert len(summary["pairs"]) == 15  # 6 releases (2 layouts x 3 publishers)
-    assert all(sum(p["confidence_histogram"].values()) == p["overlapping"] for p in summary["pairs"])
-    assert sum(p["risky"] for p in summary["pairs"]) == int(allpairs["risky"].sum())
+    assert len(summary.pairs) == 15  # 6 releases (2 layouts x 3 publishers)
+    assert all(sum(p["confidence_histogram"].values()) == p["overlapping"] for p in summary.pairs)
+    assert sum(p["risky"] for p in summary.pairs) == int(allpairs["risky"].sum())
     for name, rel in (("m", mondrian_releases), ("c", cloned_releases)):
         pairs = allpairs[allpairs.release_a.str.startswith(name) & allpairs.release_b.str.startswith(name)]
         ref = audit_pair(rel[rel.publisher == "p0"], rel[rel.publisher == "p2"], person="record_id",

@@ -87,17 +87,17 @@ def test_adult_sample_with_user_chosen_sensitive_attribute(spark, tmp_path, adul
     path = str(tmp_path / "adult.parquet")
     spark.createDataFrame(adult_pdf.iloc[:1000]).write.parquet(path)
     qi = ["age", "education-num", "hours-per-week"]
-    result = jt.run_tiers(spark, path, "0.05", 2, str(tmp_path / "out"), sensitive="occupation",
-                          quasi_identifiers=qi, algorithm="tda")
+    result = jt.run_tiers(spark, tm.TiersParams(dataset=path, delta="0.05", hops=2, output=str(tmp_path / "out"),
+                                                sensitive="occupation", quasi_identifiers=tuple(qi), algorithm="tda"))
     cols = tm.TierColumns.make(qi, "occupation", "record_id")
     prev = None  # tier 1 carries surrogate ids, so it is matched to the next tier only
-    for t in result["tiers"]:
-        table = read_delta(spark, t["path"]).toPandas().sort_values("record_id").reset_index(drop=True)
-        assert tm.table_disclosure(table, cols) < float(t["threshold"])
+    for t in result.tiers:
+        table = read_delta(spark, t.path).toPandas().sort_values("record_id").reset_index(drop=True)
+        assert tm.table_disclosure(table, cols) < float(t.threshold)
         assert sorted(table["occupation"]) == sorted(adult_pdf["occupation"].iloc[:1000])
         if prev is not None:
             assert tm.is_sanitization(prev, table, cols)
-        assert table_provenance(t["path"])["sensitive"] == "occupation"
+        assert table_provenance(t.path)["sensitive"] == "occupation"
         prev = table
 
 
@@ -127,10 +127,11 @@ def test_spark_release_carries_surrogate_ids_matching_their_classes(spark, tmp_p
     spark.createDataFrame(raw.sample(frac=1.0, random_state=2)).write.parquet(path)
     # the release path: BUA at 0.2 leaves many lone "good" records unchanged, which lets the test
     # find their source rows by their exact quasi-identifiers (as a recipient could)
-    result = jt.run_tiers(spark, path, "0.2", 1, str(tmp_path / "out"), sensitive="credit_class",
-                          quasi_identifiers=qi, algorithm="bua", standardize=False)
-    tier = read_delta(spark, result["tiers"][0]["path"]).toPandas()
-    prov = table_provenance(result["tiers"][0]["path"])
+    result = jt.run_tiers(spark, tm.TiersParams(dataset=path, delta="0.2", hops=1, output=str(tmp_path / "out"),
+                                                sensitive="credit_class", quasi_identifiers=tuple(qi),
+                                                algorithm="bua", standardize=False))
+    tier = read_delta(spark, result.tiers[0].path).toPandas()
+    prov = table_provenance(result.tiers[0].path)
     assert "CSPRNG" in prov["row_ids"]
     assert len(tier) == 300 and tier["record_id"].is_unique
     assert not set(tier["record_id"]) & set(raw["record_id"])
