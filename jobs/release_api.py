@@ -425,13 +425,13 @@ def _run(spark, cfg: ReleaseConfig, *, noise, progress, evaluate: bool) -> Relea
     if evaluate:
         with steps.step("driver", "evaluating information loss (MeanSSE) against the originals"):
             score = _mean_sse(spark, cfg, plan, schema, protecteds)
-    prov = out["provenance"]
+    prov = dict(out.provenance)
     return ReleaseResult(
-        path=absolute(out["path"]), table=out["table"], version=out["version"], rows=out["rows"], plan=plan,
+        path=absolute(out.path), table=out.table, version=out.version, rows=out.rows, plan=plan,
         owners=tuple(OwnerResult(name=o.name, records=o.n_records, epsilon=o.epsilon,
                                  attributes=tuple(o.attributes), manifest=manifests[o.name]) for o in plan.owners),
         epsilon=plan.epsilon, composition=plan.composition,
-        guarantee=Guarantee.from_dict(prov["guarantee"]), provenance=MappingProxyType(prov), report=out["report"],
+        guarantee=Guarantee.from_dict(prov["guarantee"]), provenance=MappingProxyType(prov), report=out.report,
         mean_sse=score,
     )
 

@@ -31,8 +31,6 @@ MAX_PARAMETERS = 10
 PENDING = {
     # the iDP-IR aggregator, owner, release API and notebook API: the lead is rewriting these four files
     ("jobs/api.py", "protect", "params"),
-    ("jobs/idpir/aggregator.py", "provenance", "dict"),
-    ("jobs/idpir/aggregator.py", "release", "dict"),
     ("jobs/release_api.py", "_source_dict", "dict"),
     # other files of the iDP-IR and synthesis paths, edited in parallel work (not this change's scope)
     ("fragrelease/idpir/mechanisms.py", "protect_attribute", "params"),

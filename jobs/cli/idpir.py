@@ -403,8 +403,8 @@ def aggregator_release(config: str = typer.Option(..., "--config"), master: Opti
     cfg = _config(config, "aggregator", output_table=output_table)
     plan = pinned_plan(cfg, plan_id)  # no Spark yet: a plan.json this aggregator did not issue is refused first
     result = release(_spark(master, cfg, commits=True), cfg, plan=plan)
-    console.print(f"release committed: {result['table'] or result['path']} version {result['version']}, {result['rows']:,} rows; "
-                  f"report {result['report']}")
+    console.print(f"release committed: {result.table or result.path} version {result.version}, {result.rows:,} rows; "
+                  f"report {result.report}")
 
 
 def _kind_text(cfg: ReleaseConfig) -> str:

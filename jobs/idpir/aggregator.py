@@ -23,7 +23,8 @@ write the public report (statistics of the released table only) beside it.
 from __future__ import annotations
 
 import logging
-from typing import Mapping, Optional, Sequence
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pyspark.sql import DataFrame
@@ -278,12 +279,12 @@ def check_pinned_plan(cfg: ReleaseConfig, plan: Plan, *, required: bool = True) 
                                     "refusing")
 
 
-def provenance(plan: Plan, *, single_process: bool = False) -> dict:
+def provenance(plan: Plan, *, single_process: bool = False) -> Mapping[str, Any]:
     """The public facts a release records with its commit (docs/specification.md §3).
 
     ``single_process``: one process played every party (the guarantee then says it held the key).
     """
-    prov = {
+    prov: dict[str, Any] = {
         "role": "release",
         "plan_id": plan.plan_id,
         "dataset": plan.dataset,
@@ -524,8 +525,23 @@ def join_vertical(frames: list[DataFrame], id_column: str) -> DataFrame:
     return out
 
 
+@dataclass(frozen=True)
+class CommittedRelease:
+    """What :func:`release` committed: ``path`` (the Delta table's location), ``table`` (the catalog name,
+    or None), ``version``, ``rows`` (the records released; a synthetic release: the drawn, noisy count),
+    the ``provenance`` recorded with the commit (public facts only) and ``report`` (path or None).
+    :class:`fragrelease.jobs.api.Release` wraps it in a typed result with the owners' parts."""
+
+    path: str
+    table: Optional[str]
+    version: int
+    rows: int
+    provenance: Mapping[str, Any]
+    report: Optional[str]
+
+
 def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519PublicKey]] = None,
-            plan: Optional[Plan] = None, single_process: bool = False) -> dict:
+            plan: Optional[Plan] = None, single_process: bool = False) -> CommittedRelease:
     """Validate every owner's protected fragment, combine them and commit the release.
 
     ``keys``: the owners' public keys (default: the configuration's ``owners[].public_key``);
@@ -536,11 +552,12 @@ def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519Pub
     ``work_dir`` cannot swap in another plan, an earlier one included. ``single_process``: every
     party played in this process (recorded in the guarantee, :func:`provenance`).
 
+    ``linkage: synthetic``: the owners' signed measurements instead of fragments, the model fitted
+    and its rows drawn (:func:`fragrelease.jobs.synthesis.aggregator.synthesize`; docs/specification.md §10).
+
     Returns
     -------
-    dict with ``path`` (the Delta table's location), ``table`` (the catalog name, or None),
-    ``version``, ``rows``, the provenance recorded with the commit and ``report`` (path or None).
-    :class:`fragrelease.jobs.api.Release` wraps it in a typed result.
+    :class:`CommittedRelease`.
 
     Raises
     ------
@@ -559,12 +576,13 @@ def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519Pub
     plan = pinned_plan(cfg) if plan is None else plan
     check_plan_against_config(plan, cfg)  # plan.json lies on shared storage: nothing in it is trusted
     refuse_existing_release(cfg, spark, columns=release_columns(plan))
-    prov = provenance(plan, single_process=single_process)  # public facts only, stamped as every system's commit is
+    prov = dict(provenance(plan, single_process=single_process))  # public facts only, stamped as every commit is
     if plan.linkage == "synthetic":  # rows drawn from a model of the owners' noisy marginals (docs/specification.md §10)
         from fragrelease.jobs.synthesis.aggregator import synthesize
 
-        released, prov["synthesis"] = synthesize(spark, cfg, plan, keys)
-        rows = prov["synthesis"]["rows"]  # from noised values only
+        released, terms = synthesize(spark, cfg, plan, keys)
+        prov["synthesis"] = terms
+        rows = int(terms["rows"])  # from noised values only
     else:
         released = _verified_combination(spark, cfg, plan, keys)
         rows = sum(o.n_records for o in plan.owners) if plan.fragmentation == "horizontal" else plan.owners[0].n_records
@@ -596,7 +614,7 @@ def _verified_combination(spark, cfg: ReleaseConfig, plan: Plan, keys: Optional[
     return released
 
 
-def _commit(spark, cfg: ReleaseConfig, plan: Plan, released, prov: dict, rows: int) -> dict:
+def _commit(spark, cfg: ReleaseConfig, plan: Plan, released, prov: Mapping[str, Any], rows: int) -> CommittedRelease:
     """Commit ``released`` (the release's rows) with ``prov`` and write the public report; :func:`release`'s result."""
     prov = stamp_provenance(prov, system="idpir", guarantee=prov["guarantee"])
     # integer-declared attributes are written as integers (rounding a released value is post-processing),
@@ -628,5 +646,5 @@ def _commit(spark, cfg: ReleaseConfig, plan: Plan, released, prov: dict, rows: i
         report = public_report(read_delta(spark, path, version), attrs, prov, public_report_path(path, version),
                                described=table_self_description(path, version), table=cfg.output_table or path,
                                version=version, extra_sections=sections)
-    return {"path": path, "table": cfg.output_table, "version": version, "rows": rows, "provenance": prov,
-            "report": report}
+    return CommittedRelease(path=path, table=cfg.output_table, version=version, rows=rows, provenance=prov,
+                            report=report)

@@ -102,7 +102,7 @@ def test_a_rerun_after_a_kill_before_the_manifest_completes_and_the_release_goes
     assert not first_files & set(DeltaTable(target).file_uris())  # the first attempt's rows are gone
     _only_active_parquet(target)
     result = aggregator.release(spark, cfg)
-    assert result["version"] == 0 and result["rows"] == 300
+    assert result.version == 0 and result.rows == 300
     assert spent(ledger, "b", "wine") == [Fraction(1), Fraction(1)]  # the documented over-count: one per plan
 
     with pytest.raises(ReleaseExistsError, match=r"owner 'b' already published a protected fragment for plan"):

@@ -88,12 +88,12 @@ def test_owner_fragment_has_pseudonyms_not_ids_and_is_not_in_id_order(spark, tmp
     assert order != sorted(order)  # rows shuffled: 1/40! to be sorted by chance
     assert not os.path.exists(pseudonyms_path(cfg, "a"))  # linked: the pseudonyms travel in the rows
     out = aggregator.release(spark, cfg)
-    rel = read_delta(spark, out["path"]).toPandas()
+    rel = read_delta(spark, out.path).toPandas()
     assert list(rel.columns) == ["pseudonym", "x", "y"] and len(rel) == 70  # keep_id publishes pseudonyms
     assert set(rel["pseudonym"]) == set(back) | {pseudonym(DERIVED, i, context=plan.pseudonym_context()) for i in ids_b}
-    assert "pseudonym" in out["provenance"]["guarantee"]["against"]
-    assert "keep_id" in out["provenance"]["guarantee"]["against"]
-    assert "The aggregator does not hold the key unless" in out["provenance"]["guarantee"]["against"]
+    assert "pseudonym" in out.provenance["guarantee"]["against"]
+    assert "keep_id" in out.provenance["guarantee"]["against"]
+    assert "The aggregator does not hold the key unless" in out.provenance["guarantee"]["against"]
 
 
 def test_horizontal_owners_sharing_records_are_refused(spark, tmp_path, schema_path):
@@ -138,7 +138,7 @@ def test_vertical_fragments_join_on_pseudonyms(spark, tmp_path, schema_path):
     fa = read_delta(spark, protected_path(cfg, "a")).toPandas()
     fb = read_delta(spark, protected_path(cfg, "b")).toPandas()
     assert list(fa.columns) == ["pseudonym", "x"] and list(fb.columns) == ["pseudonym", "y"]
-    rel = read_delta(spark, aggregator.release(spark, cfg)["path"]).toPandas()
+    rel = read_delta(spark, aggregator.release(spark, cfg).path).toPandas()
     want = fa.merge(fb, on="pseudonym")
     assert len(want) == 30
     pd.testing.assert_frame_equal(rel.sort_values("pseudonym").reset_index(drop=True),
@@ -207,7 +207,7 @@ def test_unlinked_owners_unlink_their_columns_and_send_pseudonyms_apart(spark, t
     assert set(pset["pseudonym"]) == {pseudonym(DERIVED, i, context=plan.pseudonym_context()) for i in range(1, 31)}
     manifest = open(manifest_path(cfg, "a")).read()
     assert '"pseudonym_digest": "30:' in manifest
-    rel = read_delta(spark, aggregator.release(spark, cfg)["path"]).toPandas()
+    rel = read_delta(spark, aggregator.release(spark, cfg).path).toPandas()
     assert list(rel.columns) == ["x", "y"] and len(rel) == (50 if fragmentation == "horizontal" else 30)
     # each released column is the multiset of the owners' columns
     if fragmentation == "vertical":

@@ -102,14 +102,14 @@ def test_two_rounds_spend_once_each_refuse_tampering_and_commit_a_whole_table_dp
     with open(round_path(cfg, "b", 2), "w") as f:
         f.write(original)
     out = aggregator.release(spark, cfg)
-    table = DeltaTable(out["path"])
+    table = DeltaTable(out.path)
     props = table.metadata().configuration
     assert props["fragrelease.linkage"] == "synthetic"
     assert props["fragrelease.guarantee.table"].startswith("whole table ε-DP, ε = 1")
     assert "fragrelease.k" not in props and "fragrelease.mechanism" not in props  # IR terms do not act here
     rows = table.to_pandas()
     assert list(rows.columns) == [a.name for a in schema.protected]
-    assert abs(len(rows) - 1_600) < 400 and len(rows) == out["rows"]  # N is the noisy total
+    assert abs(len(rows) - 1_600) < 400 and len(rows) == out.rows  # N is the noisy total
     assert set(rows["income"]) <= {"<=50K", ">50K"} and rows["age"].between(0, 100).all()
     assert set(rows["sex"]) <= set(schema.attribute("sex").categories or ())
 
