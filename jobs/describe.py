@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from fragrelease.idpir.options import OPTION_NAMES
 
@@ -33,7 +33,7 @@ class TableDescription:
     column_comments: dict[str, str] = field(default_factory=dict)
 
 
-def _eps_by_owner(provenance: dict, attribute: str) -> str:
+def _eps_by_owner(provenance: Mapping[str, Any], attribute: str) -> str:
     """``1/10 (o1, o2); 1/5 (o3)``: each owner's ε for ``attribute`` (public budgets from the plan)."""
     groups: dict[str, list[str]] = {}
     for o in provenance.get("owners", []):
@@ -43,7 +43,7 @@ def _eps_by_owner(provenance: dict, attribute: str) -> str:
     return "; ".join(f"{eps} ({', '.join(names)})" for eps, names in groups.items()) or "?"
 
 
-def release_description(provenance: dict, *, declared_types: Optional[Mapping[str, str]] = None,
+def release_description(provenance: Mapping[str, Any], *, declared_types: Optional[Mapping[str, str]] = None,
                         id_column: Optional[str] = None) -> TableDescription:
     """The description of an iDP-IR/DP-IR release from its provenance (:func:`fragrelease.jobs.idpir.aggregator.provenance`).
 
@@ -102,7 +102,7 @@ def release_description(provenance: dict, *, declared_types: Optional[Mapping[st
     return TableDescription(comment, properties, columns)
 
 
-def _synthetic_description(provenance: dict, guarantee: Mapping[str, str],
+def _synthetic_description(provenance: Mapping[str, Any], guarantee: Mapping[str, str],
                            declared_types: Mapping[str, str]) -> TableDescription:
     """:func:`release_description` of a ``linkage: synthetic`` release (docs/specification.md §10).
 

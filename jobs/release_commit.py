@@ -14,7 +14,7 @@ is computed from public parameters only (ε, k, the mechanism, ...). Source: doc
 """
 from __future__ import annotations
 
-from typing import Mapping, Optional, Union
+from typing import Any, Mapping, Optional, Union
 
 from fragrelease.errors import ConfigError, OutputConflictError, ReleaseExistsError
 from fragrelease.version import __version__
@@ -31,7 +31,7 @@ IF_EXISTS = ("error", "new-version")
 Guarantee = Union[str, Mapping[str, object]]
 
 
-def stamp_provenance(provenance: Mapping[str, object], *, system: str, guarantee: Guarantee) -> dict:
+def stamp_provenance(provenance: Mapping[str, object], *, system: str, guarantee: Guarantee) -> Mapping[str, Any]:
     """``provenance`` plus ``system``, ``fragrelease_version`` and ``guarantee`` (public facts only).
 
     Raises

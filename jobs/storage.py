@@ -234,7 +234,7 @@ def commit_delta(df, path: str, *, provenance: Mapping[str, Any], if_exists: str
     return _commit_with_delta_rs(df, path, meta, table_exists, description)
 
 
-def table_self_description(path: str, version: Optional[int] = None) -> dict:
+def table_self_description(path: str, version: Optional[int] = None) -> Mapping[str, Any]:
     """What a Delta table says about itself (latest, or ``version``), read with delta-rs (either path wrote it).
 
     Returns

@@ -29,12 +29,11 @@ MAX_PARAMETERS = 10
 
 #: Offenders in files being rewritten elsewhere: (file, qualified function name, "params" or "dict").
 PENDING = {
-    # the iDP-IR aggregator, owner, release API and notebook API: the lead is rewriting these four files
+    # the notebook API's protect: it takes the options model once the spec reaches the executors (issue 40, item 1)
     ("jobs/api.py", "protect", "params"),
     ("jobs/release_api.py", "_source_dict", "dict"),
-    # other files of the iDP-IR and synthesis paths, edited in parallel work (not this change's scope)
+    # the report's intermediate tables and the protect step's orders (dicts the templates and the owner fill)
     ("fragrelease/idpir/mechanisms.py", "protect_attribute", "params"),
-    ("jobs/idpir/evaluate.py", "mean_sse_by_attribute", "dict"),
     ("jobs/idpir/protect.py", "category_orders", "dict"),
     ("jobs/idpir/protect.py", "rank_orders_of", "dict"),
     ("jobs/idpir/report.py", "_quantiles", "dict"),
@@ -42,16 +41,6 @@ PENDING = {
     ("jobs/idpir/report.py", "_correlation", "dict"),
     ("jobs/idpir/report.py", "noise_section", "dict"),
     ("jobs/idpir/report.py", "attribute_error", "dict"),
-    ("jobs/idpir/signatures.py", "_shared", "dict"),
-    ("jobs/idpir/signatures.py", "_hash_files", "dict"),
-    ("jobs/idpir/signatures.py", "public_keys", "dict"),
-    ("jobs/idpir/simulate.py", "split_fragments", "dict"),
-    ("jobs/idpir/workspace.py", "read_marker", "dict"),
-    ("jobs/synthesis/counts.py", "marginal_counts", "dict"),
-    # shared by every system's commit, but the aggregator (lead) reassigns stamp_provenance's result to a
-    # dict and report.py takes table_self_description's as ``dict``: Mapping once those accept one
-    ("jobs/release_commit.py", "stamp_provenance", "dict"),
-    ("jobs/storage.py", "table_self_description", "dict"),
 }
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef

@@ -7,7 +7,7 @@ release's metadata.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -37,7 +37,7 @@ def mean_sse(original: DataFrame, protected: DataFrame, attributes: Sequence[Att
 
 
 def mean_sse_by_attribute(original: DataFrame, protected: DataFrame, attributes: Sequence[Attribute],
-                          id_column: str, convention: str = "authors") -> dict[str, float]:
+                          id_column: str, convention: str = "authors") -> Mapping[str, float]:
     """Each attribute's contribution to :func:`mean_sse`, attribute name → non-negative float; they add up to it.
 
     Attribute g contributes ``(1/(n·l)) Σ_h (d_g / s_g)²`` (authors' convention; ``(1/(n·l²)) Σ_h (d_g/σ²_g)²``

@@ -466,8 +466,8 @@ def noise_section(provenance: Mapping[str, Any]) -> Optional[dict]:
             "notes": list(pv.notes), "draw": draw}
 
 
-def public_report(release_df: DataFrame, attrs: Sequence[Attribute], provenance: dict, path: str,
-                  described: Optional[dict] = None, *, table: Optional[str] = None, version: Optional[int] = None,
+def public_report(release_df: DataFrame, attrs: Sequence[Attribute], provenance: Mapping[str, Any], path: str,
+                  described: Optional[Mapping[str, Any]] = None, *, table: Optional[str] = None, version: Optional[int] = None,
                   extra_sections: Sequence[ReportSection] = ()) -> str:
     """Write the public report of a release to ``path`` (HTML, ``public_report.html.j2``); return the path.
 
@@ -653,7 +653,7 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
     return path
 
 
-def attribute_error(attrs: Sequence[Attribute], original: dict, released: dict, contributions: dict) -> dict:
+def attribute_error(attrs: Sequence[Attribute], original: dict, released: dict, contributions: Mapping[str, float]) -> dict:
     """The owner's actual error per attribute (private): ``header``, ``rows`` and ``charts``.
 
     Numeric: released mean − original mean (the attribute's units), that shift in original standard

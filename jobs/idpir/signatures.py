@@ -37,7 +37,7 @@ from fragrelease.signing import (
 )
 
 
-def _shared(cfg: ReleaseConfig) -> dict[str, Optional[str]]:
+def _shared(cfg: ReleaseConfig) -> Mapping[str, Optional[str]]:
     return {"work_dir": cfg.work_dir, "output": cfg.output}
 
 
@@ -120,7 +120,7 @@ def _sha2(column: str):
     return F.sha2(F.col(column), 256)
 
 
-def _hash_files(spark, uris: list[str]) -> dict[str, tuple[int, str]]:
+def _hash_files(spark, uris: list[str]) -> Mapping[str, tuple[int, str]]:
     """``{unquoted file URI: (size, sha256 hex)}`` of ``uris``, hashed by the executors."""
     if not uris:
         return {}
@@ -135,7 +135,7 @@ def _location(uri: str) -> str:
     return u.netloc + posixpath.normpath(unquote(u.path)) if u.scheme else posixpath.normpath(unquote(uri))
 
 
-def _match(hashes: dict[str, tuple[int, str]], root: str, rel: str) -> Optional[tuple[int, str]]:
+def _match(hashes: Mapping[str, tuple[int, str]], root: str, rel: str) -> Optional[tuple[int, str]]:
     """The hashed file at ``root/rel`` (exact place; else the one file whose path ends with ``/rel``)."""
     want = _location(root.rstrip("/") + "/" + rel)
     exact = [v for k, v in hashes.items() if _location(k) == want]
@@ -201,7 +201,7 @@ def sign_manifest(manifest: Manifest, key: Ed25519PrivateKey) -> Manifest:
     return manifest.model_copy(update={"signature": sign_manifest_fields(key, manifest.signed_fields())})
 
 
-def public_keys(cfg: ReleaseConfig) -> dict[str, Ed25519PublicKey]:
+def public_keys(cfg: ReleaseConfig) -> Mapping[str, Ed25519PublicKey]:
     """The configured public key of every owner that declares one (``owners[].public_key``).
 
     Raises

@@ -9,6 +9,7 @@ Each fragment is written as Parquet to the owner's private folder, ``<private_di
 from __future__ import annotations
 
 import os
+from typing import Mapping
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -33,7 +34,7 @@ def load_dataset(spark, cfg: ReleaseConfig, schema: DatasetSchema) -> DataFrame:
     return load_builtin(spark, cfg.dataset)
 
 
-def split_fragments(spark, cfg: ReleaseConfig, schema: DatasetSchema, data: DataFrame) -> dict[str, int]:
+def split_fragments(spark, cfg: ReleaseConfig, schema: DatasetSchema, data: DataFrame) -> Mapping[str, int]:
     """Write each simulated owner's fragment; return owner → number of records written.
 
     Raises

@@ -35,7 +35,7 @@ import os
 import shutil
 import stat
 from datetime import datetime, timezone
-from typing import Optional
+from typing import Any, Mapping, Optional
 
 from fragrelease.errors import ConfigError
 from fragrelease.idpir.config import ReleaseConfig, private_root, resolved_private_dir
@@ -110,7 +110,7 @@ def user_paths(cfg: ReleaseConfig, config_path: Optional[str] = None) -> list[tu
     return out
 
 
-def read_marker(work_dir: str) -> Optional[dict]:
+def read_marker(work_dir: str) -> Optional[Mapping[str, Any]]:
     """The marker of a local ``work_dir`` as a dict, or None when there is none.
 
     Raises

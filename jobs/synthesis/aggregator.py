@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional
 
 from fragrelease.errors import ManifestMismatchError
 from fragrelease.idpir.config import ReleaseConfig
@@ -75,7 +75,7 @@ def synthesize(spark, cfg: ReleaseConfig, plan: Plan, keys: Optional[Mapping] = 
     return rows, terms
 
 
-def report_sections(provenance: dict, attributes) -> tuple:
+def report_sections(provenance: Mapping[str, Any], attributes) -> tuple:
     """The public report's section of a synthetic release: each measurement's ε and noise (public terms only).
 
     ``attributes``: the released :class:`fragrelease.schemas.base.Attribute` objects in plan order.

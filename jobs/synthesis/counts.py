@@ -10,7 +10,7 @@ never logged or written.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -73,7 +73,7 @@ def first_bad_value(coded: DataFrame, domain: SynthesisDomain, *, source: str) -
 
 
 def marginal_counts(coded: DataFrame, domain: SynthesisDomain, cliques: Sequence[tuple[str, ...]]
-                    ) -> dict[tuple[str, ...], np.ndarray]:
+                    ) -> Mapping[tuple[str, ...], np.ndarray]:
     """Exact counts of every clique in one aggregation: {clique: float64 array of its attributes' sizes}.
 
     ``coded``: :func:`coded_columns` with no bad value. The Spark counterpart of
