@@ -355,6 +355,9 @@ def owner_preview(config: str = typer.Option(..., "--config"), owner: str = type
     if runs < 1:
         raise ConfigError(f"--runs: must be >= 1, not {runs}")
     cfg = with_table_names(load_config(config), owner=owner, source_table=source_table)
+    if cfg.linkage == "synthetic":
+        raise ConfigError(f"{config}: owner preview simulates microaggregation noise on the owner's data; a synthetic "
+                          f"release's noise depends on public terms only: see fragrelease plan {config}")
     i, party = find_owner(cfg, owner)  # no data needed: before Spark starts
     resolve_schema(cfg.dataset)
     source = fragment_source(cfg, party)

@@ -169,3 +169,17 @@ def test_round_one_is_refused_before_any_spend_without_room_for_both_rounds(spar
         measure_owner_round(spark, cfg, "a")
     assert spent(cfg.owners[0].ledger.path, "a", cfg.dataset) == []
     assert not os.path.exists(round_path(cfg, "a", 1))
+
+
+def test_plan_previews_each_measurement_and_owner_preview_points_to_it(capsys):
+    from fragrelease.jobs.cli import run_cli
+
+    assert run_cli(["plan", "conf/adult-synthetic.yaml"]) == 0
+    out = capsys.readouterr().out
+    assert "synthetic release of adult-income (whole table ε-DP)" in out
+    for row in ("1-way marginal", "tree edge (2-way)", "income × feature (2-way)"):
+        assert row in out
+    assert "1/55" in out and "110" in out  # ε/5 over 11 attributes; b = 2 / (1/55)
+    assert run_cli(["owner", "preview", "--config", "conf/adult-synthetic.yaml", "--owner", "owner-1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "see fragrelease plan conf/adult-synthetic.yaml" in err[0]
