@@ -92,7 +92,7 @@ def _owner_dir(cfg, name):
 def test_untouched_copy_releases(spark, protected):
     cfg = copy_of(protected)
     out = aggregator.release(spark, cfg)
-    assert out["version"] == 0 and out["rows"] == 300
+    assert out.version == 0 and out.rows == 300
     assert DeltaTable(cfg.output).to_pyarrow_table().num_rows == 300
     m = Manifest.model_validate_json(open(manifest_path(cfg, "a")).read())
     assert m.signature and m.table_version == 0 and m.files and m.delta_log
