@@ -86,6 +86,7 @@ from fragrelease.idpir.preview_error import (
 )
 from fragrelease.idpir.protocol import MIN_K
 from fragrelease.idpir.spec import attribute_budgets
+from fragrelease.idpir.stage import resolve_k
 from fragrelease.rng.simulation import SecureSimulation, SimulationRandomness
 
 #: Default warning threshold: expected released error over the error of the constant release (mean / mode).
@@ -344,7 +345,7 @@ def _domain_error(p: PreviewParams, name: str, held: Sequence[tuple[OwnerPlan, A
     if any(o.n is None for o, _ in held):
         return None
     lo, hi, categorical = _bounds(p.specs[name])
-    k_used = get_mechanism(p.mechanism).k_used(p.k)
+    k_used = resolve_k(get_mechanism(p.mechanism), p.k)
     parts = []
     for o, b in held:
         assert o.n is not None
@@ -405,7 +406,7 @@ def attribute_previews(p: PreviewParams, threshold: float = DEFAULT_THRESHOLD, *
                                     f"{threshold}")
     rnd = randomness if randomness is not None else SecureSimulation()
     mech = get_mechanism(p.mechanism)
-    k_used = mech.k_used(p.k)
+    k_used = resolve_k(mech, p.k)
     held = _holders(p)
     out = []
     for name in held:

@@ -30,6 +30,7 @@ from typing import Literal, Optional
 from fragrelease.errors import ConfigError
 from fragrelease.idpir.config import OwnerConfig, ReleaseConfig
 from fragrelease.idpir.mechanisms import get_mechanism
+from fragrelease.idpir.stage import resolve_k
 from fragrelease.validation import warn_if_large_epsilon
 
 #: Records of each built-in table after cleaning (data/README.md; checked against the loaders in tests).
@@ -182,7 +183,7 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
             if total != builtin_rows:
                 raise ConfigError(f"owners[*].rows: add up to {total}, but the built-in dataset {cfg.dataset!r} has "
                                   f"{builtin_rows} records")
-        k = get_mechanism(cfg.mechanism).k_used(cfg.k)
+        k = resolve_k(get_mechanism(cfg.mechanism), cfg.k)
         if k > builtin_rows:
             raise ConfigError(f"k: {cfg.k} exceeds the {builtin_rows} records of the built-in dataset {cfg.dataset!r}")
     from fragrelease.jobs.idpir.keys import check_pseudonym_key
