@@ -35,6 +35,7 @@ from fragrelease.idpir.category_order import (
     AttributeBudget,
 )
 from fragrelease.idpir.config import LedgerConfig
+from fragrelease.idpir.fragmentation import HORIZONTAL, linkage_of
 from fragrelease.idpir.guarantee import release_guarantee
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.microaggregation import check_k
@@ -154,7 +155,7 @@ def _protect_options(options: Optional[ReleaseOptions], option_values: dict[str,
         options = ReleaseOptions.of(**option_values)
     elif not isinstance(options, ReleaseOptions):
         raise InvalidParameterError(f"protect: options must be ReleaseOptions, not {type(options).__name__}")
-    if options.linkage != "linked":
+    if not linkage_of(options.linkage).rows_are_records:
         raise InvalidParameterError(f"protect: a single owner's DataFrame keeps its rows linked; linkage "
                                     f"{options.linkage!r} is for a Release")
     return options.options
@@ -277,7 +278,7 @@ def protect(
     protected = owner.protect_attributes(df.sparkSession, df, attrs, spec, id_column=id_col, ledger=ledger, noise=_noise)
     protected = shuffle_rows(protected, id_col)  # never in id order: the values are materialized, the order is random
     manifest = Manifest(
-        plan_id=plan_id, owner=owner_name, dataset=dataset, fragmentation="horizontal", mechanism=mechanism, k=k,
+        plan_id=plan_id, owner=owner_name, dataset=dataset, fragmentation=HORIZONTAL.name, mechanism=mechanism, k=k,
         epsilon=spec.epsilon, epsilon_per_attribute=spec.epsilon_per_attribute,
         attributes=tuple(a.public_spec() for a in attrs), n_records=check.n_records, id_column=id_col,
         budgets=spec.budgets, **options.option_values(), content_digest=content_digest(protected), created_at=_now(),

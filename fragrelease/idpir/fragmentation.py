@@ -54,7 +54,7 @@ class Fragmentation:
     by_attributes : owners declare their own ``attributes`` (vertical) rather than ``rows``.
     """
 
-    name: str
+    name: FragmentationName
     composition: Literal["parallel", "sequential"]
     assembly: Literal["union", "join"]
     by_attributes: bool
@@ -211,7 +211,7 @@ class Linkage:
         ``{composition}`` to fill (:meth:`table`).
     """
 
-    name: str
+    name: LinkageName
     rows_are_records: bool
     synthesized: bool = False
     table_text: str = ""

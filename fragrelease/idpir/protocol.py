@@ -15,7 +15,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timezone
 from fractions import Fraction
-from typing import Any, Literal, Optional, cast
+from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict
 
@@ -283,7 +283,7 @@ def make_plan(
         plan_id=str(uuid.uuid4()),
         dataset=metas[0].dataset,
         # fragmentation equals every owner's (validate_metadata); the pydantic model validates it again
-        fragmentation=cast(FragmentationName, frag.name),
+        fragmentation=frag.name,
         mechanism=mechanism,
         k=k,
         epsilon=eps,
