@@ -39,7 +39,7 @@ from fragrelease.idpir.fragmentation import HORIZONTAL, linkage_of
 from fragrelease.idpir.guarantee import release_guarantee
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.microaggregation import check_k
-from fragrelease.idpir.options import ReleaseOptions
+from fragrelease.idpir.options import OPTION_NAMES, ReleaseOptions
 from fragrelease.idpir.protocol import MIN_K, Manifest
 from fragrelease.idpir.spec import protection_spec
 from fragrelease.jobs import require_pyspark
@@ -145,10 +145,15 @@ def _protect_options(options: Optional[ReleaseOptions], option_values: dict[str,
 
     Raises
     ------
+    TypeError
+        A keyword that is no option (as for any unexpected keyword argument).
     InvalidParameterError
         Both given, a value the model refuses (one line naming the option), ``options`` not the
         model, or a linkage other than ``linked``.
     """
+    unknown = [name for name in option_values if name not in OPTION_NAMES]
+    if unknown:
+        raise TypeError(f"protect() got an unexpected keyword argument {unknown[0]!r}")
     if options is not None and option_values:
         raise InvalidParameterError(f"protect: give options or the option keywords {sorted(option_values)}, not both")
     if options is None:
@@ -216,7 +221,8 @@ def protect(
         must be ``linked`` (a single owner's frame keeps its rows; unlinking is a ``Release``'s).
     **option_values : instead of ``options``, its fields by name as in the release configuration
         (``category_order="declared"``, ``category_order_share="1/5"``, ``postprocess="none"``):
-        :meth:`ReleaseOptions.of <fragrelease.idpir.options.ReleaseOptions.of>` builds the model.
+        :meth:`ReleaseOptions.of <fragrelease.idpir.options.ReleaseOptions.of>` builds the model; a
+        keyword that is no option raises TypeError.
     ledger : the owner's budget ledger (path or catalog table, lifetime ε); the spend is recorded
         before any noise is drawn.
     owner_name : the owner's name in the manifest and the ledger.

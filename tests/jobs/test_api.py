@@ -120,10 +120,11 @@ def test_protect_takes_the_options_model_or_its_fields_before_any_spark_action(s
          r"^protect: a single owner's DataFrame keeps its rows linked; linkage 'unlinked' is for a Release$"),
         (dict(linkage="synthetic"), r"^protect: a single owner's DataFrame keeps its rows linked; linkage 'synthetic'"),
         (dict(options={"postprocess": "none"}), r"^protect: options must be ReleaseOptions, not dict$"),
-        (dict(no_such_option=1), "no_such_option"),
     ]:
         with pytest.raises(InvalidParameterError, match=msg):
             protect(boom, age, **{**ok, **bad})
+    with pytest.raises(TypeError, match=r"^protect\(\) got an unexpected keyword argument 'no_such_option'$"):
+        protect(boom, age, **ok, no_such_option=1)
     for good in (dict(options=ReleaseOptions.of(postprocess="none")), dict(postprocess="none")):
         with pytest.raises(Exception, match="no job expected"):  # the control: valid options do run a job
             protect(boom, age, **{**ok, **good})
