@@ -65,6 +65,7 @@ from fragrelease.idpir.category_order import (
 from fragrelease.idpir.mechanisms import get_mechanism, laplace_scale, mechanism_k
 from fragrelease.idpir.metrics import CATEGORICAL_SCALE
 from fragrelease.idpir.microaggregation import check_k, cluster_count
+from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.postprocess import POSTPROCESS, check_postprocess, finish_centroids
 from fragrelease.rng.laplace import NoiseSource, evaluation_generator
 
@@ -291,7 +292,8 @@ def protect_and_score(attr: SortedAttribute, mechanism: str, k: int, epsilon_cen
     noisy = noise.perturb(centroids, np.full(c, scale), names, np.arange(c))
     out = {}
     for p in postprocess:
-        z = finish_centroids(noisy, sizes, attr.spec.lo, attr.spec.hi, attr.spec.categorical, p)
+        z = finish_centroids(noisy, sizes, attr.spec.lo, attr.spec.hi, attr.spec.categorical,
+                             ReleaseOptions.of(postprocess=p))
         released = attr.released_counts(k_used, z) if attr.spec.categorical else None
         out[p] = (attr.squared_error(k_used, z), released)
     return out

@@ -44,6 +44,7 @@ from fragrelease.errors import InvalidParameterError
 from fragrelease.experiments.evaluation import AttributeSpec, CategoryCounts, OrderSetting, category_order_of
 from fragrelease.idpir.mechanisms import get_mechanism, noisy_centroids
 from fragrelease.idpir.microaggregation import ir_centroids, ir_clusters
+from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.postprocess import POSTPROCESS, finish_centroids
 from fragrelease.rng.laplace import FAST_SAMPLER_NAME, FastLaplace, NoiseSource, evaluation_generator
 
@@ -150,7 +151,7 @@ def protect_table(data: dict[str, np.ndarray], ids: np.ndarray, specs: Sequence[
                                 clusters=np.arange(c), noise=noise)
         sizes = np.bincount(clusters, minlength=c)
         for p in postprocess:
-            z = finish_centroids(noisy, sizes, s.lo, s.hi, s.categorical, p)[clusters]
+            z = finish_centroids(noisy, sizes, s.lo, s.hi, s.categorical, ReleaseOptions.of(postprocess=p))[clusters]
             out[p][s.name] = np.asarray(order, dtype=object)[z.astype(int) - 1] if s.categorical else z
     return out
 

@@ -32,16 +32,14 @@ except ImportError:  # pyspark is not a wheel dependency: one clear line instead
 from fragrelease.budget import format_epsilon, parse_epsilon
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.category_order import (
-    DEFAULT_CATEGORY_ORDER,
-    DEFAULT_ORDER_SHARE,
     AttributeBudget,
 )
 from fragrelease.idpir.config import LedgerConfig
+from fragrelease.idpir.fragmentation import HORIZONTAL, linkage_of
 from fragrelease.idpir.guarantee import release_guarantee
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.microaggregation import check_k
-from fragrelease.idpir.options import ReleaseOptions
-from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS
+from fragrelease.idpir.options import OPTION_NAMES, ReleaseOptions
 from fragrelease.idpir.protocol import MIN_K, Manifest
 from fragrelease.idpir.spec import protection_spec
 from fragrelease.jobs import require_pyspark
@@ -142,6 +140,32 @@ def _declared_columns(schema: SchemaLike, id_column: Optional[str]) -> list[Attr
     return attrs
 
 
+def _protect_options(options: Optional[ReleaseOptions], option_values: dict[str, Any]) -> ReleaseOptions:
+    """The options of :func:`protect`: the model, or the model built from its fields by name; linked only.
+
+    Raises
+    ------
+    TypeError
+        A keyword that is no option (as for any unexpected keyword argument).
+    InvalidParameterError
+        Both given, a value the model refuses (one line naming the option), ``options`` not the
+        model, or a linkage other than ``linked``.
+    """
+    unknown = [name for name in option_values if name not in OPTION_NAMES]
+    if unknown:
+        raise TypeError(f"protect() got an unexpected keyword argument {unknown[0]!r}")
+    if options is not None and option_values:
+        raise InvalidParameterError(f"protect: give options or the option keywords {sorted(option_values)}, not both")
+    if options is None:
+        options = ReleaseOptions.of(**option_values)
+    elif not isinstance(options, ReleaseOptions):
+        raise InvalidParameterError(f"protect: options must be ReleaseOptions, not {type(options).__name__}")
+    if not linkage_of(options.linkage).rows_are_records:
+        raise InvalidParameterError(f"protect: a single owner's DataFrame keeps its rows linked; linkage "
+                                    f"{options.linkage!r} is for a Release")
+    return options.options
+
+
 def protect(
     df: Any,
     schema: SchemaLike,
@@ -151,12 +175,11 @@ def protect(
     mechanism: str = "idp-ir",
     id_column: Optional[str] = None,
     attributes: Optional[Sequence[str]] = None,
-    category_order: str = DEFAULT_CATEGORY_ORDER,
-    category_order_share: Union[str, float, Fraction] = DEFAULT_ORDER_SHARE,
-    postprocess: str = DEFAULT_POSTPROCESS,
+    options: Optional[ReleaseOptions] = None,
     ledger: Optional[LedgerConfig] = None,
     owner_name: str = "owner",
     _noise: Optional[NoiseSource] = None,
+    **option_values: Any,
 ) -> ProtectResult:
     """Protect one owner's DataFrame with IR microaggregation and Laplace noise (one owner's step).
 
@@ -193,8 +216,13 @@ def protect(
     mechanism : ``idp-ir`` (default), ``dp-ir`` or ``idp``.
     id_column : the record id; default the schema's ``role: id`` column.
     attributes : names of the attributes to protect (default: every released attribute of ``schema``).
-    category_order, category_order_share, postprocess : as in the release configuration
-        (``dp-frequency`` with share 1/10, ``isotonic``).
+    options : the release options (:class:`fragrelease.idpir.options.ReleaseOptions`; default every
+        option at its default: ``dp-frequency`` with share 1/10, ``isotonic``). Their ``linkage``
+        must be ``linked`` (a single owner's frame keeps its rows; unlinking is a ``Release``'s).
+    **option_values : instead of ``options``, its fields by name as in the release configuration
+        (``category_order="declared"``, ``category_order_share="1/5"``, ``postprocess="none"``):
+        :meth:`ReleaseOptions.of <fragrelease.idpir.options.ReleaseOptions.of>` builds the model; a
+        keyword that is no option raises TypeError.
     ledger : the owner's budget ledger (path or catalog table, lifetime ε); the spend is recorded
         before any noise is drawn.
     owner_name : the owner's name in the manifest and the ledger.
@@ -208,7 +236,8 @@ def protect(
     ------
     InvalidParameterError
         ε ≤ 0, unknown mechanism, order or post-processing, k < 3, k > n, a share outside (0, 1),
-        an unknown attribute; all but k > n before any Spark action.
+        an unknown attribute or option, both ``options`` and option keywords, a linkage other than
+        ``linked``; all but k > n before any Spark action.
     ConfigError
         Unknown dataset name or a schema file that does not validate.
     SchemaMismatchError, DomainError, IdentifierError
@@ -222,8 +251,7 @@ def protect(
     require_pyspark()
     eps = parse_epsilon(epsilon)
     # a single owner's rows stay linked (it is its own plan; the id column is returned for the owner)
-    options = ReleaseOptions.of(category_order=category_order, category_order_share=category_order_share,
-                                postprocess=postprocess, linkage="linked")
+    options = _protect_options(options, option_values)
     mech = get_mechanism(mechanism)
     if mech.fixed_k is not None:
         k = mech.fixed_k
@@ -256,7 +284,7 @@ def protect(
     protected = owner.protect_attributes(df.sparkSession, df, attrs, spec, id_column=id_col, ledger=ledger, noise=_noise)
     protected = shuffle_rows(protected, id_col)  # never in id order: the values are materialized, the order is random
     manifest = Manifest(
-        plan_id=plan_id, owner=owner_name, dataset=dataset, fragmentation="horizontal", mechanism=mechanism, k=k,
+        plan_id=plan_id, owner=owner_name, dataset=dataset, fragmentation=HORIZONTAL.name, mechanism=mechanism, k=k,
         epsilon=spec.epsilon, epsilon_per_attribute=spec.epsilon_per_attribute,
         attributes=tuple(a.public_spec() for a in attrs), n_records=check.n_records, id_column=id_col,
         budgets=spec.budgets, **options.option_values(), content_digest=content_digest(protected), created_at=_now(),

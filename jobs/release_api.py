@@ -31,6 +31,7 @@ except ImportError:  # pyspark is not a wheel dependency: one clear line instead
 from fragrelease.budget import format_epsilon
 from fragrelease.errors import ConfigError, InvalidParameterError
 from fragrelease.idpir.config import LedgerConfig, ReleaseConfig, config_from_dict, load_config
+from fragrelease.idpir.fragmentation import linkage_of
 from fragrelease.idpir.protocol import Manifest, Plan
 from fragrelease.jobs import require_pyspark
 from fragrelease.jobs.api_common import Guarantee, _from_pandas, _is_pandas
@@ -391,7 +392,7 @@ def _run(spark, cfg: ReleaseConfig, *, noise, progress, evaluate: bool) -> Relea
     # the owners' private folders; the public keys reach the aggregator step in this in-memory cfg)
     cfg = with_release_keys(cfg)
     schema = resolve_schema(cfg.dataset)
-    synthetic = cfg.linkage == "synthetic"  # two owner rounds, no protected fragment to evaluate
+    synthetic = linkage_of(cfg.linkage).synthesized  # two owner rounds, no protected fragment to evaluate
     evaluate = evaluate and not synthetic
     steps = Steps(int(cfg.simulated) + (3 if synthetic else 2) * len(cfg.owners) + 2 + int(evaluate), progress)
     # every party plays on this machine: one fresh pseudonym key per release for the owners whose

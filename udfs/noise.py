@@ -9,7 +9,6 @@ retried task or a recomputed plan never draws fresh noise for values already dra
 """
 from __future__ import annotations
 
-from fractions import Fraction
 from typing import Optional
 
 import numpy as np
@@ -17,7 +16,8 @@ import pandas as pd
 from pyspark.sql.functions import pandas_udf
 from pyspark.sql.types import DoubleType, LongType
 
-from fragrelease.idpir.mechanisms import draw_attribute_ranked, noisy_centroids
+from fragrelease.idpir.mechanisms import draw_task, noisy_centroids
+from fragrelease.idpir.stage import AttributeTask, StageSpec
 from fragrelease.rng.diffgen import SecureDiffGenRandomness, secure_gumbel
 from fragrelease.rng.laplace import LaplaceNoise, NoiseSource, SecureLaplace
 from fragrelease.rng.secure import secure_random_keys
@@ -71,18 +71,18 @@ def noisy_cluster_centroids(centroids: np.ndarray, scales: np.ndarray, attribute
                            clusters=np.arange(c), noise=task_noise(noise))
 
 
-def draw_ranked_attribute(values: np.ndarray, tiebreak: np.ndarray, *, k: int, lo: float, hi: float,
-                          epsilon: Fraction | float, mechanism: str, attribute: str,
+def draw_ranked_attribute(values: np.ndarray, tiebreak: np.ndarray, task: AttributeTask, stage: StageSpec,
                           noise: Optional[NoiseSource]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One attribute's whole mechanism in the task: :func:`fragrelease.idpir.mechanisms.draw_attribute_ranked`.
+    """One attribute's whole mechanism in the task: :func:`fragrelease.idpir.mechanisms.draw_task`.
 
-    ``values`` and ``tiebreak`` shape (n,); returns ``(order, noisy, sizes)``: the rank order (n,),
+    ``values`` and ``tiebreak`` shape (n,); ``task`` and ``stage`` the attribute's and the owner's
+    stage (:mod:`fragrelease.idpir.stage`); returns ``(order, noisy, sizes)``: the rank order (n,),
     the raw noisy centroids (c,) and the cluster sizes (c,), with the sampler of :func:`task_noise`;
     the whole-attribute plan's draw (:func:`fragrelease.jobs.idpir.cluster_noise.draw_whole_attributes`).
-    Raises as :func:`~fragrelease.idpir.mechanisms.draw_attribute_ranked`.
+    Raises as :func:`~fragrelease.idpir.mechanisms.draw_task`.
     """
-    return draw_attribute_ranked(values, k=k, lo=lo, hi=hi, epsilon_attribute=epsilon, mechanism=mechanism,
-                                 noise=task_noise(noise), attribute=attribute, tiebreak=tiebreak)
+    order, _, noisy, sizes = draw_task(values, task, stage, task_noise(noise), tiebreak=tiebreak)
+    return order, noisy, sizes
 
 
 def gumbel_noise(size: int) -> np.ndarray:

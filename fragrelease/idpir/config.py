@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from fragrelease.budget import Epsilon
 from fragrelease.errors import ConfigError, InvalidParameterError
+from fragrelease.idpir.fragmentation import FragmentationName, fragmentation_of, linkage_of
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.protocol import MIN_K
@@ -57,11 +58,11 @@ def synthesis_problems(cfg: ReleaseConfig) -> list[str]:
     to check); the synthesis options without ``linkage: synthetic`` are refused (they would do nothing).
     """
     problems = []
-    if cfg.linkage != "synthetic":
+    if not linkage_of(cfg.linkage).synthesized:
         if cfg.synthesis_target is not None or cfg.synthesis_bins != ReleaseOptions.model_fields["synthesis_bins"].default:
             problems.append(f"synthesis_target/synthesis_bins: for linkage: synthetic only (linkage is {cfg.linkage!r})")
         return problems
-    if cfg.fragmentation != "horizontal":
+    if fragmentation_of(cfg.fragmentation).composition != "parallel":  # the marginals need disjoint records
         problems.append("linkage: synthetic is for horizontal fragments only: the marginals it measures join "
                         "attributes that different vertical owners hold, and no protocol computes them with a "
                         "guarantee against each owner (docs/specification.md §10)")
@@ -242,7 +243,7 @@ class ReleaseConfig(ReleaseOptions):
 
     name: str
     dataset: str
-    fragmentation: Literal["horizontal", "vertical"]
+    fragmentation: FragmentationName
     mechanism: str = "idp-ir"  # a name of the registry fragrelease.idpir.mechanisms.MECHANISMS
     #: the release's total ε (exact; "1", "0.5" and "1/2" are the same budget)
     epsilon: Epsilon
@@ -291,7 +292,7 @@ class ReleaseConfig(ReleaseOptions):
         if self.risk_check is not None and not self.reports:
             problems.append("risk_check: needs reports: true (the measured risk goes to each owner's private report "
                             "and nowhere else)")
-        if self.keep_id and self.linkage == "unlinked":
+        if self.keep_id and linkage_of(self.linkage).shuffles_columns:
             problems.append("keep_id: true cannot be used with linkage: unlinked (the id would link the rows)")
         problems.extend(synthesis_problems(self))
         fixed_k = get_mechanism(self.mechanism).fixed_k
@@ -307,19 +308,8 @@ class ReleaseConfig(ReleaseOptions):
             at = f"owners[{i}]"
             if o.name in names[:i]:
                 problems.append(f"{at}.name: owner name {o.name!r} appears twice")
-            if self.fragmentation == "horizontal":
-                if o.attributes is not None:
-                    problems.append(f"{at}.attributes: for vertical releases only (owner {o.name!r})")
-                if (o.rows is None) == (o.source is None):
-                    problems.append(f"{at}: give exactly one of 'rows' (simulated split) or 'source' (owner {o.name!r})")
-                if o.rows is not None and fixed_k is None and self.k >= MIN_K and o.rows < self.k:
-                    problems.append(f"{at}.rows: {o.rows} rows are fewer than k = {self.k} (owner {o.name!r}); "
-                                    "every owner needs at least k records")
-            else:
-                if o.rows is not None:
-                    problems.append(f"{at}.rows: for horizontal releases only (owner {o.name!r})")
-                if not o.attributes:
-                    problems.append(f"{at}.attributes: required for a vertical owner (owner {o.name!r})")
+            problems += fragmentation_of(self.fragmentation).owner_config_problems(at, o, k=self.k, min_k=MIN_K,
+                                                                                  fixed_k=fixed_k)
             private = resolved_private_dir(self.name, o)
             what = "private_dir" if o.private_dir is not None else f"default private folder ({PRIVATE_ROOT_ENV})"
             for shared, key in ((self.work_dir, "work_dir"), (self.output, "output")):

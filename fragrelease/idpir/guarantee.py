@@ -55,10 +55,13 @@ Against whom (:func:`against_text`):
 from __future__ import annotations
 
 from fragrelease.errors import InvalidParameterError
+from fragrelease.idpir.fragmentation import LINKAGES as _LINKAGE_REGISTRY
+from fragrelease.idpir.fragmentation import SYNTHETIC, fragmentation_of, linkage_of
 from fragrelease.idpir.mechanisms import get_mechanism
 
-#: Linkages of a combined release (docs/specification.md §2).
-LINKAGES = ("linked", "unlinked", "synthetic")
+#: Linkages of a combined release (docs/specification.md §2): the registry's names
+#: (:data:`fragrelease.idpir.fragmentation.LINKAGES`).
+LINKAGES = tuple(_LINKAGE_REGISTRY)
 
 
 def against_text(*, short: str, linkage: str, epsilon: str = "epsilon", keep_id: bool = False,
@@ -70,7 +73,7 @@ def against_text(*, short: str, linkage: str, epsilon: str = "epsilon", keep_id:
     not say the aggregator lacks the key. ``fragmentation``: vertical releases add that the owners'
     id-set digest is the same in every release under one key.
     """
-    if linkage == "linked":
+    if linkage_of(linkage).rows_are_records:
         view = (f"each column of each owner's fragment, as a multiset, is eps_attr-{short} as for recipients, up to "
                 "HMAC-SHA-256 being a pseudorandom function; its rows are linked within a fragment and, through equal "
                 "pseudonyms, across vertical owners, so its joint view has no epsilon bound")
@@ -90,9 +93,7 @@ def against_text(*, short: str, linkage: str, epsilon: str = "epsilon", keep_id:
     keyholders = (f"Every key holder {coalition}. Every owner holds the key (a vertical owner also knows every record "
                   "id), so any owner who can read work_dir, where every owner's protected fragment lies, can do this "
                   "alone, as can the aggregator colluding with one owner")
-    digest = ("; a vertical owner's metadata carries a digest of its pseudonymised id set that is the same in every "
-              "release under one key, so the aggregator sees which releases under one key cover the same records"
-              if fragmentation == "vertical" else "")
+    digest = fragmentation_of(fragmentation).guarantee_sentence()
     published = ("; the release publishes the pseudonyms (keep_id), so every key holder who reads it maps them back "
                  "to record ids, and against such a reader no epsilon bound holds" if keep_id else "")
     return ("release recipients: the statements above. The aggregator: it reads each owner's protected fragment with "
@@ -116,7 +117,7 @@ def release_guarantee(*, mechanism: str, epsilon: str, composition: str, linkage
     """
     if linkage not in LINKAGES:
         raise InvalidParameterError(f"linkage must be one of {LINKAGES}, not {linkage!r}")
-    if linkage == "synthetic":
+    if linkage_of(linkage).synthesized:
         return synthetic_guarantee(epsilon=epsilon, single_process=single_process)
     short = get_mechanism(mechanism).notion
     if short == "DP":
@@ -128,14 +129,7 @@ def release_guarantee(*, mechanism: str, epsilon: str, composition: str, linkage
              if category_order == "dp-frequency" else "categories ranked in their declared, public order")
     per_column = (f"each released column, as a multiset, is eps_attr-{short} for its attribute's budget eps_attr "
                   f"(see each owner's budgets); {order}")
-    if linkage == "linked":
-        table = ("linked rows (the paper's release): each row keeps its record's cluster value for every attribute, "
-                 "so which clusters co-occur across attributes is shown without noise; the joint table has no "
-                 "epsilon bound, only the per-column statements hold")
-    else:
-        table = (f"unlinked: every column was shuffled independently with CSPRNG keys, so the table is a function "
-                 f"of the noisy centroid vectors alone and is {epsilon}-{short} as a whole "
-                 f"({composition} composition over owners, sequential over attributes)")
+    table = linkage_of(linkage).table(epsilon=epsilon, short=short, composition=composition)
     return {
         "neighbouring": "substitution of one record; the number of records is public",
         "notion": notion,
@@ -163,11 +157,7 @@ def synthetic_guarantee(*, epsilon: str, single_process: bool = False) -> dict:
         "notion": ("differential privacy (marginal synthesis: Laplace noise on counts and an exponential-mechanism "
                    "tree selection, calibrated to sensitivity 2 under substitution; no local sensitivity)"),
         "per_column": f"every column is a function of the whole table, which is {epsilon}-DP (below)",
-        "table": (f"whole table ε-DP, ε = {epsilon}: the rows are drawn from a graphical model fitted to the owners' "
-                  "noisy marginals; each owner's noisy 1-way marginals, tree edges and clique counts are ε-DP with "
-                  "respect to its fragment (sequential composition), the owners' records are disjoint (parallel "
-                  "composition), and the tree, the model, the row count and the rows are post-processing. Rows are "
-                  "not records: no row stands for a person"),
+        "table": SYNTHETIC.table(epsilon=epsilon, short="DP", composition="parallel"),
         "against": (f"release recipients: the statements above. The aggregator and every owner: each sees only the "
                     f"owners' signed noisy marginals and tree edges, which together are {epsilon}-DP as the release "
                     "is, and each owner's public record count; a horizontal owner's metadata round also writes keyed "

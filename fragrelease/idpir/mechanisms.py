@@ -1,9 +1,11 @@
 """DP-IR, iDP-IR and plain iDP on one attribute, Spark-free (docs/specification.md §1-2; Del Vasto-Terrientes et al. (ICISSP 2025) §3).
 
 :func:`noisy_centroids` (one Laplace draw per cluster) followed by
-:func:`fragrelease.idpir.postprocess.finish_centroids` is the step the Spark job applies per attribute,
-in one task (:mod:`fragrelease.jobs.idpir.cluster_noise`); :func:`protect_attribute` is the whole mechanism on a numpy array, the reference the Spark job is
-tested against with injected noise.
+:meth:`fragrelease.idpir.stage.StageSpec.finish` is the step the Spark job applies per attribute,
+in one task (:mod:`fragrelease.jobs.idpir.cluster_noise`); :func:`draw_task` is the whole draw on a
+numpy array under one :class:`~fragrelease.idpir.stage.AttributeTask` and
+:class:`~fragrelease.idpir.stage.StageSpec`, and :func:`protect_attribute` (the same from loose
+parameters) the reference the Spark job is tested against with injected noise.
 """
 from __future__ import annotations
 
@@ -14,9 +16,11 @@ from typing import Literal, Mapping, Optional
 import numpy as np
 
 from fragrelease.errors import InvalidParameterError
-from fragrelease.idpir.microaggregation import check_k, cluster_of_rank, ir_centroids, ir_order
-from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS, finish_centroids
+from fragrelease.idpir.microaggregation import ir_centroids, ir_order
+from fragrelease.idpir.options import ReleaseOptions
+from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS
 from fragrelease.idpir.sensitivity import dp_ir_sensitivity, idp_ir_sensitivity, idp_ir_sensitivity_from_extremes
+from fragrelease.idpir.stage import AttributeTask, StageSpec
 from fragrelease.rng.laplace import LaplaceNoise, NoiseSource
 
 
@@ -167,6 +171,57 @@ def noisy_centroids(*, centroids: np.ndarray, scales: np.ndarray, attributes: np
     return noise.perturb(np.asarray(centroids, float), np.asarray(scales, float), attributes, clusters)
 
 
+def draw_task(values: np.ndarray, task: AttributeTask, stage: StageSpec, noise: NoiseSource, *,
+              tiebreak: np.ndarray | None = None,
+              sort: str = "packed") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The randomized part of the mechanism on one attribute: the one definition of the draw.
+
+    ``values`` shape (n,) with n = ``stage.n``, in ``[task.lo, task.hi]``; ``task`` and ``stage``
+    (:mod:`fragrelease.idpir.stage`) give the domain, the centroid budget, the mechanism, its k and
+    c; ``tiebreak`` (n,) orders ties (record ids); ``sort`` how the values are ranked
+    (:func:`fragrelease.idpir.microaggregation.ir_order`: ``packed`` or ``lexsort``, the same order).
+    Returns ``(order, clusters, noisy, sizes)``: the rank order (n,), each value's cluster (n,,
+    original order; :meth:`StageSpec.cluster_of` of its rank), the raw noisy centroids (c,,
+    unclamped) and the cluster sizes (c,). ``stage.finish(noisy, sizes, task)`` then gives the
+    released value of every cluster (post-processing). The Spark plans draw through it
+    (:func:`fragrelease.udfs.noise.draw_ranked_attribute`) or through the same
+    :func:`noisy_centroids` with the same :meth:`StageSpec.noise`.
+
+    Raises
+    ------
+    InvalidParameterError
+        A value outside [lo, hi], or not n values.
+    """
+    values = np.asarray(values, dtype=float)
+    if np.any(values < task.lo) or np.any(values > task.hi):
+        raise InvalidParameterError(f"values of {task.name!r} must lie in [{task.lo}, {task.hi}]")
+    n = values.size
+    if n != stage.n:
+        raise InvalidParameterError(f"attribute {task.name!r} has {n} values, the stage {stage.n}")
+    order = ir_order(values, tiebreak, sort=sort)
+    clusters = np.empty(n, dtype=np.int64)
+    clusters[order] = stage.cluster_of(np.arange(n))  # as ir_clusters
+    centroids = ir_centroids(values, clusters)
+    c = stage.c
+    lap = stage.noise(stage.mechanism.sensitivity(values, stage.k, task.lo, task.hi), task)
+    # the draw goes through noisy_centroids, the one function every centroid draw calls (Spark tasks included)
+    noisy = noisy_centroids(centroids=centroids, scales=lap.scales(c), attributes=np.full(c, task.name, dtype=object),
+                            clusters=np.arange(c), noise=noise)
+    return order, clusters, noisy, np.bincount(clusters, minlength=c)
+
+
+def _task_and_stage(values: np.ndarray, *, k: int, lo: float, hi: float, epsilon_attribute: Fraction | float,
+                    mechanism: str, attribute: str, categorical: bool = False,
+                    postprocess: str = DEFAULT_POSTPROCESS) -> tuple[np.ndarray, AttributeTask, StageSpec]:
+    """The loose parameters of :func:`protect_attribute` as a task and a stage (values checked first)."""
+    values = np.asarray(values, dtype=float)
+    if np.any(values < lo) or np.any(values > hi):
+        raise InvalidParameterError(f"values of {attribute!r} must lie in [{lo}, {hi}]")
+    options = ReleaseOptions.of(postprocess=postprocess)
+    stage = StageSpec.build(get_mechanism(mechanism), k, values.size, options)
+    return values, AttributeTask(attribute, lo, hi, categorical, epsilon_attribute), stage
+
+
 def draw_attribute(
     values: np.ndarray,
     *,
@@ -182,7 +237,8 @@ def draw_attribute(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The randomized part of :func:`protect_attribute`: IR clusters and their raw noisy centroids.
 
-    Parameters as :func:`protect_attribute`; ``sort`` is how the values are ranked
+    Parameters as :func:`protect_attribute` (the plan's k; :func:`draw_task` on the task and stage
+    they make); ``sort`` is how the values are ranked
     (:func:`fragrelease.idpir.microaggregation.ir_order`: ``packed`` or ``lexsort``, the same clusters). Returns
     ``(clusters, noisy, sizes)``: the cluster index
     of every value (shape (n,), original order), the noisy centroids before any post-processing
@@ -195,58 +251,10 @@ def draw_attribute(
     InvalidParameterError
         A value outside [lo, hi], an unknown mechanism or k out of range.
     """
-    _, clusters, noisy, sizes = _draw(values, k=k, lo=lo, hi=hi, epsilon_attribute=epsilon_attribute,
-                                      mechanism=mechanism, noise=noise, attribute=attribute, tiebreak=tiebreak, sort=sort)
+    x, task, stage = _task_and_stage(values, k=k, lo=lo, hi=hi, epsilon_attribute=epsilon_attribute,
+                                     mechanism=mechanism, attribute=attribute)
+    _, clusters, noisy, sizes = draw_task(x, task, stage, noise, tiebreak=tiebreak, sort=sort)
     return clusters, noisy, sizes
-
-
-def draw_attribute_ranked(
-    values: np.ndarray,
-    *,
-    k: int,
-    lo: float,
-    hi: float,
-    epsilon_attribute: Fraction | float,
-    mechanism: str,
-    noise: NoiseSource,
-    attribute: str = "a",
-    tiebreak: np.ndarray | None = None,
-    sort: str = "packed",
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`draw_attribute` returning the rank order instead of per-value cluster ids (the same draw).
-
-    Returns ``(order, noisy, sizes)``: ``order`` (shape (n,), int64) lists the values' indices in
-    rank order (ascending value, ties by ``tiebreak``), so the value at rank ``r`` belongs to cluster
-    ``min(r // k_used, c - 1)`` (:func:`fragrelease.idpir.microaggregation.cluster_of_rank`); a
-    caller that keeps its ids in this order maps them to their released value with cluster
-    boundaries alone. ``noisy`` and ``sizes`` as :func:`draw_attribute`. Raises as :func:`draw_attribute`.
-    """
-    order, _, noisy, sizes = _draw(values, k=k, lo=lo, hi=hi, epsilon_attribute=epsilon_attribute,
-                                   mechanism=mechanism, noise=noise, attribute=attribute, tiebreak=tiebreak, sort=sort)
-    return order, noisy, sizes
-
-
-def _draw(values: np.ndarray, *, k: int, lo: float, hi: float, epsilon_attribute: Fraction | float, mechanism: str,
-          noise: NoiseSource, attribute: str, tiebreak: np.ndarray | None,
-          sort: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(order, clusters, noisy, sizes)``: the one definition of the draw behind :func:`draw_attribute`."""
-    values = np.asarray(values, dtype=float)
-    if np.any(values < lo) or np.any(values > hi):
-        raise InvalidParameterError(f"values of {attribute!r} must lie in [{lo}, {hi}]")
-    mech = get_mechanism(mechanism)
-    k_used = mech.k_used(k)
-    n = values.size
-    check_k(k_used, n)
-    order = ir_order(values, tiebreak, sort=sort)
-    clusters = np.empty(n, dtype=np.int64)
-    clusters[order] = cluster_of_rank(np.arange(n), n, k_used)  # as ir_clusters
-    centroids = ir_centroids(values, clusters)
-    c = len(centroids)
-    lap = mech.noise(mech.sensitivity(values, k, lo, hi), epsilon_attribute, c)
-    # the draw goes through noisy_centroids, the one function every centroid draw calls (Spark tasks included)
-    noisy = noisy_centroids(centroids=centroids, scales=lap.scales(c), attributes=np.full(c, attribute, dtype=object),
-                            clusters=np.arange(c), noise=noise)
-    return order, clusters, noisy, np.bincount(clusters, minlength=c)
 
 
 def protect_attribute(
@@ -265,6 +273,11 @@ def protect_attribute(
     sort: str = "packed",
 ) -> np.ndarray:
     """Protect one attribute with IR microaggregation and Laplace noise on the centroids.
+
+    The numpy reference the Spark job is tested against: the loose parameters become one
+    :class:`~fragrelease.idpir.stage.AttributeTask` and one :class:`~fragrelease.idpir.stage.StageSpec`
+    (as the job builds them from the owner's spec), then :func:`draw_task` and
+    :meth:`StageSpec.finish <fragrelease.idpir.stage.StageSpec.finish>`.
 
     Parameters
     ----------
@@ -294,9 +307,14 @@ def protect_attribute(
     Returns
     -------
     array of shape (n,): each value replaced by its cluster's released value, original order kept.
-    """
-    clusters, noisy, sizes = draw_attribute(values, k=k, lo=lo, hi=hi, epsilon_attribute=epsilon_attribute,
-                                            mechanism=mechanism, noise=noise, attribute=attribute, tiebreak=tiebreak,
-                                            sort=sort)
-    return finish_centroids(noisy, sizes, lo, hi, categorical, postprocess)[clusters]
 
+    Raises
+    ------
+    InvalidParameterError
+        A value outside [lo, hi], an unknown mechanism or post-processing, k out of range.
+    """
+    x, task, stage = _task_and_stage(values, k=k, lo=lo, hi=hi, epsilon_attribute=epsilon_attribute,
+                                     mechanism=mechanism, attribute=attribute, categorical=categorical,
+                                     postprocess=postprocess)
+    _, clusters, noisy, sizes = draw_task(x, task, stage, noise, tiebreak=tiebreak, sort=sort)
+    return stage.finish(noisy, sizes, task)[clusters]

@@ -6,7 +6,7 @@ cluster (size k .. 2k-1; n < 2k gives one cluster), and replace every value by i
 centroid (arithmetic mean). Ties are ordered by a deterministic tie-break key (the record id).
 
 These functions are the numpy reference that the Spark job must match exactly; the Spark job uses
-:func:`cluster_count`, the cluster-of-rank rule (``min(rank // k, c - 1)``) and :func:`ir_order`
+:func:`cluster_count`, the cluster cut (:func:`cluster_cut`, ``min(rank // k, c - 1)``) and :func:`ir_order`
 (the exact packed sort) inside each bucket.
 """
 from __future__ import annotations
@@ -50,10 +50,19 @@ def cluster_count(n: int, k: int) -> int:
     return max(n // k, 1)
 
 
-def cluster_of_rank(rank: np.ndarray, n: int, k: int) -> np.ndarray:
-    """Cluster index (0-based) of each 0-based rank: ``min(rank // k, c - 1)``."""
-    c = cluster_count(n, k)
+def cluster_cut(rank, k: int, c: int):
+    """The cluster cut: cluster index (0-based) of each 0-based rank, ``min(rank // k, c - 1)``.
+
+    ``rank`` an int or an int array of any shape (the same shape out); ``k`` the cluster size the
+    mechanism uses, ``c`` the cluster count (:func:`cluster_count`). The one definition of the rule:
+    the numpy reference and every Spark task (bucket sort, centroid routing, value mapping) call it.
+    """
     return np.minimum(np.asarray(rank) // k, c - 1)
+
+
+def cluster_of_rank(rank: np.ndarray, n: int, k: int) -> np.ndarray:
+    """Cluster index (0-based) of each 0-based rank of n sorted values: :func:`cluster_cut` with c = :func:`cluster_count`."""
+    return cluster_cut(rank, k, cluster_count(n, k))
 
 
 def cluster_bounds(n: int, k: int) -> list[tuple[int, int]]:

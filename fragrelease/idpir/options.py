@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.category_order import DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE, Share
+from fragrelease.idpir.fragmentation import LinkageName
 from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS
 from fragrelease.validation import format_validation_error
 
@@ -70,7 +71,7 @@ class ReleaseOptions(BaseModel):
     category_order_share: Share = Field(default=DEFAULT_ORDER_SHARE)
     #: linked (the paper's rows), unlinked (every column shuffled on its own) or synthetic (marginal
     #: synthesis, docs/specification.md §10); docs/privacy.md
-    linkage: Literal["linked", "unlinked", "synthetic"] = Field(default="linked")
+    linkage: LinkageName = Field(default="linked")
     #: isotonic (default: consistency post-processing of the noisy centroids) or none (the paper)
     postprocess: Literal["isotonic", "none"] = Field(default=DEFAULT_POSTPROCESS)
     #: linkage synthetic: the declared label attribute (its 2-way marginal with every other attribute is measured)

@@ -18,10 +18,10 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any, Protocol, Sequence
 
-from fragrelease.budget import split_epsilon_vertical
 from fragrelease.errors import ManifestMismatchError
 from fragrelease.idpir.category_order import AttributeBudget
 from fragrelease.idpir.config import OwnerConfig, ReleaseConfig
+from fragrelease.idpir.fragmentation import fragmentation_of
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.options import OPTION_NAMES
 from fragrelease.idpir.protocol import Plan
@@ -70,13 +70,9 @@ def expected_plan_terms(cfg: ReleaseConfig, schema: _Schema, owner: str) -> dict
     me = _owner(cfg, owner)
     eps = cfg.epsilon
     mech = get_mechanism(cfg.mechanism)
-    if cfg.fragmentation == "horizontal":
-        attrs = list(schema.protected)
-        eps_j = eps
-    else:
-        attrs = [schema.attribute(a) for a in me.attributes or ()]
-        per_owner = {o.name: len(o.attributes or ()) for o in cfg.owners}
-        eps_j = split_epsilon_vertical(eps, per_owner, cfg.epsilon_split)[owner]
+    frag = fragmentation_of(cfg.fragmentation)
+    attrs = frag.owner_attributes(schema.protected, [schema.attribute(a) for a in me.attributes or ()])
+    eps_j = frag.owner_epsilons(eps, {o.name: tuple(o.attributes or ()) for o in cfg.owners}, cfg.epsilon_split)[owner]
     k = mech.fixed_k if mech.fixed_k is not None else cfg.k
     budgets = attribute_budgets([(a.name, a.categorical) for a in attrs], eps_j, options=cfg.options)
     return {
@@ -84,8 +80,8 @@ def expected_plan_terms(cfg: ReleaseConfig, schema: _Schema, owner: str) -> dict
         "fragmentation": cfg.fragmentation,
         "owners": sorted(o.name for o in cfg.owners),
         "epsilon": eps,
-        "composition": "parallel" if cfg.fragmentation == "horizontal" else "sequential",
-        "epsilon_split": cfg.epsilon_split if cfg.fragmentation == "vertical" else "none",
+        "composition": frag.composition,
+        "epsilon_split": frag.epsilon_split(cfg.epsilon_split),
         "epsilon_j": eps_j,
         "epsilon_per_attribute": budgets[0].total,
         "mechanism": cfg.mechanism,

@@ -12,17 +12,21 @@ cluster sizes, which follow from the public n and k, and the declared domain), s
 post-processing: it costs no privacy budget and the guarantee of the noisy vector carries over.
 
 :func:`finish_centroids` is the whole last step of the mechanism, applied by the numpy reference and
-by the Spark job alike: the projection (``postprocess="isotonic"``) or nothing (``"none"``, the
-paper's release), then clamping to [lo, hi] and, for categorical ranks, rounding.
+by the Spark job alike, under the release options (:class:`fragrelease.idpir.options.ReleaseOptions`):
+the projection (``postprocess: isotonic``) or nothing (``none``, the paper's release), then
+clamping to [lo, hi] and, for categorical ranks, rounding.
 """
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import numpy as np
 from scipy.optimize import isotonic_regression
 
 from fragrelease.errors import InvalidParameterError
+
+if TYPE_CHECKING:  # the options model declares its post-processing field from this module's default
+    from fragrelease.idpir.options import ReleaseOptions
 
 #: Post-processing of the noisy centroids (docs/specification.md §9); the first is the default.
 POSTPROCESS = ("isotonic", "none")
@@ -89,18 +93,22 @@ def clamp_and_round(noisy: np.ndarray, lo, hi, categorical) -> np.ndarray:
 
 
 def finish_centroids(noisy: np.ndarray, sizes: np.ndarray, lo: float, hi: float, categorical: bool,
-                     postprocess: str) -> np.ndarray:
+                     options: ReleaseOptions) -> np.ndarray:
     """The released values of one attribute's clusters from its noisy centroids, shape (c,) in cluster order.
 
-    ``"isotonic"``: :func:`isotonic_projection`, then rounding for categorical ranks; ``"none"``:
-    clamping to [lo, hi] and rounding, as the paper does
+    ``options`` are the release options (:class:`fragrelease.idpir.options.ReleaseOptions`); their
+    ``postprocess`` decides: ``"isotonic"``: :func:`isotonic_projection`, then rounding for
+    categorical ranks; ``"none"``: clamping to [lo, hi] and rounding, as the paper does
     (:func:`clamp_and_round`). Ranks are rounded only after both.
 
     Raises
     ------
     InvalidParameterError
-        Unknown ``postprocess``, or the conditions of :func:`isotonic_projection`.
+        ``options`` not release options, or the conditions of :func:`isotonic_projection`.
     """
+    postprocess = getattr(options, "postprocess", None)
+    if postprocess is None or isinstance(options, str):
+        raise InvalidParameterError(f"finish_centroids takes the release options, not {type(options).__name__}")
     check_postprocess(postprocess)
     y = np.asarray(noisy, dtype=float)
     if postprocess == "isotonic":

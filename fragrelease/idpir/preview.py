@@ -67,10 +67,11 @@ from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
-from fragrelease.budget import format_epsilon, parse_epsilon, split_epsilon_vertical
+from fragrelease.budget import format_epsilon, parse_epsilon
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.accuracy import laplace_half_width
 from fragrelease.idpir.category_order import AttributeBudget, histogram_scale, parse_share
+from fragrelease.idpir.fragmentation import fragmentation_of
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.microaggregation import cluster_count
 from fragrelease.idpir.options import ReleaseOptions
@@ -86,6 +87,7 @@ from fragrelease.idpir.preview_error import (
 )
 from fragrelease.idpir.protocol import MIN_K
 from fragrelease.idpir.spec import attribute_budgets
+from fragrelease.idpir.stage import resolve_k
 from fragrelease.rng.simulation import SecureSimulation, SimulationRandomness
 
 #: Default warning threshold: expected released error over the error of the constant release (mean / mode).
@@ -297,10 +299,9 @@ def owner_budgets(p: PreviewParams) -> dict[str, tuple[AttributeBudget, ...]]:
     """Each owner's per-attribute budgets: as given, or derived (docs/specification.md §2-3, the plan's rules)."""
     if p.budgets is not None:
         return {o.name: tuple(p.budgets[o.name]) for o in p.owners}
-    if p.fragmentation == "horizontal":
-        eps_owner = {o.name: p.epsilon for o in p.owners}  # parallel composition: the full ε each
-    else:
-        eps_owner = split_epsilon_vertical(p.epsilon, {o.name: len(o.attributes) for o in p.owners}, p.epsilon_split)
+    # parallel composition: the full ε each; sequential: ε split over the owners
+    eps_owner = fragmentation_of(p.fragmentation).owner_epsilons(p.epsilon, {o.name: o.attributes for o in p.owners},
+                                                                 p.epsilon_split)
     # the plan's own split (fragrelease.idpir.spec.attribute_budgets), never a copy of it
     options = ReleaseOptions.of(category_order=p.category_order, category_order_share=p.category_order_share)
     return {o.name: attribute_budgets([(a, _bounds(p.specs[a])[2]) for a in o.attributes], eps_owner[o.name],
@@ -344,7 +345,7 @@ def _domain_error(p: PreviewParams, name: str, held: Sequence[tuple[OwnerPlan, A
     if any(o.n is None for o, _ in held):
         return None
     lo, hi, categorical = _bounds(p.specs[name])
-    k_used = get_mechanism(p.mechanism).k_used(p.k)
+    k_used = resolve_k(get_mechanism(p.mechanism), p.k)
     parts = []
     for o, b in held:
         assert o.n is not None
@@ -405,7 +406,7 @@ def attribute_previews(p: PreviewParams, threshold: float = DEFAULT_THRESHOLD, *
                                     f"{threshold}")
     rnd = randomness if randomness is not None else SecureSimulation()
     mech = get_mechanism(p.mechanism)
-    k_used = mech.k_used(p.k)
+    k_used = resolve_k(mech, p.k)
     held = _holders(p)
     out = []
     for name in held:
@@ -602,7 +603,7 @@ def params_from_config(config: Any, specs: Sequence[Mapping[str, Any]], *, rows:
     by_name = {s["name"]: s for s in specs}
     owners = []
     for o in config.owners:
-        if config.fragmentation == "horizontal":
+        if not fragmentation_of(config.fragmentation).by_attributes:
             attrs = tuple(by_name)
             n = o.rows if o.rows is not None else rows
         else:

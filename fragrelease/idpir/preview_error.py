@@ -41,8 +41,10 @@ import numpy as np
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.category_order import histogram_scale
 from fragrelease.idpir.mechanisms import get_mechanism
-from fragrelease.idpir.microaggregation import check_k, cluster_count
-from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS, check_postprocess, finish_centroids
+from fragrelease.idpir.microaggregation import cluster_count
+from fragrelease.idpir.options import ReleaseOptions
+from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS, check_postprocess
+from fragrelease.idpir.stage import AttributeTask, StageSpec
 from fragrelease.rng.simulation import SecureSimulation, SimulationRandomness
 
 #: Simulated releases per attribute and fragment (the figures' standard error is reported beside them).
@@ -162,10 +164,10 @@ def _delta(mechanism: str, attr: _Numeric | _Ranked, k: int, lo: float, hi: floa
                                                               size_last=size_last, n_clusters=attr.c, lo=lo, hi=hi)
 
 
-def _finish(attr: _Numeric | _Ranked, scale: float, lo: float, hi: float, categorical: bool, postprocess: str,
+def _finish(attr: _Numeric | _Ranked, scale: float, task: AttributeTask, stage: StageSpec,
             randomness: SimulationRandomness) -> np.ndarray:
     noisy = attr.means + scale * randomness.laplace(attr.c)
-    return finish_centroids(noisy, attr.sizes, lo, hi, categorical, postprocess)
+    return stage.finish(noisy, attr.sizes, task)
 
 
 @dataclass(frozen=True)
@@ -201,11 +203,12 @@ def simulate_numeric(sorted_values: np.ndarray, *, mechanism: str, k: int, lo: f
         raise InvalidParameterError("values must be a non-empty sorted 1-D array")
     if xs[0] < lo or xs[-1] > hi:
         raise InvalidParameterError(f"values must lie in [{lo}, {hi}]")
-    k_used = check_k(mech.k_used(k), xs.size)
-    attr = _Numeric(xs, k_used, lo, hi)
+    stage = StageSpec.build(mech, k, xs.size, ReleaseOptions.of(postprocess=postprocess))
+    task = AttributeTask("a", lo, hi, False, Fraction(epsilon_centroids))
+    attr = _Numeric(xs, stage.k, lo, hi)
     scale = _scale(mechanism, _delta(mechanism, attr, k, lo, hi), Fraction(epsilon_centroids), attr.c, calibrate)
     rnd = randomness if randomness is not None else SecureSimulation()
-    errors = np.array([attr.sq_error(_finish(attr, scale, lo, hi, False, postprocess, rnd)) for _ in range(runs)])
+    errors = np.array([attr.sq_error(_finish(attr, scale, task, stage, rnd)) for _ in range(runs)])
     return FragmentError(n=attr.n, errors=errors, baseline=attr.baseline_sq * attr.n, scale=scale)
 
 
@@ -233,8 +236,10 @@ def simulate_categorical(counts: Sequence[int] | np.ndarray, *, mechanism: str, 
     if counts.ndim != 1 or counts.size < 2 or np.any(counts < 0) or counts.sum() < 1:
         raise InvalidParameterError("category counts must be >= 0 for at least 2 categories, with a record")
     n, m = int(counts.sum()), counts.size
-    k_used = check_k(mech.k_used(k), n)
+    stage = StageSpec.build(mech, k, n, ReleaseOptions.of(postprocess=postprocess))
+    k_used = stage.k
     lo, hi = 1.0, float(m)
+    task = AttributeTask("a", lo, hi, True, Fraction(epsilon_centroids))
     rnd = randomness if randomness is not None else SecureSimulation()
     order_scale = histogram_scale(epsilon_order, m) if epsilon_order > 0 else 0.0
     fixed = None if order_scale else _Ranked(counts, k_used)
@@ -248,7 +253,7 @@ def simulate_categorical(counts: Sequence[int] | np.ndarray, *, mechanism: str, 
         scale = _scale(mechanism, _delta(mechanism, attr, k, lo, hi), Fraction(epsilon_centroids), attr.c,
                        calibrate)
         scales.append(scale)
-        errors.append(attr.changed(_finish(attr, scale, lo, hi, True, postprocess, rnd)))
+        errors.append(attr.changed(_finish(attr, scale, task, stage, rnd)))
     return FragmentError(n=n, errors=np.asarray(errors), baseline=float(n - counts.max()), scale=max(scales))
 
 

@@ -5,6 +5,7 @@ and the public report share. Spark-free; the figures come from :mod:`fragrelease
 from __future__ import annotations
 
 from fragrelease.budget import format_epsilon
+from fragrelease.idpir.fragmentation import fragmentation_of
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.preview import ReleasePreview, error_text
 
@@ -16,7 +17,7 @@ def _number(x: float) -> str:
 
 def table_header(pv: ReleasePreview) -> list[str]:
     """Column titles of :func:`table_rows` (the owner column only for vertical releases)."""
-    head = ["attribute"] + (["owner"] if pv.params.fragmentation == "vertical" else [])
+    head = ["attribute"] + (["owner"] if fragmentation_of(pv.params.fragmentation).by_attributes else [])
     return head + ["kind", "ε_attr", "b = E|noise|", "95 % ±", "of domain", "P(rank moves)", "released error",
                    "constant's", "check"]
 
@@ -43,7 +44,7 @@ def table_rows(pv: ReleasePreview) -> list[list[str]]:
     """
     rows = []
     for a in pv.attributes:
-        row = [a.attribute] + ([", ".join(a.owners)] if pv.params.fragmentation == "vertical" else [])
+        row = [a.attribute] + ([", ".join(a.owners)] if fragmentation_of(pv.params.fragmentation).by_attributes else [])
         row += ["cat" if a.kind == "categorical" else "num", format_epsilon(a.epsilon), _number(a.scale),
                 _number(a.half_width), f"{a.coverage:.0%}", "" if a.p_move is None else f"{a.p_move:.0%}",
                 "n/a" if a.error is None else error_text(a.kind, a.error.released),

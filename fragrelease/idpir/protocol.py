@@ -15,13 +15,14 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timezone
 from fractions import Fraction
-from typing import Any, Literal, Optional, cast
+from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict
 
-from fragrelease.budget import Epsilon, horizontal_budget, parse_epsilon, vertical_budget
-from fragrelease.errors import IdentifierError, InvalidParameterError, ManifestMismatchError, ProtocolError
+from fragrelease.budget import Epsilon, parse_epsilon
+from fragrelease.errors import InvalidParameterError, ManifestMismatchError, ProtocolError
 from fragrelease.idpir.category_order import AttributeBudget
+from fragrelease.idpir.fragmentation import FragmentationName, fragmentation_of, linkage_of
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.microaggregation import check_k
 from fragrelease.idpir.options import DEFAULT_OPTIONS, ReleaseOptions
@@ -56,7 +57,7 @@ class OwnerMetadata(_Message):
 
     owner: str
     dataset: str
-    fragmentation: Literal["horizontal", "vertical"]
+    fragmentation: FragmentationName
     attributes: tuple[dict, ...]
     n_records: int
     id_column: Optional[str] = None
@@ -85,7 +86,7 @@ class Plan(_Message, ReleaseOptions):
 
     plan_id: str
     dataset: str
-    fragmentation: Literal["horizontal", "vertical"]
+    fragmentation: FragmentationName
     mechanism: str
     k: int
     epsilon: Epsilon
@@ -148,7 +149,7 @@ class Manifest(_Message, ReleaseOptions):
     plan_id: str
     owner: str
     dataset: str
-    fragmentation: Literal["horizontal", "vertical"]
+    fragmentation: FragmentationName
     mechanism: str
     k: int
     epsilon: Epsilon
@@ -185,9 +186,10 @@ def _names(meta: OwnerMetadata) -> list[str]:
 def validate_metadata(metas: list[OwnerMetadata], fragmentation: str) -> None:
     """κ's validation of the owners' metadata (docs/specification.md §3).
 
-    Horizontal: identical attribute names, kinds and declared domains everywhere.
-    Vertical: pairwise-disjoint attribute sets, one id column, the same record count and id set
-    (compared through the owners' id digests).
+    Shared rules here; the fragmentation's own through its object
+    (:meth:`fragrelease.idpir.fragmentation.Fragmentation.check_metadata`). Horizontal: identical
+    attribute names, kinds and declared domains everywhere. Vertical: pairwise-disjoint attribute
+    sets, one id column, the same record count and id set (compared through the owners' id digests).
 
     Raises
     ------
@@ -212,42 +214,7 @@ def validate_metadata(metas: list[OwnerMetadata], fragmentation: str) -> None:
         if m.pseudonym_key_check != first.pseudonym_key_check:
             raise ProtocolError(f"owners {first.owner!r} and {m.owner!r} use different pseudonym keys (their key checks "
                                 "differ); the owners of a release must share one pseudonym key")
-    if fragmentation == "horizontal":
-        for m in metas[1:]:
-            if list(m.attributes) != list(first.attributes):
-                a, b = set(_names(first)), set(_names(m))
-                if a != b:
-                    raise ProtocolError(
-                        f"horizontal fragments must hold the same attributes: {first.owner!r} has "
-                        f"{sorted(a - b)} that {m.owner!r} lacks, {m.owner!r} has {sorted(b - a)} that {first.owner!r} lacks"
-                    )
-                for x, y in zip(sorted(first.attributes, key=lambda s: s["name"]), sorted(m.attributes, key=lambda s: s["name"]), strict=False):
-                    if x != y:
-                        raise ProtocolError(
-                            f"attribute {x['name']!r} is declared differently by {first.owner!r} ({x}) and {m.owner!r} ({y})"
-                        )
-                raise ProtocolError(f"owners {first.owner!r} and {m.owner!r} list their attributes in different orders")
-        return
-    seen: dict[str, str] = {}
-    for m in metas:
-        for name in _names(m):
-            if name in seen:
-                raise ProtocolError(
-                    f"vertical fragments must have disjoint attributes: {name!r} is held by {seen[name]!r} and {m.owner!r}"
-                )
-            seen[name] = m.owner
-    for m in metas:
-        if not m.id_column or not m.id_digest:
-            raise IdentifierError(f"vertical owner {m.owner!r} did not provide a record id column")
-        if m.id_column != first.id_column:
-            raise IdentifierError(f"owners use different id columns: {first.id_column!r} ({first.owner!r}) and {m.id_column!r} ({m.owner!r})")
-        if m.n_records != first.n_records:
-            raise IdentifierError(
-                f"vertical fragments must hold the same records: {first.owner!r} has {first.n_records}, {m.owner!r} has {m.n_records}"
-            )
-        if m.id_digest != first.id_digest:
-            raise IdentifierError(f"owners {first.owner!r} and {m.owner!r} hold different sets of record ids "
-                                  "(the digests of their pseudonym sets differ)")
+    fragmentation_of(fragmentation).check_metadata(metas)
 
 
 def make_plan(
@@ -280,7 +247,7 @@ def make_plan(
         From :func:`validate_metadata`.
     """
     eps = parse_epsilon(epsilon)
-    if options.linkage == "unlinked" and keep_id:
+    if linkage_of(options.linkage).shuffles_columns and keep_id:
         raise InvalidParameterError("keep_id cannot be used with linkage 'unlinked': an id column would link the rows")
     mech = get_mechanism(mechanism)
     if mech.fixed_k is not None:
@@ -299,15 +266,12 @@ def make_plan(
         return PlanOwner(name=m.owner, epsilon=spec.epsilon, epsilon_per_attribute=spec.epsilon_per_attribute,
                          attributes=spec.attributes, n_records=m.n_records, budgets=spec.budgets, nonce=m.nonce)
 
-    if fragmentation == "horizontal":
-        budget = horizontal_budget(eps, [m.owner for m in metas], _names(metas[0]))
-        owners = tuple(owner_part(m, eps) for m in metas)
-        specs = metas[0].attributes
-    else:
-        budget = vertical_budget(eps, {m.owner: _names(m) for m in metas}, epsilon_split)
-        owners = tuple(owner_part(m, sum((s.epsilon for s in budget.steps if s.owner == m.owner), Fraction(0)))
-                       for m in metas)
-        specs = tuple(a for m in metas for a in m.attributes)
+    frag = fragmentation_of(fragmentation)
+    by_owner = {m.owner: _names(m) for m in metas}
+    budget = frag.budget(eps, by_owner, epsilon_split)
+    eps_owner = frag.owner_epsilons(eps, by_owner, epsilon_split)
+    owners = tuple(owner_part(m, eps_owner[m.owner]) for m in metas)
+    specs = frag.plan_attributes(metas)
     if budget.spent() != eps:
         raise AssertionError(f"budget accounting drifted: spent {budget.spent()} of {eps}")
     for po in owners:
@@ -319,11 +283,11 @@ def make_plan(
         plan_id=str(uuid.uuid4()),
         dataset=metas[0].dataset,
         # fragmentation equals every owner's (validate_metadata); the pydantic model validates it again
-        fragmentation=cast(Literal["horizontal", "vertical"], fragmentation),
+        fragmentation=frag.name,
         mechanism=mechanism,
         k=k,
         epsilon=eps,
-        epsilon_split=epsilon_split if fragmentation == "vertical" else "none",
+        epsilon_split=frag.epsilon_split(epsilon_split),
         composition=budget.composition,
         attributes=tuple(specs),
         owners=owners,

@@ -5,7 +5,9 @@ aggregator's plan calls it for every owner (:func:`fragrelease.idpir.protocol.ma
 owner's check of the plan recomputes it from its own configuration
 (:func:`fragrelease.idpir.plan_check.verified_spec`) and the single-owner API calls it for its own
 parameters. Everything downstream (the ledger spend, the category histograms, the Spark stages, the
-numpy reference) reads the frozen :class:`ProtectionSpec` and recomputes nothing.
+numpy reference) reads the frozen :class:`ProtectionSpec` and recomputes nothing; the Spark stages and
+the executors get it cut into one :class:`~fragrelease.idpir.stage.AttributeTask` per attribute and
+one :class:`~fragrelease.idpir.stage.StageSpec` (:mod:`fragrelease.idpir.stage`).
 
 Every field is public: declared by the configuration or fixed by the plan (docs/specification.md §3,
 "Only public parameters travel"). Nothing in a spec depends on the data.
@@ -24,6 +26,7 @@ from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.category_order import AttributeBudget, parse_share, split_attribute_budget
 from fragrelease.idpir.mechanisms import IRMechanism, get_mechanism
 from fragrelease.idpir.options import ReleaseOptions
+from fragrelease.idpir.stage import resolve_k
 
 
 @dataclass(frozen=True)
@@ -102,8 +105,8 @@ class ProtectionSpec:
 
     @property
     def k_used(self) -> int:
-        """The cluster size the mechanism uses (plain iDP: 1; otherwise the plan's k)."""
-        return self.mechanism.k_used(self.k)
+        """The cluster size the mechanism uses (plain iDP: 1; otherwise the plan's k): :func:`fragrelease.idpir.stage.resolve_k`."""
+        return resolve_k(self.mechanism, self.k)
 
     @property
     def epsilon_per_attribute(self) -> Fraction:

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from fragrelease.errors import FragReleaseError
 from fragrelease.idpir.config import ReleaseConfig, load_config
+from fragrelease.idpir.fragmentation import linkage_of
 from fragrelease.idpir.options import OPTION_NAMES
 from fragrelease.jobs.cli._common import MASTER, console, progress_display
 
@@ -112,7 +113,7 @@ def _warn_accuracy(cfg: ReleaseConfig, config_path: str) -> None:
 
     from fragrelease.jobs.idpir.preflight import accuracy_preview
 
-    if cfg.linkage == "synthetic":  # the IR preview does not apply; fragrelease plan shows the synthesis's
+    if linkage_of(cfg.linkage).synthesized:  # the IR preview does not apply; fragrelease plan shows the synthesis's
         return
     warning = accuracy_preview(cfg, suggestions=False).warning_text()
     if warning:
@@ -128,7 +129,7 @@ def print_summary(cfg: ReleaseConfig, result: ReleaseResult) -> None:
     console.print(f"[bold]Release written[/bold] to Delta table {result.path} (version {result.version})")
     if result.report:
         console.print(f"public report: {result.report}")
-    if cfg.linkage == "synthetic":
+    if linkage_of(cfg.linkage).synthesized:
         _print_synthetic_summary(cfg, result)
         return
     if cfg.reports:  # each owner's private report (its own data against its protected copy), in its own folder
@@ -268,7 +269,7 @@ def plan(
         raise ConfigError(f"--rows: must be >= 1, not {rows}")
     cfg = load_config(config, {"epsilon": epsilon, "k": k, "mechanism": mechanism, "category_order": category_order,
                                "category_order_share": order_share, "postprocess": postprocess})
-    if cfg.linkage == "synthetic":
+    if linkage_of(cfg.linkage).synthesized:
         console.print(f"{config}: synthetic release of {cfg.dataset} (whole table ε-DP), {len(cfg.owners)} horizontal "
                       f"owners, ε {cfg.epsilon}, target {cfg.synthesis_target or 'none'}", highlight=False)
         print_synthesis_preview(cfg, rows)
@@ -327,7 +328,7 @@ def owner_protect(config: str = typer.Option(..., "--config"), owner: str = type
     cfg = _config(config, "owner", owner, source_table=source_table)
     owner_signing_key(cfg, find_owner(cfg, owner)[1])  # signed manifests: no key, no Spark
     plan, _ = read_verified_plan(cfg, find_owner(cfg, owner)[1].name)  # a damaged or foreign plan.json: no Spark
-    if plan.linkage == "synthetic":  # two rounds: each run of this step does the one that is due
+    if linkage_of(plan.linkage).synthesized:  # two rounds: each run of this step does the one that is due
         from fragrelease.jobs.synthesis.owner import measure_owner_round
 
         number = measure_owner_round(_spark(master, cfg), cfg, owner)
@@ -412,7 +413,7 @@ def aggregator_release(config: str = typer.Option(..., "--config"), master: Opti
 
 def _kind_text(cfg: ReleaseConfig) -> str:
     """``k 50, idp-ir`` or, for a synthetic release, ``synthetic (target income)``."""
-    if cfg.linkage == "synthetic":
+    if linkage_of(cfg.linkage).synthesized:
         return f"synthetic (target {cfg.synthesis_target or 'none'})"
     return f"k {cfg.k}, {cfg.mechanism}"
 

@@ -32,6 +32,7 @@ from pyspark.sql import functions as F
 
 from fragrelease.errors import ConfigError, IdentifierError, ManifestMismatchError, ProtocolError, ReleaseExistsError
 from fragrelease.idpir.config import PRIVATE_ROOT_ENV, ReleaseConfig
+from fragrelease.idpir.fragmentation import fragmentation_of, linkage_of
 from fragrelease.idpir.guarantee import release_guarantee
 from fragrelease.idpir.plan_check import check_plan_for_owner, expected_plan_terms
 from fragrelease.idpir.protocol import Manifest, OwnerMetadata, Plan, check_manifest, make_plan
@@ -109,7 +110,7 @@ def issue_plan(cfg: ReleaseConfig, spark=None, *, pin: bool = True) -> Plan:
                           what=f"metadata of owner {o.name!r}") for o in cfg.owners]
     plan = make_plan(metas, fragmentation=cfg.fragmentation, mechanism=cfg.mechanism, k=cfg.k,
                      epsilon=cfg.epsilon, epsilon_split=cfg.epsilon_split, keep_id=cfg.keep_id, options=cfg.options)
-    if cfg.fragmentation == "horizontal":  # the metadata checks first: they need no Spark
+    if not fragmentation_of(cfg.fragmentation).by_attributes:  # disjoint records; the metadata checks first: no Spark
         check_disjoint_ids(spark if spark is not None else get_spark(), cfg, metas)
     target = release_target(cfg, plan.dataset)
     if target is None:
@@ -304,11 +305,14 @@ def provenance(plan: Plan, *, single_process: bool = False) -> Mapping[str, Any]
                                        single_process=single_process),
         "fragrelease_version": __version__,
     }
-    if plan.linkage == "synthetic":  # the IR terms do not act on a synthetic release: not recorded as if they did
+    if linkage_of(plan.linkage).synthesized:  # the IR terms do not act on a synthetic release: not recorded as if they did
         for key in ("mechanism", "k", "epsilon_split", "category_order", "category_order_share", "postprocess"):
             prov.pop(key)
         prov["owners"] = [{"name": o.name, "n_records": o.n_records, "epsilon": str(o.epsilon),
                            "attributes": list(o.attributes)} for o in plan.owners]
+    else:  # and the synthesis options do not act on a microaggregated release
+        for key in ("synthesis_target", "synthesis_bins"):
+            prov.pop(key)
     return prov
 
 
@@ -364,7 +368,7 @@ def load_verified_fragment(spark, cfg: ReleaseConfig, plan: Plan, owner: str,
     check_manifest(manifest, plan)
     names = [a["name"] for a in manifest.attributes]
     path, pset_path = protected_path(cfg, owner), pseudonyms_path(cfg, owner)
-    unlinked = plan.linkage == "unlinked"
+    unlinked = linkage_of(plan.linkage).shuffles_columns
     if not is_delta_table(path):
         raise ManifestMismatchError(f"owner {owner!r} has no protected Delta table at {path!r}")
     if unlinked and not is_delta_table(pset_path):
@@ -474,12 +478,13 @@ def combine(plan: Plan, fragments: dict[str, DataFrame]) -> DataFrame:
     """
     names = [a["name"] for a in plan.attributes]
     frames = [fragments[o.name] for o in plan.owners]
-    if plan.linkage == "unlinked":
+    frag = fragmentation_of(plan.fragmentation)
+    if linkage_of(plan.linkage).shuffles_columns:
         # the row counts are the manifests' (checked against each fragment's digest): public
-        if plan.fragmentation == "horizontal":
-            rows = sum(o.n_records for o in plan.owners)
-            return unlink_columns(assemble(frames, "horizontal", names), names, rows).select(*names)
-        return unlink_frames([(f, list(f.columns)) for f in frames], plan.owners[0].n_records).select(*names)
+        rows = frag.released_rows([o.n_records for o in plan.owners])
+        if frag.assembly == "union":
+            return unlink_columns(assemble(frames, frag.name, names), names, rows).select(*names)
+        return unlink_frames([(f, list(f.columns)) for f in frames], rows).select(*names)
     return shuffle_rows(assemble(frames, plan.fragmentation, names, key=PSEUDONYM_COLUMN), PSEUDONYM_COLUMN)
 
 
@@ -493,7 +498,7 @@ def assemble(frames: Sequence[DataFrame], fragmentation: str, names: Sequence[st
     :func:`combine` (on pseudonyms) and by the single-machine driver's MeanSSE (on raw ids,
     :func:`fragrelease.jobs.release_api._mean_sse`). Raises ConfigError for a vertical assembly without a key.
     """
-    if fragmentation == "horizontal":
+    if fragmentation_of(fragmentation).assembly == "union":
         cols = [key, *names] if key is not None else list(names)
         out = frames[0].select(*cols)
         for f in frames[1:]:
@@ -577,7 +582,7 @@ def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519Pub
     check_plan_against_config(plan, cfg)  # plan.json lies on shared storage: nothing in it is trusted
     refuse_existing_release(cfg, spark, columns=release_columns(plan))
     prov = dict(provenance(plan, single_process=single_process))  # public facts only, stamped as every commit is
-    if plan.linkage == "synthetic":  # rows drawn from a model of the owners' noisy marginals (docs/specification.md §10)
+    if linkage_of(plan.linkage).synthesized:  # rows drawn from a model of the owners' noisy marginals (docs/specification.md §10)
         from fragrelease.jobs.synthesis.aggregator import synthesize
 
         released, terms = synthesize(spark, cfg, plan, keys)
@@ -585,7 +590,7 @@ def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519Pub
         rows = int(terms["rows"])  # from noised values only
     else:
         released = _verified_combination(spark, cfg, plan, keys)
-        rows = sum(o.n_records for o in plan.owners) if plan.fragmentation == "horizontal" else plan.owners[0].n_records
+        rows = fragmentation_of(plan.fragmentation).released_rows([o.n_records for o in plan.owners])
     return _commit(spark, cfg, plan, released, prov, rows)
 
 
@@ -601,7 +606,7 @@ def _verified_combination(spark, cfg: ReleaseConfig, plan: Plan, keys: Optional[
         if manifests[o.name].pseudonym_key_check != manifests[first].pseudonym_key_check:
             raise ManifestMismatchError(f"owners {first!r} and {o.name!r} wrote their fragments under different "
                                         "pseudonym keys (their key checks differ)")
-    if plan.fragmentation == "vertical":
+    if fragmentation_of(plan.fragmentation).by_attributes:  # the same records: the same pseudonym set
         for o in plan.owners[1:]:
             if digests[o.name] != digests[first]:
                 raise IdentifierError(f"the protected fragments of {first!r} and {o.name!r} hold different sets of "
@@ -609,7 +614,7 @@ def _verified_combination(spark, cfg: ReleaseConfig, plan: Plan, keys: Optional[
     else:
         check_disjoint_pseudonyms(psets)
     released = combine(plan, fragments)
-    if plan.linkage == "linked" and not plan.keep_id:
+    if linkage_of(plan.linkage).rows_are_records and not plan.keep_id:
         released = released.drop(PSEUDONYM_COLUMN)
     return released
 
@@ -639,7 +644,7 @@ def _commit(spark, cfg: ReleaseConfig, plan: Plan, released, prov: Mapping[str, 
         schema = resolve_schema(cfg.dataset)
         attrs = [schema.attribute(a["name"]) for a in plan.attributes]
         sections = ()
-        if plan.linkage == "synthetic":
+        if linkage_of(plan.linkage).synthesized:
             from fragrelease.jobs.synthesis.aggregator import report_sections
 
             sections = report_sections(prov, attrs)

@@ -25,6 +25,7 @@ from pyspark.storagelevel import StorageLevel
 from fragrelease.errors import SchemaMismatchError
 from fragrelease.idpir.category_order import ranks_of
 from fragrelease.idpir.microaggregation import ir_order
+from fragrelease.idpir.stage import StageSpec
 from fragrelease.schemas.base import Attribute
 from fragrelease.udfs.keys import bernoulli_sample
 
@@ -256,7 +257,7 @@ def _ranked_schema(keyed: KeyedValues) -> T.StructType:
     ])
 
 
-def _rank_bucket_fn(first_rank: Mapping[tuple[int, int], int], k: int, c: int,
+def _rank_bucket_fn(first_rank: Mapping[tuple[int, int], int], stage: StageSpec,
                     carry_rid: bool) -> Callable[[pd.DataFrame], pd.DataFrame]:
     def rank_bucket(pdf: pd.DataFrame) -> pd.DataFrame:
         j, b = int(pdf["attr"].iloc[0]), int(pdf["bucket"].iloc[0])
@@ -265,7 +266,7 @@ def _rank_bucket_fn(first_rank: Mapping[tuple[int, int], int], k: int, c: int,
         order = ir_order(x, key)  # exact (value, key) order from packed 64-bit sorts; as np.lexsort((key, x))
         x, key = x[order], key[order]
         start = first_rank[(j, b)]
-        cluster = np.minimum((start + np.arange(x.size, dtype=np.int64)) // k, c - 1)
+        cluster = stage.cluster_of(start + np.arange(x.size, dtype=np.int64))
         cuts = np.flatnonzero(np.diff(cluster)) + 1
         firsts = np.concatenate(([0], cuts))
         lasts = np.concatenate((cuts - 1, [x.size - 1]))
@@ -279,16 +280,17 @@ def _rank_bucket_fn(first_rank: Mapping[tuple[int, int], int], k: int, c: int,
     return rank_bucket
 
 
-def sort_buckets(runs: DataFrame, keyed: KeyedValues, first_rank: Mapping[tuple[int, int], int], *, k: int,
-                 c: int) -> DataFrame:
+def sort_buckets(runs: DataFrame, keyed: KeyedValues, first_rank: Mapping[tuple[int, int], int],
+                 stage: StageSpec) -> DataFrame:
     """Sort every bucket in one task and store the result.
 
     In: the stored runs (:func:`cut_into_runs`) and each bucket's first global rank. Out (stored,
     serialized): ``(attr, bucket, first_rank[, rid], key, stats)``, one row per bucket: its tie keys
-    (and ids) in rank order, and per cluster ``min(rank // k, c - 1)`` it touches the partial sum,
+    (and ids) in rank order, and per cluster (the cut :meth:`fragrelease.idpir.stage.StageSpec.cluster_of`,
+    ``min(rank // k, c - 1)`` with the ``stage``'s k used and c) it touches the partial sum,
     size, minimum and maximum (:func:`pack_stats`). A few buckets per task (:data:`BUCKETS_PER_TASK`).
     """
     tasks = max(1, -(-len(first_rank) // BUCKETS_PER_TASK))
     return (runs.repartition(tasks, "attr", "bucket").groupBy("attr", "bucket")
-            .applyInPandas(_rank_bucket_fn(first_rank, k, c, keyed.carry_rid), _ranked_schema(keyed))
+            .applyInPandas(_rank_bucket_fn(first_rank, stage, keyed.carry_rid), _ranked_schema(keyed))
             .localCheckpoint(eager=True, storageLevel=STORED))

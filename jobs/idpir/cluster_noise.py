@@ -7,19 +7,22 @@ Two plans share the mechanism's arithmetic (:mod:`fragrelease.idpir.mechanisms`)
   computes the sensitivity and scale, draws one Laplace value per cluster and post-processes the
   vector (stored at once); :func:`route_centroids` hands every bucket the slice of released
   centroids of its cluster range; :func:`map_to_values` maps each bucket's ids (in rank order) to
-  their cluster's value with cluster boundaries ``min(rank // k, c - 1)`` alone.
+  their cluster's value with the cluster cut alone (:meth:`fragrelease.idpir.stage.StageSpec.cluster_of`,
+  ``min(rank // k, c - 1)``).
 - **whole attributes** (fragments of at most 2,000,000 rows): :func:`draw_whole_attributes`
-  runs :func:`fragrelease.idpir.mechanisms.draw_attribute_ranked` in one task per attribute and
+  runs :func:`fragrelease.idpir.mechanisms.draw_task` in one task per attribute and
   stores the raw noisy centroids; :func:`whole_values` post-processes them and maps the ids.
 
+Every function takes the owner's stage as objects (:mod:`fragrelease.idpir.stage`): the attributes'
+:class:`~fragrelease.idpir.stage.AttributeTask` (attribute j is ``tasks[j]``) and one
+:class:`~fragrelease.idpir.stage.StageSpec` (mechanism, k used, c, n, options).
 Both emit ``(group, attr, rid, value)`` rows for :func:`fragrelease.jobs.idpir.assembly.line_up`.
 Local sensitivities, scales and raw draws never leave their task (never on the driver, never logged).
 The draws themselves are written in :mod:`fragrelease.udfs.noise`; this module keeps the plans.
 """
 from __future__ import annotations
 
-from fractions import Fraction
-from typing import Any, Callable, Iterator, Mapping, NamedTuple, Optional
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -28,8 +31,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from fragrelease.errors import SchemaMismatchError
-from fragrelease.idpir.mechanisms import IRMechanism
-from fragrelease.idpir.postprocess import finish_centroids
+from fragrelease.idpir.stage import AttributeTask, StageSpec
 from fragrelease.jobs.idpir.assembly import group_rows, values_schema
 from fragrelease.jobs.idpir.bucket_sort import F8, I8, STATS, KeyedValues, pack, unpack
 from fragrelease.jobs.partitioning import spread
@@ -50,65 +52,57 @@ def _by_attribute(df: DataFrame, attrs: int, values: int) -> tuple[DataFrame, li
     return spread_df, [slot, "attr"]
 
 
-class AttributeSpec(NamedTuple):
-    """What the noise step knows of an attribute: all public (the declared domain) or budget."""
+def _released_fn(tasks: Sequence[AttributeTask], stage: StageSpec,
+                 noise: Optional[NoiseSource]) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    c = stage.c
 
-    name: str
-    lo: float
-    hi: float
-    categorical: bool
-    epsilon: Fraction  # the centroids' budget ε_attr, exact (the noise object calibrates the float scale)
-
-
-def _released_fn(specs: Mapping[int, AttributeSpec], mech: IRMechanism, k: int, c: int,
-                 noise: Optional[NoiseSource], postprocess: str) -> Callable[[pd.DataFrame], pd.DataFrame]:
     def draw(pdf: pd.DataFrame) -> pd.DataFrame:
         j = int(pdf["attr"].iloc[0])
-        name, lo, hi, categorical, eps = specs[j]
+        task = tasks[j]
         part = np.concatenate([np.frombuffer(s, dtype=STATS) for s in pdf.sort_values("bucket")["stats"]])
         firsts = np.concatenate(([0], np.flatnonzero(np.diff(part["cluster"])) + 1))
         if firsts.size != c:
-            raise SchemaMismatchError(f"attribute {name!r} has {firsts.size} clusters, expected {c}")
+            raise SchemaMismatchError(f"attribute {task.name!r} has {firsts.size} clusters, expected {c}")
         size = np.add.reduceat(part["size"], firsts)
         mins = np.minimum.reduceat(part["min"], firsts)
         maxs = np.maximum.reduceat(part["max"], firsts)
         centroid = np.add.reduceat(part["sum"], firsts) / size
         # local sensitivity (data-dependent): stays in this task, never logged
-        delta = mech.sensitivity_from_extremes(float(mins[0]), float(mins[-1]), float(maxs[-2]) if c > 1 else lo,
-                                               float(maxs[-1]), k=k, size_last=int(size[-1]), n_clusters=c,
-                                               lo=lo, hi=hi)
+        delta = stage.mechanism.sensitivity_from_extremes(
+            float(mins[0]), float(mins[-1]), float(maxs[-2]) if c > 1 else task.lo, float(maxs[-1]), k=stage.k,
+            size_last=int(size[-1]), n_clusters=c, lo=task.lo, hi=task.hi)
         # the scale from the one Laplace noise object (OpenDP's map); the draw in udfs (noisy_centroids, as in numpy)
-        lap = mech.noise(delta, eps, c)
-        raw = noisy_cluster_centroids(centroid, lap.scales(c), name, noise)
-        value = finish_centroids(raw, size.astype(float), lo, hi, categorical, postprocess)
+        lap = stage.noise(delta, task)
+        raw = noisy_cluster_centroids(centroid, lap.scales(c), task.name, noise)
+        value = stage.finish(raw, size.astype(float), task)
         return pd.DataFrame({"attr": [j], "value": [pack(value, F8)]})
 
     return draw
 
 
-def noise_per_attribute(ranked: DataFrame, specs: Mapping[int, AttributeSpec], mech: IRMechanism, *, k: int, c: int,
-                        noise: Optional[NoiseSource], postprocess: str) -> DataFrame:
+def noise_per_attribute(ranked: DataFrame, tasks: Sequence[AttributeTask], stage: StageSpec, *,
+                        noise: Optional[NoiseSource]) -> DataFrame:
     """One task per attribute: its c released centroids, stored before anything reads them.
 
-    In: ``ranked`` with ``(attr, bucket, stats)`` (:func:`fragrelease.jobs.idpir.bucket_sort.sort_buckets`).
+    In: ``tasks`` (attribute j is ``tasks[j]``) and the owner's ``stage`` (:mod:`fragrelease.idpir.stage`); ``ranked`` with ``(attr, bucket, stats)`` (:func:`fragrelease.jobs.idpir.bucket_sort.sort_buckets`).
     The partials of a cluster cut by a bucket boundary are combined in bucket order; the sensitivity
     comes from four order statistics through the registry's
     :meth:`fragrelease.idpir.mechanisms.IRMechanism.sensitivity_from_extremes` and
     :meth:`~fragrelease.idpir.mechanisms.IRMechanism.scale`, as in the numpy reference; one draw
     per cluster (:func:`fragrelease.udfs.noise.noisy_cluster_centroids`, the secure sampler unless a
-    test injects ``noise``), then :func:`fragrelease.idpir.postprocess.finish_centroids`.
+    test injects ``noise``), then :meth:`fragrelease.idpir.stage.StageSpec.finish` (the stage's options).
     Out (stored): ``(attr, value)``, ``value`` the c released centroids as packed ``<f8`` in
     cluster order. Memory per task: one attribute's c clusters, about 100 bytes each (plain iDP,
     k = 1: c = n).
     """
-    by_attr, keys = _by_attribute(ranked.select("attr", "bucket", "stats"), len(specs), c * k)
+    by_attr, keys = _by_attribute(ranked.select("attr", "bucket", "stats"), len(tasks), stage.c * stage.k)
     return (by_attr.groupBy(*keys)
-            .applyInPandas(_released_fn(specs, mech, k, c, noise, postprocess), "attr int, value binary")
+            .applyInPandas(_released_fn(tasks, stage, noise), "attr int, value binary")
             .localCheckpoint(eager=True))  # materialize the noise once: nothing may re-run the draw
 
 
 def route_centroids(released: DataFrame, ranked: DataFrame, first_rank: Mapping[tuple[int, int], int],
-                    counts: Mapping[tuple[int, int], int], *, k: int, c: int, carry_rid: bool,
+                    counts: Mapping[tuple[int, int], int], stage: StageSpec, *, carry_rid: bool,
                     broadcast: bool) -> DataFrame:
     """Every bucket beside the slice of released centroids its ranks fall in.
 
@@ -119,7 +113,7 @@ def route_centroids(released: DataFrame, ranked: DataFrame, first_rank: Mapping[
     """
     ranges: dict[int, list[tuple[int, int, int]]] = {}
     for (j, b), r0 in first_rank.items():
-        ranges.setdefault(j, []).append((b, min(r0 // k, c - 1), min((r0 + counts[(j, b)] - 1) // k, c - 1)))
+        ranges.setdefault(j, []).append((b, int(stage.cluster_of(r0)), int(stage.cluster_of(r0 + counts[(j, b)] - 1))))
 
     def slices(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         for pdf in batches:
@@ -137,11 +131,11 @@ def route_centroids(released: DataFrame, ranked: DataFrame, first_rank: Mapping[
         routed, ["attr", "bucket"])
 
 
-def map_to_values(joined: DataFrame, keyed: KeyedValues, *, k: int, c: int, groups: int) -> DataFrame:
+def map_to_values(joined: DataFrame, keyed: KeyedValues, stage: StageSpec, *, groups: int) -> DataFrame:
     """Each bucket's ids with their released value, cut by assembly group (``(group, attr, rid, value)``).
 
     In: :func:`route_centroids`. The id at rank ``first_rank + i`` gets centroid
-    ``min((first_rank + i) // k, c - 1) - cl_lo`` of its slice: no per-value cluster id is stored or moved.
+    ``stage.cluster_of(first_rank + i) - cl_lo`` of its slice: no per-value cluster id is stored or moved.
     """
     carry_rid = keyed.carry_rid
 
@@ -153,7 +147,7 @@ def map_to_values(joined: DataFrame, keyed: KeyedValues, *, k: int, c: int, grou
                 key = np.frombuffer(rec.key, dtype=I8)
                 rid = np.asarray(rec.rid) if carry_rid else key
                 centroids = np.frombuffer(rec.centroids, dtype=F8)
-                cluster = np.minimum((rec.first_rank + np.arange(rid.size, dtype=np.int64)) // k, c - 1)
+                cluster = stage.cluster_of(rec.first_rank + np.arange(rid.size, dtype=np.int64))
                 rows += group_rows(int(rec.attr), key, rid, centroids[cluster - rec.cl_lo], groups,
                                    pack_rid=not carry_rid)
             yield pd.DataFrame(rows, columns=["group", "attr", "rid", "value"])
@@ -161,18 +155,17 @@ def map_to_values(joined: DataFrame, keyed: KeyedValues, *, k: int, c: int, grou
     return joined.mapInPandas(values_of, values_schema(keyed.rid_type, carry_rid))
 
 
-def _draw_one_fn(specs: Mapping[int, AttributeSpec], *, k: int, n: int, mechanism: str,
-                 noise: Optional[NoiseSource], carry_rid: bool) -> Callable[[pd.DataFrame], pd.DataFrame]:
+def _draw_one_fn(tasks: Sequence[AttributeTask], stage: StageSpec, *, noise: Optional[NoiseSource],
+                 carry_rid: bool) -> Callable[[pd.DataFrame], pd.DataFrame]:
     def draw_one(pdf: pd.DataFrame) -> pd.DataFrame:
         j = int(pdf["attr"].iloc[0])
         x = unpack(pdf["x"], F8)
         key = unpack(pdf["key"], I8)
-        name, lo, hi, _, eps = specs[j]
-        if x.size != n:
-            raise SchemaMismatchError(f"attribute {name!r} has {x.size} values, expected {n} rows")
-        order, noisy, size = draw_ranked_attribute(x, key, k=k, lo=lo, hi=hi, epsilon=eps, mechanism=mechanism,
-                                                   attribute=name, noise=noise)
-        # ids leave in rank order: cluster boundaries (rank // k) map them back, no per-value cluster id
+        task = tasks[j]
+        if x.size != stage.n:
+            raise SchemaMismatchError(f"attribute {task.name!r} has {x.size} values, expected {stage.n} rows")
+        order, noisy, size = draw_ranked_attribute(x, key, task, stage, noise)
+        # ids leave in rank order: the cluster cut (stage.cluster_of) maps them back, no per-value cluster id
         out: dict[str, list[object]] = {"attr": [j], "key": [pack(key[order], I8)]}
         if carry_rid:
             out["rid"] = [np.concatenate(pdf["rid"].to_list())[order]]
@@ -182,16 +175,17 @@ def _draw_one_fn(specs: Mapping[int, AttributeSpec], *, k: int, n: int, mechanis
     return draw_one
 
 
-def draw_whole_attributes(runs: DataFrame, keyed: KeyedValues, specs: Mapping[int, AttributeSpec], *, k: int,
-                          n: int, mechanism: str, noise: Optional[NoiseSource]) -> DataFrame:
+def draw_whole_attributes(runs: DataFrame, keyed: KeyedValues, tasks: Sequence[AttributeTask], stage: StageSpec, *,
+                          noise: Optional[NoiseSource]) -> DataFrame:
     """One task per attribute runs the numpy mechanism on all its n values; the raw draws are stored at once.
 
     In: ``runs`` = ``(attr, bucket, x, key[, rid])`` with one bucket per attribute
     (:func:`fragrelease.jobs.idpir.bucket_sort.cut_into_runs`). Each task concatenates its
-    attribute's values and calls :func:`fragrelease.idpir.mechanisms.draw_attribute_ranked` through
+    attribute's values and calls :func:`fragrelease.idpir.mechanisms.draw_task` (with ``tasks[j]`` and
+    ``stage``, :mod:`fragrelease.idpir.stage`) through
     :func:`fragrelease.udfs.noise.draw_ranked_attribute` (the one
     definition of the mechanism, the same the numpy reference
-    :func:`~fragrelease.idpir.mechanisms.protect_attribute` runs: ranking with ties broken by the
+    :func:`~fragrelease.idpir.mechanisms.protect_attribute` draws with: ranking with ties broken by the
     tie key, centroids, sensitivity, calibrated scale, one Laplace draw per cluster from the secure
     sampler). Out (stored): ``(attr, key[, rid], noisy, size)``: the tie keys (ids) in rank order,
     the raw noisy centroids and the cluster sizes, packed. Memory per task: the attribute's n values
@@ -202,31 +196,29 @@ def draw_whole_attributes(runs: DataFrame, keyed: KeyedValues, specs: Mapping[in
         *([T.StructField("rid", T.ArrayType(keyed.rid_type))] if keyed.carry_rid else []),
         T.StructField("noisy", T.BinaryType()), T.StructField("size", T.BinaryType()),  # <f8 / <i8, per cluster
     ])
-    fn = _draw_one_fn(specs, k=k, n=n, mechanism=mechanism, noise=noise, carry_rid=keyed.carry_rid)
+    fn = _draw_one_fn(tasks, stage, noise=noise, carry_rid=keyed.carry_rid)
     # Materialize the raw noise once: nothing downstream may re-run draw_one.
-    by_attr, keys = _by_attribute(runs, len(specs), n)  # large attributes: one task each
+    by_attr, keys = _by_attribute(runs, len(tasks), stage.n)  # large attributes: one task each
     return by_attr.groupBy(*keys).applyInPandas(fn, schema).localCheckpoint(eager=True)
 
 
-def whole_values(drawn: DataFrame, keyed: KeyedValues, specs: Mapping[int, AttributeSpec], *, k: int, c: int,
-                 n: int, groups: int, postprocess: str) -> DataFrame:
+def whole_values(drawn: DataFrame, keyed: KeyedValues, tasks: Sequence[AttributeTask], stage: StageSpec, *,
+                 groups: int) -> DataFrame:
     """Post-processing of the stored raw draws (public sizes and domain only), then each id's value.
 
     In: :func:`draw_whole_attributes`. Out: ``(group, attr, rid, value)`` for
-    :func:`fragrelease.jobs.idpir.assembly.line_up`; the id at rank r gets cluster ``min(r // k, c - 1)``.
+    :func:`fragrelease.jobs.idpir.assembly.line_up`; the id at rank r gets cluster ``stage.cluster_of(r)``; the post-processing is :meth:`fragrelease.idpir.stage.StageSpec.finish`.
     """
     carry_rid = keyed.carry_rid
 
     def finish(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        cluster = np.minimum(np.arange(n, dtype=np.int64) // k, c - 1)  # of each rank; public: n, k, c
+        cluster = stage.cluster_of(np.arange(stage.n, dtype=np.int64))  # of each rank; public: n, k, c
         for pdf in batches:
             rows = []
             rec: Any
             for rec in pdf.itertuples(index=False):
-                _, lo, hi, categorical, _ = specs[int(rec.attr)]
-                released = finish_centroids(np.frombuffer(rec.noisy, dtype=F8),
-                                            np.frombuffer(rec.size, dtype=I8).astype(float),
-                                            lo, hi, categorical, postprocess)
+                released = stage.finish(np.frombuffer(rec.noisy, dtype=F8),
+                                        np.frombuffer(rec.size, dtype=I8).astype(float), tasks[int(rec.attr)])
                 key = np.frombuffer(rec.key, dtype=I8)
                 rid = np.asarray(rec.rid) if carry_rid else key
                 rows += group_rows(int(rec.attr), key, rid, released[cluster], groups, pack_rid=not carry_rid)

@@ -32,6 +32,7 @@ from typing import Mapping, Optional
 
 from fragrelease.errors import ConfigError, ManifestMismatchError, ReleaseExistsError
 from fragrelease.idpir.config import LedgerConfig, OwnerConfig, ReleaseConfig
+from fragrelease.idpir.fragmentation import fragmentation_of, linkage_of
 from fragrelease.idpir.plan_check import verified_spec
 from fragrelease.idpir.protocol import Manifest, OwnerMetadata, Plan, manifest_for
 from fragrelease.idpir.spec import ProtectionSpec
@@ -96,7 +97,7 @@ def _id_type(schema: DatasetSchema) -> Optional[str]:
 
 def offered_attributes(cfg: ReleaseConfig, schema: DatasetSchema, owner: OwnerConfig):
     """The attributes this owner protects: all protected ones (horizontal) or its own (vertical)."""
-    if cfg.fragmentation == "horizontal":
+    if not fragmentation_of(cfg.fragmentation).by_attributes:
         return list(schema.protected)
     assert owner.attributes is not None  # a vertical owner declares its attributes (configuration check)
     attrs = [schema.attribute(a) for a in owner.attributes]
@@ -150,7 +151,7 @@ def describe_fragment(spark, cfg: ReleaseConfig, owner_name: str) -> OwnerMetada
         n_records = df.count()
     nonce = new_nonce()
     ids = pseudonymize(df.select(schema.id_column), schema.id_column, key, METADATA_CONTEXT)
-    if cfg.fragmentation == "vertical":  # the set of pseudonyms, never of raw ids
+    if fragmentation_of(cfg.fragmentation).by_attributes:  # the same records: the set of pseudonyms, never raw ids
         digest = pseudonym_set_digest(ids)
     else:  # the keyed digests themselves, a new table for this round: the aggregator compares the owners' sets
         target = id_digests_path(cfg, owner.name, nonce)
@@ -316,7 +317,7 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
         # owner-side only: measured on this owner's data, reported to its private report, never shared;
         # a risk above a threshold refuses the hand-over before anything is written to work_dir
         assert control is not None
-        linked = plan.linkage == "linked"
+        linked = linkage_of(plan.linkage).rows_are_records
         risk = measure_owner_risk(df, protected if linked else released.unlinked(), control, attrs, schema.id_column,
                                   cfg.risk_check, n_kept=n_records, n_control=check.n_records - n_records,
                                   linked=linked)
@@ -331,7 +332,7 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
     # committed is removed on any failure here, and a rerun after a kill discards it
     try:
         pset_table = None
-        if plan.linkage == "unlinked":
+        if linkage_of(plan.linkage).shuffles_columns:
             # the pseudonyms of the validated fragment's ids; the columns unlinked from the released
             # values directly (the ids never travel with them, no line-up by id)
             ids = pseudonymize(df.select(schema.id_column), schema.id_column, key, pseudonym_context)

@@ -29,7 +29,9 @@ from typing import Literal, Optional
 
 from fragrelease.errors import ConfigError
 from fragrelease.idpir.config import OwnerConfig, ReleaseConfig
+from fragrelease.idpir.fragmentation import fragmentation_of, linkage_of
 from fragrelease.idpir.mechanisms import get_mechanism
+from fragrelease.idpir.stage import resolve_k
 from fragrelease.validation import warn_if_large_epsilon
 
 #: Records of each built-in table after cleaning (data/README.md; checked against the loaders in tests).
@@ -142,21 +144,21 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
         anonymeter_evaluators()  # a configured risk check needs anonymeter: refused before Spark and any spend
     if party in ("run", "aggregator"):
         check_output_path(cfg)
-    if cfg.linkage == "synthetic" and party in ("run", "aggregator"):
+    if linkage_of(cfg.linkage).synthesized and party in ("run", "aggregator"):
         from fragrelease.synthesis.mechanism import require_mbi
 
         require_mbi()  # the aggregator fits the model with mbi: refused before Spark and before any owner spends
     if party == "aggregator":  # it reads only protocol messages: no schema file or source needed here
         return
     schema = resolve_schema(cfg.dataset)  # its error names the dataset
-    if cfg.linkage == "synthetic":
+    if linkage_of(cfg.linkage).synthesized:
         synthesis_spec_of(cfg)  # the target and the domain, before Spark starts
     if schema.id_column is None:
         raise ConfigError(f"dataset: schema {schema.name!r} declares no id column (role: id); fragments need a "
                           "unique record id to order ties and, for vertical releases, to join")
     if owner is not None:
         find_owner(cfg, owner)
-    if cfg.fragmentation == "vertical":
+    if fragmentation_of(cfg.fragmentation).by_attributes:
         seen: dict[str, str] = {}
         for i, o in enumerate(cfg.owners):
             for a in o.attributes or ():
@@ -177,12 +179,12 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
         raise ConfigError(f"dataset: {cfg.dataset!r} is not built in: give 'source' (the table to simulate owners "
                           "from) or each owner's 'source'")
     if builtin_rows is not None:
-        if cfg.fragmentation == "horizontal":
+        if not fragmentation_of(cfg.fragmentation).by_attributes:
             total = sum(o.rows or 0 for o in cfg.owners)
             if total != builtin_rows:
                 raise ConfigError(f"owners[*].rows: add up to {total}, but the built-in dataset {cfg.dataset!r} has "
                                   f"{builtin_rows} records")
-        k = get_mechanism(cfg.mechanism).k_used(cfg.k)
+        k = resolve_k(get_mechanism(cfg.mechanism), cfg.k)
         if k > builtin_rows:
             raise ConfigError(f"k: {cfg.k} exceeds the {builtin_rows} records of the built-in dataset {cfg.dataset!r}")
     from fragrelease.jobs.idpir.keys import check_pseudonym_key

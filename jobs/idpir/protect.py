@@ -42,7 +42,6 @@ import logging
 import math
 import time
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Mapping, Optional, Sequence
 
 from pyspark.sql import DataFrame
@@ -56,11 +55,10 @@ from fragrelease.idpir.category_order import (
     declared_order,
     dp_frequency_order,
 )
-from fragrelease.idpir.microaggregation import check_k, cluster_count
 from fragrelease.idpir.spec import ProtectionSpec
+from fragrelease.idpir.stage import AttributeTask, StageSpec
 from fragrelease.jobs.idpir import bucket_sort, cluster_noise
 from fragrelease.jobs.idpir.assembly import line_up
-from fragrelease.jobs.idpir.cluster_noise import AttributeSpec
 from fragrelease.jobs.idpir.unlink import unlink_released
 from fragrelease.rng.laplace import NoiseSource, SecureLaplace
 from fragrelease.schemas.base import Attribute
@@ -236,7 +234,7 @@ def released_fragment(
     if tuple(a.name for a in attrs) != spec.attributes:
         raise InvalidParameterError(f"owner {spec.owner!r}: attributes {[a.name for a in attrs]} are not the spec's "
                                     f"{list(spec.attributes)}")
-    check_k(spec.k_used, spec.n_records)  # before any budget is spent on the histograms
+    StageSpec.of(spec)  # k ≤ n checked before any budget is spent on the histograms
     orders = category_orders(df, attrs, spec.budgets, spec.category_order, noise, counts=category_counts)
     return released_values(df, attrs, spec, id_column=id_column, orders=orders, noise=noise)
 
@@ -256,7 +254,9 @@ def released_values(
     ----------
     df : DataFrame with ``id_column`` (unique, non-null) and every attribute in ``attributes``.
     attributes : the attributes to protect, with declared domains/categories.
-    spec : the owner's :class:`fragrelease.idpir.spec.ProtectionSpec`: k (plain iDP uses 1), the
+    spec : the owner's :class:`fragrelease.idpir.spec.ProtectionSpec` (cut into one
+        :class:`~fragrelease.idpir.stage.StageSpec` and one
+        :class:`~fragrelease.idpir.stage.AttributeTask` per attribute, which reach every executor): k (plain iDP uses 1), the
         mechanism, one budget per attribute in order (the Laplace scale uses its ``centroids`` part),
         the post-processing (``isotonic``: the noisy centroid vector of each attribute is projected
         onto the non-decreasing vectors in [lo, hi], weighted by cluster size, before rounding,
@@ -289,15 +289,14 @@ def released_values(
     How it runs: the numbered steps of the module docstring (:mod:`fragrelease.jobs.idpir.protect`).
     """
     clock = _StageClock()
-    # 1. parameters, budgets and rank orders (all public or noised with budget): the spec's, nothing recomputed
+    # 1. parameters, budgets and rank orders (all public or noised with budget): the spec's, nothing recomputed;
+    #    the stage (mechanism, k used, c, n, options) and one task per attribute reach every executor as objects
     attrs = list(attributes)
-    n, mech, k, budgets, postprocess = spec.n_records, spec.mechanism, spec.k, spec.budgets, spec.postprocess
-    mechanism = mech.name
-    k_used = spec.k_used
-    check_k(k_used, n)
-    c = cluster_count(n, k_used)
+    stage = StageSpec.of(spec)
+    n, c, budgets = stage.n, stage.c, spec.budgets
     if [b.attribute for b in budgets] != [a.name for a in attrs]:
         raise InvalidParameterError(f"budgets are for {[b.attribute for b in budgets]}, attributes are {[a.name for a in attrs]}")
+    tasks = tuple(AttributeTask.of(a, b) for a, b in zip(attrs, budgets))  # exact budgets: the noise object scales
     rank_orders = rank_orders_of(attrs, orders)
     keyed = bucket_sort.keyed_values(df, attrs, id_column, rank_orders)
     id_type = df.schema[id_column].dataType
@@ -314,30 +313,23 @@ def released_values(
 
     if whole:
         # 4. one task per attribute: the numpy mechanism, raw draws stored; then post-processing
-        specs = {j: AttributeSpec(a.name, *a.bounds(), a.categorical, Fraction(b.centroids))  # exact budget
-                 for j, (a, b) in enumerate(zip(attrs, budgets))}
-        drawn = cluster_noise.draw_whole_attributes(runs, keyed, specs, k=k, n=n, mechanism=mechanism, noise=noise)
+        drawn = cluster_noise.draw_whole_attributes(runs, keyed, tasks, stage, noise=noise)
         clock.lap("cut, draw each attribute's noisy centroids in one task (stored)")
-        values = cluster_noise.whole_values(drawn, keyed, specs, k=k_used, c=c, n=n, groups=groups,
-                                            postprocess=postprocess)
+        values = cluster_noise.whole_values(drawn, keyed, tasks, stage, groups=groups)
     else:
         # 5. distributed: counts and first ranks, sorted buckets, noise per attribute, values per bucket
         runs = runs.localCheckpoint(eager=True, storageLevel=bucket_sort.STORED)
         clock.lap("cut into bucket arrays (map, stored)")
         counts, first_rank = bucket_sort.bucket_first_ranks(runs, [a.name for a in attrs], n)
         clock.lap("counts per bucket")
-        ranked = bucket_sort.sort_buckets(runs, keyed, first_rank, k=k_used, c=c)
+        ranked = bucket_sort.sort_buckets(runs, keyed, first_rank, stage)
         clock.lap("sort buckets, ranks, partial cluster statistics (stored)")
-        # the exact budget, as in the one-task plan: only the noise object turns it into a float scale
-        specs = {j: AttributeSpec(a.name, *a.bounds(), a.categorical, Fraction(b.centroids))
-                 for j, (a, b) in enumerate(zip(attrs, budgets))}
-        released = cluster_noise.noise_per_attribute(ranked, specs, mech, k=k_used, c=c, noise=noise,
-                                                     postprocess=postprocess)
+        released = cluster_noise.noise_per_attribute(ranked, tasks, stage, noise=noise)
         clock.lap("combine cluster statistics, sensitivity, scale, noise, post-processing (stored)")
-        joined = cluster_noise.route_centroids(released, ranked, first_rank, counts, k=k_used, c=c,
+        joined = cluster_noise.route_centroids(released, ranked, first_rank, counts, stage,
                                                carry_rid=keyed.carry_rid,
                                                broadcast=c * len(attrs) <= _BROADCAST_CENTROIDS)
-        values = cluster_noise.map_to_values(joined, keyed, k=k_used, c=c, groups=groups)
+        values = cluster_noise.map_to_values(joined, keyed, stage, groups=groups)
 
     return ReleasedValues(values, tuple(attrs), n, groups, keyed.carry_rid, keyed.rid_type, rank_orders, id_type,
                           id_column)

@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 
 from fragrelease.errors import ConfigError
 from fragrelease.idpir.config import ReleaseConfig
+from fragrelease.idpir.fragmentation import fragmentation_of
 from fragrelease.jobs.idpir.layout import fragment_source, owner_private_dir
 from fragrelease.jobs.idpir.ranking import global_rank, num_partitions
 from fragrelease.jobs.idpir.workspace import ensure_private_dir, restrict_private_tree
@@ -46,7 +47,7 @@ def split_fragments(spark, cfg: ReleaseConfig, schema: DatasetSchema, data: Data
     if id_col is None:
         raise ConfigError(f"dataset {schema.name!r} needs an id column to simulate owners")
     sizes: dict[str, int] = {}
-    if cfg.fragmentation == "horizontal":
+    if not fragmentation_of(cfg.fragmentation).by_attributes:  # deal the records
         n = data.count()
         total = sum(o.rows or 0 for o in cfg.owners)  # horizontal owners declare their rows (configuration check)
         if total != n:

@@ -25,6 +25,7 @@ from typing import Optional
 from fragrelease.budget import check_lifetime
 from fragrelease.errors import ConfigError, ManifestMismatchError, ReleaseExistsError
 from fragrelease.idpir.config import ReleaseConfig
+from fragrelease.idpir.fragmentation import linkage_of
 from fragrelease.idpir.protocol import Plan
 from fragrelease.jobs.catalog import register
 from fragrelease.jobs.idpir.fragment import conform_attributes, conform_id, validate_fragment
@@ -166,7 +167,7 @@ def measure_owner_round(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Op
     owner = _owner(cfg, owner_name)
     signing_key = owner_signing_key(cfg, owner)
     plan, _ = read_verified_plan(cfg, owner.name)  # every term against this owner's configuration, no data
-    if plan.linkage != "synthetic":
+    if not linkage_of(plan.linkage).synthesized:
         raise ManifestMismatchError(f"owner {owner.name!r}: plan {plan.plan_id} is not a synthetic release")
     check_plan_nonce(cfg, owner, plan)
     spec = plan_synthesis_spec(cfg, plan, owner.name)

@@ -15,6 +15,7 @@ from pyspark.sql.functions import pandas_udf
 from pyspark.sql.types import DoubleType
 
 from fragrelease.idpir.mechanisms import noisy_centroids
+from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.postprocess import finish_centroids
 from fragrelease.rng.laplace import SecureLaplace
 
@@ -28,6 +29,6 @@ def release_draw_udf(name: str, lo: float, hi: float, categorical: bool = False)
         raw = noisy_centroids(centroids=centroid.to_numpy(float), scales=scale.to_numpy(float),
                               attributes=np.full(m, name, dtype=object), clusters=cluster.to_numpy(np.int64),
                               noise=SecureLaplace())
-        return pd.Series(finish_centroids(raw, np.ones(m), lo, hi, categorical, "none"))
+        return pd.Series(finish_centroids(raw, np.ones(m), lo, hi, categorical, ReleaseOptions.of(postprocess="none")))
 
     return draw.asNondeterministic()

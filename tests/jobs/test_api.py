@@ -15,6 +15,7 @@ from specs import protect_with
 import fragrelease
 from fragrelease.errors import ConfigError, InvalidParameterError, ReleaseExistsError, SchemaMismatchError
 from fragrelease.idpir.config import LedgerConfig, config_from_dict
+from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.protocol import OwnerMetadata, make_plan
 from fragrelease.jobs.api import OwnerResult, ProtectResult, Release, ReleaseResult, protect
 from fragrelease.jobs.catalog import PROP_LOCATION, PROP_VERSION, table_location
@@ -105,6 +106,28 @@ def test_protect_checks_every_parameter_before_any_spark_action(spark):
         protect(boom, "no-such-dataset", epsilon="1", k=5)
     with pytest.raises(Exception, match="no job expected"):  # the control: valid parameters do run a job
         protect(boom, age, **ok)
+
+
+def test_protect_takes_the_options_model_or_its_fields_before_any_spark_action(spark):
+    boom = spark.range(10).select(F.col("id").alias("record_id"), F.lit(40.0).alias("age")).withColumn(
+        "age", F.when(F.col("record_id") >= 0, F.raise_error(F.lit("no job expected"))).otherwise(40.0).cast("double"))
+    age = [SCHEMA.attribute("age")]
+    ok = dict(epsilon="1", k=5, id_column="record_id")
+    for bad, msg in [
+        (dict(options=ReleaseOptions.of(postprocess="none"), postprocess="none"),
+         r"^protect: give options or the option keywords \['postprocess'\], not both$"),
+        (dict(options=ReleaseOptions.of(linkage="unlinked")),
+         r"^protect: a single owner's DataFrame keeps its rows linked; linkage 'unlinked' is for a Release$"),
+        (dict(linkage="synthetic"), r"^protect: a single owner's DataFrame keeps its rows linked; linkage 'synthetic'"),
+        (dict(options={"postprocess": "none"}), r"^protect: options must be ReleaseOptions, not dict$"),
+    ]:
+        with pytest.raises(InvalidParameterError, match=msg):
+            protect(boom, age, **{**ok, **bad})
+    with pytest.raises(TypeError, match=r"^protect\(\) got an unexpected keyword argument 'no_such_option'$"):
+        protect(boom, age, **ok, no_such_option=1)
+    for good in (dict(options=ReleaseOptions.of(postprocess="none")), dict(postprocess="none")):
+        with pytest.raises(Exception, match="no job expected"):  # the control: valid options do run a job
+            protect(boom, age, **{**ok, **good})
 
 
 # ---- Release ---------------------------------------------------------------------------------

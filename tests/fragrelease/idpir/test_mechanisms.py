@@ -8,6 +8,7 @@ from scipy import stats
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.mechanisms import laplace_scale, noisy_centroids, protect_attribute
 from fragrelease.idpir.microaggregation import check_k, cluster_bounds, cluster_count, ir_centroids, ir_clusters
+from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.postprocess import clamp_and_round, finish_centroids
 from fragrelease.rng.laplace import SecureLaplace, calibrated_laplace_scale
 from fragrelease.rng.secure import secure_random_keys
@@ -57,7 +58,7 @@ def test_rounding_only_after_noise_and_clamp():
 
     noisy = noisy_centroids(centroids=np.array([1.4, 4.9]), scales=np.ones(2),
                             attributes=np.array(["a", "a"], dtype=object), clusters=np.arange(2), noise=Plus())
-    out = finish_centroids(noisy, np.ones(2), 1.0, 5.0, True, "none")  # the release's step, without the projection
+    out = finish_centroids(noisy, np.ones(2), 1.0, 5.0, True, ReleaseOptions.of(postprocess="none"))  # the release's step, without the projection
     assert out.tolist() == [2.0, 5.0]  # 5.1 clamped to 5 before rounding
     assert clamp_and_round(np.array([-3.0, 2.5, 7.2]), 1, 5, True).tolist() == [1.0, 3.0, 5.0]
     assert clamp_and_round(np.array([-3.0, 2.5]), 0, 100, False).tolist() == [0.0, 2.5]

@@ -8,6 +8,7 @@ from scipy.optimize import minimize
 
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.mechanisms import protect_attribute
+from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.postprocess import check_postprocess, finish_centroids, isotonic_projection
 
 
@@ -53,7 +54,8 @@ def test_zero_noise_gives_the_exact_centroids():
 
 
 def test_categorical_ranks_are_projected_then_rounded():
-    z = finish_centroids(np.array([3.4, 1.2, 2.2]), np.array([5, 5, 6]), 1.0, 4.0, True, "isotonic")
+    z = finish_centroids(np.array([3.4, 1.2, 2.2]), np.array([5, 5, 6]), 1.0, 4.0, True,
+                         ReleaseOptions.of(postprocess="isotonic"))
     assert z.tolist() == [2.0, 2.0, 2.0]  # block mean (5·3.4 + 5·1.2 + 6·2.2)/16 = 2.26 → 2
 
 

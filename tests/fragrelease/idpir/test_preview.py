@@ -9,6 +9,7 @@ from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.config import config_from_dict
 from fragrelease.idpir.mechanisms import draw_attribute, get_mechanism
 from fragrelease.idpir.microaggregation import ir_centroids
+from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.postprocess import finish_centroids
 from fragrelease.idpir.preview import (
     OwnerPlan,
@@ -72,7 +73,7 @@ def test_empirical_rank_moves_match_the_prediction():
     ranks = np.full(n, 3.0)
     clusters, noisy, sizes = draw_attribute(ranks, k=k, lo=1.0, hi=5.0, epsilon_attribute=eps, mechanism="dp-ir",
                                             noise=SecureLaplace())
-    released = finish_centroids(noisy, sizes, 1.0, 5.0, True, "none")
+    released = finish_centroids(noisy, sizes, 1.0, 5.0, True, ReleaseOptions.of(postprocess="none"))
     (a,) = attribute_previews(_params([CAT], k=k, epsilon=eps, n=n))
     assert a.scale == pytest.approx(1.0, rel=1e-6)
     assert np.mean(released != 3) == pytest.approx(a.p_move, abs=0.01)
