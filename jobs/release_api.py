@@ -104,7 +104,7 @@ class ReleaseResult:
         return read_delta(spark, self.path, self.version)
 
 
-def _source_dict(source, views: list[str]) -> dict:
+def _source_dict(source, views: list[str]) -> Mapping[str, Any]:
     """A configuration ``source`` for a DataFrame (a temporary view), a table name or a SourceConfig dict."""
     if isinstance(source, DataFrame):
         view = f"fragrelease_src_{uuid.uuid4().hex}"

@@ -29,18 +29,10 @@ MAX_PARAMETERS = 10
 
 #: Offenders in files being rewritten elsewhere: (file, qualified function name, "params" or "dict").
 PENDING = {
-    # the notebook API's protect: it takes the options model once the spec reaches the executors (issue 40, item 1)
+    # the notebook API's protect: 11 parameters (the options model, the ledger and the owner's name among them)
     ("jobs/api.py", "protect", "params"),
-    ("jobs/release_api.py", "_source_dict", "dict"),
-    # the report's intermediate tables and the protect step's orders (dicts the templates and the owner fill)
+    # the numpy reference's loose entry point (the Spark path takes an AttributeTask and a StageSpec)
     ("fragrelease/idpir/mechanisms.py", "protect_attribute", "params"),
-    ("jobs/idpir/protect.py", "category_orders", "dict"),
-    ("jobs/idpir/protect.py", "rank_orders_of", "dict"),
-    ("jobs/idpir/report.py", "_quantiles", "dict"),
-    ("jobs/idpir/report.py", "_with_quantiles", "dict"),
-    ("jobs/idpir/report.py", "_correlation", "dict"),
-    ("jobs/idpir/report.py", "noise_section", "dict"),
-    ("jobs/idpir/report.py", "attribute_error", "dict"),
 }
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef

@@ -128,7 +128,7 @@ def category_orders(
     category_order: str,
     noise: Optional[NoiseSource] = None,
     counts: Optional[Mapping[str, Mapping[str, int]]] = None,
-) -> dict[str, tuple[str, ...]]:
+) -> Mapping[str, tuple[str, ...]]:
     """The rank order of every categorical attribute, public or bought with budget (docs/specification.md §1).
 
     ``declared``: the schema's order, no Spark job. ``dp-frequency``: one aggregation pass counts
@@ -170,7 +170,7 @@ def category_orders(
     return orders
 
 
-def rank_orders_of(attrs: Sequence[Attribute], orders: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
+def rank_orders_of(attrs: Sequence[Attribute], orders: Mapping[str, Sequence[str]]) -> Mapping[str, tuple[str, ...]]:
     """Each categorical attribute's rank order from ``orders`` (public or noised with budget).
 
     Raises InvalidParameterError when an order does not list the declared categories once each.

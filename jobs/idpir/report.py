@@ -111,7 +111,7 @@ def _partial_summaries(attrs: Sequence[Attribute]):
     return summarize
 
 
-def table_summary(df: DataFrame, attrs: Sequence[Attribute]) -> tuple[dict, Optional[np.ndarray]]:
+def table_summary(df: DataFrame, attrs: Sequence[Attribute]) -> tuple[Mapping[str, Any], Optional[np.ndarray]]:
     """Per-attribute statistics and the numeric correlation matrix of ``df``, in two Spark passes.
 
     Numeric attribute → mean, sample standard deviation, the 5/25/50/75/95 % quantiles
@@ -184,7 +184,7 @@ def _counted_summary_pass(df: DataFrame, attrs: Sequence[Attribute]) -> tuple[di
     return stats, corr, int(n)
 
 
-def _quantiles(df: DataFrame, attrs: Sequence[Attribute]) -> dict:
+def _quantiles(df: DataFrame, attrs: Sequence[Attribute]) -> Mapping[str, Any]:
     """The :data:`QUANTILES` of every numeric attribute of ``df``: one aggregation (none for an empty ``df``).
 
     ``percentile_approx`` with accuracy ``1 / _RELATIVE_ERROR``: the same Greenwald-Khanna sketch as
@@ -202,7 +202,7 @@ def _quantiles(df: DataFrame, attrs: Sequence[Attribute]) -> dict:
     return {name: [float(v) for v in row[f"q{i}"]] for i, name in enumerate(names) if row[f"q{i}"] is not None}
 
 
-def _with_quantiles(stats: dict, quantiles: dict) -> dict:
+def _with_quantiles(stats: dict, quantiles: Mapping[str, Any]) -> Mapping[str, Any]:
     for name, q in quantiles.items():
         stats[name]["quantiles"] = q
     return stats
@@ -382,7 +382,7 @@ def _heatmap(names: Sequence[str], m: np.ndarray, title: str, *, difference: boo
 
 
 def _correlation(names: Sequence[str], m: Optional[np.ndarray], title: str, *, difference: bool = False,
-                 chart: Optional[Chart] = None) -> Optional[dict]:
+                 chart: Optional[Chart] = None) -> Optional[Mapping[str, Any]]:
     """The correlation section's values: chart, header and rows (None without a matrix)."""
     if m is None:
         return None
@@ -421,7 +421,7 @@ def _number(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
 
 
-def noise_section(provenance: Mapping[str, Any]) -> Optional[dict]:
+def noise_section(provenance: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
     """The public report's noise per attribute, from the provenance's public parameters only
     (mechanism, k, ε, budgets, record counts, declared domains; :func:`fragrelease.idpir.preview.preview_from_provenance`).
 
@@ -653,7 +653,7 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
     return path
 
 
-def attribute_error(attrs: Sequence[Attribute], original: dict, released: dict, contributions: Mapping[str, float]) -> dict:
+def attribute_error(attrs: Sequence[Attribute], original: dict, released: dict, contributions: Mapping[str, float]) -> Mapping[str, Any]:
     """The owner's actual error per attribute (private): ``header``, ``rows`` and ``charts``.
 
     Numeric: released mean − original mean (the attribute's units), that shift in original standard
