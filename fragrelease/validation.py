@@ -11,10 +11,10 @@ import re
 import typing
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .errors import ConfigError
 
@@ -260,3 +260,29 @@ def warn_if_large_epsilon(epsilon, *, what: str = "epsilon", limit: Fraction = S
     log.warning("%s = %s is above %s per release: valid, but the guarantee bounds the likelihood ratio of any "
                 "output only by e^%s; check the value", what, epsilon, limit, epsilon)
     return True
+
+
+_P = TypeVar("_P", bound="FrozenParams")
+
+
+class FrozenParams(BaseModel):
+    """A frozen parameter model whose unknown fields are refused: the params of systems 2-4
+    (``fragrelease.tiers.params``, ``fragrelease.publications.params``, ``fragrelease.diffgen.params``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @classmethod
+    def of(cls: type[_P], **values: Any) -> _P:
+        """The parameters from keyword values.
+
+        Raises
+        ------
+        InvalidParameterError
+            An unknown field or a value of the wrong type, one line per problem naming the field.
+        """
+        from .errors import InvalidParameterError
+
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            raise InvalidParameterError(format_validation_error(exc, cls)) from None

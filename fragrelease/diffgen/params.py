@@ -16,34 +16,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Mapping, Optional, TypeVar
-
-from pydantic import BaseModel, ConfigDict, ValidationError
+from typing import Any, Mapping, Optional
 
 from fragrelease.diffgen.paillier_ops import MIN_RELEASE_KEY_BITS
 from fragrelease.diffgen.share_noise import DEFAULT_NOISE
-from fragrelease.errors import InvalidParameterError
-from fragrelease.validation import format_validation_error
-
-_P = TypeVar("_P", bound="_Params")
+from fragrelease.validation import FrozenParams
 
 
-class _Params(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    @classmethod
-    def of(cls: type[_P], **values: Any) -> _P:
-        """The parameters from keyword values.
-
-        Raises
-        ------
-        InvalidParameterError
-            An unknown field or a value of the wrong type, one line per problem naming the field.
-        """
-        try:
-            return cls.model_validate(values)
-        except ValidationError as exc:
-            raise InvalidParameterError(format_validation_error(exc, cls)) from None
+class _Params(FrozenParams):
+    """The params of this system (:class:`fragrelease.validation.FrozenParams`)."""
 
 
 class ProtocolParams(_Params):

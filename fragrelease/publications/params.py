@@ -14,34 +14,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, TypeVar
+from typing import Any, Mapping, Optional
 
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict
 
-from fragrelease.errors import InvalidParameterError
 from fragrelease.taxonomy import QuasiIdentifier
-from fragrelease.validation import format_validation_error
-
-_P = TypeVar("_P", bound="_Params")
+from fragrelease.validation import FrozenParams
 
 
-class _Params(BaseModel):
+class _Params(FrozenParams):
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
-
-    @classmethod
-    def of(cls: type[_P], **values: Any) -> _P:
-        """The parameters from keyword values.
-
-        Raises
-        ------
-        InvalidParameterError
-            An unknown field or a value of the wrong type, one line per problem naming the field.
-        """
-        try:
-            return cls.model_validate(values)
-        except ValidationError as exc:
-            raise InvalidParameterError(format_validation_error(exc, cls)) from None
 
 
 class AnonymizeParams(_Params):

@@ -17,17 +17,16 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Mapping, Optional
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import field_validator
 
-from fragrelease.errors import InvalidParameterError
 from fragrelease.tiers.algorithms import DEFAULT_MAX_NODE_ROWS
-from fragrelease.validation import format_validation_error
+from fragrelease.validation import FrozenParams
 
 #: The built-in sources of a tiers release (anything else is a table path).
 BUILTIN_DATASETS = ("german", "adult")
 
 
-class TiersParams(BaseModel):
+class TiersParams(FrozenParams):
     """The public parameters of one tiers release (frozen; unknown fields refused).
 
     Fields
@@ -49,7 +48,6 @@ class TiersParams(BaseModel):
         :class:`~fragrelease.errors.InvalidParameterError` instead.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     dataset: str = "german"
     delta: str
@@ -71,20 +69,6 @@ class TiersParams(BaseModel):
     def _delta_text(cls, value: Any) -> Any:
         # a number or a Fraction keeps its exact text (0.05 -> "0.05", Fraction(1, 20) -> "1/20")
         return str(value) if isinstance(value, (int, float, Fraction)) and not isinstance(value, bool) else value
-
-    @classmethod
-    def of(cls, **values: Any) -> TiersParams:
-        """The parameters from keyword values.
-
-        Raises
-        ------
-        InvalidParameterError
-            An unknown field or a value of the wrong type, one line per problem naming the field.
-        """
-        try:
-            return cls.model_validate(values)
-        except ValidationError as exc:
-            raise InvalidParameterError(format_validation_error(exc, cls)) from None
 
     @property
     def builtin(self) -> bool:
