@@ -11,7 +11,7 @@ import re
 import typing
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Optional, TypeVar
+from typing import Any, Mapping, Optional, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -286,3 +286,22 @@ class FrozenParams(BaseModel):
             return cls.model_validate(values)
         except ValidationError as exc:
             raise InvalidParameterError(format_validation_error(exc, cls)) from None
+
+
+_T = TypeVar("_T")
+
+
+def registered(registry: Mapping[str, _T], name: str, what: str) -> _T:
+    """The entry called ``name`` of a registry (mechanisms, fragmentations, linkages).
+
+    Raises
+    ------
+    InvalidParameterError
+        Unknown name: ``<what> must be one of (<names>), not '<name>'``.
+    """
+    from .errors import InvalidParameterError
+
+    try:
+        return registry[name]
+    except (KeyError, TypeError):
+        raise InvalidParameterError(f"{what} must be one of {tuple(registry)}, not {name!r}") from None

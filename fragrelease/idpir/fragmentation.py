@@ -26,7 +26,8 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
 
 from fragrelease.budget import ReleaseBudget, horizontal_budget, split_epsilon_vertical, vertical_budget
-from fragrelease.errors import IdentifierError, InvalidParameterError, ProtocolError
+from fragrelease.errors import IdentifierError, ProtocolError
+from fragrelease.validation import registered
 
 if TYPE_CHECKING:  # types only: the protocol's messages use this module's names
     from fragrelease.idpir.protocol import OwnerMetadata
@@ -190,10 +191,7 @@ def fragmentation_of(name: str) -> Fragmentation:
     InvalidParameterError
         Unknown name (the message lists the known ones).
     """
-    try:
-        return FRAGMENTATIONS[name]
-    except (KeyError, TypeError):
-        raise InvalidParameterError(f"fragmentation must be one of {tuple(FRAGMENTATIONS)}, not {name!r}") from None
+    return registered(FRAGMENTATIONS, name, "fragmentation")
 
 
 @dataclass(frozen=True)
@@ -255,7 +253,4 @@ def linkage_of(name: str) -> Linkage:
     InvalidParameterError
         Unknown name (the message lists the known ones).
     """
-    try:
-        return LINKAGES[name]
-    except (KeyError, TypeError):
-        raise InvalidParameterError(f"linkage must be one of {tuple(LINKAGES)}, not {name!r}") from None
+    return registered(LINKAGES, name, "linkage")

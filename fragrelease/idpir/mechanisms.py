@@ -22,6 +22,7 @@ from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS
 from fragrelease.idpir.sensitivity import dp_ir_sensitivity, idp_ir_sensitivity, idp_ir_sensitivity_from_extremes
 from fragrelease.idpir.stage import AttributeTask, StageSpec
 from fragrelease.rng.laplace import LaplaceNoise, NoiseSource
+from fragrelease.validation import registered
 
 
 def centroid_noise(delta: float, epsilon_attribute: Fraction | float, size: int) -> LaplaceNoise:
@@ -149,10 +150,7 @@ def get_mechanism(name: str) -> IRMechanism:
     InvalidParameterError
         Unknown name (the message lists the known ones).
     """
-    try:
-        return MECHANISMS[name]
-    except (KeyError, TypeError):
-        raise InvalidParameterError(f"mechanism must be one of {MECHANISM_NAMES}, not {name!r}") from None
+    return registered(MECHANISMS, name, "mechanism")
 
 
 def mechanism_k(mechanism: str, k: int) -> int:
