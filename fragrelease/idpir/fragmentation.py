@@ -23,14 +23,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
+from typing import Any, Literal, Mapping, Optional, Protocol, Sequence
 
 from fragrelease.budget import ReleaseBudget, horizontal_budget, split_epsilon_vertical, vertical_budget
 from fragrelease.errors import IdentifierError, ProtocolError
 from fragrelease.validation import registered
-
-if TYPE_CHECKING:  # types only: the protocol's messages use this module's names
-    from fragrelease.idpir.protocol import OwnerMetadata
 
 #: The fragmentations' wire names (the ``fragmentation`` field of configurations, plans, manifests).
 FragmentationName = Literal["horizontal", "vertical"]
@@ -38,7 +35,27 @@ FragmentationName = Literal["horizontal", "vertical"]
 LinkageName = Literal["linked", "unlinked", "synthetic"]
 
 
-def _names(meta: OwnerMetadata) -> list[str]:
+class OwnerFacts(Protocol):
+    """What the fragmentations read of an owner's metadata (:class:`fragrelease.idpir.protocol.OwnerMetadata`
+    has it; that module imports this one, so this one names it structurally)."""
+
+    @property
+    def owner(self) -> str: ...
+
+    @property
+    def attributes(self) -> Sequence[dict]: ...
+
+    @property
+    def n_records(self) -> int: ...
+
+    @property
+    def id_column(self) -> Optional[str]: ...
+
+    @property
+    def id_digest(self) -> Optional[str]: ...
+
+
+def _names(meta: OwnerFacts) -> list[str]:
     return [a["name"] for a in meta.attributes]
 
 
@@ -89,7 +106,7 @@ class Fragmentation:
         """The released table's rows from the owners' record counts (public): their sum, or one owner's."""
         return n_records[0] if self.by_attributes else sum(n_records)
 
-    def plan_attributes(self, metas: Sequence[OwnerMetadata]) -> tuple[dict, ...]:
+    def plan_attributes(self, metas: Sequence[OwnerFacts]) -> tuple[dict, ...]:
         """The plan's attribute specs: the first owner's (horizontal) or every owner's in order (vertical)."""
         return tuple(a for m in metas for a in m.attributes) if self.by_attributes else tuple(metas[0].attributes)
 
@@ -111,7 +128,7 @@ class Fragmentation:
                 problems.append(f"{at}.attributes: required for a vertical owner (owner {owner.name!r})")
         return problems
 
-    def check_metadata(self, metas: Sequence[OwnerMetadata]) -> None:
+    def check_metadata(self, metas: Sequence[OwnerFacts]) -> None:
         """This fragmentation's own rules on the owners' metadata (the shared ones: :func:`fragrelease.idpir.protocol.validate_metadata`).
 
         Raises ProtocolError or IdentifierError naming the owners and attributes involved.
@@ -125,7 +142,7 @@ class Fragmentation:
 
 @dataclass(frozen=True)
 class _Horizontal(Fragmentation):
-    def check_metadata(self, metas: Sequence[OwnerMetadata]) -> None:
+    def check_metadata(self, metas: Sequence[OwnerFacts]) -> None:
         """Identical attribute names, kinds and declared domains, in the same order, everywhere."""
         first = metas[0]
         for m in metas[1:]:
@@ -146,7 +163,7 @@ class _Horizontal(Fragmentation):
 
 @dataclass(frozen=True)
 class _Vertical(Fragmentation):
-    def check_metadata(self, metas: Sequence[OwnerMetadata]) -> None:
+    def check_metadata(self, metas: Sequence[OwnerFacts]) -> None:
         """Pairwise-disjoint attributes, one id column, the same record count and id set (their digests)."""
         first = metas[0]
         seen: dict[str, str] = {}

@@ -18,15 +18,20 @@ clamping to [lo, hi] and, for categorical ranks, rounding.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 import numpy as np
 from scipy.optimize import isotonic_regression
 
 from fragrelease.errors import InvalidParameterError
 
-if TYPE_CHECKING:  # the options model declares its post-processing field from this module's default
-    from fragrelease.idpir.options import ReleaseOptions
+
+class PostprocessOptions(Protocol):
+    """What :func:`finish_centroids` reads of the release options (:class:`fragrelease.idpir.options.ReleaseOptions`
+    has it; that module declares its field from this one's default, so this one names it structurally)."""
+
+    @property
+    def postprocess(self) -> str: ...
 
 #: Post-processing of the noisy centroids (docs/specification.md §9); the first is the default.
 POSTPROCESS = ("isotonic", "none")
@@ -93,7 +98,7 @@ def clamp_and_round(noisy: np.ndarray, lo, hi, categorical) -> np.ndarray:
 
 
 def finish_centroids(noisy: np.ndarray, sizes: np.ndarray, lo: float, hi: float, categorical: bool,
-                     options: ReleaseOptions) -> np.ndarray:
+                     options: PostprocessOptions) -> np.ndarray:
     """The released values of one attribute's clusters from its noisy centroids, shape (c,) in cluster order.
 
     ``options`` are the release options (:class:`fragrelease.idpir.options.ReleaseOptions`); their

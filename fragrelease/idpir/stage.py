@@ -22,24 +22,62 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from fragrelease.errors import InvalidParameterError
+from fragrelease.idpir.category_order import AttributeBudget
 from fragrelease.idpir.microaggregation import check_k, cluster_count, cluster_cut
 from fragrelease.idpir.options import DEFAULT_OPTIONS, ReleaseOptions
 from fragrelease.idpir.postprocess import finish_centroids
-
-if TYPE_CHECKING:  # types only: the mechanisms' module builds stages for its numpy reference
-    from fragrelease.idpir.category_order import AttributeBudget
-    from fragrelease.idpir.mechanisms import IRMechanism
-    from fragrelease.idpir.spec import ProtectionSpec
-    from fragrelease.rng.laplace import LaplaceNoise
-    from fragrelease.schemas.base import Attribute
+from fragrelease.rng.laplace import LaplaceNoise
 
 
-def resolve_k(mechanism: IRMechanism, k: int) -> int:
+class StageMechanism(Protocol):
+    """What a stage calls on its mechanism (:class:`fragrelease.idpir.mechanisms.IRMechanism` has it; that
+    module builds stages for its numpy reference, so this one names it structurally)."""
+
+    def k_used(self, k: int) -> int: ...
+
+    def sensitivity(self, values: np.ndarray, k: int, lo: float, hi: float) -> float: ...
+
+    def sensitivity_from_extremes(self, min_first: float, min_last: float, max_second_last: float,
+                                  max_last: float, *, k: int, size_last: int, n_clusters: int, lo: float,
+                                  hi: float) -> float: ...
+
+    def noise(self, delta: float, epsilon_attribute: Fraction | float, size: int) -> LaplaceNoise: ...
+
+
+class OwnerSpec(Protocol):
+    """What :meth:`StageSpec.of` reads of an owner's :class:`fragrelease.idpir.spec.ProtectionSpec`."""
+
+    @property
+    def mechanism(self) -> StageMechanism: ...
+
+    @property
+    def k_used(self) -> int: ...
+
+    @property
+    def n_records(self) -> int: ...
+
+    @property
+    def options(self) -> ReleaseOptions: ...
+
+
+class DeclaredAttribute(Protocol):
+    """What a task reads of a declared attribute (:class:`fragrelease.schemas.base.Attribute` has it;
+    the math layer names no schema module)."""
+
+    name: str
+
+    @property
+    def categorical(self) -> bool: ...
+
+    def bounds(self) -> tuple[float, float]: ...
+
+
+def resolve_k(mechanism: StageMechanism, k: int) -> int:
     """The cluster size ``mechanism`` uses for a plan's ``k`` (plain iDP: 1; otherwise k), unchecked.
 
     The one place production code turns the plan's k into the k used
@@ -68,7 +106,7 @@ class AttributeTask:
     epsilon: Fraction | float
 
     @classmethod
-    def of(cls, attribute: Attribute, budget: AttributeBudget) -> AttributeTask:
+    def of(cls, attribute: DeclaredAttribute, budget: AttributeBudget) -> AttributeTask:
         """The task of a declared ``attribute`` under its ``budget`` (the centroid part, exact).
 
         Raises
@@ -101,7 +139,7 @@ class StageSpec:
         (on construction) k < 1 or k > n (:func:`fragrelease.idpir.microaggregation.check_k`), n < 1.
     """
 
-    mechanism: IRMechanism
+    mechanism: StageMechanism
     k: int
     n: int
     options: ReleaseOptions = DEFAULT_OPTIONS
@@ -112,7 +150,7 @@ class StageSpec:
         object.__setattr__(self, "c", cluster_count(self.n, self.k))
 
     @classmethod
-    def build(cls, mechanism: IRMechanism, k: int, n: int, options: ReleaseOptions = DEFAULT_OPTIONS) -> StageSpec:
+    def build(cls, mechanism: StageMechanism, k: int, n: int, options: ReleaseOptions = DEFAULT_OPTIONS) -> StageSpec:
         """The stage of ``mechanism`` under a plan's ``k`` (resolved by :func:`resolve_k`) for n records.
 
         Raises as the constructor (k out of range for n).
@@ -120,7 +158,7 @@ class StageSpec:
         return cls(mechanism, resolve_k(mechanism, k), n, options)
 
     @classmethod
-    def of(cls, spec: ProtectionSpec) -> StageSpec:
+    def of(cls, spec: OwnerSpec) -> StageSpec:
         """The stage of an owner's :class:`~fragrelease.idpir.spec.ProtectionSpec`: its mechanism, k used,
         ``n_records`` and options. Raises as the constructor."""
         return cls(spec.mechanism, spec.k_used, spec.n_records, spec.options)
