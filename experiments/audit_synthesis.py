@@ -25,11 +25,12 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from fragrelease.experiments.audit import StatisticAudit, audit_statistic
 from fragrelease.rng.diffgen import DiffGenRandomness
 from fragrelease.rng.laplace import NoiseSource
 from fragrelease.synthesis.domain import CodedAttribute, SynthesisDomain, contingency
 from fragrelease.synthesis.mechanism import SynthesisBudget, cliques_to_measure, measure_cliques, measure_round_one
+
+from .audit import StatisticAudit, audit_statistic
 
 
 def small_case() -> tuple[SynthesisDomain, pd.DataFrame, pd.DataFrame]:

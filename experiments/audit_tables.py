@@ -15,11 +15,12 @@ from typing import Callable, Sequence
 import numpy as np
 
 from fragrelease.errors import InvalidParameterError
-from fragrelease.experiments.audit import StatisticAudit, audit_statistic
 from fragrelease.idpir.mechanisms import laplace_scale, mechanism_k, sensitivity
 from fragrelease.idpir.microaggregation import ir_centroids, ir_clusters
 from fragrelease.idpir.postprocess import clamp_and_round
 from fragrelease.rng.laplace import NoiseSource, evaluation_generator
+
+from .audit import StatisticAudit, audit_statistic
 
 # ------------------------------------------------------------------------------------------------
 # Several attributes: the table's rows, linked or unlinked

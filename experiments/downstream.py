@@ -70,11 +70,12 @@ import numpy as np
 import pandas as pd
 
 from fragrelease.errors import InvalidParameterError
-from fragrelease.experiments import downstream_report
-from fragrelease.experiments.downstream_report import epsilon_within, markdown_table, plot, read_per_run, summarize
-from fragrelease.experiments.evaluation import AttributeSpec, OrderSetting
-from fragrelease.experiments.linkage import protect_table, unlink
 from fragrelease.rng.laplace import FastLaplace, NoiseSource, evaluation_generator
+
+from . import downstream_report
+from .downstream_report import epsilon_within, markdown_table, plot, read_per_run, summarize
+from .evaluation import AttributeSpec, OrderSetting
+from .linkage import protect_table, unlink
 
 TARGET = "income"
 #: Adult's income labels in their declared (public) order, as adult.data writes them

@@ -41,7 +41,13 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from fragrelease.errors import ConfigError, InvalidParameterError
-from fragrelease.experiments.evaluation import (
+from fragrelease.idpir.category_order import DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE
+from fragrelease.idpir.postprocess import POSTPROCESS, check_postprocess
+from fragrelease.rng.laplace import FAST_SAMPLER_NAME, FastLaplace
+from fragrelease.schemas import adult
+from fragrelease.schemas.datasets import BUILTIN_SCHEMAS, load_builtin_pandas
+
+from .evaluation import (
     EPSILONS,
     K_GRID,
     AttributeSpec,
@@ -50,12 +56,7 @@ from fragrelease.experiments.evaluation import (
     postprocess_comparison,
     run_once,
 )
-from fragrelease.experiments.paper_order import PAPER_ORDER
-from fragrelease.idpir.category_order import DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE
-from fragrelease.idpir.postprocess import POSTPROCESS, check_postprocess
-from fragrelease.rng.laplace import FAST_SAMPLER_NAME, FastLaplace
-from fragrelease.schemas import adult
-from fragrelease.schemas.datasets import BUILTIN_SCHEMAS, load_builtin_pandas
+from .paper_order import PAPER_ORDER
 
 log = logging.getLogger(__name__)
 
@@ -260,7 +261,7 @@ def _parallelism(spark) -> int:
 
 def run_evaluation(spark, datasets: Sequence[str], out_dir: str, **kwargs) -> dict:
     """Evaluate, write ``results.csv`` / ``runs.csv`` and the figures; return paths and the runtime."""
-    from fragrelease.experiments.figures import plot_all
+    from .figures import plot_all
 
     os.makedirs(out_dir, exist_ok=True)
     t0 = time.perf_counter()

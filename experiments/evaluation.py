@@ -53,8 +53,6 @@ import numpy as np
 
 from fragrelease.budget import split_epsilon_vertical
 from fragrelease.errors import InvalidParameterError
-from fragrelease.experiments.paper_order import PAPER_ORDER, data_frequency_order
-from fragrelease.experiments.scores import category_tvd, combine_mean_sse
 from fragrelease.idpir.category_order import (
     CATEGORY_ORDERS,
     declared_order,
@@ -68,6 +66,9 @@ from fragrelease.idpir.microaggregation import check_k, cluster_count
 from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.postprocess import POSTPROCESS, check_postprocess, finish_centroids
 from fragrelease.rng.laplace import NoiseSource, evaluation_generator
+
+from .paper_order import PAPER_ORDER, data_frequency_order
+from .scores import category_tvd, combine_mean_sse
 
 #: Grid of docs/specification.md §3.
 EPSILONS = ("0.01", "0.1", "0.5", "1")

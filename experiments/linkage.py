@@ -41,12 +41,13 @@ import numpy as np
 import pandas as pd
 
 from fragrelease.errors import InvalidParameterError
-from fragrelease.experiments.evaluation import AttributeSpec, CategoryCounts, OrderSetting, category_order_of
 from fragrelease.idpir.mechanisms import get_mechanism, noisy_centroids
 from fragrelease.idpir.microaggregation import ir_centroids, ir_clusters
 from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.postprocess import POSTPROCESS, finish_centroids
 from fragrelease.rng.laplace import FAST_SAMPLER_NAME, FastLaplace, NoiseSource, evaluation_generator
+
+from .evaluation import AttributeSpec, CategoryCounts, OrderSetting, category_order_of
 
 LINKAGES = ("linked", "unlinked")
 #: Cells of the comparison (centralized iDP-IR).

@@ -34,7 +34,13 @@ import time
 import numpy as np
 import pandas as pd
 
-from fragrelease.experiments.workload import (
+from fragrelease.publications.cloning import cloning_anonymize
+from fragrelease.publications.composition import audit_pair, split_with_overlap
+from fragrelease.publications.mondrian import mondrian_anonymize
+from fragrelease.rng.laplace import evaluation_generator
+from fragrelease.schemas.taxonomies import adult_quasi_identifiers
+
+from .workload import (
     actual_counts,
     cloning_groups,
     estimate_counts,
@@ -42,11 +48,6 @@ from fragrelease.experiments.workload import (
     mondrian_groups,
     random_queries,
 )
-from fragrelease.publications.cloning import cloning_anonymize
-from fragrelease.publications.composition import audit_pair, split_with_overlap
-from fragrelease.publications.mondrian import mondrian_anonymize
-from fragrelease.rng.laplace import evaluation_generator
-from fragrelease.schemas.taxonomies import adult_quasi_identifiers
 
 QIS = ("age", "sex", "education", "native-country")
 SENSITIVE = ("occupation", "income")

@@ -47,10 +47,11 @@ import numpy as np
 import pandas as pd
 
 from fragrelease.errors import InvalidParameterError
-from fragrelease.experiments.downstream import adult_specs, guarantee, ir_tables, synthesize
-from fragrelease.experiments.evaluation import AttributeSpec
 from fragrelease.risk import ATTACKS, INFERENCE, measure_risk, report_frame
 from fragrelease.rng.laplace import FastLaplace, evaluation_generator
+
+from .downstream import adult_specs, guarantee, ir_tables, synthesize
+from .evaluation import AttributeSpec
 
 EPSILON = "1"
 K = 50
@@ -101,7 +102,7 @@ def releases(train: pd.DataFrame, independent: pd.DataFrame, specs: Sequence[Att
         if alg == "synthetic":  # fragrelease's own release kind over 4 simulated owners (docs/specification.md §10)
             from fractions import Fraction
 
-            from fragrelease.experiments.synthesis import release_domain, synthesize_fragments
+            from .synthesis import release_domain, synthesize_fragments
 
             t = synthesize_fragments(train, specs, epsilon=Fraction(epsilon), owners=4, target=specs[-1].name,
                                      gen=rng, iters=1000, domain=release_domain())

@@ -24,8 +24,6 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from fragrelease.experiments import downstream as ds
-from fragrelease.experiments.evaluation import AttributeSpec
 from fragrelease.rng.diffgen import SeededDiffGenRandomness
 from fragrelease.rng.laplace import FastLaplace, evaluation_generator
 from fragrelease.synthesis.domain import DEFAULT_BINS, CodedAttribute, SynthesisDomain, contingency
@@ -44,6 +42,9 @@ from fragrelease.synthesis.mechanism import (
     sample_codes,
 )
 from fragrelease.synthesis.protocol import synthesis_spec
+
+from . import downstream as ds
+from .evaluation import AttributeSpec
 
 #: Public cuts of the numeric attributes: the ones MST and AIM are given.
 CUTS = ds.NUMERIC_CUTS

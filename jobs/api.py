@@ -24,7 +24,7 @@ from typing import Any, Optional, Sequence, Union
 try:
     from pyspark.sql import DataFrame
 except ImportError:  # pyspark is not a wheel dependency: one clear line instead of the bare import error
-    from fragrelease.jobs import require_pyspark
+    from . import require_pyspark
 
     require_pyspark()
     raise
@@ -42,16 +42,17 @@ from fragrelease.idpir.microaggregation import check_k
 from fragrelease.idpir.options import OPTION_NAMES, ReleaseOptions
 from fragrelease.idpir.protocol import MIN_K, Manifest
 from fragrelease.idpir.spec import protection_spec
-from fragrelease.jobs import require_pyspark
-from fragrelease.jobs.api_common import Guarantee, SchemaLike, _from_pandas, _is_pandas
-from fragrelease.jobs.idpir import owner
-from fragrelease.jobs.idpir.digests import content_digest
-from fragrelease.jobs.idpir.fragment import FragmentContext, check_columns, conform_id, validate_fragment
-from fragrelease.jobs.idpir.shuffle import shuffle_rows
-from fragrelease.jobs.release_api import OwnerResult, Release, ReleaseResult
 from fragrelease.rng.laplace import NoiseSource
 from fragrelease.schemas.base import Attribute, DatasetSchema
 from fragrelease.schemas.datasets import resolve_schema
+
+from . import require_pyspark
+from .api_common import Guarantee, SchemaLike, _from_pandas, _is_pandas
+from .idpir import owner
+from .idpir.digests import content_digest
+from .idpir.fragment import FragmentContext, check_columns, conform_id, validate_fragment
+from .idpir.shuffle import shuffle_rows
+from .release_api import OwnerResult, Release, ReleaseResult
 
 __all__ = ["Guarantee", "OwnerResult", "ProtectResult", "Release", "ReleaseResult", "protect"]
 
@@ -259,7 +260,7 @@ def protect(
         check_k(k, minimum=MIN_K)
     dataset, attrs, id_col = _resolve(schema, id_column)
     if _is_pandas(df):
-        from fragrelease.jobs.session import get_spark
+        from .session import get_spark
 
         df = _from_pandas(get_spark(), df, _declared_columns(schema, id_col), owner=owner_name)
     elif not isinstance(df, DataFrame):

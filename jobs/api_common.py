@@ -11,13 +11,14 @@ from typing import Mapping, Sequence, Union
 try:
     from pyspark.sql import DataFrame
 except ImportError:  # pyspark is not a wheel dependency: one clear line instead of the bare import error
-    from fragrelease.jobs import require_pyspark
+    from . import require_pyspark
 
     require_pyspark()
     raise
 
-from fragrelease.jobs import require_pyspark
 from fragrelease.schemas.base import Attribute, DatasetSchema
+
+from . import require_pyspark
 
 SchemaLike = Union[str, DatasetSchema, Sequence[Attribute]]
 

@@ -342,7 +342,8 @@ def check_local_catalog(cfg, config_path: Optional[str] = None) -> None:
     import os
 
     from fragrelease.idpir.config import _within
-    from fragrelease.jobs.session import (
+
+    from .session import (
         CATALOG_DIR_ENV,
         _managed_environment,
         active_session_exists,

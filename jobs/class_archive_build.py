@@ -17,14 +17,14 @@ import sys
 import tempfile
 from typing import Mapping, Optional
 
-from fragrelease.jobs.class_archive import archive_path
+from .class_archive import archive_path
 
 
 def _stamp() -> Mapping[str, str]:
     """What the archive depends on: the JVM's build and pyspark's version (its jars are the class path)."""
     import pyspark
 
-    from fragrelease.jobs.session import ensure_java
+    from .session import ensure_java
 
     home = ensure_java()
     java = os.path.join(home, "bin", "java") if os.path.isdir(home) else home
@@ -37,9 +37,10 @@ def _workload(dump_to: str) -> None:
     from pyspark.core.context import SparkContext
 
     import fragrelease.jobs.session as session
-    from fragrelease.jobs.api import Release
     from fragrelease.schemas.datasets import load_builtin_pandas
     from fragrelease.schemas.wine import SCHEMA
+
+    from .api import Release
 
     session.WARM_PYTHON_WORKERS = False
     session.driver_java_options = lambda: f"-XX:ArchiveClassesAtExit={dump_to}"  # this JVM writes the archive

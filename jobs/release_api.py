@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 try:
     from pyspark.sql import DataFrame
 except ImportError:  # pyspark is not a wheel dependency: one clear line instead of the bare import error
-    from fragrelease.jobs import require_pyspark
+    from . import require_pyspark
 
     require_pyspark()
     raise
@@ -33,22 +33,23 @@ from fragrelease.errors import ConfigError, InvalidParameterError
 from fragrelease.idpir.config import LedgerConfig, ReleaseConfig, config_from_dict, load_config
 from fragrelease.idpir.fragmentation import linkage_of
 from fragrelease.idpir.protocol import Manifest, Plan
-from fragrelease.jobs import require_pyspark
-from fragrelease.jobs.api_common import Guarantee, _from_pandas, _is_pandas
-from fragrelease.jobs.catalog import read_table
-from fragrelease.jobs.idpir import aggregator, owner, simulate
-from fragrelease.jobs.idpir.evaluate import mean_sse
-from fragrelease.jobs.idpir.fragment import conform_attributes, conform_id
-from fragrelease.jobs.idpir.keys import generate_release_key
-from fragrelease.jobs.idpir.layout import fragment_source
-from fragrelease.jobs.idpir.signatures import with_release_keys
-from fragrelease.jobs.idpir.workspace import claim_work_dir, clear_work_dir
-from fragrelease.jobs.progress import ProgressEvent, Steps
-from fragrelease.jobs.storage import absolute, read_configured, read_delta
 from fragrelease.rng.laplace import NoiseSource
 from fragrelease.schemas.base import DatasetSchema
 from fragrelease.schemas.datasets import resolve_schema
 from fragrelease.validation import check_table_name
+
+from . import require_pyspark
+from .api_common import Guarantee, _from_pandas, _is_pandas
+from .catalog import read_table
+from .idpir import aggregator, owner, simulate
+from .idpir.evaluate import mean_sse
+from .idpir.fragment import conform_attributes, conform_id
+from .idpir.keys import generate_release_key
+from .idpir.layout import fragment_source
+from .idpir.signatures import with_release_keys
+from .idpir.workspace import claim_work_dir, clear_work_dir
+from .progress import ProgressEvent, Steps
+from .storage import absolute, read_configured, read_delta
 
 
 @dataclass(frozen=True)
@@ -233,7 +234,7 @@ class Release:
     @property
     def spark(self):
         if self._spark is None:
-            from fragrelease.jobs.session import get_spark
+            from .session import get_spark
 
             self._spark = get_spark()
         return self._spark
@@ -298,7 +299,7 @@ class Release:
         :class:`~fragrelease.idpir.preview.ReleasePreview`. Raises ConfigError or InvalidParameterError
         naming the bad key or value.
         """
-        from fragrelease.jobs.idpir.preflight import accuracy_preview
+        from .idpir.preflight import accuracy_preview
 
         return accuracy_preview(self.config(), rows=rows, threshold=threshold)
 
@@ -313,8 +314,8 @@ class Release:
         for :meth:`run`. Raises ConfigError for an unknown owner, and the fragment's validation errors.
         """
         require_pyspark()
-        from fragrelease.jobs.idpir.owner_preview import owner_preview
-        from fragrelease.jobs.idpir.preflight import find_owner
+        from .idpir.owner_preview import owner_preview
+        from .idpir.preflight import find_owner
 
         if self._spent_views:
             raise ConfigError("this release already ran with DataFrame owners, whose temporary views are gone; "
@@ -409,7 +410,7 @@ def _run(spark, cfg: ReleaseConfig, *, noise, progress, evaluate: bool) -> Relea
     manifests: dict = {o.name: None for o in cfg.owners}
     protecteds = {}
     if synthetic:  # docs/specification.md §10: every owner's round one, then every owner's round two
-        from fragrelease.jobs.synthesis.owner import measure_owner_round
+        from .synthesis.owner import measure_owner_round
 
         for what in ("1-way marginals and tree edges", "clique marginals"):
             for o in cfg.owners:
@@ -449,8 +450,8 @@ def _mean_sse(spark, cfg: ReleaseConfig, plan: Plan, schema: DatasetSchema, by_o
     originals = [conform_attributes(conform_id(read_configured(spark, fragment_source(cfg, o), text=True), id_col,
                                                id_type), attrs) for o in cfg.owners]
     if cfg.risk_check is not None:  # the owners' held-out control records were not released: not scored
-        from fragrelease.jobs.idpir.keys import owner_pseudonym_key
-        from fragrelease.jobs.idpir.risk_check import split_control
+        from .idpir.keys import owner_pseudonym_key
+        from .idpir.risk_check import split_control
 
         originals = [split_control(df, id_col, owner_pseudonym_key(cfg, o), cfg.name, cfg.risk_check.control_share)[0]
                      for df, o in zip(originals, cfg.owners)]

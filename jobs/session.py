@@ -68,7 +68,8 @@ from pathlib import Path
 from typing import Iterator
 
 from fragrelease.errors import ConfigError, DeltaUnavailableError, FragReleaseError
-from fragrelease.jobs.class_archive import java_options
+
+from .class_archive import java_options
 
 log = logging.getLogger(__name__)
 
@@ -276,7 +277,7 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
     ConfigError
         ``catalog`` and a catalog folder whose path cannot be passed to the JVM.
     """
-    from fragrelease.jobs import require_pyspark
+    from . import require_pyspark
 
     require_pyspark()
     from pyspark.sql import SparkSession

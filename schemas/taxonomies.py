@@ -22,9 +22,10 @@ from typing import Sequence
 
 from fragrelease.diffgen.predictors import NumericDomain, Predictor, taxonomy_from_paths
 from fragrelease.errors import ConfigError
-from fragrelease.schemas.adult import RELATIONSHIP, SCHEMA
-from fragrelease.schemas.datasets import load_adult_taxonomy
 from fragrelease.taxonomy import QuasiIdentifier, Taxonomy
+
+from .adult import RELATIONSHIP, SCHEMA
+from .datasets import load_adult_taxonomy
 
 #: Declared domains of Adult's numeric predictors [lo, hi] (integers).
 ADULT_NUMERIC_DOMAINS: dict[str, tuple[int, int]] = {

@@ -42,8 +42,9 @@ import typer
 from rich.markup import escape
 
 from fragrelease.errors import FragReleaseError
-from fragrelease.jobs.cli import diffgen, idpir, keys, ledger, publications, tiers
-from fragrelease.jobs.cli._common import console, err, set_verbosity
+
+from . import diffgen, idpir, keys, ledger, publications, tiers
+from ._common import console, err, set_verbosity
 
 
 def _click_class(name: str) -> Any:
@@ -85,7 +86,7 @@ def _configure_output(verbosity: int) -> None:
                                                        if verbosity > 0 else logging.INFO)
     console.quiet = verbosity < 0
     set_verbosity(verbosity)
-    from fragrelease.jobs.session import set_default_log_level
+    from ..session import set_default_log_level
 
     # a failed Spark job prints one line; its Java stack traces only with --verbose
     set_default_log_level("WARN" if verbosity > 0 else "FATAL")
@@ -175,7 +176,7 @@ def run_cli(argv: list[str]) -> int:
     except ModuleNotFoundError as exc:  # pyspark is not a wheel dependency (fragrelease.jobs.require_pyspark)
         if (exc.name or "").split(".")[0] != "pyspark":
             raise
-        from fragrelease.jobs import MISSING_PYSPARK
+        from .. import MISSING_PYSPARK
 
         err.print(f"[red]error:[/red] {escape(MISSING_PYSPARK)}", highlight=False)
         return 2
@@ -187,7 +188,7 @@ def run_cli(argv: list[str]) -> int:
         exc.show()
         return int(exc.exit_code or 2)
     except Exception as exc:  # noqa: BLE001 - a failed Spark job (lost executor, storage, out of memory): one line
-        from fragrelease.jobs.storage_errors import spark_failure_cause
+        from ..storage_errors import spark_failure_cause
 
         cause = spark_failure_cause(exc)
         if cause is None:

@@ -1,6 +1,6 @@
 """``python -m fragrelease.jobs.cli ARGS``: the ``fragrelease`` command line."""
 import sys
 
-from fragrelease.jobs.cli import main
+from . import main
 
 sys.exit(main())

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from fragrelease.errors import ConfigError
-from fragrelease.jobs.cli._common import MASTER, console
+
+from ._common import MASTER, console
 
 if TYPE_CHECKING:
     from fragrelease.diffgen.params import DiffGenResult
@@ -52,8 +53,9 @@ def _check(epsilon: str, specializations: int, score: str, synthetic_min_count: 
     from fragrelease.budget import parse_epsilon
     from fragrelease.diffgen.predictors import SCORES
     from fragrelease.errors import InvalidParameterError
-    from fragrelease.jobs.diffgen.runner import resolve_min_count
     from fragrelease.validation import warn_if_large_epsilon
+
+    from ..diffgen.runner import resolve_min_count
 
     resolve_min_count(synthetic_min_count, 2, parse_epsilon(epsilon, name="--epsilon"))
     warn_if_large_epsilon(epsilon, what="--epsilon")
@@ -64,7 +66,7 @@ def _check(epsilon: str, specializations: int, score: str, synthetic_min_count: 
 
 
 def _summary(result: DiffGenResult) -> None:
-    from fragrelease.jobs.storage import absolute
+    from ..storage import absolute
 
     console.print(f"[bold]generalized table[/bold] (Delta): {absolute(result.generalized)}, "
                   f"{result.cells:,} leaf x class cells")
@@ -85,8 +87,9 @@ def run(epsilon: str = typer.Option("1", help="Total ε (e.g. 1, 0.5, 1/4)."),
         master: Optional[str] = MASTER):
     """Single-party DiffGen of Adult on Spark."""
     from fragrelease.diffgen.params import DiffGenParams
-    from fragrelease.jobs.diffgen.runner import run_diffgen_release
-    from fragrelease.jobs.session import get_spark
+
+    from ..diffgen.runner import run_diffgen_release
+    from ..session import get_spark
 
     _check(epsilon, specializations, score, synthetic_min_count)
     params = DiffGenParams.of(epsilon=epsilon, specializations=specializations, score=score, output=output,
@@ -110,8 +113,9 @@ def two_party(hospital_attributes: str = typer.Option(DEFAULT_HOSPITAL, help="Co
               master: Optional[str] = MASTER):
     """Two-party DistDiffGen of Adult: hospital and insurer in separate processes over a local socket."""
     from fragrelease.errors import InvalidParameterError
-    from fragrelease.jobs.diffgen.runner import run_two_party_release
-    from fragrelease.jobs.session import get_spark
+
+    from ..diffgen.runner import run_two_party_release
+    from ..session import get_spark
 
     _check(epsilon, specializations, score, synthetic_min_count)
     from fragrelease.diffgen.paillier_ops import paillier_module

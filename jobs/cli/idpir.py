@@ -20,10 +20,11 @@ from fragrelease.errors import FragReleaseError
 from fragrelease.idpir.config import ReleaseConfig, load_config
 from fragrelease.idpir.fragmentation import linkage_of
 from fragrelease.idpir.options import OPTION_NAMES
-from fragrelease.jobs.cli._common import MASTER, console, progress_display
+
+from ._common import MASTER, console, progress_display
 
 if TYPE_CHECKING:  # the Spark side is imported only when a command needs it
-    from fragrelease.jobs.release_api import ReleaseResult
+    from ..release_api import ReleaseResult
 
 
 def _config(path: str, party: str = "run", owner: Optional[str] = None, *, source_table: Optional[str] = None,
@@ -35,18 +36,18 @@ def _config(path: str, party: str = "run", owner: Optional[str] = None, *, sourc
 
     Raises ConfigError naming the key and value (see :mod:`fragrelease.jobs.idpir.preflight`).
     """
-    from fragrelease.jobs.catalog import with_table_names
-    from fragrelease.jobs.idpir.preflight import preflight
+    from ..catalog import with_table_names
+    from ..idpir.preflight import preflight
 
     cfg = with_table_names(load_config(path, overrides), owner=owner, source_table=source_table,
                            output_table=output_table)
     preflight(cfg, party=party, owner=owner, config_path=path)  # type: ignore[arg-type]
     if party in ("run", "aggregator"):  # the release's catalog table: its database, before Spark starts
-        from fragrelease.jobs.catalog import check_local_catalog
+        from ..catalog import check_local_catalog
 
         check_local_catalog(cfg, path)
     if party in ("owner", "aggregator"):  # these steps write into work_dir: it must be this release's
-        from fragrelease.jobs.idpir.workspace import claim_work_dir
+        from ..idpir.workspace import claim_work_dir
 
         claim_work_dir(cfg, path)
     return cfg
@@ -57,8 +58,8 @@ def _spark(master: Optional[str], cfg: Optional[ReleaseConfig] = None, *, catalo
     """The session; with a persistent catalog when ``catalog`` or ``cfg`` names a catalog table. ``commits``
     (the steps that commit the release): the database of ``cfg``'s ``output_table`` is made sure of before any
     data is read (:func:`fragrelease.jobs.catalog.ensure_database`)."""
-    from fragrelease.jobs.catalog import ensure_database, uses_catalog
-    from fragrelease.jobs.session import get_spark
+    from ..catalog import ensure_database, uses_catalog
+    from ..session import get_spark
 
     spark = get_spark("fragrelease", master, catalog=catalog or (cfg is not None and uses_catalog(cfg)))
     if cfg is not None and commits:
@@ -99,7 +100,7 @@ def run(
                   postprocess=postprocess)
     spark = _spark(master, cfg, commits=True)
     _warn_accuracy(cfg, config)  # before any data is read (after the session: no pyspark, one error line only)
-    from fragrelease.jobs.idpir.release import run_local_release
+    from ..idpir.release import run_local_release
 
     with progress_display() as progress:
         result = run_local_release(spark, cfg, progress=progress, config_path=config)
@@ -111,7 +112,7 @@ def _warn_accuracy(cfg: ReleaseConfig, config_path: str) -> None:
     noise."""
     import logging
 
-    from fragrelease.jobs.idpir.preflight import accuracy_preview
+    from ..idpir.preflight import accuracy_preview
 
     if linkage_of(cfg.linkage).synthesized:  # the IR preview does not apply; fragrelease plan shows the synthesis's
         return
@@ -133,7 +134,7 @@ def print_summary(cfg: ReleaseConfig, result: ReleaseResult) -> None:
         _print_synthetic_summary(cfg, result)
         return
     if cfg.reports:  # each owner's private report (its own data against its protected copy), in its own folder
-        from fragrelease.jobs.idpir.layout import owner_report_path
+        from ..idpir.layout import owner_report_path
 
         for party in cfg.owners:
             console.print(f"owner {party.name}: private report {owner_report_path(cfg, party)}", highlight=False,
@@ -182,7 +183,7 @@ def print_synthesis_preview(cfg: ReleaseConfig, rows: Optional[int]) -> None:
     """``fragrelease plan`` for ``linkage: synthetic``: the ε split and each measurement's noise (public terms only)."""
     from rich import box
 
-    from fragrelease.jobs.idpir.preflight import synthesis_preview_of
+    from ..idpir.preflight import synthesis_preview_of
 
     pv = synthesis_preview_of(cfg, rows=rows)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
@@ -263,7 +264,8 @@ def plan(
     or most frequent category; warnings and the k, ε or attributes that would fit. Public quantities only: no data,
     no Spark, no budget. docs/specification.md §2."""
     from fragrelease.errors import ConfigError
-    from fragrelease.jobs.idpir.preflight import accuracy_preview
+
+    from ..idpir.preflight import accuracy_preview
 
     if rows is not None and rows < 1:
         raise ConfigError(f"--rows: must be >= 1, not {rows}")
@@ -282,8 +284,9 @@ def plan(
 
 def split(config: str = typer.Argument(...), master: Optional[str] = MASTER):
     """Simulate owners: cut the configured dataset into the owners' fragments."""
-    from fragrelease.jobs.idpir import simulate
     from fragrelease.schemas.datasets import resolve_schema
+
+    from ..idpir import simulate
 
     cfg = _config(config, "split")
     spark = _spark(master, cfg)
@@ -296,7 +299,7 @@ def split(config: str = typer.Argument(...), master: Optional[str] = MASTER):
 def work_clear(config: str = typer.Argument(..., help="Release configuration YAML.")):
     """Remove what an earlier run of this release left in its work_dir (metadata/, plan.json, owners/) and
     nothing else; refuse a work_dir that holds user files or belongs to another release."""
-    from fragrelease.jobs.idpir.workspace import clear_work_dir
+    from ..idpir.workspace import clear_work_dir
 
     cfg = _config(config, "run")
     removed = clear_work_dir(cfg, config)
@@ -311,7 +314,7 @@ OUTPUT_TABLE = typer.Option(None, "--output-table", help="Commit the release to 
 def owner_metadata(config: str = typer.Option(..., "--config"), owner: str = typer.Option(..., "--owner"),
                    master: Optional[str] = MASTER, source_table: Optional[str] = SOURCE_TABLE):
     """Validate the owner's fragment and write its public metadata for the aggregator."""
-    from fragrelease.jobs.idpir.owner import describe_fragment
+    from ..idpir.owner import describe_fragment
 
     cfg = _config(config, "owner", owner, source_table=source_table)
     meta = describe_fragment(_spark(master, cfg), cfg, owner)
@@ -321,15 +324,15 @@ def owner_metadata(config: str = typer.Option(..., "--config"), owner: str = typ
 def owner_protect(config: str = typer.Option(..., "--config"), owner: str = typer.Option(..., "--owner"),
                   master: Optional[str] = MASTER, source_table: Optional[str] = SOURCE_TABLE):
     """Protect the owner's fragment under the aggregator's plan; write the table and manifest."""
-    from fragrelease.jobs.idpir.owner import protect_owner_fragment, read_verified_plan
-    from fragrelease.jobs.idpir.preflight import find_owner
-    from fragrelease.jobs.idpir.signatures import owner_signing_key
+    from ..idpir.owner import protect_owner_fragment, read_verified_plan
+    from ..idpir.preflight import find_owner
+    from ..idpir.signatures import owner_signing_key
 
     cfg = _config(config, "owner", owner, source_table=source_table)
     owner_signing_key(cfg, find_owner(cfg, owner)[1])  # signed manifests: no key, no Spark
     plan, _ = read_verified_plan(cfg, find_owner(cfg, owner)[1].name)  # a damaged or foreign plan.json: no Spark
     if linkage_of(plan.linkage).synthesized:  # two rounds: each run of this step does the one that is due
-        from fragrelease.jobs.synthesis.owner import measure_owner_round
+        from ..synthesis.owner import measure_owner_round
 
         number = measure_owner_round(_spark(master, cfg), cfg, owner)
         then = ("run this step again once every owner has written round one" if number == 1
@@ -347,11 +350,12 @@ def owner_preview(config: str = typer.Option(..., "--config"), owner: str = type
     it can expect after post-processing (by simulation on its own data), beside the error of releasing its own
     mean or most frequent category. Printed here only: nothing is written, no budget is spent."""
     from fragrelease.errors import ConfigError
-    from fragrelease.jobs.catalog import with_table_names
-    from fragrelease.jobs.idpir.layout import fragment_source
-    from fragrelease.jobs.idpir.owner_preview import owner_preview as run_preview
-    from fragrelease.jobs.idpir.preflight import check_source_exists, find_owner
     from fragrelease.schemas.datasets import resolve_schema
+
+    from ..catalog import with_table_names
+    from ..idpir.layout import fragment_source
+    from ..idpir.owner_preview import owner_preview as run_preview
+    from ..idpir.preflight import check_source_exists, find_owner
 
     if runs < 1:
         raise ConfigError(f"--runs: must be >= 1, not {runs}")
@@ -387,7 +391,7 @@ def owner_preview(config: str = typer.Option(..., "--config"), owner: str = type
 
 def aggregator_plan(config: str = typer.Option(..., "--config"), output_table: Optional[str] = OUTPUT_TABLE):
     """Validate the owners' metadata and issue the plan."""
-    from fragrelease.jobs.idpir.aggregator import issue_plan
+    from ..idpir.aggregator import issue_plan
 
     plan = issue_plan(_config(config, "aggregator", output_table=output_table))
     console.print(f"plan {plan.plan_id} issued (pinned; 'aggregator release' accepts only this plan)", highlight=False)
@@ -402,7 +406,7 @@ def aggregator_release(config: str = typer.Option(..., "--config"), master: Opti
                                                    "refused. Needed when this step cannot read the plan step's "
                                                    "pin (another machine or FRAGRELEASE_PRIVATE_ROOT).")):
     """Verify the protected fragments, combine them and commit the release."""
-    from fragrelease.jobs.idpir.aggregator import pinned_plan, release
+    from ..idpir.aggregator import pinned_plan, release
 
     cfg = _config(config, "aggregator", output_table=output_table)
     plan = pinned_plan(cfg, plan_id)  # no Spark yet: a plan.json this aggregator did not issue is refused first
@@ -450,8 +454,9 @@ def _release_location(table: str, catalog_name: Optional[str], master: Optional[
     """
     import os
 
-    from fragrelease.jobs.storage import absolute, is_delta_table
     from fragrelease.validation import parse_table_name
+
+    from ..storage import absolute, is_delta_table
 
     name = catalog_name
     if name is None and table and "/" not in table and "\\" not in table and not os.path.exists(table):
@@ -461,7 +466,7 @@ def _release_location(table: str, catalog_name: Optional[str], master: Optional[
         except FragReleaseError:
             name = None
     if name is not None:
-        from fragrelease.jobs.catalog import table_exists, table_location
+        from ..catalog import table_exists, table_location
 
         spark = _spark(master, catalog=True)
         if not table_exists(spark, name):
@@ -493,7 +498,7 @@ def inspect(table: Optional[str] = typer.Argument(None, help="A release: its Del
     (the commit's userMetadata; the custom key ``fragrelease`` for tables written by earlier versions)."""
     import json
 
-    from fragrelease.jobs.storage import table_history, table_self_description
+    from ..storage import table_history, table_self_description
 
     if table is not None and table_name is not None:
         raise FragReleaseError("inspect: give a release folder or --table NAME, not both")

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import typer
 
-from fragrelease.jobs.cli._common import console
 from fragrelease.validation import check_safe_name
+
+from ._common import console
 
 
 def generate(owner: str = typer.Option(..., "--owner", help="The data owner's name, as in the configuration."),

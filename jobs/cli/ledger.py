@@ -14,14 +14,14 @@ from typing import Optional
 
 import typer
 
-from fragrelease.jobs.cli._common import console
+from ._common import console
 
 PATH = typer.Argument(..., help="The ledger's folder (a Delta table; s3a://, abfss:// or a local path).")
 
 
 def check(path: str = PATH):
     """Verify a ledger (log versions contiguous, every commit and data file readable) and print one line."""
-    from fragrelease.jobs.idpir.ledger import check_ledger
+    from ..idpir.ledger import check_ledger
 
     summary = check_ledger(path)
     extra = (f"; {len(summary.unreferenced)} data files no version references (a spend killed before its "
@@ -36,7 +36,7 @@ def history(path: str = PATH,
             dataset: Optional[str] = typer.Option(None, "--dataset", help="Only spends on this dataset.")):
     """Print every spend of a verified ledger: version, recorded_at, owner, dataset, plan id, ε and the
     running total of its owner on its dataset."""
-    from fragrelease.jobs.idpir.ledger import ledger_history
+    from ..idpir.ledger import ledger_history
 
     for spend, total in ledger_history(path, owner=owner, dataset=dataset):
         console.print(f"version={spend.version}  recorded_at={spend.recorded_at}  owner={spend.owner}  "

@@ -17,11 +17,12 @@ import typer
 from rich.table import Table
 
 from fragrelease.errors import ConfigError
-from fragrelease.jobs.cli._common import MASTER, console
+
+from ._common import MASTER, console
 
 
 def _spark(master: Optional[str]):
-    from fragrelease.jobs.session import get_spark
+    from ..session import get_spark
 
     return get_spark("fragrelease-publications", master)
 
@@ -48,7 +49,7 @@ def quasi_identifiers(names: List[str], taxonomies: Optional[List[str]] = None, 
     for n in names:
         t = None
         if n in tax:
-            from fragrelease.jobs.storage import read_text
+            from ..storage import read_text
 
             lines = [ln for ln in read_text(tax[n]).splitlines() if ln.strip()]
             t = Taxonomy(n, [[p.strip() for p in ln.split(";")] for ln in lines])
@@ -72,9 +73,10 @@ def quasi_identifiers(names: List[str], taxonomies: Optional[List[str]] = None, 
 def _check_anonymize(source: str, fmt: str, method: str, k: int, l: int, mu: float, eta: int) -> None:
     """Refuse bad anonymization parameters and a missing local source before Spark starts, naming the value."""
     from fragrelease.errors import InvalidParameterError
-    from fragrelease.jobs.idpir.preflight import check_source_exists
-    from fragrelease.jobs.publications.runner import METHODS
     from fragrelease.taxonomy import check_positive_int
+
+    from ..idpir.preflight import check_source_exists
+    from ..publications.runner import METHODS
 
     if method not in METHODS:
         raise ConfigError(f"--method: must be one of {METHODS}, not {method!r}")
@@ -138,8 +140,9 @@ def anonymize(
     master: Optional[str] = MASTER,
 ):
     """Anonymize every publisher independently and commit one Delta release."""
-    from fragrelease.jobs.publications.runner import run_anonymize
     from fragrelease.publications.params import AnonymizeParams
+
+    from ..publications.runner import run_anonymize
 
     qis = quasi_identifiers(qi, taxonomy, domain)
     _check_anonymize(source, fmt, method, k, l, mu, eta)
@@ -177,9 +180,10 @@ def audit(
     master: Optional[str] = MASTER,
 ):
     """Composition attack on people present in two releases: privacy-risk tuples per pair of releases."""
-    from fragrelease.jobs.idpir.preflight import check_source_exists
-    from fragrelease.jobs.publications.runner import run_audit
     from fragrelease.publications.params import AuditParams
+
+    from ..idpir.preflight import check_source_exists
+    from ..publications.runner import run_audit
 
     qis = quasi_identifiers(qi, taxonomy, domain) if qi else []
     for i, r in enumerate(releases):

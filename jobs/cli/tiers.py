@@ -13,7 +13,8 @@ import typer
 from rich.table import Table
 
 from fragrelease.errors import InvalidParameterError
-from fragrelease.jobs.cli._common import MASTER, console
+
+from ._common import MASTER, console
 
 
 def _weights(items: Optional[list[str]]) -> Optional[Mapping[str, float]]:
@@ -49,9 +50,10 @@ def run(
     master: Optional[str] = MASTER,
 ):
     """Build T_1..T_l, each from the previous one, and commit one Delta table per tier."""
-    from fragrelease.jobs.session import get_spark
-    from fragrelease.jobs.tiers.runner import run_tiers
     from fragrelease.tiers import TiersParams, parse_delta, thresholds
+
+    from ..session import get_spark
+    from ..tiers.runner import run_tiers
 
     thresholds(parse_delta(delta), hops)  # fail on bad δ / hops before starting Spark
     params = TiersParams.of(dataset=dataset, delta=delta, hops=hops, output=output, algorithm=algorithm,
@@ -60,7 +62,8 @@ def run(
                             max_node_rows=max_node_rows, reading=reading, if_exists=if_exists)
     if not params.builtin:  # a table path: a local one must exist
         from fragrelease.errors import ConfigError
-        from fragrelease.jobs.idpir.preflight import check_source_exists
+
+        from ..idpir.preflight import check_source_exists
 
         if fmt not in ("parquet", "csv", "delta"):
             raise ConfigError(f"--format: must be parquet, csv or delta, not {fmt!r}")

@@ -68,7 +68,7 @@ class SparkParty:
         return self._digest
 
     def marginal_counts(self, class_values: Sequence[str]) -> Mapping[str, Union[AttributeCounts, SplitChooser]]:
-        from fragrelease.jobs.diffgen.marginals import marginal_counts_spark
+        from .marginals import marginal_counts_spark
 
         return marginal_counts_spark(self.df, self.predictors, self.class_col, class_values)
 

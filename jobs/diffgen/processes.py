@@ -91,8 +91,8 @@ def _party_process(spec: PartyProcess, address, authkey: bytes, protocol: Protoc
         if exchange_dir is None:
             raise InvalidParameterError("backend 'spark' needs an exchange_dir shared by both parties, not None")
         os.environ.setdefault("FRAGRELEASE_DRIVER_MEMORY", "1g")
-        from fragrelease.jobs.diffgen.party import adult_spark_party
-        from fragrelease.jobs.session import get_spark
+        from ..session import get_spark
+        from .party import adult_spark_party
 
         spark = get_spark(f"fragrelease-{role}", master, shuffle_partitions=2)
         party = adult_spark_party(spark, role, attributes, rows, exchange_dir)

@@ -39,8 +39,9 @@ from fragrelease.diffgen.release import (
     sparse_min_count_two_laplace,
 )
 from fragrelease.errors import InvalidParameterError, ProtocolError
-from fragrelease.jobs.diffgen.marginals import _col, marginal_counts_spark
 from fragrelease.schemas.taxonomies import ADULT_CLASS, ADULT_CLASS_VALUES, ADULT_PREDICTORS, adult_predictors
+
+from .marginals import _col, marginal_counts_spark
 
 #: Default refusal threshold for the number of leaf × class cells (each becomes a row).
 MAX_LEAVES = 5_000_000
@@ -244,9 +245,10 @@ def write_release(spark, noisy, cut: Cut, spec: ReleaseWrite) -> DiffGenResult:
     """
     import posixpath
 
-    from fragrelease.jobs.release_commit import commit_release
-    from fragrelease.jobs.storage import check_commit
     from fragrelease.rng.diffgen import SecureDiffGenRandomness
+
+    from ..release_commit import commit_release
+    from ..storage import check_commit
 
     output, epsilon, if_exists, synthetic_min_count = spec.output, spec.epsilon, spec.if_exists, spec.synthetic_min_count
     ledger = [dict(r) for r in spec.ledger]
@@ -325,7 +327,8 @@ def run_two_party_release(spark, params: TwoPartyParams) -> DiffGenResult:
     """
     from fragrelease.budget import parse_epsilon
     from fragrelease.diffgen.share_noise import share_noise_guarantee
-    from fragrelease.jobs.diffgen.processes import run_adult_two_party
+
+    from .processes import run_adult_two_party
 
     t0 = time.perf_counter()
     eps = parse_epsilon(params.epsilon)

@@ -36,10 +36,24 @@ from fragrelease.idpir.fragmentation import fragmentation_of, linkage_of
 from fragrelease.idpir.guarantee import release_guarantee
 from fragrelease.idpir.plan_check import check_plan_for_owner, expected_plan_terms
 from fragrelease.idpir.protocol import Manifest, OwnerMetadata, Plan, check_manifest, make_plan
-from fragrelease.jobs.catalog import release_exists
-from fragrelease.jobs.describe import cast_declared_integers, integer_columns, release_description
-from fragrelease.jobs.idpir.digests import committed_rows, content_digest, fragment_digests
-from fragrelease.jobs.idpir.layout import (
+from fragrelease.pseudonyms import PSEUDONYM_COLUMN
+from fragrelease.schemas.datasets import resolve_schema
+from fragrelease.version import __version__
+
+from ..catalog import release_exists
+from ..describe import cast_declared_integers, integer_columns, release_description
+from ..output_state import check_output, finish_output, prepare_output, release_target
+from ..release_commit import commit_release, stamp_provenance
+from ..session import get_spark
+from ..storage import (
+    is_delta_table,
+    read_delta,
+    read_text,
+    table_self_description,
+    write_text,
+)
+from .digests import committed_rows, content_digest, fragment_digests
+from .layout import (
     id_digests_path,
     manifest_path,
     metadata_path,
@@ -49,23 +63,10 @@ from fragrelease.jobs.idpir.layout import (
     pseudonyms_path,
     read_message,
 )
-from fragrelease.jobs.idpir.shuffle import pseudonym_set_digest, shuffle_rows
-from fragrelease.jobs.idpir.signatures import public_keys, verify_owner_manifest, verify_table
-from fragrelease.jobs.idpir.unlink import unlink_columns, unlink_frames
-from fragrelease.jobs.idpir.workspace import claim_work_dir
-from fragrelease.jobs.output_state import check_output, finish_output, prepare_output, release_target
-from fragrelease.jobs.release_commit import commit_release, stamp_provenance
-from fragrelease.jobs.session import get_spark
-from fragrelease.jobs.storage import (
-    is_delta_table,
-    read_delta,
-    read_text,
-    table_self_description,
-    write_text,
-)
-from fragrelease.pseudonyms import PSEUDONYM_COLUMN
-from fragrelease.schemas.datasets import resolve_schema
-from fragrelease.version import __version__
+from .shuffle import pseudonym_set_digest, shuffle_rows
+from .signatures import public_keys, verify_owner_manifest, verify_table
+from .unlink import unlink_columns, unlink_frames
+from .workspace import claim_work_dir
 
 __all__ = ["check_disjoint_pseudonyms", "combine", "issue_plan", "join_vertical", "unlink_frames",
            "load_verified_fragment", "provenance", "release", "shuffle_rows", "unlink_columns"]
@@ -210,7 +211,7 @@ def pin_plan(cfg: ReleaseConfig, plan: Plan) -> str:
     """
     import json
 
-    from fragrelease.jobs.idpir.workspace import write_private_text
+    from .workspace import write_private_text
 
     path = plan_pin_path(cfg)
     write_private_text(path, json.dumps({"release": cfg.name, "plan_id": plan.plan_id, "sha256": plan_digest(plan)}),
@@ -583,7 +584,7 @@ def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519Pub
     refuse_existing_release(cfg, spark, columns=release_columns(plan))
     prov = dict(provenance(plan, single_process=single_process))  # public facts only, stamped as every commit is
     if linkage_of(plan.linkage).synthesized:  # rows drawn from a model of the owners' noisy marginals (docs/specification.md §10)
-        from fragrelease.jobs.synthesis.aggregator import synthesize
+        from ..synthesis.aggregator import synthesize
 
         released, terms = synthesize(spark, cfg, plan, keys)
         prov["synthesis"] = terms
@@ -639,13 +640,13 @@ def _commit(spark, cfg: ReleaseConfig, plan: Plan, released, prov: Mapping[str, 
     report = None
     if cfg.reports:
         # imported here: the report module selects matplotlib's Agg backend (see owner.py)
-        from fragrelease.jobs.idpir.report import public_report, public_report_path
+        from .report import public_report, public_report_path
 
         schema = resolve_schema(cfg.dataset)
         attrs = [schema.attribute(a["name"]) for a in plan.attributes]
         sections = ()
         if linkage_of(plan.linkage).synthesized:
-            from fragrelease.jobs.synthesis.aggregator import report_sections
+            from ..synthesis.aggregator import report_sections
 
             sections = report_sections(prov, attrs)
         report = public_report(read_delta(spark, path, version), attrs, prov, public_report_path(path, version),

@@ -19,9 +19,10 @@ from pyspark.sql import types as T
 
 from fragrelease.errors import IdentifierError
 from fragrelease.idpir.microaggregation import ir_order
-from fragrelease.jobs.idpir.bucket_sort import F8, I8, pack, unpack
-from fragrelease.jobs.partitioning import spread
 from fragrelease.schemas.base import Attribute
+
+from ..partitioning import spread
+from .bucket_sort import F8, I8, pack, unpack
 
 
 def assembly_bucket(key: np.ndarray, groups: int) -> np.ndarray:

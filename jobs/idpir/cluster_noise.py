@@ -32,11 +32,12 @@ from pyspark.sql import types as T
 
 from fragrelease.errors import SchemaMismatchError
 from fragrelease.idpir.stage import AttributeTask, StageSpec
-from fragrelease.jobs.idpir.assembly import group_rows, values_schema
-from fragrelease.jobs.idpir.bucket_sort import F8, I8, STATS, KeyedValues, pack, unpack
-from fragrelease.jobs.partitioning import spread
 from fragrelease.rng.laplace import NoiseSource
 from fragrelease.udfs.noise import draw_ranked_attribute, noisy_cluster_centroids
+
+from ..partitioning import spread
+from .assembly import group_rows, values_schema
+from .bucket_sort import F8, I8, STATS, KeyedValues, pack, unpack
 
 #: From this many values per attribute each attribute's noise task runs alone (:func:`spread`); below it,
 #: the grouping's own shuffle, which adaptive execution packs into few tasks: for small fragments one

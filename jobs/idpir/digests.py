@@ -49,6 +49,6 @@ def committed_rows(spark, path: str, version: Optional[int] = None) -> DataFrame
     table version's active data files (:func:`fragrelease.jobs.storage.read_delta_files`; no Delta
     state rebuild). Raises ConfigError when ``path`` is no Delta table or has no data file.
     """
-    from fragrelease.jobs.storage import read_delta_files
+    from ..storage import read_delta_files
 
     return read_delta_files(spark, path, version)

@@ -14,8 +14,9 @@ from pyspark.sql import functions as F
 
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.metrics import CATEGORICAL_SCALE, CONVENTIONS
-from fragrelease.jobs.frames import aggregate_row
 from fragrelease.schemas.base import Attribute
+
+from ..frames import aggregate_row
 
 
 def mean_sse(original: DataFrame, protected: DataFrame, attributes: Sequence[Attribute], id_column: str,

@@ -24,8 +24,9 @@ from typing import Optional
 
 from fragrelease.errors import PseudonymKeyError
 from fragrelease.idpir.config import OwnerConfig, ReleaseConfig
-from fragrelease.jobs.idpir.layout import PRIVATE_ROOT_ENV, owner_private_dir
 from fragrelease.pseudonyms import new_key_text, read_key_env, read_key_file, write_key_file
+
+from .layout import PRIVATE_ROOT_ENV, owner_private_dir
 
 #: File name of a generated release key.
 KEY_FILE = "pseudonym-key"

@@ -71,7 +71,7 @@ def read_message(model: type[M], path: str, *, party: str, what: str, error: typ
     error (ProtocolError by default)
         ``<party>: <what> '<path>' is not valid JSON ...`` / ``... is not a valid <what> (<key>: <problem>)``.
     """
-    from fragrelease.jobs.storage import read_text
+    from ..storage import read_text
 
     try:
         text = read_text(path)
@@ -113,7 +113,7 @@ def plan_pin_path(cfg: ReleaseConfig) -> str:
     of one name in different work folders do not replace each other's pin."""
     import hashlib
 
-    from fragrelease.jobs.uris import absolute
+    from ..uris import absolute
 
     tag = hashlib.sha256(absolute(cfg.work_dir).encode("utf-8")).hexdigest()[:16]
     return _join(aggregator_private_dir(cfg), f"plan-pin-{tag}.json")

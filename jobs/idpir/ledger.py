@@ -68,8 +68,9 @@ from fragrelease.errors import (
     LedgerStorageError,
     PlanAlreadySpentError,
 )
-from fragrelease.jobs.storage import _fs_path, absolute
-from fragrelease.jobs.storage_errors import is_storage_failure, path_cause
+
+from ..storage import _fs_path, absolute
+from ..storage_errors import is_storage_failure, path_cause
 
 log = logging.getLogger(__name__)
 

@@ -36,18 +36,25 @@ from fragrelease.idpir.fragmentation import fragmentation_of, linkage_of
 from fragrelease.idpir.plan_check import verified_spec
 from fragrelease.idpir.protocol import Manifest, OwnerMetadata, Plan, manifest_for
 from fragrelease.idpir.spec import ProtectionSpec
-from fragrelease.jobs.catalog import register, table_location
-from fragrelease.jobs.idpir.bucket_sort import STORED
-from fragrelease.jobs.idpir.digests import committed_rows, content_digest, fragment_digests
-from fragrelease.jobs.idpir.fragment import (
+from fragrelease.pseudonyms import METADATA_CONTEXT, PSEUDONYM_COLUMN, key_check, new_nonce
+from fragrelease.rng.laplace import NoiseSource
+from fragrelease.schemas.base import Attribute, DatasetSchema
+from fragrelease.schemas.datasets import resolve_schema
+from fragrelease.version import __version__
+
+from ..catalog import register, table_location
+from ..storage import commit_delta, is_delta_table, read_configured, read_text, write_text
+from .bucket_sort import STORED
+from .digests import committed_rows, content_digest, fragment_digests
+from .fragment import (
     FragmentContext,
     conform_attributes,
     conform_id,
     describe_source,
     validate_fragment,
 )
-from fragrelease.jobs.idpir.keys import owner_pseudonym_key
-from fragrelease.jobs.idpir.layout import (
+from .keys import owner_pseudonym_key
+from .layout import (
     fragment_source,
     id_digests_path,
     manifest_path,
@@ -59,17 +66,11 @@ from fragrelease.jobs.idpir.layout import (
     pseudonyms_path,
     read_message,
 )
-from fragrelease.jobs.idpir.ledger import record_spend
-from fragrelease.jobs.idpir.protect import ReleasedValues, released_fragment
-from fragrelease.jobs.idpir.shuffle import pseudonym_set_digest, pseudonymize, shuffle_rows
-from fragrelease.jobs.idpir.signatures import describe_table, owner_signing_key, sign_manifest
-from fragrelease.jobs.idpir.workspace import claim_work_dir, write_private_text
-from fragrelease.jobs.storage import commit_delta, is_delta_table, read_configured, read_text, write_text
-from fragrelease.pseudonyms import METADATA_CONTEXT, PSEUDONYM_COLUMN, key_check, new_nonce
-from fragrelease.rng.laplace import NoiseSource
-from fragrelease.schemas.base import Attribute, DatasetSchema
-from fragrelease.schemas.datasets import resolve_schema
-from fragrelease.version import __version__
+from .ledger import record_spend
+from .protect import ReleasedValues, released_fragment
+from .shuffle import pseudonym_set_digest, pseudonymize, shuffle_rows
+from .signatures import describe_table, owner_signing_key, sign_manifest
+from .workspace import claim_work_dir, write_private_text
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +146,7 @@ def describe_fragment(spark, cfg: ReleaseConfig, owner_name: str) -> OwnerMetada
     df = conform_id(df, schema.id_column, _id_type(schema))
     n_records = check.n_records
     if cfg.risk_check is not None:  # the risk check's control records are held out of the release
-        from fragrelease.jobs.idpir.risk_check import split_control
+        from .risk_check import split_control
 
         df = split_control(df, schema.id_column, key, cfg.name, cfg.risk_check.control_share)[0]
         n_records = df.count()
@@ -280,7 +281,7 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
     assert schema.id_column is not None  # a release's schema names its id column (configuration check)
     owner = _owner(cfg, owner_name)
     signing_key = owner_signing_key(cfg, owner)  # signed manifests: refuse a missing or unsafe key before any spend
-    from fragrelease.jobs.idpir.risk_check import check_risk_tools, gate, measure_owner_risk, split_control
+    from .risk_check import check_risk_tools, gate, measure_owner_risk, split_control
 
     check_risk_tools(cfg.risk_check)  # a configured risk check without its tool: refused before any spend
     # the plan comes from the shared folder: refuse any term that differs from this owner's own
@@ -355,7 +356,8 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
         write_text(manifest_path(cfg, owner.name), manifest.to_json())
     except Exception as exc:
         from fragrelease.errors import FragReleaseError, StorageError
-        from fragrelease.jobs.storage_errors import is_write_failure, path_cause
+
+        from ..storage_errors import is_write_failure, path_cause
 
         _remove_tree(target)
         _remove_tree(pset_target)
@@ -367,7 +369,7 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
     if cfg.reports:
         # imported here: the report module selects matplotlib's Agg backend, which a notebook
         # importing the API must not get unless it asks for reports
-        from fragrelease.jobs.idpir.report import owner_report
+        from .report import owner_report
 
         owner_report(df, protected, attrs, schema.id_column, manifest.model_dump(mode="json"),
                      owner_report_path(cfg, owner), risk=risk)
@@ -379,7 +381,7 @@ def _remove_tree(uri: str) -> None:
     """Delete folder ``uri`` and everything in it (only ever a protected fragment this owner step wrote)."""
     import pyarrow.fs as pafs
 
-    from fragrelease.jobs.storage import absolute
+    from ..storage import absolute
 
     fs, path = pafs.FileSystem.from_uri(absolute(uri))
     try:
@@ -420,7 +422,7 @@ def discard_unpublished_fragment(cfg: ReleaseConfig, plan_id: str, owner_name: s
                                  f"at {target!r}")
     from deltalake import DeltaTable
 
-    from fragrelease.jobs.storage import absolute, table_provenance
+    from ..storage import absolute, table_provenance
 
     version = DeltaTable(absolute(target)).version()
     provenance = table_provenance(target, 0)
@@ -451,7 +453,7 @@ def _discard_interrupted_write(owner_name: str, target: str) -> None:
 
     import pyarrow.fs as pafs
 
-    from fragrelease.jobs.storage import absolute
+    from ..storage import absolute
 
     # what fragrelease's writes put there: delta-rs path part-<uuid>/ folders, Delta-Spark part files
     part, commit = re.compile(r"part-[0-9a-f]{32}"), re.compile(r"\d{20}\.json")

@@ -151,9 +151,10 @@ def owner_preview(spark, cfg: ReleaseConfig, owner_name: str, *, runs: int = DEF
     InvalidParameterError
         k above the fragment's record count, runs < 1.
     """
-    from fragrelease.jobs.idpir.fragment import conform_attributes, validate_fragment
-    from fragrelease.jobs.idpir.owner import _id_type, _owner, _read_fragment, offered_attributes
     from fragrelease.schemas.datasets import resolve_schema
+
+    from .fragment import conform_attributes, validate_fragment
+    from .owner import _id_type, _owner, _read_fragment, offered_attributes
 
     schema = resolve_schema(cfg.dataset)
     if schema.id_column is None:

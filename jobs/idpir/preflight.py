@@ -77,7 +77,7 @@ def check_output_path(cfg: ReleaseConfig) -> None:
         A file, a folder with other files, a ledger, another system's or dataset's table, a damaged
         log or another release's uncommitted write; an existing release with ``if_exists: error``.
     """
-    from fragrelease.jobs.output_state import check_output, release_target
+    from ..output_state import check_output, release_target
 
     target = release_target(cfg)
     if target is not None and is_local_path(target.output):
@@ -133,8 +133,9 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
         ``run`` (every owner's) or ``owner`` (its own): a ledger ``path`` that is damaged or cannot be
         read (:func:`fragrelease.jobs.idpir.ledger.check_intact`); a missing ledger is fine.
     """
-    from fragrelease.jobs.idpir.workspace import check_work_dir
     from fragrelease.schemas.datasets import BUILTIN_SCHEMAS, resolve_schema
+
+    from .workspace import check_work_dir
 
     warn_if_large_epsilon(cfg.epsilon)
     check_work_dir(cfg, config_path)
@@ -187,7 +188,7 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
         k = resolve_k(get_mechanism(cfg.mechanism), cfg.k)
         if k > builtin_rows:
             raise ConfigError(f"k: {cfg.k} exceeds the {builtin_rows} records of the built-in dataset {cfg.dataset!r}")
-    from fragrelease.jobs.idpir.keys import check_pseudonym_key
+    from .keys import check_pseudonym_key
 
     if party == "run":  # the run generates the release key itself; configured keys must be readable
         for o in cfg.owners:
@@ -206,11 +207,11 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
             check_source_exists(o.source.path, key=f"owners[{i}].source.path")
     # signed manifests: a configured private key file must be safe (mode, place) before Spark starts
     if party in ("run", "owner"):
-        from fragrelease.jobs.idpir.signatures import check_signing_keys
+        from .signatures import check_signing_keys
 
         check_signing_keys(cfg, None if party == "run" else [owner] if owner is not None else [])
         # a damaged budget ledger (a path; a catalog ledger's location needs Spark) before Spark starts
-        from fragrelease.jobs.idpir.ledger import check_intact
+        from .ledger import check_intact
 
         for o in cfg.owners if party == "run" else [find_owner(cfg, owner)[1]] if owner is not None else []:
             if o.ledger is not None and o.ledger.path is not None:

@@ -57,11 +57,12 @@ from fragrelease.idpir.category_order import (
 )
 from fragrelease.idpir.spec import ProtectionSpec
 from fragrelease.idpir.stage import AttributeTask, StageSpec
-from fragrelease.jobs.idpir import bucket_sort, cluster_noise
-from fragrelease.jobs.idpir.assembly import line_up
-from fragrelease.jobs.idpir.unlink import unlink_released
 from fragrelease.rng.laplace import NoiseSource, SecureLaplace
 from fragrelease.schemas.base import Attribute
+
+from . import bucket_sort, cluster_noise
+from .assembly import line_up
+from .unlink import unlink_released
 
 log = logging.getLogger(__name__)
 

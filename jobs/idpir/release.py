@@ -15,10 +15,11 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from fragrelease.idpir.config import ReleaseConfig
-from fragrelease.jobs.api import Release
-from fragrelease.jobs.progress import ProgressEvent
-from fragrelease.jobs.release_api import ReleaseResult
 from fragrelease.rng.laplace import NoiseSource
+
+from ..api import Release
+from ..progress import ProgressEvent
+from ..release_api import ReleaseResult
 
 
 def run_local_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource] = None,

@@ -50,10 +50,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from fragrelease.idpir.metrics import CATEGORICAL_SCALE, SCALE_TEXT
-from fragrelease.jobs.describe import cast_declared_integers, integer_columns
-from fragrelease.jobs.frames import aggregate_row
-from fragrelease.jobs.storage import write_text
 from fragrelease.schemas.base import Attribute
+
+from ..describe import cast_declared_integers, integer_columns
+from ..frames import aggregate_row
+from ..storage import write_text
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 BINS = 20
@@ -597,7 +598,7 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
     Raises :class:`fragrelease.errors.InvalidParameterError` when records do not match by ``id_column``
     (:func:`fragrelease.jobs.idpir.evaluate.mean_sse_by_attribute`).
     """
-    from fragrelease.jobs.idpir.evaluate import mean_sse_by_attribute
+    from .evaluate import mean_sse_by_attribute
 
     stored = as_stored(protected, attrs)
     measured = risk_section(risk)
@@ -647,7 +648,7 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
                     ["ε_j", manifest.get("epsilon")], ["ε per attribute", manifest.get("epsilon_per_attribute")],
                     ["records", manifest.get("n_records")], ["MeanSSE (authors' convention)", mean_sse_value]],
     )
-    from fragrelease.jobs.idpir.workspace import write_private_text
+    from .workspace import write_private_text
 
     write_private_text(path, text, who=f"owner {manifest.get('owner')!r}")  # 0600 in a 0700 folder, whatever the umask
     return path

@@ -10,11 +10,12 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from fragrelease.jobs.frames import aggregate_row
-from fragrelease.jobs.idpir.digests import hash60
 from fragrelease.pseudonyms import PSEUDONYM_COLUMN
 from fragrelease.udfs.noise import secure_random_key_udf
 from fragrelease.udfs.pseudonyms import pseudonym_udf
+
+from ..frames import aggregate_row
+from .digests import hash60
 
 
 def shuffle_rows(df: DataFrame, anchor: str) -> DataFrame:

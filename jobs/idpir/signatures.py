@@ -25,7 +25,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from fragrelease.errors import ManifestMismatchError, SigningKeyError
 from fragrelease.idpir.config import OwnerConfig, ReleaseConfig
 from fragrelease.idpir.protocol import Manifest
-from fragrelease.jobs.storage import _fs_path, absolute
 from fragrelease.signing import (
     load_private_key,
     parse_public_key,
@@ -35,6 +34,8 @@ from fragrelease.signing import (
     sorted_files,
     verify_manifest_fields,
 )
+
+from ..storage import _fs_path, absolute
 
 
 def _shared(cfg: ReleaseConfig) -> Mapping[str, Optional[str]]:
@@ -91,9 +92,10 @@ def with_release_keys(cfg: ReleaseConfig) -> ReleaseConfig:
         An owner with a ``public_key`` but no ``signing_key`` (this driver must sign for it), or a
         configured key that fails :func:`owner_signing_key`.
     """
-    from fragrelease.jobs.idpir.layout import owner_private_dir
     from fragrelease.rng.secure import secure_bytes
     from fragrelease.signing import check_key_location, write_key_pair
+
+    from .layout import owner_private_dir
 
     owners = []
     for o in cfg.owners:

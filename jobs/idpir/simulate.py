@@ -17,13 +17,14 @@ from pyspark.sql import functions as F
 from fragrelease.errors import ConfigError
 from fragrelease.idpir.config import ReleaseConfig
 from fragrelease.idpir.fragmentation import fragmentation_of
-from fragrelease.jobs.idpir.layout import fragment_source, owner_private_dir
-from fragrelease.jobs.idpir.ranking import global_rank, num_partitions
-from fragrelease.jobs.idpir.workspace import ensure_private_dir, restrict_private_tree
-from fragrelease.jobs.storage import read_configured
 from fragrelease.schemas.base import DatasetSchema
 from fragrelease.schemas.datasets import BUILTIN_SCHEMAS, load_builtin
 from fragrelease.udfs.noise import secure_random_key_udf
+
+from ..storage import read_configured
+from .layout import fragment_source, owner_private_dir
+from .ranking import global_rank, num_partitions
+from .workspace import ensure_private_dir, restrict_private_tree
 
 
 def load_dataset(spark, cfg: ReleaseConfig, schema: DatasetSchema) -> DataFrame:

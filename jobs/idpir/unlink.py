@@ -37,10 +37,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from fragrelease.errors import InvalidParameterError, SchemaMismatchError
-from fragrelease.jobs.idpir.bucket_sort import F8, I8, STORED, coalesced, pack, unpack
-from fragrelease.jobs.partitioning import spread
 from fragrelease.schemas.base import Attribute
 from fragrelease.udfs.keys import random_keys
+
+from ..partitioning import spread
+from .bucket_sort import F8, I8, STORED, coalesced, pack, unpack
 
 #: Values per key bucket and positions per output block (about 4 MB of packed values each).
 BLOCK_VALUES = 500_000

@@ -104,7 +104,7 @@ def user_paths(cfg: ReleaseConfig, config_path: Optional[str] = None) -> list[tu
         out.append((f"owners[{i}].private_dir", resolved_private_dir(cfg.name, o)))
         if o.private_dir is None:
             out.append((f"owners[{i}].private_dir: FRAGRELEASE_PRIVATE_ROOT", private_root()))
-    from fragrelease.jobs.idpir.layout import aggregator_private_dir
+    from .layout import aggregator_private_dir
 
     out.append(("aggregator's private folder (FRAGRELEASE_PRIVATE_ROOT)", aggregator_private_dir(cfg)))
     return out
@@ -257,7 +257,7 @@ def write_private_text(path: str, text: str, *, who: str = "private folder") -> 
     """
     local = _local(path)
     if local is None:
-        from fragrelease.jobs.storage import write_text
+        from ..storage import write_text
 
         write_text(path, text)
         return

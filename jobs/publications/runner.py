@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 from fragrelease.errors import ConfigError, InvalidParameterError, SchemaMismatchError
-from fragrelease.jobs.frames import aggregate_row
 from fragrelease.publications.composition import CONFIDENCE_BINS, release_layout
 from fragrelease.publications.params import (
     AnonymizeParams,
@@ -35,6 +34,8 @@ from fragrelease.publications.params import (
 )
 from fragrelease.taxonomy import QuasiIdentifier, check_positive_int
 from fragrelease.udfs.publications import anonymize_publisher
+
+from ..frames import aggregate_row
 
 METHODS = ("mondrian", "cloning")
 _GROUP = "__publisher"
@@ -377,7 +378,7 @@ def audit_summary(pairs) -> AuditSummary:
 # ----------------------------------------------------------------------------- runners
 def read_table(spark, path: str):
     """A Delta table (through its active files) or else Parquet files at ``path``."""
-    from fragrelease.jobs.storage import is_delta_table, read_delta
+    from ..storage import is_delta_table, read_delta
 
     if is_delta_table(path):
         return read_delta(spark, path)
@@ -435,8 +436,8 @@ def run_anonymize(spark, params: AnonymizeParams) -> AnonymizeResult:
     ConfigError, SchemaMismatchError, InvalidParameterError
         A missing source or column, or bad parameters (from :func:`anonymize_publications`).
     """
-    from fragrelease.jobs.release_commit import commit_release, refuse_existing, stamp_provenance
-    from fragrelease.jobs.storage import read_source
+    from ..release_commit import commit_release, refuse_existing, stamp_provenance
+    from ..storage import read_source
 
     p = params
     refuse_existing(path=p.output, if_exists=p.if_exists)
@@ -469,8 +470,8 @@ def run_audit(spark, params: AuditParams) -> AuditResult:
     ReleaseExistsError
         The output exists and ``if_exists`` is ``"error"`` (before any work).
     """
-    from fragrelease.jobs.release_commit import commit_release, refuse_existing
-    from fragrelease.jobs.storage import write_text
+    from ..release_commit import commit_release, refuse_existing
+    from ..storage import write_text
 
     p = params
     if len(p.releases) < 2 and not p.publisher:

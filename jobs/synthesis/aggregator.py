@@ -16,13 +16,14 @@ from typing import Any, Mapping, Optional
 from fragrelease.errors import ManifestMismatchError
 from fragrelease.idpir.config import ReleaseConfig
 from fragrelease.idpir.protocol import Plan
-from fragrelease.jobs.idpir.layout import read_message
-from fragrelease.jobs.idpir.signatures import public_keys
-from fragrelease.jobs.synthesis.owner import plan_synthesis_spec, read_round_one, round_path
 from fragrelease.signing import verify_manifest_fields
 from fragrelease.synthesis.mechanism import add_owners, fit_model, noisy_total
 from fragrelease.synthesis.protocol import RoundTwoMessage, check_round_two, cliques_from_round_one
 from fragrelease.udfs.synthesis import synthetic_rows
+
+from ..idpir.layout import read_message
+from ..idpir.signatures import public_keys
+from .owner import plan_synthesis_spec, read_round_one, round_path
 
 #: Rows each sampling task draws (a task holds one batch of codes at a time: about 100 bytes per row).
 ROWS_PER_TASK = 1_000_000
@@ -82,9 +83,10 @@ def report_sections(provenance: Mapping[str, Any], attributes) -> tuple:
     Returns one :class:`fragrelease.jobs.idpir.report.ReportSection`
     (:func:`fragrelease.synthesis.preview.synthesis_preview`'s table).
     """
-    from fragrelease.jobs.idpir.report import ReportSection
     from fragrelease.synthesis.preview import synthesis_preview
     from fragrelease.synthesis.protocol import synthesis_spec
+
+    from ..idpir.report import ReportSection
 
     terms = provenance["synthesis"]
     owners = provenance.get("owners", [])

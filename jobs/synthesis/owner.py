@@ -27,22 +27,6 @@ from fragrelease.errors import ConfigError, ManifestMismatchError, ReleaseExists
 from fragrelease.idpir.config import ReleaseConfig
 from fragrelease.idpir.fragmentation import linkage_of
 from fragrelease.idpir.protocol import Plan
-from fragrelease.jobs.catalog import register
-from fragrelease.jobs.idpir.fragment import conform_attributes, conform_id, validate_fragment
-from fragrelease.jobs.idpir.layout import manifest_path, read_message
-from fragrelease.jobs.idpir.ledger import record_spend, spent
-from fragrelease.jobs.idpir.owner import (
-    _id_type,
-    _owner,
-    _read_fragment,
-    check_plan_nonce,
-    ledger_location,
-    read_verified_plan,
-)
-from fragrelease.jobs.idpir.signatures import owner_signing_key, public_keys
-from fragrelease.jobs.idpir.workspace import claim_work_dir
-from fragrelease.jobs.storage import read_text, write_text
-from fragrelease.jobs.synthesis.counts import coded_columns, marginal_counts
 from fragrelease.rng.diffgen import DiffGenRandomness, SecureDiffGenRandomness
 from fragrelease.rng.laplace import NoiseSource
 from fragrelease.schemas.datasets import resolve_schema
@@ -60,6 +44,23 @@ from fragrelease.synthesis.protocol import (
     round_two_digest,
     synthesis_spec,
 )
+
+from ..catalog import register
+from ..idpir.fragment import conform_attributes, conform_id, validate_fragment
+from ..idpir.layout import manifest_path, read_message
+from ..idpir.ledger import record_spend, spent
+from ..idpir.owner import (
+    _id_type,
+    _owner,
+    _read_fragment,
+    check_plan_nonce,
+    ledger_location,
+    read_verified_plan,
+)
+from ..idpir.signatures import owner_signing_key, public_keys
+from ..idpir.workspace import claim_work_dir
+from ..storage import read_text, write_text
+from .counts import coded_columns, marginal_counts
 
 log = logging.getLogger(__name__)
 

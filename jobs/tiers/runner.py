@@ -39,10 +39,11 @@ from pyspark.sql import types as T
 
 from fragrelease import tiers as tm
 from fragrelease.errors import ConfigError, DomainError, InvalidParameterError, SchemaMismatchError
-from fragrelease.jobs.frames import aggregate_row
-from fragrelease.jobs.release_commit import commit_release, refuse_existing
-from fragrelease.jobs.storage import absolute, read_source
 from fragrelease.udfs.noise import secure_random_key_udf
+
+from ..frames import aggregate_row
+from ..release_commit import commit_release, refuse_existing
+from ..storage import absolute, read_source
 
 log = logging.getLogger(__name__)
 
