@@ -150,7 +150,7 @@ def print_summary(cfg: ReleaseConfig, result: ReleaseResult) -> None:
     # MeanSSE is computed from the originals: private to whoever runs this, never part of the release
     mean_sse = "not evaluated" if result.mean_sse is None else f"{result.mean_sse:.4f} (private: from the originals)"
     # every release option as the release recorded it (fragrelease/idpir/options.py), whatever it is
-    options = " | ".join(f"{name.replace('_', ' ')} {prov.get(name)}" for name in OPTION_NAMES)
+    options = " | ".join(f"{name.replace('_', ' ')} {prov[name]}" for name in OPTION_NAMES if name in prov)
     console.print(
         f"rows {result.rows:,} | total ε {result.epsilon} ({result.composition} composition) | "
         f"k {prov['k']} | mechanism {prov['mechanism']} | {options} | MeanSSE vs original {mean_sse}"

@@ -130,6 +130,7 @@ def test_the_run_summary_prints_the_table_and_the_meansse_scale(capsys):
     assert "MeanSSE 5.5600 (private: from the originals): mean over records and attributes of the squared error in " \
            "units of the original's standard deviation; 0 = every released value equals the original" in out
     assert "MeanSSE vs original 5.5600 (private: from the originals)" in out
+    assert "linkage linked | postprocess isotonic | MeanSSE" in out  # the options it recorded, no synthesis ones
     assert out.index("guarantee:") < out.index("credit_amount")
     rows = _rows(out)
     assert rows["credit_amount"][1:6] == ["num", "1/20", "50,000", "149,787", "599%"]
