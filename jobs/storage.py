@@ -70,6 +70,14 @@ def read_text(uri: str) -> str:
         raise ConfigError(f"file {uri!r} does not exist") from None
 
 
+def file_exists(uri: str) -> bool:
+    """True when ``uri`` names a file (its metadata only; nothing is read)."""
+    from pyarrow import fs as pafs
+
+    filesystem, path = _fs_path(uri)
+    return filesystem.get_file_info(path).type == pafs.FileType.File
+
+
 def is_delta_table(uri: str) -> bool:
     from deltalake import DeltaTable
 

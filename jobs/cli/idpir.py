@@ -164,6 +164,20 @@ def print_summary(cfg: ReleaseConfig, result: ReleaseResult) -> None:
     print_preview(preview_from_provenance(prov), suggestions=False)  # public parameters of the release only
 
 
+def _print_rows(header, rows, *, left, warning: Optional[str]) -> None:
+    """A preview's table (columns in ``left`` left-aligned, the rest right-aligned), then its warning if any."""
+    from rich import box
+
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for h in header:
+        table.add_column(h, justify="left" if h in left else "right", no_wrap=True)
+    for row in rows:
+        table.add_row(*row)
+    _print_wide(table)
+    if warning:
+        console.print(f"[bold yellow]warning:[/bold yellow] {warning}", highlight=False)
+
+
 def _print_synthetic_summary(cfg: ReleaseConfig, result: ReleaseResult) -> None:
     """The summary of a synthetic release (docs/specification.md §10): public terms and noised values only."""
     prov = result.provenance
@@ -181,20 +195,11 @@ def _print_synthetic_summary(cfg: ReleaseConfig, result: ReleaseResult) -> None:
 
 def print_synthesis_preview(cfg: ReleaseConfig, rows: Optional[int]) -> None:
     """``fragrelease plan`` for ``linkage: synthetic``: the ε split and each measurement's noise (public terms only)."""
-    from rich import box
 
     from ..idpir.preflight import synthesis_preview_of
 
     pv = synthesis_preview_of(cfg, rows=rows)
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    for h in pv.header():
-        table.add_column(h, justify="left" if h == "measurement" else "right", no_wrap=True)
-    for row in pv.table_rows():
-        table.add_row(*row)
-    _print_wide(table)
-    warning = pv.warning_text()
-    if warning:
-        console.print(f"[bold yellow]warning:[/bold yellow] {warning}", highlight=False)
+    _print_rows(pv.header(), pv.table_rows(), left=("measurement",), warning=pv.warning_text())
     for note in pv.notes:
         console.print(f"  note: {note}", highlight=False)
 
@@ -373,17 +378,8 @@ def owner_preview(config: str = typer.Option(..., "--config"), owner: str = type
     pv = run_preview(_spark(master, cfg), cfg, owner, runs=runs)
     console.print(f"owner {pv.owner} (source {pv.source}): {pv.n:,} records, {cfg.mechanism}, k {cfg.k}, "
                   f"postprocess {pv.postprocess}, {runs} simulated releases per attribute", highlight=False)
-    from rich import box
 
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    for h in pv.header():
-        table.add_column(h, justify="left" if h in ("attribute", "kind", "check") else "right", no_wrap=True)
-    for row in pv.rows():
-        table.add_row(*row)
-    _print_wide(table)
-    warning = pv.warning_text()
-    if warning:
-        console.print(f"[bold yellow]warning:[/bold yellow] {warning}", highlight=False)
+    _print_rows(pv.header(), pv.rows(), left=("attribute", "kind", "check"), warning=pv.warning_text())
     console.print(f"  ranking (best kept first): {', '.join(pv.ranking())}", highlight=False)
     for note in pv.notes:
         console.print(f"  note: {note}", highlight=False)

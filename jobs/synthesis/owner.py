@@ -59,7 +59,7 @@ from ..idpir.owner import (
 )
 from ..idpir.signatures import owner_signing_key, public_keys
 from ..idpir.workspace import claim_work_dir
-from ..storage import read_text, write_text
+from ..storage import file_exists, write_text
 from .counts import coded_columns, marginal_counts
 
 log = logging.getLogger(__name__)
@@ -71,14 +71,6 @@ ROUND_TWO_SUFFIX = "/cliques"
 def round_path(cfg: ReleaseConfig, owner: str, number: int) -> str:
     """``owners/<owner>/synthesis-round-<number>.json`` under ``work_dir``."""
     return posixpath.join(posixpath.dirname(manifest_path(cfg, owner)), ROUND_FILES[number])
-
-
-def _exists(uri: str) -> bool:
-    try:
-        read_text(uri)
-    except ConfigError:
-        return False
-    return True
 
 
 def plan_synthesis_spec(cfg: ReleaseConfig, plan: Plan, owner: str) -> SynthesisSpec:
@@ -102,7 +94,7 @@ def read_round_one(cfg: ReleaseConfig, plan: Plan, spec: SynthesisSpec, keys, *,
     rounds = []
     for o in plan.owners:
         path = round_path(cfg, o.name, 1)
-        if not _exists(path):
+        if not file_exists(path):
             raise ConfigError(f"{party}: owner {o.name!r} has not written its synthesis round one ({path!r}) yet; run "
                               f"its protect step first")
         msg = read_message(RoundOneMessage, path, party=party, what=f"synthesis round one of owner {o.name!r}")
@@ -173,8 +165,8 @@ def measure_owner_round(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Op
     check_plan_nonce(cfg, owner, plan)
     spec = plan_synthesis_spec(cfg, plan, owner.name)
     one, two = round_path(cfg, owner.name, 1), round_path(cfg, owner.name, 2)
-    number = 2 if _exists(one) else 1
-    if number == 2 and _exists(two):
+    number = 2 if file_exists(one) else 1
+    if number == 2 and file_exists(two):
         raise ReleaseExistsError(f"owner {owner.name!r} has written both synthesis rounds of plan {plan.plan_id} "
                                  f"already ({two!r}); the aggregator's release step is next")
     cliques: tuple = ()
