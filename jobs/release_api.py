@@ -40,7 +40,6 @@ from fragrelease.validation import check_table_name
 
 from . import require_pyspark
 from .api_common import Guarantee, _from_pandas, _is_pandas
-from .catalog import read_table
 from .idpir import aggregator, owner, simulate
 from .idpir.evaluate import mean_sse
 from .idpir.fragment import conform_attributes, conform_id
@@ -49,7 +48,7 @@ from .idpir.layout import fragment_source
 from .idpir.signatures import with_release_keys
 from .idpir.workspace import claim_work_dir, clear_work_dir
 from .progress import ProgressEvent, Steps
-from .storage import absolute, read_configured, read_delta
+from .storage import absolute, read_configured, read_delta, read_table
 
 
 @dataclass(frozen=True)

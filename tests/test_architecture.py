@@ -9,7 +9,10 @@
   (``jobs/idpir``) included;
 - no release-path module (the math, the Spark jobs, the UDFs, the schemas) imports ``experiments``;
   only the CLI's experiment commands do;
-- no import cycle exists among the project's modules.
+- no import cycle exists among the project's modules;
+- storage is one subpackage with one public face: nothing outside ``jobs/storage/`` imports a module
+  inside it (three tests that monkeypatch an inner module's attribute are listed), and its ``__all__``
+  is exactly what the rest of the project imports from it.
 """
 from __future__ import annotations
 
@@ -221,6 +224,87 @@ def test_find_cycle_reports_a_cycle_and_accepts_a_dag():
 def test_no_import_cycle_among_the_project_modules():
     cycle = find_cycle(_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+# --- Storage: one subpackage, one public face (docs/architecture.md, "Storage") ----------------------------
+
+STORAGE = "fragrelease.jobs.storage"
+#: Test files that name a module inside the storage package, and which: each replaces (monkeypatch) or
+#: unit-tests a private attribute where that module looks it up, which the package's face cannot reach.
+#: ``files``: ``delta_available`` as ``files.commit_delta`` sees it (forces the delta-rs path);
+#: ``delta``: ``_discard_uncommitted`` (a killed commit) and ``_spark_commit_error`` (a Java error's cause);
+#: ``commit``: ``commit_delta`` as ``commit_release`` sees it (a disk full at the release's commit).
+STORAGE_INNER_IN_TESTS = {
+    "tests/jobs/test_commit_failures.py": {f"{STORAGE}.files"},
+    "tests/jobs/test_output_recovery.py": {f"{STORAGE}.files", f"{STORAGE}.delta"},
+    "tests/jobs/idpir/test_fault_safety.py": {f"{STORAGE}.commit", f"{STORAGE}.files"},
+}
+
+
+def _from_imports(tree: ast.AST, package: str) -> list[tuple[str, str, int]]:
+    """``(module, name, line)`` of every import in ``tree`` (relative ones resolved against ``package``);
+    ``import a.b`` gives ``("a.b", "", line)``."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend((a.name, "", node.lineno) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            mod = node.module or ""
+            if node.level:
+                base = package.split(".")
+                mod = ".".join(base[: len(base) - (node.level - 1)] + ([mod] if mod else []))
+            out.extend((mod, a.name, node.lineno) for a in node.names)
+    return out
+
+
+def _storage_inner(tree: ast.AST, package: str) -> list[tuple[str, int]]:
+    """The modules inside the storage package that ``tree`` imports by name, with line numbers."""
+    inner = []
+    for mod, name, line in _from_imports(tree, package):
+        if mod.startswith(STORAGE + "."):  # from fragrelease.jobs.storage.files import x; import ...storage.files
+            inner.append((".".join(mod.split(".")[:4]), line))
+        elif mod == STORAGE and f"{mod}.{name}" in MODULES:  # from fragrelease.jobs.storage import files
+            inner.append((f"{mod}.{name}", line))
+    return inner
+
+
+def _outside_storage() -> list[tuple[str, Path, str]]:
+    """``(label, path, package)`` of every project module outside the storage package and every test file."""
+    out = [(name, path, name if is_pkg else name.rpartition(".")[0])
+           for name, (path, is_pkg) in MODULES.items() if not _under(name, STORAGE)]
+    out += [(str(p.relative_to(ROOT)), p, "tests") for p in sorted((ROOT / "tests").rglob("*.py"))]
+    return out
+
+
+def test_storage_is_imported_only_through_its_package():
+    """Outside ``jobs/storage/`` nothing imports ``fragrelease.jobs.storage.<module>``; the test files of
+    :data:`STORAGE_INNER_IN_TESTS` name exactly the inner modules listed there (the list cannot go stale)."""
+    bad, seen = [], {}
+    for label, path, package in _outside_storage():
+        for inner, line in _storage_inner(ast.parse(path.read_text(encoding="utf-8"), str(path)), package):
+            if inner in STORAGE_INNER_IN_TESTS.get(label, set()):
+                seen.setdefault(label, set()).add(inner)
+            else:
+                bad.append(f"{path.relative_to(ROOT)}:{line} imports {inner}")
+    assert not bad, "\n".join(bad)
+    assert seen == STORAGE_INNER_IN_TESTS
+    planted = ast.parse("from ..storage.files import write_text\nfrom fragrelease.jobs.storage import uris\n"
+                        "import fragrelease.jobs.storage.catalog\nfrom ..storage import write_text\n")
+    assert _storage_inner(planted, "fragrelease.jobs.idpir") == [
+        (f"{STORAGE}.files", 1), (f"{STORAGE}.uris", 2), (f"{STORAGE}.catalog", 3)]
+
+
+def test_the_storage_face_exports_exactly_what_the_project_uses():
+    """``jobs/storage/__init__.py``'s ``__all__`` is the set of names that modules and tests outside the
+    package import from it: nothing unused is exported, nothing used is missing, every name resolves."""
+    import fragrelease.jobs.storage as storage
+
+    used = {name for _label, path, package in _outside_storage()
+            for mod, name, _line in _from_imports(ast.parse(path.read_text(encoding="utf-8")), package)
+            if mod == STORAGE and name and f"{STORAGE}.{name}" not in MODULES}
+    assert sorted(set(storage.__all__)) == sorted(used)
+    assert len(storage.__all__) == len(set(storage.__all__))
+    assert all(hasattr(storage, name) for name in storage.__all__)
 
 
 # --- Randomness (docs/architecture.md, "Randomness") -------------------------------------------------

@@ -93,11 +93,11 @@ def test_the_centroid_noise_runs_in_grouped_tasks_and_is_stored():
 
 
 def test_pyarrow_knows_no_s3a_or_dbfs_scheme():
-    """The storage recipe's claim: ``jobs/uris.py`` hands URIs to pyarrow, which refuses these two."""
+    """The storage recipe's claim: ``jobs/storage/uris.py`` hands URIs to pyarrow, which refuses these two."""
     import pyarrow as pa
 
-    from fragrelease.jobs.uris import _fs_path
+    from fragrelease.jobs.storage import fs_path
 
     for uri in ("s3a://bucket/key", "dbfs:/folder/key"):
         with pytest.raises(pa.ArrowInvalid, match="Unrecognized filesystem type"):
-            _fs_path(uri)
+            fs_path(uri)

@@ -258,7 +258,7 @@ class ReleaseConfig(ReleaseOptions):
     output: Optional[str] = None
     output_table: Optional[str] = None
     #: create ``output_table``'s database (schema) when it does not exist; default: refuse
-    #: (fragrelease.jobs.catalog.ensure_database)
+    #: (fragrelease.jobs.storage.ensure_database)
     create_schema: bool = False
     if_exists: Literal["error", "new-version"] = "error"
     reports: bool = True

@@ -97,7 +97,7 @@ class TiersResult:
     """What a tiers release returns: every committed tier, in order, and the provenance they share.
 
     ``provenance`` holds the public facts common to every tier (as stamped into each commit through
-    :func:`fragrelease.jobs.release_commit.commit_release`, without the per-tier ``tier``,
+    :func:`fragrelease.jobs.storage.commit_release`, without the per-tier ``tier``,
     ``threshold`` and ``disclosure``).
     """
 

@@ -188,7 +188,7 @@ def run_cli(argv: list[str]) -> int:
         exc.show()
         return int(exc.exit_code or 2)
     except Exception as exc:  # noqa: BLE001 - a failed Spark job (lost executor, storage, out of memory): one line
-        from ..storage_errors import spark_failure_cause
+        from ..storage import spark_failure_cause
 
         cause = spark_failure_cause(exc)
         if cause is None:

@@ -32,18 +32,18 @@ def _config(path: str, party: str = "run", owner: Optional[str] = None, *, sourc
     """The validated configuration, checked for ``party`` before any SparkSession exists.
 
     ``source_table`` (this owner's fragment) and ``output_table`` (the release) replace the
-    configuration's paths with catalog table names (:func:`fragrelease.jobs.catalog.with_table_names`).
+    configuration's paths with catalog table names (:func:`fragrelease.jobs.storage.with_table_names`).
 
     Raises ConfigError naming the key and value (see :mod:`fragrelease.jobs.idpir.preflight`).
     """
-    from ..catalog import with_table_names
     from ..idpir.preflight import preflight
+    from ..storage import with_table_names
 
     cfg = with_table_names(load_config(path, overrides), owner=owner, source_table=source_table,
                            output_table=output_table)
     preflight(cfg, party=party, owner=owner, config_path=path)  # type: ignore[arg-type]
     if party in ("run", "aggregator"):  # the release's catalog table: its database, before Spark starts
-        from ..catalog import check_local_catalog
+        from ..storage import check_local_catalog
 
         check_local_catalog(cfg, path)
     if party in ("owner", "aggregator"):  # these steps write into work_dir: it must be this release's
@@ -57,9 +57,9 @@ def _spark(master: Optional[str], cfg: Optional[ReleaseConfig] = None, *, catalo
            commits: bool = False):
     """The session; with a persistent catalog when ``catalog`` or ``cfg`` names a catalog table. ``commits``
     (the steps that commit the release): the database of ``cfg``'s ``output_table`` is made sure of before any
-    data is read (:func:`fragrelease.jobs.catalog.ensure_database`)."""
-    from ..catalog import ensure_database, uses_catalog
+    data is read (:func:`fragrelease.jobs.storage.ensure_database`)."""
     from ..session import get_spark
+    from ..storage import ensure_database, uses_catalog
 
     spark = get_spark("fragrelease", master, catalog=catalog or (cfg is not None and uses_catalog(cfg)))
     if cfg is not None and commits:
@@ -357,10 +357,10 @@ def owner_preview(config: str = typer.Option(..., "--config"), owner: str = type
     from fragrelease.errors import ConfigError
     from fragrelease.schemas.datasets import resolve_schema
 
-    from ..catalog import with_table_names
     from ..idpir.layout import fragment_source
     from ..idpir.owner_preview import owner_preview as run_preview
     from ..idpir.preflight import check_source_exists, find_owner
+    from ..storage import with_table_names
 
     if runs < 1:
         raise ConfigError(f"--runs: must be >= 1, not {runs}")
@@ -462,7 +462,7 @@ def _release_location(table: str, catalog_name: Optional[str], master: Optional[
         except FragReleaseError:
             name = None
     if name is not None:
-        from ..catalog import table_exists, table_location
+        from ..storage import table_exists, table_location
 
         spark = _spark(master, catalog=True)
         if not table_exists(spark, name):

@@ -234,7 +234,7 @@ def write_release(spark, noisy, cut: Cut, spec: ReleaseWrite) -> DiffGenResult:
     cut size, ε and ``spec.laplace_terms``, the number of independent Lap(2/ε) terms in each released count:
     2 for the two-party ``laplace-each`` noise). Both are materialized and checked (existing table under
     ``if_exists="error"``, schema under ``"new-version"``) before the first commit, through
-    :func:`fragrelease.jobs.release_commit.commit_release` (the one commit and provenance contract).
+    :func:`fragrelease.jobs.storage.commit_release` (the one commit and provenance contract).
 
     Raises
     ------
@@ -247,8 +247,7 @@ def write_release(spark, noisy, cut: Cut, spec: ReleaseWrite) -> DiffGenResult:
 
     from fragrelease.rng.diffgen import SecureDiffGenRandomness
 
-    from ..release_commit import commit_release
-    from ..storage import check_commit
+    from ..storage import check_commit, commit_release
 
     output, epsilon, if_exists, synthetic_min_count = spec.output, spec.epsilon, spec.if_exists, spec.synthetic_min_count
     ledger = [dict(r) for r in spec.ledger]

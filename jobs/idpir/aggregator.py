@@ -40,15 +40,19 @@ from fragrelease.pseudonyms import PSEUDONYM_COLUMN
 from fragrelease.schemas.datasets import resolve_schema
 from fragrelease.version import __version__
 
-from ..catalog import release_exists
 from ..describe import cast_declared_integers, integer_columns, release_description
-from ..output_state import check_output, finish_output, prepare_output, release_target
-from ..release_commit import commit_release, stamp_provenance
 from ..session import get_spark
 from ..storage import (
+    check_output,
+    commit_release,
+    finish_output,
     is_delta_table,
+    prepare_output,
     read_delta,
     read_text,
+    release_exists,
+    release_target,
+    stamp_provenance,
     table_self_description,
     write_text,
 )

@@ -113,7 +113,7 @@ def plan_pin_path(cfg: ReleaseConfig) -> str:
     of one name in different work folders do not replace each other's pin."""
     import hashlib
 
-    from ..uris import absolute
+    from ..storage import absolute
 
     tag = hashlib.sha256(absolute(cfg.work_dir).encode("utf-8")).hexdigest()[:16]
     return _join(aggregator_private_dir(cfg), f"plan-pin-{tag}.json")

@@ -69,8 +69,8 @@ from fragrelease.errors import (
     PlanAlreadySpentError,
 )
 
-from ..storage import _fs_path, absolute
-from ..storage_errors import is_storage_failure, path_cause
+from ..storage import absolute, is_storage_failure, path_cause
+from ..storage import fs_path as _fs_path
 
 log = logging.getLogger(__name__)
 

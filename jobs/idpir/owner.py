@@ -42,8 +42,7 @@ from fragrelease.schemas.base import Attribute, DatasetSchema
 from fragrelease.schemas.datasets import resolve_schema
 from fragrelease.version import __version__
 
-from ..catalog import register, table_location
-from ..storage import commit_delta, is_delta_table, read_configured, read_text, write_text
+from ..storage import commit_delta, is_delta_table, read_configured, read_text, register, table_location, write_text
 from .bucket_sort import STORED
 from .digests import committed_rows, content_digest, fragment_digests
 from .fragment import (
@@ -357,7 +356,7 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
     except Exception as exc:
         from fragrelease.errors import FragReleaseError, StorageError
 
-        from ..storage_errors import is_write_failure, path_cause
+        from ..storage import is_write_failure, path_cause
 
         _remove_tree(target)
         _remove_tree(pset_target)

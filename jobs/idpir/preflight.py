@@ -77,7 +77,7 @@ def check_output_path(cfg: ReleaseConfig) -> None:
         A file, a folder with other files, a ledger, another system's or dataset's table, a damaged
         log or another release's uncommitted write; an existing release with ``if_exists: error``.
     """
-    from ..output_state import check_output, release_target
+    from ..storage import check_output, release_target
 
     target = release_target(cfg)
     if target is not None and is_local_path(target.output):

@@ -35,7 +35,8 @@ from fragrelease.signing import (
     verify_manifest_fields,
 )
 
-from ..storage import _fs_path, absolute
+from ..storage import absolute
+from ..storage import fs_path as _fs_path
 
 
 def _shared(cfg: ReleaseConfig) -> Mapping[str, Optional[str]]:

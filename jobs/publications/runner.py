@@ -10,7 +10,7 @@
   more releases with DataFrame expressions only (joins on the person key, SQL higher-order functions
   on the classes' sensitive multisets), so it scales with the cluster.
 - :func:`run_anonymize` / :func:`run_audit` read the inputs, commit the outputs with
-  :func:`fragrelease.jobs.release_commit.commit_release` and are what the CLI (``fragrelease publications``)
+  :func:`fragrelease.jobs.storage.commit_release` and are what the CLI (``fragrelease publications``)
   calls (spark-submit runs the same through :func:`fragrelease.jobs.cli.main`).
 """
 from __future__ import annotations
@@ -426,7 +426,7 @@ def run_anonymize(spark, params: AnonymizeParams) -> AnonymizeResult:
     """Read the source, anonymize every publisher, commit one Delta release; return version and report.
 
     Returns an :class:`~fragrelease.publications.params.AnonymizeResult`: the release's path and
-    version, the provenance stamped into its commit (:func:`fragrelease.jobs.release_commit.stamp_provenance`)
+    version, the provenance stamped into its commit (:func:`fragrelease.jobs.storage.stamp_provenance`)
     and, for cloning, the per-publisher report (:func:`cloning_report`).
 
     Raises
@@ -436,8 +436,7 @@ def run_anonymize(spark, params: AnonymizeParams) -> AnonymizeResult:
     ConfigError, SchemaMismatchError, InvalidParameterError
         A missing source or column, or bad parameters (from :func:`anonymize_publications`).
     """
-    from ..release_commit import commit_release, refuse_existing, stamp_provenance
-    from ..storage import read_source
+    from ..storage import commit_release, read_source, refuse_existing, stamp_provenance
 
     p = params
     refuse_existing(path=p.output, if_exists=p.if_exists)
@@ -470,8 +469,7 @@ def run_audit(spark, params: AuditParams) -> AuditResult:
     ReleaseExistsError
         The output exists and ``if_exists`` is ``"error"`` (before any work).
     """
-    from ..release_commit import commit_release, refuse_existing
-    from ..storage import write_text
+    from ..storage import commit_release, refuse_existing, write_text
 
     p = params
     if len(p.releases) < 2 and not p.publisher:

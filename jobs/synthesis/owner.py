@@ -45,7 +45,6 @@ from fragrelease.synthesis.protocol import (
     synthesis_spec,
 )
 
-from ..catalog import register
 from ..idpir.fragment import conform_attributes, conform_id, validate_fragment
 from ..idpir.layout import manifest_path, read_message
 from ..idpir.ledger import record_spend, spent
@@ -59,7 +58,7 @@ from ..idpir.owner import (
 )
 from ..idpir.signatures import owner_signing_key, public_keys
 from ..idpir.workspace import claim_work_dir
-from ..storage import file_exists, write_text
+from ..storage import file_exists, register, write_text
 from .counts import coded_columns, marginal_counts
 
 log = logging.getLogger(__name__)

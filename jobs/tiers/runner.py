@@ -42,8 +42,7 @@ from fragrelease.errors import ConfigError, DomainError, InvalidParameterError, 
 from fragrelease.udfs.noise import secure_random_key_udf
 
 from ..frames import aggregate_row
-from ..release_commit import commit_release, refuse_existing
-from ..storage import absolute, read_source
+from ..storage import absolute, commit_release, read_source, refuse_existing
 
 log = logging.getLogger(__name__)
 
@@ -336,7 +335,7 @@ def tier_path(output: str, i: int) -> str:
 def tiers_provenance(params: tm.TiersParams, cols: tm.TierColumns, delta: Fraction) -> Mapping[str, object]:
     """The public facts every tier of a release carries (parameters and resolved roles only; no data).
 
-    Stamped into each tier's commit by :func:`fragrelease.jobs.release_commit.commit_release` (the one
+    Stamped into each tier's commit by :func:`fragrelease.jobs.storage.commit_release` (the one
     commit and provenance contract), with the tier's ``tier``, ``threshold`` and ``disclosure`` added.
     """
     return {

@@ -18,11 +18,10 @@ from fragrelease.idpir.config import LedgerConfig, config_from_dict
 from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.protocol import OwnerMetadata, make_plan
 from fragrelease.jobs.api import OwnerResult, ProtectResult, Release, ReleaseResult, protect
-from fragrelease.jobs.catalog import PROP_LOCATION, PROP_VERSION, table_location
 from fragrelease.jobs.idpir.keys import generated_key_path
 from fragrelease.jobs.idpir.layout import protected_path
 from fragrelease.jobs.session import delta_available
-from fragrelease.jobs.storage import read_delta, table_provenance
+from fragrelease.jobs.storage import PROP_LOCATION, PROP_VERSION, read_delta, table_location, table_provenance
 from fragrelease.pseudonyms import derive_key, pseudonyms
 from fragrelease.schemas.adult import RELEASED, SCHEMA
 

@@ -46,7 +46,7 @@ def test_validate_refuses_a_missing_database_before_spark(tmp_path):
 
 def test_validate_accepts_create_schema_or_an_existing_database(tmp_path):
     # in a process of its own: with a session already active (a notebook, this suite's fixture) the catalog
-    # is that session's, and only the run checks it (fragrelease.jobs.catalog.check_local_catalog)
+    # is that session's, and only the run checks it (fragrelease.jobs.storage.check_local_catalog)
     r = _cli(tmp_path, "validate", str(_conf(tmp_path, create_schema=True)), code=NO_PYSPARK)
     assert r.returncode == 0, r.stderr
     assert "-> analytics.x" in r.stdout

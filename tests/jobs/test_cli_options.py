@@ -113,8 +113,7 @@ def test_inspect_prints_one_line_for_a_wrong_path(tmp_path):
 
 
 def test_inspect_reads_a_catalog_table_name(spark, tmp_path, capsys):
-    from fragrelease.jobs.catalog import PROP_LOCATION
-    from fragrelease.jobs.storage import commit_delta
+    from fragrelease.jobs.storage import PROP_LOCATION, commit_delta
 
     folder = tmp_path / "rel"
     commit_delta(spark.createDataFrame([(1.0,), (2.0,)], "x double"), str(folder),

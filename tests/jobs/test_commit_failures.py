@@ -15,12 +15,13 @@ from deltalake import DeltaTable
 
 from fragrelease.errors import ConcurrentCommitError, FragReleaseError, TableWriteError
 from fragrelease.jobs import storage
+from fragrelease.jobs.storage import files as storage_files  # monkeypatched: delta_available as files.py sees it
 
 
 @pytest.fixture(autouse=True)
 def delta_rs_path(monkeypatch):
     # these tests are about the delta-rs commit path, whatever classes the session has
-    monkeypatch.setattr(storage, "delta_available", lambda spark: False)
+    monkeypatch.setattr(storage_files, "delta_available", lambda spark: False)
 
 
 def _parquet_files(table: str) -> set[str]:

@@ -1,8 +1,7 @@
-"""CSV fragments read as text without Spark's inference passes (fragrelease.jobs.csv_source)."""
+"""CSV fragments read as text without Spark's inference passes (fragrelease.jobs.storage.csv_source)."""
 import pytest
 
-from fragrelease.jobs.csv_source import csv_header, read_csv_text
-from fragrelease.jobs.storage import read_source
+from fragrelease.jobs.storage import csv_header, read_csv_text, read_source
 
 
 def test_header_of_a_file_and_of_a_folder_as_spark_lists_it(tmp_path):

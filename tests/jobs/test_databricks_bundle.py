@@ -390,7 +390,7 @@ def test_the_release_job_takes_catalog_table_names(spark, wine_pdf, tmp_path):
         assert not (tmp_path / "release").exists()  # the configuration's path was replaced by the table
         released = spark.table("fr_bundle.release")
         assert released.count() == 300
-        from fragrelease.jobs.catalog import table_location  # either commit path (tests/jobs/test_lakehouse.py)
+        from fragrelease.jobs.storage import table_location  # either commit path (tests/jobs/test_lakehouse.py)
 
         assert DeltaTable(table_location(spark, "fr_bundle.release")).version() == 0
         plan = json.loads((tmp_path / "work" / "plan.json").read_text())

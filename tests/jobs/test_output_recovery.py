@@ -23,7 +23,7 @@ from deltalake import DeltaTable
 from fragrelease.idpir.config import config_from_dict
 from fragrelease.jobs.idpir import ledger
 from fragrelease.jobs.idpir.release import run_local_release
-from fragrelease.jobs.output_state import marker_path, marker_text
+from fragrelease.jobs.storage import marker_path, marker_text
 
 HELPERS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "helpers")
 
@@ -114,9 +114,10 @@ def test_an_aggregator_killed_during_the_delta_rs_commit_does_not_wedge_the_outp
                                                                                    monkeypatch):
     import deltalake.transaction as tx
 
-    from fragrelease.jobs import delta_write, storage
+    from fragrelease.jobs.storage import delta as delta_write
+    from fragrelease.jobs.storage import files
 
-    monkeypatch.setattr(storage, "delta_available", lambda spark: False)
+    monkeypatch.setattr(files, "delta_available", lambda spark: False)
     output = str(tmp_path / "release")
     cfg = _config(tmp_path, wine_source, output)
 
@@ -248,7 +249,7 @@ def test_losing_a_create_race_on_the_spark_delta_path_is_one_line(spark, tmp_pat
 
 def test_a_java_disk_full_or_permission_error_is_named_by_its_os_cause(tmp_path):
     from fragrelease.errors import DeltaWriteError
-    from fragrelease.jobs.delta_write import _spark_commit_error
+    from fragrelease.jobs.storage.delta import _spark_commit_error
 
     class Py4JJavaError(Exception):  # what py4j raises: the Java stack trace in its text
         pass

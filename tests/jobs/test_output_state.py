@@ -14,7 +14,7 @@ from deltalake import CommitProperties, write_deltalake
 
 from fragrelease.errors import OutputConflictError, ReleaseExistsError, SchemaMismatchError
 from fragrelease.jobs.idpir.ledger import LEDGER_SCHEMA
-from fragrelease.jobs.output_state import (
+from fragrelease.jobs.storage import (
     LEDGER_COLUMNS,
     ReleaseTarget,
     check_output,

@@ -1,14 +1,21 @@
 """One commit and provenance contract for every system (issue 25 step 4).
 
-:func:`fragrelease.jobs.release_commit.commit_release` commits any system's release to a path or a
+:func:`fragrelease.jobs.storage.commit_release` commits any system's release to a path or a
 catalog table and stamps the system, the fragrelease version and the guarantee; ``inspect`` and
 every system read it back through :func:`fragrelease.jobs.storage.table_history`.
 """
 import pytest
 
 from fragrelease.errors import ConfigError, OutputConflictError, ReleaseExistsError
-from fragrelease.jobs.release_commit import IF_EXISTS, SYSTEMS, commit_release, refuse_existing, stamp_provenance
-from fragrelease.jobs.storage import table_history, table_provenance
+from fragrelease.jobs.storage import (
+    IF_EXISTS,
+    SYSTEMS,
+    commit_release,
+    refuse_existing,
+    stamp_provenance,
+    table_history,
+    table_provenance,
+)
 from fragrelease.version import __version__
 
 

@@ -1,5 +1,5 @@
 """The embedded session's logging options and persistent catalog (jobs/session.py), and the release
-database check of jobs/catalog.py (issue 37, items 3 and 5)."""
+database check of jobs/storage/catalog.py (issue 37, items 3 and 5)."""
 import os
 import uuid
 from pathlib import Path
@@ -9,7 +9,7 @@ import yaml
 
 from fragrelease.errors import ConfigError
 from fragrelease.idpir.config import config_from_dict
-from fragrelease.jobs import catalog, session
+from fragrelease.jobs import session, storage
 
 
 def test_log4j_options_name_the_shipped_file_and_the_level(monkeypatch):
@@ -63,13 +63,13 @@ def test_ensure_database_refuses_or_creates_the_missing_database(spark, tmp_path
     db = f"cat_{uuid.uuid4().hex[:8]}"
     cfg = _cfg(tmp_path, output_table=f"{db}.x")
     with pytest.raises(ConfigError) as info:
-        catalog.ensure_database(spark, cfg)
+        storage.ensure_database(spark, cfg)
     assert str(info.value) == (f"output_table '{db}.x': database '{db}' does not exist in the session's catalog; "
                                "set create_schema: true in the configuration to create it, or create it first")
     assert not spark.catalog.databaseExists(db)
-    catalog.ensure_database(spark, _cfg(tmp_path, output_table=f"{db}.x", create_schema=True))
+    storage.ensure_database(spark, _cfg(tmp_path, output_table=f"{db}.x", create_schema=True))
     assert spark.catalog.databaseExists(db)
-    catalog.ensure_database(spark, cfg)  # it exists now: nothing to refuse
+    storage.ensure_database(spark, cfg)  # it exists now: nothing to refuse
     spark.sql(f"DROP DATABASE {db}")
 
 

@@ -9,10 +9,10 @@ from deltalake import DeltaTable
 
 from fragrelease.errors import BudgetExceededError, ManifestMismatchError, TableWriteError
 from fragrelease.idpir.config import config_from_dict
-from fragrelease.jobs import release_commit
 from fragrelease.jobs.idpir import aggregator, owner, simulate
 from fragrelease.jobs.idpir.layout import manifest_path, protected_path
 from fragrelease.jobs.idpir.release import run_local_release
+from fragrelease.jobs.storage import commit as release_commit  # monkeypatched: commit_delta as commit.py sees it
 from fragrelease.schemas.datasets import resolve_schema
 
 
@@ -53,10 +53,10 @@ def disk_full(*args, **kwargs):
 
 @pytest.mark.slow  # whole releases end to end (minutes with the suite's load); CI runs it
 def test_failures_never_expose_partial_releases(spark, tmp_path, wine_source, monkeypatch):
-    from fragrelease.jobs import storage
+    from fragrelease.jobs.storage import files
 
     # the delta-rs commit path's faults (Delta's Spark write path: tests/jobs/test_lakehouse.py)
-    monkeypatch.setattr(storage, "delta_available", lambda _spark: False)
+    monkeypatch.setattr(files, "delta_available", lambda _spark: False)
     cfg = cfg_for(tmp_path, wine_source)
     # version 0: the earlier release that every later failure must leave intact
     from fragrelease.jobs.storage import commit_delta

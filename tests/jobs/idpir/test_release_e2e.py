@@ -69,7 +69,7 @@ def test_horizontal_release_is_a_real_delta_table(spark, horizontal_release, adu
     assert set(prov) == {"role", "plan_id", "dataset", "fragmentation", "mechanism", "k", "epsilon", "composition",
                          "epsilon_split", "owners", "attributes", "keep_id", "category_order", "category_order_share",
                          "linkage", "postprocess", "guarantee", "fragrelease_version", "system"}
-    assert prov["system"] == "idpir"  # the commit contract's stamp (fragrelease.jobs.release_commit)
+    assert prov["system"] == "idpir"  # the commit contract's stamp (fragrelease.jobs.storage.commit)
     assert {k for o in prov["owners"] for k in o} == {"name", "epsilon", "epsilon_per_attribute", "attributes", "n_records",
                                                       "budgets", "nonce"}
     # the nonces are random, data-independent, and with the plan id the pseudonym context (keep_id: key holders map back)

@@ -7,7 +7,7 @@ from urllib.parse import urlparse
 import pyarrow.fs as pafs
 
 
-def _fs_path(uri: str) -> tuple[pafs.FileSystem, str]:
+def fs_path(uri: str) -> tuple[pafs.FileSystem, str]:
     """The pyarrow file system of ``uri`` and the path inside it (local paths made absolute)."""
     if urlparse(uri).scheme in ("", "file") and not uri.startswith("file:"):
         return pafs.LocalFileSystem(), os.path.abspath(uri)

@@ -19,9 +19,9 @@ from typing import Any, Mapping, Optional, Union
 from fragrelease.errors import ConfigError, OutputConflictError, ReleaseExistsError
 from fragrelease.version import __version__
 
+from ..describe import TableDescription
 from .catalog import commit_table, release_exists
-from .describe import TableDescription
-from .storage import absolute, commit_delta, is_delta_table
+from .files import absolute, commit_delta, is_delta_table
 
 #: The systems that commit releases (the ``system`` of every provenance).
 SYSTEMS = ("idpir", "publications", "tiers", "diffgen")
@@ -67,9 +67,9 @@ def refuse_existing(*, path: Optional[str] = None, table: Optional[str] = None, 
     if path is not None:
         import pyarrow.fs as pafs
 
-        from .uris import _fs_path
+        from .uris import fs_path
 
-        fs, local = _fs_path(absolute(path))
+        fs, local = fs_path(absolute(path))
         if fs.get_file_info(local).type == pafs.FileType.File:
             raise OutputConflictError(f"output {absolute(path)!r} is a file, not a release folder; nothing was "
                                       "written: choose an output path that does not exist")
@@ -77,7 +77,7 @@ def refuse_existing(*, path: Optional[str] = None, table: Optional[str] = None, 
         return
     if table is not None:
         if spark is None:
-            from .session import get_spark
+            from ..session import get_spark
 
             spark = get_spark()
         if release_exists(spark, None, table):
@@ -108,7 +108,7 @@ def commit_release(df, *, system: str, provenance: Mapping[str, object], guarant
     ConfigError
         A bad system, an empty guarantee, not exactly one target, a bad ``if_exists``.
     ReleaseExistsError, SchemaMismatchError, DeltaWriteError, TableWriteError, ConcurrentCommitError
-        As :func:`fragrelease.jobs.storage.commit_delta` and :func:`fragrelease.jobs.catalog.commit_table`.
+        As :func:`fragrelease.jobs.storage.commit_delta` and :func:`fragrelease.jobs.storage.catalog.commit_table`.
     """
     _target(path, table)
     if if_exists not in IF_EXISTS:

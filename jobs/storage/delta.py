@@ -7,7 +7,7 @@
   and delta-rs commits it as one transaction; on failure that folder is removed unless committed.
 
 Callers go through :func:`fragrelease.jobs.storage.commit_delta` (or
-:func:`fragrelease.jobs.catalog.commit_table`), which check the target first.
+:func:`fragrelease.jobs.storage.catalog.commit_table`), which check the target first.
 """
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ import pyarrow.parquet as pq
 
 from fragrelease.errors import DeltaWriteError, SchemaMismatchError
 
-from .describe import TableDescription
-from .uris import _fs_path
+from ..describe import TableDescription
+from .uris import fs_path
 
 #: Spark conf Delta reads a commit's userMetadata from (``DataFrameWriterV2`` and SQL commands).
 _USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
@@ -143,10 +143,10 @@ def _commit_with_delta_rs(df, path: str, meta: str, table_exists: bool,
 
     from fragrelease.errors import FragReleaseError, TableWriteError
 
-    from .storage_errors import path_cause
+    from .errors import path_cause
 
     sub = f"part-{uuid.uuid4().hex}"
-    fs, root = _fs_path(path)
+    fs, root = fs_path(path)
     try:
         if fs.get_file_info(posixpath.join(root, sub)).type != pafs.FileType.NotFound:
             raise TableWriteError(f"writing Delta table {path!r} failed: folder {sub!r} already exists")
@@ -175,7 +175,7 @@ _COMMITTED = "its files are committed"
 
 
 def _write_failure(exc: BaseException) -> bool:
-    from .storage_errors import is_write_failure
+    from .errors import is_write_failure
 
     return is_write_failure(exc)
 
@@ -184,9 +184,9 @@ def _discard_uncommitted(path: str, sub: str, new_folder: bool) -> str:
     """Remove folder ``sub`` of table ``path`` (this call's own) unless a commit references it; say what was done."""
     from deltalake import DeltaTable
 
-    from .storage_errors import os_cause
+    from .errors import os_cause
 
-    fs, root = _fs_path(path)
+    fs, root = fs_path(path)
     try:
         if DeltaTable.is_deltatable(path) and any(f"/{sub}/" in u for u in DeltaTable(path).file_uris()):
             return _COMMITTED
@@ -210,7 +210,7 @@ def _commit_error(path: str, before: Optional[int], exc: BaseException, removed:
 
     from fragrelease.errors import ConcurrentCommitError, TableWriteError
 
-    from .storage_errors import path_cause
+    from .errors import path_cause
 
     try:
         now = DeltaTable(path).version() if DeltaTable.is_deltatable(path) else None
@@ -265,10 +265,10 @@ def _spark_commit_error(path: str, exc: BaseException, version_before: Optional[
 
 def _cause(exc: BaseException) -> str:
     """One line naming why a Spark write failed: the operating system's cause when the (Java) message
-    names one (:func:`fragrelease.jobs.storage_errors.os_cause`), else Spark's error class or the last
+    names one (:func:`fragrelease.jobs.storage.errors.os_cause`), else Spark's error class or the last
     ``SomeError: ...`` line of a Python worker's traceback
-    (:func:`fragrelease.jobs.storage_errors.spark_failure_cause`), else the message's first line."""
-    from .storage_errors import known_os_cause, spark_failure_cause
+    (:func:`fragrelease.jobs.storage.spark_failure_cause`), else the message's first line."""
+    from .errors import known_os_cause, spark_failure_cause
 
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
     cause = known_os_cause(exc)
@@ -293,7 +293,7 @@ def _description_changed(path: str, description: TableDescription) -> bool:
 
 def _listing(path: str) -> set[str]:
     """Every file and folder under ``path`` (recursive; folders end with ``/``), or the empty set."""
-    fs, root = _fs_path(path)
+    fs, root = fs_path(path)
     if fs.get_file_info(root).type == pafs.FileType.NotFound:
         return set()
     return {i.path + ("/" if i.type == pafs.FileType.Directory else "")
@@ -302,7 +302,7 @@ def _listing(path: str) -> set[str]:
 
 def _referenced(path: str) -> set[str]:
     """Data files some commit in ``path``'s Delta log adds (all versions, checkpoints aside), as local paths."""
-    fs, root = _fs_path(path)
+    fs, root = fs_path(path)
     log_dir = posixpath.join(root, "_delta_log")
     if fs.get_file_info(log_dir).type == pafs.FileType.NotFound:
         return set()
@@ -330,7 +330,7 @@ def _remove_orphans(path: str, before: set[str]) -> int:
     fragrelease writes each table from one process at a time (docs/known-limitations.md).
     Returns the number of files removed.
     """
-    fs, root = _fs_path(path)
+    fs, root = fs_path(path)
     try:
         new = _listing(path) - before
         referenced = _referenced(path)
@@ -368,7 +368,7 @@ def _write_and_commit(df, path: str, sub: str, meta: str, table_exists: bool,
     from deltalake.transaction import AddAction, CommitProperties, create_table_with_add_actions
 
     df.write.mode("error").parquet(posixpath.join(path, sub))
-    fs, root = _fs_path(path)
+    fs, root = fs_path(path)
     infos = fs.get_file_info(pafs.FileSelector(posixpath.join(root, sub)))
     files = sorted((i for i in infos if i.base_name.endswith(".parquet")), key=lambda i: i.path)
     if not files:

@@ -25,7 +25,7 @@ import csv
 import posixpath
 from typing import Mapping, Optional
 
-from .uris import _fs_path
+from .uris import fs_path
 
 #: The options :func:`csv_header` understands; any other option leaves the read to Spark's inference.
 HEADER_OPTIONS = frozenset({"header", "sep", "delimiter", "quote", "escape", "multiLine"})
@@ -50,7 +50,7 @@ def csv_header(path: str, options: Mapping[str, str]) -> Optional[list[str]]:
     try:
         import pyarrow.fs as pafs
 
-        fs, p = _fs_path(path)
+        fs, p = fs_path(path)
         info = fs.get_file_info(p)
         if info.type == pafs.FileType.Directory:
             files = sorted(f.path for f in fs.get_file_info(pafs.FileSelector(p))

@@ -7,7 +7,7 @@ Reads go through ``spark.table(name)``. Writes depend on what the session has:
   release table is created through Delta's catalog, ``df.writeTo(name).using("delta").create()``
   (its location is the database's location + the table name), with the description,
   ``fragrelease.*`` properties and column comments; a new version is a Delta overwrite of that
-  location (:func:`fragrelease.jobs.delta_write.commit_with_spark`). Every commit carries the provenance
+  location (:func:`fragrelease.jobs.storage.delta.commit_with_spark`). Every commit carries the provenance
   as ``userMetadata``, so ``DESCRIBE HISTORY name``, ``SELECT ... FROM name VERSION AS OF n`` and
   ``spark.read.option("versionAsOf", n).table(name)`` work. A ledger (committed by delta-rs, which
   gives the pinned-version check-and-append it needs) is registered as ``CREATE TABLE name USING
@@ -46,11 +46,11 @@ import pyarrow.fs as pafs
 from fragrelease.errors import ConfigError, ReleaseExistsError
 from fragrelease.validation import check_table_name, parse_table_name
 
-from .delta_write import commit_with_spark
-from .describe import TableDescription
-from .session import delta_available
-from .storage import check_commit, commit_delta, is_delta_table, read_delta
-from .uris import _fs_path, absolute
+from ..describe import TableDescription
+from ..session import delta_available
+from .delta import commit_with_spark
+from .files import check_commit, commit_delta, is_delta_table, read_delta
+from .uris import absolute, fs_path
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ def read_table(spark, name: str, version: Optional[int] = None):
 
 
 def _listed_parquet(folder: str) -> set[str]:
-    fs, root = _fs_path(folder)
+    fs, root = fs_path(folder)
     infos = fs.get_file_info(pafs.FileSelector(root, recursive=False))
     return {posixpath.join(folder, i.base_name) for i in infos
             if i.type == pafs.FileType.File and i.base_name.endswith(".parquet")
@@ -343,7 +343,7 @@ def check_local_catalog(cfg, config_path: Optional[str] = None) -> None:
 
     from fragrelease.idpir.config import _within
 
-    from .session import (
+    from ..session import (
         CATALOG_DIR_ENV,
         _managed_environment,
         active_session_exists,

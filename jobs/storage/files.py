@@ -11,7 +11,7 @@ Two commit paths, chosen per session by :func:`fragrelease.jobs.session.delta_av
   TABLE AS SELECT`` commit; history and time travel stay). Either way one release is one table
   version, whose snapshot holds the data with its own description. Delta's optimistic
   concurrency decides between concurrent writers. If the write fails, the data files it created that
-  no Delta version references are removed (:func:`fragrelease.jobs.delta_write._remove_orphans`) and
+  no Delta version references are removed (:func:`fragrelease.jobs.storage.delta._remove_orphans`) and
   :class:`fragrelease.errors.DeltaWriteError` names the cause.
 - **No Delta classes** (``FRAGRELEASE_DELTA=off``, or no jars and no network): Spark writes Parquet
   files **inside** the table folder and the ``deltalake`` (delta-rs) package commits them as one
@@ -42,10 +42,10 @@ from typing import Any, Mapping, Optional
 
 from fragrelease.errors import ConfigError, ReleaseExistsError, SchemaMismatchError
 
-from .delta_write import _commit_with_delta_rs, commit_with_spark
-from .describe import TableDescription
-from .session import delta_available
-from .uris import _fs_path, absolute
+from ..describe import TableDescription
+from ..session import delta_available
+from .delta import _commit_with_delta_rs, commit_with_spark
+from .uris import absolute, fs_path
 
 #: The commit key under which fragrelease 0.x kept the provenance (read for old tables; now ``userMetadata``).
 PROVENANCE_KEY = "fragrelease"
@@ -53,7 +53,7 @@ PROVENANCE_KEY = "fragrelease"
 
 def write_text(uri: str, text: str) -> None:
     """Write a small text file (a manifest, a plan) atomically where the filesystem allows."""
-    fs, path = _fs_path(uri)
+    fs, path = fs_path(uri)
     fs.create_dir(posixpath.dirname(path), recursive=True)
     tmp = f"{path}.tmp-{uuid.uuid4().hex}"
     with fs.open_output_stream(tmp) as out:
@@ -62,7 +62,7 @@ def write_text(uri: str, text: str) -> None:
 
 
 def read_text(uri: str) -> str:
-    fs, path = _fs_path(uri)
+    fs, path = fs_path(uri)
     try:
         with fs.open_input_stream(path) as f:
             return f.read().decode("utf-8")
@@ -74,7 +74,7 @@ def file_exists(uri: str) -> bool:
     """True when ``uri`` names a file (its metadata only; nothing is read)."""
     from pyarrow import fs as pafs
 
-    filesystem, path = _fs_path(uri)
+    filesystem, path = fs_path(uri)
     return filesystem.get_file_info(path).type == pafs.FileType.File
 
 
@@ -88,7 +88,7 @@ def read_source(spark, path: str, fmt: str = "parquet", options: Optional[dict] 
     """A fragment or table as a Spark DataFrame (``fmt``: parquet, csv or delta).
 
     ``text``: a CSV source's columns as strings, read without Spark's inference passes when its
-    header can be read on the driver (:func:`fragrelease.jobs.csv_source.read_csv_text`; the caller
+    header can be read on the driver (:func:`fragrelease.jobs.storage.read_csv_text`; the caller
     validates and casts the values), else inferred as without it.
     """
     options = dict(options or {})
@@ -103,7 +103,7 @@ def read_source(spark, path: str, fmt: str = "parquet", options: Optional[dict] 
                 return df
         from .csv_source import RFC4180_OPTIONS
 
-        options = {**RFC4180_OPTIONS, **options}  # quoted fields as RFC 4180 says (jobs/csv_source.py)
+        options = {**RFC4180_OPTIONS, **options}  # quoted fields as RFC 4180 says (jobs/storage/csv_source.py)
         options.setdefault("header", "true")
         options.setdefault("inferSchema", "true")
         return spark.read.options(**options).csv(path)
@@ -230,7 +230,7 @@ def commit_delta(df, path: str, *, provenance: Mapping[str, Any], if_exists: str
         ``new-version`` with a schema different from the table's.
     ConcurrentCommitError, TableWriteError
         (delta-rs path) another release committed to the table at the same time, or storage refused
-        the write; the files this call wrote were removed (:func:`fragrelease.jobs.delta_write._commit_with_delta_rs`).
+        the write; the files this call wrote were removed (:func:`fragrelease.jobs.storage.delta._commit_with_delta_rs`).
     DeltaWriteError
         Delta's Spark write failed (a concurrent writer, a full disk, ...); its orphan files were removed.
     """
@@ -267,7 +267,7 @@ def table_history(path: str) -> list[tuple[dict, dict]]:
 
     The provenance is the commit's ``userMetadata`` (or, for tables of fragrelease 0.x, the commit
     key ``fragrelease``), ``{}`` for a commit without one. Public facts only
-    (:func:`fragrelease.jobs.release_commit.stamp_provenance`).
+    (:func:`fragrelease.jobs.storage.stamp_provenance`).
     """
     from deltalake import DeltaTable
 

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from fragrelease.errors import OutputConflictError, ReleaseExistsError, SchemaMismatchError
 
-from .uris import _fs_path, absolute
+from .uris import absolute, fs_path
 
 #: The suffix of the marker a release writes beside an output folder that has no committed version yet.
 MARKER = "_fragrelease_pending.json"
@@ -134,7 +134,7 @@ def _committed(path: str, fs, root: str) -> Optional[bool]:
 def _describe_table(path: str) -> tuple[list[str], Mapping[str, Any]]:
     from deltalake import DeltaTable
 
-    from .storage import table_provenance
+    from .files import table_provenance
 
     columns = [f.name for f in DeltaTable(path).schema().fields]
     return columns, table_provenance(path)
@@ -162,7 +162,7 @@ def check_output(target: ReleaseTarget, *, if_exists: str, columns: Optional[Seq
         The existing release has other columns than ``columns``.
     """
     path = absolute(target.output)
-    fs, root = _fs_path(path)
+    fs, root = fs_path(path)
     info = fs.get_file_info(root)
     if info.type == pafs.FileType.File:
         raise OutputConflictError(f"output {path!r} is a file, not a release folder; nothing was written: choose an "
@@ -245,7 +245,7 @@ def prepare_output(target: ReleaseTarget, plan_id: str, *, if_exists: str,
     except OSError as exc:
         from fragrelease.errors import TableWriteError
 
-        from .storage_errors import path_cause
+        from .errors import path_cause
 
         path = absolute(target.output)
         raise TableWriteError(f"output {path!r} cannot be prepared for the release (its marker "
@@ -256,7 +256,7 @@ def prepare_output(target: ReleaseTarget, plan_id: str, *, if_exists: str,
 
 def _clear_and_mark(target: ReleaseTarget, plan_id: str, state: State) -> None:
     path = absolute(target.output)
-    fs, root = _fs_path(path)
+    fs, root = fs_path(path)
     if state == "pending":
         for info in _entries(fs, root):
             if info.type == pafs.FileType.Directory:
@@ -289,7 +289,7 @@ def _write_atomically(fs, dest: str, text: str) -> None:
 def finish_output(target: ReleaseTarget) -> None:
     """Remove this release's marker (:func:`marker_path`) after its commit (a marker of another release stays)."""
     path = absolute(target.output)
-    fs, root = _fs_path(path)
+    fs, root = fs_path(path)
     try:
         marker = _read_marker(fs, root, path)
     except OutputConflictError:
@@ -304,7 +304,7 @@ def finish_output(target: ReleaseTarget) -> None:
 def marker_text(path: str) -> Optional[Mapping[str, Any]]:
     """The marker of output ``path`` as a dict (tests), None without one (:func:`_read_marker`)."""
     path = absolute(path)
-    fs, root = _fs_path(path)
+    fs, root = fs_path(path)
     marker = _read_marker(fs, root, path)
     return None if marker is None else marker.model_dump()
 
