@@ -66,6 +66,8 @@ def attributes(n_attrs: int, data: str):
 def numpy_reference(n: int, attrs, k: int, eps_attr: float, postprocess: str = "isotonic", sort: str = "lexsort") -> float:
     from fragrelease.idpir.category_order import DEFAULT_ORDER_SHARE, dp_frequency_order
     from fragrelease.idpir.mechanisms import protect_attribute
+    from fragrelease.idpir.options import ReleaseOptions
+    from fragrelease.idpir.stage import AttributeTask
     from fragrelease.rng.laplace import SecureLaplace
 
     rng = np.random.default_rng()  # benchmark data only, not a release
@@ -86,9 +88,9 @@ def numpy_reference(n: int, attrs, k: int, eps_attr: float, postprocess: str = "
         else:
             x = np.round(rng.uniform(0, 1000, n), 2)
         lo, hi = a.bounds()
-        protect_attribute(x, k=k, lo=lo, hi=hi, epsilon_attribute=eps_attr, mechanism="idp-ir",
-                          noise=noise, attribute=a.name, tiebreak=ids, categorical=a.categorical,
-                          postprocess=postprocess, sort=sort)
+        protect_attribute(x, AttributeTask(a.name, lo, hi, categorical=a.categorical, epsilon=eps_attr),
+                          k=k, mechanism="idp-ir", noise=noise, tiebreak=ids,
+                          options=ReleaseOptions.of(postprocess=postprocess), sort=sort)
     return time.perf_counter() - t
 
 

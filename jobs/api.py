@@ -34,7 +34,7 @@ from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.category_order import (
     AttributeBudget,
 )
-from fragrelease.idpir.config import LedgerConfig
+from fragrelease.idpir.config import LedgerConfig, OwnerConfig
 from fragrelease.idpir.fragmentation import HORIZONTAL, linkage_of
 from fragrelease.idpir.guarantee import release_guarantee
 from fragrelease.idpir.mechanisms import get_mechanism
@@ -48,9 +48,9 @@ from fragrelease.schemas.datasets import resolve_schema
 
 from . import require_pyspark
 from .api_common import Guarantee, SchemaLike, _from_pandas, _is_pandas
-from .idpir import owner
 from .idpir.digests import content_digest
 from .idpir.fragment import FragmentContext, check_columns, conform_id, validate_fragment
+from .idpir.owner import protect_attributes
 from .idpir.shuffle import shuffle_rows
 from .release_api import OwnerResult, Release, ReleaseResult
 
@@ -167,6 +167,29 @@ def _protect_options(options: Optional[ReleaseOptions], option_values: dict[str,
     return options.options
 
 
+#: The fields of an :class:`OwnerConfig` that :func:`protect` uses (the rest belong to configured releases).
+_PROTECT_OWNER_FIELDS = frozenset({"name", "ledger"})
+
+
+def _protect_owner(owner: Union[str, OwnerConfig]) -> tuple[str, Optional[LedgerConfig]]:
+    """The owner's name and ledger from :func:`protect`'s ``owner`` (a name, or an ``OwnerConfig``).
+
+    Raises
+    ------
+    InvalidParameterError
+        ``owner`` is neither, or an ``OwnerConfig`` that sets a field other than ``name`` and ``ledger``.
+    """
+    if isinstance(owner, str):
+        return owner, None
+    if not isinstance(owner, OwnerConfig):
+        raise InvalidParameterError(f"protect: owner must be a name or an OwnerConfig, not {type(owner).__name__}")
+    extra = sorted(f for f in OwnerConfig.model_fields if f not in _PROTECT_OWNER_FIELDS and getattr(owner, f) is not None)
+    if extra:
+        raise InvalidParameterError(f"protect: owner {owner.name!r} sets {', '.join(extra)}: protect() uses only an "
+                                    "OwnerConfig's name and ledger (the rest belong to a configured release)")
+    return owner.name, owner.ledger
+
+
 def protect(
     df: Any,
     schema: SchemaLike,
@@ -177,8 +200,7 @@ def protect(
     id_column: Optional[str] = None,
     attributes: Optional[Sequence[str]] = None,
     options: Optional[ReleaseOptions] = None,
-    ledger: Optional[LedgerConfig] = None,
-    owner_name: str = "owner",
+    owner: Union[str, OwnerConfig] = "owner",
     _noise: Optional[NoiseSource] = None,
     **option_values: Any,
 ) -> ProtectResult:
@@ -224,9 +246,11 @@ def protect(
         (``category_order="declared"``, ``category_order_share="1/5"``, ``postprocess="none"``):
         :meth:`ReleaseOptions.of <fragrelease.idpir.options.ReleaseOptions.of>` builds the model; a
         keyword that is no option raises TypeError.
-    ledger : the owner's budget ledger (path or catalog table, lifetime ε); the spend is recorded
-        before any noise is drawn.
-    owner_name : the owner's name in the manifest and the ledger.
+    owner : the owner: its name in the manifest and the ledger (a string), or an
+        :class:`~fragrelease.idpir.config.OwnerConfig` with its ``name`` and ``ledger`` (the owner's
+        budget ledger, a path or a catalog table with the lifetime ε; the spend is recorded before any
+        noise is drawn). An ``OwnerConfig`` that sets anything else (a source, rows, attributes, keys,
+        a private folder: the fields of a configured release) is refused.
     _noise : private, tests only: a seeded noise source (production draws from the CSPRNG, :mod:`fragrelease.rng`).
 
     Returns
@@ -238,7 +262,8 @@ def protect(
     InvalidParameterError
         ε ≤ 0, unknown mechanism, order or post-processing, k < 3, k > n, a share outside (0, 1),
         an unknown attribute or option, both ``options`` and option keywords, a linkage other than
-        ``linked``; all but k > n before any Spark action.
+        ``linked``, an ``owner`` that is neither a string nor an ``OwnerConfig`` of a name and a
+        ledger; all but k > n before any Spark action.
     ConfigError
         Unknown dataset name or a schema file that does not validate.
     SchemaMismatchError, DomainError, IdentifierError
@@ -253,6 +278,7 @@ def protect(
     eps = parse_epsilon(epsilon)
     # a single owner's rows stay linked (it is its own plan; the id column is returned for the owner)
     options = _protect_options(options, option_values)
+    owner_name, ledger = _protect_owner(owner)
     mech = get_mechanism(mechanism)
     if mech.fixed_k is not None:
         k = mech.fixed_k
@@ -282,7 +308,7 @@ def protect(
     # the one spec of this step (a single owner is its own plan): public parameters and the row count
     spec = protection_spec(owner=owner_name, dataset=dataset, plan_id=plan_id, attributes=[(a.name, a.categorical) for a in attrs],
                            mechanism=mech, k=k, epsilon=eps, options=options, n_records=check.n_records)
-    protected = owner.protect_attributes(df.sparkSession, df, attrs, spec, id_column=id_col, ledger=ledger, noise=_noise)
+    protected = protect_attributes(df.sparkSession, df, attrs, spec, id_column=id_col, ledger=ledger, noise=_noise)
     protected = shuffle_rows(protected, id_col)  # never in id order: the values are materialized, the order is random
     manifest = Manifest(
         plan_id=plan_id, owner=owner_name, dataset=dataset, fragmentation=HORIZONTAL.name, mechanism=mechanism, k=k,

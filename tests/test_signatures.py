@@ -14,9 +14,7 @@ parameter defaults to ``typer.Option(...)``, ``typer.Argument(...)`` or the shar
 option) declares one parameter per flag, because that is how typer reads flags, and every flag is
 kept; such a command builds the params model of its release at once.
 
-:data:`PENDING` lists the offenders that sit in files other work is rewriting now; each entry
-names its file. The test fails both for an offender not listed and for a listed entry that is no
-longer an offender, so the set only shrinks, to empty.
+There is no list of pending offenders any more: every product function keeps both rules.
 """
 from __future__ import annotations
 
@@ -26,14 +24,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ("fragrelease", "jobs", "udfs")
 MAX_PARAMETERS = 10
-
-#: Offenders in files being rewritten elsewhere: (file, qualified function name, "params" or "dict").
-PENDING = {
-    # the notebook API's protect: 11 parameters (the options model, the ledger and the owner's name among them)
-    ("jobs/api.py", "protect", "params"),
-    # the numpy reference's loose entry point (the Spark path takes an AttributeTask and a StageSpec)
-    ("fragrelease/idpir/mechanisms.py", "protect_attribute", "params"),
-}
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -186,11 +176,8 @@ def test_a_cli_command_may_take_one_parameter_per_flag_and_nothing_else_may():
 
 
 def test_no_function_takes_more_than_ten_parameters_and_no_jobs_function_returns_a_bare_dict():
-    found = _all_offenders()
-    new = sorted(found - PENDING)
-    assert not new, f"functions breaking the signature rules (module docstring): {new}"
-    stale = sorted(PENDING - found)
-    assert not stale, f"PENDING entries that are fixed now: remove them from PENDING: {stale}"
+    found = sorted(_all_offenders())
+    assert not found, f"functions breaking the signature rules (module docstring): {found}"
 
 
 def test_the_releases_of_systems_2_to_4_take_one_params_model_and_return_a_typed_result():

@@ -4,8 +4,9 @@
 :meth:`fragrelease.idpir.stage.StageSpec.finish` is the step the Spark job applies per attribute,
 in one task (:mod:`fragrelease.jobs.idpir.cluster_noise`); :func:`draw_task` is the whole draw on a
 numpy array under one :class:`~fragrelease.idpir.stage.AttributeTask` and
-:class:`~fragrelease.idpir.stage.StageSpec`, and :func:`protect_attribute` (the same from loose
-parameters) the reference the Spark job is tested against with injected noise.
+:class:`~fragrelease.idpir.stage.StageSpec`, and :func:`protect_attribute` (the same on one
+:class:`~fragrelease.idpir.stage.AttributeTask`, its stage built from the mechanism, k and the
+release options, then finished) the reference the Spark job is tested against with injected noise.
 """
 from __future__ import annotations
 
@@ -17,8 +18,7 @@ import numpy as np
 
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.microaggregation import ir_centroids, ir_order
-from fragrelease.idpir.options import ReleaseOptions
-from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS
+from fragrelease.idpir.options import DEFAULT_OPTIONS, ReleaseOptions
 from fragrelease.idpir.sensitivity import dp_ir_sensitivity, idp_ir_sensitivity, idp_ir_sensitivity_from_extremes
 from fragrelease.idpir.stage import AttributeTask, StageSpec
 from fragrelease.rng.laplace import LaplaceNoise, NoiseSource
@@ -208,35 +208,30 @@ def draw_task(values: np.ndarray, task: AttributeTask, stage: StageSpec, noise: 
     return order, clusters, noisy, np.bincount(clusters, minlength=c)
 
 
-def _task_and_stage(values: np.ndarray, *, k: int, lo: float, hi: float, epsilon_attribute: Fraction | float,
-                    mechanism: str, attribute: str, categorical: bool = False,
-                    postprocess: str = DEFAULT_POSTPROCESS) -> tuple[np.ndarray, AttributeTask, StageSpec]:
-    """The loose parameters of :func:`protect_attribute` as a task and a stage (values checked first)."""
+def _checked_stage(values: np.ndarray, task: AttributeTask, *, k: int, mechanism: str,
+                   options: ReleaseOptions = DEFAULT_OPTIONS) -> tuple[np.ndarray, StageSpec]:
+    """The values as floats (checked against ``task``'s domain first) and the stage of ``mechanism``
+    under the plan's ``k`` for them (:meth:`StageSpec.build`)."""
     values = np.asarray(values, dtype=float)
-    if np.any(values < lo) or np.any(values > hi):
-        raise InvalidParameterError(f"values of {attribute!r} must lie in [{lo}, {hi}]")
-    options = ReleaseOptions.of(postprocess=postprocess)
-    stage = StageSpec.build(get_mechanism(mechanism), k, values.size, options)
-    return values, AttributeTask(attribute, lo, hi, categorical, epsilon_attribute), stage
+    if np.any(values < task.lo) or np.any(values > task.hi):
+        raise InvalidParameterError(f"values of {task.name!r} must lie in [{task.lo}, {task.hi}]")
+    return values, StageSpec.build(get_mechanism(mechanism), k, values.size, options)
 
 
 def draw_attribute(
     values: np.ndarray,
+    task: AttributeTask,
     *,
     k: int,
-    lo: float,
-    hi: float,
-    epsilon_attribute: Fraction | float,
     mechanism: str,
     noise: NoiseSource,
-    attribute: str = "a",
     tiebreak: np.ndarray | None = None,
     sort: str = "packed",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The randomized part of :func:`protect_attribute`: IR clusters and their raw noisy centroids.
 
-    Parameters as :func:`protect_attribute` (the plan's k; :func:`draw_task` on the task and stage
-    they make); ``sort`` is how the values are ranked
+    Parameters as :func:`protect_attribute` (the plan's k; :func:`draw_task` on ``task`` and the
+    stage they make); ``sort`` is how the values are ranked
     (:func:`fragrelease.idpir.microaggregation.ir_order`: ``packed`` or ``lexsort``, the same clusters). Returns
     ``(clusters, noisy, sizes)``: the cluster index
     of every value (shape (n,), original order), the noisy centroids before any post-processing
@@ -247,57 +242,51 @@ def draw_attribute(
     Raises
     ------
     InvalidParameterError
-        A value outside [lo, hi], an unknown mechanism or k out of range.
+        A value outside [task.lo, task.hi], an unknown mechanism or k out of range.
     """
-    x, task, stage = _task_and_stage(values, k=k, lo=lo, hi=hi, epsilon_attribute=epsilon_attribute,
-                                     mechanism=mechanism, attribute=attribute)
+    x, stage = _checked_stage(values, task, k=k, mechanism=mechanism)
     _, clusters, noisy, sizes = draw_task(x, task, stage, noise, tiebreak=tiebreak, sort=sort)
     return clusters, noisy, sizes
 
 
 def protect_attribute(
     values: np.ndarray,
+    task: AttributeTask,
     *,
     k: int,
-    lo: float,
-    hi: float,
-    epsilon_attribute: Fraction | float,
     mechanism: str,
     noise: NoiseSource,
-    attribute: str = "a",
     tiebreak: np.ndarray | None = None,
-    categorical: bool = False,
-    postprocess: str = DEFAULT_POSTPROCESS,
+    options: ReleaseOptions = DEFAULT_OPTIONS,
     sort: str = "packed",
 ) -> np.ndarray:
     """Protect one attribute with IR microaggregation and Laplace noise on the centroids.
 
-    The numpy reference the Spark job is tested against: the loose parameters become one
-    :class:`~fragrelease.idpir.stage.AttributeTask` and one :class:`~fragrelease.idpir.stage.StageSpec`
-    (as the job builds them from the owner's spec), then :func:`draw_task` and
-    :meth:`StageSpec.finish <fragrelease.idpir.stage.StageSpec.finish>`.
+    The numpy reference the Spark job is tested against: it takes the attribute as the job does, one
+    :class:`~fragrelease.idpir.stage.AttributeTask`, builds the job's
+    :class:`~fragrelease.idpir.stage.StageSpec` from ``mechanism``, ``k``, the value count and
+    ``options`` (:meth:`StageSpec.build <fragrelease.idpir.stage.StageSpec.build>`), then runs
+    :func:`draw_task` and :meth:`StageSpec.finish <fragrelease.idpir.stage.StageSpec.finish>`.
 
     Parameters
     ----------
     values : array of shape (n,)
-        Numeric values in [lo, hi], or categorical ranks in [1, |dom|] (fragrelease.idpir.category_order).
+        Numeric values in [task.lo, task.hi], or categorical ranks in [1, |dom|]
+        (fragrelease.idpir.category_order).
+    task : AttributeTask
+        The attribute: its name (handed to the noise source), declared domain ``lo, hi`` (ranks use
+        [1, |dom|]), ``categorical`` (round the clamped noisy centroid) and the centroids' budget
+        ``epsilon`` (ε_j / l_j; a Fraction, or a float in the reference).
     k : int
         Cluster size (ignored by plain iDP, which uses k = 1).
-    lo, hi : float
-        Declared domain; ranks use [1, |dom|].
-    epsilon_attribute : Fraction or float
-        Budget of this attribute (ε_j / l_j).
     mechanism : {"idp-ir", "dp-ir", "idp"}
     noise : NoiseSource
-    attribute : str
-        Attribute name handed to the noise source.
     tiebreak : array of shape (n,), optional
         Order of ties (record ids).
-    categorical : bool
-        Round the clamped noisy centroid (ranks).
-    postprocess : {"isotonic", "none"}
-        Isotonic projection of the noisy centroid vector before clamping and rounding
-        (docs/specification.md §9), or the paper's release.
+    options : ReleaseOptions
+        The release options; the post-processing reads ``options.postprocess``: ``isotonic``
+        (default), the isotonic projection of the noisy centroid vector before clamping and
+        rounding (docs/specification.md §9), or ``none``, the paper's release.
     sort : {"packed", "lexsort"}
         How the values are ranked (:func:`fragrelease.idpir.microaggregation.ir_order`); the same
         clusters either way. ``lexsort`` is the slower reference sort.
@@ -309,10 +298,8 @@ def protect_attribute(
     Raises
     ------
     InvalidParameterError
-        A value outside [lo, hi], an unknown mechanism or post-processing, k out of range.
+        A value outside [task.lo, task.hi], an unknown mechanism, k out of range.
     """
-    x, task, stage = _task_and_stage(values, k=k, lo=lo, hi=hi, epsilon_attribute=epsilon_attribute,
-                                     mechanism=mechanism, attribute=attribute, categorical=categorical,
-                                     postprocess=postprocess)
+    x, stage = _checked_stage(values, task, k=k, mechanism=mechanism, options=options)
     _, clusters, noisy, sizes = draw_task(x, task, stage, noise, tiebreak=tiebreak, sort=sort)
     return stage.finish(noisy, sizes, task)[clusters]

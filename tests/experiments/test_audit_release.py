@@ -15,6 +15,8 @@ from fragrelease.experiments.paper_order import data_frequency_order
 from fragrelease.idpir.category_order import ranks_of
 from fragrelease.idpir.mechanisms import protect_attribute
 from fragrelease.idpir.microaggregation import ir_centroids, ir_clusters
+from fragrelease.idpir.options import ReleaseOptions
+from fragrelease.idpir.stage import AttributeTask
 from fragrelease.rng.laplace import FastLaplace
 from fragrelease.schemas.datasets import resolve_schema
 
@@ -67,9 +69,9 @@ def test_label_histograms_equal_the_release_reference(native_country, order):
     rank_order = data_frequency_order(d, cats) if order == "paper" else tuple(cats)
     ranks = ranks_of(rank_order)
     values = np.repeat([float(ranks[c]) for c in cats], [d[c] for c in cats])
-    out = protect_attribute(values, k=50, lo=1.0, hi=float(len(cats)), epsilon_attribute=EPS_ATTR,
-                            mechanism="dp-ir", noise=noise, tiebreak=np.arange(values.size), categorical=True,
-                            postprocess="none")  # the audit bounds the noisy vector; isotonic only post-processes it
+    out = protect_attribute(values, AttributeTask("a", 1.0, float(len(cats)), categorical=True, epsilon=EPS_ATTR),
+                            k=50, mechanism="dp-ir", noise=noise, tiebreak=np.arange(values.size),
+                            options=ReleaseOptions.of(postprocess="none"))  # the audit bounds the noisy vector; isotonic only post-processes it
     labels = [rank_order[int(r) - 1] for r in out]
     assert got.tolist() == [labels.count(c) for c in cats]
 

@@ -21,6 +21,8 @@ from fragrelease.experiments.paper_order import data_frequency_order
 from fragrelease.idpir.category_order import declared_order, dp_frequency_order, histogram_scale
 from fragrelease.idpir.mechanisms import protect_attribute
 from fragrelease.idpir.metrics import mean_sse
+from fragrelease.idpir.options import ReleaseOptions
+from fragrelease.idpir.stage import AttributeTask
 from fragrelease.rng.laplace import FastLaplace, laplace_epsilon
 from fragrelease.schemas.adult import SCHEMA as ADULT
 
@@ -61,9 +63,9 @@ def reference(data, ids, mechanism, k, eps_attr, noise, convention, setting, pos
             vals = np.array([ranks[v] for v in data[s.name]], float)
         else:
             vals = data[s.name].astype(float)
-        protected[s.name] = protect_attribute(vals, k=k, lo=s.lo, hi=s.hi, epsilon_attribute=eps_c, mechanism=mechanism,
-                                              noise=noise, attribute=s.name, tiebreak=ids, categorical=s.categorical,
-                                              postprocess=postprocess)
+        protected[s.name] = protect_attribute(vals, AttributeTask(s.name, s.lo, s.hi, categorical=s.categorical, epsilon=eps_c),
+                                              k=k, mechanism=mechanism, noise=noise, tiebreak=ids,
+                                              options=ReleaseOptions.of(postprocess=postprocess))
         original[s.name] = vals
         cat[s.name] = s.categorical
         if s.categorical:

@@ -16,6 +16,8 @@ from fragrelease.experiments.linkage import (
 )
 from fragrelease.idpir.category_order import declared_order
 from fragrelease.idpir.mechanisms import protect_attribute
+from fragrelease.idpir.options import ReleaseOptions
+from fragrelease.idpir.stage import AttributeTask
 from fragrelease.schemas.adult import SCHEMA as ADULT
 
 SPECS = [AttributeSpec.from_attribute(a) for a in ADULT.protected]
@@ -42,8 +44,9 @@ def test_protected_table_equals_protect_attribute_per_column(sample, postprocess
             vals = np.array([rank[v] for v in data[s.name]], float)
         else:
             vals = data[s.name].astype(float)
-        want = protect_attribute(vals, k=20, lo=s.lo, hi=s.hi, epsilon_attribute=0.1, mechanism="idp-ir", noise=noise,
-                                 attribute=s.name, tiebreak=ids, categorical=s.categorical, postprocess=postprocess)
+        want = protect_attribute(vals, AttributeTask(s.name, s.lo, s.hi, categorical=s.categorical, epsilon=0.1),
+                                 k=20, mechanism="idp-ir", noise=noise, tiebreak=ids,
+                                 options=ReleaseOptions.of(postprocess=postprocess))
         if s.categorical:
             want = np.array(order, dtype=object)[want.astype(int) - 1]
             assert (tables[postprocess][s.name] == want).all()

@@ -8,6 +8,8 @@ from scipy import stats
 
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.mechanisms import get_mechanism, protect_attribute
+from fragrelease.idpir.options import ReleaseOptions
+from fragrelease.idpir.stage import AttributeTask
 from fragrelease.rng.diffgen import SecureDiffGenRandomness
 from fragrelease.rng.laplace import (
     LAPLACE_GRANULARITY_EXPONENT,
@@ -84,8 +86,8 @@ def test_the_release_scale_passes_the_map_at_its_sensitivity():
     for mechanism, k in (("idp-ir", 10), ("dp-ir", 10), ("idp", 1)):
         for eps in (Fraction(1, 10), Fraction(2)):
             rec = Recording()
-            protect_attribute(x, k=k, lo=0, hi=100, epsilon_attribute=eps, mechanism=mechanism, noise=rec,
-                              postprocess="none")
+            protect_attribute(x, AttributeTask("a", 0, 100, categorical=False, epsilon=eps),
+                              k=k, mechanism=mechanism, noise=rec, options=ReleaseOptions.of(postprocess="none"))
             mech = get_mechanism(mechanism)
             delta, c = mech.sensitivity(x, k, 0, 100), rec.scales.size
             assert np.all(rec.scales == rec.scales[0])

@@ -14,7 +14,7 @@ from specs import protect_with
 
 import fragrelease
 from fragrelease.errors import ConfigError, InvalidParameterError, ReleaseExistsError, SchemaMismatchError
-from fragrelease.idpir.config import LedgerConfig, config_from_dict
+from fragrelease.idpir.config import LedgerConfig, OwnerConfig, config_from_dict
 from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.protocol import OwnerMetadata, make_plan
 from fragrelease.jobs.api import OwnerResult, ProtectResult, Release, ReleaseResult, protect
@@ -244,13 +244,29 @@ def test_every_protect_call_spends_epsilon_afresh_and_a_ledger_stops_it(spark, o
 
     df = owners[0].limit(40)
     ledger = LedgerConfig(path=str(tmp_path / "ledger"), lifetime_epsilon="3/2")
-    protect(df, "adult", epsilon="1", k=10, attributes=["age"], ledger=ledger, owner_name="clinic-a")
+    protect(df, "adult", epsilon="1", k=10, attributes=["age"], owner=OwnerConfig(name="clinic-a", ledger=ledger))
     assert spent(ledger.path, "clinic-a", "adult") == [Fraction(1)]
     with pytest.raises(BudgetExceededError):
-        protect(df, "adult", epsilon="1", k=10, attributes=["age"], ledger=ledger, owner_name="clinic-a")
+        protect(df, "adult", epsilon="1", k=10, attributes=["age"], owner=OwnerConfig(name="clinic-a", ledger=ledger))
     assert spent(ledger.path, "clinic-a", "adult") == [Fraction(1)]  # the refused call spent nothing
-    protect(df, "adult", epsilon="1/2", k=10, attributes=["age"], ledger=ledger, owner_name="clinic-a")
+    protect(df, "adult", epsilon="1/2", k=10, attributes=["age"], owner=OwnerConfig(name="clinic-a", ledger=ledger))
     assert sorted(spent(ledger.path, "clinic-a", "adult")) == [Fraction(1, 2), Fraction(1)]  # a second spend
+
+
+def test_protect_takes_the_owner_as_a_name_or_a_config_of_name_and_ledger():
+    """docs/python-api.md: ``owner`` is a name or an ``OwnerConfig`` whose name and ledger protect() uses;
+    one that sets a configured release's fields, or another type, is refused before any data is read."""
+    import inspect
+
+    assert len(inspect.signature(protect).parameters) - 1 <= 10  # **option_values is no parameter a caller fills
+    pdf = pd.DataFrame({"record_id": [1], "age": [30]})
+    with pytest.raises(InvalidParameterError) as info:
+        protect(pdf, "adult", epsilon="1", k=10, owner=OwnerConfig(name="clinic-a", rows=5, attributes=("age",)))
+    assert str(info.value) == ("protect: owner 'clinic-a' sets attributes, rows: protect() uses only an OwnerConfig's "
+                               "name and ledger (the rest belong to a configured release)")
+    with pytest.raises(InvalidParameterError) as info:
+        protect(pdf, "adult", epsilon="1", k=10, owner=7)
+    assert str(info.value) == "protect: owner must be a name or an OwnerConfig, not int"
 
 
 def test_the_test_noise_hook_is_private():

@@ -25,11 +25,11 @@ def test_a_pandas_value_of_the_wrong_type_names_owner_column_and_value(spark, wi
     pdf.loc[7, "alcohol"] = "twelve"
     with pytest.raises(SchemaMismatchError, match=r"owner 'me', source pandas DataFrame, column 'alcohol': "
                                                   r"declared double, holds 'twelve'"):
-        protect(pdf, "wine", epsilon="1", k=10, owner_name="me")
+        protect(pdf, "wine", epsilon="1", k=10, owner="me")
     ids = wine_pdf.head(30).copy()
     ids["record_id"] = ids["record_id"] + 0.5
     with pytest.raises(SchemaMismatchError, match=r"column 'record_id': declared \w+, holds 0\.5"):
-        protect(ids, "wine", epsilon="1", k=10, owner_name="me")
+        protect(ids, "wine", epsilon="1", k=10, owner="me")
 
 
 @pytest.mark.slow  # a whole two-owner release
@@ -57,7 +57,7 @@ def test_a_pandas_int64_beyond_a_declared_integer_is_one_error_and_a_long_id_acc
     pdf["age"] = pdf["age"].astype("int64")
     pdf.loc[3, "age"] = 3_000_000_000
     with pytest.raises(SchemaMismatchError) as e:
-        protect(pdf, "adult", epsilon="1", k=10, owner_name="me")
+        protect(pdf, "adult", epsilon="1", k=10, owner="me")
     assert str(e.value) == ("owner 'me', source pandas DataFrame, column 'age': declared integer, holds 3000000000, "
                             "outside its range [-2147483648, 2147483647]; declare it long")
     ids = adult_pdf.head(30).copy()

@@ -109,7 +109,7 @@ def test_api_protect_names_the_owner_and_a_dataframe(spark):
     df = spark.createDataFrame([(1, "40", "Male"), (2, "abc", "Female"), (3, "50", "Male")],
                                "record_id long, age string, sex string")
     with pytest.raises(DomainError) as info:
-        protect(df, schema_from_dict(SCHEMA), epsilon="1", k=3, owner_name="clinic-a")
+        protect(df, schema_from_dict(SCHEMA), epsilon="1", k=3, owner="clinic-a")
     assert str(info.value) == ("owner 'clinic-a' (source DataFrame): column 'age' value 'abc' (record id 2) is not a "
                                "number; the schema declares integer in [0.0, 100.0]")
 

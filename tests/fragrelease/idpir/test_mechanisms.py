@@ -10,6 +10,7 @@ from fragrelease.idpir.mechanisms import laplace_scale, noisy_centroids, protect
 from fragrelease.idpir.microaggregation import check_k, cluster_bounds, cluster_count, ir_centroids, ir_clusters
 from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.postprocess import clamp_and_round, finish_centroids
+from fragrelease.idpir.stage import AttributeTask
 from fragrelease.rng.laplace import SecureLaplace, calibrated_laplace_scale
 from fragrelease.rng.secure import secure_random_keys
 
@@ -73,7 +74,8 @@ def test_one_draw_per_cluster():
             return super().perturb(values, scales, attributes, clusters)
 
     x = np.arange(100, dtype=float)
-    out = protect_attribute(x, k=10, lo=0, hi=200, epsilon_attribute=1, mechanism="idp-ir", noise=Counting())
+    out = protect_attribute(x, AttributeTask("a", 0, 200, categorical=False, epsilon=1),
+                            k=10, mechanism="idp-ir", noise=Counting())
     assert calls == [10]
     assert len(np.unique(out)) == 10
     assert out[:10].tolist() == [4.5] * 10  # bare IR with zero noise
@@ -88,16 +90,20 @@ def test_plain_idp_uses_k_one_and_dp_ir_uses_global_scale():
             return super().perturb(values, scales, attributes, clusters)
 
     x = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
-    protect_attribute(x, k=3, lo=0, hi=10, epsilon_attribute=Fraction(1, 2), mechanism="idp", noise=Record())
+    protect_attribute(x, AttributeTask("a", 0, 10, categorical=False, epsilon=Fraction(1, 2)),
+                      k=3, mechanism="idp", noise=Record())
     assert seen["n"] == 6
-    protect_attribute(x, k=3, lo=0, hi=10, epsilon_attribute=Fraction(1, 2), mechanism="dp-ir", noise=Record())
+    protect_attribute(x, AttributeTask("a", 0, 10, categorical=False, epsilon=Fraction(1, 2)),
+                      k=3, mechanism="dp-ir", noise=Record())
     assert seen["scale"] == pytest.approx((10 / 3) / 0.5)
 
 
 def test_noise_injection_is_reproducible():
     x = np.linspace(0, 50, 40)
-    a = protect_attribute(x, k=5, lo=0, hi=100, epsilon_attribute=1, mechanism="idp-ir", noise=HashedLaplace())
-    b = protect_attribute(x, k=5, lo=0, hi=100, epsilon_attribute=1, mechanism="idp-ir", noise=HashedLaplace())
+    a = protect_attribute(x, AttributeTask("a", 0, 100, categorical=False, epsilon=1),
+                          k=5, mechanism="idp-ir", noise=HashedLaplace())
+    b = protect_attribute(x, AttributeTask("a", 0, 100, categorical=False, epsilon=1),
+                          k=5, mechanism="idp-ir", noise=HashedLaplace())
     assert np.array_equal(a, b)
 
 

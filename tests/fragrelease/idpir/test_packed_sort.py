@@ -13,6 +13,7 @@ from noise_injection import HashedLaplace
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir import microaggregation as ma
 from fragrelease.idpir.mechanisms import draw_attribute
+from fragrelease.idpir.stage import AttributeTask
 
 
 def _same(values, tiebreak=None):
@@ -84,7 +85,7 @@ def test_clusters_and_noisy_centroids_identical_either_way():
     rng = np.random.default_rng(5)
     x = np.round(rng.uniform(0, 100, 5_000), 0)
     ids = rng.permutation(5_000) * 7 - 10_000
-    out = [draw_attribute(x, k=10, lo=0.0, hi=100.0, epsilon_attribute=1.0, mechanism="idp-ir",
-                          noise=HashedLaplace("packed"), tiebreak=ids, sort=s) for s in ma.SORTS]
+    out = [draw_attribute(x, AttributeTask("a", 0.0, 100.0, categorical=False, epsilon=1.0),
+                          k=10, mechanism="idp-ir", noise=HashedLaplace("packed"), tiebreak=ids, sort=s) for s in ma.SORTS]
     for a, b in zip(out[0], out[1]):
         np.testing.assert_array_equal(a, b)

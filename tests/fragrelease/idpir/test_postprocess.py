@@ -10,6 +10,7 @@ from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.mechanisms import protect_attribute
 from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.postprocess import check_postprocess, finish_centroids, isotonic_projection
+from fragrelease.idpir.stage import AttributeTask
 
 
 def test_projection_is_non_decreasing_and_within_the_domain():
@@ -46,10 +47,12 @@ def test_projection_of_an_ordered_vector_in_the_domain_is_itself():
 def test_zero_noise_gives_the_exact_centroids():
     rng = np.random.default_rng(4)
     x = rng.integers(0, 100, 503).astype(float)
-    plain = protect_attribute(x, k=20, lo=0, hi=100, epsilon_attribute=1, mechanism="idp-ir", noise=ZeroNoise(),
-                              postprocess="none")
-    iso = protect_attribute(x, k=20, lo=0, hi=100, epsilon_attribute=1, mechanism="idp-ir", noise=ZeroNoise(),
-                            postprocess="isotonic")
+    plain = protect_attribute(x, AttributeTask("a", 0, 100, categorical=False, epsilon=1),
+                              k=20, mechanism="idp-ir", noise=ZeroNoise(),
+                              options=ReleaseOptions.of(postprocess="none"))
+    iso = protect_attribute(x, AttributeTask("a", 0, 100, categorical=False, epsilon=1),
+                            k=20, mechanism="idp-ir", noise=ZeroNoise(),
+                            options=ReleaseOptions.of(postprocess="isotonic"))
     assert np.array_equal(plain, iso)
 
 
@@ -65,12 +68,13 @@ def test_isotonic_reduces_error_on_average():
     x = np.sort(rng.integers(0, 100, 2000).astype(float))
     for salt in range(5):
         noise = HashedLaplace(salt=str(salt))
-        a = protect_attribute(x, k=10, lo=0, hi=100, epsilon_attribute=0.2, mechanism="idp-ir", noise=noise,
-                              postprocess="none")
-        b = protect_attribute(x, k=10, lo=0, hi=100, epsilon_attribute=0.2, mechanism="idp-ir", noise=noise,
-                              postprocess="isotonic")
-        exact = protect_attribute(x, k=10, lo=0, hi=100, epsilon_attribute=0.2, mechanism="idp-ir",
-                                  noise=ZeroNoise(), postprocess="none")
+        a = protect_attribute(x, AttributeTask("a", 0, 100, categorical=False, epsilon=0.2),
+                              k=10, mechanism="idp-ir", noise=noise, options=ReleaseOptions.of(postprocess="none"))
+        b = protect_attribute(x, AttributeTask("a", 0, 100, categorical=False, epsilon=0.2),
+                              k=10, mechanism="idp-ir", noise=noise, options=ReleaseOptions.of(postprocess="isotonic"))
+        exact = protect_attribute(x, AttributeTask("a", 0, 100, categorical=False, epsilon=0.2),
+                                  k=10, mechanism="idp-ir", noise=ZeroNoise(),
+                                  options=ReleaseOptions.of(postprocess="none"))
         assert np.sum((b - exact) ** 2) <= np.sum((a - exact) ** 2) + 1e-9
 
 

@@ -20,6 +20,7 @@ from fragrelease.idpir.preview import (
     preview_params,
     suggest,
 )
+from fragrelease.idpir.stage import AttributeTask
 from fragrelease.rng.laplace import SecureLaplace
 from fragrelease.rng.simulation import SeededSimulation
 
@@ -56,8 +57,8 @@ def test_empirical_noise_of_the_mechanism_matches_the_prediction():
     quantile of |noise| within 2 % of b and b·ln 20, and 95 % ± 0.5 % of the draws inside the interval."""
     n, k, eps = 600_000, 3, Fraction(1, 2)
     values = np.linspace(0.0, 100.0, n)
-    clusters, noisy, _ = draw_attribute(values, k=k, lo=0.0, hi=100.0, epsilon_attribute=eps, mechanism="dp-ir",
-                                        noise=SecureLaplace())
+    clusters, noisy, _ = draw_attribute(values, AttributeTask("a", 0.0, 100.0, categorical=False, epsilon=eps),
+                                        k=k, mechanism="dp-ir", noise=SecureLaplace())
     noise = np.abs(noisy - ir_centroids(values, clusters))
     assert noise.size == 200_000
     (a,) = attribute_previews(_params([NUM], k=k, epsilon=eps, n=n))
@@ -71,8 +72,8 @@ def test_empirical_rank_moves_match_the_prediction():
     with probability exp(−1/(2b)) and by two or more with exp(−3/(2b)), here b ≈ 1."""
     n, k, eps = 600_000, 3, Fraction(4, 3)
     ranks = np.full(n, 3.0)
-    clusters, noisy, sizes = draw_attribute(ranks, k=k, lo=1.0, hi=5.0, epsilon_attribute=eps, mechanism="dp-ir",
-                                            noise=SecureLaplace())
+    clusters, noisy, sizes = draw_attribute(ranks, AttributeTask("a", 1.0, 5.0, categorical=False, epsilon=eps),
+                                            k=k, mechanism="dp-ir", noise=SecureLaplace())
     released = finish_centroids(noisy, sizes, 1.0, 5.0, True, ReleaseOptions.of(postprocess="none"))
     (a,) = attribute_previews(_params([CAT], k=k, epsilon=eps, n=n))
     assert a.scale == pytest.approx(1.0, rel=1e-6)

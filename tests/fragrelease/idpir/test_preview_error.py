@@ -7,6 +7,7 @@ import pytest
 
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.mechanisms import protect_attribute
+from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.preview_error import (
     combine,
     domain_counts,
@@ -14,6 +15,7 @@ from fragrelease.idpir.preview_error import (
     simulate_categorical,
     simulate_numeric,
 )
+from fragrelease.idpir.stage import AttributeTask
 from fragrelease.rng.simulation import SecureSimulation, SeededSimulation
 
 
@@ -34,8 +36,9 @@ def test_numeric_simulation_is_the_release_on_the_same_noise(mechanism, postproc
     x = np.sort(np.random.default_rng(3).integers(17, 91, size=1234).astype(float))
     sim = simulate_numeric(x, mechanism=mechanism, k=10, lo=0.0, hi=100.0, epsilon_centroids=Fraction(1, 10),
                            postprocess=postprocess, runs=1, randomness=SeededSimulation(7))
-    released = protect_attribute(x, k=10, lo=0.0, hi=100.0, epsilon_attribute=Fraction(1, 10), mechanism=mechanism,
-                                 noise=_Replayed(7), postprocess=postprocess)
+    released = protect_attribute(x, AttributeTask("a", 0.0, 100.0, categorical=False, epsilon=Fraction(1, 10)),
+                                 k=10, mechanism=mechanism, noise=_Replayed(7),
+                                 options=ReleaseOptions.of(postprocess=postprocess))
     assert sim.errors[0] == pytest.approx(np.sum((released - x) ** 2), rel=1e-9)
     assert sim.baseline == pytest.approx(np.sum((x - x.mean()) ** 2), rel=1e-9)  # releasing the mean
 
@@ -46,8 +49,8 @@ def test_categorical_simulation_is_the_release_on_the_same_noise():
     ranks = np.repeat(np.arange(1, 6, dtype=float), counts)
     sim = simulate_categorical(counts, mechanism="idp-ir", k=20, epsilon_centroids=Fraction(1, 5), runs=1,
                                randomness=SeededSimulation(11))
-    released = protect_attribute(ranks, k=20, lo=1.0, hi=5.0, epsilon_attribute=Fraction(1, 5), mechanism="idp-ir",
-                                 noise=_Replayed(11), categorical=True)
+    released = protect_attribute(ranks, AttributeTask("a", 1.0, 5.0, categorical=True, epsilon=Fraction(1, 5)),
+                                 k=20, mechanism="idp-ir", noise=_Replayed(11))
     assert sim.errors[0] == np.sum(released != ranks)
     assert sim.baseline == 800 - 500  # releasing the most frequent category
 
@@ -127,7 +130,8 @@ def test_public_prediction_is_within_30_percent_of_the_measured_adult_error(attr
         for n in ADULT_ROWS:
             frag = x[perm[start:start + n]]
             start += n
-            out = protect_attribute(frag, k=50, lo=lo, hi=hi, epsilon_attribute=Fraction(1, 10), mechanism="idp-ir", noise=_Replayed(run * 10 + n))
+            out = protect_attribute(frag, AttributeTask("a", lo, hi, categorical=False, epsilon=Fraction(1, 10)),
+                                    k=50, mechanism="idp-ir", noise=_Replayed(run * 10 + n))
             total += float(np.sum((out - frag) ** 2))
         sq.append(total / x.size)
     measured = float(np.sqrt(np.mean(sq)))

@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 from fragrelease.idpir.mechanisms import protect_attribute
 from fragrelease.idpir.microaggregation import cluster_bounds, ir_clusters
 from fragrelease.idpir.sensitivity import dp_ir_sensitivity, idp_ir_sensitivity
+from fragrelease.idpir.stage import AttributeTask
 from fragrelease.rng.laplace import SecureLaplace
 
 NOISE = SecureLaplace()
@@ -26,7 +27,8 @@ def attribute(draw):
 def test_output_in_domain_one_value_per_cluster(attr, mechanism, eps):
     x, k, lo, hi = attr
     ids = np.arange(len(x))
-    out = protect_attribute(x, k=k, lo=lo, hi=hi, epsilon_attribute=eps, mechanism=mechanism, noise=NOISE, tiebreak=ids)
+    out = protect_attribute(x, AttributeTask("a", lo, hi, categorical=False, epsilon=eps),
+                            k=k, mechanism=mechanism, noise=NOISE, tiebreak=ids)
     assert out.shape == x.shape
     assert np.all(out >= lo) and np.all(out <= hi)
     clusters = ir_clusters(x, 1 if mechanism == "idp" else k, ids)

@@ -70,8 +70,9 @@ def test_draw_task_is_the_numpy_reference(mechanism, postprocess):
     assert np.array_equal(clusters[order], stage.cluster_of(np.arange(x.size)))
     assert noisy.shape == sizes.shape == (stage.c,) and sizes.sum() == x.size
     released = stage.finish(noisy, sizes, task)[clusters]
-    ref = protect_attribute(x, k=7, lo=0.0, hi=50.0, epsilon_attribute=Fraction(1, 3), mechanism=mechanism,
-                            noise=HashedLaplace("stage"), attribute="v", tiebreak=ids, postprocess=postprocess)
+    ref = protect_attribute(x, AttributeTask("v", 0.0, 50.0, categorical=False, epsilon=Fraction(1, 3)),
+                            k=7, mechanism=mechanism, noise=HashedLaplace("stage"), tiebreak=ids,
+                            options=ReleaseOptions.of(postprocess=postprocess))
     assert np.array_equal(released, ref)
     with pytest.raises(InvalidParameterError, match=r"^attribute 'v' has 202 values, the stage 203$"):
         draw_task(x[1:], task, stage, HashedLaplace("stage"))

@@ -13,6 +13,8 @@ from specs import protect_with
 from fragrelease.errors import DomainError, IdentifierError, SchemaMismatchError
 from fragrelease.idpir.category_order import DEFAULT_ORDER_SHARE, dp_frequency_order, ranks_of
 from fragrelease.idpir.mechanisms import protect_attribute
+from fragrelease.idpir.options import ReleaseOptions
+from fragrelease.idpir.stage import AttributeTask
 from fragrelease.jobs.idpir.fragment import validate_fragment
 from fragrelease.jobs.idpir.ranking import global_rank, range_sorted
 from fragrelease.schemas.adult import SCHEMA as ADULT
@@ -38,9 +40,9 @@ def reference(pdf, attrs, k, eps, mechanism, noise, tiebreak=None, share=DEFAULT
             vals = pdf[a.name].map(ranks).to_numpy(float)
         else:
             vals = pdf[a.name].to_numpy(float)
-        res = protect_attribute(vals, k=k, lo=lo, hi=hi, epsilon_attribute=eps_centroids, mechanism=mechanism,
-                                noise=noise, attribute=a.name, tiebreak=ids, categorical=a.categorical,
-                                postprocess=postprocess)
+        res = protect_attribute(vals, AttributeTask(a.name, lo, hi, categorical=a.categorical, epsilon=eps_centroids),
+                                k=k, mechanism=mechanism, noise=noise, tiebreak=ids,
+                                options=ReleaseOptions.of(postprocess=postprocess))
         if a.categorical:
             inv = {r: c for c, r in ranks.items()}
             res = np.array([inv[int(r)] for r in res], dtype=object)
@@ -231,9 +233,8 @@ def test_declared_order_maps_ranks_through_the_schema_order(spark, adult_sample)
     got = protect_with(df, [sex], id_column="record_id", k=50, epsilon_per_attribute=Fraction(1),
                            mechanism="dp-ir", category_order="declared", noise=ZeroNoise()).toPandas()
     ranks = adult_sample["sex"].map({c: i + 1 for i, c in enumerate(sex.categories)}).to_numpy(float)
-    ref = protect_attribute(ranks, k=50, lo=1, hi=len(sex.categories), epsilon_attribute=1, mechanism="dp-ir",
-                            noise=ZeroNoise(), attribute="sex", tiebreak=adult_sample["record_id"].to_numpy(),
-                            categorical=True)
+    ref = protect_attribute(ranks, AttributeTask("sex", 1, len(sex.categories), categorical=True, epsilon=1),
+                            k=50, mechanism="dp-ir", noise=ZeroNoise(), tiebreak=adult_sample["record_id"].to_numpy())
     labels = np.asarray(sex.categories, dtype=object)[ref.astype(int) - 1]
     assert (got.set_index("record_id").loc[adult_sample["record_id"], "sex"].to_numpy() == labels).all()
 
@@ -276,9 +277,9 @@ def test_spark_postprocess_equals_the_numpy_reference(spark, adult_sample, postp
             vals = adult_sample[a.name].map(ranks).to_numpy(float)
         else:
             vals = adult_sample[a.name].to_numpy(float)
-        ref = protect_attribute(vals, k=25, lo=lo, hi=hi, epsilon_attribute=Fraction(1, 20), mechanism="idp-ir",
-                                noise=noise, attribute=a.name, tiebreak=ids, categorical=a.categorical,
-                                postprocess=postprocess)
+        ref = protect_attribute(vals, AttributeTask(a.name, lo, hi, categorical=a.categorical, epsilon=Fraction(1, 20)),
+                                k=25, mechanism="idp-ir", noise=noise, tiebreak=ids,
+                                options=ReleaseOptions.of(postprocess=postprocess))
         if a.categorical:
             ref = np.asarray(a.categories, dtype=object)[ref.astype(int) - 1]
             assert (got[a.name].to_numpy() == ref).all(), a.name
