@@ -21,8 +21,6 @@ import numpy as np
 
 from .errors import ConfigError, DomainError, InvalidParameterError
 
-ROOT = "*"
-
 
 class Taxonomy:
     """A generalization tree over one attribute's values.

@@ -142,13 +142,6 @@ def _synthetic_description(provenance: Mapping[str, Any], guarantee: Mapping[str
     return TableDescription(comment, properties, columns)
 
 
-def provenance_description(provenance: dict) -> TableDescription:
-    """A plain description for other tables fragrelease writes (protected fragments, tiers, ...):
-    the comment names the role; no properties, no column comments."""
-    role = provenance.get("role") or provenance.get("kind") or "table"
-    return TableDescription(f"fragrelease {role}; provenance in each commit's userMetadata")
-
-
 def integer_columns(attributes: Sequence[dict], declared_types: Mapping[str, str]) -> Mapping[str, str]:
     """Released numeric attributes declared ``integer``/``long``: name -> Spark type name (``int``/``bigint``)."""
     out = {}

@@ -155,7 +155,7 @@ def mask_sums(pk, sums: list[list[int]], width: int, per_ct: int, blocks: int, n
     return masked, shares
 
 
-def unpack_shares(sk, pk, masked: list[list[str]], own_cells_e: int, width: int, per_ct: int, blocks: int) -> np.ndarray:
+def unpack_shares(sk, pk, masked: list[list[str]], width: int, per_ct: int, blocks: int) -> np.ndarray:
     paillier = paillier_module()
 
     o_cells = len(masked)

@@ -435,7 +435,7 @@ def _count_shares(s: _Session, party: PartyData, ch: Channel, *, class_values: S
         if payload.get("file_bytes"):  # ciphertexts exchanged as a file: count its bytes too
             ch.sent_bytes += int(payload["file_bytes"])
         masked = ch.recv("count_masked")["rows"]
-        return unpack_shares(ks, kp, masked, e_cells, width, per_ct, blocks)[:e_cells, :], True
+        return unpack_shares(ks, kp, masked, width, per_ct, blocks)[:e_cells, :], True
     kp = public_key(ch.recv("count_key"))
     e_cells = other_cells * c
     width, per_ct, blocks = slot_layout(s.n, key_bits, e_cells)

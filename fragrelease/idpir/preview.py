@@ -245,10 +245,6 @@ class ReleasePreview:
     def warnings(self) -> tuple[AttributePreview, ...]:
         return tuple(a for a in self.attributes if a.warn)
 
-    @property
-    def n_known(self) -> bool:
-        return all(o.n is not None for o in self.params.owners)
-
     def warning_text(self) -> Optional[str]:
         """One line naming the attributes expected to be released no better than a constant, or None."""
         if not self.warnings:

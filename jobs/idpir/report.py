@@ -287,17 +287,6 @@ def _in_background(draw: Callable[[], Any]):
     return future
 
 
-def _plots_in_background(attrs: Sequence[Attribute], released: dict, original: Optional[dict] = None):
-    """One distribution chart per attribute, drawn in a thread (:func:`_in_background`)."""
-    return _in_background(lambda: [_plot_attribute(a, released[a.name], original[a.name] if original else None)
-                                   for a in attrs])
-
-
-def correlations(df: DataFrame, attrs: Sequence[Attribute]) -> Optional[np.ndarray]:
-    """Pearson correlation matrix of the numeric attributes (None with fewer than two; see :func:`table_summary`)."""
-    return table_summary(df, attrs)[1]
-
-
 def _png(fig, bottom: float, left: float = 0.18, top: float = 0.9, right: float = 0.98) -> str:
     """``fig`` as a ``data:image/png;base64`` URI."""
     buf = io.BytesIO()
