@@ -6,9 +6,10 @@
   the other three systems' Spark jobs (DiffGen's party processes included);
 - :mod:`~fragrelease.jobs.api` (:mod:`~fragrelease.jobs.release_api`, :mod:`~fragrelease.jobs.api_common`):
   the Python API;
-- :mod:`~fragrelease.jobs.storage.commit`: the one commit and provenance contract of every system;
-- :mod:`~fragrelease.jobs.session`, :mod:`~fragrelease.jobs.storage` (:mod:`~fragrelease.jobs.storage.delta`,
-  :mod:`~fragrelease.jobs.storage.uris`), :mod:`~fragrelease.jobs.storage.catalog`: the SparkSession, Delta I/O and catalog tables.
+- :mod:`~fragrelease.jobs.session`: the SparkSession;
+- :mod:`~fragrelease.jobs.storage`: every read and write of shared storage behind one public face
+  (fragments, protocol text files, Delta commits, catalog tables, the output's state and the one
+  commit and provenance contract of every system).
 
 pyspark is not a dependency of the wheel (a Spark runtime brings its own; ``pip install
 'fragrelease[local]'`` brings the embedded stack): :func:`require_pyspark` checks it at the first
