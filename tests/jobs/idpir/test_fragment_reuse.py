@@ -170,7 +170,12 @@ def test_digests_of_several_frames_in_one_pass(spark):
 
     frames = [spark.createDataFrame(pd.DataFrame({"pseudonym": [f"p{i}" for i in range(n)]}), "pseudonym string")
               for n in (5, 0, 3)]
-    assert pseudonym_set_digests(frames) == [pseudonym_set_digest(f) for f in frames]
+    before = _jobs(spark)
+    together = pseudonym_set_digests(frames)
+    one_pass = len(_jobs(spark) - before)
+    before = _jobs(spark)
+    assert together == [pseudonym_set_digest(f) for f in frames]
+    assert one_pass < len(_jobs(spark) - before)
     assert pseudonym_set_digests(frames)[1] == "0:0"
     assert pseudonym_set_digests([]) == []
 

@@ -178,9 +178,13 @@ def test_a_large_or_unreadable_table_is_hashed_by_spark_with_the_same_result(spa
 
     cfg = copy_of(protected)
     path = protected_path(cfg, "b")
+    tracker = spark.sparkContext.statusTracker()  # test only: counts the Spark jobs
+    before = set(tracker.getJobIdsForGroup(None))
     on_driver = signatures.describe_table(spark, path)
+    assert set(tracker.getJobIdsForGroup(None)) == before  # a small local table: hashed without a Spark job
     monkeypatch.setattr(signatures, "DRIVER_HASH_BYTES", 0)  # every table "large": the executors hash it
     assert signatures.describe_table(spark, path) == on_driver
+    assert set(tracker.getJobIdsForGroup(None)) != before
     m = Manifest.model_validate_json(open(manifest_path(cfg, "b")).read())
     os.remove(os.path.join(path, m.files[0]["path"]))
     monkeypatch.undo()  # a missing file: Spark's read names the cause, as before
