@@ -20,8 +20,10 @@ with ``--adult``.
 ``--no-warm`` turns off the embedded session's Python worker warm-up
 (:func:`fragrelease.jobs.session.warm_python_workers`), to compare.
 
-Target (docs/benchmarks.md): ≤ 15 s for the 1,000 × 20 release with reports, including the JVM
-start (issue 26), ≤ 40 s for the Adult quick start including reports.
+Targets (docs/benchmarks.md, issue 41): the warm 1,000 × 20 release with reports ≤ 6 s on an idle
+machine, and the first release in a new JVM (JVM start included) ≤ 2× that warm release (printed as
+a ratio at the end); ≤ 40 s for the Adult quick start including reports. The job counts per step
+(``--call-sites``) do not depend on the machine's load; the seconds do.
 """
 from __future__ import annotations
 
@@ -158,14 +160,19 @@ def main() -> None:
         started = time.perf_counter() - t
         first = run_once(spark, cfg, True, show_steps=True, call_sites=args.call_sites)
         print(f"JVM and session start: {started:.1f} s; first release in this JVM, reports on: {first:.1f} s; "
-              f"together {started + first:.1f} s (target <= 15 s)")
+              f"together {started + first:.1f} s")
+        best = {}
         for reports in (False, True):
             times = []
             for r in range(args.runs):
                 times.append(run_once(spark, cfg, reports, show_steps=(r == args.runs - 1),
                                       call_sites=args.call_sites and r == args.runs - 1))
+            best[reports] = min(times)
             print(f"1,000 rows x 20 attributes, 2 owners, reports={'on' if reports else 'off'}: "
-                  + ", ".join(f"{s:.1f}" for s in times) + f" s (best {min(times):.1f} s; target <= 15 s)")
+                  + ", ".join(f"{s:.1f}" for s in times) + f" s (best {min(times):.1f} s"
+                  + ("; target <= 6 s idle)" if reports else ")"))
+        print(f"JVM start + first release against the best warm release with reports: "
+              f"{(started + first) / best[True]:.2f}x (target <= 2x)")
         if args.adult:
             here = Path(__file__).resolve().parent.parent
             src = (here / "conf" / "adult-horizontal.yaml").read_text()

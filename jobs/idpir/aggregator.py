@@ -67,7 +67,7 @@ from .layout import (
     pseudonyms_path,
     read_message,
 )
-from .shuffle import pseudonym_set_digest, shuffle_rows
+from .shuffle import pseudonym_set_digest, pseudonym_set_digests, shuffle_rows
 from .signatures import public_keys, verify_owner_manifest, verify_table
 from .unlink import unlink_columns, unlink_frames
 from .workspace import claim_work_dir
@@ -157,21 +157,38 @@ def check_disjoint_ids(spark, cfg: ReleaseConfig, metas: Sequence[OwnerMetadata]
     IdentifierError
         ``owners 'a' and 'b' share N records (their keyed id digests match) ...``.
     """
-    psets = {}
+    psets, paths = {}, {}
+    problem: Optional[ProtocolError] = None  # the first owner's problem that needs no digest, raised in owner order
     for m in metas:
         if m.nonce is None or m.id_digest is None:
-            raise ProtocolError(f"the metadata of owner {m.owner!r} has no id digests (written by an older fragrelease); "
-                                "run its owner metadata step again")
+            problem = ProtocolError(f"the metadata of owner {m.owner!r} has no id digests (written by an older "
+                                    "fragrelease); run its owner metadata step again")
+            break
         path = id_digests_path(cfg, m.owner, m.nonce)
         if not is_delta_table(path):
-            raise ProtocolError(f"owner {m.owner!r} has no id-digest table at {path!r}; run its owner metadata step again")
+            problem = ProtocolError(f"owner {m.owner!r} has no id-digest table at {path!r}; run its owner metadata step again")
+            break
         df = committed_rows(spark, path)
-        if df.columns != [PSEUDONYM_COLUMN] or pseudonym_set_digest(df) != m.id_digest \
-                or int(m.id_digest.split(":")[0]) != m.n_records:
-            raise ProtocolError(f"the id-digest table of owner {m.owner!r} at {path!r} does not match its metadata; "
-                                "run its owner metadata step again")
+        paths[m.owner] = path
+        if df.columns != [PSEUDONYM_COLUMN]:
+            problem = _id_digests_mismatch(m.owner, path)
+            break
         psets[m.owner] = df
+    # the digests of the tables read so far in one pass; a mismatch of an earlier owner is told first
+    digests = dict(zip(psets, pseudonym_set_digests(list(psets.values()))))
+    for m in metas:
+        if m.owner not in psets:
+            break
+        if digests[m.owner] != m.id_digest or int(str(m.id_digest).split(":")[0]) != m.n_records:
+            raise _id_digests_mismatch(m.owner, paths[m.owner])
+    if problem is not None:
+        raise problem
     check_disjoint_pseudonyms(psets, stage="plan")
+
+
+def _id_digests_mismatch(owner: str, path: str) -> ProtocolError:
+    return ProtocolError(f"the id-digest table of owner {owner!r} at {path!r} does not match its metadata; "
+                         "run its owner metadata step again")
 
 
 def refuse_existing_release(cfg: ReleaseConfig, spark=None, *, columns: Optional[Sequence[str]] = None) -> None:

@@ -44,11 +44,42 @@ def fragment_digests(df: DataFrame, id_column: str) -> tuple[str, str]:
     return f"sha256-sum60:{row['n']}:{row['s'] or 0}", f"{row['n']}:{row['i'] or 0}"
 
 
+#: A table of at most this many bytes of data files is read in one task (:func:`committed_rows`): its
+#: digest's aggregation then needs no shuffle (one Spark job instead of two).
+SINGLE_TASK_BYTES = 16 << 20
+
+
 def committed_rows(spark, path: str, version: Optional[int] = None) -> DataFrame:
     """What the digests of a protected fragment or pseudonym set are computed over: the rows of the
-    table version's active data files (:func:`fragrelease.jobs.storage.read_delta_files`; no Delta
-    state rebuild). Raises ConfigError when ``path`` is no Delta table or has no data file.
-    """
-    from ..storage import read_delta_files
+    table version's active data files, which delta-rs lists (no Delta state rebuild), read with the
+    schema of the version's Delta log (no Spark job to read the files' footers).
 
-    return read_delta_files(spark, path, version)
+    Shapes: the table's columns in the log's order, one row per record. A version whose data files
+    hold at most :data:`SINGLE_TASK_BYTES` is one partition (one task reads it; an aggregation over it
+    needs no shuffle); a larger one is read in parallel. The tables have no deletion vectors
+    (:func:`fragrelease.jobs.idpir.signatures.describe_table` refuses them) and no column mapping, so
+    their data files are the table; a file whose columns differ from the log fails the read.
+
+    Raises
+    ------
+    ConfigError
+        ``path`` is no Delta table, or the version has no data file.
+    """
+    import pyarrow as pa
+    from deltalake import DeltaTable
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from fragrelease.errors import ConfigError
+
+    from ..storage import absolute, is_delta_table
+
+    if not is_delta_table(path):
+        raise ConfigError(f"{path!r} is not a Delta table")
+    table = DeltaTable(absolute(path)) if version is None else DeltaTable(absolute(path), version=version)
+    files = table.file_uris()
+    if not files:
+        raise ConfigError(f"Delta table {path!r} has no data files")
+    schema = from_arrow_schema(pa.schema(table.schema().to_arrow()))
+    rows = spark.read.schema(schema).parquet(*files)
+    sizes = pa.table(table.get_add_actions(flatten=True)).column("size_bytes").to_pylist()
+    return rows.coalesce(1) if sum(sizes) <= SINGLE_TASK_BYTES else rows

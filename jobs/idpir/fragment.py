@@ -8,11 +8,20 @@ the rows failing each check (plus one grouped count for duplicate ids); only whe
 more query fetches one example for its message. Nothing is collected but that one row, at most one
 example and at most one duplicate id.
 The same pass can count the declared categories (``count_categories``) for the ``dp-frequency`` order.
+:func:`validate_source_fragment` runs that validation once per process for the same source bytes
+(a local file, checked by its SHA-256), so an owner's protect step does not repeat what its
+metadata step found in the same driver.
 """
 from __future__ import annotations
 
+import hashlib
+import os
+import stat
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Mapping, Optional, Sequence
+from urllib.parse import unquote, urlparse
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -204,7 +213,8 @@ def _raise_first(frame: DataFrame, check: tuple[str, int, Column, Column], count
 
 def validate_fragment(df: DataFrame, attributes: Sequence[Attribute], id_column: Optional[str],
                       context: Optional[FragmentContext] = None, *, id_type: Optional[str] = None,
-                      count_categories: bool = False, text: bool = False) -> FragmentCheck:
+                      count_categories: bool = False, text: bool = False,
+                      single_partition: bool = False) -> FragmentCheck:
     """Check a fragment before any budget is spent or any noise drawn; one Spark aggregation pass
     (plus one grouped count for duplicate ids).
 
@@ -229,6 +239,9 @@ def validate_fragment(df: DataFrame, attributes: Sequence[Attribute], id_column:
     text : the fragment was read as text (a CSV source, :func:`fragrelease.jobs.csv_source.read_csv_text`):
         a string column of a numeric attribute is parsed value by value (a value that is not a number
         is named) instead of being refused by its type; :func:`conform_attributes` casts it afterwards.
+    single_partition : ``df`` is known to be one partition (one small file read whole): the aggregation
+        and the grouped count then run in that one task, without a shuffle (one Spark job each instead
+        of two). Same checks, counts and messages.
 
     Raises
     ------
@@ -291,7 +304,9 @@ def validate_fragment(df: DataFrame, attributes: Sequence[Attribute], id_column:
         label = F.col(a.name).cast("string")
         aggs.extend(F.count_if(label == c).alias(f"__cat{i}_{m}") for m, c in enumerate(a.categories or ()))
     frame = df.withColumn("__id_raw", F.col(id_column)) if id_check is not None and id_column is not None else df
-    row = frame.agg(*aggs).collect()[0]  # an aggregation: exactly one row
+    # one partition already: declared so, the aggregation needs no exchange (a narrow coalesce, no data moves)
+    scanned = frame.coalesce(1) if single_partition else frame
+    row = scanned.agg(*aggs).collect()[0]  # an aggregation: exactly one row
     n = int(row["__n"])
     if n == 0:
         raise DomainError(f"{where}: the fragment is empty: it has no records")
@@ -300,7 +315,7 @@ def validate_fragment(df: DataFrame, attributes: Sequence[Attribute], id_column:
         _raise_first(frame, checks[failed], int(row[f"__c{failed}"]), rid, attributes, fields,
                      id_column, id_check, id_type, where)
     if id_column is not None:
-        _refuse_duplicate_ids(df, id_column, id_type, fields[id_column], where)
+        _refuse_duplicate_ids(df.coalesce(1) if single_partition else df, id_column, id_type, fields[id_column], where)
     if not count_categories:
         return FragmentCheck(n_records=n)
     counts = {a.name: {c: int(row[f"__cat{i}_{m}"] or 0) for m, c in enumerate(a.categories or ())} for i, a in counted}
@@ -360,3 +375,105 @@ def conform_attributes(df: DataFrame, attributes: Sequence[Attribute]) -> DataFr
     casts = {a.name: F.col(a.name).cast("double") for a in attributes
              if not a.categorical and isinstance(fields.get(a.name), T.StringType)}
     return df.withColumns(casts) if casts else df
+
+
+def _local_file(source: object) -> Optional[str]:
+    """The local path of a source that names one regular file (a plain path or a ``file:`` URI, no
+    glob characters), else None."""
+    path = getattr(source, "path", None)
+    if not isinstance(path, str) or getattr(source, "table", None) is not None or any(c in path for c in "*?[{"):
+        return None
+    parsed = urlparse(path)
+    if parsed.scheme == "file":
+        path = unquote(parsed.path)
+    elif parsed.scheme != "":
+        return None
+    return path if os.path.isfile(path) else None  # a folder, a device, a pipe: not one file's bytes
+
+
+def local_source_digest(source: object) -> Optional[str]:
+    """SHA-256 (hex) of the bytes of a fragment source that is one local regular file, or None.
+
+    ``source`` is a :class:`fragrelease.idpir.config.SourceConfig`; its ``path`` counts when it is a
+    plain path or a ``file:`` URI without glob characters and names a regular file. Anything else
+    (a catalog table, a folder, a remote URI, a missing or unreadable file) gives None: no digest,
+    nothing reused. The file is read on the driver in 1 MiB blocks; no Spark job.
+    """
+    path = _local_file(source)
+    if path is None:
+        return None
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return None
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+#: The largest source file :func:`validate_source_fragment` validates in one task (no shuffle): a small
+#: file's two shuffles cost more than its one task's work; a larger one keeps the parallel aggregation.
+SINGLE_TASK_BYTES = 64 << 20
+
+
+def _one_small_partition(source: object) -> bool:
+    """``source`` is one local CSV file of at most :data:`SINGLE_TASK_BYTES` read with ``multiLine``
+    (the default, :data:`fragrelease.jobs.csv_source.RFC4180_OPTIONS`): Spark reads it whole, in one
+    partition (a multi-line CSV file is never split)."""
+    if getattr(source, "format", None) != "csv":
+        return False
+    options = {str(k).lower(): str(v).lower() for k, v in (getattr(source, "options", None) or {}).items()}
+    if options.get("multiline", "true") != "true":
+        return False
+    path = _local_file(source)
+    try:
+        return path is not None and os.path.getsize(path) <= SINGLE_TASK_BYTES
+    except OSError:
+        return False
+
+
+#: Validations that passed in this process, by source bytes and everything else the checks depend on
+#: (:func:`validate_source_fragment`); the owner's own process memory only, never written anywhere.
+_VALIDATED: OrderedDict[tuple, FragmentCheck] = OrderedDict()
+_VALIDATED_MAX = 32
+_VALIDATED_LOCK = threading.Lock()
+
+
+def validate_source_fragment(df: DataFrame, source: object, attributes: Sequence[Attribute], id_column: Optional[str],
+                             context: Optional[FragmentContext] = None, *, id_type: Optional[str] = None,
+                             count_categories: bool = False, text: bool = False) -> FragmentCheck:
+    """:func:`validate_fragment` of ``df``, the fragment read from ``source``, run at most once per process
+    for the same input.
+
+    When ``source`` is one local file (:func:`local_source_digest`), a validation that passed is kept
+    in this process's memory under the SHA-256 of the file's bytes (taken before and after the
+    validation's read; kept only when both agree), with the source's configuration, the owner and
+    source of ``context``, ``df``'s schema, the attributes, the id column, ``id_type`` and ``text``.
+    A later call with all of these equal (an owner's protect step after its metadata step in one
+    driver) returns the kept :class:`FragmentCheck` without a Spark job; a kept check without
+    category counts does not answer ``count_categories=True``. A changed byte, another source or a
+    failed validation means a full validation, as :func:`validate_fragment`. Same shapes and errors.
+    """
+    before = local_source_digest(source)
+    key = None
+    if before is not None:
+        dump = getattr(source, "model_dump_json", None)
+        key = (before, dump() if dump is not None else repr(source),
+               (context.owner, context.source) if context is not None else None, df.schema.json(),
+               tuple(a.model_dump_json() for a in attributes), id_column, id_type, text)
+        with _VALIDATED_LOCK:
+            kept = _VALIDATED.get(key)
+        if kept is not None and (not count_categories or kept.category_counts is not None):
+            return kept
+    check = validate_fragment(df, attributes, id_column, context, id_type=id_type,
+                              count_categories=count_categories, text=text, single_partition=_one_small_partition(source))
+    if key is not None and local_source_digest(source) == before:
+        with _VALIDATED_LOCK:
+            _VALIDATED[key] = check
+            _VALIDATED.move_to_end(key)
+            while len(_VALIDATED) > _VALIDATED_MAX:
+                _VALIDATED.popitem(last=False)
+    return check

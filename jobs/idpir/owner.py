@@ -50,7 +50,7 @@ from .fragment import (
     conform_attributes,
     conform_id,
     describe_source,
-    validate_fragment,
+    validate_source_fragment,
 )
 from .keys import owner_pseudonym_key
 from .layout import (
@@ -141,7 +141,10 @@ def describe_fragment(spark, cfg: ReleaseConfig, owner_name: str) -> OwnerMetada
     _check_pseudonym_column(owner.name, attrs)
     key = owner_pseudonym_key(cfg, owner)  # before Spark reads anything: a missing key needs no data
     df, context, text = _read_fragment(spark, cfg, owner)
-    check = validate_fragment(df, attrs, schema.id_column, context, id_type=_id_type(schema), text=text)
+    # run once per driver for the same source bytes: the protect step reuses it (and the dp-frequency counts)
+    check = validate_source_fragment(df, fragment_source(cfg, owner), attrs, schema.id_column, context,
+                                     id_type=_id_type(schema), count_categories=cfg.category_order == "dp-frequency",
+                                     text=text)
     df = conform_id(df, schema.id_column, _id_type(schema))
     n_records = check.n_records
     if cfg.risk_check is not None:  # the risk check's control records are held out of the release
@@ -293,8 +296,10 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
     key = owner_pseudonym_key(cfg, owner)
     df, context, text = _read_fragment(spark, cfg, owner)
     # the dp-frequency order's exact category counts come from the same validation pass
-    check = validate_fragment(df, attrs, schema.id_column, context, id_type=_id_type(schema),
-                              count_categories=spec.category_order == "dp-frequency", text=text)
+    # (not run again when this driver's metadata step validated the same source bytes)
+    check = validate_source_fragment(df, fragment_source(cfg, owner), attrs, schema.id_column, context,
+                                     id_type=_id_type(schema), count_categories=spec.category_order == "dp-frequency",
+                                     text=text)
     df = conform_attributes(conform_id(df, schema.id_column, _id_type(schema)), attrs)
     n_records, control = check.n_records, None
     if cfg.risk_check is not None:  # the same keyed hold-out as the metadata step: the control set, not released

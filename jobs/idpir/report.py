@@ -587,21 +587,21 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
     Raises :class:`fragrelease.errors.InvalidParameterError` when records do not match by ``id_column``
     (:func:`fragrelease.jobs.idpir.evaluate.mean_sse_by_attribute`).
     """
-    from .evaluate import mean_sse_by_attribute
+    from .evaluate import mean_sse_with_quantiles
 
     stored = as_stored(protected, attrs)
     measured = risk_section(risk)
     if measured is not None:
         extra_sections = (*extra_sections, measured)
-    # the five Spark passes are small and independent: submitted together from threads, Spark plans
-    # and schedules them side by side instead of one after another; leaving the block waits for all
-    # of them (a failure is raised after every pass has ended, so no thread outlives the report)
-    with ThreadPoolExecutor(max_workers=5, thread_name_prefix="fragrelease-report-spark") as pool:
+    # the three Spark passes (two summaries; MeanSSE with both tables' quantiles, one aggregation over
+    # the join) are small and independent: submitted together from threads, Spark plans and schedules
+    # them side by side instead of one after another; leaving the block waits for all of them (a
+    # failure is raised after every pass has ended, so no thread outlives the report)
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="fragrelease-report-spark") as pool:
         summary_o = pool.submit(_counted_summary_pass, original, attrs)
         summary_p = pool.submit(_summary_pass, stored, attrs)
-        errors = pool.submit(mean_sse_by_attribute, original, stored, attrs, id_column)
-        quantiles_o = pool.submit(_quantiles, original, attrs)
-        quantiles_p = pool.submit(_quantiles, stored, attrs)
+        scored = pool.submit(mean_sse_with_quantiles, original, stored, attrs, id_column, list(QUANTILES),
+                             int(round(1 / _RELATIVE_ERROR)))
         so, co, n = summary_o.result()
         sp, cp = summary_p.result()
         names = [a.name for a in attrs if not a.categorical]
@@ -614,9 +614,9 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
 
         charts = _in_background(draw)  # drawn while Spark computes MeanSSE and the quantiles
         with _awaiting(charts):
-            contributions = errors.result()
-            _with_quantiles(so, quantiles_o.result())
-            _with_quantiles(sp, quantiles_p.result())
+            contributions, quantiles_o, quantiles_p = scored.result()
+            _with_quantiles(so, quantiles_o)
+            _with_quantiles(sp, quantiles_p)
     if mean_sse_value is None:
         mean_sse_value = sum(contributions.values())
     distributions, diff_chart = charts.result()

@@ -7,6 +7,8 @@ Keys come from :func:`fragrelease.udfs.noise.secure_random_key_udf` (the OS CSPR
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -48,3 +50,25 @@ def pseudonym_set_digest(df: DataFrame, column: str = PSEUDONYM_COLUMN) -> str:
     """
     row = aggregate_row(df.agg(F.count(F.lit(1)).alias("n"), F.sum(hash60(F.col(column).cast("string"))).alias("s")))
     return f"{row['n']}:{row['s'] or 0}"
+
+
+def pseudonym_set_digests(frames: Sequence[DataFrame], column: str = PSEUDONYM_COLUMN) -> list[str]:
+    """:func:`pseudonym_set_digest` of each frame in ``frames``, in their order, from one global aggregation
+    over their union (each row tagged with its frame's index): one pass instead of one per frame.
+
+    Shapes: in, frames that each hold ``column``; out, one ``count:sum`` digest per frame, each equal
+    to :func:`pseudonym_set_digest` of that frame alone (``0:0`` for an empty one).
+    """
+    if not frames:
+        return []
+    tagged = [f.select(F.lit(i).alias("__frame"), F.col(column).cast("string").alias("__v")) for i, f in enumerate(frames)]
+    u = tagged[0]
+    for t in tagged[1:]:
+        u = u.unionByName(t)
+    h = hash60(F.col("__v"))
+    aggs = []
+    for i in range(len(frames)):
+        mine = F.col("__frame") == F.lit(i)
+        aggs += [F.count_if(mine).alias(f"n{i}"), F.sum(F.when(mine, h)).alias(f"s{i}")]
+    row = aggregate_row(u.agg(*aggs))
+    return [f"{row[f'n{i}']}:{row[f's{i}'] or 0}" for i in range(len(frames))]

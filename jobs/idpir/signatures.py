@@ -123,10 +123,29 @@ def _sha2(column: str):
     return F.sha2(F.col(column), 256)
 
 
+#: Local data files up to this many bytes in all are hashed on the driver (no Spark job); larger or
+#: remote ones by the executors.
+DRIVER_HASH_BYTES = 64 << 20
+
+
 def _hash_files(spark, uris: list[str]) -> Mapping[str, tuple[int, str]]:
-    """``{unquoted file URI: (size, sha256 hex)}`` of ``uris``, hashed by the executors."""
+    """``{unquoted file URI: (size, sha256 hex)}`` of ``uris``: hashed on the driver when every file is
+    local and they hold at most :data:`DRIVER_HASH_BYTES` in all (a small table: no Spark job), else by
+    the executors (also when a local file cannot be read, so that Spark's error is the one raised)."""
     if not uris:
         return {}
+    local = [unquote(urlparse(u).path) if urlparse(u).scheme == "file" else u for u in uris]
+    if all(urlparse(u).scheme in ("", "file") for u in uris):
+        try:
+            if sum(os.stat(p).st_size for p in local) <= DRIVER_HASH_BYTES:
+                out = {}
+                for u, p in zip(uris, local):
+                    with open(p, "rb") as f:
+                        data = f.read()
+                    out[unquote(u)] = (len(data), hashlib.sha256(data).hexdigest())
+                return out
+        except OSError:
+            pass  # missing or unreadable: Spark's read below names the cause as before
     rows = (spark.read.format("binaryFile").load(uris)
             .select("path", "length", _sha2("content").alias("sha256")).collect())
     return {unquote(r["path"]): (int(r["length"]), r["sha256"]) for r in rows}

@@ -27,3 +27,24 @@ def test_committed_rows_are_the_versions_rows(spark, tmp_path):
 def test_committed_rows_refuse_a_folder_that_is_no_delta_table(spark, tmp_path):
     with pytest.raises(ConfigError, match="is not a Delta table"):
         committed_rows(spark, str(tmp_path))
+
+
+def test_committed_rows_start_no_job_and_a_small_table_is_digested_in_one(spark, tmp_path, monkeypatch):
+    from fragrelease.jobs.idpir import digests
+
+    path = str(tmp_path / "t")
+    rows = spark.range(300).select(F.sha2(F.col("id").cast("string"), 256).alias("pseudonym"),
+                                   (F.col("id") / 7).alias("x"), F.col("id").alias("n"))
+    commit_delta(rows.repartition(3), path, provenance={"role": "test"})
+    tracker = spark.sparkContext.statusTracker()  # test only: counts the Spark jobs
+    jobs = []
+    for limit in (digests.SINGLE_TASK_BYTES, 0):  # small: one task; "large": read in parallel
+        monkeypatch.setattr(digests, "SINGLE_TASK_BYTES", limit)
+        before = set(tracker.getJobIdsForGroup(None))
+        got = committed_rows(spark, path)
+        assert set(tracker.getJobIdsForGroup(None)) == before  # no footer-reading job
+        assert got.columns == ["pseudonym", "x", "n"]
+        assert [f.dataType.simpleString() for f in got.schema.fields] == ["string", "double", "bigint"]
+        jobs.append((fragment_digests(got, "pseudonym"), len(set(tracker.getJobIdsForGroup(None)) - before)))
+    assert jobs[0][0] == jobs[1][0] == fragment_digests(read_delta(spark, path), "pseudonym")
+    assert jobs[0][1] == 1 and jobs[1][1] == 2

@@ -163,13 +163,32 @@ def test_data_file_rewritten_in_place_is_refused(spark, protected):
     data = bytearray(open(victim, "rb").read())
     data[len(data) // 2] ^= 0xFF
     open(victim, "wb").write(bytes(data))
-    # Hadoop's local file system keeps a .crc sidecar, which alone would make the read fail; whoever
-    # rewrites the file removes it too (object stores have none)
+    # a small local table's files are hashed on the driver (signatures.DRIVER_HASH_BYTES), which does not
+    # read Hadoop's .crc sidecar: the signed SHA-256 names the changed file whether or not a stale sidecar
+    # is left (object stores have none)
     crc = os.path.join(os.path.dirname(victim), "." + os.path.basename(victim) + ".crc")
     if os.path.exists(crc):
-        refused(spark, cfg, r"^protected table of owner 'b' cannot be read: ")
+        refused(spark, cfg, r"^protected table of owner 'b': data file '.*' was changed after the owner signed it$")
         os.remove(crc)
     refused(spark, cfg, r"^protected table of owner 'b': data file '.*' was changed after the owner signed it$")
+
+
+def test_a_large_or_unreadable_table_is_hashed_by_spark_with_the_same_result(spark, protected, monkeypatch):
+    from fragrelease.jobs.idpir import signatures
+
+    cfg = copy_of(protected)
+    path = protected_path(cfg, "b")
+    tracker = spark.sparkContext.statusTracker()  # test only: counts the Spark jobs
+    before = set(tracker.getJobIdsForGroup(None))
+    on_driver = signatures.describe_table(spark, path)
+    assert set(tracker.getJobIdsForGroup(None)) == before  # a small local table: hashed without a Spark job
+    monkeypatch.setattr(signatures, "DRIVER_HASH_BYTES", 0)  # every table "large": the executors hash it
+    assert signatures.describe_table(spark, path) == on_driver
+    assert set(tracker.getJobIdsForGroup(None)) != before
+    m = Manifest.model_validate_json(open(manifest_path(cfg, "b")).read())
+    os.remove(os.path.join(path, m.files[0]["path"]))
+    monkeypatch.undo()  # a missing file: Spark's read names the cause, as before
+    refused(spark, cfg, r"^protected table of owner 'b' cannot be read: ")
 
 
 def test_rewritten_delta_log_is_refused(spark, protected):
