@@ -391,13 +391,20 @@ def _local_file(source: object) -> Optional[str]:
     return path if os.path.isfile(path) else None  # a folder, a device, a pipe: not one file's bytes
 
 
+#: The largest local source file whose validation is kept for reuse (its SHA-256 is taken on the driver
+#: twice per step): above it a step validates again with Spark, as every non-local source does.
+REUSE_BYTES = 256 << 20
+
+
 def local_source_digest(source: object) -> Optional[str]:
     """SHA-256 (hex) of the bytes of a fragment source that is one local regular file, or None.
 
     ``source`` is a :class:`fragrelease.idpir.config.SourceConfig`; its ``path`` counts when it is a
     plain path or a ``file:`` URI without glob characters and names a regular file. Anything else
     (a catalog table, a folder, a remote URI, a missing or unreadable file) gives None: no digest,
-    nothing reused. The file is read on the driver in 1 MiB blocks; no Spark job.
+    nothing reused. A file larger than :data:`REUSE_BYTES` gives None too: hashing it on the driver
+    would cost more than the validation it saves. The file is read on the driver in 1 MiB blocks; no
+    Spark job.
     """
     path = _local_file(source)
     if path is None:
@@ -405,7 +412,8 @@ def local_source_digest(source: object) -> Optional[str]:
     digest = hashlib.sha256()
     try:
         with open(path, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_size > REUSE_BYTES:
                 return None
             for block in iter(lambda: f.read(1 << 20), b""):
                 digest.update(block)

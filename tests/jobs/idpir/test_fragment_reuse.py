@@ -110,7 +110,7 @@ def test_a_file_that_changes_during_the_validation_is_not_kept(spark, tmp_path, 
     assert not fragment._VALIDATED
 
 
-def test_only_one_local_file_has_a_digest(tmp_path):
+def test_only_one_local_file_has_a_digest(tmp_path, monkeypatch):
     path = tmp_path / "a.csv"
     path.write_bytes(b"rid\n1\n")
     import hashlib
@@ -123,6 +123,8 @@ def test_only_one_local_file_has_a_digest(tmp_path):
     assert local_source_digest(SourceConfig(path=str(tmp_path / "missing.csv"), format="csv")) is None
     assert local_source_digest(SourceConfig(path="s3a://bucket/a.csv", format="csv")) is None
     assert local_source_digest(SourceConfig(table="db.t")) is None
+    monkeypatch.setattr(fragment, "REUSE_BYTES", path.stat().st_size - 1)  # too large to hash
+    assert local_source_digest(SourceConfig(path=str(path), format="csv")) is None
 
 
 @pytest.mark.parametrize("rows, error, message", [
