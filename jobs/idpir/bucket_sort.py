@@ -299,7 +299,7 @@ def _rank_bucket_fn(first_rank: Mapping[tuple[int, int], int], stage: StageSpec,
         # the ids leave cut by assembly group, each with its cluster (relative to the bucket's first)
         rows = group_rows(j, key, rid, cluster - cluster[0], groups, pack_rid=not carry_rid, dtype=CL)
         out = pd.DataFrame(rows + [(-1, j, None, None)], columns=["group", "attr", "rid", "cl"])
-        return out.assign(bucket=b, stats=[None] * len(rows) + [stats])
+        return out.assign(bucket=b, stats=pd.Series([None] * len(rows) + [stats], dtype=object))
 
     return rank_bucket
 

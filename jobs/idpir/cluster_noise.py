@@ -151,7 +151,9 @@ def _draw_one_fn(tasks: Sequence[AttributeTask], stage: StageSpec, *, noise: Opt
         cluster = stage.cluster_of(np.arange(stage.n, dtype=np.int64))
         rows = group_rows(j, key[order], rid, cluster, groups, pack_rid=not carry_rid, dtype=CL)
         out = pd.DataFrame(rows + [(-1, j, None, None)], columns=["group", "attr", "rid", "cl"])
-        return out.assign(noisy=[None] * len(rows) + [pack(noisy, F8)], size=[None] * len(rows) + [pack(size, I8)])
+        last = [None] * len(rows)  # the statistics row is the last one
+        return out.assign(noisy=pd.Series(last + [pack(noisy, F8)], dtype=object),
+                          size=pd.Series(last + [pack(size, I8)], dtype=object))
 
     return draw_one
 
