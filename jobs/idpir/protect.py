@@ -16,8 +16,9 @@ every protected attribute replaced by its cluster's noisy centroid (numeric → 
    (:func:`~fragrelease.jobs.idpir.bucket_sort.cut_into_runs`; splitters from a sample,
    :func:`~fragrelease.jobs.idpir.bucket_sort.splitters`).
 4. Whole attributes: one task per attribute runs the numpy mechanism and stores its raw draws
-   (:func:`~fragrelease.jobs.idpir.cluster_noise.draw_whole_attributes`), then post-processing
-   and the ids' values (:func:`~fragrelease.jobs.idpir.cluster_noise.whole_values`).
+   beside its ids cut by assembly group, each with its cluster
+   (:func:`~fragrelease.jobs.idpir.cluster_noise.draw_whole_attributes`), then the post-processed
+   centroids (:func:`~fragrelease.jobs.idpir.cluster_noise.whole_values`).
 5. Distributed: bucket counts give first ranks
    (:func:`~fragrelease.jobs.idpir.bucket_sort.bucket_first_ranks`); each bucket is sorted in one
    task with its partial cluster statistics and its ids cut by assembly group, each with its
