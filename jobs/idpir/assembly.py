@@ -2,14 +2,16 @@
 
 Shapes: every attribute's released values arrive as ``(group, attr, rid, value)`` rows
 (:func:`values_schema`; ``value`` packed ``<f8``, ``rid`` packed ``<i8`` for integral ids, else an
-array of the id's type), cut by assembly group, a well-mixed hash of the tie key
-(:func:`assembly_bucket`); one task per group sorts each attribute by id and lines them up
+array of the id's type), or as each id's cluster and the clusters' values apart (:class:`RoutedIds`),
+cut by assembly group, a well-mixed hash of the tie key
+(:func:`fragrelease.jobs.idpir.bucket_sort.assembly_bucket`); one task per group sorts each attribute by id and lines them up
 (:func:`line_up`). Out: ``(id_column, *attribute names)``. A group holds about
 ``n / groups`` ids (about 500,000 for the default), whatever the fragment's size.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -22,28 +24,7 @@ from fragrelease.idpir.microaggregation import ir_order
 from fragrelease.schemas.base import Attribute
 
 from ..partitioning import spread
-from .bucket_sort import F8, I8, pack, unpack
-
-
-def assembly_bucket(key: np.ndarray, groups: int) -> np.ndarray:
-    """A well-mixed bucket in [0, groups) per tie key (Fibonacci hashing), for reassembling rows."""
-    mixed = (key.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)
-    return (mixed % np.uint64(groups)).astype(np.int32)
-
-
-def group_rows(attr: int, key: np.ndarray, rid: np.ndarray, value: np.ndarray, groups: int,
-               pack_rid: bool) -> list[tuple[int, int, object, bytes]]:
-    """One attribute's released values cut by assembly group: ``(group, attr, rid, value)`` tuples.
-
-    ``value`` is packed (:func:`fragrelease.jobs.idpir.bucket_sort.pack`); ``rid`` too when ``pack_rid``
-    (integral ids), else an array.
-    """
-    g = assembly_bucket(key, groups)
-    # stable radix sort for 16-bit keys (numpy), about 3x faster than on int32; the same order
-    order = np.argsort(g.astype(np.uint16) if groups <= 1 << 16 else g, kind="stable")
-    bounds = np.flatnonzero(np.diff(g[order])) + 1
-    return [(int(g[part[0]]), attr, pack(rid[part], I8) if pack_rid else rid[part], pack(value[part], F8))
-            for part in np.split(order, bounds) if part.size]
+from .bucket_sort import CL, F8, I8, pack, unpack
 
 
 def values_schema(rid_type: T.DataType, carry_rid: bool) -> T.StructType:
@@ -59,13 +40,63 @@ def values_schema(rid_type: T.DataType, carry_rid: bool) -> T.StructType:
     ])
 
 
-def line_up(values: DataFrame, attrs: Sequence[Attribute], *, groups: int, carry_rid: bool, rid_type: T.DataType,
-            rank_orders: Mapping[str, Sequence[str]], id_type: T.DataType, id_column: str) -> DataFrame:
+def routed_schema(rid_type: T.DataType, carry_rid: bool) -> T.StructType:
+    """``(group, attr, bucket, rid, cl)``: one attribute's ids of one assembly group and (attribute, bucket),
+    each with its cluster number ``cl`` (packed :data:`CL`) relative to the first cluster of the
+    bucket's centroid slice. ``rid`` as in :func:`values_schema`."""
+    return T.StructType([
+        T.StructField("group", T.IntegerType()), T.StructField("attr", T.IntegerType()),
+        T.StructField("bucket", T.IntegerType()),
+        T.StructField("rid", T.ArrayType(rid_type) if carry_rid else T.BinaryType()),
+        T.StructField("cl", T.BinaryType()),
+    ])
+
+
+@dataclass(frozen=True)
+class RoutedIds:
+    """Released values not yet gathered: each id's cluster, and each cluster's released value apart.
+
+    ``rows``: ``(group, attr, bucket, rid, cl)`` (:func:`routed_schema`); ``slices``: ``(attr, bucket,
+    centroids)``, ``centroids`` the released values (packed ``<f8``) of the clusters the bucket's ids
+    fall in, in cluster order from the bucket's first cluster. The id with ``cl`` = i gets
+    ``centroids[i]``: the values are gathered in the task that consumes them (:func:`line_up`), so
+    they cross from Python to the JVM once, in the output rows. ``broadcast``: the slices are few
+    enough to be shipped to the rows (else a shuffle join on ``(attr, bucket)``).
+    """
+
+    rows: DataFrame
+    slices: DataFrame
+    broadcast: bool
+    carry_rid: bool
+    rid_type: T.DataType
+
+    def joined(self) -> DataFrame:
+        """``rows`` beside their slice: ``(attr, bucket, group, rid, cl, centroids)``."""
+        slices = F.broadcast(self.slices) if self.broadcast else self.slices
+        return self.rows.join(slices, ["attr", "bucket"])
+
+    def values(self) -> DataFrame:
+        """The released values as ``(group, attr, rid, value)`` rows (:func:`values_schema`), gathered in one map."""
+        def gather_rows(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+            for pdf in batches:
+                value = [pack(np.frombuffer(cs, dtype=F8)[np.frombuffer(cl, dtype=CL)], F8)
+                         for cs, cl in zip(pdf["centroids"], pdf["cl"])]
+                yield pd.DataFrame({"group": pdf["group"], "attr": pdf["attr"], "rid": pdf["rid"], "value": value})
+
+        return self.joined().select("group", "attr", "rid", "cl", "centroids").mapInPandas(
+            gather_rows, values_schema(self.rid_type, self.carry_rid))
+
+
+def line_up(values: DataFrame | RoutedIds, attrs: Sequence[Attribute], *, groups: int, carry_rid: bool,
+            rid_type: T.DataType, rank_orders: Mapping[str, Sequence[str]], id_type: T.DataType,
+            id_column: str) -> DataFrame:
     """One task per assembly group sorts each attribute's ``(rid, value)`` arrays by id and lines them up.
 
     In: ``(group, attr, rid, value)`` (:func:`values_schema`), every attribute's values for every id
-    of the group. Out: ``(id_column, *attribute names)``, one row per id; categorical ranks become
-    their labels here, in the Python workers (post-processing of the noisy rank; no plan literal).
+    of the group; or :class:`RoutedIds`, whose values are gathered in the same task (``centroids[cl]``)
+    after the rows reach their group (a broadcast join of the slices, when they are few enough:
+    no shuffle of values at all). Out: ``(id_column, *attribute names)``, one row per id; categorical
+    ranks become their labels here, in the Python workers (post-processing of the noisy rank; no plan literal).
 
     Raises IdentifierError when two attributes disagree on the ids of a group.
     """
@@ -74,6 +105,7 @@ def line_up(values: DataFrame, attrs: Sequence[Attribute], *, groups: int, carry
                               + [T.StructField(f"v{j}", T.StringType() if a.categorical else T.DoubleType())
                                  for j, a in enumerate(attrs)])
     labels = {j: np.asarray(rank_orders[a.name], dtype=object) for j, a in enumerate(attrs) if a.categorical}
+    gather = isinstance(values, RoutedIds)
 
     def assemble(pdf: pd.DataFrame) -> pd.DataFrame:
         columns: dict[str, np.ndarray] = {}
@@ -81,7 +113,11 @@ def line_up(values: DataFrame, attrs: Sequence[Attribute], *, groups: int, carry
         j: Any
         for j, part in pdf.groupby("attr"):
             rid = np.concatenate(part["rid"].to_list()) if carry_rid else unpack(part["rid"], I8)
-            value = unpack(part["value"], F8)
+            if gather:  # each id's cluster value, from its bucket's slice (same row order as rid)
+                value = np.concatenate([np.frombuffer(cs, dtype=F8)[np.frombuffer(cl, dtype=CL)]
+                                        for cs, cl in zip(part["centroids"], part["cl"])])
+            else:
+                value = unpack(part["value"], F8)
             order = ir_order(rid)  # packed sort of integral ids; other id types: stable argsort
             if ids is None:
                 ids = rid[order]
@@ -93,7 +129,15 @@ def line_up(values: DataFrame, attrs: Sequence[Attribute], *, groups: int, carry
 
     # one task per assembly group (about 500,000 ids), whatever the fragment's size: exactly, not by a
     # hash of the group number (which puts groups 0 and 1 in the same one of two partitions)
-    by_group, slot = spread(values, "group", groups)
+    if isinstance(values, RoutedIds):
+        if values.broadcast:  # the rows move to their group once; the slices join them there (no second shuffle)
+            by_group, slot = spread(values.rows, "group", groups)
+            by_group = by_group.join(F.broadcast(values.slices), ["attr", "bucket"])
+        else:
+            by_group, slot = spread(values.joined(), "group", groups)
+        by_group = by_group.select(slot, "group", "attr", "rid", "cl", "centroids")
+    else:
+        by_group, slot = spread(values, "group", groups)
     wide = by_group.groupBy(slot, "group").applyInPandas(assemble, out_schema)
     out_cols = [F.col("rid").cast(id_type).alias(id_column)]
     out_cols += [F.col(f"v{j}").alias(a.name) for j, a in enumerate(attrs)]

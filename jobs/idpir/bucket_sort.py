@@ -6,7 +6,7 @@ input chunk as packed rows ``(attr, bucket, x, key[, rid])`` (``x``/``key`` litt
 bytes, a few rows of up to ~260,000 values, not one row per value); :func:`bucket_first_ranks`
 counts every bucket and gives its first global rank; :func:`sort_buckets` sorts each bucket in one
 task (exact packed sort, :func:`fragrelease.idpir.microaggregation.ir_order`) and emits its tie keys
-in rank order and its per-cluster partial statistics. No task holds more than one bucket's values
+cut by assembly group with their cluster numbers, and its per-cluster partial statistics. No task holds more than one bucket's values
 (about 500,000 per bucket, a few buckets per task). Splitters only balance work: the output does not
 depend on them.
 """
@@ -45,6 +45,8 @@ F8 = np.dtype("<f8")
 I8 = np.dtype("<i8")
 #: One cluster's partial statistics within a bucket, packed (40 bytes).
 STATS = np.dtype([("cluster", "<i8"), ("sum", "<f8"), ("size", "<i8"), ("min", "<f8"), ("max", "<f8")])
+#: A cluster number relative to the first cluster of its centroid slice, packed (4 bytes).
+CL = np.dtype("<i4")
 
 
 def pack(values: np.ndarray, dtype: np.dtype) -> bytes:
@@ -63,6 +65,28 @@ def pack_stats(cluster: np.ndarray, total: np.ndarray, size: np.ndarray, lo: np.
     out = np.empty(cluster.size, dtype=STATS)
     out["cluster"], out["sum"], out["size"], out["min"], out["max"] = cluster, total, size, lo, hi
     return out.tobytes()
+
+
+def assembly_bucket(key: np.ndarray, groups: int) -> np.ndarray:
+    """A well-mixed bucket in [0, groups) per tie key (Fibonacci hashing), for reassembling rows."""
+    mixed = (key.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)
+    return (mixed % np.uint64(groups)).astype(np.int32)
+
+
+def group_rows(attr: int, key: np.ndarray, rid: np.ndarray, value: np.ndarray, groups: int,
+               pack_rid: bool, dtype: np.dtype = F8) -> list[tuple[int, int, object, bytes]]:
+    """One attribute's values cut by assembly group: ``(group, attr, rid, value)`` tuples.
+
+    ``key``, ``rid``, ``value`` shape (m,). ``value`` is packed as ``dtype``
+    (:func:`fragrelease.jobs.idpir.bucket_sort.pack`: ``<f8`` released values, or ``<i4`` cluster
+    numbers, :data:`CL`); ``rid`` too when ``pack_rid`` (integral ids, ``<i8``), else an array.
+    """
+    g = assembly_bucket(key, groups)
+    # stable radix sort for 16-bit keys (numpy), about 3x faster than on int32; the same order
+    order = np.argsort(g.astype(np.uint16) if groups <= 1 << 16 else g, kind="stable")
+    bounds = np.flatnonzero(np.diff(g[order])) + 1
+    return [(int(g[part[0]]), attr, pack(rid[part], I8) if pack_rid else rid[part], pack(value[part], dtype))
+            for part in np.split(order, bounds) if part.size]
 
 
 @dataclass(frozen=True)
@@ -250,15 +274,15 @@ def bucket_first_ranks(runs: DataFrame, names: Sequence[str],
 def _ranked_schema(keyed: KeyedValues) -> T.StructType:
     return T.StructType([
         T.StructField("attr", T.IntegerType()), T.StructField("bucket", T.IntegerType()),
-        T.StructField("first_rank", T.LongType()),
-        *([T.StructField("rid", T.ArrayType(keyed.rid_type))] if keyed.carry_rid else []),
-        T.StructField("key", T.BinaryType()),
+        T.StructField("group", T.IntegerType()),  # -1: the bucket's statistics row
+        T.StructField("rid", T.ArrayType(keyed.rid_type) if keyed.carry_rid else T.BinaryType()),
+        T.StructField("cl", T.BinaryType()),  # packed CL: cluster - the bucket's first cluster
         T.StructField("stats", T.BinaryType()),  # packed STATS records, one per cluster of the bucket
     ])
 
 
-def _rank_bucket_fn(first_rank: Mapping[tuple[int, int], int], stage: StageSpec,
-                    carry_rid: bool) -> Callable[[pd.DataFrame], pd.DataFrame]:
+def _rank_bucket_fn(first_rank: Mapping[tuple[int, int], int], stage: StageSpec, carry_rid: bool,
+                    groups: int) -> Callable[[pd.DataFrame], pd.DataFrame]:
     def rank_bucket(pdf: pd.DataFrame) -> pd.DataFrame:
         j, b = int(pdf["attr"].iloc[0]), int(pdf["bucket"].iloc[0])
         x = unpack(pdf["x"], F8)
@@ -271,26 +295,30 @@ def _rank_bucket_fn(first_rank: Mapping[tuple[int, int], int], stage: StageSpec,
         firsts = np.concatenate(([0], cuts))
         lasts = np.concatenate((cuts - 1, [x.size - 1]))
         stats = pack_stats(cluster[firsts], np.add.reduceat(x, firsts), lasts - firsts + 1, x[firsts], x[lasts])
-        return pd.DataFrame({
-            "attr": [j], "bucket": [b], "first_rank": [start],
-            **({"rid": [np.concatenate(pdf["rid"].to_list())[order]]} if carry_rid else {}),
-            "key": [pack(key, I8)], "stats": [stats],
-        })
+        rid = np.concatenate(pdf["rid"].to_list())[order] if carry_rid else key
+        # the ids leave cut by assembly group, each with its cluster (relative to the bucket's first)
+        rows = group_rows(j, key, rid, cluster - cluster[0], groups, pack_rid=not carry_rid, dtype=CL)
+        out = pd.DataFrame(rows + [(-1, j, None, None)], columns=["group", "attr", "rid", "cl"])
+        return out.assign(bucket=b, stats=pd.Series([None] * len(rows) + [stats], dtype=object))
 
     return rank_bucket
 
 
 def sort_buckets(runs: DataFrame, keyed: KeyedValues, first_rank: Mapping[tuple[int, int], int],
-                 stage: StageSpec) -> DataFrame:
+                 stage: StageSpec, *, groups: int) -> DataFrame:
     """Sort every bucket in one task and store the result.
 
     In: the stored runs (:func:`cut_into_runs`) and each bucket's first global rank. Out (stored,
-    serialized): ``(attr, bucket, first_rank[, rid], key, stats)``, one row per bucket: its tie keys
-    (and ids) in rank order, and per cluster (the cut :meth:`fragrelease.idpir.stage.StageSpec.cluster_of`,
-    ``min(rank // k, c - 1)`` with the ``stage``'s k used and c) it touches the partial sum,
-    size, minimum and maximum (:func:`pack_stats`). A few buckets per task (:data:`BUCKETS_PER_TASK`).
+    serialized): ``(attr, bucket, group, rid, cl, stats)``. Per bucket, one row with ``group`` = -1
+    and, per cluster (the cut :meth:`fragrelease.idpir.stage.StageSpec.cluster_of`,
+    ``min(rank // k, c - 1)`` with the ``stage``'s k used and c) it touches, the partial sum, size,
+    minimum and maximum (``stats``, :func:`pack_stats`); and per assembly group g in [0, ``groups``)
+    one row with the bucket's ids of that group (:func:`assembly_bucket`) and each one's cluster
+    relative to the bucket's first cluster (``cl``, packed :data:`CL`): the rows of
+    :class:`fragrelease.jobs.idpir.assembly.RoutedIds`, so no later pass reads the values or the
+    ranks again. A few buckets per task (:data:`BUCKETS_PER_TASK`).
     """
     tasks = max(1, -(-len(first_rank) // BUCKETS_PER_TASK))
     return (runs.repartition(tasks, "attr", "bucket").groupBy("attr", "bucket")
-            .applyInPandas(_rank_bucket_fn(first_rank, stage, keyed.carry_rid), _ranked_schema(keyed))
+            .applyInPandas(_rank_bucket_fn(first_rank, stage, keyed.carry_rid, groups), _ranked_schema(keyed))
             .localCheckpoint(eager=True, storageLevel=STORED))

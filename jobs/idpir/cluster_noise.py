@@ -5,18 +5,19 @@ Two plans share the mechanism's arithmetic (:mod:`fragrelease.idpir.mechanisms`)
 - **distributed** (after :func:`fragrelease.jobs.idpir.bucket_sort.sort_buckets`):
   :func:`noise_per_attribute` combines each attribute's partial cluster statistics in one task,
   computes the sensitivity and scale, draws one Laplace value per cluster and post-processes the
-  vector (stored at once); :func:`route_centroids` hands every bucket the slice of released
-  centroids of its cluster range; :func:`map_to_values` maps each bucket's ids (in rank order) to
-  their cluster's value with the cluster cut alone (:meth:`fragrelease.idpir.stage.StageSpec.cluster_of`,
-  ``min(rank // k, c - 1)``).
+  vector (stored at once); :func:`route_centroids` pairs every bucket's ids (already cut by
+  assembly group with their cluster numbers, :meth:`fragrelease.idpir.stage.StageSpec.cluster_of`,
+  ``min(rank // k, c - 1)``) with the slice of released centroids of its cluster range.
 - **whole attributes** (fragments of at most 2,000,000 rows): :func:`draw_whole_attributes`
   runs :func:`fragrelease.idpir.mechanisms.draw_task` in one task per attribute and
-  stores the raw noisy centroids; :func:`whole_values` post-processes them and maps the ids.
+  stores the raw noisy centroids beside the ids' clusters; :func:`whole_values` post-processes them.
 
 Every function takes the owner's stage as objects (:mod:`fragrelease.idpir.stage`): the attributes'
 :class:`~fragrelease.idpir.stage.AttributeTask` (attribute j is ``tasks[j]``) and one
 :class:`~fragrelease.idpir.stage.StageSpec` (mechanism, k used, c, n, options).
-Both emit ``(group, attr, rid, value)`` rows for :func:`fragrelease.jobs.idpir.assembly.line_up`.
+Both give :class:`fragrelease.jobs.idpir.assembly.RoutedIds` (each id's cluster, the clusters' released
+values apart): :func:`fragrelease.jobs.idpir.assembly.line_up` gathers the values in its own task, so
+no pass of its own maps ids to values.
 Local sensitivities, scales and raw draws never leave their task (never on the driver, never logged).
 The draws themselves are written in :mod:`fragrelease.udfs.noise`; this module keeps the plans.
 """
@@ -36,8 +37,8 @@ from fragrelease.rng.laplace import NoiseSource
 from fragrelease.udfs.noise import draw_ranked_attribute, noisy_cluster_centroids
 
 from ..partitioning import spread
-from .assembly import group_rows, values_schema
-from .bucket_sort import F8, I8, STATS, KeyedValues, pack, unpack
+from .assembly import RoutedIds
+from .bucket_sort import CL, F8, I8, STATS, KeyedValues, group_rows, pack, unpack
 
 #: From this many values per attribute each attribute's noise task runs alone (:func:`spread`); below it,
 #: the grouping's own shuffle, which adaptive execution packs into few tasks: for small fragments one
@@ -85,7 +86,7 @@ def noise_per_attribute(ranked: DataFrame, tasks: Sequence[AttributeTask], stage
                         noise: Optional[NoiseSource]) -> DataFrame:
     """One task per attribute: its c released centroids, stored before anything reads them.
 
-    In: ``tasks`` (attribute j is ``tasks[j]``) and the owner's ``stage`` (:mod:`fragrelease.idpir.stage`); ``ranked`` with ``(attr, bucket, stats)`` (:func:`fragrelease.jobs.idpir.bucket_sort.sort_buckets`).
+    In: ``tasks`` (attribute j is ``tasks[j]``) and the owner's ``stage`` (:mod:`fragrelease.idpir.stage`); ``ranked`` with ``(attr, bucket, group, stats)`` (:func:`fragrelease.jobs.idpir.bucket_sort.sort_buckets`; its ``group`` = -1 rows).
     The partials of a cluster cut by a bucket boundary are combined in bucket order; the sensitivity
     comes from four order statistics through the registry's
     :meth:`fragrelease.idpir.mechanisms.IRMechanism.sensitivity_from_extremes` and
@@ -96,21 +97,26 @@ def noise_per_attribute(ranked: DataFrame, tasks: Sequence[AttributeTask], stage
     cluster order. Memory per task: one attribute's c clusters, about 100 bytes each (plain iDP,
     k = 1: c = n).
     """
-    by_attr, keys = _by_attribute(ranked.select("attr", "bucket", "stats"), len(tasks), stage.c * stage.k)
+    stats = ranked.where(F.col("group") == -1).select("attr", "bucket", "stats")
+    by_attr, keys = _by_attribute(stats, len(tasks), stage.c * stage.k)
     return (by_attr.groupBy(*keys)
             .applyInPandas(_released_fn(tasks, stage, noise), "attr int, value binary")
             .localCheckpoint(eager=True))  # materialize the noise once: nothing may re-run the draw
 
 
 def route_centroids(released: DataFrame, ranked: DataFrame, first_rank: Mapping[tuple[int, int], int],
-                    counts: Mapping[tuple[int, int], int], stage: StageSpec, *, carry_rid: bool,
-                    broadcast: bool) -> DataFrame:
-    """Every bucket beside the slice of released centroids its ranks fall in.
+                    counts: Mapping[tuple[int, int], int], stage: StageSpec, *, carry_rid: bool, rid_type: T.DataType,
+                    broadcast: bool) -> RoutedIds:
+    """Every bucket's ids (cut by assembly group, with their clusters) and the slice of released centroids they fall in.
 
-    Out: ``(attr, bucket, first_rank, key[, rid], cl_lo, centroids)``; ``centroids`` packed ``<f8``
-    for clusters ``cl_lo ..`` of the bucket. The cluster ranges are attributes × buckets numbers
-    (public: n, k and the bucket counts). ``broadcast``: ship the slices to the buckets (when the
-    centroids are few enough) rather than shuffling the buckets' id arrays.
+    In: ``released`` (:func:`noise_per_attribute`) and ``ranked`` (its ``group`` ≥ 0 rows,
+    :func:`fragrelease.jobs.idpir.bucket_sort.sort_buckets`). Out:
+    :class:`fragrelease.jobs.idpir.assembly.RoutedIds` with slices ``(attr, bucket, centroids)``,
+    ``centroids`` packed ``<f8`` for clusters ``stage.cluster_of(first_rank) ..
+    stage.cluster_of(first_rank + count - 1)`` of the bucket, so an id's ``cl`` indexes its value.
+    The cluster ranges are attributes × buckets numbers (public: n, k and the bucket counts).
+    ``broadcast``: ship the slices to the ids (when the centroids are few enough) rather than
+    shuffling them together.
     """
     ranges: dict[int, list[tuple[int, int, int]]] = {}
     for (j, b), r0 in first_rank.items():
@@ -122,42 +128,16 @@ def route_centroids(released: DataFrame, ranked: DataFrame, first_rank: Mapping[
             rec: Any
             for rec in pdf.itertuples(index=False):
                 for b, lo_c, hi_c in ranges.get(int(rec.attr), []):
-                    rows.append((int(rec.attr), b, lo_c, rec.value[8 * lo_c:8 * (hi_c + 1)]))
-            yield pd.DataFrame(rows, columns=["attr", "bucket", "cl_lo", "centroids"])
+                    rows.append((int(rec.attr), b, rec.value[8 * lo_c:8 * (hi_c + 1)]))
+            yield pd.DataFrame(rows, columns=["attr", "bucket", "centroids"])
 
-    routed = released.mapInPandas(slices, "attr int, bucket int, cl_lo long, centroids binary")
-    if broadcast:
-        routed = F.broadcast(routed)
-    return ranked.select("attr", "bucket", "first_rank", "key", *(["rid"] if carry_rid else [])).join(
-        routed, ["attr", "bucket"])
-
-
-def map_to_values(joined: DataFrame, keyed: KeyedValues, stage: StageSpec, *, groups: int) -> DataFrame:
-    """Each bucket's ids with their released value, cut by assembly group (``(group, attr, rid, value)``).
-
-    In: :func:`route_centroids`. The id at rank ``first_rank + i`` gets centroid
-    ``stage.cluster_of(first_rank + i) - cl_lo`` of its slice: no per-value cluster id is stored or moved.
-    """
-    carry_rid = keyed.carry_rid
-
-    def values_of(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        for pdf in batches:
-            rows = []
-            rec: Any
-            for rec in pdf.itertuples(index=False):
-                key = np.frombuffer(rec.key, dtype=I8)
-                rid = np.asarray(rec.rid) if carry_rid else key
-                centroids = np.frombuffer(rec.centroids, dtype=F8)
-                cluster = stage.cluster_of(rec.first_rank + np.arange(rid.size, dtype=np.int64))
-                rows += group_rows(int(rec.attr), key, rid, centroids[cluster - rec.cl_lo], groups,
-                                   pack_rid=not carry_rid)
-            yield pd.DataFrame(rows, columns=["group", "attr", "rid", "value"])
-
-    return joined.mapInPandas(values_of, values_schema(keyed.rid_type, carry_rid))
+    routed = released.mapInPandas(slices, "attr int, bucket int, centroids binary")
+    rows = ranked.where(F.col("group") >= 0).select("group", "attr", "bucket", "rid", "cl")
+    return RoutedIds(rows, routed, broadcast, carry_rid, rid_type)
 
 
 def _draw_one_fn(tasks: Sequence[AttributeTask], stage: StageSpec, *, noise: Optional[NoiseSource],
-                 carry_rid: bool) -> Callable[[pd.DataFrame], pd.DataFrame]:
+                 carry_rid: bool, groups: int) -> Callable[[pd.DataFrame], pd.DataFrame]:
     def draw_one(pdf: pd.DataFrame) -> pd.DataFrame:
         j = int(pdf["attr"].iloc[0])
         x = unpack(pdf["x"], F8)
@@ -166,18 +146,20 @@ def _draw_one_fn(tasks: Sequence[AttributeTask], stage: StageSpec, *, noise: Opt
         if x.size != stage.n:
             raise SchemaMismatchError(f"attribute {task.name!r} has {x.size} values, expected {stage.n} rows")
         order, noisy, size = draw_ranked_attribute(x, key, task, stage, noise)
-        # ids leave in rank order: the cluster cut (stage.cluster_of) maps them back, no per-value cluster id
-        out: dict[str, list[object]] = {"attr": [j], "key": [pack(key[order], I8)]}
-        if carry_rid:
-            out["rid"] = [np.concatenate(pdf["rid"].to_list())[order]]
-        out.update(noisy=[pack(noisy, F8)], size=[pack(size, I8)])
-        return pd.DataFrame(out)
+        # ids leave in rank order, cut by assembly group, each with its cluster (stage.cluster_of of its rank)
+        rid = np.concatenate(pdf["rid"].to_list())[order] if carry_rid else key[order]
+        cluster = stage.cluster_of(np.arange(stage.n, dtype=np.int64))
+        rows = group_rows(j, key[order], rid, cluster, groups, pack_rid=not carry_rid, dtype=CL)
+        out = pd.DataFrame(rows + [(-1, j, None, None)], columns=["group", "attr", "rid", "cl"])
+        last = [None] * len(rows)  # the statistics row is the last one
+        return out.assign(noisy=pd.Series(last + [pack(noisy, F8)], dtype=object),
+                          size=pd.Series(last + [pack(size, I8)], dtype=object))
 
     return draw_one
 
 
 def draw_whole_attributes(runs: DataFrame, keyed: KeyedValues, tasks: Sequence[AttributeTask], stage: StageSpec, *,
-                          noise: Optional[NoiseSource]) -> DataFrame:
+                          noise: Optional[NoiseSource], groups: int) -> DataFrame:
     """One task per attribute runs the numpy mechanism on all its n values; the raw draws are stored at once.
 
     In: ``runs`` = ``(attr, bucket, x, key[, rid])`` with one bucket per attribute
@@ -188,41 +170,44 @@ def draw_whole_attributes(runs: DataFrame, keyed: KeyedValues, tasks: Sequence[A
     definition of the mechanism, the same the numpy reference
     :func:`~fragrelease.idpir.mechanisms.protect_attribute` draws with: ranking with ties broken by the
     tie key, centroids, sensitivity, calibrated scale, one Laplace draw per cluster from the secure
-    sampler). Out (stored): ``(attr, key[, rid], noisy, size)``: the tie keys (ids) in rank order,
-    the raw noisy centroids and the cluster sizes, packed. Memory per task: the attribute's n values
+    sampler). Out (stored): ``(group, attr, rid, cl, noisy, size)``: per attribute, one row with
+    ``group`` = -1 and the raw noisy centroids and cluster sizes (packed ``<f8`` / ``<i8``), and per
+    assembly group one row with its ids and each one's cluster (packed ``<i4``), the rows of
+    :class:`fragrelease.jobs.idpir.assembly.RoutedIds`. Memory per task: the attribute's n values
     (about 80 bytes each at the peak of the sort).
     """
     schema = T.StructType([
-        T.StructField("attr", T.IntegerType()), T.StructField("key", T.BinaryType()),  # <i8, in rank order
-        *([T.StructField("rid", T.ArrayType(keyed.rid_type))] if keyed.carry_rid else []),
+        T.StructField("group", T.IntegerType()), T.StructField("attr", T.IntegerType()),
+        T.StructField("rid", T.ArrayType(keyed.rid_type) if keyed.carry_rid else T.BinaryType()),
+        T.StructField("cl", T.BinaryType()),  # packed <i4, the id's cluster
         T.StructField("noisy", T.BinaryType()), T.StructField("size", T.BinaryType()),  # <f8 / <i8, per cluster
     ])
-    fn = _draw_one_fn(tasks, stage, noise=noise, carry_rid=keyed.carry_rid)
+    fn = _draw_one_fn(tasks, stage, noise=noise, carry_rid=keyed.carry_rid, groups=groups)
     # Materialize the raw noise once: nothing downstream may re-run draw_one.
     by_attr, keys = _by_attribute(runs, len(tasks), stage.n)  # large attributes: one task each
     return by_attr.groupBy(*keys).applyInPandas(fn, schema).localCheckpoint(eager=True)
 
 
 def whole_values(drawn: DataFrame, keyed: KeyedValues, tasks: Sequence[AttributeTask], stage: StageSpec, *,
-                 groups: int) -> DataFrame:
-    """Post-processing of the stored raw draws (public sizes and domain only), then each id's value.
+                 broadcast: bool) -> RoutedIds:
+    """Post-processing of the stored raw draws (public sizes and domain only) beside each id's cluster.
 
-    In: :func:`draw_whole_attributes`. Out: ``(group, attr, rid, value)`` for
-    :func:`fragrelease.jobs.idpir.assembly.line_up`; the id at rank r gets cluster ``stage.cluster_of(r)``; the post-processing is :meth:`fragrelease.idpir.stage.StageSpec.finish`.
+    In: :func:`draw_whole_attributes`. Out: :class:`fragrelease.jobs.idpir.assembly.RoutedIds`,
+    one slice per attribute (bucket 0: all its c released values, :meth:`fragrelease.idpir.stage.StageSpec.finish`);
+    ``broadcast`` as in :func:`route_centroids`.
     """
-    carry_rid = keyed.carry_rid
 
     def finish(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        cluster = stage.cluster_of(np.arange(stage.n, dtype=np.int64))  # of each rank; public: n, k, c
         for pdf in batches:
             rows = []
             rec: Any
             for rec in pdf.itertuples(index=False):
                 released = stage.finish(np.frombuffer(rec.noisy, dtype=F8),
                                         np.frombuffer(rec.size, dtype=I8).astype(float), tasks[int(rec.attr)])
-                key = np.frombuffer(rec.key, dtype=I8)
-                rid = np.asarray(rec.rid) if carry_rid else key
-                rows += group_rows(int(rec.attr), key, rid, released[cluster], groups, pack_rid=not carry_rid)
-            yield pd.DataFrame(rows, columns=["group", "attr", "rid", "value"])
+                rows.append((int(rec.attr), 0, pack(released, F8)))
+            yield pd.DataFrame(rows, columns=["attr", "bucket", "centroids"])
 
-    return drawn.mapInPandas(finish, values_schema(keyed.rid_type, carry_rid))
+    slices = drawn.where(F.col("group") == -1).select("attr", "noisy", "size").mapInPandas(
+        finish, "attr int, bucket int, centroids binary")
+    rows = drawn.where(F.col("group") >= 0).select("group", "attr", F.lit(0).alias("bucket"), "rid", "cl")
+    return RoutedIds(rows, slices, broadcast, keyed.carry_rid, keyed.rid_type)

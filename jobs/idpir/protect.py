@@ -16,17 +16,19 @@ every protected attribute replaced by its cluster's noisy centroid (numeric → 
    (:func:`~fragrelease.jobs.idpir.bucket_sort.cut_into_runs`; splitters from a sample,
    :func:`~fragrelease.jobs.idpir.bucket_sort.splitters`).
 4. Whole attributes: one task per attribute runs the numpy mechanism and stores its raw draws
-   (:func:`~fragrelease.jobs.idpir.cluster_noise.draw_whole_attributes`), then post-processing
-   and the ids' values (:func:`~fragrelease.jobs.idpir.cluster_noise.whole_values`).
+   beside its ids cut by assembly group, each with its cluster
+   (:func:`~fragrelease.jobs.idpir.cluster_noise.draw_whole_attributes`), then the post-processed
+   centroids (:func:`~fragrelease.jobs.idpir.cluster_noise.whole_values`).
 5. Distributed: bucket counts give first ranks
    (:func:`~fragrelease.jobs.idpir.bucket_sort.bucket_first_ranks`); each bucket is sorted in one
-   task with its partial cluster statistics (:func:`~fragrelease.jobs.idpir.bucket_sort.sort_buckets`,
-   stored); one task per attribute combines them and draws and post-processes the noise
-   (:func:`~fragrelease.jobs.idpir.cluster_noise.noise_per_attribute`, stored); every bucket gets
-   its slice of centroids and maps its ids (:func:`~fragrelease.jobs.idpir.cluster_noise.route_centroids`,
-   :func:`~fragrelease.jobs.idpir.cluster_noise.map_to_values`).
+   task with its partial cluster statistics and its ids cut by assembly group, each with its
+   cluster (:func:`~fragrelease.jobs.idpir.bucket_sort.sort_buckets`, stored); one task per
+   attribute combines the statistics and draws and post-processes the noise
+   (:func:`~fragrelease.jobs.idpir.cluster_noise.noise_per_attribute`, stored); every bucket's ids
+   are paired with its slice of centroids (:func:`~fragrelease.jobs.idpir.cluster_noise.route_centroids`).
 6. :func:`released_values` stops here (:class:`ReleasedValues`); :meth:`ReleasedValues.lined_up`
-   regroups the ids by a hash and each group lines its attributes up by id into wide rows
+   moves the ids to their group, where each group gathers its ids' values from the centroid
+   slices and lines its attributes up by id into wide rows
    (:func:`fragrelease.jobs.idpir.assembly.line_up`); :meth:`ReleasedValues.unlinked` (``linkage:
    unlinked``) puts every column in its own random order instead, without the ids
    (:func:`fragrelease.jobs.idpir.unlink.unlink_released`).
@@ -61,7 +63,7 @@ from fragrelease.rng.laplace import NoiseSource, SecureLaplace
 from fragrelease.schemas.base import Attribute
 
 from . import bucket_sort, cluster_noise
-from .assembly import line_up
+from .assembly import RoutedIds, line_up
 from .unlink import unlink_released
 
 log = logging.getLogger(__name__)
@@ -91,16 +93,17 @@ class _StageClock:
 
 @dataclass(frozen=True)
 class ReleasedValues:
-    """An owner's released values before any line-up: ``values`` = ``(group, attr, rid, value)`` rows.
+    """An owner's released values before any line-up: ``routed`` = each id's cluster and the clusters' values.
 
-    ``value`` packed ``<f8`` (categorical attributes as their rank in ``rank_orders``, public or
-    noised with budget), ``rid`` the ids (packed ``<i8`` when integral, else an array of
-    ``rid_type``), cut by assembly group (:func:`fragrelease.jobs.idpir.assembly.values_schema`).
-    Recomputing ``values`` is exact: the noise under it is stored. ``n`` is the validated record
-    count (public).
+    ``routed`` (:class:`fragrelease.jobs.idpir.assembly.RoutedIds`): ``(group, attr, bucket, rid, cl)``
+    rows, the ids (packed ``<i8`` when integral, else an array of ``rid_type``) cut by assembly
+    group with each one's cluster, beside the released centroids per (attribute, bucket) (packed
+    ``<f8``; categorical attributes as their rank in ``rank_orders``, public or noised with budget).
+    Recomputing them is exact: the noise under them is stored. ``n`` is the validated record count
+    (public).
     """
 
-    values: DataFrame
+    routed: RoutedIds
     attributes: tuple[Attribute, ...]
     n: int
     groups: int
@@ -110,9 +113,18 @@ class ReleasedValues:
     id_type: DataType
     id_column: str
 
+    @property
+    def values(self) -> DataFrame:
+        """``(group, attr, rid, value)`` rows (:func:`fragrelease.jobs.idpir.assembly.values_schema`): each id's value gathered in one map."""
+        return self.routed.values()
+
     def lined_up(self) -> DataFrame:
-        """``(id_column, *attribute names)``, one row per id (step 6, :func:`fragrelease.jobs.idpir.assembly.line_up`)."""
-        return line_up(self.values, self.attributes, groups=self.groups, carry_rid=self.carry_rid,
+        """``(id_column, *attribute names)``, one row per id (step 6, :func:`fragrelease.jobs.idpir.assembly.line_up`).
+
+        The values are gathered inside the line-up's tasks when the centroid slices are broadcast
+        (``routed.broadcast``); otherwise they are gathered in a map of their own first."""
+        source = self.routed if self.routed.broadcast else self.routed.values()
+        return line_up(source, self.attributes, groups=self.groups, carry_rid=self.carry_rid,
                        rid_type=self.rid_type, rank_orders=self.rank_orders, id_type=self.id_type,
                        id_column=self.id_column)
 
@@ -306,31 +318,33 @@ def released_values(
     # 2. the plan for the size (public: n and the plan's constants)
     whole = n <= _WHOLE_ATTRIBUTE_ROWS
     buckets = 1 if whole else max(1, math.ceil(n / _VALUES_PER_BUCKET))
+    broadcast = c * len(attrs) <= _BROADCAST_CENTROIDS
 
     # 3. cut into packed runs per (attribute, bucket)
     cuts = bucket_sort.splitters(keyed, n, buckets)
     runs = bucket_sort.cut_into_runs(keyed, cuts, buckets, _RUN_ROWS)
     clock.lap("plan, splitters (sample)")
 
+    routed: RoutedIds
     if whole:
-        # 4. one task per attribute: the numpy mechanism, raw draws stored; then post-processing
-        drawn = cluster_noise.draw_whole_attributes(runs, keyed, tasks, stage, noise=noise)
+        # 4. one task per attribute: the numpy mechanism, raw draws and the ids' clusters stored; then post-processing
+        drawn = cluster_noise.draw_whole_attributes(runs, keyed, tasks, stage, noise=noise, groups=groups)
         clock.lap("cut, draw each attribute's noisy centroids in one task (stored)")
-        values = cluster_noise.whole_values(drawn, keyed, tasks, stage, groups=groups)
+        routed = cluster_noise.whole_values(drawn, keyed, tasks, stage, broadcast=broadcast)
     else:
-        # 5. distributed: counts and first ranks, sorted buckets, noise per attribute, values per bucket
+        # 5. distributed: counts and first ranks, sorted buckets (ids cut by group with their clusters),
+        #    noise per attribute, centroid slices per bucket
         runs = runs.localCheckpoint(eager=True, storageLevel=bucket_sort.STORED)
         clock.lap("cut into bucket arrays (map, stored)")
         counts, first_rank = bucket_sort.bucket_first_ranks(runs, [a.name for a in attrs], n)
         clock.lap("counts per bucket")
-        ranked = bucket_sort.sort_buckets(runs, keyed, first_rank, stage)
-        clock.lap("sort buckets, ranks, partial cluster statistics (stored)")
+        ranked = bucket_sort.sort_buckets(runs, keyed, first_rank, stage, groups=groups)
+        clock.lap("sort buckets, ranks, partial cluster statistics, ids by group with their clusters (stored)")
         released = cluster_noise.noise_per_attribute(ranked, tasks, stage, noise=noise)
         clock.lap("combine cluster statistics, sensitivity, scale, noise, post-processing (stored)")
-        joined = cluster_noise.route_centroids(released, ranked, first_rank, counts, stage,
-                                               carry_rid=keyed.carry_rid,
-                                               broadcast=c * len(attrs) <= _BROADCAST_CENTROIDS)
-        values = cluster_noise.map_to_values(joined, keyed, stage, groups=groups)
+        routed = cluster_noise.route_centroids(released, ranked, first_rank, counts, stage,
+                                               carry_rid=keyed.carry_rid, rid_type=keyed.rid_type,
+                                               broadcast=broadcast)
 
-    return ReleasedValues(values, tuple(attrs), n, groups, keyed.carry_rid, keyed.rid_type, rank_orders, id_type,
+    return ReleasedValues(routed, tuple(attrs), n, groups, keyed.carry_rid, keyed.rid_type, rank_orders, id_type,
                           id_column)

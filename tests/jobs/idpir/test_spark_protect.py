@@ -325,3 +325,38 @@ def test_the_validation_pass_counts_categories_for_dp_frequency(spark, adult_sam
                            category_counts=check.category_counts)
     ref = reference(adult_sample, attrs, 50, eps, "idp-ir", noise)
     assert_equals_reference(spark, got, adult_sample["record_id"], ref, attrs)
+
+
+@pytest.mark.parametrize("whole", [True, False])
+def test_the_line_up_gathers_the_values_with_no_pass_of_its_own(spark, adult_sample, monkeypatch, whole):
+    """After the stored stages, the ids and their clusters cross into Python once, in the line-up's
+    own tasks, which gather each id's value from its bucket's centroid slice: no map of ids to
+    values runs between them (the only other Python pass reads the c · l released centroids). The
+    unlinked path's gathered ``(group, attr, rid, value)`` rows hold the same values."""
+    from specs import spec_for
+
+    import fragrelease.jobs.idpir.protect as protect
+    from fragrelease.jobs.idpir.bucket_sort import F8, I8
+
+    if not whole:
+        monkeypatch.setattr(protect, "_WHOLE_ATTRIBUTE_ROWS", 0)
+        monkeypatch.setattr(protect, "_VALUES_PER_BUCKET", 700)
+        monkeypatch.setattr(protect, "_ROWS_PER_ASSEMBLY", 1000)
+    attrs = [ADULT.attribute("age"), ADULT.attribute("hours-per-week")]
+    df = spark.createDataFrame(adult_sample, ADULT.struct_type())
+    spec = spec_for(df, attrs, k=25, epsilon_per_attribute=Fraction(1, 2), mechanism="idp-ir")
+    released = protect.released_fragment(df, attrs, spec, id_column="record_id", noise=HashedLaplace(salt="gather"))
+    assert released.routed.broadcast
+    wide = released.lined_up()
+    plan = _executed_plan(wide)
+    assert plan.count("FlatMapGroupsInPandas") == 1  # the line-up
+    assert plan.count("MapInPandas") == 1  # the centroid slices, from the stored c · l released values
+    got = wide.toPandas().set_index("record_id").loc[adult_sample["record_id"]]
+    assert released.groups == (1 if whole else 3)
+    gathered = {a.name: {} for a in attrs}
+    for r in released.values.collect():
+        for i, v in zip(np.frombuffer(r["rid"], I8), np.frombuffer(r["value"], F8)):
+            gathered[attrs[r["attr"]].name][int(i)] = float(v)
+    for a in attrs:
+        assert len(gathered[a.name]) == len(adult_sample)
+        assert np.array_equal(got[a.name].to_numpy(), [gathered[a.name][int(i)] for i in adult_sample["record_id"]])
