@@ -45,7 +45,6 @@ from .files import (
     is_delta_table,
     read_configured,
     read_delta,
-    read_delta_files,
     read_source,
     read_text,
     table_history,
@@ -70,7 +69,7 @@ __all__ = [
     "absolute", "fs_path",
     # files
     "check_commit", "commit_delta", "file_exists", "is_delta_table", "read_configured", "read_delta",
-    "read_delta_files", "read_source", "read_text", "table_history", "table_provenance",
+    "read_source", "read_text", "table_history", "table_provenance",
     "table_self_description", "write_text",
     # csv_source
     "csv_header", "read_csv_text",
