@@ -37,7 +37,7 @@ On a cluster the owners and the aggregator are separate job runs that share only
 from __future__ import annotations
 
 import posixpath
-from typing import TypeVar
+from typing import Optional, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -132,7 +132,12 @@ def metadata_path(cfg: ReleaseConfig, owner: str) -> str:
 
 def id_digests_path(cfg: ReleaseConfig, owner: str, nonce: str) -> str:
     """A horizontal owner's id digests of the metadata round with ``nonce`` (a new table every round)."""
-    return _join(cfg.work_dir, "metadata", "ids", owner, nonce)
+    return id_digests_under(cfg.work_dir, owner, nonce)
+
+
+def id_digests_under(work_dir: str, owner: str, nonce: str) -> str:
+    """:func:`id_digests_path` in ``work_dir`` (what an owner's context holds: :mod:`.context`)."""
+    return _join(work_dir, "metadata", "ids", owner, nonce)
 
 
 def nonce_path(cfg: ReleaseConfig, owner: OwnerConfig) -> str:
@@ -160,3 +165,20 @@ def manifest_path(cfg: ReleaseConfig, owner: str) -> str:
 def owner_report_path(cfg: ReleaseConfig, owner: OwnerConfig) -> str:
     """The owner's private utility report, in its private folder (never under ``work_dir``)."""
     return _join(owner_private_dir(cfg, owner), "report.html")
+
+
+#: File name of a generated release key.
+KEY_FILE = "pseudonym-key"
+
+
+def shared_private_root(cfg: ReleaseConfig) -> Optional[str]:
+    """``<private root>/<release>`` when no owner sets ``private_dir`` (all owners share one root), else None."""
+    if any(o.private_dir is not None for o in cfg.owners):
+        return None
+    return _join(private_root(), cfg.name)
+
+
+def generated_key_path(cfg: ReleaseConfig, owner: OwnerConfig) -> str:
+    """Where the release's generated key for ``owner`` lives (:mod:`fragrelease.jobs.idpir.keys`)."""
+    shared = shared_private_root(cfg)
+    return _join(shared if shared is not None else owner_private_dir(cfg, owner), KEY_FILE)

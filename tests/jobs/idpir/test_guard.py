@@ -16,6 +16,7 @@ from fragrelease.idpir.config import config_from_dict
 from fragrelease.idpir.protocol import OwnerMetadata, make_plan
 from fragrelease.jobs.cli import run_cli
 from fragrelease.jobs.idpir.aggregator import pin_plan
+from fragrelease.jobs.idpir.context import aggregator_context
 from fragrelease.jobs.idpir.layout import metadata_path, plan_path, plan_pin_path
 from fragrelease.jobs.idpir.workspace import claim_work_dir, ensure_private_dir
 from fragrelease.schemas.adult import SCHEMA
@@ -196,7 +197,7 @@ def test_an_earlier_plan_swapped_into_work_dir_is_refused_by_the_release_step(tm
     claim_work_dir(cfg)
     earlier, issued = _plan(cfg), _plan(cfg)
     assert earlier.plan_id != issued.plan_id
-    pin = pin_plan(cfg, issued)  # what issue_plan does before writing plan.json
+    pin = pin_plan(aggregator_context(cfg), issued)  # what issue_plan does before writing plan.json
     assert pin.startswith(str(root)) and not pin.startswith(cfg.work_dir)
     assert stat.S_IMODE(os.stat(pin).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(os.path.dirname(pin)).st_mode) == 0o700
@@ -212,7 +213,7 @@ def test_a_plan_with_the_issued_id_but_other_terms_is_refused(tmp_path, root, ca
     cfg = config_from_dict(_base(tmp_path))
     claim_work_dir(cfg)
     issued = _plan(cfg)
-    pin_plan(cfg, issued)
+    pin_plan(aggregator_context(cfg), issued)
     forged = issued.model_copy(update={"k": 4})
     with open(plan_path(cfg), "w") as f:
         f.write(forged.to_json())
@@ -232,7 +233,7 @@ def test_no_pin_or_a_damaged_pin_is_refused_never_read_as_empty(tmp_path, root, 
     assert _one_line(capsys) == (f"aggregator: no pinned plan at {plan_pin_path(cfg)!r} (written by 'fragrelease "
                                  "aggregator plan' with this FRAGRELEASE_PRIVATE_ROOT); refusing plan.json from "
                                  "work_dir")
-    pin_plan(cfg, _plan(cfg))
+    pin_plan(aggregator_context(cfg), _plan(cfg))
     with open(plan_pin_path(cfg), "w") as f:
         f.write('{"plan_id": ')
     assert run_cli(["aggregator", "release", "--config", config]) == 2
@@ -246,7 +247,7 @@ def test_the_pinned_plan_passes_to_the_release_step(tmp_path, root, capsys, no_s
     cfg = config_from_dict(_base(tmp_path))
     claim_work_dir(cfg)
     issued = _plan(cfg)
-    pin_plan(cfg, issued)
+    pin_plan(aggregator_context(cfg), issued)
     with open(plan_path(cfg), "w") as f:
         f.write(issued.to_json())
     with pytest.raises(SparkStarted):
@@ -268,7 +269,7 @@ def test_a_damaged_manifest_is_one_line_naming_the_owner_and_the_path(tmp_path, 
     with open(path, "w") as f:
         f.write(text)
     with pytest.raises(ManifestMismatchError) as e:
-        load_verified_fragment(None, cfg, _plan(cfg), "a")  # refused before any table is read
+        load_verified_fragment(None, aggregator_context(cfg), _plan(cfg), "a")  # refused before any table is read
     assert str(e.value).startswith(f"aggregator: manifest of owner 'a' {path!r} cannot be used ({cause}")
     assert str(e.value).endswith("); it was damaged or not written by fragrelease: refusing")
     assert "\n" not in str(e.value)
@@ -280,12 +281,12 @@ def test_two_work_folders_of_one_release_name_keep_their_own_pins(tmp_path, root
     assert plan_pin_path(one) != plan_pin_path(two)
     assert os.path.dirname(plan_pin_path(one)) == str(root / "guard" / "_aggregator")
     p1, p2 = _plan(one), _plan(two)
-    pin_plan(one, p1)
-    pin_plan(two, p2)
+    pin_plan(aggregator_context(one), p1)
+    pin_plan(aggregator_context(two), p2)
     from fragrelease.jobs.idpir.aggregator import check_pinned_plan
 
-    check_pinned_plan(one, p1)  # the second pin did not replace the first
-    check_pinned_plan(two, p2)
+    check_pinned_plan(aggregator_context(one), p1)  # the second pin did not replace the first
+    check_pinned_plan(aggregator_context(two), p2)
 
 
 def test_plan_id_option_refuses_any_other_plan(tmp_path, root, capsys, no_spark):
@@ -293,7 +294,7 @@ def test_plan_id_option_refuses_any_other_plan(tmp_path, root, capsys, no_spark)
     cfg = config_from_dict(_base(tmp_path))
     claim_work_dir(cfg)
     issued = _plan(cfg)
-    pin_plan(cfg, issued)
+    pin_plan(aggregator_context(cfg), issued)
     with open(plan_path(cfg), "w") as f:
         f.write(issued.to_json())
     assert run_cli(["aggregator", "release", "--config", config, "--plan-id", "another-id"]) == 2
@@ -314,7 +315,7 @@ def test_plan_id_stands_in_for_a_missing_pin_but_a_pin_is_still_checked(tmp_path
     with pytest.raises(SparkStarted):  # no pin here, the right id: accepted up to the Spark step
         run_cli(["aggregator", "release", "--config", config, "--plan-id", issued.plan_id])
     other = _plan(cfg)
-    pin_plan(cfg, other)  # a pin that names another plan is still refused
+    pin_plan(aggregator_context(cfg), other)  # a pin that names another plan is still refused
     assert run_cli(["aggregator", "release", "--config", config, "--plan-id", issued.plan_id]) == 2
     assert _one_line(capsys) == (f"aggregator: plan.json in work_dir is not the plan this aggregator issued "
                                  f"(plan id {issued.plan_id}, expected {other.plan_id}); refusing")

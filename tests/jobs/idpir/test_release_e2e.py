@@ -14,6 +14,7 @@ from fragrelease.errors import ManifestMismatchError, ReleaseExistsError
 from fragrelease.idpir.config import config_from_dict
 from fragrelease.idpir.protocol import Plan
 from fragrelease.jobs.idpir import aggregator
+from fragrelease.jobs.idpir.context import aggregator_context
 from fragrelease.jobs.idpir.layout import manifest_path, owner_report_path, plan_path, protected_path
 from fragrelease.jobs.idpir.release import run_local_release
 from fragrelease.jobs.storage import read_delta, table_provenance
@@ -102,9 +103,9 @@ def test_horizontal_release_is_a_real_delta_table(spark, horizontal_release, adu
     assert pdf["age"].between(0, 100).all() and pdf["hours-per-week"].between(1, 99).all()
     # a second release to the same place is refused by default ...
     with pytest.raises(ReleaseExistsError):
-        aggregator.release(spark, cfg)
+        aggregator.release(spark, aggregator_context(cfg))
     with pytest.raises(ReleaseExistsError):  # refused before owners spend budget on a new plan
-        aggregator.issue_plan(cfg)
+        aggregator.issue_plan(aggregator_context(cfg))
     assert DeltaTable(cfg.output).version() == 0
     # ... or becomes a new version, the first staying readable
     # (its own work folder: the first release's stays as it was for the other tests)
@@ -146,9 +147,9 @@ def tamper_and_check(spark, tmp_path, cfg, adult_source, with_keys) -> None:
     cfg_new = with_keys(horizontal_cfg(tmp_path, adult_source, output=str(tmp_path / "other"), reports=False),
                         tmp_path / "keys")
     # a separate aggregator step accepts only a pinned plan; the single-command run kept its plan in memory
-    aggregator.pin_plan(cfg_new, Plan.model_validate_json(open(plan_path(cfg)).read()))
+    aggregator.pin_plan(aggregator_context(cfg_new), Plan.model_validate_json(open(plan_path(cfg)).read()))
     with pytest.raises(ManifestMismatchError, match="manifest of owner 'o2' does not verify"):
-        aggregator.release(spark, cfg_new)
+        aggregator.release(spark, aggregator_context(cfg_new))
     open(mpath, "w").write(original)
     # replace o2's protected data with different rows (a new Delta version): the signed version differs
     from fragrelease.jobs.storage import commit_delta
@@ -157,7 +158,7 @@ def tamper_and_check(spark, tmp_path, cfg, adult_source, with_keys) -> None:
     tampered = tampered.localCheckpoint(eager=True)
     commit_delta(tampered, protected_path(cfg, "o2"), provenance={}, if_exists="new-version")
     with pytest.raises(ManifestMismatchError, match="'o2' is at Delta version 1, its signed manifest says 0"):
-        aggregator.release(spark, cfg_new)
+        aggregator.release(spark, aggregator_context(cfg_new))
     assert not DeltaTable.is_deltatable(str(tmp_path / "other"))  # nothing half-written
 
 

@@ -18,6 +18,7 @@ import yaml
 from fragrelease.errors import ConfigError
 from fragrelease.idpir.config import config_from_dict
 from fragrelease.jobs.idpir import aggregator, owner, risk_check, simulate
+from fragrelease.jobs.idpir.context import aggregator_context, owner_context
 from fragrelease.jobs.idpir.layout import manifest_path, owner_report_path, protected_path
 from fragrelease.jobs.idpir.ledger import spent
 from fragrelease.schemas.datasets import resolve_schema
@@ -125,8 +126,8 @@ def test_a_threshold_below_the_measured_risk_refuses_the_owner_step_and_hands_no
     schema = resolve_schema(cfg.dataset)
     simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
     for o in cfg.owners:
-        owner.describe_fragment(spark, cfg, o.name)
-    plan = aggregator.issue_plan(cfg)
+        owner.describe_fragment(spark, owner_context(cfg, o.name))
+    plan = aggregator.issue_plan(aggregator_context(cfg))
     cfile = tmp_path / "c.yaml"
     cfile.write_text(yaml.safe_dump(cfg.model_dump(mode="json", exclude_none=True)))
     capsys.readouterr()

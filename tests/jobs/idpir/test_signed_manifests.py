@@ -23,6 +23,7 @@ from fragrelease.errors import ManifestMismatchError, SignatureError
 from fragrelease.idpir.config import config_from_dict
 from fragrelease.idpir.protocol import Manifest, Plan
 from fragrelease.jobs.idpir import aggregator, owner, simulate
+from fragrelease.jobs.idpir.context import aggregator_context, owner_context
 from fragrelease.jobs.idpir.digests import content_digest
 from fragrelease.jobs.idpir.layout import manifest_path, plan_path, protected_path
 from fragrelease.jobs.storage import read_delta
@@ -53,10 +54,10 @@ def protected(spark, wine_pdf, tmp_path_factory):
     schema = resolve_schema(cfg.dataset)
     simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
     for o in cfg.owners:
-        owner.describe_fragment(spark, cfg, o.name)
-    aggregator.issue_plan(cfg)
+        owner.describe_fragment(spark, owner_context(cfg, o.name))
+    aggregator.issue_plan(aggregator_context(cfg))
     for o in cfg.owners:
-        owner.protect_owner_fragment(spark, cfg, o.name)
+        owner.protect_owner_fragment(spark, owner_context(cfg, o.name))
     return tmp, source, keys, tmp / "work"
 
 
@@ -71,13 +72,13 @@ def copy_of(protected, keys=None):
     shutil.copytree(work, dst)
     cfg = config_from_dict(_data(tmp, source, dst, keys or default_keys, out=f"release-{i}"))
     # the aggregator pins the plan it issued per work folder; the copy's is the one it issued
-    aggregator.pin_plan(cfg, Plan.model_validate_json(open(plan_path(cfg)).read()))
+    aggregator.pin_plan(aggregator_context(cfg), Plan.model_validate_json(open(plan_path(cfg)).read()))
     return cfg
 
 
 def refused(spark, cfg, match):
     with pytest.raises(ManifestMismatchError, match=match) as exc:
-        aggregator.release(spark, cfg)
+        aggregator.release(spark, aggregator_context(cfg))
     msg = str(exc.value)
     assert len(msg.splitlines()) == 1
     assert not DeltaTable.is_deltatable(cfg.output)  # nothing committed
@@ -91,7 +92,7 @@ def _owner_dir(cfg, name):
 
 def test_untouched_copy_releases(spark, protected):
     cfg = copy_of(protected)
-    out = aggregator.release(spark, cfg)
+    out = aggregator.release(spark, aggregator_context(cfg))
     assert out.version == 0 and out.rows == 300
     assert DeltaTable(cfg.output).to_pyarrow_table().num_rows == 300
     m = Manifest.model_validate_json(open(manifest_path(cfg, "a")).read())
@@ -204,7 +205,7 @@ def test_unsigned_manifest_is_refused(spark, protected):
     del m["signature"]
     open(manifest_path(cfg, "a"), "w").write(json.dumps(m))
     with pytest.raises(SignatureError):  # the ManifestMismatchError subclass of signature failures
-        aggregator.release(spark, cfg)
+        aggregator.release(spark, aggregator_context(cfg))
     refused(spark, cfg, r"^manifest of owner 'a' is not signed; the aggregator accepts only manifests signed with "
                         r"the owner's configured key$")
 
@@ -245,7 +246,7 @@ def test_single_command_release_generates_private_keys_per_owner_and_release(tmp
         assert os.path.dirname(o.signing_key) == folder
         assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
         assert stat.S_IMODE(os.stat(o.signing_key).st_mode) == 0o600
-        assert public_key_text(owner_signing_key(first, o)) == o.public_key
+        assert public_key_text(owner_signing_key(owner_context(first, o.name))) == o.public_key
         assert o2.signing_key != o.signing_key and o2.public_key != o.public_key  # a new pair per release
         assert os.path.exists(o.signing_key)  # the earlier release's key is never overwritten
     assert all(o.signing_key is None and o.public_key is None for o in cfg.owners)  # the caller's cfg untouched
