@@ -137,7 +137,7 @@ def print_summary(cfg: ReleaseConfig, result: ReleaseResult) -> None:
         from ..idpir.layout import owner_report_path
 
         for party in cfg.owners:
-            console.print(f"owner {party.name}: private report {owner_report_path(cfg, party)}", highlight=False,
+            console.print(f"owner {party.name}: private report {owner_report_path(cfg.name, party)}", highlight=False,
                           soft_wrap=True)
     table = Table(title=f"{cfg.name}: {prov['fragmentation']} release of {prov['dataset']}")
     table.add_column("owner")

@@ -53,7 +53,7 @@ from ..storage import (
 )
 from .context import AggregatorContext
 from .digests import committed_rows, content_digest, fragment_digests
-from .layout import id_digests_under, read_message
+from .layout import id_digests_path, read_message
 from .shuffle import pseudonym_set_digest, shuffle_rows
 from .signatures import public_keys, verify_owner_manifest, verify_table
 from .unlink import unlink_columns, unlink_frames
@@ -152,7 +152,7 @@ def check_disjoint_ids(spark, ctx: AggregatorContext, metas: Sequence[OwnerMetad
         if m.nonce is None or m.id_digest is None:
             raise ProtocolError(f"the metadata of owner {m.owner!r} has no id digests (written by an older fragrelease); "
                                 "run its owner metadata step again")
-        path = id_digests_under(ctx.config.work_dir, m.owner, m.nonce)
+        path = id_digests_path(ctx.config.work_dir, m.owner, m.nonce)
         if not is_delta_table(path):
             raise ProtocolError(f"owner {m.owner!r} has no id-digest table at {path!r}; run its owner metadata step again")
         df = committed_rows(spark, path)

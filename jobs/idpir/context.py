@@ -31,7 +31,7 @@ from . import layout
 class OwnerPaths:
     """Where one owner reads and writes (:mod:`.layout`), resolved once.
 
-    ``owner``: the owner's name. Shared, under ``work_dir``: ``metadata``, ``protected``, ``pseudonyms``, ``manifest`` and the
+    ``owner``: the owner's name. Shared, under ``work_dir``: the aggregator's ``plan``, the owner's ``metadata``, ``protected``, ``pseudonyms``, ``manifest`` and the
     owner's folder ``owner_dir`` (its synthesis rounds), the id digests of a metadata round
     (:meth:`id_digests`). Private: ``private_dir``, the ``fragment`` source (its own table, or the
     simulated fragment there), the metadata ``nonce``, the utility ``report`` and the generated
@@ -40,6 +40,7 @@ class OwnerPaths:
 
     owner: str
     work_dir: str
+    plan: str
     private_dir: str
     fragment: SourceConfig
     nonce: str
@@ -57,17 +58,19 @@ class OwnerPaths:
 
     def id_digests(self, nonce: str) -> str:
         """The id digests table of the metadata round with ``nonce`` (:func:`.layout.id_digests_path`)."""
-        return layout.id_digests_under(self.work_dir, self.owner, nonce)
+        return layout.id_digests_path(self.work_dir, self.owner, nonce)
 
 
 def owner_paths(config: ReleaseConfig, owner: OwnerConfig) -> OwnerPaths:
     """Every path of ``owner`` in release ``config`` (:mod:`.layout`; no check, no write)."""
+    release, work = config.name, config.work_dir
     return OwnerPaths(
-        owner=owner.name, work_dir=config.work_dir, private_dir=layout.owner_private_dir(config, owner),
-        fragment=layout.fragment_source(config, owner), nonce=layout.nonce_path(config, owner),
-        report=layout.owner_report_path(config, owner), generated_key=layout.generated_key_path(config, owner),
-        metadata=layout.metadata_path(config, owner.name), protected=layout.protected_path(config, owner.name),
-        pseudonyms=layout.pseudonyms_path(config, owner.name), manifest=layout.manifest_path(config, owner.name))
+        owner=owner.name, work_dir=work, plan=layout.plan_path(work),
+        private_dir=layout.owner_private_dir(release, owner), fragment=layout.fragment_source(release, owner),
+        nonce=layout.nonce_path(release, owner), report=layout.owner_report_path(release, owner),
+        generated_key=layout.generated_key_path(config, owner), metadata=layout.metadata_path(work, owner.name),
+        protected=layout.protected_path(work, owner.name), pseudonyms=layout.pseudonyms_path(work, owner.name),
+        manifest=layout.manifest_path(work, owner.name))
 
 
 @dataclass(frozen=True)
@@ -175,6 +178,7 @@ def aggregator_context(config: ReleaseConfig, *, schema: Optional[DatasetSchema]
     ``schema``: the resolved dataset schema when the caller holds it already (default: resolved here).
     """
     schema = schema if schema is not None else resolve_schema(config.dataset)
-    return AggregatorContext(config=config, schema=schema, private_dir=layout.aggregator_private_dir(config),
-                             plan=layout.plan_path(config), plan_pin=layout.plan_pin_path(config),
+    return AggregatorContext(config=config, schema=schema, private_dir=layout.aggregator_private_dir(config.name),
+                             plan=layout.plan_path(config.work_dir),
+                             plan_pin=layout.plan_pin_path(config.name, config.work_dir),
                              owners=MappingProxyType({o.name: owner_paths(config, o) for o in config.owners}))

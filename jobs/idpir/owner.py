@@ -54,7 +54,7 @@ from .fragment import (
     validate_fragment,
 )
 from .keys import owner_pseudonym_key
-from .layout import plan_path, read_message
+from .layout import read_message
 from .ledger import record_spend
 from .protect import ReleasedValues, released_fragment
 from .shuffle import pseudonym_set_digest, pseudonymize, shuffle_rows
@@ -233,7 +233,7 @@ def read_verified_plan(ctx: OwnerContext):
         (:func:`fragrelease.jobs.idpir.layout.read_message`); ManifestMismatchError (a ProtocolError)
         when its terms differ from the owner's configuration.
     """
-    plan = read_message(Plan, plan_path(ctx.config), party=f"owner {ctx.name!r}", what="plan.json")
+    plan = read_message(Plan, ctx.paths.plan, party=f"owner {ctx.name!r}", what="plan.json")
     return plan, verified_spec(plan, ctx.config, ctx.schema, ctx.name)
 
 

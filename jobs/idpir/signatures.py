@@ -117,7 +117,7 @@ def with_release_keys(cfg: ReleaseConfig) -> ReleaseConfig:
     owners = []
     for o in cfg.owners:
         if o.signing_key is None and o.public_key is None:
-            folder = owner_private_dir(cfg, o)
+            folder = owner_private_dir(cfg.name, o)
             name = f"signing-{secure_bytes(6).hex()}.key"
             check_key_location(os.path.join(folder, name), owner=o.name, shared=_shared(cfg))  # before writing
             path, pub = write_key_pair(folder, o.name, filename=name)

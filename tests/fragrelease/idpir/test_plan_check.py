@@ -159,7 +159,7 @@ def test_protect_refuses_a_forged_plan_before_the_ledger_or_spark(tmp_path):
     cfg = with_keys(_cfg(tmp_path), keys)
     forged = _plan(_cfg(tmp_path, epsilon="50", k=3))
     claim_work_dir(cfg)  # as the release's first step does
-    write_text(plan_path(cfg), forged.to_json())
+    write_text(plan_path(cfg.work_dir), forged.to_json())
     with pytest.raises(ManifestMismatchError, match="epsilon is 50 in the plan, its configuration says 1"):
         protect_owner_fragment(None, owner_context(cfg, "clinic-a"))  # spark=None: refused before any Spark call
     assert not os.path.exists(tmp_path / "ledger-a")

@@ -78,9 +78,9 @@ def test_failures_never_expose_partial_releases(spark, tmp_path, wine_source, mo
         m.setattr(tx, "create_table_with_add_actions", disk_full)
         with pytest.raises(TableWriteError, match=r"No space left on device \(ENOSPC\); nothing was committed"):
             owner.protect_owner_fragment(spark, owner_context(cfg2, "a"))
-    assert not glob.glob(os.path.join(protected_path(cfg2, "a"), "part-*"))  # the written files were removed
-    assert not DeltaTable.is_deltatable(protected_path(cfg2, "a"))        # and no table is visible
-    assert not os.path.exists(manifest_path(cfg2, "a"))
+    assert not glob.glob(os.path.join(protected_path(cfg2.work_dir, "a"), "part-*"))  # the written files were removed
+    assert not DeltaTable.is_deltatable(protected_path(cfg2.work_dir, "a"))        # and no table is visible
+    assert not os.path.exists(manifest_path(cfg2.work_dir, "a"))
     owner.protect_owner_fragment(spark, owner_context(cfg2, "a"))                     # the rerun completes
 
     # 2. disk full while the owner writes its manifest: the aggregator refuses the fragment
@@ -113,7 +113,7 @@ def test_failures_never_expose_partial_releases(spark, tmp_path, wine_source, mo
     assert DeltaTable(cfg.output).version() == 0
 
     # 5. a fragment truncated after its owner wrote it is refused, nothing is committed
-    victim = sorted(glob.glob(os.path.join(protected_path(cfg3, "a"), "part-*", "*.parquet")))[0]
+    victim = sorted(glob.glob(os.path.join(protected_path(cfg3.work_dir, "a"), "part-*", "*.parquet")))[0]
     with open(victim, "r+b") as f:
         f.truncate(os.path.getsize(victim) // 2)
     with pytest.raises(ManifestMismatchError, match="'a'"):

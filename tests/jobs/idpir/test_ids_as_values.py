@@ -75,7 +75,7 @@ def test_ids_written_differently_are_one_id_and_refused_in_the_metadata_step(spa
         describe_fragment(spark, owner_context(cfg, "clinic-a"))
     assert str(info.value) == (f"owner 'clinic-a' (source {tmp_path / 'src' / 'a.csv'}): id column 'record_id': "
                                f"{said}; ids must be unique")
-    assert not os.path.exists(metadata_path(cfg, "clinic-a"))  # nothing sent: no plan can be made
+    assert not os.path.exists(metadata_path(cfg.work_dir, "clinic-a"))  # nothing sent: no plan can be made
     assert _ledgers_untouched(tmp_path)
 
 
@@ -150,7 +150,7 @@ def test_horizontal_owners_sharing_records_are_refused_at_the_plan_with_nothing_
         aggregator.issue_plan(aggregator_context(cfg), spark)
     assert str(info.value) == ("owners 'clinic-a' and 'clinic-b' share 5 records (their keyed id digests match); "
                                "horizontal owners must hold disjoint records; no plan was issued and no budget was spent")
-    assert not os.path.exists(plan_path(cfg))
+    assert not os.path.exists(plan_path(cfg.work_dir))
     assert _ledgers_untouched(tmp_path)
     with pytest.raises(Exception, match="plan.json"):  # no owner can protect (and spend) without a plan
         owner.protect_owner_fragment(spark, owner_context(cfg, "clinic-a"))
@@ -180,7 +180,7 @@ def test_the_cli_plan_step_refuses_shared_records_in_one_line(spark, tmp_path, c
     assert capsys.readouterr().err.strip().splitlines() == [
         "error: owners 'clinic-a' and 'clinic-b' share 2 records (their keyed id digests match); horizontal owners "
         "must hold disjoint records; no plan was issued and no budget was spent"]
-    assert not os.path.exists(plan_path(cfg)) and _ledgers_untouched(tmp_path)
+    assert not os.path.exists(plan_path(cfg.work_dir)) and _ledgers_untouched(tmp_path)
 
 
 def test_the_aggregator_checks_the_id_digests_against_the_metadata(spark, tmp_path):
@@ -188,16 +188,16 @@ def test_the_aggregator_checks_the_id_digests_against_the_metadata(spark, tmp_pa
     cfg = _cfg(tmp_path, _rows(3001, 3002, 3003))
     for o in cfg.owners:
         describe_fragment(spark, owner_context(cfg, o.name))
-    meta = json.loads(open(metadata_path(cfg, "clinic-a")).read())
+    meta = json.loads(open(metadata_path(cfg.work_dir, "clinic-a")).read())
     meta["id_digest"] = "3:12345"
-    open(metadata_path(cfg, "clinic-a"), "w").write(json.dumps(meta))
+    open(metadata_path(cfg.work_dir, "clinic-a"), "w").write(json.dumps(meta))
     with pytest.raises(ProtocolError, match="the id-digest table of owner 'clinic-a' at .* does not match its metadata"):
         aggregator.issue_plan(aggregator_context(cfg), spark)
     meta.pop("id_digest")
-    open(metadata_path(cfg, "clinic-a"), "w").write(json.dumps(meta))
+    open(metadata_path(cfg.work_dir, "clinic-a"), "w").write(json.dumps(meta))
     with pytest.raises(ProtocolError, match="the metadata of owner 'clinic-a' has no id digests"):
         aggregator.issue_plan(aggregator_context(cfg), spark)
-    assert not os.path.exists(plan_path(cfg))
+    assert not os.path.exists(plan_path(cfg.work_dir))
 
 
 def test_the_metadata_shows_no_raw_id(spark, tmp_path):
@@ -207,9 +207,9 @@ def test_the_metadata_shows_no_raw_id(spark, tmp_path):
 
     cfg = _cfg(tmp_path, _rows(3001, 3002, 3003))
     meta = describe_fragment(spark, owner_context(cfg, "clinic-a"))
-    rows = committed_rows(spark, id_digests_path(cfg, "clinic-a", meta.nonce)).collect()
+    rows = committed_rows(spark, id_digests_path(cfg.work_dir, "clinic-a", meta.nonce)).collect()
     assert sorted(r.pseudonym for r in rows) == sorted(pseudonym(derive_key(KEY), i, context=METADATA_CONTEXT) for i in (3001, 3002, 3003))
-    assert "3001" not in open(metadata_path(cfg, "clinic-a")).read()
+    assert "3001" not in open(metadata_path(cfg.work_dir, "clinic-a")).read()
 
 
 # ---- 6. the pseudonym context: plan id and every owner's nonce --------------------------------------------
@@ -226,7 +226,7 @@ def test_the_release_pseudonyms_use_the_plan_id_and_the_owners_nonces(spark, tmp
     context = release_context(plan.plan_id, [m.nonce for m in metas])
     assert plan.pseudonym_context() == context != plan.plan_id
     owner.protect_owner_fragment(spark, owner_context(cfg, "clinic-a"))
-    got = {r.pseudonym for r in committed_rows(spark, protected_path(cfg, "clinic-a")).collect()}
+    got = {r.pseudonym for r in committed_rows(spark, protected_path(cfg.work_dir, "clinic-a")).collect()}
     assert got == {pseudonym(derive_key(KEY), i, context=context) for i in (3001, 3002, 3003)}
 
 
@@ -235,16 +235,16 @@ def test_an_owner_refuses_a_plan_without_its_latest_nonce_before_spending(spark,
     for o in cfg.owners:
         describe_fragment(spark, owner_context(cfg, o.name))
     aggregator.issue_plan(aggregator_context(cfg), spark)
-    plan = json.loads(open(plan_path(cfg)).read())
+    plan = json.loads(open(plan_path(cfg.work_dir)).read())
     plan["owners"][0]["nonce"] = "00" * 32  # an aggregator reusing an earlier release's nonces
-    open(plan_path(cfg), "w").write(json.dumps(plan))
+    open(plan_path(cfg.work_dir), "w").write(json.dumps(plan))
     with pytest.raises(ManifestMismatchError) as info:
         owner.protect_owner_fragment(spark, owner_context(cfg, "clinic-a"))
     assert str(info.value) == (f"owner 'clinic-a': plan {plan['plan_id']} does not carry the nonce of this owner's "
-                               f"latest metadata round (kept at {nonce_path(cfg, cfg.owners[0])!r}); the aggregator "
+                               f"latest metadata round (kept at {nonce_path(cfg.name, cfg.owners[0])!r}); the aggregator "
                                "must issue the plan from the current metadata")
     assert _ledgers_untouched(tmp_path)
-    os.remove(nonce_path(cfg, cfg.owners[0]))
+    os.remove(nonce_path(cfg.name, cfg.owners[0]))
     with pytest.raises(ManifestMismatchError, match="owner 'clinic-a': no metadata nonce at"):
         owner.protect_owner_fragment(spark, owner_context(cfg, "clinic-a"))
     assert _ledgers_untouched(tmp_path)

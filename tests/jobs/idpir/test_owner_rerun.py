@@ -77,7 +77,7 @@ def test_a_rerun_after_a_kill_before_the_manifest_completes_and_the_release_goes
         m.setattr(owner, "write_text", killed)
         with pytest.raises(Killed):
             owner.protect_owner_fragment(spark, owner_context(cfg, "b"))
-    with open(plan_path(cfg)) as f:
+    with open(plan_path(cfg.work_dir)) as f:
         plan_id = json.load(f)["plan_id"]
     assert spent(ledger, "b", "wine") == [Fraction(1)]
     with pytest.raises(PlanAlreadySpentError) as info:
@@ -93,8 +93,8 @@ def test_a_rerun_after_a_kill_before_the_manifest_completes_and_the_release_goes
         m.setattr(owner, "write_text", killed)
         with pytest.raises(Killed):
             owner.protect_owner_fragment(spark, owner_context(cfg, "a"))
-    target = protected_path(cfg, "a")
-    assert DeltaTable.is_deltatable(target) and not os.path.exists(manifest_path(cfg, "a"))
+    target = protected_path(cfg.work_dir, "a")
+    assert DeltaTable.is_deltatable(target) and not os.path.exists(manifest_path(cfg.work_dir, "a"))
     first_files = set(DeltaTable(target).file_uris())
 
     with caplog.at_level(logging.WARNING, logger="fragrelease.jobs.idpir.owner"):
@@ -120,12 +120,12 @@ def test_a_failed_manifest_write_removes_the_fragment_and_says_so(spark, tmp_pat
         m.setattr(owner, "write_text", disk_full)
         with pytest.raises(StorageError) as info:
             owner.protect_owner_fragment(spark, owner_context(cfg, "a"))
-    target = protected_path(cfg, "a")
+    target = protected_path(cfg.work_dir, "a")
     assert str(info.value) == ("owner 'a' could not publish its protected fragment: No space left on device (ENOSPC); "
                                f"the unpublished fragment at {target!r} was removed; run the owner step again")
     assert not os.path.exists(target)
     owner.protect_owner_fragment(spark, owner_context(cfg, "a"))
-    assert os.path.exists(manifest_path(cfg, "a"))
+    assert os.path.exists(manifest_path(cfg.work_dir, "a"))
 
 
 def test_a_fragment_of_another_plan_is_refused_and_kept(spark, tmp_path, wine_source, monkeypatch):
@@ -134,13 +134,13 @@ def test_a_fragment_of_another_plan_is_refused_and_kept(spark, tmp_path, wine_so
         m.setattr(owner, "write_text", lambda *a, **k: (_ for _ in ()).throw(Killed()))
         with pytest.raises(Killed):
             owner.protect_owner_fragment(spark, owner_context(cfg, "a"))
-    old_plan = DeltaTable(protected_path(cfg, "a")).history()[0]
+    old_plan = DeltaTable(protected_path(cfg.work_dir, "a")).history()[0]
     aggregator.issue_plan(aggregator_context(cfg))  # a new plan: the table is not an unpublished fragment of it
     with pytest.raises(ReleaseExistsError, match=r"holds a Delta table \(role 'protected-fragment', plan '[0-9a-f-]+', "
                                                  r"owner 'a', version 0\) that is not an unpublished protected "
                                                  r"fragment of owner 'a' under plan [0-9a-f-]+; it was left in place"):
         owner.protect_owner_fragment(spark, owner_context(cfg, "a"))
-    assert DeltaTable(protected_path(cfg, "a")).history()[0] == old_plan
+    assert DeltaTable(protected_path(cfg.work_dir, "a")).history()[0] == old_plan
 
 
 def _cfg_only(tmp):
@@ -152,7 +152,7 @@ def _cfg_only(tmp):
 
 def test_files_of_an_interrupted_write_are_discarded_and_anything_else_is_kept(tmp_path):
     cfg = _cfg_only(tmp_path)
-    target = protected_path(cfg, "a")
+    target = protected_path(cfg.work_dir, "a")
     leftover = os.path.join(target, "part-" + "0" * 31 + "1")
     os.makedirs(leftover)
     with open(os.path.join(leftover, "part-00000-x.snappy.parquet"), "wb") as f:

@@ -80,14 +80,14 @@ def test_owner_fragment_has_pseudonyms_not_ids_and_is_not_in_id_order(spark, tmp
         {"name": "b", "source": write_source(spark, tmp_path / "b", ids_b), "pseudonym_key": {"file": kf}}],
         keep_id=True)
     plan = play(spark, cfg)
-    frag = read_delta(spark, protected_path(cfg, "a")).toPandas()  # what the aggregator reads
+    frag = read_delta(spark, protected_path(cfg.work_dir, "a")).toPandas()  # what the aggregator reads
     assert list(frag.columns) == ["pseudonym", "x", "y"]  # no raw id column
     back = {pseudonym(DERIVED, i, context=plan.pseudonym_context()): i for i in ids_a}  # only a key holder can do this
     assert set(frag["pseudonym"]) == set(back)
     assert not set(frag["pseudonym"]) & {str(i) for i in ids_a}
     order = [back[p] for p in frag["pseudonym"]]
     assert order != sorted(order)  # rows shuffled: 1/40! to be sorted by chance
-    assert not os.path.exists(pseudonyms_path(cfg, "a"))  # linked: the pseudonyms travel in the rows
+    assert not os.path.exists(pseudonyms_path(cfg.work_dir, "a"))  # linked: the pseudonyms travel in the rows
     out = aggregator.release(spark, aggregator_context(cfg))
     rel = read_delta(spark, out.path).toPandas()
     assert list(rel.columns) == ["pseudonym", "x", "y"] and len(rel) == 70  # keep_id publishes pseudonyms
@@ -109,7 +109,7 @@ def test_horizontal_owners_sharing_records_are_refused(spark, tmp_path, schema_p
         aggregator.issue_plan(aggregator_context(cfg), spark)
     assert str(e.value) == ("owners 'a' and 'b' share 20 records (their keyed id digests match); horizontal owners "
                             "must hold disjoint records; no plan was issued and no budget was spent")
-    assert not os.path.exists(plan_path(cfg)) and not os.path.exists(cfg.output)  # nothing planned or committed
+    assert not os.path.exists(plan_path(cfg.work_dir)) and not os.path.exists(cfg.output)  # nothing planned or committed
 
 
 def test_horizontal_owners_with_different_keys_are_refused_at_the_plan(spark, tmp_path, schema_path):
@@ -136,8 +136,8 @@ def test_vertical_fragments_join_on_pseudonyms(spark, tmp_path, schema_path):
         {"name": "b", "attributes": ["y"], "source": write_source(spark, tmp_path / "b", ids, ("y",)),
          "pseudonym_key": {"file": kf}}], fragmentation="vertical", keep_id=True)
     plan = play(spark, cfg)
-    fa = read_delta(spark, protected_path(cfg, "a")).toPandas()
-    fb = read_delta(spark, protected_path(cfg, "b")).toPandas()
+    fa = read_delta(spark, protected_path(cfg.work_dir, "a")).toPandas()
+    fb = read_delta(spark, protected_path(cfg.work_dir, "b")).toPandas()
     assert list(fa.columns) == ["pseudonym", "x"] and list(fb.columns) == ["pseudonym", "y"]
     rel = read_delta(spark, aggregator.release(spark, aggregator_context(cfg)).path).toPandas()
     want = fa.merge(fb, on="pseudonym")
@@ -201,18 +201,18 @@ def test_unlinked_owners_unlink_their_columns_and_send_pseudonyms_apart(spark, t
         cfg, plan = request.getfixturevalue("unlinked_horizontal")
     else:
         cfg, plan = unlinked_owners(spark, tmp_path, schema_path, fragmentation)
-    frag = read_delta(spark, protected_path(cfg, "a")).toPandas()
+    frag = read_delta(spark, protected_path(cfg.work_dir, "a")).toPandas()
     assert list(frag.columns) == (["x", "y"] if fragmentation == "horizontal" else ["x"])  # no pseudonym in the rows
-    pset = read_delta(spark, pseudonyms_path(cfg, "a")).toPandas()
+    pset = read_delta(spark, pseudonyms_path(cfg.work_dir, "a")).toPandas()
     assert list(pset.columns) == ["pseudonym"]
     assert set(pset["pseudonym"]) == {pseudonym(DERIVED, i, context=plan.pseudonym_context()) for i in range(1, 31)}
-    manifest = open(manifest_path(cfg, "a")).read()
+    manifest = open(manifest_path(cfg.work_dir, "a")).read()
     assert '"pseudonym_digest": "30:' in manifest
     rel = read_delta(spark, aggregator.release(spark, aggregator_context(cfg)).path).toPandas()
     assert list(rel.columns) == ["x", "y"] and len(rel) == (50 if fragmentation == "horizontal" else 30)
     # each released column is the multiset of the owners' columns
     if fragmentation == "vertical":
-        fb = read_delta(spark, protected_path(cfg, "b")).toPandas()
+        fb = read_delta(spark, protected_path(cfg.work_dir, "b")).toPandas()
         assert sorted(rel["x"]) == sorted(frag["x"]) and sorted(rel["y"]) == sorted(fb["y"])
 
 
@@ -256,11 +256,11 @@ def test_single_command_release_generates_a_fresh_private_key_per_release(spark,
     for folder in ("pa", "pb"):
         assert stat.S_IMODE(os.stat(tmp_path / folder / "pseudonym-key").st_mode) == 0o600
         assert stat.S_IMODE(os.stat(tmp_path / folder).st_mode) == 0o700
-    frag = read_delta(spark, protected_path(cfg, "a")).toPandas()
+    frag = read_delta(spark, protected_path(cfg.work_dir, "a")).toPandas()
     assert set(frag["pseudonym"]) == {pseudonym(derive_key(ka), i, context=first.plan.pseudonym_context()) for i in range(1, 21)}
     # one process generated the key and played the aggregator: the recorded guarantee says so
     assert "one process played every party" in first.provenance["guarantee"]["against"]
-    assert not os.path.exists(plan_pin_path(cfg))  # the plan went to the release step in memory: no pin left behind
+    assert not os.path.exists(plan_pin_path(cfg.name, cfg.work_dir))  # the plan went to the release step in memory: no pin left behind
     assert first.mean_sse is None or first.mean_sse >= 0
     run_local_release(spark, cfg, fresh_work_dir=True)
     assert open(tmp_path / "pa" / "pseudonym-key", "rb").read() != ka  # one key per release
@@ -330,8 +330,8 @@ def test_a_changed_pseudonym_set_of_an_unlinked_owner_is_refused(spark, tmp_path
     # the owners' steps of the shared fixture; its release (if the other test made one) is elsewhere
     cfg = cfg.model_copy(update={"output": str(tmp_path / "release")})
     # someone with write access to work_dir replaces b's pseudonym set by a's (a second commit)
-    forged = read_delta(spark, pseudonyms_path(cfg, "a")).toPandas()
-    write_deltalake(pseudonyms_path(cfg, "b"), forged, mode="overwrite")
+    forged = read_delta(spark, pseudonyms_path(cfg.work_dir, "a")).toPandas()
+    write_deltalake(pseudonyms_path(cfg.work_dir, "b"), forged, mode="overwrite")
     with pytest.raises(ManifestMismatchError,
                        match=r"^pseudonym-set table of owner 'b' is at Delta version 1, its signed manifest says 0"):
         aggregator.release(spark, aggregator_context(cfg))

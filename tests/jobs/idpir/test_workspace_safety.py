@@ -378,8 +378,8 @@ def test_simulated_fragments_are_private_whatever_the_umask(spark, tmp_path, mon
     finally:
         os.umask(old)
     for o in cfg.owners:
-        assert stat.S_IMODE(os.stat(owner_private_dir(cfg, o)).st_mode) == 0o700
-        for root, _dirs, files in os.walk(fragment_source(cfg, o).path):
+        assert stat.S_IMODE(os.stat(owner_private_dir(cfg.name, o)).st_mode) == 0o700
+        for root, _dirs, files in os.walk(fragment_source(cfg.name, o).path):
             assert stat.S_IMODE(os.stat(root).st_mode) == 0o700, root
             for f in files:
                 assert stat.S_IMODE(os.stat(os.path.join(root, f)).st_mode) == 0o600, f
