@@ -9,7 +9,9 @@
   (``jobs/idpir``) included;
 - no release-path module (the math, the Spark jobs, the UDFs, the schemas) imports ``experiments``;
   only the CLI's experiment commands do;
-- no import cycle exists among the project's modules.
+- no import cycle exists among the project's modules;
+- inside ``jobs/``, no module imports a higher layer of ``JOBS_LAYERS`` (storage < party modules <
+  shared result types < the local driver < the Python API < the entry points).
 """
 from __future__ import annotations
 
