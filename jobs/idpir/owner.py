@@ -95,7 +95,8 @@ def describe_fragment(spark, ctx: OwnerContext) -> OwnerMetadata:
         The fragment does not validate (:func:`fragrelease.jobs.idpir.fragment.validate_fragment`;
         ids are compared as values of the declared id type).
     ConfigError, PseudonymKeyError
-        No id column in the schema, an unknown owner, no pseudonym key (before Spark reads data).
+        No id column in the schema, no pseudonym key (before Spark reads data); an unknown owner is
+        refused when its context is built (:func:`fragrelease.jobs.idpir.context.owner_context`).
     """
     cfg, schema = ctx.config, ctx.schema
     claim_work_dir(cfg)

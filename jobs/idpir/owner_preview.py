@@ -145,7 +145,7 @@ def owner_preview(spark, ctx: OwnerContext, *, runs: int = DEFAULT_RUNS,
     Raises
     ------
     ConfigError
-        An unknown owner, a schema without an id column.
+        A schema without an id column (an unknown owner is refused when ``ctx`` is built).
     SchemaMismatchError, DomainError, IdentifierError
         The fragment does not validate (:func:`fragrelease.jobs.idpir.fragment.validate_fragment`), one
         line naming the owner, the source, the column and a bad value.
