@@ -158,7 +158,7 @@ def test_files_of_an_interrupted_write_are_discarded_and_anything_else_is_kept(t
     with open(os.path.join(leftover, "part-00000-x.snappy.parquet"), "wb") as f:
         f.write(b"rows")
     os.makedirs(os.path.join(target, "_delta_log"))
-    owner.discard_unpublished_fragment(cfg, "plan", "a", target)
+    owner.discard_unpublished_fragment(owner_context(cfg, "a"), "plan", target)
     assert not os.path.exists(target)  # before the fix the orphan Parquet files stayed readable
 
     os.makedirs(target)
@@ -166,5 +166,5 @@ def test_files_of_an_interrupted_write_are_discarded_and_anything_else_is_kept(t
         f.write("keep")
     with pytest.raises(ReleaseExistsError, match=r"is not a Delta table but holds \['notes.txt'\], which owner 'a''s "
                                                  r"step did not write; it was left in place"):
-        owner.discard_unpublished_fragment(cfg, "plan", "a", target)
+        owner.discard_unpublished_fragment(owner_context(cfg, "a"), "plan", target)
     assert open(os.path.join(target, "notes.txt")).read() == "keep"
