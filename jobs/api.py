@@ -8,7 +8,8 @@ Also reachable as ``fragrelease.protect`` and ``fragrelease.Release`` (a lazy fa
   does (:func:`fragrelease.jobs.idpir.owner.protect_attributes`), and return the protected DataFrame
   with a typed :class:`ProtectResult`.
 - :class:`Release` plays the whole protocol for several owners and returns a typed
-  :class:`ReleaseResult`; it is defined in :mod:`fragrelease.jobs.release_api` and served from here.
+  :class:`ReleaseResult`; they are defined in :mod:`fragrelease.jobs.release_api` and
+  :mod:`fragrelease.jobs.api_common` and served from here.
 
 Everything that can be checked without data (ε, k, mechanism, names, the schema, the
 configuration) is checked before any Spark action. Results hold public parameters only (plus the

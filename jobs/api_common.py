@@ -1,12 +1,17 @@
-"""Shared pieces of the Python API (:mod:`fragrelease.jobs.api`, :mod:`fragrelease.jobs.release_api`).
+"""Shared pieces of the Python API (:mod:`fragrelease.jobs.api`, :mod:`fragrelease.jobs.release_api`) and
+the local driver (:mod:`fragrelease.jobs.idpir.release`).
 
-:class:`Guarantee`, the typed privacy statement both results carry, and the pandas input path
-(a pandas fragment becomes a Spark DataFrame with the dataset schema's declared types).
+:class:`Guarantee`, the typed privacy statement both results carry; :class:`OwnerResult` and
+:class:`ReleaseResult`, what a whole release played in one driver returns; and the pandas input path
+(a pandas fragment becomes a Spark DataFrame with the dataset schema's declared types). This module
+sits below the local driver and the API (tests/test_architecture.py, ``JOBS_LAYERS``): it imports
+only the storage layer, never a party module, the driver or the API.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence, Union
+from fractions import Fraction
+from typing import Any, Mapping, Optional, Sequence, Union
 
 try:
     from pyspark.sql import DataFrame
@@ -16,9 +21,11 @@ except ImportError:  # pyspark is not a wheel dependency: one clear line instead
     require_pyspark()
     raise
 
+from fragrelease.idpir.protocol import Manifest, Plan
 from fragrelease.schemas.base import Attribute, DatasetSchema
 
 from . import require_pyspark
+from .storage import read_delta, read_table
 
 SchemaLike = Union[str, DatasetSchema, Sequence[Attribute]]
 
@@ -41,6 +48,60 @@ class Guarantee:
     @classmethod
     def from_dict(cls, d: Mapping[str, str]) -> Guarantee:
         return cls(**{k: d[k] for k in ("neighbouring", "notion", "per_column", "table", "against")})
+
+
+@dataclass(frozen=True)
+class OwnerResult:
+    """One owner's part of a release: its name, record count, ε_j, attributes and manifest."""
+
+    name: str
+    records: int
+    epsilon: Fraction
+    attributes: tuple[str, ...]
+    #: the owner's signed manifest; None for a synthetic release, whose owners write signed
+    #: measurements instead (fragrelease.synthesis.protocol)
+    manifest: Optional[Manifest]
+
+
+@dataclass(frozen=True)
+class ReleaseResult:
+    """What the local driver returns (:func:`fragrelease.jobs.idpir.release.play_release`, hence
+    :meth:`fragrelease.jobs.api.Release.run` and ``fragrelease run``).
+
+    Attributes
+    ----------
+    path : the release's Delta table folder (absolute for local paths).
+    table : its catalog name when the release went to ``output_table``, else None.
+    version : the Delta version this run committed (0 for a new table).
+    rows : released rows (horizontal: Σ n_j; vertical: n).
+    plan : the aggregator's plan (k, each owner's ε_j and budget split, ...).
+    owners : one :class:`OwnerResult` per owner, in plan order.
+    epsilon : the release's total ε (exact); ``composition``: parallel (horizontal) or sequential.
+    guarantee : the exact statement recorded in the provenance.
+    provenance : the public facts recorded with the commit, as recorded (read-only mapping).
+    report : path of the public report (statistics of the released table only), or None.
+    mean_sse : MeanSSE of the protected fragments against the originals, when ``evaluate=True``
+        (the driver holds the originals: simulations and experiments only), else None.
+    """
+
+    path: str
+    table: Optional[str]
+    version: int
+    rows: int
+    plan: Plan
+    owners: tuple[OwnerResult, ...]
+    epsilon: Fraction
+    composition: str
+    guarantee: Guarantee
+    provenance: Mapping[str, Any]
+    report: Optional[str] = None
+    mean_sse: Optional[float] = None
+
+    def dataframe(self, spark) -> DataFrame:
+        """This version of the release as a DataFrame (columns in plan order; no id unless ``keep_id``)."""
+        if self.table is not None:
+            return read_table(spark, self.table, self.version)
+        return read_delta(spark, self.path, self.version)
 
 
 def _is_pandas(obj) -> bool:

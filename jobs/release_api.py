@@ -1,10 +1,12 @@
-"""The Python API's whole fragmented release: :class:`Release` and its typed :class:`ReleaseResult`.
+"""The Python API's whole fragmented release: :class:`Release` (its typed :class:`ReleaseResult` is defined in
+:mod:`fragrelease.jobs.api_common` and served from here).
 
 :class:`Release` plays the whole protocol (docs/specification.md §3; Del Vasto-Terrientes et al.
 (ICISSP 2025) §4.2) for several owners whose fragments are DataFrames or catalog table names. Each
 step is the function a separate party runs on a cluster (:mod:`fragrelease.jobs.idpir.owner`,
-:mod:`fragrelease.jobs.idpir.aggregator`); the CLI's ``fragrelease run`` goes through
-:meth:`Release.run` too (:func:`fragrelease.jobs.idpir.release.run_local_release`). Also reachable
+:mod:`fragrelease.jobs.idpir.aggregator`), played by the local driver
+(:func:`fragrelease.jobs.idpir.release.play_release`), which the CLI's ``fragrelease run`` calls too
+(:func:`fragrelease.jobs.idpir.release.run_local_release`); this module sits above that driver. Also reachable
 as ``fragrelease.jobs.api.Release`` and ``fragrelease.Release``. Results hold public parameters only
 (plus the released DataFrame); nothing data-dependent is logged.
 """
@@ -14,10 +16,8 @@ import shutil
 import tempfile
 import uuid
 import weakref
-from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 try:
@@ -31,77 +31,17 @@ except ImportError:  # pyspark is not a wheel dependency: one clear line instead
 from fragrelease.budget import format_epsilon
 from fragrelease.errors import ConfigError, InvalidParameterError
 from fragrelease.idpir.config import LedgerConfig, ReleaseConfig, config_from_dict, load_config
-from fragrelease.idpir.fragmentation import linkage_of
-from fragrelease.idpir.protocol import Manifest, Plan
 from fragrelease.rng.laplace import NoiseSource
 from fragrelease.schemas.base import DatasetSchema
 from fragrelease.schemas.datasets import resolve_schema
 from fragrelease.validation import check_table_name
 
 from . import require_pyspark
-from .api_common import Guarantee, _from_pandas, _is_pandas
-from .idpir import aggregator, owner, simulate
-from .idpir.evaluate import mean_sse
-from .idpir.fragment import conform_attributes, conform_id
-from .idpir.keys import generate_release_key
-from .idpir.layout import fragment_source
-from .idpir.signatures import with_release_keys
-from .idpir.workspace import claim_work_dir, clear_work_dir
-from .progress import ProgressEvent, Steps
-from .storage import absolute, read_configured, read_delta, read_table
+from .api_common import OwnerResult, ReleaseResult, _from_pandas, _is_pandas
+from .idpir.release import play_release, prepare_work_dir
+from .progress import ProgressEvent
 
-
-@dataclass(frozen=True)
-class OwnerResult:
-    """One owner's part of a release: its name, record count, ε_j, attributes and manifest."""
-
-    name: str
-    records: int
-    epsilon: Fraction
-    attributes: tuple[str, ...]
-    #: the owner's signed manifest; None for a synthetic release, whose owners write signed
-    #: measurements instead (fragrelease.synthesis.protocol)
-    manifest: Optional[Manifest]
-
-
-@dataclass(frozen=True)
-class ReleaseResult:
-    """What :meth:`Release.run` returns.
-
-    Attributes
-    ----------
-    path : the release's Delta table folder (absolute for local paths).
-    table : its catalog name when the release went to ``output_table``, else None.
-    version : the Delta version this run committed (0 for a new table).
-    rows : released rows (horizontal: Σ n_j; vertical: n).
-    plan : the aggregator's plan (k, each owner's ε_j and budget split, ...).
-    owners : one :class:`OwnerResult` per owner, in plan order.
-    epsilon : the release's total ε (exact); ``composition``: parallel (horizontal) or sequential.
-    guarantee : the exact statement recorded in the provenance.
-    provenance : the public facts recorded with the commit, as recorded (read-only mapping).
-    report : path of the public report (statistics of the released table only), or None.
-    mean_sse : MeanSSE of the protected fragments against the originals, when ``evaluate=True``
-        (the driver holds the originals: simulations and experiments only), else None.
-    """
-
-    path: str
-    table: Optional[str]
-    version: int
-    rows: int
-    plan: Plan
-    owners: tuple[OwnerResult, ...]
-    epsilon: Fraction
-    composition: str
-    guarantee: Guarantee
-    provenance: Mapping[str, Any]
-    report: Optional[str] = None
-    mean_sse: Optional[float] = None
-
-    def dataframe(self, spark) -> DataFrame:
-        """This version of the release as a DataFrame (columns in plan order; no id unless ``keep_id``)."""
-        if self.table is not None:
-            return read_table(spark, self.table, self.version)
-        return read_delta(spark, self.path, self.version)
+__all__ = ["OwnerResult", "Release", "ReleaseResult"]
 
 
 def _source_dict(source, views: list[str]) -> Mapping[str, Any]:
@@ -313,6 +253,7 @@ class Release:
         for :meth:`run`. Raises ConfigError for an unknown owner, and the fragment's validation errors.
         """
         require_pyspark()
+        from .idpir.context import owner_context
         from .idpir.owner_preview import owner_preview
         from .idpir.preflight import find_owner
 
@@ -321,7 +262,7 @@ class Release:
                               "build a new Release")
         cfg = self.config()
         find_owner(cfg, owner)  # before any Spark action
-        return owner_preview(self.spark, cfg, owner, runs=runs)
+        return owner_preview(self.spark, owner_context(cfg, owner), runs=runs)
 
     def run(self, *, _noise: Optional[NoiseSource] = None, progress: Optional[Callable[[ProgressEvent], None]] = None,
             evaluate: bool = False, fresh_work_dir: bool = True, config_path: Optional[str] = None) -> ReleaseResult:
@@ -371,92 +312,14 @@ class Release:
         try:
             cfg = self.config()
             # no Spark yet: refuse a work folder holding user files or another release's
-            if fresh_work_dir:
-                clear_work_dir(cfg, config_path)
-            else:
-                claim_work_dir(cfg, config_path)
+            prepare_work_dir(cfg, fresh=fresh_work_dir, config_path=config_path)
             spark = self.spark
             self._spent_views = bool(self._views)
             try:
-                return _run(spark, cfg, noise=_noise, progress=progress, evaluate=evaluate)
+                return play_release(spark, cfg, noise=_noise, progress=progress, evaluate=evaluate)
             finally:
                 for view in self._views:
                     spark.catalog.dropTempView(view)
                 self._views.clear()
         finally:
             self._remove_tmp()
-
-
-def _run(spark, cfg: ReleaseConfig, *, noise, progress, evaluate: bool) -> ReleaseResult:
-    # signed manifests: a key pair per owner and release where none is configured (private keys in
-    # the owners' private folders; the public keys reach the aggregator step in this in-memory cfg)
-    cfg = with_release_keys(cfg)
-    schema = resolve_schema(cfg.dataset)
-    synthetic = linkage_of(cfg.linkage).synthesized  # two owner rounds, no protected fragment to evaluate
-    evaluate = evaluate and not synthetic
-    steps = Steps(int(cfg.simulated) + (3 if synthetic else 2) * len(cfg.owners) + 2 + int(evaluate), progress)
-    # every party plays on this machine: one fresh pseudonym key per release for the owners whose
-    # configuration names none, kept in their private folders (0600), never under work_dir
-    generate_release_key(cfg)
-    if cfg.simulated:
-        with steps.step("driver", "simulating the owners' fragments"):
-            simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
-    for o in cfg.owners:
-        with steps.step("owner", "validating its fragment and sending metadata", o.name):
-            owner.describe_fragment(spark, cfg, o.name)
-    with steps.step("aggregator", "validating metadata and issuing the plan"):
-        plan = aggregator.issue_plan(cfg, spark, pin=False)  # held here and handed to the release step
-    manifests: dict = {o.name: None for o in cfg.owners}
-    protecteds = {}
-    if synthetic:  # docs/specification.md §10: every owner's round one, then every owner's round two
-        from .synthesis.owner import measure_owner_round
-
-        for what in ("1-way marginals and tree edges", "clique marginals"):
-            for o in cfg.owners:
-                with steps.step("owner", f"measuring noisy {what}", o.name):
-                    measure_owner_round(spark, cfg, o.name, noise=noise)
-    for o in cfg.owners if not synthetic else ():
-        with steps.step("owner", f"protecting {len(plan.owner(o.name).attributes)} attributes", o.name):
-            manifests[o.name], protecteds[o.name] = owner.protect_and_write(spark, cfg, o.name, noise=noise)
-    what = "verifying measurements, fitting the model and committing" if synthetic else \
-        "verifying fragments and committing the release"
-    with steps.step("aggregator", what):
-        out = aggregator.release(spark, cfg, plan=plan, single_process=True)  # the plan it issued, never read back from work_dir
-    score = None
-    if evaluate:
-        with steps.step("driver", "evaluating information loss (MeanSSE) against the originals"):
-            score = _mean_sse(spark, cfg, plan, schema, protecteds)
-    prov = dict(out.provenance)
-    return ReleaseResult(
-        path=absolute(out.path), table=out.table, version=out.version, rows=out.rows, plan=plan,
-        owners=tuple(OwnerResult(name=o.name, records=o.n_records, epsilon=o.epsilon,
-                                 attributes=tuple(o.attributes), manifest=manifests[o.name]) for o in plan.owners),
-        epsilon=plan.epsilon, composition=plan.composition,
-        guarantee=Guarantee.from_dict(prov["guarantee"]), provenance=MappingProxyType(prov), report=out.report,
-        mean_sse=score,
-    )
-
-
-def _mean_sse(spark, cfg: ReleaseConfig, plan: Plan, schema: DatasetSchema, by_owner: Mapping[str, DataFrame]) -> float:
-    """MeanSSE of the owners' protected fragments (with raw ids, this driver's own copies, never
-    the pseudonymized ones under ``work_dir``) against the originals."""
-    attrs = [schema.attribute(a["name"]) for a in plan.attributes]
-    id_col = schema.id_column
-    assert id_col is not None  # a release's schema names its id column (checked with the configuration)
-    # read as the owners read them (CSV as text, no inference pass), ids and numbers cast as the owners
-    # cast them once their validation passed
-    id_type = schema.attribute(id_col).type
-    originals = [conform_attributes(conform_id(read_configured(spark, fragment_source(cfg, o), text=True), id_col,
-                                               id_type), attrs) for o in cfg.owners]
-    if cfg.risk_check is not None:  # the owners' held-out control records were not released: not scored
-        from .idpir.keys import owner_pseudonym_key
-        from .idpir.risk_check import split_control
-
-        originals = [split_control(df, id_col, owner_pseudonym_key(cfg, o), cfg.name, cfg.risk_check.control_share)[0]
-                     for df, o in zip(originals, cfg.owners)]
-    protecteds = [by_owner[o.name] for o in cfg.owners]
-    names = [a.name for a in attrs]
-    # the same assembly as the release's (fragrelease.jobs.idpir.aggregator.combine), on raw ids
-    original = aggregator.assemble(originals, cfg.fragmentation, names, key=id_col)
-    protected = aggregator.assemble(protecteds, cfg.fragmentation, names, key=id_col)
-    return mean_sse(original, protected, attrs, id_col)

@@ -13,6 +13,8 @@
 - storage is one subpackage with one public face: nothing outside ``jobs/storage/`` imports a module
   inside it (three tests that monkeypatch an inner module's attribute are listed), and its ``__all__``
   is exactly what the rest of the project imports from it.
+- inside ``jobs/``, no module imports a higher layer of ``JOBS_LAYERS`` (storage < party modules <
+  shared result types < the local driver < the Python API < the entry points).
 """
 from __future__ import annotations
 
@@ -88,8 +90,8 @@ def _under(name: str, prefix: str) -> bool:
 def test_the_walk_sees_every_folder_and_both_kinds_of_import():
     assert {"fragrelease.rng", "fragrelease.jobs.cli", "fragrelease.udfs.noise", "fragrelease.schemas.taxonomies",
             "fragrelease.experiments.evaluation", "fragrelease.tiers.chain"} <= set(MODULES)
-    api = _imports("fragrelease.jobs.release_api", *MODULES["fragrelease.jobs.release_api"])
-    assert ("fragrelease.jobs.idpir.simulate" in {m for m, _ in api})  # from P import module
+    driver = _imports("fragrelease.jobs.idpir.release", *MODULES["fragrelease.jobs.idpir.release"])
+    assert ("fragrelease.jobs.idpir.simulate" in {m for m, _ in driver})  # from . import module
     cli = _imports("fragrelease.jobs.cli.idpir", *MODULES["fragrelease.jobs.cli.idpir"])
     assert "fragrelease.jobs.idpir.owner" in {m for m, _ in cli}  # imported inside a function
 
@@ -305,6 +307,86 @@ def test_the_storage_face_exports_exactly_what_the_project_uses():
     assert sorted(set(storage.__all__)) == sorted(used)
     assert len(storage.__all__) == len(set(storage.__all__))
     assert all(hasattr(storage, name) for name in storage.__all__)
+
+
+#: The layers of ``jobs/``, lowest first (docs/architecture.md, "Layers"): a module imports modules of
+#: its own layer or of a lower one, never of a higher one (TYPE_CHECKING and function-level imports
+#: included). Each layer lists module names or packages (a name covers its submodules); the most
+#: specific name decides (``fragrelease.jobs.idpir.release`` is the driver, the rest of
+#: ``fragrelease.jobs.idpir`` the parties). Every module of ``jobs/`` must be in one layer.
+JOBS_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("storage and session", ("fragrelease.jobs", "fragrelease.jobs.storage", "fragrelease.jobs.session",
+                             "fragrelease.jobs.class_archive", "fragrelease.jobs.frames",
+                             "fragrelease.jobs.partitioning", "fragrelease.jobs.progress",
+                             "fragrelease.jobs.describe")),
+    ("party modules", ("fragrelease.jobs.idpir", "fragrelease.jobs.synthesis", "fragrelease.jobs.tiers",
+                       "fragrelease.jobs.publications", "fragrelease.jobs.diffgen")),
+    ("result types shared by the driver and the API", ("fragrelease.jobs.api_common",)),
+    ("local driver", ("fragrelease.jobs.idpir.release",)),
+    ("Python API", ("fragrelease.jobs.api", "fragrelease.jobs.release_api")),
+    ("entry points", ("fragrelease.jobs.cli", "fragrelease.jobs.class_archive_build")),
+)
+
+
+def _jobs_layer(name: str, layers=JOBS_LAYERS) -> int | None:
+    """Index in ``layers`` of the layer holding module ``name`` (its longest listed prefix), or None."""
+    best: tuple[int, int] | None = None
+    for index, (_, prefixes) in enumerate(layers):
+        for prefix in prefixes:
+            if _under(name, prefix) and (best is None or len(prefix) > best[0]):
+                best = (len(prefix), index)
+    return None if best is None else best[1]
+
+
+def _upward_imports(modules, layers=JOBS_LAYERS) -> list[str]:
+    """``path:line imports X (layer a -> layer b)`` for every import of a higher jobs layer."""
+    bad = []
+    for name, (path, is_pkg) in modules.items():
+        own = _jobs_layer(name, layers)
+        if own is None:
+            continue
+        for imported, line in _imports(name, path, is_pkg):
+            target = _project_target(imported)
+            theirs = None if target is None else _jobs_layer(target, layers)
+            if theirs is not None and theirs > own:
+                bad.append(f"{path.relative_to(ROOT)}:{line} imports {target} "
+                           f"({layers[own][0]} -> {layers[theirs][0]})")
+    return bad
+
+
+def test_every_jobs_module_sits_in_one_layer():
+    loose = [name for name in MODULES if _under(name, "fragrelease.jobs") and _jobs_layer(name) is None]
+    assert not loose, f"add these modules to JOBS_LAYERS: {loose}"
+    assert _jobs_layer("fragrelease.jobs.idpir.release") > _jobs_layer("fragrelease.jobs.idpir.owner")
+    assert _jobs_layer("fragrelease.jobs.release_api") > _jobs_layer("fragrelease.jobs.idpir.release")
+
+
+def test_no_jobs_module_imports_a_higher_layer():
+    """storage < party modules < shared result types < local driver < Python API < CLI: the driver
+    (``jobs/idpir/release.py``) imports neither ``jobs/api.py`` nor ``jobs/release_api.py``."""
+    bad = _upward_imports(MODULES)
+    assert not bad, "\n".join(bad)
+
+
+def test_the_layer_rule_catches_a_planted_upward_import(tmp_path):
+    """A TYPE_CHECKING import of the API from the driver, and a function-level one, are both caught."""
+    driver = tmp_path / "release.py"
+    driver.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..api import Release\n"
+                      "def f():\n    from ..release_api import Release\n", encoding="utf-8")
+    party = tmp_path / "owner.py"
+    party.write_text("from . import release\n", encoding="utf-8")
+    planted = {"fragrelease.jobs.idpir.release": (driver, False), "fragrelease.jobs.idpir.owner": (party, False)}
+
+    global ROOT
+    saved = ROOT
+    ROOT = tmp_path
+    try:
+        bad = _upward_imports(planted)
+    finally:
+        ROOT = saved
+    assert bad == ["release.py:3 imports fragrelease.jobs.api (local driver -> Python API)",
+                   "release.py:5 imports fragrelease.jobs.release_api (local driver -> Python API)",
+                   "owner.py:1 imports fragrelease.jobs.idpir.release (party modules -> local driver)"]
 
 
 # --- Randomness (docs/architecture.md, "Randomness") -------------------------------------------------

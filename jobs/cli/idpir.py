@@ -24,7 +24,7 @@ from fragrelease.idpir.options import OPTION_NAMES
 from ._common import MASTER, console, progress_display
 
 if TYPE_CHECKING:  # the Spark side is imported only when a command needs it
-    from ..release_api import ReleaseResult
+    from ..api_common import ReleaseResult
 
 
 def _config(path: str, party: str = "run", owner: Optional[str] = None, *, source_table: Optional[str] = None,
@@ -137,7 +137,7 @@ def print_summary(cfg: ReleaseConfig, result: ReleaseResult) -> None:
         from ..idpir.layout import owner_report_path
 
         for party in cfg.owners:
-            console.print(f"owner {party.name}: private report {owner_report_path(cfg, party)}", highlight=False,
+            console.print(f"owner {party.name}: private report {owner_report_path(cfg.name, party)}", highlight=False,
                           soft_wrap=True)
     table = Table(title=f"{cfg.name}: {prov['fragmentation']} release of {prov['dataset']}")
     table.add_column("owner")
@@ -319,32 +319,36 @@ OUTPUT_TABLE = typer.Option(None, "--output-table", help="Commit the release to 
 def owner_metadata(config: str = typer.Option(..., "--config"), owner: str = typer.Option(..., "--owner"),
                    master: Optional[str] = MASTER, source_table: Optional[str] = SOURCE_TABLE):
     """Validate the owner's fragment and write its public metadata for the aggregator."""
+    from ..idpir.context import owner_context
     from ..idpir.owner import describe_fragment
 
     cfg = _config(config, "owner", owner, source_table=source_table)
-    meta = describe_fragment(_spark(master, cfg), cfg, owner)
+    ctx = owner_context(cfg, owner)  # no data: before Spark starts
+    meta = describe_fragment(_spark(master, cfg), ctx)
     console.print(f"owner {meta.owner}: {meta.n_records:,} records, {len(meta.attributes)} attributes offered")
 
 
 def owner_protect(config: str = typer.Option(..., "--config"), owner: str = typer.Option(..., "--owner"),
                   master: Optional[str] = MASTER, source_table: Optional[str] = SOURCE_TABLE):
     """Protect the owner's fragment under the aggregator's plan; write the table and manifest."""
+    from ..idpir.context import owner_context
     from ..idpir.owner import protect_owner_fragment, read_verified_plan
     from ..idpir.preflight import find_owner
     from ..idpir.signatures import owner_signing_key
 
     cfg = _config(config, "owner", owner, source_table=source_table)
-    owner_signing_key(cfg, find_owner(cfg, owner)[1])  # signed manifests: no key, no Spark
-    plan, _ = read_verified_plan(cfg, find_owner(cfg, owner)[1].name)  # a damaged or foreign plan.json: no Spark
+    ctx = owner_context(cfg, find_owner(cfg, owner)[1].name)
+    owner_signing_key(ctx)  # signed manifests: no key, no Spark
+    plan, _ = read_verified_plan(ctx)  # a damaged or foreign plan.json: no Spark
     if linkage_of(plan.linkage).synthesized:  # two rounds: each run of this step does the one that is due
         from ..synthesis.owner import measure_owner_round
 
-        number = measure_owner_round(_spark(master, cfg), cfg, owner)
+        number = measure_owner_round(_spark(master, cfg), ctx)
         then = ("run this step again once every owner has written round one" if number == 1
                 else "the aggregator's release step is next once every owner has written round two")
         console.print(f"owner {owner}: synthesis round {number} of plan {plan.plan_id} written; {then}", highlight=False)
         return
-    m = protect_owner_fragment(_spark(master, cfg), cfg, owner)
+    m = protect_owner_fragment(_spark(master, cfg), ctx)
     console.print(f"owner {m.owner}: protected {m.n_records:,} records with ε_j = {m.epsilon}, k = {m.k} (plan {m.plan_id})")
 
 
@@ -357,7 +361,7 @@ def owner_preview(config: str = typer.Option(..., "--config"), owner: str = type
     from fragrelease.errors import ConfigError
     from fragrelease.schemas.datasets import resolve_schema
 
-    from ..idpir.layout import fragment_source
+    from ..idpir.context import owner_context
     from ..idpir.owner_preview import owner_preview as run_preview
     from ..idpir.preflight import check_source_exists, find_owner
     from ..storage import with_table_names
@@ -370,12 +374,13 @@ def owner_preview(config: str = typer.Option(..., "--config"), owner: str = type
                           f"release's noise depends on public terms only: see fragrelease plan {config}")
     i, party = find_owner(cfg, owner)  # no data needed: before Spark starts
     resolve_schema(cfg.dataset)
-    source = fragment_source(cfg, party)
+    ctx = owner_context(cfg, owner)
+    source = ctx.paths.fragment
     if source.path is not None:
         key = f"owners[{i}].source.path" if party.source is not None else \
             f"owner {owner!r}: its simulated fragment (run fragrelease split {config} first)"
         check_source_exists(source.path, key=key)
-    pv = run_preview(_spark(master, cfg), cfg, owner, runs=runs)
+    pv = run_preview(_spark(master, cfg), ctx, runs=runs)
     console.print(f"owner {pv.owner} (source {pv.source}): {pv.n:,} records, {cfg.mechanism}, k {cfg.k}, "
                   f"postprocess {pv.postprocess}, {runs} simulated releases per attribute", highlight=False)
 
@@ -388,8 +393,9 @@ def owner_preview(config: str = typer.Option(..., "--config"), owner: str = type
 def aggregator_plan(config: str = typer.Option(..., "--config"), output_table: Optional[str] = OUTPUT_TABLE):
     """Validate the owners' metadata and issue the plan."""
     from ..idpir.aggregator import issue_plan
+    from ..idpir.context import aggregator_context
 
-    plan = issue_plan(_config(config, "aggregator", output_table=output_table))
+    plan = issue_plan(aggregator_context(_config(config, "aggregator", output_table=output_table)))
     console.print(f"plan {plan.plan_id} issued (pinned; 'aggregator release' accepts only this plan)", highlight=False)
     for o in plan.owners:
         console.print(f"{o.name}: ε_j = {o.epsilon}, per attribute {o.epsilon_per_attribute}, k = {plan.k}")
@@ -403,10 +409,12 @@ def aggregator_release(config: str = typer.Option(..., "--config"), master: Opti
                                                    "pin (another machine or FRAGRELEASE_PRIVATE_ROOT).")):
     """Verify the protected fragments, combine them and commit the release."""
     from ..idpir.aggregator import pinned_plan, release
+    from ..idpir.context import aggregator_context
 
     cfg = _config(config, "aggregator", output_table=output_table)
-    plan = pinned_plan(cfg, plan_id)  # no Spark yet: a plan.json this aggregator did not issue is refused first
-    result = release(_spark(master, cfg, commits=True), cfg, plan=plan)
+    ctx = aggregator_context(cfg)
+    plan = pinned_plan(ctx, plan_id)  # no Spark yet: a plan.json this aggregator did not issue is refused first
+    result = release(_spark(master, cfg, commits=True), ctx, plan=plan)
     console.print(f"release committed: {result.table or result.path} version {result.version}, {result.rows:,} rows; "
                   f"report {result.report}")
 

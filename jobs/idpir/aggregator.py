@@ -31,13 +31,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from fragrelease.errors import ConfigError, IdentifierError, ManifestMismatchError, ProtocolError, ReleaseExistsError
-from fragrelease.idpir.config import PRIVATE_ROOT_ENV, ReleaseConfig
+from fragrelease.idpir.config import PRIVATE_ROOT_ENV
 from fragrelease.idpir.fragmentation import fragmentation_of, linkage_of
 from fragrelease.idpir.guarantee import release_guarantee
 from fragrelease.idpir.plan_check import check_plan_for_owner, expected_plan_terms
 from fragrelease.idpir.protocol import Manifest, OwnerMetadata, Plan, check_manifest, make_plan
 from fragrelease.pseudonyms import PSEUDONYM_COLUMN
-from fragrelease.schemas.datasets import resolve_schema
 from fragrelease.version import __version__
 
 from ..describe import cast_declared_integers, integer_columns, release_description
@@ -56,17 +55,9 @@ from ..storage import (
     table_self_description,
     write_text,
 )
+from .context import AggregatorContext
 from .digests import committed_rows, content_digest, fragment_digests
-from .layout import (
-    id_digests_path,
-    manifest_path,
-    metadata_path,
-    plan_path,
-    plan_pin_path,
-    protected_path,
-    pseudonyms_path,
-    read_message,
-)
+from .layout import id_digests_path, read_message
 from .shuffle import pseudonym_set_digest, pseudonym_set_digests, shuffle_rows
 from .signatures import public_keys, verify_owner_manifest, verify_table
 from .unlink import unlink_columns, unlink_frames
@@ -78,9 +69,11 @@ __all__ = ["check_disjoint_pseudonyms", "combine", "issue_plan", "join_vertical"
 log = logging.getLogger(__name__)
 
 
-def issue_plan(cfg: ReleaseConfig, spark=None, *, pin: bool = True) -> Plan:
+def issue_plan(ctx: AggregatorContext, spark=None, *, pin: bool = True) -> Plan:
     """Validate the owners' metadata files, pin the plan in the aggregator's private folder
     (:func:`pin_plan`) and write ``plan.json``.
+
+    ``ctx``: the aggregator's context (:func:`fragrelease.jobs.idpir.context.aggregator_context`).
 
     ``spark`` is needed only when the release goes to a catalog table (``output_table``), to look it
     up; without it the active (or a new local) session is used. ``pin=False``: the caller keeps the
@@ -98,8 +91,8 @@ def issue_plan(cfg: ReleaseConfig, spark=None, *, pin: bool = True) -> Plan:
         before any owner spends budget on it.
     OutputConflictError, SchemaMismatchError, TableWriteError
         The output path holds something this release must not write into, or a release with other
-        columns (:func:`fragrelease.jobs.output_state.check_output`), or the marker beside a new output
-        cannot be written (:func:`fragrelease.jobs.output_state.prepare_output`): refused before any
+        columns (:func:`fragrelease.jobs.storage.check_output`), or the marker beside a new output
+        cannot be written (:func:`fragrelease.jobs.storage.prepare_output`): refused before any
         owner spends.
     ProtocolError, IdentifierError, InvalidParameterError
         From :func:`fragrelease.idpir.protocol.make_plan`; ProtocolError also for a metadata file
@@ -109,23 +102,24 @@ def issue_plan(cfg: ReleaseConfig, spark=None, *, pin: bool = True) -> Plan:
     ConfigError
         A metadata file is missing, or the aggregator's private folder is open to others.
     """
+    cfg = ctx.config
     claim_work_dir(cfg)  # the plan goes into work_dir: it must be this release's (jobs/idpir/workspace.py)
-    refuse_existing_release(cfg, spark)
-    metas = [read_message(OwnerMetadata, metadata_path(cfg, o.name), party="aggregator",
+    refuse_existing_release(ctx, spark)
+    metas = [read_message(OwnerMetadata, ctx.owners[o.name].metadata, party="aggregator",
                           what=f"metadata of owner {o.name!r}") for o in cfg.owners]
     plan = make_plan(metas, fragmentation=cfg.fragmentation, mechanism=cfg.mechanism, k=cfg.k,
                      epsilon=cfg.epsilon, epsilon_split=cfg.epsilon_split, keep_id=cfg.keep_id, options=cfg.options)
     if not fragmentation_of(cfg.fragmentation).by_attributes:  # disjoint records; the metadata checks first: no Spark
-        check_disjoint_ids(spark if spark is not None else get_spark(), cfg, metas)
+        check_disjoint_ids(spark if spark is not None else get_spark(), ctx, metas)
     target = release_target(cfg, plan.dataset)
     if target is None:
-        refuse_existing_release(cfg, spark, columns=release_columns(plan))  # now with the plan's columns
+        refuse_existing_release(ctx, spark, columns=release_columns(plan))  # now with the plan's columns
     else:  # checked again with the plan's columns; the marker claims the output (and probes it) before any spend
         prepare_output(target, plan.plan_id, if_exists=cfg.if_exists, columns=release_columns(plan))
     text = plan.to_json()
     if pin:
-        pin_plan(cfg, plan)  # before the owners can see it: the release step accepts only this plan
-    write_text(plan_path(cfg), text)
+        pin_plan(ctx, plan)  # before the owners can see it: the release step accepts only this plan
+    write_text(ctx.plan, text)
     log.info("plan %s issued to %d owners", plan.plan_id, len(plan.owners))
     return plan
 
@@ -135,7 +129,7 @@ def release_columns(plan: Plan) -> list[str]:
     return [*([PSEUDONYM_COLUMN] if plan.keep_id else []), *(a["name"] for a in plan.attributes)]
 
 
-def check_disjoint_ids(spark, cfg: ReleaseConfig, metas: Sequence[OwnerMetadata]) -> None:
+def check_disjoint_ids(spark, ctx: AggregatorContext, metas: Sequence[OwnerMetadata]) -> None:
     """Refuse horizontal owners that share a record, from their metadata round's id digests.
 
     Every owner's table ``metadata/ids/<owner>/<nonce>`` (one column ``pseudonym``: HMAC of each id
@@ -164,7 +158,7 @@ def check_disjoint_ids(spark, cfg: ReleaseConfig, metas: Sequence[OwnerMetadata]
             problem = ProtocolError(f"the metadata of owner {m.owner!r} has no id digests (written by an older "
                                     "fragrelease); run its owner metadata step again")
             break
-        path = id_digests_path(cfg, m.owner, m.nonce)
+        path = id_digests_path(ctx.config.work_dir, m.owner, m.nonce)
         if not is_delta_table(path):
             problem = ProtocolError(f"owner {m.owner!r} has no id-digest table at {path!r}; run its owner metadata step again")
             break
@@ -191,18 +185,19 @@ def _id_digests_mismatch(owner: str, path: str) -> ProtocolError:
                          "run its owner metadata step again")
 
 
-def refuse_existing_release(cfg: ReleaseConfig, spark=None, *, columns: Optional[Sequence[str]] = None) -> None:
-    """Refuse an output this release must not write into, before any owner spends.
+def refuse_existing_release(ctx: AggregatorContext, spark=None, *, columns: Optional[Sequence[str]] = None) -> None:
+    """Refuse an output this release (``ctx``, the aggregator's context) must not write into, before any owner spends.
 
-    An output path is checked by :func:`fragrelease.jobs.output_state.check_output` (``columns``: the
+    An output path is checked by :func:`fragrelease.jobs.storage.check_output` (``columns``: the
     release's columns once the plan is known). A catalog table is refused when it exists and
     ``if_exists`` is ``error``.
 
     Raises
     ------
     ReleaseExistsError, OutputConflictError, SchemaMismatchError
-        As :func:`fragrelease.jobs.output_state.check_output`.
+        As :func:`fragrelease.jobs.storage.check_output`.
     """
+    cfg = ctx.config
     target = release_target(cfg)
     if target is not None:
         check_output(target, if_exists=cfg.if_exists, columns=columns)
@@ -219,7 +214,7 @@ def plan_digest(plan: Plan) -> str:
     return hashlib.sha256(plan.to_json().encode("utf-8")).hexdigest()
 
 
-def pin_plan(cfg: ReleaseConfig, plan: Plan) -> str:
+def pin_plan(ctx: AggregatorContext, plan: Plan) -> str:
     """Record the issued plan's id and digest in the aggregator's private folder (0600 in 0700); return the path.
 
     The folder lies outside ``work_dir`` (:func:`fragrelease.jobs.idpir.layout.aggregator_private_dir`),
@@ -234,13 +229,13 @@ def pin_plan(cfg: ReleaseConfig, plan: Plan) -> str:
 
     from .workspace import write_private_text
 
-    path = plan_pin_path(cfg)
-    write_private_text(path, json.dumps({"release": cfg.name, "plan_id": plan.plan_id, "sha256": plan_digest(plan)}),
+    path = ctx.plan_pin
+    write_private_text(path, json.dumps({"release": ctx.config.name, "plan_id": plan.plan_id, "sha256": plan_digest(plan)}),
                        who="aggregator")
     return path
 
 
-def pinned_plan(cfg: ReleaseConfig, plan_id: Optional[str] = None) -> Plan:
+def pinned_plan(ctx: AggregatorContext, plan_id: Optional[str] = None) -> Plan:
     """``plan.json`` from ``work_dir``, if it is the plan this aggregator issued and pinned (no Spark).
 
     ``plan_id`` (``aggregator release --plan-id``): the id the plan step printed; a plan with
@@ -256,15 +251,15 @@ def pinned_plan(cfg: ReleaseConfig, plan_id: Optional[str] = None) -> Plan:
         (:func:`fragrelease.jobs.idpir.layout.read_message`), not the pinned plan
         (:func:`check_pinned_plan`), or not ``plan_id``.
     """
-    plan = read_message(Plan, plan_path(cfg), party="aggregator", what="plan.json", error=ManifestMismatchError)
+    plan = read_message(Plan, ctx.plan, party="aggregator", what="plan.json", error=ManifestMismatchError)
     if plan_id is not None and plan.plan_id != plan_id:
         raise ManifestMismatchError(f"aggregator: plan.json in work_dir is not the plan this aggregator issued "
                                     f"(plan id {plan.plan_id}, expected {plan_id} from --plan-id); refusing")
-    check_pinned_plan(cfg, plan, required=plan_id is None)
+    check_pinned_plan(ctx, plan, required=plan_id is None)
     return plan
 
 
-def check_pinned_plan(cfg: ReleaseConfig, plan: Plan, *, required: bool = True) -> None:
+def check_pinned_plan(ctx: AggregatorContext, plan: Plan, *, required: bool = True) -> None:
     """Refuse a ``plan.json`` that is not the plan this aggregator issued (its pin, :func:`pin_plan`).
 
     ``required=False``: no pin at all is accepted (the caller checked the plan id otherwise); a
@@ -279,7 +274,7 @@ def check_pinned_plan(cfg: ReleaseConfig, plan: Plan, *, required: bool = True) 
     """
     import json
 
-    path = plan_pin_path(cfg)
+    path = ctx.plan_pin
     try:
         pin = json.loads(read_text(path))
     except ConfigError:
@@ -354,7 +349,7 @@ def _read_checked(spark, owner: str, path: str, what: str, expected: list[str], 
     return df, digests
 
 
-def load_verified_fragment(spark, cfg: ReleaseConfig, plan: Plan, owner: str,
+def load_verified_fragment(spark, ctx: AggregatorContext, plan: Plan, owner: str,
                            keys: Optional[Mapping[str, Ed25519PublicKey]] = None,
                            ) -> tuple[Manifest, DataFrame, DataFrame, str]:
     """An owner's protected fragment after checking manifest ↔ owner, signature, plan, tables and content.
@@ -379,17 +374,20 @@ def load_verified_fragment(spark, cfg: ReleaseConfig, plan: Plan, owner: str,
         manifest that differs from the plan, a table whose version, files, columns, record count content
         digest or pseudonym-set digest differ from the signed manifest. One line naming the owner. One line naming the owner.
     """
+    paths = ctx.owners.get(owner)
+    if paths is None:  # the plan names an owner the configuration does not: check_plan_against_config refuses it first
+        raise ManifestMismatchError(f"owner {owner!r} is not an owner of configuration {ctx.config.name!r}")
     try:
-        manifest = read_message(Manifest, manifest_path(cfg, owner), party="aggregator",
+        manifest = read_message(Manifest, paths.manifest, party="aggregator",
                                 what=f"manifest of owner {owner!r}", error=ManifestMismatchError)
     except ConfigError as exc:
         raise ManifestMismatchError(f"owner {owner!r} has no manifest: {exc}") from None
     # signed manifests: the owner, its folder and its key before anything in the manifest is used
     verify_owner_manifest(manifest, folder_owner=owner, plan_owner=plan.owner(owner).name,
-                          keys=public_keys(cfg) if keys is None else keys)
+                          keys=public_keys(ctx.config) if keys is None else keys)
     check_manifest(manifest, plan)
     names = [a["name"] for a in manifest.attributes]
-    path, pset_path = protected_path(cfg, owner), pseudonyms_path(cfg, owner)
+    path, pset_path = paths.protected, paths.pseudonyms
     unlinked = linkage_of(plan.linkage).shuffles_columns
     if not is_delta_table(path):
         raise ManifestMismatchError(f"owner {owner!r} has no protected Delta table at {path!r}")
@@ -421,12 +419,12 @@ def load_verified_fragment(spark, cfg: ReleaseConfig, plan: Plan, owner: str,
     return manifest, df.select(*expected), pset, pdigest
 
 
-def check_plan_against_config(plan: Plan, cfg: ReleaseConfig) -> None:
+def check_plan_against_config(plan: Plan, ctx: AggregatorContext) -> None:
     """Refuse a ``plan.json`` whose terms differ from the aggregator's own configuration.
 
     The plan lies on shared storage; the owners' signed manifests pin each owner's part of it, not
     the release-wide terms only the aggregator uses (``keep_id``, ``linkage``, the owners' list).
-    Every owner's terms are recomputed from ``cfg`` (:func:`fragrelease.idpir.plan_check.expected_plan_terms`)
+    Every owner's terms are recomputed from ``ctx.config`` (:func:`fragrelease.idpir.plan_check.expected_plan_terms`)
     and compared (:func:`fragrelease.idpir.plan_check.check_plan_for_owner`).
 
     Raises
@@ -434,7 +432,7 @@ def check_plan_against_config(plan: Plan, cfg: ReleaseConfig) -> None:
     ManifestMismatchError
         ``the aggregator refuses plan.json: ...`` naming the field and both values.
     """
-    schema = resolve_schema(cfg.dataset)
+    cfg, schema = ctx.config, ctx.schema
     for o in cfg.owners:
         try:
             check_plan_for_owner(plan, o.name, expected_plan_terms(cfg, schema, o.name))
@@ -518,7 +516,7 @@ def assemble(frames: Sequence[DataFrame], fragmentation: str, names: Sequence[st
     :func:`join_vertical` on ``key`` of every frame's key and its own columns among ``names`` (a
     column two frames hold is taken from the first). Out: ``(key, *names)`` or ``(*names)``. Used by
     :func:`combine` (on pseudonyms) and by the single-machine driver's MeanSSE (on raw ids,
-    :func:`fragrelease.jobs.release_api._mean_sse`). Raises ConfigError for a vertical assembly without a key.
+    :func:`fragrelease.jobs.idpir.release._mean_sse`). Raises ConfigError for a vertical assembly without a key.
     """
     if fragmentation_of(fragmentation).assembly == "union":
         cols = [key, *names] if key is not None else list(names)
@@ -567,10 +565,11 @@ class CommittedRelease:
     report: Optional[str]
 
 
-def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519PublicKey]] = None,
+def release(spark, ctx: AggregatorContext, *, keys: Optional[Mapping[str, Ed25519PublicKey]] = None,
             plan: Optional[Plan] = None, single_process: bool = False) -> CommittedRelease:
     """Validate every owner's protected fragment, combine them and commit the release.
 
+    ``ctx``: the aggregator's context (:func:`fragrelease.jobs.idpir.context.aggregator_context`).
     ``keys``: the owners' public keys (default: the configuration's ``owners[].public_key``);
     :func:`fragrelease.jobs.api.Release.run` passes the keys it generated for the release.
     ``plan``: the plan this aggregator issued, held in memory (the single-command run passes it);
@@ -597,32 +596,32 @@ def release(spark, cfg: ReleaseConfig, *, keys: Optional[Mapping[str, Ed25519Pub
     ReleaseExistsError, OutputConflictError, SchemaMismatchError
         The output (:func:`refuse_existing_release`). An output path without a committed version gets
         this release's marker before the commit, and a crashed earlier attempt of the same release
-        is cleared first (:func:`fragrelease.jobs.output_state.prepare_output`).
+        is cleared first (:func:`fragrelease.jobs.storage.prepare_output`).
     """
-    refuse_existing_release(cfg, spark)  # before any fragment is read or verified
-    plan = pinned_plan(cfg) if plan is None else plan
-    check_plan_against_config(plan, cfg)  # plan.json lies on shared storage: nothing in it is trusted
-    refuse_existing_release(cfg, spark, columns=release_columns(plan))
+    refuse_existing_release(ctx, spark)  # before any fragment is read or verified
+    plan = pinned_plan(ctx) if plan is None else plan
+    check_plan_against_config(plan, ctx)  # plan.json lies on shared storage: nothing in it is trusted
+    refuse_existing_release(ctx, spark, columns=release_columns(plan))
     prov = dict(provenance(plan, single_process=single_process))  # public facts only, stamped as every commit is
     if linkage_of(plan.linkage).synthesized:  # rows drawn from a model of the owners' noisy marginals (docs/specification.md §10)
         from ..synthesis.aggregator import synthesize
 
-        released, terms = synthesize(spark, cfg, plan, keys)
+        released, terms = synthesize(spark, ctx, plan, keys)
         prov["synthesis"] = terms
         rows = int(terms["rows"])  # from noised values only
     else:
-        released = _verified_combination(spark, cfg, plan, keys)
+        released = _verified_combination(spark, ctx, plan, keys)
         rows = fragmentation_of(plan.fragmentation).released_rows([o.n_records for o in plan.owners])
-    return _commit(spark, cfg, plan, released, prov, rows)
+    return _commit(spark, ctx, plan, released, prov, rows)
 
 
-def _verified_combination(spark, cfg: ReleaseConfig, plan: Plan, keys: Optional[Mapping[str, Ed25519PublicKey]]):
+def _verified_combination(spark, ctx: AggregatorContext, plan: Plan, keys: Optional[Mapping[str, Ed25519PublicKey]]):
     """Every owner's protected fragment verified against its signed manifest and the plan, combined
     (:func:`combine`; linked without ``keep_id``: the pseudonym dropped). Errors: :func:`release`."""
     fragments, psets, digests, manifests = {}, {}, {}, {}
     for o in plan.owners:
         manifests[o.name], fragments[o.name], psets[o.name], digests[o.name] = load_verified_fragment(
-            spark, cfg, plan, o.name, keys)
+            spark, ctx, plan, o.name, keys)
     first = plan.owners[0].name
     for o in plan.owners[1:]:  # pseudonyms under different keys would neither join nor show shared records
         if manifests[o.name].pseudonym_key_check != manifests[first].pseudonym_key_check:
@@ -641,12 +640,13 @@ def _verified_combination(spark, cfg: ReleaseConfig, plan: Plan, keys: Optional[
     return released
 
 
-def _commit(spark, cfg: ReleaseConfig, plan: Plan, released, prov: Mapping[str, Any], rows: int) -> CommittedRelease:
+def _commit(spark, ctx: AggregatorContext, plan: Plan, released, prov: Mapping[str, Any], rows: int) -> CommittedRelease:
     """Commit ``released`` (the release's rows) with ``prov`` and write the public report; :func:`release`'s result."""
+    cfg, schema = ctx.config, ctx.schema
     prov = stamp_provenance(prov, system="idpir", guarantee=prov["guarantee"])
     # integer-declared attributes are written as integers (rounding a released value is post-processing),
     # and the table describes itself from the public provenance only (fragrelease.jobs.describe)
-    declared = {a.name: a.type for a in resolve_schema(cfg.dataset).attributes}
+    declared = {a.name: a.type for a in schema.attributes}
     released = cast_declared_integers(released, integer_columns(plan.attributes, declared))
     described = release_description(prov, declared_types=declared, id_column=PSEUDONYM_COLUMN)
     target = release_target(cfg, plan.dataset)
@@ -663,7 +663,6 @@ def _commit(spark, cfg: ReleaseConfig, plan: Plan, released, prov: Mapping[str, 
         # imported here: the report module selects matplotlib's Agg backend (see owner.py)
         from .report import public_report, public_report_path
 
-        schema = resolve_schema(cfg.dataset)
         attrs = [schema.attribute(a["name"]) for a in plan.attributes]
         sections = ()
         if linkage_of(plan.linkage).synthesized:

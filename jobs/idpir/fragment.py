@@ -236,7 +236,7 @@ def validate_fragment(df: DataFrame, attributes: Sequence[Attribute], id_column:
     id_type : the id column's declared type (``integer``, ``long``, ``double``, ``string``): ids the
         type cannot hold (``'x17'`` where the schema says ``long``) are refused here, before any noise,
         not at the aggregator.
-    text : the fragment was read as text (a CSV source, :func:`fragrelease.jobs.csv_source.read_csv_text`):
+    text : the fragment was read as text (a CSV source, :func:`fragrelease.jobs.storage.csv_source.read_csv_text`):
         a string column of a numeric attribute is parsed value by value (a value that is not a number
         is named) instead of being refused by its type; :func:`conform_attributes` casts it afterwards.
     single_partition : ``df`` is known to be one partition (one small file read whole): the aggregation
@@ -367,7 +367,7 @@ def conform_id(df: DataFrame, id_column: str, id_type: Optional[str]) -> DataFra
 
 def conform_attributes(df: DataFrame, attributes: Sequence[Attribute]) -> DataFrame:
     """``df`` with its numeric attributes read as text (a CSV read without type inference,
-    :func:`fragrelease.jobs.csv_source.read_csv_text`) cast to double, after :func:`validate_fragment`
+    :func:`fragrelease.jobs.storage.csv_source.read_csv_text`) cast to double, after :func:`validate_fragment`
     passed (so every value parses). Other columns, numeric attributes of a numeric type and attributes
     ``df`` does not hold, unchanged.
     """
@@ -429,7 +429,7 @@ SINGLE_TASK_BYTES = 64 << 20
 
 def _one_small_partition(source: object) -> bool:
     """``source`` is one local CSV file of at most :data:`SINGLE_TASK_BYTES` read with ``multiLine``
-    (the default, :data:`fragrelease.jobs.csv_source.RFC4180_OPTIONS`): Spark reads it whole, in one
+    (the default, :data:`fragrelease.jobs.storage.csv_source.RFC4180_OPTIONS`): Spark reads it whole, in one
     partition (a multi-line CSV file is never split)."""
     if getattr(source, "format", None) != "csv":
         return False

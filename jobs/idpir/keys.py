@@ -19,38 +19,25 @@ Keys never go under ``work_dir`` or ``output`` (the configuration refuses a key 
 from __future__ import annotations
 
 import os
-import posixpath
-from typing import Optional
+from typing import TYPE_CHECKING
 
 from fragrelease.errors import PseudonymKeyError
-from fragrelease.idpir.config import OwnerConfig, ReleaseConfig
+from fragrelease.idpir.config import ReleaseConfig
 from fragrelease.pseudonyms import new_key_text, read_key_env, read_key_file, write_key_file
 
-from .layout import PRIVATE_ROOT_ENV, owner_private_dir
+from .layout import KEY_FILE, generated_key_path, shared_private_root
 
-#: File name of a generated release key.
-KEY_FILE = "pseudonym-key"
+__all__ = ["KEY_FILE", "check_pseudonym_key", "generate_release_key", "generated_key_path", "owner_pseudonym_key",
+           "shared_private_root"]
 
-
-def shared_private_root(cfg: ReleaseConfig) -> Optional[str]:
-    """``<private root>/<release>`` when no owner sets ``private_dir`` (all owners share one root), else None."""
-    if any(o.private_dir is not None for o in cfg.owners):
-        return None
-    root = os.environ.get(PRIVATE_ROOT_ENV) or os.path.join(os.path.expanduser("~"), ".fragrelease", "private")
-    return posixpath.join(root, cfg.name)
-
-
-def generated_key_path(cfg: ReleaseConfig, owner: OwnerConfig) -> str:
-    """Where the release's generated key for ``owner`` lives (see the module docstring)."""
-    shared = shared_private_root(cfg)
-    return posixpath.join(shared if shared is not None else owner_private_dir(cfg, owner), KEY_FILE)
-
+if TYPE_CHECKING:  # the context is built from this module's paths (context imports keys, not the reverse)
+    from .context import OwnerContext
 
 def generate_release_key(cfg: ReleaseConfig) -> list[str]:
     """Write one fresh key (CSPRNG, :func:`fragrelease.pseudonyms.new_key_text`) for this release
     to the key file of every owner without a configured ``pseudonym_key``; returns the paths written.
 
-    Called by the single-command release only (:func:`fragrelease.jobs.release_api._run`), which plays every party.
+    Called by the single-command release only (:func:`fragrelease.jobs.idpir.release.play_release`), which plays every party.
     """
     key = new_key_text()
     holders: dict[str, list[str]] = {}
@@ -62,9 +49,10 @@ def generate_release_key(cfg: ReleaseConfig) -> list[str]:
     return sorted(holders)
 
 
-def check_pseudonym_key(cfg: ReleaseConfig, owner: OwnerConfig, *, generated: bool) -> None:
+def check_pseudonym_key(ctx: OwnerContext, *, generated: bool) -> None:
     """Refuse, before Spark starts, an owner whose key cannot be found (no data needed).
 
+    ``ctx``: the owner's context (:func:`fragrelease.jobs.idpir.context.owner_context`).
     ``generated``: the single-command release, which writes the release key itself, so only a
     configured key is read here. Otherwise (an owner step alone) a missing generated key is refused
     unless the owners share one private root (the step then creates it).
@@ -74,13 +62,14 @@ def check_pseudonym_key(cfg: ReleaseConfig, owner: OwnerConfig, *, generated: bo
     PseudonymKeyError
         As :func:`owner_pseudonym_key`.
     """
-    if owner.pseudonym_key is not None or not generated and shared_private_root(cfg) is None:
-        owner_pseudonym_key(cfg, owner)
+    if ctx.owner.pseudonym_key is not None or not generated and not ctx.shares_key_root:
+        owner_pseudonym_key(ctx)
 
 
-def owner_pseudonym_key(cfg: ReleaseConfig, owner: OwnerConfig) -> bytes:
+def owner_pseudonym_key(ctx: OwnerContext) -> bytes:
     """The owner's pseudonym key: 32 bytes derived with HKDF-SHA-256 from the configured or generated secret
     (:func:`fragrelease.pseudonyms.derive_key`); see the module docstring for where it comes from.
+    ``ctx``: the owner's context (its configured key, or the generated key file ``ctx.paths.generated_key``).
 
     Raises
     ------
@@ -89,12 +78,13 @@ def owner_pseudonym_key(cfg: ReleaseConfig, owner: OwnerConfig) -> bytes:
         set, the secret is shorter than 32 bytes, or no key is configured and none was generated for
         this release; each names the owner and where it looked.
     """
+    owner = ctx.owner
     if owner.pseudonym_key is not None:
         if owner.pseudonym_key.file is not None:
             return read_key_file(owner.pseudonym_key.file, owner=owner.name)
         return read_key_env(str(owner.pseudonym_key.env), owner=owner.name)
-    path = generated_key_path(cfg, owner)
-    if not os.path.exists(path) and shared_private_root(cfg) is not None:
+    path = ctx.paths.generated_key
+    if not os.path.exists(path) and ctx.shares_key_root:
         write_key_file(path, new_key_text(), exclusive=True, owner=owner.name)  # loses cleanly to a concurrent owner step
     if not os.path.exists(path):
         raise PseudonymKeyError(

@@ -33,11 +33,14 @@ no owner name starts with ``_``, so it never meets an owner's default folder):
                                  ``work_dir`` (0600): its release step refuses any other ``plan.json`` there
 
 On a cluster the owners and the aggregator are separate job runs that share only ``work_dir``.
+
+The functions here take the release's name, its ``work_dir`` and an owner; a party step gets every
+path of its own, resolved once, from its context (:mod:`fragrelease.jobs.idpir.context`).
 """
 from __future__ import annotations
 
 import posixpath
-from typing import TypeVar
+from typing import Optional, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -91,23 +94,23 @@ def _join(*parts: str) -> str:
     return posixpath.join(*parts)
 
 
-def owner_private_dir(cfg: ReleaseConfig, owner: OwnerConfig) -> str:
+def owner_private_dir(release: str, owner: OwnerConfig) -> str:
     """The owner's private folder: ``owner.private_dir`` or ``<private root>/<release>/<owner>``
     (:func:`fragrelease.idpir.config.resolved_private_dir`; root ``$FRAGRELEASE_PRIVATE_ROOT`` or
     ``~/.fragrelease/private``). Created 0700 by the steps that write into it."""
-    return resolved_private_dir(cfg.name, owner)
+    return resolved_private_dir(release, owner)
 
 
 #: Name of the aggregator's private folder under ``<private root>/<release>`` (owner names start with a letter or digit).
 AGGREGATOR_DIR = "_aggregator"
 
 
-def aggregator_private_dir(cfg: ReleaseConfig) -> str:
+def aggregator_private_dir(release: str) -> str:
     """The aggregator's private folder: ``<private root>/<release>/_aggregator`` (created 0700 when written)."""
-    return _join(private_root(), cfg.name, AGGREGATOR_DIR)
+    return _join(private_root(), release, AGGREGATOR_DIR)
 
 
-def plan_pin_path(cfg: ReleaseConfig) -> str:
+def plan_pin_path(release: str, work_dir: str) -> str:
     """Where the aggregator pins the plan it issued (:func:`fragrelease.jobs.idpir.aggregator.issue_plan`):
     ``plan-pin-<first 16 hex of SHA-256(work_dir)>.json``, one pin per work folder, so two releases
     of one name in different work folders do not replace each other's pin."""
@@ -115,48 +118,65 @@ def plan_pin_path(cfg: ReleaseConfig) -> str:
 
     from ..storage import absolute
 
-    tag = hashlib.sha256(absolute(cfg.work_dir).encode("utf-8")).hexdigest()[:16]
-    return _join(aggregator_private_dir(cfg), f"plan-pin-{tag}.json")
+    tag = hashlib.sha256(absolute(work_dir).encode("utf-8")).hexdigest()[:16]
+    return _join(aggregator_private_dir(release), f"plan-pin-{tag}.json")
 
 
-def fragment_source(cfg: ReleaseConfig, owner: OwnerConfig) -> SourceConfig:
+def fragment_source(release: str, owner: OwnerConfig) -> SourceConfig:
     """The owner's own table, or the simulated fragment the local driver cut for it (owner-private)."""
     if owner.source is not None:
         return owner.source
-    return SourceConfig(path=_join(owner_private_dir(cfg, owner), "fragment"), format="parquet")
+    return SourceConfig(path=_join(owner_private_dir(release, owner), "fragment"), format="parquet")
 
 
-def metadata_path(cfg: ReleaseConfig, owner: str) -> str:
-    return _join(cfg.work_dir, "metadata", f"{owner}.json")
+def metadata_path(work_dir: str, owner: str) -> str:
+    return _join(work_dir, "metadata", f"{owner}.json")
 
 
-def id_digests_path(cfg: ReleaseConfig, owner: str, nonce: str) -> str:
+def id_digests_path(work_dir: str, owner: str, nonce: str) -> str:
     """A horizontal owner's id digests of the metadata round with ``nonce`` (a new table every round)."""
-    return _join(cfg.work_dir, "metadata", "ids", owner, nonce)
+    return _join(work_dir, "metadata", "ids", owner, nonce)
 
 
-def nonce_path(cfg: ReleaseConfig, owner: OwnerConfig) -> str:
+def nonce_path(release: str, owner: OwnerConfig) -> str:
     """The owner's own record of its latest metadata nonce, in its private folder."""
-    return _join(owner_private_dir(cfg, owner), "metadata-nonce")
+    return _join(owner_private_dir(release, owner), "metadata-nonce")
 
 
-def plan_path(cfg: ReleaseConfig) -> str:
-    return _join(cfg.work_dir, "plan.json")
+def plan_path(work_dir: str) -> str:
+    return _join(work_dir, "plan.json")
 
 
-def protected_path(cfg: ReleaseConfig, owner: str) -> str:
-    return _join(cfg.work_dir, "owners", owner, "protected")
+def protected_path(work_dir: str, owner: str) -> str:
+    return _join(work_dir, "owners", owner, "protected")
 
 
-def pseudonyms_path(cfg: ReleaseConfig, owner: str) -> str:
+def pseudonyms_path(work_dir: str, owner: str) -> str:
     """``linkage: unlinked``: the owner's pseudonym set, apart from its unlinked rows."""
-    return _join(cfg.work_dir, "owners", owner, "pseudonyms")
+    return _join(work_dir, "owners", owner, "pseudonyms")
 
 
-def manifest_path(cfg: ReleaseConfig, owner: str) -> str:
-    return _join(cfg.work_dir, "owners", owner, "manifest.json")
+def manifest_path(work_dir: str, owner: str) -> str:
+    return _join(work_dir, "owners", owner, "manifest.json")
 
 
-def owner_report_path(cfg: ReleaseConfig, owner: OwnerConfig) -> str:
+def owner_report_path(release: str, owner: OwnerConfig) -> str:
     """The owner's private utility report, in its private folder (never under ``work_dir``)."""
-    return _join(owner_private_dir(cfg, owner), "report.html")
+    return _join(owner_private_dir(release, owner), "report.html")
+
+
+#: File name of a generated release key.
+KEY_FILE = "pseudonym-key"
+
+
+def shared_private_root(cfg: ReleaseConfig) -> Optional[str]:
+    """``<private root>/<release>`` when no owner sets ``private_dir`` (all owners share one root), else None."""
+    if any(o.private_dir is not None for o in cfg.owners):
+        return None
+    return _join(private_root(), cfg.name)
+
+
+def generated_key_path(cfg: ReleaseConfig, owner: OwnerConfig) -> str:
+    """Where the release's generated key for ``owner`` lives (:mod:`fragrelease.jobs.idpir.keys`)."""
+    shared = shared_private_root(cfg)
+    return _join(shared if shared is not None else owner_private_dir(cfg.name, owner), KEY_FILE)

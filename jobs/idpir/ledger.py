@@ -17,7 +17,7 @@ Concurrency: the check and the record are one optimistic transaction, on the fir
 
 The spend's data file is written by this module under a fresh name and removed again when its commit
 is refused, so the ledger folder holds only the files of its committed rows (a catalog ledger is
-registered over exactly those files, :func:`fragrelease.jobs.catalog.register`).
+registered over exactly those files, :func:`fragrelease.jobs.storage.register`).
 
 Storage failures (disk full, read-only folder, permission denied, a file where the ledger folder must
 be) raise :class:`fragrelease.errors.LedgerStorageError` naming the ledger and the OS cause, with

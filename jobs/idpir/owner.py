@@ -31,19 +31,19 @@ import logging
 from typing import Mapping, Optional
 
 from fragrelease.errors import ConfigError, ManifestMismatchError, ReleaseExistsError
-from fragrelease.idpir.config import LedgerConfig, OwnerConfig, ReleaseConfig
+from fragrelease.idpir.config import LedgerConfig
 from fragrelease.idpir.fragmentation import fragmentation_of, linkage_of
 from fragrelease.idpir.plan_check import verified_spec
 from fragrelease.idpir.protocol import Manifest, OwnerMetadata, Plan, manifest_for
 from fragrelease.idpir.spec import ProtectionSpec
 from fragrelease.pseudonyms import METADATA_CONTEXT, PSEUDONYM_COLUMN, key_check, new_nonce
 from fragrelease.rng.laplace import NoiseSource
-from fragrelease.schemas.base import Attribute, DatasetSchema
-from fragrelease.schemas.datasets import resolve_schema
+from fragrelease.schemas.base import Attribute
 from fragrelease.version import __version__
 
 from ..storage import commit_delta, is_delta_table, read_configured, read_text, register, table_location, write_text
 from .bucket_sort import STORED
+from .context import OwnerContext
 from .digests import committed_rows, content_digest, fragment_digests
 from .fragment import (
     FragmentContext,
@@ -53,18 +53,7 @@ from .fragment import (
     validate_source_fragment,
 )
 from .keys import owner_pseudonym_key
-from .layout import (
-    fragment_source,
-    id_digests_path,
-    manifest_path,
-    metadata_path,
-    nonce_path,
-    owner_report_path,
-    plan_path,
-    protected_path,
-    pseudonyms_path,
-    read_message,
-)
+from .layout import read_message
 from .ledger import record_spend
 from .protect import ReleasedValues, released_fragment
 from .shuffle import pseudonym_set_digest, pseudonymize, shuffle_rows
@@ -74,41 +63,19 @@ from .workspace import claim_work_dir, write_private_text
 log = logging.getLogger(__name__)
 
 
-def _owner(cfg: ReleaseConfig, name: str) -> OwnerConfig:
-    for o in cfg.owners:
-        if o.name == name:
-            return o
-    raise ConfigError(f"owner {name!r} is not in configuration {cfg.name!r}; owners: {[o.name for o in cfg.owners]}")
-
-
-def _read_fragment(spark, cfg: ReleaseConfig, owner: OwnerConfig):
+def _read_fragment(spark, ctx: OwnerContext):
     """The owner's fragment, the context its validation errors name (the owner and its source), and
     whether it was read as text (a CSV source: no inference pass; the validation parses every value
     against the declared schema and :func:`conform_attributes` casts the numbers afterwards)."""
-    source = fragment_source(cfg, owner)
+    source = ctx.paths.fragment
     text = source.table is None and source.format == "csv"
-    return read_configured(spark, source, text=text), FragmentContext(owner.name, describe_source(source)), text
+    return read_configured(spark, source, text=text), FragmentContext(ctx.name, describe_source(source)), text
 
 
-def _id_type(schema: DatasetSchema) -> Optional[str]:
-    """The declared type of the schema's id column (``integer``, ``long``, ``double``, ``string``)."""
-    return schema.attribute(schema.id_column).type if schema.id_column is not None else None
-
-
-def offered_attributes(cfg: ReleaseConfig, schema: DatasetSchema, owner: OwnerConfig):
-    """The attributes this owner protects: all protected ones (horizontal) or its own (vertical)."""
-    if not fragmentation_of(cfg.fragmentation).by_attributes:
-        return list(schema.protected)
-    assert owner.attributes is not None  # a vertical owner declares its attributes (configuration check)
-    attrs = [schema.attribute(a) for a in owner.attributes]
-    for a in attrs:
-        if not a.protected:
-            raise ConfigError(f"owner {owner.name!r} lists {a.name!r}, whose role {a.role!r} is not released")
-    return attrs
-
-
-def describe_fragment(spark, cfg: ReleaseConfig, owner_name: str) -> OwnerMetadata:
+def describe_fragment(spark, ctx: OwnerContext) -> OwnerMetadata:
     """Validate the owner's fragment and write its public metadata for the aggregator.
+
+    ``ctx``: the owner's context (:func:`fragrelease.jobs.idpir.context.owner_context`).
 
     Claims ``work_dir`` for the release first (:func:`fragrelease.jobs.idpir.workspace.claim_work_dir`:
     refused when it holds user files or belongs to another release). Draws a fresh nonce
@@ -127,25 +94,25 @@ def describe_fragment(spark, cfg: ReleaseConfig, owner_name: str) -> OwnerMetada
         The fragment does not validate (:func:`fragrelease.jobs.idpir.fragment.validate_fragment`;
         ids are compared as values of the declared id type).
     ConfigError, PseudonymKeyError
-        No id column in the schema, an unknown owner, no pseudonym key (before Spark reads data).
+        No id column in the schema, no pseudonym key (before Spark reads data); an unknown owner is
+        refused when its context is built (:func:`fragrelease.jobs.idpir.context.owner_context`).
     """
+    cfg, schema = ctx.config, ctx.schema
     claim_work_dir(cfg)
-    schema = resolve_schema(cfg.dataset)
     if schema.id_column is None:
         raise ConfigError(
             f"dataset schema {schema.name!r} declares no id column (role: id); fragments need a unique record id "
             "to order ties and, for vertical releases, to join"
         )
-    owner = _owner(cfg, owner_name)
-    attrs = offered_attributes(cfg, schema, owner)
+    owner, attrs = ctx.owner, list(ctx.offered)
     _check_pseudonym_column(owner.name, attrs)
-    key = owner_pseudonym_key(cfg, owner)  # before Spark reads anything: a missing key needs no data
-    df, context, text = _read_fragment(spark, cfg, owner)
+    key = owner_pseudonym_key(ctx)  # before Spark reads anything: a missing key needs no data
+    df, context, text = _read_fragment(spark, ctx)
     # run once per driver for the same source bytes: the protect step reuses it (and the dp-frequency counts)
-    check = validate_source_fragment(df, fragment_source(cfg, owner), attrs, schema.id_column, context,
-                                     id_type=_id_type(schema), count_categories=cfg.category_order == "dp-frequency",
+    check = validate_source_fragment(df, ctx.paths.fragment, attrs, schema.id_column, context,
+                                     id_type=ctx.id_type, count_categories=ctx.config.category_order == "dp-frequency",
                                      text=text)
-    df = conform_id(df, schema.id_column, _id_type(schema))
+    df = conform_id(df, schema.id_column, ctx.id_type)
     n_records = check.n_records
     if cfg.risk_check is not None:  # the risk check's control records are held out of the release
         from .risk_check import split_control
@@ -157,7 +124,7 @@ def describe_fragment(spark, cfg: ReleaseConfig, owner_name: str) -> OwnerMetada
     if fragmentation_of(cfg.fragmentation).by_attributes:  # the same records: the set of pseudonyms, never raw ids
         digest = pseudonym_set_digest(ids)
     else:  # the keyed digests themselves, a new table for this round: the aggregator compares the owners' sets
-        target = id_digests_path(cfg, owner.name, nonce)
+        target = ctx.paths.id_digests(nonce)
         commit_delta(shuffle_rows(ids, PSEUDONYM_COLUMN), target, if_exists="error",
                      provenance={"role": "id-digests", "owner": owner.name, "fragrelease_version": __version__})
         digest = pseudonym_set_digest(committed_rows(spark, target))
@@ -166,14 +133,14 @@ def describe_fragment(spark, cfg: ReleaseConfig, owner_name: str) -> OwnerMetada
         attributes=tuple(a.public_spec() for a in attrs), n_records=n_records,
         id_column=schema.id_column, id_digest=digest, pseudonym_key_check=key_check(key), nonce=nonce,
     )
-    write_private_text(nonce_path(cfg, owner), nonce + "\n")  # what this owner checks in the plan
-    write_text(metadata_path(cfg, owner.name), meta.to_json())
+    write_private_text(ctx.paths.nonce, nonce + "\n")  # what this owner checks in the plan
+    write_text(ctx.paths.metadata, meta.to_json())
     log.info("owner %s: metadata written (%d attributes)", owner.name, len(attrs))
     return meta
 
 
-def check_plan_nonce(cfg: ReleaseConfig, owner: OwnerConfig, plan: Plan) -> None:
-    """Refuse a plan that does not carry the nonce of this owner's latest metadata round.
+def check_plan_nonce(ctx: OwnerContext, plan: Plan) -> None:
+    """Refuse a plan that does not carry the nonce of the owner's (``ctx``) latest metadata round.
 
     The nonce is read from the owner's private folder (:func:`fragrelease.jobs.idpir.layout.nonce_path`),
     not from ``work_dir``: a plan made from older metadata, or one whose plan id and nonces were
@@ -186,7 +153,7 @@ def check_plan_nonce(cfg: ReleaseConfig, owner: OwnerConfig, plan: Plan) -> None
         ``owner 'a': plan <id> ... nonce ...``: the owner has no recorded nonce (its metadata step
         did not run here), or the plan's differs.
     """
-    path = nonce_path(cfg, owner)
+    owner, path = ctx.owner, ctx.paths.nonce
     try:
         mine = read_text(path).strip()
     except ConfigError:
@@ -204,8 +171,10 @@ def _check_pseudonym_column(owner: str, attrs) -> None:
                           "pseudonym column of protected fragments; rename the attribute")
 
 
-def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Optional[NoiseSource] = None) -> Manifest:
+def protect_owner_fragment(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource] = None) -> Manifest:
     """Protect the owner's fragment under the aggregator's plan; write the Delta table and manifest.
+
+    ``ctx``: the owner's context (:func:`fragrelease.jobs.idpir.context.owner_context`).
 
     What is written under ``owners/<owner>/`` (what the aggregator reads): ``protected``, the
     attributes with the record id replaced by its pseudonym (column ``pseudonym``, first) in a
@@ -249,11 +218,11 @@ def protect_owner_fragment(spark, cfg: ReleaseConfig, owner_name: str, *, noise:
         private report only; with ``risk_check`` a keyed share of the records is held out as its
         control set and not released (docs/privacy.md, "Measured disclosure risk and the owner's risk check").
     """
-    return protect_and_write(spark, cfg, owner_name, noise=noise)[0]
+    return protect_and_write(spark, ctx, noise=noise)[0]
 
 
-def read_verified_plan(cfg: ReleaseConfig, owner_name: str):
-    """``plan.json`` from ``work_dir`` and this owner's verified spec in it; no Spark, no data.
+def read_verified_plan(ctx: OwnerContext):
+    """``plan.json`` from ``work_dir`` and the owner's (``ctx``) verified spec in it; no Spark, no data.
 
     Returns ``(plan, spec)`` (:func:`fragrelease.idpir.plan_check.verified_spec`). The owner's
     ``protect`` command calls it before Spark starts, and :func:`protect_and_write` again.
@@ -267,49 +236,48 @@ def read_verified_plan(cfg: ReleaseConfig, owner_name: str):
         (:func:`fragrelease.jobs.idpir.layout.read_message`); ManifestMismatchError (a ProtocolError)
         when its terms differ from the owner's configuration.
     """
-    plan = read_message(Plan, plan_path(cfg), party=f"owner {owner_name!r}", what="plan.json")
-    return plan, verified_spec(plan, cfg, resolve_schema(cfg.dataset), owner_name)
+    plan = read_message(Plan, ctx.paths.plan, party=f"owner {ctx.name!r}", what="plan.json")
+    return plan, verified_spec(plan, ctx.config, ctx.schema, ctx.name)
 
 
-def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Optional[NoiseSource] = None):
+def protect_and_write(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource] = None):
     """:func:`protect_owner_fragment`, also returning the owner's own protected DataFrame.
 
     Returns ``(manifest, protected)``: ``protected`` has the raw ``id_column`` and the attributes
     (noise materialized), for the owner's (or the single-machine driver's) utility evaluation only;
     it is never written to the shared ``work_dir``.
     """
+    cfg, schema, owner, paths = ctx.config, ctx.schema, ctx.owner, ctx.paths
     claim_work_dir(cfg)
-    schema = resolve_schema(cfg.dataset)
     assert schema.id_column is not None  # a release's schema names its id column (configuration check)
-    owner = _owner(cfg, owner_name)
-    signing_key = owner_signing_key(cfg, owner)  # signed manifests: refuse a missing or unsafe key before any spend
+    signing_key = owner_signing_key(ctx)  # signed manifests: refuse a missing or unsafe key before any spend
     from .risk_check import check_risk_tools, gate, measure_owner_risk, split_control
 
     check_risk_tools(cfg.risk_check)  # a configured risk check without its tool: refused before any spend
     # the plan comes from the shared folder: refuse any term that differs from this owner's own
     # configuration before the ledger, the data or any noise is touched
-    plan, spec = read_verified_plan(cfg, owner.name)
-    check_plan_nonce(cfg, owner, plan)  # the pseudonym context is fresh: this owner's latest nonce is in it
+    plan, spec = read_verified_plan(ctx)
+    check_plan_nonce(ctx, plan)  # the pseudonym context is fresh: this owner's latest nonce is in it
     pseudonym_context = plan.pseudonym_context()
     attrs = [schema.attribute(a) for a in spec.attributes]
     _check_pseudonym_column(owner.name, attrs)
-    key = owner_pseudonym_key(cfg, owner)
-    df, context, text = _read_fragment(spark, cfg, owner)
+    key = owner_pseudonym_key(ctx)
+    df, context, text = _read_fragment(spark, ctx)
     # the dp-frequency order's exact category counts come from the same validation pass
     # (not run again when this driver's metadata step validated the same source bytes)
-    check = validate_source_fragment(df, fragment_source(cfg, owner), attrs, schema.id_column, context,
-                                     id_type=_id_type(schema), count_categories=spec.category_order == "dp-frequency",
+    check = validate_source_fragment(df, ctx.paths.fragment, attrs, schema.id_column, context,
+                                     id_type=ctx.id_type, count_categories=spec.category_order == "dp-frequency",
                                      text=text)
-    df = conform_attributes(conform_id(df, schema.id_column, _id_type(schema)), attrs)
+    df = conform_attributes(conform_id(df, schema.id_column, ctx.id_type), attrs)
     n_records, control = check.n_records, None
     if cfg.risk_check is not None:  # the same keyed hold-out as the metadata step: the control set, not released
         df, control = split_control(df, schema.id_column, key, cfg.name, cfg.risk_check.control_share)
         n_records = df.count()
     if n_records != spec.n_records:
         raise ConfigError(f"owner {owner.name!r} now has {n_records} records, the plan was made for {spec.n_records}")
-    target, pset_target = protected_path(cfg, owner.name), pseudonyms_path(cfg, owner.name)
-    discard_unpublished_fragment(cfg, plan.plan_id, owner.name, target)
-    discard_unpublished_fragment(cfg, plan.plan_id, owner.name, pset_target, role="pseudonym-set")
+    target, pset_target = paths.protected, paths.pseudonyms
+    discard_unpublished_fragment(ctx, plan.plan_id, target)
+    discard_unpublished_fragment(ctx, plan.plan_id, pset_target, role="pseudonym-set")
     # public: everything in the spec comes from the plan, checked once against this owner's configuration
     released = spend_and_release(spark, df, attrs, spec, id_column=schema.id_column, ledger=owner.ledger, noise=noise,
                                  category_counts=check.category_counts)
@@ -357,7 +325,7 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
         manifest = sign_manifest(manifest_for(
             plan, owner.name, n_records, digest, pset_digest, key_check(key), table_version=version,
             files=tuple(files), delta_log=tuple(delta_log), pseudonym_table=pset_table), signing_key)
-        write_text(manifest_path(cfg, owner.name), manifest.to_json())
+        write_text(paths.manifest, manifest.to_json())
     except Exception as exc:
         from fragrelease.errors import FragReleaseError, StorageError
 
@@ -368,7 +336,7 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
         if isinstance(exc, FragReleaseError) or not is_write_failure(exc):
             raise
         raise StorageError(f"owner {owner.name!r} could not publish its protected fragment: "
-                           f"{path_cause(manifest_path(cfg, owner.name), exc)}; the unpublished fragment at "
+                           f"{path_cause(paths.manifest, exc)}; the unpublished fragment at "
                            f"{target!r} was removed; run the owner step again") from None
     if cfg.reports:
         # imported here: the report module selects matplotlib's Agg backend, which a notebook
@@ -376,7 +344,7 @@ def protect_and_write(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Opti
         from .report import owner_report
 
         owner_report(df, protected, attrs, schema.id_column, manifest.model_dump(mode="json"),
-                     owner_report_path(cfg, owner), risk=risk)
+                     paths.report, risk=risk)
     log.info("owner %s: protected fragment and manifest written for plan %s", owner.name, plan.plan_id)
     return manifest, protected
 
@@ -394,9 +362,9 @@ def _remove_tree(uri: str) -> None:
         pass
 
 
-def discard_unpublished_fragment(cfg: ReleaseConfig, plan_id: str, owner_name: str, target: str, *,
+def discard_unpublished_fragment(ctx: OwnerContext, plan_id: str, target: str, *,
                                  role: str = "protected-fragment") -> None:
-    """Make room at ``target`` (``owners/<owner>/protected``) for this owner's fragment under plan ``plan_id``.
+    """Make room at ``target`` (``owners/<owner>/protected``) for the owner's (``ctx``) fragment under plan ``plan_id``.
 
     A protected fragment is published only by its manifest (``owners/<owner>/manifest.json``). A run
     killed between its table commit and its manifest leaves an unpublished fragment; a run killed
@@ -417,10 +385,11 @@ def discard_unpublished_fragment(cfg: ReleaseConfig, plan_id: str, owner_name: s
         or owner in the table's commit, more than one table version, files fragrelease does not
         write there). Nothing is deleted then; the message names what is there.
     """
+    owner_name = ctx.name
     if not is_delta_table(target):
         _discard_interrupted_write(owner_name, target)
         return
-    published = _manifest_plan(manifest_path(cfg, owner_name))
+    published = _manifest_plan(ctx.paths.manifest)
     if published == plan_id:
         raise ReleaseExistsError(f"owner {owner_name!r} already published a protected fragment for plan {plan_id} "
                                  f"at {target!r}")

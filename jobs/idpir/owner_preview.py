@@ -31,7 +31,6 @@ import pandas as pd
 from pyspark.sql import functions as F
 
 from fragrelease.errors import ConfigError
-from fragrelease.idpir.config import ReleaseConfig
 from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS
 from fragrelease.idpir.preview import error_text, owner_budgets, params_from_config
 from fragrelease.idpir.preview_error import (
@@ -43,6 +42,8 @@ from fragrelease.idpir.preview_error import (
 )
 from fragrelease.rng.simulation import SecureSimulation, SimulationRandomness
 from fragrelease.udfs.preview import simulated_attribute
+
+from .context import OwnerContext
 
 #: The owner's warning: the expected released error is at least the error of its own constant release.
 OWNER_THRESHOLD = 1.0
@@ -123,16 +124,16 @@ def _numeric_fn(specs: dict[int, tuple[str, float, float, Fraction]], *, mechani
     return simulate
 
 
-def owner_preview(spark, cfg: ReleaseConfig, owner_name: str, *, runs: int = DEFAULT_RUNS,
+def owner_preview(spark, ctx: OwnerContext, *, runs: int = DEFAULT_RUNS,
                   randomness: Optional[SimulationRandomness] = None) -> OwnerPreview:
     """The owner's private preview of its own fragment (module docstring); nothing is written.
 
     Parameters
     ----------
     spark : the owner's session.
-    cfg : the release configuration (its mechanism, k, ε, fragmentation, split, category order and
-        post-processing; the owner's budgets follow the plan's rules with the fragment's own n).
-    owner_name : the owner, as the configuration names it.
+    ctx : the owner's context (:func:`fragrelease.jobs.idpir.context.owner_context`): its fragment and
+        attributes, and the release configuration (its mechanism, k, ε, fragmentation, split, category
+        order and post-processing; the owner's budgets follow the plan's rules with the fragment's own n).
     runs : simulated releases per attribute (≥ 1).
     randomness : the simulation's draws (default the OS CSPRNG; tests only pass a seeded source).
 
@@ -144,25 +145,22 @@ def owner_preview(spark, cfg: ReleaseConfig, owner_name: str, *, runs: int = DEF
     Raises
     ------
     ConfigError
-        An unknown owner, a schema without an id column.
+        A schema without an id column (an unknown owner is refused when ``ctx`` is built).
     SchemaMismatchError, DomainError, IdentifierError
         The fragment does not validate (:func:`fragrelease.jobs.idpir.fragment.validate_fragment`), one
         line naming the owner, the source, the column and a bad value.
     InvalidParameterError
         k above the fragment's record count, runs < 1.
     """
-    from fragrelease.schemas.datasets import resolve_schema
-
     from .fragment import conform_attributes, validate_fragment
-    from .owner import _id_type, _owner, _read_fragment, offered_attributes
+    from .owner import _read_fragment
 
-    schema = resolve_schema(cfg.dataset)
+    cfg, schema, owner = ctx.config, ctx.schema, ctx.owner
     if schema.id_column is None:
         raise ConfigError(f"dataset: schema {schema.name!r} declares no id column (role: id)")
-    owner = _owner(cfg, owner_name)
-    attrs = offered_attributes(cfg, schema, owner)
-    df, context, text = _read_fragment(spark, cfg, owner)
-    check = validate_fragment(df, attrs, schema.id_column, context, id_type=_id_type(schema), count_categories=True,
+    attrs = list(ctx.offered)
+    df, context, text = _read_fragment(spark, ctx)
+    check = validate_fragment(df, attrs, schema.id_column, context, id_type=ctx.id_type, count_categories=True,
                               text=text)
     df = conform_attributes(df, attrs)
     n = check.n_records

@@ -69,7 +69,7 @@ def check_source_exists(path: str, *, key: str) -> None:
 
 def check_output_path(cfg: ReleaseConfig) -> None:
     """Refuse a local ``output`` this release must not write into (no Spark; URIs and catalog tables are
-    checked when the plan is issued): :func:`fragrelease.jobs.output_state.check_output`.
+    checked when the plan is issued): :func:`fragrelease.jobs.storage.check_output`.
 
     Raises
     ------
@@ -188,13 +188,15 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
         k = resolve_k(get_mechanism(cfg.mechanism), cfg.k)
         if k > builtin_rows:
             raise ConfigError(f"k: {cfg.k} exceeds the {builtin_rows} records of the built-in dataset {cfg.dataset!r}")
+    from .context import owner_context
     from .keys import check_pseudonym_key
 
     if party == "run":  # the run generates the release key itself; configured keys must be readable
         for o in cfg.owners:
-            check_pseudonym_key(cfg, o, generated=True)
+            check_pseudonym_key(owner_context(cfg, o.name, schema=schema), generated=True)
     elif party == "owner" and owner is not None:
-        check_pseudonym_key(cfg, find_owner(cfg, owner)[1], generated=False)
+        check_pseudonym_key(owner_context(cfg, find_owner(cfg, owner)[1].name, schema=schema),
+                            generated=False)
     if party in ("run", "split"):
         if cfg.simulated and cfg.source is not None and cfg.source.path is not None:  # a catalog table: no path
             check_source_exists(cfg.source.path, key="source.path")

@@ -7,19 +7,50 @@ its metadata (:func:`.owner.describe_fragment`) → the aggregator issues the pl
 (:func:`.owner.protect_owner_fragment`) → the aggregator verifies, combines and commits
 (:func:`.aggregator.release`) → the driver, which holds the originals here, reports MeanSSE.
 
-The driver is :meth:`fragrelease.jobs.api.Release.run` (the Python API); :func:`run_local_release`,
-which the CLI's ``fragrelease run`` calls, runs it and returns its typed result.
+This module sits below the Python API: :func:`run_local_release` (the CLI's ``fragrelease run``) and
+:meth:`fragrelease.jobs.api.Release.run` both call :func:`prepare_work_dir` then :func:`play_release`;
+it imports the party modules, the storage layer and the shared result types
+(:mod:`fragrelease.jobs.api_common`), never :mod:`fragrelease.jobs.api` or
+:mod:`fragrelease.jobs.release_api` (tests/test_architecture.py, ``JOBS_LAYERS``).
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+from types import MappingProxyType
+from typing import Callable, Mapping, Optional, Sequence
+
+from pyspark.sql import DataFrame
 
 from fragrelease.idpir.config import ReleaseConfig
+from fragrelease.idpir.fragmentation import linkage_of
+from fragrelease.idpir.protocol import Plan
 from fragrelease.rng.laplace import NoiseSource
+from fragrelease.schemas.datasets import resolve_schema
 
-from ..api import Release
-from ..progress import ProgressEvent
-from ..release_api import ReleaseResult
+from ..api_common import Guarantee, OwnerResult, ReleaseResult
+from ..progress import ProgressEvent, Steps
+from ..storage import absolute, read_configured
+from . import aggregator, owner, simulate
+from .context import OwnerContext, aggregator_context, owner_context
+from .evaluate import mean_sse
+from .fragment import conform_attributes, conform_id
+from .keys import generate_release_key
+from .signatures import with_release_keys
+from .workspace import claim_work_dir, clear_work_dir
+
+
+def prepare_work_dir(cfg: ReleaseConfig, *, fresh: bool = True, config_path: Optional[str] = None) -> None:
+    """Clear (``fresh``) or claim the release's work folder; no Spark (:mod:`.workspace`).
+
+    ``fresh`` removes what an earlier run of this release left in ``work_dir`` (its metadata, plan and
+    owners' entries; an earlier run's fragments are never reused: each run spends a new budget) and
+    only that; otherwise the folder is claimed as it is. ``config_path``, the configuration file,
+    must not lie inside ``work_dir``. Raises ConfigError naming the key and the path
+    (:func:`.workspace.check_work_dir`).
+    """
+    if fresh:
+        clear_work_dir(cfg, config_path)
+    else:
+        claim_work_dir(cfg, config_path)
 
 
 def run_local_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource] = None,
@@ -27,14 +58,104 @@ def run_local_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource]
                       config_path: Optional[str] = None) -> ReleaseResult:
     """Run every step of the release in this driver; return its typed result (path, version, owners, ε, MeanSSE).
 
-    The same path as the Python API: ``Release.from_config(cfg).run(evaluate=True)``
-    (:class:`fragrelease.jobs.api.Release`); the CLI prints the
-    :class:`~fragrelease.jobs.release_api.ReleaseResult` as it is. ``fresh_work_dir`` removes what an
-    earlier run of this release left in the work folder first (protected fragments of an earlier run are
-    never reused: each run spends a new budget), and only that (:mod:`.workspace`); ``config_path``, the
-    configuration file, must not lie inside ``work_dir``.
+    The same path as the Python API's ``Release.from_config(cfg).run(evaluate=True)``
+    (:class:`fragrelease.jobs.api.Release`): :func:`prepare_work_dir` then :func:`play_release`; the
+    CLI prints the :class:`~fragrelease.jobs.api_common.ReleaseResult` as it is. ``fresh_work_dir``
+    removes what an earlier run of this release left in the work folder first (protected fragments of
+    an earlier run are never reused: each run spends a new budget), and only that (:mod:`.workspace`);
+    ``config_path``, the configuration file, must not lie inside ``work_dir``.
     ``progress`` receives each step's start and end (:class:`~fragrelease.jobs.progress.ProgressEvent`);
     default: the logger ``fragrelease.progress``, one INFO line per finished step.
     """
-    return Release.from_config(cfg, spark=spark).run(_noise=noise, progress=progress, evaluate=True,
-                                                      fresh_work_dir=fresh_work_dir, config_path=config_path)
+    prepare_work_dir(cfg, fresh=fresh_work_dir, config_path=config_path)
+    return play_release(spark, cfg, noise=noise, progress=progress, evaluate=True)
+
+
+def play_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource] = None,
+                 progress: Optional[Callable[[ProgressEvent], None]] = None,
+                 evaluate: bool = False) -> ReleaseResult:
+    """Play every party's step in this driver on a claimed work folder; return the typed result.
+
+    ``cfg`` is the validated configuration; its ``work_dir`` must already be claimed or cleared
+    (:func:`prepare_work_dir`). ``noise``: tests only (seeded). ``progress``: see
+    :meth:`fragrelease.jobs.api.Release.run`. ``evaluate``: also compute MeanSSE against the
+    originals (skipped for a synthetic release). Raises what the steps raise (ConfigError,
+    ProtocolError, ManifestMismatchError, ReleaseExistsError, BudgetExceededError, SchemaMismatchError,
+    DomainError, IdentifierError).
+    """
+    # signed manifests: a key pair per owner and release where none is configured (private keys in
+    # the owners' private folders; the public keys reach the aggregator step in this in-memory cfg)
+    cfg = with_release_keys(cfg)
+    schema = resolve_schema(cfg.dataset)
+    # every party's context, once, from the configuration with the release's keys
+    owners = {o.name: owner_context(cfg, o.name, schema=schema) for o in cfg.owners}
+    agg = aggregator_context(cfg, schema=schema)
+    synthetic = linkage_of(cfg.linkage).synthesized  # two owner rounds, no protected fragment to evaluate
+    evaluate = evaluate and not synthetic
+    steps = Steps(int(cfg.simulated) + (3 if synthetic else 2) * len(cfg.owners) + 2 + int(evaluate), progress)
+    # every party plays on this machine: one fresh pseudonym key per release for the owners whose
+    # configuration names none, kept in their private folders (0600), never under work_dir
+    generate_release_key(cfg)
+    if cfg.simulated:
+        with steps.step("driver", "simulating the owners' fragments"):
+            simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
+    for o in cfg.owners:
+        with steps.step("owner", "validating its fragment and sending metadata", o.name):
+            owner.describe_fragment(spark, owners[o.name])
+    with steps.step("aggregator", "validating metadata and issuing the plan"):
+        plan = aggregator.issue_plan(agg, spark, pin=False)  # held here and handed to the release step
+    manifests: dict = {o.name: None for o in cfg.owners}
+    protecteds = {}
+    if synthetic:  # docs/specification.md §10: every owner's round one, then every owner's round two
+        from ..synthesis.owner import measure_owner_round
+
+        for what in ("1-way marginals and tree edges", "clique marginals"):
+            for o in cfg.owners:
+                with steps.step("owner", f"measuring noisy {what}", o.name):
+                    measure_owner_round(spark, owners[o.name], noise=noise)
+    for o in cfg.owners if not synthetic else ():
+        with steps.step("owner", f"protecting {len(plan.owner(o.name).attributes)} attributes", o.name):
+            manifests[o.name], protecteds[o.name] = owner.protect_and_write(spark, owners[o.name], noise=noise)
+    what = "verifying measurements, fitting the model and committing" if synthetic else \
+        "verifying fragments and committing the release"
+    with steps.step("aggregator", what):
+        out = aggregator.release(spark, agg, plan=plan, single_process=True)  # the plan it issued, never read back from work_dir
+    score = None
+    if evaluate:
+        with steps.step("driver", "evaluating information loss (MeanSSE) against the originals"):
+            score = _mean_sse(spark, plan, list(owners.values()), protecteds)
+    prov = dict(out.provenance)
+    return ReleaseResult(
+        path=absolute(out.path), table=out.table, version=out.version, rows=out.rows, plan=plan,
+        owners=tuple(OwnerResult(name=o.name, records=o.n_records, epsilon=o.epsilon,
+                                 attributes=tuple(o.attributes), manifest=manifests[o.name]) for o in plan.owners),
+        epsilon=plan.epsilon, composition=plan.composition,
+        guarantee=Guarantee.from_dict(prov["guarantee"]), provenance=MappingProxyType(prov), report=out.report,
+        mean_sse=score,
+    )
+
+
+def _mean_sse(spark, plan: Plan, owners: Sequence[OwnerContext], by_owner: Mapping[str, DataFrame]) -> float:
+    """MeanSSE of the owners' protected fragments (with raw ids, this driver's own copies, never
+    the pseudonymized ones under ``work_dir``) against the originals; ``owners`` in configuration order."""
+    cfg, schema = owners[0].config, owners[0].schema
+    attrs = [schema.attribute(a["name"]) for a in plan.attributes]
+    id_col = schema.id_column
+    assert id_col is not None  # a release's schema names its id column (checked with the configuration)
+    # read as the owners read them (CSV as text, no inference pass), ids and numbers cast as the owners
+    # cast them once their validation passed
+    id_type = schema.attribute(id_col).type
+    originals = [conform_attributes(conform_id(read_configured(spark, o.paths.fragment, text=True), id_col,
+                                               id_type), attrs) for o in owners]
+    if cfg.risk_check is not None:  # the owners' held-out control records were not released: not scored
+        from .keys import owner_pseudonym_key
+        from .risk_check import split_control
+
+        originals = [split_control(df, id_col, owner_pseudonym_key(o), cfg.name, cfg.risk_check.control_share)[0]
+                     for df, o in zip(originals, owners)]
+    protecteds = [by_owner[o.name] for o in owners]
+    names = [a.name for a in attrs]
+    # the same assembly as the release's (fragrelease.jobs.idpir.aggregator.combine), on raw ids
+    original = aggregator.assemble(originals, cfg.fragmentation, names, key=id_col)
+    protected = aggregator.assemble(protecteds, cfg.fragmentation, names, key=id_col)
+    return mean_sse(original, protected, attrs, id_col)

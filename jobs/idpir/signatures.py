@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import posixpath
-from typing import Mapping, Optional
+from typing import TYPE_CHECKING, Mapping, Optional
 from urllib.parse import unquote, urlparse
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -38,13 +38,30 @@ from fragrelease.signing import (
 from ..storage import absolute
 from ..storage import fs_path as _fs_path
 
+if TYPE_CHECKING:
+    from .context import OwnerContext
+
 
 def _shared(cfg: ReleaseConfig) -> Mapping[str, Optional[str]]:
     return {"work_dir": cfg.work_dir, "output": cfg.output}
 
 
-def owner_signing_key(cfg: ReleaseConfig, owner: OwnerConfig) -> Ed25519PrivateKey:
-    """The owner's private key from ``owner.signing_key``, checked against its ``public_key`` if declared.
+def owner_signing_key(ctx: OwnerContext) -> Ed25519PrivateKey:
+    """The owner's private key from its ``signing_key``, checked against its ``public_key`` if declared.
+
+    ``ctx``: the owner's context (:func:`fragrelease.jobs.idpir.context.owner_context`).
+
+    Raises
+    ------
+    SigningKeyError
+        As :func:`load_signing_key`.
+    """
+    return load_signing_key(ctx.owner, _shared(ctx.config))
+
+
+def load_signing_key(owner: OwnerConfig, shared: Mapping[str, Optional[str]]) -> Ed25519PrivateKey:
+    """``owner``'s private key from ``owner.signing_key`` (refused under the ``shared`` folders, ``work_dir``
+    and ``output``), checked against its ``public_key`` if declared.
 
     Raises
     ------
@@ -56,7 +73,7 @@ def owner_signing_key(cfg: ReleaseConfig, owner: OwnerConfig) -> Ed25519PrivateK
     if owner.signing_key is None:
         raise SigningKeyError(f"owner {owner.name!r} has no signing_key: create a key pair with 'fragrelease keys "
                               f"generate --owner {owner.name} --out DIR' and set owners[].signing_key and public_key")
-    key = load_private_key(owner.signing_key, owner=owner.name, shared=_shared(cfg))
+    key = load_private_key(owner.signing_key, owner=owner.name, shared=shared)
     if owner.public_key is not None and not same_public_key(
             key.public_key(), parse_public_key(owner.public_key, owner=owner.name)):
         raise SigningKeyError(f"owner {owner.name!r}: signing_key {owner.signing_key!r} does not belong to the configured "
@@ -70,11 +87,11 @@ def check_signing_keys(cfg: ReleaseConfig, owners: Optional[list[str]] = None) -
     Raises
     ------
     SigningKeyError
-        From :func:`owner_signing_key`.
+        From :func:`load_signing_key`.
     """
     for o in cfg.owners:
         if (owners is None or o.name in owners) and o.signing_key is not None:
-            owner_signing_key(cfg, o)
+            load_signing_key(o, _shared(cfg))
 
 
 def with_release_keys(cfg: ReleaseConfig) -> ReleaseConfig:
@@ -101,7 +118,7 @@ def with_release_keys(cfg: ReleaseConfig) -> ReleaseConfig:
     owners = []
     for o in cfg.owners:
         if o.signing_key is None and o.public_key is None:
-            folder = owner_private_dir(cfg, o)
+            folder = owner_private_dir(cfg.name, o)
             name = f"signing-{secure_bytes(6).hex()}.key"
             check_key_location(os.path.join(folder, name), owner=o.name, shared=_shared(cfg))  # before writing
             path, pub = write_key_pair(folder, o.name, filename=name)
@@ -109,7 +126,7 @@ def with_release_keys(cfg: ReleaseConfig) -> ReleaseConfig:
         elif o.signing_key is None:
             raise SigningKeyError(f"owner {o.name!r} declares a public_key but no signing_key; a release that plays "
                                   "every party on this machine needs the owner's signing_key (or neither key)")
-        key = owner_signing_key(cfg, o)
+        key = load_signing_key(o, _shared(cfg))
         if o.public_key is None:
             o = o.model_copy(update={"public_key": public_key_text(key)})
         owners.append(o)

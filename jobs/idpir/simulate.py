@@ -22,7 +22,7 @@ from fragrelease.schemas.datasets import BUILTIN_SCHEMAS, load_builtin
 from fragrelease.udfs.noise import secure_random_key_udf
 
 from ..storage import read_configured
-from .layout import fragment_source, owner_private_dir
+from .context import OwnerPaths, owner_paths
 from .ranking import global_rank, num_partitions
 from .workspace import ensure_private_dir, restrict_private_tree
 
@@ -60,7 +60,7 @@ def split_fragments(spark, cfg: ReleaseConfig, schema: DatasetSchema, data: Data
         for owner in cfg.owners:
             assert owner.rows is not None  # a horizontal owner declares its rows (configuration check)
             part = ranked.where((F.col("rank") >= start) & (F.col("rank") < start + owner.rows))
-            _write_private(part.select(*data.columns), cfg, owner)
+            _write_private(part.select(*data.columns), owner_paths(cfg, owner))
             sizes[owner.name] = owner.rows
             start += owner.rows
         return sizes
@@ -69,7 +69,7 @@ def split_fragments(spark, cfg: ReleaseConfig, schema: DatasetSchema, data: Data
         assert owner.attributes is not None  # a vertical owner declares its attributes (configuration check)
         for a in owner.attributes:
             schema.attribute(a)
-        _write_private(data.select(id_col, *owner.attributes), cfg, owner)
+        _write_private(data.select(id_col, *owner.attributes), owner_paths(cfg, owner))
         sizes[owner.name] = n
     return sizes
 
@@ -78,19 +78,19 @@ def split_fragments(spark, cfg: ReleaseConfig, schema: DatasetSchema, data: Data
 SIMULATED_MARKER = ".fragrelease-simulated"
 
 
-def _write_private(df: DataFrame, cfg: ReleaseConfig, owner) -> None:
-    """Write a simulated raw fragment into the owner's private folder: folders 0700, files 0600.
+def _write_private(df: DataFrame, paths: OwnerPaths) -> None:
+    """Write a simulated raw fragment into the owner's private folder (``paths``): folders 0700, files 0600.
 
     The private folder is made 0700 before Spark writes into it, so the files Spark creates with
     the process umask are never reachable by another user; they are then set to 0600.
     """
-    ensure_private_dir(owner_private_dir(cfg, owner), who=f"owner {owner.name!r}")
-    path = fragment_source(cfg, owner).path
+    ensure_private_dir(paths.private_dir, who=f"owner {paths.owner!r}")
+    path = paths.fragment.path
     assert path is not None  # a simulated fragment is a path under the owner's private folder
     marker = os.path.join(path, SIMULATED_MARKER)
     if os.path.exists(path) and not os.path.exists(marker):
         # only a fragment an earlier simulation wrote is replaced, never a folder of the user's
-        raise ConfigError(f"owner {owner.name!r}: {path!r} exists and was not written by a fragrelease simulation "
+        raise ConfigError(f"owner {paths.owner!r}: {path!r} exists and was not written by a fragrelease simulation "
                           f"(no {SIMULATED_MARKER}); move it or choose another private_dir")
     df.write.mode("overwrite").parquet(path)
     with open(marker, "w", encoding="utf-8") as f:  # hidden: Parquet readers skip it

@@ -106,7 +106,7 @@ def user_paths(cfg: ReleaseConfig, config_path: Optional[str] = None) -> list[tu
             out.append((f"owners[{i}].private_dir: FRAGRELEASE_PRIVATE_ROOT", private_root()))
     from .layout import aggregator_private_dir
 
-    out.append(("aggregator's private folder (FRAGRELEASE_PRIVATE_ROOT)", aggregator_private_dir(cfg)))
+    out.append(("aggregator's private folder (FRAGRELEASE_PRIVATE_ROOT)", aggregator_private_dir(cfg.name)))
     return out
 
 

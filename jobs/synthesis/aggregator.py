@@ -14,13 +14,13 @@ from fractions import Fraction
 from typing import Any, Mapping, Optional
 
 from fragrelease.errors import ManifestMismatchError
-from fragrelease.idpir.config import ReleaseConfig
 from fragrelease.idpir.protocol import Plan
 from fragrelease.signing import verify_manifest_fields
 from fragrelease.synthesis.mechanism import add_owners, fit_model, noisy_total
 from fragrelease.synthesis.protocol import RoundTwoMessage, check_round_two, cliques_from_round_one
 from fragrelease.udfs.synthesis import synthetic_rows
 
+from ..idpir.context import AggregatorContext
 from ..idpir.layout import read_message
 from ..idpir.signatures import public_keys
 from .owner import plan_synthesis_spec, read_round_one, round_path
@@ -29,8 +29,10 @@ from .owner import plan_synthesis_spec, read_round_one, round_path
 ROWS_PER_TASK = 1_000_000
 
 
-def synthesize(spark, cfg: ReleaseConfig, plan: Plan, keys: Optional[Mapping] = None, *, iters: int = 1000):
+def synthesize(spark, ctx: AggregatorContext, plan: Plan, keys: Optional[Mapping] = None, *, iters: int = 1000):
     """Verify every owner's two rounds, fit the model and draw the rows; return ``(rows, terms)``.
+
+    ``ctx``: the aggregator's context (:func:`fragrelease.jobs.idpir.context.aggregator_context`).
 
     ``rows``: a DataFrame with the plan's attributes (categorical as declared labels, numeric drawn
     uniformly inside the model's bin: whole numbers for integer attributes), N rows, N the
@@ -48,17 +50,17 @@ def synthesize(spark, cfg: ReleaseConfig, plan: Plan, keys: Optional[Mapping] = 
     MissingDependencyError
         mbi (the ``synthesis`` extra) is not installed.
     """
-    keys = public_keys(cfg) if keys is None else keys
+    keys = public_keys(ctx.config) if keys is None else keys
     epsilons = {Fraction(o.epsilon) for o in plan.owners}
     if len(epsilons) != 1:
         raise ManifestMismatchError("the aggregator refuses plan.json: the owners of a synthetic release spend the "
                                     f"same ε_j (horizontal, parallel composition), not {sorted(map(str, epsilons))}")
-    spec = plan_synthesis_spec(cfg, plan, plan.owners[0].name)
-    rounds = read_round_one(cfg, plan, spec, keys, party="aggregator")
+    spec = plan_synthesis_spec(ctx.schema, plan, plan.owners[0].name)
+    rounds = read_round_one(ctx.owners, plan, spec, keys, party="aggregator")
     cliques = cliques_from_round_one(spec, rounds)
     measured = []
     for o in plan.owners:
-        msg = read_message(RoundTwoMessage, round_path(cfg, o.name, 2), party="aggregator",
+        msg = read_message(RoundTwoMessage, round_path(ctx.owners[o.name], 2), party="aggregator",
                            what=f"synthesis round two of owner {o.name!r}")
         verify_manifest_fields(keys[o.name], msg.signed_fields(), msg.signature, owner=o.name)
         measured.append(check_round_two(msg, spec, cliques, plan_id=plan.plan_id, owner=o.name,

@@ -20,16 +20,15 @@ import logging
 import posixpath
 from datetime import datetime, timezone
 from fractions import Fraction
-from typing import Optional
+from typing import Mapping, Optional
 
 from fragrelease.budget import check_lifetime
 from fragrelease.errors import ConfigError, ManifestMismatchError, ReleaseExistsError
-from fragrelease.idpir.config import ReleaseConfig
 from fragrelease.idpir.fragmentation import linkage_of
 from fragrelease.idpir.protocol import Plan
 from fragrelease.rng.diffgen import DiffGenRandomness, SecureDiffGenRandomness
 from fragrelease.rng.laplace import NoiseSource
-from fragrelease.schemas.datasets import resolve_schema
+from fragrelease.schemas.base import DatasetSchema
 from fragrelease.signing import sign_manifest_fields, verify_manifest_fields
 from fragrelease.synthesis.mechanism import measure_cliques, measure_round_one
 from fragrelease.synthesis.protocol import (
@@ -45,12 +44,11 @@ from fragrelease.synthesis.protocol import (
     synthesis_spec,
 )
 
+from ..idpir.context import OwnerContext, OwnerPaths, owner_paths
 from ..idpir.fragment import conform_attributes, conform_id, validate_fragment
-from ..idpir.layout import manifest_path, read_message
+from ..idpir.layout import read_message
 from ..idpir.ledger import record_spend, spent
 from ..idpir.owner import (
-    _id_type,
-    _owner,
     _read_fragment,
     check_plan_nonce,
     ledger_location,
@@ -67,21 +65,22 @@ log = logging.getLogger(__name__)
 ROUND_TWO_SUFFIX = "/cliques"
 
 
-def round_path(cfg: ReleaseConfig, owner: str, number: int) -> str:
-    """``owners/<owner>/synthesis-round-<number>.json`` under ``work_dir``."""
-    return posixpath.join(posixpath.dirname(manifest_path(cfg, owner)), ROUND_FILES[number])
+def round_path(paths: OwnerPaths, number: int) -> str:
+    """``owners/<owner>/synthesis-round-<number>.json`` under ``work_dir`` (``paths``: the owner's, :mod:`..idpir.context`)."""
+    return posixpath.join(paths.owner_dir, ROUND_FILES[number])
 
 
-def plan_synthesis_spec(cfg: ReleaseConfig, plan: Plan, owner: str) -> SynthesisSpec:
+def plan_synthesis_spec(schema: DatasetSchema, plan: Plan, owner: str) -> SynthesisSpec:
     """The owner's :class:`~fragrelease.synthesis.protocol.SynthesisSpec` from the plan's public terms."""
-    schema = resolve_schema(cfg.dataset)
     attrs = [schema.attribute(a["name"]) for a in plan.attributes]
     return synthesis_spec(attrs, Fraction(plan.owner(owner).epsilon), target=plan.synthesis_target,
                           bins=plan.synthesis_bins)
 
 
-def read_round_one(cfg: ReleaseConfig, plan: Plan, spec: SynthesisSpec, keys, *, party: str):
+def read_round_one(owners: Mapping[str, OwnerPaths], plan: Plan, spec: SynthesisSpec, keys, *, party: str):
     """Every owner's round one, verified (signature under its configured key, plan, ε, shapes), in plan order.
+
+    ``owners``: every owner's paths by name (:attr:`fragrelease.jobs.idpir.context.AggregatorContext.owners`).
 
     Raises
     ------
@@ -92,7 +91,7 @@ def read_round_one(cfg: ReleaseConfig, plan: Plan, spec: SynthesisSpec, keys, *,
     """
     rounds = []
     for o in plan.owners:
-        path = round_path(cfg, o.name, 1)
+        path = round_path(owners[o.name], 1)
         if not file_exists(path):
             raise ConfigError(f"{party}: owner {o.name!r} has not written its synthesis round one ({path!r}) yet; run "
                               f"its protect step first")
@@ -110,12 +109,11 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
-def _spend(spark, cfg: ReleaseConfig, owner_name: str, plan_id: str, dataset: str, epsilon: Fraction, *,
-           room_for: Fraction) -> None:
+def _spend(spark, ctx: OwnerContext, plan_id: str, dataset: str, epsilon: Fraction, *, room_for: Fraction) -> None:
     """Record ``epsilon`` in the owner's ledger (if any) before the round draws; ``room_for``: refuse first
     unless the ledger has room for that much (round one asks for the whole ε_j, so round two is not
     refused halfway for want of budget; the recording itself checks again, atomically)."""
-    owner = _owner(cfg, owner_name)
+    owner = ctx.owner
     if owner.ledger is None:
         return
     where = ledger_location(spark, owner.ledger)
@@ -127,9 +125,11 @@ def _spend(spark, cfg: ReleaseConfig, owner_name: str, plan_id: str, dataset: st
         register(spark, owner.ledger.table, where, append_only=True)
 
 
-def measure_owner_round(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Optional[NoiseSource] = None,
+def measure_owner_round(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource] = None,
                         randomness: Optional[DiffGenRandomness] = None) -> int:
     """Run the owner's due round of a synthetic release; return its number (1 or 2).
+
+    ``ctx``: the owner's context (:func:`fragrelease.jobs.idpir.context.owner_context`).
 
     ``noise`` and ``randomness``: tests only (seeded); a release draws Laplace noise through OpenDP and
     the selection's Gumbel variables from the OS CSPRNG.
@@ -153,17 +153,16 @@ def measure_owner_round(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Op
     SigningKeyError
         The owner has no usable signing key (before any spend).
     """
+    cfg, schema, owner = ctx.config, ctx.schema, ctx.owner
     claim_work_dir(cfg)
-    schema = resolve_schema(cfg.dataset)
     assert schema.id_column is not None  # a release's schema names its id column (configuration check)
-    owner = _owner(cfg, owner_name)
-    signing_key = owner_signing_key(cfg, owner)
-    plan, _ = read_verified_plan(cfg, owner.name)  # every term against this owner's configuration, no data
+    signing_key = owner_signing_key(ctx)
+    plan, _ = read_verified_plan(ctx)  # every term against this owner's configuration, no data
     if not linkage_of(plan.linkage).synthesized:
         raise ManifestMismatchError(f"owner {owner.name!r}: plan {plan.plan_id} is not a synthetic release")
-    check_plan_nonce(cfg, owner, plan)
-    spec = plan_synthesis_spec(cfg, plan, owner.name)
-    one, two = round_path(cfg, owner.name, 1), round_path(cfg, owner.name, 2)
+    check_plan_nonce(ctx, plan)
+    spec = plan_synthesis_spec(schema, plan, owner.name)
+    one, two = round_path(ctx.paths, 1), round_path(ctx.paths, 2)
     number = 2 if file_exists(one) else 1
     if number == 2 and file_exists(two):
         raise ReleaseExistsError(f"owner {owner.name!r} has written both synthesis rounds of plan {plan.plan_id} "
@@ -171,15 +170,16 @@ def measure_owner_round(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Op
     cliques: tuple = ()
     if number == 2:  # the cliques from every owner's signed round one: before the data is read
         keys = {**public_keys(cfg), owner.name: signing_key.public_key()}  # its own: the key it signs with
-        rounds = read_round_one(cfg, plan, spec, keys, party=f"owner {owner.name!r}")
+        others = {o.name: owner_paths(cfg, o) for o in cfg.owners}  # the plan's owners (verified against cfg)
+        rounds = read_round_one(others, plan, spec, keys, party=f"owner {owner.name!r}")
         cliques = cliques_from_round_one(spec, rounds)
     attrs = [schema.attribute(a["name"]) for a in plan.attributes]
-    df, context, text = _read_fragment(spark, cfg, owner)
-    check = validate_fragment(df, attrs, schema.id_column, context, id_type=_id_type(schema), text=text)
+    df, context, text = _read_fragment(spark, ctx)
+    check = validate_fragment(df, attrs, schema.id_column, context, id_type=ctx.id_type, text=text)
     if check.n_records != plan.owner(owner.name).n_records:
         raise ConfigError(f"owner {owner.name!r} now has {check.n_records} records, the plan was made for "
                           f"{plan.owner(owner.name).n_records}")
-    df = conform_attributes(conform_id(df, schema.id_column, _id_type(schema)), attrs)
+    df = conform_attributes(conform_id(df, schema.id_column, ctx.id_type), attrs)
     coded = coded_columns(df, spec.domain)
     names = spec.domain.names
     if number == 1:
@@ -187,7 +187,7 @@ def measure_owner_round(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Op
         wanted: list[tuple[str, ...]] = [(a,) for a in names]
         counts = marginal_counts(coded, spec.domain, wanted + list(pairs))  # aggregates only
         epsilon = spec.round_one_epsilon
-        _spend(spark, cfg, owner.name, plan.plan_id, plan.dataset, epsilon,  # before any noise is drawn
+        _spend(spark, ctx, plan.plan_id, plan.dataset, epsilon,  # before any noise is drawn
                room_for=spec.round_one_epsilon + spec.round_two_epsilon)
         r1 = measure_round_one(spec.domain, {a: counts[(a,)] for a in names}, {p: counts[p] for p in pairs},
                                spec.budget, target=spec.target,
@@ -202,7 +202,7 @@ def measure_owner_round(spark, cfg: ReleaseConfig, owner_name: str, *, noise: Op
     else:
         counts = marginal_counts(coded, spec.domain, list(cliques))  # aggregates only
         epsilon = spec.round_two_epsilon
-        _spend(spark, cfg, owner.name, plan.plan_id + ROUND_TWO_SUFFIX, plan.dataset, epsilon,  # before any noise
+        _spend(spark, ctx, plan.plan_id + ROUND_TWO_SUFFIX, plan.dataset, epsilon,  # before any noise
                room_for=epsilon)
         measured = measure_cliques(spec.domain, counts, cliques, spec.budget, noise=noise)
         measurements = tuple(Measurement.of(c, measured[c]) for c in cliques)

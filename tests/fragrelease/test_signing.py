@@ -8,6 +8,7 @@ import stat
 import pytest
 
 from fragrelease.errors import ConfigError, SignatureError, SigningKeyError
+from fragrelease.jobs.idpir.context import owner_context
 from fragrelease.signing import (
     MANIFEST_DOMAIN,
     generate_private_key,
@@ -153,9 +154,9 @@ def test_owner_key_must_match_its_public_key(tmp_path):
     other = public_key_text(generate_private_key())
     cfg = _cfg(tmp_path, signing_key=path, public_key=other)
     with pytest.raises(SigningKeyError, match="does not belong to the configured public_key"):
-        owner_signing_key(cfg, cfg.owners[1])
+        owner_signing_key(owner_context(cfg, cfg.owners[1].name))
     with pytest.raises(SigningKeyError, match="owner 'a' has no signing_key"):
-        owner_signing_key(cfg, cfg.owners[0])
+        owner_signing_key(owner_context(cfg, cfg.owners[0].name))
 
 
 def test_keys_generate_command(tmp_path, capsys):

@@ -6,10 +6,10 @@ import sys
 
 
 def main(conf: str, disk: str) -> int:
-    from fragrelease.jobs import release_api
     from fragrelease.jobs.cli import run_cli
+    from fragrelease.jobs.idpir import aggregator
 
-    real = release_api.aggregator.release
+    real = aggregator.release
 
     def release_on_a_full_disk(spark, cfg, **kwargs):
         st = os.statvfs(disk)
@@ -17,7 +17,7 @@ def main(conf: str, disk: str) -> int:
             f.write(b"\0" * (st.f_bavail * st.f_frsize))
         return real(spark, cfg, **kwargs)
 
-    release_api.aggregator.release = release_on_a_full_disk
+    aggregator.release = release_on_a_full_disk
     return run_cli(["run", conf])
 
 

@@ -14,6 +14,8 @@ import sys
 import threading
 import time
 
+from fragrelease.jobs.idpir.context import aggregator_context
+
 
 def main(cfg_path: str, plan_id: str) -> None:
     from fragrelease.idpir.config import config_from_dict
@@ -44,7 +46,7 @@ def main(cfg_path: str, plan_id: str) -> None:
 
     aggregator.commit_release = killed_commit
     # the plan the driver issued, read back from work_dir and held to its id (aggregator release --plan-id)
-    aggregator.release(spark, cfg, plan=aggregator.pinned_plan(cfg, plan_id))
+    aggregator.release(spark, aggregator_context(cfg), plan=aggregator.pinned_plan(aggregator_context(cfg), plan_id))
     print("the release committed: it was not killed")
 
 

@@ -150,7 +150,7 @@ def test_two_owner_release_from_dataframes(spark, owners, protected_a, tmp_path)
     assert DeltaTable(result.path).to_pandas().shape == released.shape
     # each owner's fragment is what protect() makes of that DataFrame with the same noise (one path)
     # (the shared fragment carries pseudonyms under the release's generated key, never record ids)
-    fragment = read_delta(spark, protected_path(release.config(), "clinic-a")).toPandas()
+    fragment = read_delta(spark, protected_path(release.config().work_dir, "clinic-a")).toPandas()
     assert "record_id" not in fragment.columns
     cfg = release.config()
     key = open(generated_key_path(cfg, cfg.owners[0]), "rb").read()

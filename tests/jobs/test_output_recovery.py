@@ -67,7 +67,7 @@ def _assert_committed_once(output, rows=200):
 @pytest.mark.slow  # two whole releases and an aggregator in its own interpreter
 def test_an_aggregator_killed_during_the_spark_delta_commit_does_not_wedge_the_output(spark, tmp_path, wine_source,
                                                                                       monkeypatch):
-    from fragrelease.jobs import release_api
+    from fragrelease.jobs.idpir import aggregator
     from fragrelease.jobs.session import delta_available
 
     if not delta_available(spark):
@@ -77,19 +77,19 @@ def test_an_aggregator_killed_during_the_spark_delta_commit_does_not_wedge_the_o
     beside.parent.mkdir()
     beside.write_text("a user file beside the output")
     cfg = _config(tmp_path, wine_source, output)
-    real_release = release_api.aggregator.release
+    real_release = aggregator.release
     killed = {}
 
-    def release_in_a_killed_process(spark_, cfg_, **kwargs):
+    def release_in_a_killed_process(spark_, ctx_, **kwargs):
         conf = tmp_path / "aggregator.json"
-        conf.write_text(json.dumps(cfg_.model_dump(mode="json", exclude_none=True)))
+        conf.write_text(json.dumps(ctx_.config.model_dump(mode="json", exclude_none=True)))
         proc = subprocess.run([sys.executable, os.path.join(HELPERS, "kill_during_commit.py"), str(conf),
                                kwargs["plan"].plan_id],
                               capture_output=True, text=True, timeout=900)
         killed.update(returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr[-3000:])
         raise Killed
 
-    monkeypatch.setattr(release_api.aggregator, "release", release_in_a_killed_process)
+    monkeypatch.setattr(aggregator, "release", release_in_a_killed_process)
     with pytest.raises(Killed):
         run_local_release(spark, cfg)
     assert killed["returncode"] == -signal.SIGKILL, killed
@@ -101,7 +101,7 @@ def test_an_aggregator_killed_during_the_spark_delta_commit_does_not_wedge_the_o
                                    "plan_id": first_plan}
     assert _spends(tmp_path, "a") == _spends(tmp_path, "b") == [Fraction(1)]
 
-    monkeypatch.setattr(release_api.aggregator, "release", real_release)
+    monkeypatch.setattr(aggregator, "release", real_release)
     result = run_local_release(spark, cfg)  # the same configuration, nothing removed by hand
     assert result.version == 0 and result.plan.plan_id != first_plan
     _assert_committed_once(output)

@@ -14,6 +14,7 @@ import yaml
 
 from fragrelease.idpir.config import config_from_dict
 from fragrelease.idpir.preview_error import combine, simulate_categorical, simulate_numeric
+from fragrelease.jobs.idpir.context import owner_context
 from fragrelease.rng.simulation import SeededSimulation
 
 COLUMNS = ["record_id", "age", "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex",
@@ -45,7 +46,7 @@ def test_owner_preview_is_the_simulation_on_its_own_data(spark, tmp_path, adult_
     from fragrelease.jobs.idpir.owner_preview import owner_preview
 
     cfg, _, own = _config(tmp_path, adult_pdf)
-    pv = owner_preview(spark, cfg, "a", runs=8, randomness=SeededSimulation(3))
+    pv = owner_preview(spark, owner_context(cfg, "a"), runs=8, randomness=SeededSimulation(3))
     assert pv.n == 3000 and [a.attribute for a in pv.attributes] == COLUMNS[1:]
     by = {a.attribute: a for a in pv.attributes}
     # age: the task's simulation on the owner's own sorted values, the same seeded draws

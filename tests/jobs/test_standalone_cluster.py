@@ -32,6 +32,8 @@ from pathlib import Path
 
 import pytest
 
+from fragrelease.jobs.idpir.context import aggregator_context
+
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "scripts" / "standalone-cluster.sh"
 SUBMIT = ROOT / "spark-submit.sh"
@@ -178,12 +180,12 @@ def from_plan(planned: Path, name: str) -> Path:
     from fragrelease.jobs.idpir.layout import nonce_path
 
     cfg, source = load_config(config), load_config(planned / "planned.yaml")
-    pin_plan(cfg, Plan.model_validate_json((planned / name / "work" / "plan.json").read_text()))
+    pin_plan(aggregator_context(cfg), Plan.model_validate_json((planned / name / "work" / "plan.json").read_text()))
     # and each owner's own record of the nonce it sent in that metadata round (its private folder)
     for o, src in zip(cfg.owners, source.owners, strict=True):
-        target = Path(nonce_path(cfg, o))
+        target = Path(nonce_path(cfg.name, o))
         target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        shutil.copy2(nonce_path(source, src), target)
+        shutil.copy2(nonce_path(source.name, src), target)
     return config
 
 

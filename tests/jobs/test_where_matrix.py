@@ -14,6 +14,7 @@ import yaml
 
 from fragrelease.errors import DomainError, FragReleaseError, IdentifierError, SchemaMismatchError
 from fragrelease.idpir.config import config_from_dict
+from fragrelease.jobs.idpir.context import owner_context
 from fragrelease.jobs.idpir.owner import describe_fragment
 
 SCHEMA = {"name": "clinic", "attributes": [
@@ -79,14 +80,14 @@ def _release(tmp_path, csv_text):
 def test_owner_data_error_names_owner_source_column_value_and_record(spark, tmp_path, case, csv_text, error, text):
     cfg = _release(tmp_path, csv_text)
     with pytest.raises(error) as info:
-        describe_fragment(spark, cfg, "clinic-a")
+        describe_fragment(spark, owner_context(cfg, "clinic-a"))
     assert str(info.value) == f"owner 'clinic-a' (source {tmp_path / 'src' / 'a.csv'}): {text}"
     assert not os.path.exists(tmp_path / "work" / "metadata")  # nothing sent to the aggregator
 
 
 def test_the_good_owner_passes(spark, tmp_path):
     cfg = _release(tmp_path, GOOD)
-    assert describe_fragment(spark, cfg, "clinic-b").n_records == 3
+    assert describe_fragment(spark, owner_context(cfg, "clinic-b")).n_records == 3
 
 
 def test_string_ids_that_parse_are_conformed_to_the_declared_type(spark, tmp_path):
@@ -143,5 +144,5 @@ def test_a_typed_source_of_the_wrong_type_is_refused_by_its_type(spark, tmp_path
     cfg = cfg.model_copy(update={"owners": [cfg.owners[0].model_copy(update={"source": cfg.owners[0].source.model_copy(
         update={"path": str(path), "format": "parquet"})}), cfg.owners[1]]})
     with pytest.raises(SchemaMismatchError) as info:
-        describe_fragment(spark, cfg, "clinic-a")
+        describe_fragment(spark, owner_context(cfg, "clinic-a"))
     assert str(info.value) == f"owner 'clinic-a' (source {path}): {text}"

@@ -11,6 +11,7 @@ from fragrelease.errors import ManifestMismatchError
 from fragrelease.idpir.config import config_from_dict
 from fragrelease.idpir.plan_check import check_plan_for_owner, expected_plan_terms
 from fragrelease.idpir.protocol import OwnerMetadata, PlanOwner, make_plan
+from fragrelease.jobs.idpir.context import aggregator_context, owner_context
 from fragrelease.schemas.datasets import resolve_schema
 
 
@@ -158,9 +159,9 @@ def test_protect_refuses_a_forged_plan_before_the_ledger_or_spark(tmp_path):
     cfg = with_keys(_cfg(tmp_path), keys)
     forged = _plan(_cfg(tmp_path, epsilon="50", k=3))
     claim_work_dir(cfg)  # as the release's first step does
-    write_text(plan_path(cfg), forged.to_json())
+    write_text(plan_path(cfg.work_dir), forged.to_json())
     with pytest.raises(ManifestMismatchError, match="epsilon is 50 in the plan, its configuration says 1"):
-        protect_owner_fragment(None, cfg, "clinic-a")  # spark=None: refused before any Spark call
+        protect_owner_fragment(None, owner_context(cfg, "clinic-a"))  # spark=None: refused before any Spark call
     assert not os.path.exists(tmp_path / "ledger-a")
     assert not os.path.exists(tmp_path / "work" / "owners")
 
@@ -173,7 +174,7 @@ def test_the_aggregator_refuses_a_plan_json_that_differs_from_its_configuration(
 
     cfg = _cfg(tmp_path)
     honest = _plan(cfg)
-    check_plan_against_config(honest, cfg)  # the honest plan passes
+    check_plan_against_config(honest, aggregator_context(cfg))  # the honest plan passes
     with pytest.raises(ManifestMismatchError, match=rf"^the aggregator refuses plan.json \(owner 'clinic-a' refuses plan "
                                                     rf"[0-9a-f-]+: {field} is .* in the plan, its configuration says {said}\)$"):
-        check_plan_against_config(honest.model_copy(update={field: forged}), cfg)
+        check_plan_against_config(honest.model_copy(update={field: forged}), aggregator_context(cfg))

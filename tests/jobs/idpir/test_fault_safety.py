@@ -10,6 +10,7 @@ from deltalake import DeltaTable
 from fragrelease.errors import BudgetExceededError, ManifestMismatchError, TableWriteError
 from fragrelease.idpir.config import config_from_dict
 from fragrelease.jobs.idpir import aggregator, owner, simulate
+from fragrelease.jobs.idpir.context import aggregator_context, owner_context
 from fragrelease.jobs.idpir.layout import manifest_path, protected_path
 from fragrelease.jobs.idpir.release import run_local_release
 from fragrelease.jobs.storage import commit as release_commit  # monkeypatched: commit_delta as commit.py sees it
@@ -43,8 +44,8 @@ def prepare(spark, cfg):
     schema = resolve_schema(cfg.dataset)
     simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
     for o in cfg.owners:
-        owner.describe_fragment(spark, cfg, o.name)
-    return aggregator.issue_plan(cfg)
+        owner.describe_fragment(spark, owner_context(cfg, o.name))
+    return aggregator.issue_plan(aggregator_context(cfg))
 
 
 def disk_full(*args, **kwargs):
@@ -76,31 +77,31 @@ def test_failures_never_expose_partial_releases(spark, tmp_path, wine_source, mo
     with monkeypatch.context() as m:
         m.setattr(tx, "create_table_with_add_actions", disk_full)
         with pytest.raises(TableWriteError, match=r"No space left on device \(ENOSPC\); nothing was committed"):
-            owner.protect_owner_fragment(spark, cfg2, "a")
-    assert not glob.glob(os.path.join(protected_path(cfg2, "a"), "part-*"))  # the written files were removed
-    assert not DeltaTable.is_deltatable(protected_path(cfg2, "a"))        # and no table is visible
-    assert not os.path.exists(manifest_path(cfg2, "a"))
-    owner.protect_owner_fragment(spark, cfg2, "a")                     # the rerun completes
+            owner.protect_owner_fragment(spark, owner_context(cfg2, "a"))
+    assert not glob.glob(os.path.join(protected_path(cfg2.work_dir, "a"), "part-*"))  # the written files were removed
+    assert not DeltaTable.is_deltatable(protected_path(cfg2.work_dir, "a"))        # and no table is visible
+    assert not os.path.exists(manifest_path(cfg2.work_dir, "a"))
+    owner.protect_owner_fragment(spark, owner_context(cfg2, "a"))                     # the rerun completes
 
     # 2. disk full while the owner writes its manifest: the aggregator refuses the fragment
     with monkeypatch.context() as m:
         m.setattr(owner, "write_text", disk_full)
         with pytest.raises(OSError):
-            owner.protect_owner_fragment(spark, cfg2, "b")
+            owner.protect_owner_fragment(spark, owner_context(cfg2, "b"))
     with pytest.raises(ManifestMismatchError, match="'b' has no manifest"):
-        aggregator.release(spark, cfg2)
+        aggregator.release(spark, aggregator_context(cfg2))
     assert DeltaTable(cfg.output).version() == 0
 
     # 3. the aggregator dies during its commit: version 0 stays the current, intact release
     cfg3 = cfg_for(tmp_path, wine_source, work="work3")
     prepare(spark, cfg3)
     for o in cfg3.owners:
-        owner.protect_owner_fragment(spark, cfg3, o.name)
+        owner.protect_owner_fragment(spark, owner_context(cfg3, o.name))
     with monkeypatch.context() as m:
         m.setattr(DeltaTable, "create_write_transaction", disk_full)
         m.setattr(tx, "create_table_with_add_actions", disk_full)  # the replace when the description changes
         with pytest.raises(OSError):
-            aggregator.release(spark, cfg3)
+            aggregator.release(spark, aggregator_context(cfg3))
     assert DeltaTable(cfg.output).version() == 0
     assert DeltaTable(cfg.output).to_pyarrow_table().num_rows == rows_v0
 
@@ -108,15 +109,15 @@ def test_failures_never_expose_partial_releases(spark, tmp_path, wine_source, mo
     with monkeypatch.context() as m:
         m.setattr(release_commit, "commit_delta", disk_full)  # the one commit path (commit_release)
         with pytest.raises(OSError):
-            aggregator.release(spark, cfg3)
+            aggregator.release(spark, aggregator_context(cfg3))
     assert DeltaTable(cfg.output).version() == 0
 
     # 5. a fragment truncated after its owner wrote it is refused, nothing is committed
-    victim = sorted(glob.glob(os.path.join(protected_path(cfg3, "a"), "part-*", "*.parquet")))[0]
+    victim = sorted(glob.glob(os.path.join(protected_path(cfg3.work_dir, "a"), "part-*", "*.parquet")))[0]
     with open(victim, "r+b") as f:
         f.truncate(os.path.getsize(victim) // 2)
     with pytest.raises(ManifestMismatchError, match="'a'"):
-        aggregator.release(spark, cfg3)
+        aggregator.release(spark, aggregator_context(cfg3))
     assert DeltaTable(cfg.output).version() == 0
 
     # a full rerun completes and becomes version 1; version 0 is still readable

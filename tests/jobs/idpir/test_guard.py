@@ -16,6 +16,7 @@ from fragrelease.idpir.config import config_from_dict
 from fragrelease.idpir.protocol import OwnerMetadata, make_plan
 from fragrelease.jobs.cli import run_cli
 from fragrelease.jobs.idpir.aggregator import pin_plan
+from fragrelease.jobs.idpir.context import aggregator_context
 from fragrelease.jobs.idpir.layout import metadata_path, plan_path, plan_pin_path
 from fragrelease.jobs.idpir.workspace import claim_work_dir, ensure_private_dir
 from fragrelease.schemas.adult import SCHEMA
@@ -151,16 +152,16 @@ def test_damaged_metadata_is_one_line_for_the_aggregator(tmp_path, root, capsys,
     cfg = config_from_dict(_base(tmp_path))
     claim_work_dir(cfg)
     for o in ("a", "b"):
-        path = metadata_path(cfg, o)
+        path = metadata_path(cfg.work_dir, o)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as f:
             f.write(text if o == "a" else _metadata("b").model_dump_json())
     assert run_cli(["aggregator", "plan", "--config", config]) == 2
     line = _one_line(capsys)
-    path = metadata_path(cfg, "a")
+    path = metadata_path(cfg.work_dir, "a")
     assert line.startswith(f"aggregator: metadata of owner 'a' {path!r} cannot be used ({cause}")
     assert line.endswith("); it was damaged or not written by fragrelease: refusing")
-    assert not os.path.exists(plan_path(cfg)) and not os.path.exists(plan_pin_path(cfg))
+    assert not os.path.exists(plan_path(cfg.work_dir)) and not os.path.exists(plan_pin_path(cfg.name, cfg.work_dir))
 
 
 @pytest.mark.parametrize("party", ["owner", "aggregator"])
@@ -175,7 +176,7 @@ def test_damaged_plan_json_is_one_line_for_owner_and_aggregator(tmp_path, root, 
     cfg = with_keys(config_from_dict(_base(tmp_path)), tmp_path / "keys")
     config = _write(tmp_path, cfg.model_dump(mode="json", exclude_none=True))
     claim_work_dir(cfg)
-    with open(plan_path(cfg), "wb") as f:
+    with open(plan_path(cfg.work_dir), "wb") as f:
         f.write(text.encode("latin-1"))
     argv = (["owner", "protect", "--config", config, "--owner", "a"] if party == "owner"
             else ["aggregator", "release", "--config", config])
@@ -183,7 +184,7 @@ def test_damaged_plan_json_is_one_line_for_owner_and_aggregator(tmp_path, root, 
     assert run_cli(argv) == 2
     line = _one_line(capsys)
     expected_cause = "not UTF-8 text" if cause is None else cause
-    assert line.startswith(f"{who}: plan.json {plan_path(cfg)!r} cannot be used ({expected_cause}"), line
+    assert line.startswith(f"{who}: plan.json {plan_path(cfg.work_dir)!r} cannot be used ({expected_cause}"), line
     assert line.endswith("); it was damaged or not written by fragrelease: refusing")
 
 
@@ -196,11 +197,11 @@ def test_an_earlier_plan_swapped_into_work_dir_is_refused_by_the_release_step(tm
     claim_work_dir(cfg)
     earlier, issued = _plan(cfg), _plan(cfg)
     assert earlier.plan_id != issued.plan_id
-    pin = pin_plan(cfg, issued)  # what issue_plan does before writing plan.json
+    pin = pin_plan(aggregator_context(cfg), issued)  # what issue_plan does before writing plan.json
     assert pin.startswith(str(root)) and not pin.startswith(cfg.work_dir)
     assert stat.S_IMODE(os.stat(pin).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(os.path.dirname(pin)).st_mode) == 0o700
-    with open(plan_path(cfg), "w") as f:  # the copy kept from the earlier release's work_dir
+    with open(plan_path(cfg.work_dir), "w") as f:  # the copy kept from the earlier release's work_dir
         f.write(earlier.to_json())
     assert run_cli(["aggregator", "release", "--config", config]) == 2
     assert _one_line(capsys) == (f"aggregator: plan.json in work_dir is not the plan this aggregator issued "
@@ -212,9 +213,9 @@ def test_a_plan_with_the_issued_id_but_other_terms_is_refused(tmp_path, root, ca
     cfg = config_from_dict(_base(tmp_path))
     claim_work_dir(cfg)
     issued = _plan(cfg)
-    pin_plan(cfg, issued)
+    pin_plan(aggregator_context(cfg), issued)
     forged = issued.model_copy(update={"k": 4})
-    with open(plan_path(cfg), "w") as f:
+    with open(plan_path(cfg.work_dir), "w") as f:
         f.write(forged.to_json())
     assert run_cli(["aggregator", "release", "--config", config]) == 2
     assert _one_line(capsys) == (f"aggregator: plan.json in work_dir is not the plan this aggregator issued "
@@ -226,17 +227,17 @@ def test_no_pin_or_a_damaged_pin_is_refused_never_read_as_empty(tmp_path, root, 
     config = _write(tmp_path, _base(tmp_path))
     cfg = config_from_dict(_base(tmp_path))
     claim_work_dir(cfg)
-    with open(plan_path(cfg), "w") as f:
+    with open(plan_path(cfg.work_dir), "w") as f:
         f.write(_plan(cfg).to_json())
     assert run_cli(["aggregator", "release", "--config", config]) == 2
-    assert _one_line(capsys) == (f"aggregator: no pinned plan at {plan_pin_path(cfg)!r} (written by 'fragrelease "
+    assert _one_line(capsys) == (f"aggregator: no pinned plan at {plan_pin_path(cfg.name, cfg.work_dir)!r} (written by 'fragrelease "
                                  "aggregator plan' with this FRAGRELEASE_PRIVATE_ROOT); refusing plan.json from "
                                  "work_dir")
-    pin_plan(cfg, _plan(cfg))
-    with open(plan_pin_path(cfg), "w") as f:
+    pin_plan(aggregator_context(cfg), _plan(cfg))
+    with open(plan_pin_path(cfg.name, cfg.work_dir), "w") as f:
         f.write('{"plan_id": ')
     assert run_cli(["aggregator", "release", "--config", config]) == 2
-    assert _one_line(capsys) == (f"aggregator: the pinned plan {plan_pin_path(cfg)!r} cannot be read "
+    assert _one_line(capsys) == (f"aggregator: the pinned plan {plan_pin_path(cfg.name, cfg.work_dir)!r} cannot be read "
                                  "(JSONDecodeError); refusing: issue the plan again")
 
 
@@ -246,8 +247,8 @@ def test_the_pinned_plan_passes_to_the_release_step(tmp_path, root, capsys, no_s
     cfg = config_from_dict(_base(tmp_path))
     claim_work_dir(cfg)
     issued = _plan(cfg)
-    pin_plan(cfg, issued)
-    with open(plan_path(cfg), "w") as f:
+    pin_plan(aggregator_context(cfg), issued)
+    with open(plan_path(cfg.work_dir), "w") as f:
         f.write(issued.to_json())
     with pytest.raises(SparkStarted):
         run_cli(["aggregator", "release", "--config", config])
@@ -263,12 +264,12 @@ def test_a_damaged_manifest_is_one_line_naming_the_owner_and_the_path(tmp_path, 
     from fragrelease.jobs.idpir.layout import manifest_path
 
     cfg = config_from_dict(_base(tmp_path))
-    path = manifest_path(cfg, "a")
+    path = manifest_path(cfg.work_dir, "a")
     os.makedirs(os.path.dirname(path))
     with open(path, "w") as f:
         f.write(text)
     with pytest.raises(ManifestMismatchError) as e:
-        load_verified_fragment(None, cfg, _plan(cfg), "a")  # refused before any table is read
+        load_verified_fragment(None, aggregator_context(cfg), _plan(cfg), "a")  # refused before any table is read
     assert str(e.value).startswith(f"aggregator: manifest of owner 'a' {path!r} cannot be used ({cause}")
     assert str(e.value).endswith("); it was damaged or not written by fragrelease: refusing")
     assert "\n" not in str(e.value)
@@ -277,15 +278,15 @@ def test_a_damaged_manifest_is_one_line_naming_the_owner_and_the_path(tmp_path, 
 def test_two_work_folders_of_one_release_name_keep_their_own_pins(tmp_path, root):
     one = config_from_dict(_base(tmp_path))
     two = config_from_dict(_base(tmp_path, work_dir=str(tmp_path / "work-2")))
-    assert plan_pin_path(one) != plan_pin_path(two)
-    assert os.path.dirname(plan_pin_path(one)) == str(root / "guard" / "_aggregator")
+    assert plan_pin_path(one.name, one.work_dir) != plan_pin_path(two.name, two.work_dir)
+    assert os.path.dirname(plan_pin_path(one.name, one.work_dir)) == str(root / "guard" / "_aggregator")
     p1, p2 = _plan(one), _plan(two)
-    pin_plan(one, p1)
-    pin_plan(two, p2)
+    pin_plan(aggregator_context(one), p1)
+    pin_plan(aggregator_context(two), p2)
     from fragrelease.jobs.idpir.aggregator import check_pinned_plan
 
-    check_pinned_plan(one, p1)  # the second pin did not replace the first
-    check_pinned_plan(two, p2)
+    check_pinned_plan(aggregator_context(one), p1)  # the second pin did not replace the first
+    check_pinned_plan(aggregator_context(two), p2)
 
 
 def test_plan_id_option_refuses_any_other_plan(tmp_path, root, capsys, no_spark):
@@ -293,8 +294,8 @@ def test_plan_id_option_refuses_any_other_plan(tmp_path, root, capsys, no_spark)
     cfg = config_from_dict(_base(tmp_path))
     claim_work_dir(cfg)
     issued = _plan(cfg)
-    pin_plan(cfg, issued)
-    with open(plan_path(cfg), "w") as f:
+    pin_plan(aggregator_context(cfg), issued)
+    with open(plan_path(cfg.work_dir), "w") as f:
         f.write(issued.to_json())
     assert run_cli(["aggregator", "release", "--config", config, "--plan-id", "another-id"]) == 2
     assert _one_line(capsys) == (f"aggregator: plan.json in work_dir is not the plan this aggregator issued "
@@ -309,12 +310,12 @@ def test_plan_id_stands_in_for_a_missing_pin_but_a_pin_is_still_checked(tmp_path
     cfg = config_from_dict(_base(tmp_path))
     claim_work_dir(cfg)
     issued = _plan(cfg)
-    with open(plan_path(cfg), "w") as f:
+    with open(plan_path(cfg.work_dir), "w") as f:
         f.write(issued.to_json())
     with pytest.raises(SparkStarted):  # no pin here, the right id: accepted up to the Spark step
         run_cli(["aggregator", "release", "--config", config, "--plan-id", issued.plan_id])
     other = _plan(cfg)
-    pin_plan(cfg, other)  # a pin that names another plan is still refused
+    pin_plan(aggregator_context(cfg), other)  # a pin that names another plan is still refused
     assert run_cli(["aggregator", "release", "--config", config, "--plan-id", issued.plan_id]) == 2
     assert _one_line(capsys) == (f"aggregator: plan.json in work_dir is not the plan this aggregator issued "
                                  f"(plan id {issued.plan_id}, expected {other.plan_id}); refusing")

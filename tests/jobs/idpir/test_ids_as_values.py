@@ -16,6 +16,7 @@ import yaml
 from fragrelease.errors import IdentifierError, ManifestMismatchError, ProtocolError
 from fragrelease.idpir.config import config_from_dict
 from fragrelease.jobs.idpir import aggregator, owner
+from fragrelease.jobs.idpir.context import aggregator_context, owner_context
 from fragrelease.jobs.idpir.layout import metadata_path, nonce_path, plan_path
 from fragrelease.jobs.idpir.owner import describe_fragment
 
@@ -71,17 +72,17 @@ SAME_ID = [
 def test_ids_written_differently_are_one_id_and_refused_in_the_metadata_step(spark, tmp_path, case, written, said):
     cfg = _cfg(tmp_path, _rows(1005, written, 1006, 1007))
     with pytest.raises(IdentifierError) as info:
-        describe_fragment(spark, cfg, "clinic-a")
+        describe_fragment(spark, owner_context(cfg, "clinic-a"))
     assert str(info.value) == (f"owner 'clinic-a' (source {tmp_path / 'src' / 'a.csv'}): id column 'record_id': "
                                f"{said}; ids must be unique")
-    assert not os.path.exists(metadata_path(cfg, "clinic-a"))  # nothing sent: no plan can be made
+    assert not os.path.exists(metadata_path(cfg.work_dir, "clinic-a"))  # nothing sent: no plan can be made
     assert _ledgers_untouched(tmp_path)
 
 
 def test_a_decimal_integer_id_is_refused_naming_owner_source_column_and_value(spark, tmp_path):
     cfg = _cfg(tmp_path, _rows(1005, "1006.0", 1007, "1e3"))
     with pytest.raises(IdentifierError) as info:
-        describe_fragment(spark, cfg, "clinic-a")
+        describe_fragment(spark, owner_context(cfg, "clinic-a"))
     assert str(info.value) == (f"owner 'clinic-a' (source {tmp_path / 'src' / 'a.csv'}): id column 'record_id' "
                                "value '1006.0' is not an integer; the schema declares the id long (column type string)")
     assert _ledgers_untouched(tmp_path)
@@ -144,15 +145,15 @@ def test_horizontal_owners_sharing_records_are_refused_at_the_plan_with_nothing_
     shared = "record_id,age,sex\n" + "".join(f"{i},{20 + i % 50},Male\n" for i in range(2005, 2015))
     cfg = _cfg(tmp_path, shared)  # 2005..2009 are b's records too (written as b writes them)
     for o in cfg.owners:
-        describe_fragment(spark, cfg, o.name)
+        describe_fragment(spark, owner_context(cfg, o.name))
     with pytest.raises(IdentifierError) as info:
-        aggregator.issue_plan(cfg, spark)
+        aggregator.issue_plan(aggregator_context(cfg), spark)
     assert str(info.value) == ("owners 'clinic-a' and 'clinic-b' share 5 records (their keyed id digests match); "
                                "horizontal owners must hold disjoint records; no plan was issued and no budget was spent")
-    assert not os.path.exists(plan_path(cfg))
+    assert not os.path.exists(plan_path(cfg.work_dir))
     assert _ledgers_untouched(tmp_path)
     with pytest.raises(Exception, match="plan.json"):  # no owner can protect (and spend) without a plan
-        owner.protect_owner_fragment(spark, cfg, "clinic-a")
+        owner.protect_owner_fragment(spark, owner_context(cfg, "clinic-a"))
     assert _ledgers_untouched(tmp_path)
 
 
@@ -160,9 +161,9 @@ def test_shared_records_written_differently_are_refused_at_the_plan(spark, tmp_p
     """``02005`` at one owner and ``2005`` at the other are one record (ids compared as values)."""
     cfg = _cfg(tmp_path, _rows("02005", 3001, 3002))
     for o in cfg.owners:
-        describe_fragment(spark, cfg, o.name)
+        describe_fragment(spark, owner_context(cfg, o.name))
     with pytest.raises(IdentifierError, match="owners 'clinic-a' and 'clinic-b' share 1 record "):
-        aggregator.issue_plan(cfg, spark)
+        aggregator.issue_plan(aggregator_context(cfg), spark)
     assert _ledgers_untouched(tmp_path)
 
 
@@ -179,24 +180,24 @@ def test_the_cli_plan_step_refuses_shared_records_in_one_line(spark, tmp_path, c
     assert capsys.readouterr().err.strip().splitlines() == [
         "error: owners 'clinic-a' and 'clinic-b' share 2 records (their keyed id digests match); horizontal owners "
         "must hold disjoint records; no plan was issued and no budget was spent"]
-    assert not os.path.exists(plan_path(cfg)) and _ledgers_untouched(tmp_path)
+    assert not os.path.exists(plan_path(cfg.work_dir)) and _ledgers_untouched(tmp_path)
 
 
 def test_the_aggregator_checks_the_id_digests_against_the_metadata(spark, tmp_path):
     """The digest tables lie on shared storage: one that does not match its owner's metadata is refused."""
     cfg = _cfg(tmp_path, _rows(3001, 3002, 3003))
     for o in cfg.owners:
-        describe_fragment(spark, cfg, o.name)
-    meta = json.loads(open(metadata_path(cfg, "clinic-a")).read())
+        describe_fragment(spark, owner_context(cfg, o.name))
+    meta = json.loads(open(metadata_path(cfg.work_dir, "clinic-a")).read())
     meta["id_digest"] = "3:12345"
-    open(metadata_path(cfg, "clinic-a"), "w").write(json.dumps(meta))
+    open(metadata_path(cfg.work_dir, "clinic-a"), "w").write(json.dumps(meta))
     with pytest.raises(ProtocolError, match="the id-digest table of owner 'clinic-a' at .* does not match its metadata"):
-        aggregator.issue_plan(cfg, spark)
+        aggregator.issue_plan(aggregator_context(cfg), spark)
     meta.pop("id_digest")
-    open(metadata_path(cfg, "clinic-a"), "w").write(json.dumps(meta))
+    open(metadata_path(cfg.work_dir, "clinic-a"), "w").write(json.dumps(meta))
     with pytest.raises(ProtocolError, match="the metadata of owner 'clinic-a' has no id digests"):
-        aggregator.issue_plan(cfg, spark)
-    assert not os.path.exists(plan_path(cfg))
+        aggregator.issue_plan(aggregator_context(cfg), spark)
+    assert not os.path.exists(plan_path(cfg.work_dir))
 
 
 def test_the_metadata_shows_no_raw_id(spark, tmp_path):
@@ -205,10 +206,10 @@ def test_the_metadata_shows_no_raw_id(spark, tmp_path):
     from fragrelease.pseudonyms import METADATA_CONTEXT, derive_key, pseudonym
 
     cfg = _cfg(tmp_path, _rows(3001, 3002, 3003))
-    meta = describe_fragment(spark, cfg, "clinic-a")
-    rows = committed_rows(spark, id_digests_path(cfg, "clinic-a", meta.nonce)).collect()
+    meta = describe_fragment(spark, owner_context(cfg, "clinic-a"))
+    rows = committed_rows(spark, id_digests_path(cfg.work_dir, "clinic-a", meta.nonce)).collect()
     assert sorted(r.pseudonym for r in rows) == sorted(pseudonym(derive_key(KEY), i, context=METADATA_CONTEXT) for i in (3001, 3002, 3003))
-    assert "3001" not in open(metadata_path(cfg, "clinic-a")).read()
+    assert "3001" not in open(metadata_path(cfg.work_dir, "clinic-a")).read()
 
 
 # ---- 6. the pseudonym context: plan id and every owner's nonce --------------------------------------------
@@ -219,44 +220,44 @@ def test_the_release_pseudonyms_use_the_plan_id_and_the_owners_nonces(spark, tmp
     from fragrelease.pseudonyms import derive_key, pseudonym, release_context
 
     cfg = _cfg(tmp_path, _rows(3001, 3002, 3003))
-    metas = [describe_fragment(spark, cfg, o.name) for o in cfg.owners]
-    plan = aggregator.issue_plan(cfg, spark)
+    metas = [describe_fragment(spark, owner_context(cfg, o.name)) for o in cfg.owners]
+    plan = aggregator.issue_plan(aggregator_context(cfg), spark)
     assert [o.nonce for o in plan.owners] == [m.nonce for m in metas] and len({m.nonce for m in metas}) == 2
     context = release_context(plan.plan_id, [m.nonce for m in metas])
     assert plan.pseudonym_context() == context != plan.plan_id
-    owner.protect_owner_fragment(spark, cfg, "clinic-a")
-    got = {r.pseudonym for r in committed_rows(spark, protected_path(cfg, "clinic-a")).collect()}
+    owner.protect_owner_fragment(spark, owner_context(cfg, "clinic-a"))
+    got = {r.pseudonym for r in committed_rows(spark, protected_path(cfg.work_dir, "clinic-a")).collect()}
     assert got == {pseudonym(derive_key(KEY), i, context=context) for i in (3001, 3002, 3003)}
 
 
 def test_an_owner_refuses_a_plan_without_its_latest_nonce_before_spending(spark, tmp_path):
     cfg = _cfg(tmp_path, _rows(3001, 3002, 3003))
     for o in cfg.owners:
-        describe_fragment(spark, cfg, o.name)
-    aggregator.issue_plan(cfg, spark)
-    plan = json.loads(open(plan_path(cfg)).read())
+        describe_fragment(spark, owner_context(cfg, o.name))
+    aggregator.issue_plan(aggregator_context(cfg), spark)
+    plan = json.loads(open(plan_path(cfg.work_dir)).read())
     plan["owners"][0]["nonce"] = "00" * 32  # an aggregator reusing an earlier release's nonces
-    open(plan_path(cfg), "w").write(json.dumps(plan))
+    open(plan_path(cfg.work_dir), "w").write(json.dumps(plan))
     with pytest.raises(ManifestMismatchError) as info:
-        owner.protect_owner_fragment(spark, cfg, "clinic-a")
+        owner.protect_owner_fragment(spark, owner_context(cfg, "clinic-a"))
     assert str(info.value) == (f"owner 'clinic-a': plan {plan['plan_id']} does not carry the nonce of this owner's "
-                               f"latest metadata round (kept at {nonce_path(cfg, cfg.owners[0])!r}); the aggregator "
+                               f"latest metadata round (kept at {nonce_path(cfg.name, cfg.owners[0])!r}); the aggregator "
                                "must issue the plan from the current metadata")
     assert _ledgers_untouched(tmp_path)
-    os.remove(nonce_path(cfg, cfg.owners[0]))
+    os.remove(nonce_path(cfg.name, cfg.owners[0]))
     with pytest.raises(ManifestMismatchError, match="owner 'clinic-a': no metadata nonce at"):
-        owner.protect_owner_fragment(spark, cfg, "clinic-a")
+        owner.protect_owner_fragment(spark, owner_context(cfg, "clinic-a"))
     assert _ledgers_untouched(tmp_path)
 
 
 def test_a_new_metadata_round_makes_the_old_plan_stale(spark, tmp_path):
     cfg = _cfg(tmp_path, _rows(3001, 3002, 3003))
     for o in cfg.owners:
-        describe_fragment(spark, cfg, o.name)
-    aggregator.issue_plan(cfg, spark)
-    describe_fragment(spark, cfg, "clinic-b")  # a fresh nonce: the plan no longer carries b's latest
+        describe_fragment(spark, owner_context(cfg, o.name))
+    aggregator.issue_plan(aggregator_context(cfg), spark)
+    describe_fragment(spark, owner_context(cfg, "clinic-b"))  # a fresh nonce: the plan no longer carries b's latest
     with pytest.raises(ManifestMismatchError, match="does not carry the nonce"):
-        owner.protect_owner_fragment(spark, cfg, "clinic-b")
+        owner.protect_owner_fragment(spark, owner_context(cfg, "clinic-b"))
     assert _ledgers_untouched(tmp_path)
 
 
@@ -287,20 +288,20 @@ def test_doubled_quotes_and_quoted_line_breaks_pass_validation(spark, tmp_path):
         '161,30,"Smith, J"\n162,31,"two\r\nlines"\n'
     cfg = _cfg(tmp_path, rows.replace("\r\n", "\n"), "record_id,age,name\n500,40,\"Smith, J\"\n501,41,x\n",
                schema=QUOTED)
-    assert describe_fragment(spark, cfg, "clinic-a").n_records == 162
+    assert describe_fragment(spark, owner_context(cfg, "clinic-a")).n_records == 162
 
 
 def test_a_bad_value_after_a_quoted_line_break_names_its_column_value_and_record(spark, tmp_path):
     text = 'record_id,age,name\n1,40,"two\nlines"\n2,50,"Müller, ""quoted"""\n3,60,"Jones, ""B"""\n4,70,"Smith, J"\n'
     cfg = _cfg(tmp_path, text, schema=QUOTED)
     with pytest.raises(Exception) as info:
-        describe_fragment(spark, cfg, "clinic-a")
+        describe_fragment(spark, owner_context(cfg, "clinic-a"))
     assert str(info.value) == (
         f"owner 'clinic-a' (source {tmp_path / 'src' / 'a.csv'}): column 'name' value 'Jones, \"B\"' (record id 3) is "
         "not a declared category of ['Müller, \"quoted\"', 'Smith, J', 'two\\nlines'] (1 such value(s))")
     text = 'record_id,age,name\n1,40,"two\nlines"\n2,500,"Smith, J"\n3,60,"Smith, J"\n'
     cfg = _cfg(tmp_path, text, schema=QUOTED)
     with pytest.raises(Exception) as info:
-        describe_fragment(spark, cfg, "clinic-a")
+        describe_fragment(spark, owner_context(cfg, "clinic-a"))
     assert str(info.value).endswith("column 'age' value '500' (record id 2) is outside its declared domain [0.0, 100.0] "
                                     "(1 such value(s))")

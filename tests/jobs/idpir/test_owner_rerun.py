@@ -20,6 +20,7 @@ from deltalake import DeltaTable
 from fragrelease.errors import PlanAlreadySpentError, ReleaseExistsError, StorageError
 from fragrelease.idpir.config import config_from_dict
 from fragrelease.jobs.idpir import aggregator, owner, simulate
+from fragrelease.jobs.idpir.context import aggregator_context, owner_context
 from fragrelease.jobs.idpir.layout import manifest_path, plan_path, protected_path
 from fragrelease.jobs.idpir.ledger import spent
 from fragrelease.schemas.datasets import resolve_schema
@@ -51,8 +52,8 @@ def _cfg(spark, tmp, source):
     schema = resolve_schema(cfg.dataset)
     simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
     for o in cfg.owners:
-        owner.describe_fragment(spark, cfg, o.name)
-    aggregator.issue_plan(cfg)
+        owner.describe_fragment(spark, owner_context(cfg, o.name))
+    aggregator.issue_plan(aggregator_context(cfg))
     return cfg
 
 
@@ -75,38 +76,38 @@ def test_a_rerun_after_a_kill_before_the_manifest_completes_and_the_release_goes
     with monkeypatch.context() as m:
         m.setattr(owner, "write_text", killed)
         with pytest.raises(Killed):
-            owner.protect_owner_fragment(spark, cfg, "b")
-    with open(plan_path(cfg)) as f:
+            owner.protect_owner_fragment(spark, owner_context(cfg, "b"))
+    with open(plan_path(cfg.work_dir)) as f:
         plan_id = json.load(f)["plan_id"]
     assert spent(ledger, "b", "wine") == [Fraction(1)]
     with pytest.raises(PlanAlreadySpentError) as info:
-        owner.protect_owner_fragment(spark, cfg, "b")
+        owner.protect_owner_fragment(spark, owner_context(cfg, "b"))
     assert str(info.value) == (f"owner 'b' already spent on plan {plan_id!r} (dataset 'wine', budget ledger "
                                f"{os.path.abspath(ledger)!r}); a plan is spent once; ask the aggregator for a new plan")
     assert spent(ledger, "b", "wine") == [Fraction(1)]  # nothing more spent
-    aggregator.issue_plan(cfg)  # the new plan the message asks for
-    owner.protect_owner_fragment(spark, cfg, "b")  # b's unpublished fragment was discarded by the refused rerun
+    aggregator.issue_plan(aggregator_context(cfg))  # the new plan the message asks for
+    owner.protect_owner_fragment(spark, owner_context(cfg, "b"))  # b's unpublished fragment was discarded by the refused rerun
 
     # owner a (no ledger) is killed before its manifest: the rerun discards the fragment and completes
     with monkeypatch.context() as m:
         m.setattr(owner, "write_text", killed)
         with pytest.raises(Killed):
-            owner.protect_owner_fragment(spark, cfg, "a")
-    target = protected_path(cfg, "a")
-    assert DeltaTable.is_deltatable(target) and not os.path.exists(manifest_path(cfg, "a"))
+            owner.protect_owner_fragment(spark, owner_context(cfg, "a"))
+    target = protected_path(cfg.work_dir, "a")
+    assert DeltaTable.is_deltatable(target) and not os.path.exists(manifest_path(cfg.work_dir, "a"))
     first_files = set(DeltaTable(target).file_uris())
 
     with caplog.at_level(logging.WARNING, logger="fragrelease.jobs.idpir.owner"):
-        owner.protect_owner_fragment(spark, cfg, "a")  # before the fix: ReleaseExistsError
+        owner.protect_owner_fragment(spark, owner_context(cfg, "a"))  # before the fix: ReleaseExistsError
     assert any("discarded the unpublished protected fragment of plan" in r.getMessage() for r in caplog.records)
     assert not first_files & set(DeltaTable(target).file_uris())  # the first attempt's rows are gone
     _only_active_parquet(target)
-    result = aggregator.release(spark, cfg)
+    result = aggregator.release(spark, aggregator_context(cfg))
     assert result.version == 0 and result.rows == 300
     assert spent(ledger, "b", "wine") == [Fraction(1), Fraction(1)]  # the documented over-count: one per plan
 
     with pytest.raises(ReleaseExistsError, match=r"owner 'b' already published a protected fragment for plan"):
-        owner.protect_owner_fragment(spark, cfg, "b")  # a published fragment is never discarded
+        owner.protect_owner_fragment(spark, owner_context(cfg, "b"))  # a published fragment is never discarded
 
 
 def test_a_failed_manifest_write_removes_the_fragment_and_says_so(spark, tmp_path, wine_source, monkeypatch):
@@ -118,13 +119,13 @@ def test_a_failed_manifest_write_removes_the_fragment_and_says_so(spark, tmp_pat
     with monkeypatch.context() as m:
         m.setattr(owner, "write_text", disk_full)
         with pytest.raises(StorageError) as info:
-            owner.protect_owner_fragment(spark, cfg, "a")
-    target = protected_path(cfg, "a")
+            owner.protect_owner_fragment(spark, owner_context(cfg, "a"))
+    target = protected_path(cfg.work_dir, "a")
     assert str(info.value) == ("owner 'a' could not publish its protected fragment: No space left on device (ENOSPC); "
                                f"the unpublished fragment at {target!r} was removed; run the owner step again")
     assert not os.path.exists(target)
-    owner.protect_owner_fragment(spark, cfg, "a")
-    assert os.path.exists(manifest_path(cfg, "a"))
+    owner.protect_owner_fragment(spark, owner_context(cfg, "a"))
+    assert os.path.exists(manifest_path(cfg.work_dir, "a"))
 
 
 def test_a_fragment_of_another_plan_is_refused_and_kept(spark, tmp_path, wine_source, monkeypatch):
@@ -132,14 +133,14 @@ def test_a_fragment_of_another_plan_is_refused_and_kept(spark, tmp_path, wine_so
     with monkeypatch.context() as m:
         m.setattr(owner, "write_text", lambda *a, **k: (_ for _ in ()).throw(Killed()))
         with pytest.raises(Killed):
-            owner.protect_owner_fragment(spark, cfg, "a")
-    old_plan = DeltaTable(protected_path(cfg, "a")).history()[0]
-    aggregator.issue_plan(cfg)  # a new plan: the table is not an unpublished fragment of it
+            owner.protect_owner_fragment(spark, owner_context(cfg, "a"))
+    old_plan = DeltaTable(protected_path(cfg.work_dir, "a")).history()[0]
+    aggregator.issue_plan(aggregator_context(cfg))  # a new plan: the table is not an unpublished fragment of it
     with pytest.raises(ReleaseExistsError, match=r"holds a Delta table \(role 'protected-fragment', plan '[0-9a-f-]+', "
                                                  r"owner 'a', version 0\) that is not an unpublished protected "
                                                  r"fragment of owner 'a' under plan [0-9a-f-]+; it was left in place"):
-        owner.protect_owner_fragment(spark, cfg, "a")
-    assert DeltaTable(protected_path(cfg, "a")).history()[0] == old_plan
+        owner.protect_owner_fragment(spark, owner_context(cfg, "a"))
+    assert DeltaTable(protected_path(cfg.work_dir, "a")).history()[0] == old_plan
 
 
 def _cfg_only(tmp):
@@ -151,13 +152,13 @@ def _cfg_only(tmp):
 
 def test_files_of_an_interrupted_write_are_discarded_and_anything_else_is_kept(tmp_path):
     cfg = _cfg_only(tmp_path)
-    target = protected_path(cfg, "a")
+    target = protected_path(cfg.work_dir, "a")
     leftover = os.path.join(target, "part-" + "0" * 31 + "1")
     os.makedirs(leftover)
     with open(os.path.join(leftover, "part-00000-x.snappy.parquet"), "wb") as f:
         f.write(b"rows")
     os.makedirs(os.path.join(target, "_delta_log"))
-    owner.discard_unpublished_fragment(cfg, "plan", "a", target)
+    owner.discard_unpublished_fragment(owner_context(cfg, "a"), "plan", target)
     assert not os.path.exists(target)  # before the fix the orphan Parquet files stayed readable
 
     os.makedirs(target)
@@ -165,5 +166,5 @@ def test_files_of_an_interrupted_write_are_discarded_and_anything_else_is_kept(t
         f.write("keep")
     with pytest.raises(ReleaseExistsError, match=r"is not a Delta table but holds \['notes.txt'\], which owner 'a''s "
                                                  r"step did not write; it was left in place"):
-        owner.discard_unpublished_fragment(cfg, "plan", "a", target)
+        owner.discard_unpublished_fragment(owner_context(cfg, "a"), "plan", target)
     assert open(os.path.join(target, "notes.txt")).read() == "keep"

@@ -15,6 +15,7 @@ import yaml
 from fragrelease.errors import IdentifierError, PseudonymKeyError
 from fragrelease.idpir.config import config_from_dict
 from fragrelease.jobs.idpir import aggregator, owner
+from fragrelease.jobs.idpir.context import aggregator_context, owner_context
 from fragrelease.jobs.idpir.keys import generated_key_path, owner_pseudonym_key
 from fragrelease.jobs.idpir.layout import manifest_path, plan_path, plan_pin_path, protected_path, pseudonyms_path
 from fragrelease.jobs.idpir.release import run_local_release
@@ -64,10 +65,10 @@ def config(tmp_path, schema_path, owners, fragmentation="horizontal", **kw):
 def play(spark, cfg):
     """Every party's step, as the separate commands run them."""
     for o in cfg.owners:
-        owner.describe_fragment(spark, cfg, o.name)
-    plan = aggregator.issue_plan(cfg, spark)
+        owner.describe_fragment(spark, owner_context(cfg, o.name))
+    plan = aggregator.issue_plan(aggregator_context(cfg), spark)
     for o in cfg.owners:
-        owner.protect_owner_fragment(spark, cfg, o.name)
+        owner.protect_owner_fragment(spark, owner_context(cfg, o.name))
     return plan
 
 
@@ -79,15 +80,15 @@ def test_owner_fragment_has_pseudonyms_not_ids_and_is_not_in_id_order(spark, tmp
         {"name": "b", "source": write_source(spark, tmp_path / "b", ids_b), "pseudonym_key": {"file": kf}}],
         keep_id=True)
     plan = play(spark, cfg)
-    frag = read_delta(spark, protected_path(cfg, "a")).toPandas()  # what the aggregator reads
+    frag = read_delta(spark, protected_path(cfg.work_dir, "a")).toPandas()  # what the aggregator reads
     assert list(frag.columns) == ["pseudonym", "x", "y"]  # no raw id column
     back = {pseudonym(DERIVED, i, context=plan.pseudonym_context()): i for i in ids_a}  # only a key holder can do this
     assert set(frag["pseudonym"]) == set(back)
     assert not set(frag["pseudonym"]) & {str(i) for i in ids_a}
     order = [back[p] for p in frag["pseudonym"]]
     assert order != sorted(order)  # rows shuffled: 1/40! to be sorted by chance
-    assert not os.path.exists(pseudonyms_path(cfg, "a"))  # linked: the pseudonyms travel in the rows
-    out = aggregator.release(spark, cfg)
+    assert not os.path.exists(pseudonyms_path(cfg.work_dir, "a"))  # linked: the pseudonyms travel in the rows
+    out = aggregator.release(spark, aggregator_context(cfg))
     rel = read_delta(spark, out.path).toPandas()
     assert list(rel.columns) == ["pseudonym", "x", "y"] and len(rel) == 70  # keep_id publishes pseudonyms
     assert set(rel["pseudonym"]) == set(back) | {pseudonym(DERIVED, i, context=plan.pseudonym_context()) for i in ids_b}
@@ -103,12 +104,12 @@ def test_horizontal_owners_sharing_records_are_refused(spark, tmp_path, schema_p
         {"name": "b", "source": write_source(spark, tmp_path / "b", range(41, 91)), "pseudonym_key": {"file": kf}},
         {"name": "c", "source": write_source(spark, tmp_path / "c", range(91, 101)), "pseudonym_key": {"file": kf}}])
     for o in cfg.owners:
-        owner.describe_fragment(spark, cfg, o.name)
+        owner.describe_fragment(spark, owner_context(cfg, o.name))
     with pytest.raises(IdentifierError) as e:  # at the plan, from the metadata round's id digests: nobody spent
-        aggregator.issue_plan(cfg, spark)
+        aggregator.issue_plan(aggregator_context(cfg), spark)
     assert str(e.value) == ("owners 'a' and 'b' share 20 records (their keyed id digests match); horizontal owners "
                             "must hold disjoint records; no plan was issued and no budget was spent")
-    assert not os.path.exists(plan_path(cfg)) and not os.path.exists(cfg.output)  # nothing planned or committed
+    assert not os.path.exists(plan_path(cfg.work_dir)) and not os.path.exists(cfg.output)  # nothing planned or committed
 
 
 def test_horizontal_owners_with_different_keys_are_refused_at_the_plan(spark, tmp_path, schema_path):
@@ -121,9 +122,9 @@ def test_horizontal_owners_with_different_keys_are_refused_at_the_plan(spark, tm
         {"name": "a", "source": write_source(spark, tmp_path / "a", range(1, 11)), "pseudonym_key": {"file": k1}},
         {"name": "b", "source": write_source(spark, tmp_path / "b", range(1, 11)), "pseudonym_key": {"file": k2}}])
     for o in cfg.owners:
-        owner.describe_fragment(spark, cfg, o.name)
+        owner.describe_fragment(spark, owner_context(cfg, o.name))
     with pytest.raises(ProtocolError, match="owners 'a' and 'b' use different pseudonym keys"):
-        aggregator.issue_plan(cfg, spark)
+        aggregator.issue_plan(aggregator_context(cfg), spark)
 
 
 def test_vertical_fragments_join_on_pseudonyms(spark, tmp_path, schema_path):
@@ -135,10 +136,10 @@ def test_vertical_fragments_join_on_pseudonyms(spark, tmp_path, schema_path):
         {"name": "b", "attributes": ["y"], "source": write_source(spark, tmp_path / "b", ids, ("y",)),
          "pseudonym_key": {"file": kf}}], fragmentation="vertical", keep_id=True)
     plan = play(spark, cfg)
-    fa = read_delta(spark, protected_path(cfg, "a")).toPandas()
-    fb = read_delta(spark, protected_path(cfg, "b")).toPandas()
+    fa = read_delta(spark, protected_path(cfg.work_dir, "a")).toPandas()
+    fb = read_delta(spark, protected_path(cfg.work_dir, "b")).toPandas()
     assert list(fa.columns) == ["pseudonym", "x"] and list(fb.columns) == ["pseudonym", "y"]
-    rel = read_delta(spark, aggregator.release(spark, cfg).path).toPandas()
+    rel = read_delta(spark, aggregator.release(spark, aggregator_context(cfg)).path).toPandas()
     want = fa.merge(fb, on="pseudonym")
     assert len(want) == 30
     pd.testing.assert_frame_equal(rel.sort_values("pseudonym").reset_index(drop=True),
@@ -155,17 +156,17 @@ def test_vertical_pseudonym_sets_that_differ_are_refused(spark, tmp_path, schema
          "pseudonym_key": {"file": kf}}], fragmentation="vertical")
     write_source(spark, tmp_path / "b", range(1, 21), ("y",))
     for o in cfg.owners:
-        owner.describe_fragment(spark, cfg, o.name)
-    aggregator.issue_plan(cfg, spark)
+        owner.describe_fragment(spark, owner_context(cfg, o.name))
+    aggregator.issue_plan(aggregator_context(cfg), spark)
     # owner b's table changes after the plan: one record replaced by another (same count)
     import shutil
 
     shutil.rmtree(tmp_path / "b")
     write_source(spark, tmp_path / "b", [*range(1, 20), 99], ("y",))
     for o in cfg.owners:
-        owner.protect_owner_fragment(spark, cfg, o.name)
+        owner.protect_owner_fragment(spark, owner_context(cfg, o.name))
     with pytest.raises(IdentifierError) as e:
-        aggregator.release(spark, cfg)
+        aggregator.release(spark, aggregator_context(cfg))
     assert str(e.value) == ("the protected fragments of 'a' and 'b' hold different sets of pseudonyms "
                             "(their pseudonym-set digests differ)")
 
@@ -200,18 +201,18 @@ def test_unlinked_owners_unlink_their_columns_and_send_pseudonyms_apart(spark, t
         cfg, plan = request.getfixturevalue("unlinked_horizontal")
     else:
         cfg, plan = unlinked_owners(spark, tmp_path, schema_path, fragmentation)
-    frag = read_delta(spark, protected_path(cfg, "a")).toPandas()
+    frag = read_delta(spark, protected_path(cfg.work_dir, "a")).toPandas()
     assert list(frag.columns) == (["x", "y"] if fragmentation == "horizontal" else ["x"])  # no pseudonym in the rows
-    pset = read_delta(spark, pseudonyms_path(cfg, "a")).toPandas()
+    pset = read_delta(spark, pseudonyms_path(cfg.work_dir, "a")).toPandas()
     assert list(pset.columns) == ["pseudonym"]
     assert set(pset["pseudonym"]) == {pseudonym(DERIVED, i, context=plan.pseudonym_context()) for i in range(1, 31)}
-    manifest = open(manifest_path(cfg, "a")).read()
+    manifest = open(manifest_path(cfg.work_dir, "a")).read()
     assert '"pseudonym_digest": "30:' in manifest
-    rel = read_delta(spark, aggregator.release(spark, cfg).path).toPandas()
+    rel = read_delta(spark, aggregator.release(spark, aggregator_context(cfg)).path).toPandas()
     assert list(rel.columns) == ["x", "y"] and len(rel) == (50 if fragmentation == "horizontal" else 30)
     # each released column is the multiset of the owners' columns
     if fragmentation == "vertical":
-        fb = read_delta(spark, protected_path(cfg, "b")).toPandas()
+        fb = read_delta(spark, protected_path(cfg.work_dir, "b")).toPandas()
         assert sorted(rel["x"]) == sorted(frag["x"]) and sorted(rel["y"]) == sorted(fb["y"])
 
 
@@ -222,15 +223,15 @@ def test_owner_steps_alone_need_a_key_unless_owners_share_one_private_root(spark
     cfg = config(tmp_path, schema_path, own)
     path = generated_key_path(cfg, cfg.owners[0])
     with pytest.raises(PseudonymKeyError) as e:
-        owner.describe_fragment(spark, cfg, "a")
+        owner.describe_fragment(spark, owner_context(cfg, "a"))
     assert str(e.value) == (f"owner 'a' has no pseudonym_key in its configuration and no generated release key at "
                             f"{path!r}; name the key the owners share ({{file: PATH}} or {{env: VAR}})")
     assert path == str(tmp_path / "pa" / "pseudonym-key")
     # one private root (no private_dir): the first owner step creates the release key, the others read it
     monkeypatch.setenv("FRAGRELEASE_PRIVATE_ROOT", str(tmp_path / "root"))
     shared = config(tmp_path, schema_path, [{"name": "a", "source": src}, {"name": "b", "source": src}])
-    ka = owner_pseudonym_key(shared, shared.owners[0])
-    assert owner_pseudonym_key(shared, shared.owners[1]) == ka and len(ka) == 32
+    ka = owner_pseudonym_key(owner_context(shared, shared.owners[0].name))
+    assert owner_pseudonym_key(owner_context(shared, shared.owners[1].name)) == ka and len(ka) == 32
     kp = tmp_path / "root" / "pseudo" / "pseudonym-key"
     assert len(kp.read_bytes()) == 64 and ka == derive_key(kp.read_bytes())  # the file holds the secret, hex
     assert stat.S_IMODE(os.stat(kp).st_mode) == 0o600 and stat.S_IMODE(os.stat(kp.parent).st_mode) == 0o700
@@ -239,10 +240,10 @@ def test_owner_steps_alone_need_a_key_unless_owners_share_one_private_root(spark
                                              for n in ("a", "b")])
     monkeypatch.delenv("FR_NO_SUCH_KEY", raising=False)
     with pytest.raises(PseudonymKeyError, match="^owner 'a': pseudonym key environment variable 'FR_NO_SUCH_KEY' is not set$"):
-        owner.describe_fragment(spark, missing, "a")
+        owner.describe_fragment(spark, owner_context(missing, "a"))
     monkeypatch.setenv("FR_NO_SUCH_KEY", "short")
     with pytest.raises(PseudonymKeyError, match="is 5 bytes; at least 32 are required$"):
-        owner.describe_fragment(spark, missing, "a")
+        owner.describe_fragment(spark, owner_context(missing, "a"))
 
 
 def test_single_command_release_generates_a_fresh_private_key_per_release(spark, tmp_path, schema_path):
@@ -255,11 +256,11 @@ def test_single_command_release_generates_a_fresh_private_key_per_release(spark,
     for folder in ("pa", "pb"):
         assert stat.S_IMODE(os.stat(tmp_path / folder / "pseudonym-key").st_mode) == 0o600
         assert stat.S_IMODE(os.stat(tmp_path / folder).st_mode) == 0o700
-    frag = read_delta(spark, protected_path(cfg, "a")).toPandas()
+    frag = read_delta(spark, protected_path(cfg.work_dir, "a")).toPandas()
     assert set(frag["pseudonym"]) == {pseudonym(derive_key(ka), i, context=first.plan.pseudonym_context()) for i in range(1, 21)}
     # one process generated the key and played the aggregator: the recorded guarantee says so
     assert "one process played every party" in first.provenance["guarantee"]["against"]
-    assert not os.path.exists(plan_pin_path(cfg))  # the plan went to the release step in memory: no pin left behind
+    assert not os.path.exists(plan_pin_path(cfg.name, cfg.work_dir))  # the plan went to the release step in memory: no pin left behind
     assert first.mean_sse is None or first.mean_sse >= 0
     run_local_release(spark, cfg, fresh_work_dir=True)
     assert open(tmp_path / "pa" / "pseudonym-key", "rb").read() != ka  # one key per release
@@ -292,13 +293,13 @@ def test_fragments_written_under_another_key_than_the_plans_are_refused(spark, t
     srcs = {"a": write_source(spark, tmp_path / "a", range(1, 21)), "b": write_source(spark, tmp_path / "b", range(21, 41))}
     cfg = config(tmp_path, schema_path, [{"name": n, "source": srcs[n], "pseudonym_key": {"file": kf}} for n in ("a", "b")])
     for o in cfg.owners:
-        owner.describe_fragment(spark, cfg, o.name)
-    aggregator.issue_plan(cfg, spark)
-    owner.protect_owner_fragment(spark, cfg, "a")
+        owner.describe_fragment(spark, owner_context(cfg, o.name))
+    aggregator.issue_plan(aggregator_context(cfg), spark)
+    owner.protect_owner_fragment(spark, owner_context(cfg, "a"))
     open(kf, "wb").write(b"a different key of 32 bytes or more")
-    owner.protect_owner_fragment(spark, cfg, "b")
+    owner.protect_owner_fragment(spark, owner_context(cfg, "b"))
     with pytest.raises(ManifestMismatchError) as e:
-        aggregator.release(spark, cfg)
+        aggregator.release(spark, aggregator_context(cfg))
     assert str(e.value) == ("owners 'a' and 'b' wrote their fragments under different pseudonym keys "
                             "(their key checks differ)")
 
@@ -329,8 +330,8 @@ def test_a_changed_pseudonym_set_of_an_unlinked_owner_is_refused(spark, tmp_path
     # the owners' steps of the shared fixture; its release (if the other test made one) is elsewhere
     cfg = cfg.model_copy(update={"output": str(tmp_path / "release")})
     # someone with write access to work_dir replaces b's pseudonym set by a's (a second commit)
-    forged = read_delta(spark, pseudonyms_path(cfg, "a")).toPandas()
-    write_deltalake(pseudonyms_path(cfg, "b"), forged, mode="overwrite")
+    forged = read_delta(spark, pseudonyms_path(cfg.work_dir, "a")).toPandas()
+    write_deltalake(pseudonyms_path(cfg.work_dir, "b"), forged, mode="overwrite")
     with pytest.raises(ManifestMismatchError,
                        match=r"^pseudonym-set table of owner 'b' is at Delta version 1, its signed manifest says 0"):
-        aggregator.release(spark, cfg)
+        aggregator.release(spark, aggregator_context(cfg))

@@ -14,6 +14,7 @@ from fragrelease.errors import ManifestMismatchError, ReleaseExistsError
 from fragrelease.idpir.config import config_from_dict
 from fragrelease.idpir.protocol import Plan
 from fragrelease.jobs.idpir import aggregator
+from fragrelease.jobs.idpir.context import aggregator_context
 from fragrelease.jobs.idpir.layout import manifest_path, owner_report_path, plan_path, protected_path
 from fragrelease.jobs.idpir.release import run_local_release
 from fragrelease.jobs.storage import read_delta, table_provenance
@@ -90,7 +91,7 @@ def test_horizontal_release_is_a_real_delta_table(spark, horizontal_release, adu
     assert head is not None and head.start() < public.index("<h2>")
     assert f"<b>{cfg.output}</b>, version 0 (written by fragrelease {__version__}): 2,000 rows." in head.group(1)
     assert "Guarantee against release recipients" in head.group(1) and "no epsilon bound" in head.group(1)
-    private = open(owner_report_path(cfg, cfg.owners[0]), encoding="utf-8").read()
+    private = open(owner_report_path(cfg.name, cfg.owners[0]), encoding="utf-8").read()
     assert "For the data owner's eyes only" in private and "MeanSSE" in private and "<img" in private
     # the owner sees its values as the table stores them: age (declared integer) rounded, so its quantiles are whole
     assert "age, hours-per-week rounded half to even to integers, as the release table holds them" in private
@@ -102,9 +103,9 @@ def test_horizontal_release_is_a_real_delta_table(spark, horizontal_release, adu
     assert pdf["age"].between(0, 100).all() and pdf["hours-per-week"].between(1, 99).all()
     # a second release to the same place is refused by default ...
     with pytest.raises(ReleaseExistsError):
-        aggregator.release(spark, cfg)
+        aggregator.release(spark, aggregator_context(cfg))
     with pytest.raises(ReleaseExistsError):  # refused before owners spend budget on a new plan
-        aggregator.issue_plan(cfg)
+        aggregator.issue_plan(aggregator_context(cfg))
     assert DeltaTable(cfg.output).version() == 0
     # ... or becomes a new version, the first staying readable
     # (its own work folder: the first release's stays as it was for the other tests)
@@ -127,18 +128,18 @@ def test_aggregator_refuses_tampered_manifest_and_fragment(spark, horizontal_rel
     tmp_path, cfg, _ = horizontal_release
     # tamper with copies: the shared release's owner o2 is restored afterwards
     saved = tmp_path / "o2-saved"
-    shutil.copytree(protected_path(cfg, "o2"), saved / "protected")
-    shutil.copy(manifest_path(cfg, "o2"), saved / "manifest.json")
+    shutil.copytree(protected_path(cfg.work_dir, "o2"), saved / "protected")
+    shutil.copy(manifest_path(cfg.work_dir, "o2"), saved / "manifest.json")
     try:
         tamper_and_check(spark, tmp_path, cfg, adult_source, with_keys)
     finally:
-        shutil.rmtree(protected_path(cfg, "o2"))
-        shutil.copytree(saved / "protected", protected_path(cfg, "o2"))
-        shutil.copy(saved / "manifest.json", manifest_path(cfg, "o2"))
+        shutil.rmtree(protected_path(cfg.work_dir, "o2"))
+        shutil.copytree(saved / "protected", protected_path(cfg.work_dir, "o2"))
+        shutil.copy(saved / "manifest.json", manifest_path(cfg.work_dir, "o2"))
 
 
 def tamper_and_check(spark, tmp_path, cfg, adult_source, with_keys) -> None:
-    mpath = manifest_path(cfg, "o2")
+    mpath = manifest_path(cfg.work_dir, "o2")
     original = open(mpath).read()
     manifest = json.loads(original)
     manifest["epsilon"] = "2"
@@ -146,18 +147,18 @@ def tamper_and_check(spark, tmp_path, cfg, adult_source, with_keys) -> None:
     cfg_new = with_keys(horizontal_cfg(tmp_path, adult_source, output=str(tmp_path / "other"), reports=False),
                         tmp_path / "keys")
     # a separate aggregator step accepts only a pinned plan; the single-command run kept its plan in memory
-    aggregator.pin_plan(cfg_new, Plan.model_validate_json(open(plan_path(cfg)).read()))
+    aggregator.pin_plan(aggregator_context(cfg_new), Plan.model_validate_json(open(plan_path(cfg.work_dir)).read()))
     with pytest.raises(ManifestMismatchError, match="manifest of owner 'o2' does not verify"):
-        aggregator.release(spark, cfg_new)
+        aggregator.release(spark, aggregator_context(cfg_new))
     open(mpath, "w").write(original)
     # replace o2's protected data with different rows (a new Delta version): the signed version differs
     from fragrelease.jobs.storage import commit_delta
 
-    tampered = read_delta(spark, protected_path(cfg, "o2")).limit(799)
+    tampered = read_delta(spark, protected_path(cfg.work_dir, "o2")).limit(799)
     tampered = tampered.localCheckpoint(eager=True)
-    commit_delta(tampered, protected_path(cfg, "o2"), provenance={}, if_exists="new-version")
+    commit_delta(tampered, protected_path(cfg.work_dir, "o2"), provenance={}, if_exists="new-version")
     with pytest.raises(ManifestMismatchError, match="'o2' is at Delta version 1, its signed manifest says 0"):
-        aggregator.release(spark, cfg_new)
+        aggregator.release(spark, aggregator_context(cfg_new))
     assert not DeltaTable.is_deltatable(str(tmp_path / "other"))  # nothing half-written
 
 
@@ -217,8 +218,8 @@ def test_nothing_under_the_shared_work_dir_is_derived_from_original_data(horizon
     # public protocol messages, protected tables and manifests only (Spark's checksum files aside)
     assert {f for f in found if not f.split("/")[-1].startswith(".")} <= allowed
     for o in cfg.owners:  # the private report and the simulated fragment are in the owner's folder
-        assert os.path.exists(owner_report_path(cfg, o))
-        assert not owner_report_path(cfg, o).startswith(os.path.realpath(work))
+        assert os.path.exists(owner_report_path(cfg.name, o))
+        assert not owner_report_path(cfg.name, o).startswith(os.path.realpath(work))
 
 
 def test_private_dir_under_the_shared_work_dir_is_refused(tmp_path, adult_source):

@@ -18,6 +18,7 @@ import yaml
 from fragrelease.errors import ConfigError
 from fragrelease.idpir.config import config_from_dict
 from fragrelease.jobs.idpir import aggregator, owner, risk_check, simulate
+from fragrelease.jobs.idpir.context import aggregator_context, owner_context
 from fragrelease.jobs.idpir.layout import manifest_path, owner_report_path, protected_path
 from fragrelease.jobs.idpir.ledger import spent
 from fragrelease.schemas.datasets import resolve_schema
@@ -91,7 +92,7 @@ def test_two_owner_release_writes_each_owners_measured_risk_to_its_private_repor
         assert {r.attribute for r in report.results if r.attack == "inference"} == {
             a.name for a in resolve_schema("adult").protected if a.categorical}
         assert report.n_control == 800 - records[o.name]  # every held-out record, fewer than `rows`
-        text = open(owner_report_path(cfg, o)).read()
+        text = open(owner_report_path(cfg.name, o)).read()
         assert "Measured disclosure risk" in text
         for r in report.results:
             assert f"<td>{r.risk.value:.3f}</td>" in text and f"{r.risk.low:.3f} – {r.risk.high:.3f}" in text
@@ -125,8 +126,8 @@ def test_a_threshold_below_the_measured_risk_refuses_the_owner_step_and_hands_no
     schema = resolve_schema(cfg.dataset)
     simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
     for o in cfg.owners:
-        owner.describe_fragment(spark, cfg, o.name)
-    plan = aggregator.issue_plan(cfg)
+        owner.describe_fragment(spark, owner_context(cfg, o.name))
+    plan = aggregator.issue_plan(aggregator_context(cfg))
     cfile = tmp_path / "c.yaml"
     cfile.write_text(yaml.safe_dump(cfg.model_dump(mode="json", exclude_none=True)))
     capsys.readouterr()
@@ -142,7 +143,7 @@ def test_a_threshold_below_the_measured_risk_refuses_the_owner_step_and_hands_no
     assert m, err
     assert float(m.group(2)) > 0 and float(m.group(3)) <= float(m.group(2)) <= float(m.group(4))
     # nothing handed over: no protected fragment, no manifest, nothing of owner a under work_dir
-    assert not os.path.exists(protected_path(cfg, "a")) and not os.path.exists(manifest_path(cfg, "a"))
+    assert not os.path.exists(protected_path(cfg.work_dir, "a")) and not os.path.exists(manifest_path(cfg.work_dir, "a"))
     assert not os.path.exists(os.path.join(cfg.work_dir, "owners", "a"))
     # the noise was drawn: the ledger keeps the spend, exactly ε_j
     assert spent(cfg.owners[0].ledger.path, "a", "adult") == [Fraction(str(eps))]

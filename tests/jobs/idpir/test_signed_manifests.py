@@ -23,6 +23,7 @@ from fragrelease.errors import ManifestMismatchError, SignatureError
 from fragrelease.idpir.config import config_from_dict
 from fragrelease.idpir.protocol import Manifest, Plan
 from fragrelease.jobs.idpir import aggregator, owner, simulate
+from fragrelease.jobs.idpir.context import aggregator_context, owner_context
 from fragrelease.jobs.idpir.digests import content_digest
 from fragrelease.jobs.idpir.layout import manifest_path, plan_path, protected_path
 from fragrelease.jobs.storage import read_delta
@@ -53,10 +54,10 @@ def protected(spark, wine_pdf, tmp_path_factory):
     schema = resolve_schema(cfg.dataset)
     simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
     for o in cfg.owners:
-        owner.describe_fragment(spark, cfg, o.name)
-    aggregator.issue_plan(cfg)
+        owner.describe_fragment(spark, owner_context(cfg, o.name))
+    aggregator.issue_plan(aggregator_context(cfg))
     for o in cfg.owners:
-        owner.protect_owner_fragment(spark, cfg, o.name)
+        owner.protect_owner_fragment(spark, owner_context(cfg, o.name))
     return tmp, source, keys, tmp / "work"
 
 
@@ -71,13 +72,13 @@ def copy_of(protected, keys=None):
     shutil.copytree(work, dst)
     cfg = config_from_dict(_data(tmp, source, dst, keys or default_keys, out=f"release-{i}"))
     # the aggregator pins the plan it issued per work folder; the copy's is the one it issued
-    aggregator.pin_plan(cfg, Plan.model_validate_json(open(plan_path(cfg)).read()))
+    aggregator.pin_plan(aggregator_context(cfg), Plan.model_validate_json(open(plan_path(cfg.work_dir)).read()))
     return cfg
 
 
 def refused(spark, cfg, match):
     with pytest.raises(ManifestMismatchError, match=match) as exc:
-        aggregator.release(spark, cfg)
+        aggregator.release(spark, aggregator_context(cfg))
     msg = str(exc.value)
     assert len(msg.splitlines()) == 1
     assert not DeltaTable.is_deltatable(cfg.output)  # nothing committed
@@ -86,15 +87,15 @@ def refused(spark, cfg, match):
 
 
 def _owner_dir(cfg, name):
-    return os.path.dirname(manifest_path(cfg, name))
+    return os.path.dirname(manifest_path(cfg.work_dir, name))
 
 
 def test_untouched_copy_releases(spark, protected):
     cfg = copy_of(protected)
-    out = aggregator.release(spark, cfg)
+    out = aggregator.release(spark, aggregator_context(cfg))
     assert out.version == 0 and out.rows == 300
     assert DeltaTable(cfg.output).to_pyarrow_table().num_rows == 300
-    m = Manifest.model_validate_json(open(manifest_path(cfg, "a")).read())
+    m = Manifest.model_validate_json(open(manifest_path(cfg.work_dir, "a")).read())
     assert m.signature and m.table_version == 0 and m.files and m.delta_log
     assert all(set(f) == {"path", "size", "sha256"} and not f["path"].startswith("/") for f in m.files)
 
@@ -121,34 +122,34 @@ def test_manifest_renamed_to_the_folder_owner_is_refused(spark, protected):
     cfg = copy_of(protected)
     shutil.rmtree(_owner_dir(cfg, "a"))
     shutil.copytree(_owner_dir(cfg, "b"), _owner_dir(cfg, "a"))
-    m = json.loads(open(manifest_path(cfg, "a")).read())
+    m = json.loads(open(manifest_path(cfg.work_dir, "a")).read())
     m["owner"] = "a"
-    open(manifest_path(cfg, "a"), "w").write(json.dumps(m))
+    open(manifest_path(cfg.work_dir, "a"), "w").write(json.dumps(m))
     refused(spark, cfg, r"^manifest of owner 'a' does not verify under the public key configured for owner 'a'")
 
 
 def test_redigested_change_is_refused(spark, protected):
     # one value changed (the table rewritten with delta-rs), the manifest's digest recomputed
     cfg = copy_of(protected)
-    path = protected_path(cfg, "b")
+    path = protected_path(cfg.work_dir, "b")
     t = DeltaTable(path).to_pyarrow_table()
     col = "alcohol"
     values = t.column(col).to_pylist()
     values[0] = values[0] + 1.0
     t = t.set_column(t.schema.get_field_index(col), col, pa.array(values, t.schema.field(col).type))
     write_deltalake(path, t, mode="overwrite")
-    m = json.loads(open(manifest_path(cfg, "b")).read())
+    m = json.loads(open(manifest_path(cfg.work_dir, "b")).read())
     new_digest = content_digest(read_delta(spark, path))
     assert new_digest != m["content_digest"]
     m["content_digest"] = new_digest
-    open(manifest_path(cfg, "b"), "w").write(json.dumps(m))
+    open(manifest_path(cfg.work_dir, "b"), "w").write(json.dumps(m))
     refused(spark, cfg, r"^manifest of owner 'b' does not verify under the public key configured for owner 'b': "
                         r"it was changed after signing or signed with another key$")
 
 
 def test_extra_commit_is_refused(spark, protected):
     cfg = copy_of(protected)
-    path = protected_path(cfg, "a")
+    path = protected_path(cfg.work_dir, "a")
     t = DeltaTable(path).to_pyarrow_table()
     write_deltalake(path, t.slice(0, 1), mode="append")
     refused(spark, cfg, r"^protected table of owner 'a' is at Delta version 1, its signed manifest says 0: "
@@ -158,8 +159,8 @@ def test_extra_commit_is_refused(spark, protected):
 def test_data_file_rewritten_in_place_is_refused(spark, protected):
     # same path, same size, other bytes: the Delta log cannot see it, the signed SHA-256 does
     cfg = copy_of(protected)
-    m = Manifest.model_validate_json(open(manifest_path(cfg, "b")).read())
-    victim = os.path.join(protected_path(cfg, "b"), m.files[0]["path"])
+    m = Manifest.model_validate_json(open(manifest_path(cfg.work_dir, "b")).read())
+    victim = os.path.join(protected_path(cfg.work_dir, "b"), m.files[0]["path"])
     data = bytearray(open(victim, "rb").read())
     data[len(data) // 2] ^= 0xFF
     open(victim, "wb").write(bytes(data))
@@ -193,7 +194,7 @@ def test_a_large_or_unreadable_table_is_hashed_by_spark_with_the_same_result(spa
 
 def test_rewritten_delta_log_is_refused(spark, protected):
     cfg = copy_of(protected)
-    log = os.path.join(protected_path(cfg, "a"), "_delta_log", f"{0:020d}.json")
+    log = os.path.join(protected_path(cfg.work_dir, "a"), "_delta_log", f"{0:020d}.json")
     with open(log, "a") as f:
         f.write("\n")
     refused(spark, cfg, r"^protected table of owner 'a': its Delta log was rewritten after the owner signed it$")
@@ -202,28 +203,28 @@ def test_rewritten_delta_log_is_refused(spark, protected):
 def test_forged_manifest_is_refused(spark, protected):
     # someone with write access re-signs a's manifest (here with the digest of other data) with a key of its own
     cfg = copy_of(protected)
-    m = Manifest.model_validate_json(open(manifest_path(cfg, "a")).read())
+    m = Manifest.model_validate_json(open(manifest_path(cfg.work_dir, "a")).read())
     forged = m.model_copy(update={"content_digest": "sha256-sum60:150:1"})
     forged = forged.model_copy(update={"signature": sign_manifest_fields(generate_private_key(), forged.signed_fields())})
-    open(manifest_path(cfg, "a"), "w").write(forged.to_json())
+    open(manifest_path(cfg.work_dir, "a"), "w").write(forged.to_json())
     refused(spark, cfg, r"^manifest of owner 'a' does not verify under the public key configured for owner 'a'")
     # b's key signing a's manifest is no better
     tmp, _, keys, _ = protected
     from fragrelease.signing import load_private_key
 
     b_key = load_private_key(keys["b"]["signing_key"], owner="b")
-    open(manifest_path(cfg, "a"), "w").write(m.model_copy(update={"signature": sign_manifest_fields(
+    open(manifest_path(cfg.work_dir, "a"), "w").write(m.model_copy(update={"signature": sign_manifest_fields(
         b_key, m.signed_fields())}).to_json())
     refused(spark, cfg, r"^manifest of owner 'a' does not verify")
 
 
 def test_unsigned_manifest_is_refused(spark, protected):
     cfg = copy_of(protected)
-    m = json.loads(open(manifest_path(cfg, "a")).read())
+    m = json.loads(open(manifest_path(cfg.work_dir, "a")).read())
     del m["signature"]
-    open(manifest_path(cfg, "a"), "w").write(json.dumps(m))
+    open(manifest_path(cfg.work_dir, "a"), "w").write(json.dumps(m))
     with pytest.raises(SignatureError):  # the ManifestMismatchError subclass of signature failures
-        aggregator.release(spark, cfg)
+        aggregator.release(spark, aggregator_context(cfg))
     refused(spark, cfg, r"^manifest of owner 'a' is not signed; the aggregator accepts only manifests signed with "
                         r"the owner's configured key$")
 
@@ -260,11 +261,11 @@ def test_single_command_release_generates_private_keys_per_owner_and_release(tmp
     cfg = _plain_cfg(tmp_path)
     first, second = with_release_keys(cfg), with_release_keys(cfg)
     for o, o2 in zip(first.owners, second.owners):
-        folder = owner_private_dir(cfg, o)
+        folder = owner_private_dir(cfg.name, o)
         assert os.path.dirname(o.signing_key) == folder
         assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
         assert stat.S_IMODE(os.stat(o.signing_key).st_mode) == 0o600
-        assert public_key_text(owner_signing_key(first, o)) == o.public_key
+        assert public_key_text(owner_signing_key(owner_context(first, o.name))) == o.public_key
         assert o2.signing_key != o.signing_key and o2.public_key != o.public_key  # a new pair per release
         assert os.path.exists(o.signing_key)  # the earlier release's key is never overwritten
     assert all(o.signing_key is None and o.public_key is None for o in cfg.owners)  # the caller's cfg untouched

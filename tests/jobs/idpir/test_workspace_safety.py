@@ -378,8 +378,8 @@ def test_simulated_fragments_are_private_whatever_the_umask(spark, tmp_path, mon
     finally:
         os.umask(old)
     for o in cfg.owners:
-        assert stat.S_IMODE(os.stat(owner_private_dir(cfg, o)).st_mode) == 0o700
-        for root, _dirs, files in os.walk(fragment_source(cfg, o).path):
+        assert stat.S_IMODE(os.stat(owner_private_dir(cfg.name, o)).st_mode) == 0o700
+        for root, _dirs, files in os.walk(fragment_source(cfg.name, o).path):
             assert stat.S_IMODE(os.stat(root).st_mode) == 0o700, root
             for f in files:
                 assert stat.S_IMODE(os.stat(os.path.join(root, f)).st_mode) == 0o600, f
@@ -389,6 +389,7 @@ def test_a_simulation_never_overwrites_a_fragment_folder_it_did_not_write(tmp_pa
     """``<private_dir>/fragment`` is replaced only when an earlier simulation wrote it (its marker)."""
     from fragrelease.errors import ConfigError
     from fragrelease.idpir.config import config_from_dict
+    from fragrelease.jobs.idpir.context import owner_paths
     from fragrelease.jobs.idpir.simulate import _write_private
 
     cfg = config_from_dict(dict(name="sim", dataset="wine", fragmentation="horizontal", epsilon="1", k=10,
@@ -401,5 +402,5 @@ def test_a_simulation_never_overwrites_a_fragment_folder_it_did_not_write(tmp_pa
     (tmp_path / "pa").chmod(0o700)  # an existing private folder must be the owner's alone (else refused first)
     with pytest.raises(ConfigError, match=r"^owner 'a': '.*fragment' exists and was not written by a fragrelease "
                                           r"simulation"):
-        _write_private(None, cfg, cfg.owners[0])  # refused before any write: no DataFrame needed
+        _write_private(None, owner_paths(cfg, cfg.owners[0]))  # refused before any write: no DataFrame needed
     assert mine.read_bytes() == b"the user's own file"

@@ -16,6 +16,7 @@ from deltalake import DeltaTable
 from fragrelease.errors import FragReleaseError, PlanAlreadySpentError, ReleaseExistsError
 from fragrelease.idpir.config import config_from_dict
 from fragrelease.jobs.idpir import aggregator, owner, simulate
+from fragrelease.jobs.idpir.context import aggregator_context, owner_context
 from fragrelease.jobs.idpir.ledger import spent
 from fragrelease.jobs.synthesis.owner import measure_owner_round, round_path
 from fragrelease.schemas.datasets import resolve_schema
@@ -64,44 +65,44 @@ def test_two_rounds_spend_once_each_refuse_tampering_and_commit_a_whole_table_dp
     schema = resolve_schema(cfg.dataset)
     simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
     for o in cfg.owners:
-        owner.describe_fragment(spark, cfg, o.name)
-    plan = aggregator.issue_plan(cfg)
+        owner.describe_fragment(spark, owner_context(cfg, o.name))
+    plan = aggregator.issue_plan(aggregator_context(cfg))
     ledger_a, ledger_b = (o.ledger.path for o in cfg.owners)
-    assert measure_owner_round(spark, cfg, "a") == 1
+    assert measure_owner_round(spark, owner_context(cfg, "a")) == 1
     # round two needs every owner's round one: refused before any spend
     with pytest.raises(FragReleaseError, match=r"owner 'b' has not written its synthesis round one"):
-        measure_owner_round(spark, cfg, "a")
+        measure_owner_round(spark, owner_context(cfg, "a"))
     assert spent(ledger_a, "a", cfg.dataset) == [Fraction(1, 4)]  # ε₁ + ε_sel = 1/5 + 1/20
-    assert measure_owner_round(spark, cfg, "b") == 1
+    assert measure_owner_round(spark, owner_context(cfg, "b")) == 1
     # another owner's round one changed after signing: refused before a's round two spends
-    original = open(round_path(cfg, "b", 1)).read()
-    _flip_first_count(round_path(cfg, "b", 1))
+    original = open(round_path(owner_context(cfg, "b").paths, 1)).read()
+    _flip_first_count(round_path(owner_context(cfg, "b").paths, 1))
     with pytest.raises(FragReleaseError, match=r"owner 'b'.*does not verify"):
-        measure_owner_round(spark, cfg, "a")
+        measure_owner_round(spark, owner_context(cfg, "a"))
     assert spent(ledger_a, "a", cfg.dataset) == [Fraction(1, 4)]
-    with open(round_path(cfg, "b", 1), "w") as f:
+    with open(round_path(owner_context(cfg, "b").paths, 1), "w") as f:
         f.write(original)
-    assert measure_owner_round(spark, cfg, "a") == 2 and measure_owner_round(spark, cfg, "b") == 2
+    assert measure_owner_round(spark, owner_context(cfg, "a")) == 2 and measure_owner_round(spark, owner_context(cfg, "b")) == 2
     for path, who in ((ledger_a, "a"), (ledger_b, "b")):  # exactly ε_j, in two spends under two plan ids
         assert _ledger_rows(path) == [(plan.plan_id, Fraction(1, 4)), (plan.plan_id + "/cliques", Fraction(3, 4))]
         assert sum(spent(path, who, cfg.dataset)) == Fraction(1)
     with pytest.raises(ReleaseExistsError, match="has written both synthesis rounds"):
-        measure_owner_round(spark, cfg, "a")
+        measure_owner_round(spark, owner_context(cfg, "a"))
     # a round two deleted by someone with write access: the ledger refuses to measure it again
-    os.rename(round_path(cfg, "a", 2), str(tmp_path / "a-round-2.json"))
+    os.rename(round_path(owner_context(cfg, "a").paths, 2), str(tmp_path / "a-round-2.json"))
     with pytest.raises(PlanAlreadySpentError):
-        measure_owner_round(spark, cfg, "a")
+        measure_owner_round(spark, owner_context(cfg, "a"))
     assert sum(spent(ledger_a, "a", cfg.dataset)) == Fraction(1)
-    os.rename(str(tmp_path / "a-round-2.json"), round_path(cfg, "a", 2))
+    os.rename(str(tmp_path / "a-round-2.json"), round_path(owner_context(cfg, "a").paths, 2))
     # the aggregator refuses a round two changed after signing, and commits nothing
-    original = open(round_path(cfg, "b", 2)).read()
-    _flip_first_count(round_path(cfg, "b", 2))
+    original = open(round_path(owner_context(cfg, "b").paths, 2)).read()
+    _flip_first_count(round_path(owner_context(cfg, "b").paths, 2))
     with pytest.raises(FragReleaseError, match=r"owner 'b'.*does not verify"):
-        aggregator.release(spark, cfg)
+        aggregator.release(spark, aggregator_context(cfg))
     assert not os.path.exists(os.path.join(cfg.output, "_delta_log"))
-    with open(round_path(cfg, "b", 2), "w") as f:
+    with open(round_path(owner_context(cfg, "b").paths, 2), "w") as f:
         f.write(original)
-    out = aggregator.release(spark, cfg)
+    out = aggregator.release(spark, aggregator_context(cfg))
     table = DeltaTable(out.path)
     props = table.metadata().configuration
     assert props["fragrelease.linkage"] == "synthetic"
@@ -149,7 +150,7 @@ def test_the_single_command_run_plays_both_rounds_and_reports_the_synthesis(spar
     assert "How the rows were made" in text and "income × feature (2-way)" in text
     assert "Noise per attribute" not in text  # the IR noise table does not describe this release
     for o in cfg.owners:
-        assert os.path.exists(round_path(cfg, o.name, 2))
+        assert os.path.exists(round_path(owner_context(cfg, o.name).paths, 2))
 
 
 @pytest.mark.slow  # metadata, plan and one owner step
@@ -163,12 +164,12 @@ def test_round_one_is_refused_before_any_spend_without_room_for_both_rounds(spar
     schema = resolve_schema(cfg.dataset)
     simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
     for o in cfg.owners:
-        owner.describe_fragment(spark, cfg, o.name)
-    aggregator.issue_plan(cfg)
+        owner.describe_fragment(spark, owner_context(cfg, o.name))
+    aggregator.issue_plan(aggregator_context(cfg))
     with pytest.raises(BudgetExceededError):
-        measure_owner_round(spark, cfg, "a")
+        measure_owner_round(spark, owner_context(cfg, "a"))
     assert spent(cfg.owners[0].ledger.path, "a", cfg.dataset) == []
-    assert not os.path.exists(round_path(cfg, "a", 1))
+    assert not os.path.exists(round_path(owner_context(cfg, "a").paths, 1))
 
 
 def test_plan_previews_each_measurement_and_owner_preview_points_to_it(capsys):
