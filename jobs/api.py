@@ -153,6 +153,10 @@ def _protect_options(options: Optional[ReleaseOptions], option_values: dict[str,
         Both given, a value the model refuses (one line naming the option), ``options`` not the
         model, or a linkage other than ``linked``.
     """
+    moved = [name for name in ("ledger", "owner_name") if name in option_values]
+    if moved:  # the keywords of fragrelease 0.11 and earlier
+        raise TypeError(f"protect() got an unexpected keyword argument {moved[0]!r}: since 0.12 the owner is "
+                        "owner='name' or owner=OwnerConfig(name=..., ledger=LedgerConfig(...))")
     unknown = [name for name in option_values if name not in OPTION_NAMES]
     if unknown:
         raise TypeError(f"protect() got an unexpected keyword argument {unknown[0]!r}")

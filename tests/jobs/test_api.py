@@ -267,6 +267,10 @@ def test_protect_takes_the_owner_as_a_name_or_a_config_of_name_and_ledger():
     with pytest.raises(InvalidParameterError) as info:
         protect(pdf, "adult", epsilon="1", k=10, owner=7)
     assert str(info.value) == "protect: owner must be a name or an OwnerConfig, not int"
+    with pytest.raises(TypeError) as type_info:  # 0.11's keywords name the new form
+        protect(pdf, "adult", epsilon="1", k=10, owner_name="clinic-a")
+    assert str(type_info.value) == ("protect() got an unexpected keyword argument 'owner_name': since 0.12 the owner is "
+                                    "owner='name' or owner=OwnerConfig(name=..., ledger=LedgerConfig(...))")
 
 
 def test_the_test_noise_hook_is_private():

@@ -246,21 +246,22 @@ def test_the_protect_step_reuses_the_metadata_steps_validation_of_the_same_bytes
     import os
 
     from fragrelease.jobs.idpir import aggregator
+    from fragrelease.jobs.idpir.context import aggregator_context, owner_context
     from fragrelease.jobs.idpir.owner import describe_fragment, protect_owner_fragment
 
     cfg = _cfg(tmp_path)
     for o in cfg.owners:
-        describe_fragment(spark, cfg, o.name)
-    aggregator.issue_plan(cfg, spark)
+        describe_fragment(spark, owner_context(cfg, o.name))
+    aggregator.issue_plan(aggregator_context(cfg), spark)
     assert counted == [True, True]  # the metadata steps count the categories for the dp-frequency order
-    protect_owner_fragment(spark, cfg, "clinic-a")
+    protect_owner_fragment(spark, owner_context(cfg, "clinic-a"))
     assert counted == [True, True]  # the same bytes: not validated again
     # clinic-b's fragment now holds a value outside its domain (same record count): validated again and
     # refused before its ledger is touched
     src = tmp_path / "src" / "b.csv"
     src.write_text(_rows(range(2000, 2012)).replace("2011,41,Male", "2011,141,Male"))
     with pytest.raises(DomainError) as e:
-        protect_owner_fragment(spark, cfg, "clinic-b")
+        protect_owner_fragment(spark, owner_context(cfg, "clinic-b"))
     assert str(e.value) == (f"owner 'clinic-b' (source {src}): column 'age' value '141' (record id 2011) is outside "
                             "its declared domain [0.0, 100.0] (1 such value(s))")
     assert len(counted) == 3

@@ -178,7 +178,7 @@ def test_a_large_or_unreadable_table_is_hashed_by_spark_with_the_same_result(spa
     from fragrelease.jobs.idpir import signatures
 
     cfg = copy_of(protected)
-    path = protected_path(cfg, "b")
+    path = protected_path(cfg.work_dir, "b")
     tracker = spark.sparkContext.statusTracker()  # test only: counts the Spark jobs
     before = set(tracker.getJobIdsForGroup(None))
     on_driver = signatures.describe_table(spark, path)
@@ -186,7 +186,7 @@ def test_a_large_or_unreadable_table_is_hashed_by_spark_with_the_same_result(spa
     monkeypatch.setattr(signatures, "DRIVER_HASH_BYTES", 0)  # every table "large": the executors hash it
     assert signatures.describe_table(spark, path) == on_driver
     assert set(tracker.getJobIdsForGroup(None)) != before
-    m = Manifest.model_validate_json(open(manifest_path(cfg, "b")).read())
+    m = Manifest.model_validate_json(open(manifest_path(cfg.work_dir, "b")).read())
     os.remove(os.path.join(path, m.files[0]["path"]))
     monkeypatch.undo()  # a missing file: Spark's read names the cause, as before
     refused(spark, cfg, r"^protected table of owner 'b' cannot be read: ")
