@@ -95,6 +95,7 @@ def test_epsilon_within_one_point():
     assert got["idp-ir"] == "1" and got["mst"] is None
 
 
+@pytest.mark.slow  # a whole release end to end (or processes of their own): CI runs it; the quick loop leaves it out
 def test_small_run_end_to_end(split, tmp_path):
     train, test = split
     per_run = run_experiment(train.iloc[:800], test.iloc[:400], epsilons=["8"], runs=1, k=20,

@@ -155,6 +155,7 @@ def test_the_same_release_runs_without_delta_classes(tmp_path):
     assert "2 passed" in proc.stdout
 
 
+@pytest.mark.slow  # a whole release end to end (or processes of their own): CI runs it; the quick loop leaves it out
 def test_a_failed_spark_delta_write_leaves_no_orphan_files(spark, tmp_path):
     """A write that fails midway (one task raises after others wrote files) commits nothing, removes the
     files it wrote and raises one line; an existing version stays intact."""

@@ -101,6 +101,7 @@ def test_spark_party_backend_gives_exact_shares(spark, small, tmp_path):
     assert r1.channel["sent_bytes"] > 0 and r2.channel["sent_bytes"] > 0
 
 
+@pytest.mark.slow  # a whole release end to end (or processes of their own): CI runs it; the quick loop leaves it out
 def test_two_party_release_provenance_records_the_noise_mode_and_its_guarantee(spark, tmp_path, monkeypatch):
     """A two-party release (300 rows, test keys) records share_noise and the guarantee against the public and
     against the other party in both tables' provenance: laplace-each by default, gaussian-squares flagged."""

@@ -53,6 +53,7 @@ def pool():
         yield p
 
 
+@pytest.mark.slow  # a whole release end to end (or processes of their own): CI runs it; the quick loop leaves it out
 @pytest.mark.parametrize("lifetime, winners", [("3/2", 1), ("3", 3)])
 def test_racing_processes_on_a_new_ledger_never_overspend(tmp_path, pool, lifetime, winners):
     for round_ in range(5):  # a double spend showed in 2 of 8 rounds before the fix

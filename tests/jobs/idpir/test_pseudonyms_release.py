@@ -72,6 +72,7 @@ def play(spark, cfg):
     return plan
 
 
+@pytest.mark.slow  # a whole release end to end (or processes of their own): CI runs it; the quick loop leaves it out
 def test_owner_fragment_has_pseudonyms_not_ids_and_is_not_in_id_order(spark, tmp_path, schema_path):
     kf = key_file(tmp_path)
     ids_a, ids_b = range(1, 41), range(41, 71)
@@ -97,6 +98,7 @@ def test_owner_fragment_has_pseudonyms_not_ids_and_is_not_in_id_order(spark, tmp
     assert "The aggregator does not hold the key unless" in out.provenance["guarantee"]["against"]
 
 
+@pytest.mark.slow  # a whole release end to end (or processes of their own): CI runs it; the quick loop leaves it out
 def test_horizontal_owners_sharing_records_are_refused(spark, tmp_path, schema_path):
     kf = key_file(tmp_path)
     cfg = config(tmp_path, schema_path, [
@@ -112,6 +114,7 @@ def test_horizontal_owners_sharing_records_are_refused(spark, tmp_path, schema_p
     assert not os.path.exists(plan_path(cfg.work_dir)) and not os.path.exists(cfg.output)  # nothing planned or committed
 
 
+@pytest.mark.slow  # a whole release end to end (or processes of their own): CI runs it; the quick loop leaves it out
 def test_horizontal_owners_with_different_keys_are_refused_at_the_plan(spark, tmp_path, schema_path):
     from fragrelease.errors import ProtocolError
 
@@ -127,6 +130,7 @@ def test_horizontal_owners_with_different_keys_are_refused_at_the_plan(spark, tm
         aggregator.issue_plan(aggregator_context(cfg), spark)
 
 
+@pytest.mark.slow  # a whole release end to end (or processes of their own): CI runs it; the quick loop leaves it out
 def test_vertical_fragments_join_on_pseudonyms(spark, tmp_path, schema_path):
     kf = key_file(tmp_path)
     ids = range(1, 31)
@@ -147,6 +151,7 @@ def test_vertical_fragments_join_on_pseudonyms(spark, tmp_path, schema_path):
     assert set(rel["pseudonym"]) == {pseudonym(DERIVED, i, context=plan.pseudonym_context()) for i in ids}
 
 
+@pytest.mark.slow  # a whole release end to end (or processes of their own): CI runs it; the quick loop leaves it out
 def test_vertical_pseudonym_sets_that_differ_are_refused(spark, tmp_path, schema_path):
     kf = key_file(tmp_path)
     cfg = config(tmp_path, schema_path, [
@@ -194,6 +199,7 @@ def unlinked_horizontal(spark, tmp_path_factory, schema_path):
     return unlinked_owners(spark, tmp_path_factory.mktemp("unlinked-h"), schema_path, "horizontal")
 
 
+@pytest.mark.slow  # a whole release end to end (or processes of their own): CI runs it; the quick loop leaves it out
 @pytest.mark.parametrize("fragmentation", ["horizontal", "vertical"])
 def test_unlinked_owners_unlink_their_columns_and_send_pseudonyms_apart(spark, tmp_path, schema_path, fragmentation,
                                                                         request):
@@ -216,6 +222,7 @@ def test_unlinked_owners_unlink_their_columns_and_send_pseudonyms_apart(spark, t
         assert sorted(rel["x"]) == sorted(frag["x"]) and sorted(rel["y"]) == sorted(fb["y"])
 
 
+@pytest.mark.slow  # a whole release end to end (or processes of their own): CI runs it; the quick loop leaves it out
 def test_owner_steps_alone_need_a_key_unless_owners_share_one_private_root(spark, tmp_path, schema_path, monkeypatch):
     src = write_source(spark, tmp_path / "a", range(1, 11))
     own = [{"name": "a", "source": src, "private_dir": str(tmp_path / "pa")},
@@ -246,6 +253,7 @@ def test_owner_steps_alone_need_a_key_unless_owners_share_one_private_root(spark
         owner.describe_fragment(spark, owner_context(missing, "a"))
 
 
+@pytest.mark.slow  # a whole release end to end (or processes of their own): CI runs it; the quick loop leaves it out
 def test_single_command_release_generates_a_fresh_private_key_per_release(spark, tmp_path, schema_path):
     own = [{"name": "a", "source": write_source(spark, tmp_path / "a", range(1, 21)), "private_dir": str(tmp_path / "pa")},
            {"name": "b", "source": write_source(spark, tmp_path / "b", range(21, 41)), "private_dir": str(tmp_path / "pb")}]
@@ -284,6 +292,7 @@ def test_the_key_is_not_in_the_spark_plan(spark):
     assert sorted(r["pseudonym"] for r in out.collect()) == sorted(pseudonym(KEY, i, context="plan-x") for i in (1, 2))
 
 
+@pytest.mark.slow  # a whole release end to end (or processes of their own): CI runs it; the quick loop leaves it out
 def test_fragments_written_under_another_key_than_the_plans_are_refused(spark, tmp_path, schema_path):
     """The key changes between the metadata and the protect step (e.g. two runs racing on one key
     file): shared records would then hide behind different pseudonyms, so the aggregator refuses."""
@@ -320,6 +329,7 @@ def test_disjointness_check_counts_shared_and_repeated_pseudonyms_without_showin
                             "a horizontal owner holds each record once")
 
 
+@pytest.mark.slow  # a whole release end to end (or processes of their own): CI runs it; the quick loop leaves it out
 def test_a_changed_pseudonym_set_of_an_unlinked_owner_is_refused(spark, tmp_path, unlinked_horizontal):
     """The pseudonym-set table travels apart from the rows; the owner's signature covers it too."""
     from deltalake import write_deltalake

@@ -95,6 +95,7 @@ def test_spark_audit_bad_inputs(spark, mondrian_releases):
         anonymize_publications(sdf, method="tree", qis=[], sensitive="occupation", k=3)
 
 
+@pytest.mark.slow  # a whole release end to end (or processes of their own): CI runs it; the quick loop leaves it out
 def test_cli_simulate_anonymize_audit(tmp_path, spark):
     from fragrelease.jobs.cli import run_cli
 

@@ -80,6 +80,7 @@ def test_cli_german_chain_writes_delta_tiers_with_p_and_ul(spark, tmp_path, caps
     assert "already exists" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a whole release end to end (or processes of their own): CI runs it; the quick loop leaves it out
 def test_adult_sample_with_user_chosen_sensitive_attribute(spark, tmp_path, adult_pdf):
     from fragrelease.jobs.storage import read_delta, table_provenance
     from fragrelease.jobs.tiers import runner as jt
@@ -114,6 +115,7 @@ def test_cli_refuses_a_threshold_at_or_above_the_singleton_disclosure(spark, tmp
     assert not is_delta_table(str(out / "tier_1")) and not is_delta_table(str(out / "tier_2"))
 
 
+@pytest.mark.slow  # a whole release end to end (or processes of their own): CI runs it; the quick loop leaves it out
 def test_spark_release_carries_surrogate_ids_matching_their_classes(spark, tmp_path):
     """Before: run_tiers released the source's record_id in every tier."""
     from fragrelease.jobs.storage import read_delta, table_provenance
