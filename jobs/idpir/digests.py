@@ -66,19 +66,11 @@ def committed_rows(spark, path: str, version: Optional[int] = None) -> DataFrame
         ``path`` is no Delta table, or the version has no data file.
     """
     import pyarrow as pa
-    from deltalake import DeltaTable
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from fragrelease.errors import ConfigError
+    from ..storage import delta_version_files
 
-    from ..storage import absolute, is_delta_table
-
-    if not is_delta_table(path):
-        raise ConfigError(f"{path!r} is not a Delta table")
-    table = DeltaTable(absolute(path)) if version is None else DeltaTable(absolute(path), version=version)
-    files = table.file_uris()
-    if not files:
-        raise ConfigError(f"Delta table {path!r} has no data files")
+    table, files = delta_version_files(path, version)
     schema = from_arrow_schema(pa.schema(table.schema().to_arrow()))
     rows = spark.read.schema(schema).parquet(*files)
     sizes = pa.table(table.get_add_actions(flatten=True)).column("size_bytes").to_pylist()

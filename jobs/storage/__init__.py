@@ -41,6 +41,7 @@ from .errors import is_storage_failure, is_write_failure, path_cause, spark_fail
 from .files import (
     check_commit,
     commit_delta,
+    delta_version_files,
     file_exists,
     is_delta_table,
     read_configured,
@@ -68,7 +69,7 @@ __all__ = [
     # uris
     "absolute", "fs_path",
     # files
-    "check_commit", "commit_delta", "file_exists", "is_delta_table", "read_configured", "read_delta",
+    "check_commit", "commit_delta", "delta_version_files", "file_exists", "is_delta_table", "read_configured", "read_delta",
     "read_source", "read_text", "table_history", "table_provenance",
     "table_self_description", "write_text",
     # csv_source

@@ -145,6 +145,19 @@ def read_delta_files(spark, path: str, version: Optional[int] = None):
     ConfigError
         ``path`` is no Delta table, or the version has no data file.
     """
+    _table, files = delta_version_files(path, version)
+    return spark.read.parquet(*files)
+
+
+def delta_version_files(path: str, version: Optional[int] = None):
+    """``(table, files)``: delta-rs's ``DeltaTable`` at the version (latest by default) and the URIs
+    of that version's active data files, read from the Delta log alone (no Spark job).
+
+    Raises
+    ------
+    ConfigError
+        ``path`` is no Delta table, or the version has no data file.
+    """
     from deltalake import DeltaTable
 
     if not is_delta_table(path):
@@ -153,7 +166,7 @@ def read_delta_files(spark, path: str, version: Optional[int] = None):
     files = table.file_uris()
     if not files:
         raise ConfigError(f"Delta table {path!r} has no data files")
-    return spark.read.parquet(*files)
+    return table, files
 
 
 def _spark_schema_to_arrow(schema):
