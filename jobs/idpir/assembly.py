@@ -52,6 +52,12 @@ def routed_schema(rid_type: T.DataType, carry_rid: bool) -> T.StructType:
     ])
 
 
+def gathered(centroids: bytes, cl: bytes) -> np.ndarray:
+    """Each id's released value: ``centroids`` (packed ``<f8``, a bucket's slice) indexed by its ids'
+    cluster numbers ``cl`` (packed :data:`fragrelease.jobs.idpir.bucket_sort.CL`), in the ids' order."""
+    return np.frombuffer(centroids, dtype=F8)[np.frombuffer(cl, dtype=CL)]
+
+
 @dataclass(frozen=True)
 class RoutedIds:
     """Released values not yet gathered: each id's cluster, and each cluster's released value apart.
@@ -79,7 +85,7 @@ class RoutedIds:
         """The released values as ``(group, attr, rid, value)`` rows (:func:`values_schema`), gathered in one map."""
         def gather_rows(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
             for pdf in batches:
-                value = [pack(np.frombuffer(cs, dtype=F8)[np.frombuffer(cl, dtype=CL)], F8)
+                value = [pack(gathered(cs, cl), F8)
                          for cs, cl in zip(pdf["centroids"], pdf["cl"])]
                 yield pd.DataFrame({"group": pdf["group"], "attr": pdf["attr"], "rid": pdf["rid"], "value": value})
 
@@ -114,7 +120,7 @@ def line_up(values: DataFrame | RoutedIds, attrs: Sequence[Attribute], *, groups
         for j, part in pdf.groupby("attr"):
             rid = np.concatenate(part["rid"].to_list()) if carry_rid else unpack(part["rid"], I8)
             if gather:  # each id's cluster value, from its bucket's slice (same row order as rid)
-                value = np.concatenate([np.frombuffer(cs, dtype=F8)[np.frombuffer(cl, dtype=CL)]
+                value = np.concatenate([gathered(cs, cl)
                                         for cs, cl in zip(part["centroids"], part["cl"])])
             else:
                 value = unpack(part["value"], F8)

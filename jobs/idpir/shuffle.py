@@ -48,8 +48,7 @@ def pseudonym_set_digest(df: DataFrame, column: str = PSEUDONYM_COLUMN) -> str:
     On pseudonyms, equal sets give equal digests; without the key nobody can test a guessed record
     id against it.
     """
-    row = aggregate_row(df.agg(F.count(F.lit(1)).alias("n"), F.sum(hash60(F.col(column).cast("string"))).alias("s")))
-    return f"{row['n']}:{row['s'] or 0}"
+    return pseudonym_set_digests([df], column)[0]
 
 
 def pseudonym_set_digests(frames: Sequence[DataFrame], column: str = PSEUDONYM_COLUMN) -> list[str]:
