@@ -135,6 +135,35 @@ def test_bucket_of_orders_heavy_ties_by_key():
     assert bucket_of(x, key, sx, sk).tolist() == expect == [0, 0, 1, 1, 1, 2, 3, 4, 5]
 
 
+@pytest.mark.parametrize("splitters", [1, 19, 48, 49, 200])
+def test_bucket_of_equals_two_binary_searches(splitters):
+    """The compare-count path (up to 48 splitters) and the binary search give the same buckets as
+    ``np.searchsorted`` left/right with ties cut by the key, NaN last and -0.0 equal to 0.0."""
+    from fragrelease.jobs.idpir.bucket_sort import bucket_of
+
+    def two_searches(x, key, sx, sk):
+        lo, hi = np.searchsorted(sx, x, side="left"), np.searchsorted(sx, x, side="right")
+        out = lo.astype(np.int64)
+        for i in np.flatnonzero(hi > lo):
+            out[i] = lo[i] + np.searchsorted(sk[lo[i]:hi[i]], key[i], side="left")
+        return out
+
+    rng = np.random.default_rng(splitters)
+    for trial in range(20):
+        m = 5_000
+        x = rng.integers(-6, 6, m).astype(float) if trial % 2 else np.round(rng.uniform(-5, 5, m), 1)
+        x[rng.integers(0, m, 4)] = np.nan
+        x[rng.integers(0, m, 4)] = -0.0
+        key = rng.integers(-50, 50, m)
+        sx = rng.choice(x[~np.isnan(x)], splitters)
+        sk = np.where(rng.random(splitters) < 0.5, np.iinfo(np.int64).max, rng.integers(-50, 50, splitters))
+        order = np.lexsort((sk, sx))
+        sx, sk = sx[order], sk[order]
+        got = bucket_of(x, key, sx, sk)
+        assert got.dtype == np.int64
+        assert np.array_equal(got, two_searches(x, key, sx, sk))
+
+
 def test_spark_matches_reference_on_continuous_wine(spark, wine_pdf):
     pdf = wine_pdf.sample(900, random_state=3).sort_values("record_id").reset_index(drop=True)
     attrs = list(WINE.protected)
