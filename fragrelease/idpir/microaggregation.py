@@ -108,7 +108,8 @@ def _packed_order(u: np.ndarray, second: np.ndarray | None = None) -> np.ndarray
     uint64 ``prefix << b | second`` (``b`` = bits of ``n - 1``; ``prefix`` the top ``64 - b`` bits of
     ``u - min(u)``) sorted by ``np.sort`` (several times faster than ``argsort``). When the prefix drops
     low bits of ``u``, runs of equal prefix whose full ``u`` differ (near-ties such as adjacent
-    floats) are sorted again by ``(u, second)`` with ``lexsort``, so the result equals
+    floats, found by one gather of ``u`` into the sorted order) are sorted again by ``(u, second)``
+    with ``lexsort``, so the result equals
     ``np.lexsort((second, u))`` always.
     """
     n = u.size
@@ -131,20 +132,25 @@ def _packed_order(u: np.ndarray, second: np.ndarray | None = None) -> np.ndarray
         where = np.empty(n, dtype=np.int64)
         where[second] = np.arange(n, dtype=np.int64)  # position of each rank of ``second``
         order = where[rank.view(np.int64)]
-    if shift and _near_ties(u, lo, shift):  # rare: distinct values the prefix cannot tell apart
+    if shift:  # distinct values the prefix cannot tell apart (rare): one gather finds them, no second sort
         prefix = packed >> np.uint64(idx_bits)
         su = u[order]
         same = prefix[1:] == prefix[:-1]
-        group = np.concatenate(([0], np.cumsum(~same)))
-        bad = np.unique(group[1:][same & (su[1:] != su[:-1])])
-        rows = np.flatnonzero(np.isin(group, bad))
-        fix = np.lexsort((rank[rows], su[rows], group[rows]))
-        order[rows] = order[rows][fix]
+        near = same & (su[1:] != su[:-1])
+        if near.any():
+            group = np.concatenate(([0], np.cumsum(~same)))
+            bad = np.unique(group[1:][near])
+            rows = np.flatnonzero(np.isin(group, bad))
+            fix = np.lexsort((rank[rows], su[rows], group[rows]))
+            order[rows] = order[rows][fix]
     return order
 
 
 def _near_ties(u: np.ndarray, lo: np.uint64, shift: int) -> bool:
-    """Whether two distinct keys of ``u`` share their prefix ``(u - lo) >> shift`` (one sort, no gather)."""
+    """Whether two distinct keys of ``u`` share their prefix ``(u - lo) >> shift``, by a sort of ``u``.
+
+    A check independent of :func:`_packed_order`'s own (which gathers ``u`` into its sorted order):
+    the tests use it to show that their inputs reach the fix-up."""
     su = np.sort(u)
     distinct = su[1:] != su[:-1]
     su -= lo
