@@ -58,6 +58,45 @@ def gathered(centroids: bytes, cl: bytes) -> np.ndarray:
     return np.frombuffer(centroids, dtype=F8)[np.frombuffer(cl, dtype=CL)]
 
 
+#: The line-up places an attribute's ids by a table of positions (one ``<i4`` per id in the group's
+#: range) when that range spans at most this many times the group's ids (dense integral ids such as
+#: row numbers: about 20 times at 10M rows in 20 groups), and by a sort of the ids otherwise.
+_TABLE_SPAN = 32
+
+
+class _Places:
+    """Where each id goes among a group's sorted, distinct integral ids ``ids`` (m,): a direct-address
+    table ``id - ids[0] → position`` built once per group, so the other attributes' ids are placed
+    by a gather instead of a sort each."""
+
+    def __init__(self, ids: np.ndarray) -> None:
+        self.ids = ids
+        self.lo = int(ids[0])
+        self.table = np.full(int(ids[-1]) - self.lo + 1, -1, dtype=np.int32)
+        self.table[ids - self.lo] = np.arange(ids.size, dtype=np.int32)
+
+    @staticmethod
+    def usable(ids: np.ndarray) -> bool:
+        """Integral, sorted ``ids`` whose range is short enough (:data:`_TABLE_SPAN`) and holds no id twice."""
+        return (ids.dtype == np.int64 and 0 < ids.size < 2**31
+                and int(ids[-1]) - int(ids[0]) < _TABLE_SPAN * ids.size
+                and not bool((ids[1:] == ids[:-1]).any()))
+
+    def of(self, rid: np.ndarray) -> np.ndarray | None:
+        """Each of ``rid``'s position in ``ids`` (shape (m,)), or None unless ``rid`` holds exactly the ids of ``ids``."""
+        if rid.size != self.ids.size or rid.dtype != np.int64:
+            return None
+        off = rid - self.lo
+        if int(off.min()) < 0 or int(off.max()) >= self.table.size:
+            return None
+        where = self.table[off]
+        if int(where.min()) < 0:
+            return None
+        seen = np.zeros(self.ids.size, dtype=bool)
+        seen[where] = True
+        return where if bool(seen.all()) else None
+
+
 @dataclass(frozen=True)
 class RoutedIds:
     """Released values not yet gathered: each id's cluster, and each cluster's released value apart.
@@ -116,6 +155,7 @@ def line_up(values: DataFrame | RoutedIds, attrs: Sequence[Attribute], *, groups
     def assemble(pdf: pd.DataFrame) -> pd.DataFrame:
         columns: dict[str, np.ndarray] = {}
         ids = None
+        places: _Places | None = None
         j: Any
         for j, part in pdf.groupby("attr"):
             rid = np.concatenate(part["rid"].to_list()) if carry_rid else unpack(part["rid"], I8)
@@ -124,12 +164,19 @@ def line_up(values: DataFrame | RoutedIds, attrs: Sequence[Attribute], *, groups
                                         for cs, cl in zip(part["centroids"], part["cl"])])
             else:
                 value = unpack(part["value"], F8)
-            order = ir_order(rid)  # packed sort of integral ids; other id types: stable argsort
-            if ids is None:
-                ids = rid[order]
-            elif not np.array_equal(ids, rid[order]):
-                raise IdentifierError("protected attributes disagree on the set of ids; the fragment changed while it was read")
-            value = value[order]
+            where = places.of(rid) if places is not None else None
+            if where is not None:  # rid is a permutation of ids: scatter the values into id order
+                placed = np.empty_like(value)
+                placed[where] = value
+                value = placed
+            else:
+                order = ir_order(rid)  # packed sort of integral ids; other id types: stable argsort
+                if ids is None:
+                    ids = rid[order]
+                    places = _Places(ids) if not carry_rid and _Places.usable(ids) else None
+                elif not np.array_equal(ids, rid[order]):
+                    raise IdentifierError("protected attributes disagree on the set of ids; the fragment changed while it was read")
+                value = value[order]
             columns[f"v{int(j)}"] = labels[int(j)][value.astype(np.int64) - 1] if int(j) in labels else value
         return pd.DataFrame({"rid": ids, **{f"v{j}": columns[f"v{j}"] for j in range(l)}})
 
