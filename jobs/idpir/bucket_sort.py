@@ -17,9 +17,11 @@ from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.storagelevel import StorageLevel
 
 from fragrelease.errors import SchemaMismatchError
@@ -234,31 +236,63 @@ def cut_into_runs(keyed: KeyedValues, cuts: Sequence[tuple[np.ndarray, np.ndarra
     """Map-only pass: every chunk of about ``run_rows`` input rows becomes one packed row per (attribute, bucket).
 
     Out: ``(attr, bucket, x, key[, rid])`` (not stored; the caller stores or consumes it). ``cuts``
-    are the splitters of :func:`splitters` (empty: one bucket per attribute).
+    are the splitters of :func:`splitters` (empty: one bucket per attribute). The rows reach the
+    Python worker as Arrow record batches (``mapInArrow``): the columns become numpy arrays without
+    a pandas frame per batch (measured: docs/benchmarks.md, "Issue 41, session 3").
     """
     l, carry_rid = keyed.n_attrs, keyed.carry_rid
     bucket_dtype = np.int16 if buckets < 2**15 else np.int32
+    schema = _run_schema(keyed)
 
-    def flush(chunk: pd.DataFrame) -> pd.DataFrame:
-        key = chunk["key"].to_numpy(np.int64)
-        rid = chunk["rid"].to_numpy() if carry_rid else None
-        rows = []
+    def flush(chunk: pa.Table) -> pa.RecordBatch:
+        chunk = chunk.combine_chunks()  # one buffer per column (measured: faster than per-chunk conversion)
+        key = _numpy(chunk.column("key"), np.int64)
+        rid = chunk.column("rid").to_numpy() if carry_rid else None
+        attr: list[int] = []
+        bucket: list[int] = []
+        xs: list[bytes] = []
+        keys: list[bytes] = []
+        rids: list[object] = []
         for j in range(l):
-            x = chunk[f"x{j}"].to_numpy(float)
+            x = _numpy(chunk.column(f"x{j}"), np.float64)
             b = bucket_of(x, key, *cuts[j]).astype(bucket_dtype)
             order = np.argsort(b, kind="stable")  # radix sort for 16-bit bucket numbers
             bounds = np.flatnonzero(np.diff(b[order])) + 1
             for part in np.split(order, bounds):
                 if part.size:
-                    rows.append((j, int(b[part[0]]), pack(x[part], F8), pack(key[part], I8),
-                                 *([rid[part]] if rid is not None else [])))
-        return pd.DataFrame(rows, columns=["attr", "bucket", "x", "key", *(["rid"] if carry_rid else [])])
+                    attr.append(j)
+                    bucket.append(int(b[part[0]]))
+                    xs.append(pack(x[part], F8))
+                    keys.append(pack(key[part], I8))
+                    if rid is not None:
+                        rids.append(rid[part])
+        columns = [pa.array(attr, pa.int32()), pa.array(bucket, pa.int32()),
+                   pa.array(xs, pa.binary()), pa.array(keys, pa.binary())]
+        if carry_rid:
+            columns.append(pa.array(rids, type=to_arrow_type(schema["rid"].dataType)))
+        return pa.RecordBatch.from_arrays(columns, names=schema.names)
 
-    def runs_of(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        for chunk in coalesced(batches, run_rows):
-            yield flush(chunk)
+    def runs_of(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        pending: list[pa.RecordBatch] = []
+        size = 0
+        for batch in batches:
+            pending.append(batch)
+            size += batch.num_rows
+            if size >= run_rows:
+                yield flush(pa.Table.from_batches(pending))
+                pending, size = [], 0
+        if pending:
+            yield flush(pa.Table.from_batches(pending))
 
-    return keyed.frame.mapInPandas(runs_of, _run_schema(keyed))
+    return keyed.frame.mapInArrow(runs_of, schema)
+
+
+def _numpy(column: pa.ChunkedArray, dtype: type) -> np.ndarray:
+    """One Arrow column (of a table whose chunks are combined) as a numpy array of ``dtype``, as pandas
+    converts it (a null double is NaN); one chunk converts without a copy."""
+    if column.num_chunks == 1:
+        return np.asarray(column.chunk(0).to_numpy(zero_copy_only=False), dtype=dtype)
+    return np.asarray(column.to_numpy(), dtype=dtype)
 
 
 def coalesced(batches: Iterator[pd.DataFrame], rows: int) -> Iterator[pd.DataFrame]:
