@@ -131,6 +131,36 @@ def jvm_peak_rss_mb() -> float:
         return float("nan")
 
 
+def tree_cpu_seconds() -> float:
+    """CPU seconds (user + sys) of this process and every live descendant (the local JVM, its Python
+    daemon and workers), each with the children it has reaped (Linux ``/proc``; NaN elsewhere)."""
+    try:
+        tick = os.sysconf("SC_CLK_TCK")
+        parent: dict[int, int] = {}
+        cpu: dict[int, float] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parent[int(entry)] = int(fields[1])
+            cpu[int(entry)] = sum(int(v) for v in fields[11:15]) / tick  # utime, stime, cutime, cstime
+        me = os.getpid()
+        total = sum(os.times()[:2])  # this process without its children (the numpy children are not Spark's)
+        for pid in cpu:
+            q = parent.get(pid)
+            while q is not None and q != me and q in parent:
+                q = parent[q]
+            if q == me and pid != me:
+                total += cpu[pid]
+        return total
+    except OSError:
+        return float("nan")
+
+
 class StageTimes(logging.Handler):
     """Collects ``protect_fragment``'s DEBUG stage timings; prints each as it ends."""
 
@@ -140,17 +170,20 @@ class StageTimes(logging.Handler):
         self.logger = logging.getLogger("fragrelease.jobs.idpir.protect")
         self.logger.setLevel(logging.DEBUG)
         self.logger.addHandler(self)
+        self.cpu = tree_cpu_seconds()
 
     def emit(self, record: logging.LogRecord) -> None:
         line = record.getMessage()
         self.lines.append(line)
-        print(f"    {line}  (as it ends)", flush=True)  # a run that fails still shows how far it got
+        cpu = tree_cpu_seconds()
+        used, self.cpu = cpu - self.cpu, cpu
+        print(f"    {line}, CPU {used:.1f} s  (as it ends)", flush=True)  # a run that fails still shows how far it got
 
     def done(self, total: float) -> None:
         self.logger.removeHandler(self)
         seconds = [float(line.rsplit(": ", 1)[1].split()[0]) for line in self.lines]
         print(f"    protect stage map values to noisy centroids, line up by id (or unlink), write (noop): "
-              f"{total - sum(seconds):.2f} s")
+              f"{total - sum(seconds):.2f} s, CPU {tree_cpu_seconds() - self.cpu:.1f} s")
 
 
 def spark_run(spark, n: int, attrs, k: int, eps_attr: Fraction, postprocess: str = "isotonic", plan: str = "auto",
@@ -179,6 +212,7 @@ def spark_run(spark, n: int, attrs, k: int, eps_attr: Fraction, postprocess: str
     df = df.localCheckpoint(eager=True)  # generate once, outside the timed section
     print(f"    generated {n:,} rows (stored, not timed): {time.perf_counter() - t:.2f} s", flush=True)
     stages = StageTimes()
+    cpu = tree_cpu_seconds()
     t = time.perf_counter()
     spec = protection_spec(owner="bench", dataset="bench", plan_id="bench", attributes=[(a.name, a.categorical) for a in attrs],
                            mechanism="idp-ir", k=k, epsilon=eps_attr * len(attrs),
@@ -188,6 +222,8 @@ def spark_run(spark, n: int, attrs, k: int, eps_attr: Fraction, postprocess: str
     out.write.format("noop").mode("overwrite").save()
     total = time.perf_counter() - t
     stages.done(total)
+    print(f"    CPU of the protection (driver, JVM, Python workers; user + sys): {tree_cpu_seconds() - cpu:.1f} s, "
+          f"load average {os.getloadavg()[0]:.1f}", flush=True)
     return total
 
 
