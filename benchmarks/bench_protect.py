@@ -19,6 +19,10 @@ whatever N, to measure where one overtakes the other (``auto``: the job's own th
 generation is not timed) and prints a line per run: the first also pays the JVM's first Python
 workers, Arrow stages and code generation, the later ones are the job's throughput.
 
+Each run also prints, per stage and for the whole protection, the CPU seconds (user + sys) of the
+driver, the local JVM and its Python daemon and workers (from ``/proc``; NaN elsewhere): on a shared
+machine the CPU is the figure to compare, the wall seconds grow with the load.
+
 ``--linkage unlinked`` times the owner's unlinked output (every column in its own random order,
 :meth:`fragrelease.jobs.idpir.protect.ReleasedValues.unlinked`) instead of the rows lined up by id.
 

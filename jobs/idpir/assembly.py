@@ -4,8 +4,8 @@ Shapes: every attribute's released values arrive as ``(group, attr, rid, value)`
 (:func:`values_schema`; ``value`` packed ``<f8``, ``rid`` packed ``<i8`` for integral ids, else an
 array of the id's type), or as each id's cluster and the clusters' values apart (:class:`RoutedIds`),
 cut by assembly group, a well-mixed hash of the tie key
-(:func:`fragrelease.jobs.idpir.bucket_sort.assembly_bucket`); one task per group sorts each attribute by id and lines them up
-(:func:`line_up`). Out: ``(id_column, *attribute names)``. A group holds about
+(:func:`fragrelease.jobs.idpir.bucket_sort.assembly_bucket`); one task per group puts each attribute's values in id order
+and lines them up (:func:`line_up`). Out: ``(id_column, *attribute names)``. A group holds about
 ``n / groups`` ids (about 500,000 for the default), whatever the fragment's size.
 """
 from __future__ import annotations
@@ -135,7 +135,11 @@ class RoutedIds:
 def line_up(values: DataFrame | RoutedIds, attrs: Sequence[Attribute], *, groups: int, carry_rid: bool,
             rid_type: T.DataType, rank_orders: Mapping[str, Sequence[str]], id_type: T.DataType,
             id_column: str) -> DataFrame:
-    """One task per assembly group sorts each attribute's ``(rid, value)`` arrays by id and lines them up.
+    """One task per assembly group puts each attribute's ``(rid, value)`` arrays in id order and lines them up.
+
+    The first attribute's ids are sorted; when they are integral, distinct and dense (range at most
+    :data:`_TABLE_SPAN` times their count) every other attribute whose ids are exactly the same set
+    is placed through a table id → position (:class:`_Places`), otherwise sorted and compared.
 
     In: ``(group, attr, rid, value)`` (:func:`values_schema`), every attribute's values for every id
     of the group; or :class:`RoutedIds`, whose values are gathered in the same task (``centroids[cl]``)
