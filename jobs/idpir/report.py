@@ -209,6 +209,58 @@ def _with_quantiles(stats: dict, quantiles: Mapping[str, Any]) -> Mapping[str, A
     return stats
 
 
+#: Reader features under which a version's active data files, read with the log's schema, are the
+#: table (none changes what a data file's rows mean: no column mapping, deletion vectors, type widening).
+PLAIN_READER_FEATURES = frozenset({"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"})
+
+
+def plain_parquet_table(table) -> bool:
+    """Whether the rows of delta-rs ``table``'s version are its active data files read as Parquet with
+    the log's schema: reader protocol 1, or 2-3 with column mapping off and only
+    :data:`PLAIN_READER_FEATURES`, and no partition columns (their values live in the log, not the files).
+
+    Else (a user's existing table with column mapping, deletion vectors, partitions, a reader feature
+    added later) only Delta's reader reads it right (Delta's table protocol, "Reader Requirements")."""
+    protocol, metadata = table.protocol(), table.metadata()
+    if protocol.min_reader_version > 3 or metadata.partition_columns:
+        return False
+    if (metadata.configuration or {}).get("delta.columnMapping.mode", "none") != "none":
+        return False
+    return protocol.min_reader_version < 3 or set(protocol.reader_features or ()) <= PLAIN_READER_FEATURES
+
+
+def committed_release(spark, path: str, version: int) -> DataFrame:
+    """The rows of version ``version`` of the release table at ``path`` (a Delta root), for the public report.
+
+    A table :func:`plain_parquet_table` accepts is read from the version's active data files, which
+    delta-rs lists from the log, with the log's schema (:func:`fragrelease.jobs.idpir.digests.committed_rows`):
+    no Spark job rebuilds Delta's state or reads footers, and a version of at most
+    :data:`fragrelease.jobs.idpir.digests.SINGLE_TASK_BYTES` of data files is one partition (its
+    aggregations need no shuffle). Any other table, or one delta-rs cannot open
+    (``DeltaProtocolError``), is read with :func:`fragrelease.jobs.storage.read_delta`, as before.
+    Shapes: the table's columns in the log's order, one row per released row.
+
+    Raises
+    ------
+    ConfigError
+        ``path`` is no Delta table, or the version has no data file (as ``committed_rows``).
+    """
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaProtocolError
+
+    from ..storage import absolute, is_delta_table, read_delta
+    from .digests import committed_rows
+
+    if is_delta_table(path):
+        try:
+            plain = plain_parquet_table(DeltaTable(absolute(path), version=version))
+        except DeltaProtocolError:
+            plain = False
+        if plain:
+            return committed_rows(spark, path, version)
+    return read_delta(spark, path, version)
+
+
 #: The templates' folder (package data of fragrelease.jobs: setup.py ``package_data``).
 # resolved: under a strict editable install report.py is a link into the checkout, whose templates are the current ones
 TEMPLATES = Path(__file__).resolve().with_name("templates")
@@ -257,6 +309,15 @@ def render(template: str, **context: Any) -> str:
     context.setdefault("fragrelease_version", __version__)
     context.setdefault("generated", datetime.now(timezone.utc).isoformat(timespec="seconds"))
     return environment().get_template(template).render(**context)
+
+
+#: A fragment of at most this many values (records x attributes) is summarized in one task by the owner report.
+SINGLE_TASK_VALUES = 2_000_000
+
+
+def _single_task(n_records: Any, n_attributes: int) -> bool:
+    """Whether a table of ``n_records`` records (``None``: unknown) and ``n_attributes`` is small enough for one task."""
+    return isinstance(n_records, int) and n_records * max(n_attributes, 1) <= SINGLE_TASK_VALUES
 
 
 @contextmanager
@@ -590,6 +651,14 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
     from .evaluate import mean_sse_with_quantiles
 
     stored = as_stored(protected, attrs)
+    if _single_task(manifest.get("n_records"), len(attrs)):
+        # small, and its size known from the manifest: each side one partition (no rows move), so the
+        # summaries and the MeanSSE join and its aggregation plan no shuffle (each pass one Spark job).
+        # The limit drops nothing (it is at least the manifest's record count; a row too many or too few
+        # would show as unmatched ids): it gives the planner the size of the checkpointed protected
+        # values, which it otherwise takes as unbounded and shuffles (spark.sql.maxSinglePartitionBytes)
+        cap = SINGLE_TASK_VALUES // max(len(attrs), 1)
+        original, stored = original.coalesce(1), stored.coalesce(1).limit(cap)
     measured = risk_section(risk)
     if measured is not None:
         extra_sections = (*extra_sections, measured)
