@@ -77,37 +77,47 @@ def _combine(a: tuple, b: tuple) -> tuple:
 
 
 def _partial_summaries(attrs: Sequence[Attribute]):
-    """A ``mapInPandas`` function: one row per partition with its count, means, co-moments, bins, counts."""
+    """A ``mapInPandas`` function: per partition, one row per table in it (column ``_SIDE``) with its
+    count, means, co-moments, bins and category counts (no row for a table the partition lacks)."""
     numeric = [a for a in attrs if not a.categorical]
     categorical = [a for a in attrs if a.categorical]
     lo = np.array([a.bounds()[0] for a in numeric], dtype=float)
     width = np.array([(a.bounds()[1] - a.bounds()[0]) / BINS for a in numeric], dtype=float)
     p = len(numeric)
 
+    def empty() -> list:
+        return [(0, np.zeros(p), np.zeros((p, p))), np.zeros((p, BINS), dtype=np.int64),
+                [np.zeros(len(a.categories or ()), dtype=np.int64) for a in categorical]]
+
+    def add(state: list, pdf: pd.DataFrame) -> None:
+        m = len(pdf)
+        if p:
+            x = pdf[[a.name for a in numeric]].to_numpy(dtype=float)
+            mean = x.mean(axis=0)
+            d = x - mean
+            state[0] = _combine(state[0], (m, mean, d.T @ d))
+            b = np.minimum(np.floor((x - lo) / width), BINS - 1)
+            for i in range(p):
+                ok = b[:, i] >= 0
+                state[1][i] += np.bincount(b[ok, i].astype(np.int64), minlength=BINS)[:BINS]
+        for f, a in zip(state[2], categorical):
+            codes = pd.Categorical(pdf[a.name], categories=list(a.categories or ())).codes
+            f += np.bincount(codes[codes >= 0], minlength=len(a.categories or ()))
+        if not p:
+            state[0] = (state[0][0] + m, state[0][1], state[0][2])
+
     def summarize(batches):
-        acc = (0, np.zeros(p), np.zeros((p, p)))
-        hist = np.zeros((p, BINS), dtype=np.int64)
-        freq = [np.zeros(len(a.categories or ()), dtype=np.int64) for a in categorical]
+        # one summary per table (the _SIDE tag of each row) present in this partition
+        states: dict[int, list] = {}
         for pdf in batches:
-            m = len(pdf)
-            if m == 0:
+            if len(pdf) == 0:
                 continue
-            if p:
-                x = pdf[[a.name for a in numeric]].to_numpy(dtype=float)
-                mean = x.mean(axis=0)
-                d = x - mean
-                acc = _combine(acc, (m, mean, d.T @ d))
-                b = np.minimum(np.floor((x - lo) / width), BINS - 1)
-                for i in range(p):
-                    ok = b[:, i] >= 0
-                    hist[i] += np.bincount(b[ok, i].astype(np.int64), minlength=BINS)[:BINS]
-            for f, a in zip(freq, categorical):
-                codes = pd.Categorical(pdf[a.name], categories=list(a.categories or ())).codes
-                f += np.bincount(codes[codes >= 0], minlength=len(a.categories or ()))
-            if not p:
-                acc = (acc[0] + m, acc[1], acc[2])
-        yield pd.DataFrame({"n": [acc[0]], "mean": [acc[1]], "comoment": [acc[2].ravel()],
-                            "hist": [hist.ravel()], "freq": [np.concatenate(freq) if freq else np.zeros(0, np.int64)]})
+            for side, rows in pdf.groupby(_SIDE, sort=True):
+                add(states.setdefault(int(side), empty()), rows)
+        for side, (acc, hist, freq) in sorted(states.items()):
+            yield pd.DataFrame({"side": [side], "n": [acc[0]], "mean": [acc[1]], "comoment": [acc[2].ravel()],
+                                "hist": [hist.ravel()],
+                                "freq": [np.concatenate(freq) if freq else np.zeros(0, np.int64)]})
 
     return summarize
 
@@ -139,17 +149,38 @@ def _summary_pass(df: DataFrame, attrs: Sequence[Attribute]) -> tuple[dict, Opti
 
 def _counted_summary_pass(df: DataFrame, attrs: Sequence[Attribute]) -> tuple[dict, Optional[np.ndarray], int]:
     """:func:`_summary_pass` with the row count of ``df`` (the same pass): ``(stats, corr, n)``."""
+    return _summary_passes([df], attrs)[0]
+
+
+_SIDE = "__fragrelease_side"
+
+
+def _summary_passes(frames: Sequence[DataFrame], attrs: Sequence[Attribute]) -> list[tuple[dict, Optional[np.ndarray], int]]:
+    """:func:`_counted_summary_pass` of each of ``frames`` (each with the columns of ``attrs``), in order,
+    from one Spark job: ``mapInPandas`` over their union (which moves no rows), each row tagged with its
+    frame; every partition summarizes each frame's rows apart, and the driver merges each frame's
+    partial summaries only (a frame with no rows: n = 0, no means)."""
     attrs = list(attrs)
-    numeric = [a for a in attrs if not a.categorical]
-    categorical = [a for a in attrs if a.categorical]
-    p = len(numeric)
     schema = T.StructType([
+        T.StructField("side", T.IntegerType()),
         T.StructField("n", T.LongType()), T.StructField("mean", T.ArrayType(T.DoubleType())),
         T.StructField("comoment", T.ArrayType(T.DoubleType())), T.StructField("hist", T.ArrayType(T.LongType())),
         T.StructField("freq", T.ArrayType(T.LongType())),
     ])
+    # numeric columns as doubles (as each partition reads them) so the union's column types agree
+    tagged = [df.select(*[F.col(a.name).cast("double").alias(a.name) if not a.categorical else F.col(a.name)
+                          for a in attrs], F.lit(i).alias(_SIDE)) for i, df in enumerate(frames)]
+    union = functools.reduce(DataFrame.union, tagged)
     # per-partition aggregates only (one row each), no record-level data reaches the driver
-    parts = df.select(*[a.name for a in attrs]).mapInPandas(_partial_summaries(attrs), schema).collect()
+    parts = union.mapInPandas(_partial_summaries(attrs), schema).collect()
+    return [_merged(attrs, [r for r in parts if r["side"] == i]) for i in range(len(frames))]
+
+
+def _merged(attrs: list[Attribute], parts: Sequence[Any]) -> tuple[dict, Optional[np.ndarray], int]:
+    """One table's ``(stats, corr, n)`` from its partitions' summaries (rows of :func:`_partial_summaries`)."""
+    numeric = [a for a in attrs if not a.categorical]
+    categorical = [a for a in attrs if a.categorical]
+    p = len(numeric)
     acc: tuple = (0, np.zeros(p), np.zeros((p, p)))
     hist = np.zeros(p * BINS, dtype=np.int64)
     freq = np.zeros(sum(len(a.categories or ()) for a in categorical), dtype=np.int64)
@@ -681,17 +712,15 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
     measured = risk_section(risk)
     if measured is not None:
         extra_sections = (*extra_sections, measured)
-    # the three Spark passes (two summaries; MeanSSE with both tables' quantiles, one aggregation over
-    # the join) are small and independent: submitted together from threads, Spark plans and schedules
-    # them side by side instead of one after another; leaving the block waits for all of them (a
+    # the two Spark passes (both tables' summaries, one job; MeanSSE with both tables' quantiles, one
+    # aggregation over the join) are small and independent: submitted together from threads, Spark plans
+    # and schedules them side by side instead of one after another; leaving the block waits for both (a
     # failure is raised after every pass has ended, so no thread outlives the report)
-    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="fragrelease-report-spark") as pool:
-        summary_o = pool.submit(_counted_summary_pass, original, attrs)
-        summary_p = pool.submit(_summary_pass, stored, attrs)
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="fragrelease-report-spark") as pool:
+        summaries = pool.submit(_summary_passes, [original, stored], attrs)  # both tables, one job
         scored = pool.submit(mean_sse_with_quantiles, original, stored, attrs, id_column, list(QUANTILES),
                              int(round(1 / _RELATIVE_ERROR)))
-        so, co, n = summary_o.result()
-        sp, cp = summary_p.result()
+        (so, co, n), (sp, cp, _) = summaries.result()
         names = [a.name for a in attrs if not a.categorical]
         diff = None if co is None or cp is None else cp - co
 
