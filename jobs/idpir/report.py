@@ -693,6 +693,10 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
     Template ``owner_report.html.j2``; ``extra_sections`` are appended (:class:`ReportSection`), then
     ``risk``, the owner's measured disclosure risk (:func:`risk_section`), when given.
 
+    Two Spark jobs: both tables' summaries (:func:`_summary_passes`), and MeanSSE with both tables'
+    quantiles over the id join; when ``manifest["n_records"]`` × attributes is at most
+    :data:`SINGLE_TASK_VALUES`, each side is one partition and neither job shuffles.
+
     A local ``path`` is created with mode 0600 in a folder of mode 0700
     (:func:`fragrelease.jobs.idpir.workspace.write_private_text`, which raises what a failed write raises).
     Raises :class:`fragrelease.errors.InvalidParameterError` when records do not match by ``id_column``
