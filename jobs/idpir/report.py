@@ -271,10 +271,8 @@ def committed_release(spark, path: str, version: int) -> DataFrame:
     (``DeltaProtocolError``), is read with :func:`fragrelease.jobs.storage.read_delta`, as before.
     Shapes: the table's columns in the log's order, one row per released row.
 
-    Raises
-    ------
-    ConfigError
-        ``path`` is no Delta table, or the version has no data file (as ``committed_rows``).
+    A version without data files is read with Delta's reader too (no rows). Raises what
+    :func:`fragrelease.jobs.storage.read_delta` raises for a path that is no Delta table.
     """
     from deltalake import DeltaTable
     from deltalake.exceptions import DeltaProtocolError
@@ -284,7 +282,9 @@ def committed_release(spark, path: str, version: int) -> DataFrame:
 
     if is_delta_table(path):
         try:
-            plain = plain_parquet_table(DeltaTable(absolute(path), version=version))
+            table = DeltaTable(absolute(path), version=version)
+            # a version without data files (an empty release) is read by Delta's reader: no rows, no error
+            plain = plain_parquet_table(table) and bool(table.file_uris())
         except DeltaProtocolError:
             plain = False
         if plain:

@@ -138,3 +138,10 @@ def test_summaries_of_several_tables_in_one_job_equal_one_pass_each(spark):
         assert stats == one[0]
         assert stats["x"]["mean"] == pytest.approx(pdf["x"].mean())
         assert stats["g"]["freq"] == {c: int((pdf["g"] == c).sum()) for c in ("a", "b", "c")}
+
+
+def test_an_empty_release_is_read_as_no_rows(spark, tmp_path):
+    path = str(tmp_path / "release")
+    commit_delta(spark.createDataFrame(pd.DataFrame({"x": [1.0], "g": ["a"]})).limit(0), path, provenance={"role": "test"})
+    rows = committed_release(spark, path, 0)
+    assert rows.count() == 0 and rows.columns == ["x", "g"]
