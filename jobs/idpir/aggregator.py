@@ -47,7 +47,6 @@ from ..storage import (
     finish_output,
     is_delta_table,
     prepare_output,
-    read_delta,
     read_text,
     release_exists,
     release_target,
@@ -661,7 +660,7 @@ def _commit(spark, ctx: AggregatorContext, plan: Plan, released, prov: Mapping[s
     report = None
     if cfg.reports:
         # imported here: the report module selects matplotlib's Agg backend (see owner.py)
-        from .report import public_report, public_report_path
+        from .report import committed_release, public_report, public_report_path
 
         attrs = [schema.attribute(a["name"]) for a in plan.attributes]
         sections = ()
@@ -669,7 +668,7 @@ def _commit(spark, ctx: AggregatorContext, plan: Plan, released, prov: Mapping[s
             from ..synthesis.aggregator import report_sections
 
             sections = report_sections(prov, attrs)
-        report = public_report(read_delta(spark, path, version), attrs, prov, public_report_path(path, version),
+        report = public_report(committed_release(spark, path, version), attrs, prov, public_report_path(path, version),
                                described=table_self_description(path, version), table=cfg.output_table or path,
                                version=version, extra_sections=sections)
     return CommittedRelease(path=path, table=cfg.output_table, version=version, rows=rows, provenance=prov,

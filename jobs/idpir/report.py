@@ -77,37 +77,47 @@ def _combine(a: tuple, b: tuple) -> tuple:
 
 
 def _partial_summaries(attrs: Sequence[Attribute]):
-    """A ``mapInPandas`` function: one row per partition with its count, means, co-moments, bins, counts."""
+    """A ``mapInPandas`` function: per partition, one row per table in it (column ``_SIDE``) with its
+    count, means, co-moments, bins and category counts (no row for a table the partition lacks)."""
     numeric = [a for a in attrs if not a.categorical]
     categorical = [a for a in attrs if a.categorical]
     lo = np.array([a.bounds()[0] for a in numeric], dtype=float)
     width = np.array([(a.bounds()[1] - a.bounds()[0]) / BINS for a in numeric], dtype=float)
     p = len(numeric)
 
+    def empty() -> list:
+        return [(0, np.zeros(p), np.zeros((p, p))), np.zeros((p, BINS), dtype=np.int64),
+                [np.zeros(len(a.categories or ()), dtype=np.int64) for a in categorical]]
+
+    def add(state: list, pdf: pd.DataFrame) -> None:
+        m = len(pdf)
+        if p:
+            x = pdf[[a.name for a in numeric]].to_numpy(dtype=float)
+            mean = x.mean(axis=0)
+            d = x - mean
+            state[0] = _combine(state[0], (m, mean, d.T @ d))
+            b = np.minimum(np.floor((x - lo) / width), BINS - 1)
+            for i in range(p):
+                ok = b[:, i] >= 0
+                state[1][i] += np.bincount(b[ok, i].astype(np.int64), minlength=BINS)[:BINS]
+        for f, a in zip(state[2], categorical):
+            codes = pd.Categorical(pdf[a.name], categories=list(a.categories or ())).codes
+            f += np.bincount(codes[codes >= 0], minlength=len(a.categories or ()))
+        if not p:
+            state[0] = (state[0][0] + m, state[0][1], state[0][2])
+
     def summarize(batches):
-        acc = (0, np.zeros(p), np.zeros((p, p)))
-        hist = np.zeros((p, BINS), dtype=np.int64)
-        freq = [np.zeros(len(a.categories or ()), dtype=np.int64) for a in categorical]
+        # one summary per table (the _SIDE tag of each row) present in this partition
+        states: dict[int, list] = {}
         for pdf in batches:
-            m = len(pdf)
-            if m == 0:
+            if len(pdf) == 0:
                 continue
-            if p:
-                x = pdf[[a.name for a in numeric]].to_numpy(dtype=float)
-                mean = x.mean(axis=0)
-                d = x - mean
-                acc = _combine(acc, (m, mean, d.T @ d))
-                b = np.minimum(np.floor((x - lo) / width), BINS - 1)
-                for i in range(p):
-                    ok = b[:, i] >= 0
-                    hist[i] += np.bincount(b[ok, i].astype(np.int64), minlength=BINS)[:BINS]
-            for f, a in zip(freq, categorical):
-                codes = pd.Categorical(pdf[a.name], categories=list(a.categories or ())).codes
-                f += np.bincount(codes[codes >= 0], minlength=len(a.categories or ()))
-            if not p:
-                acc = (acc[0] + m, acc[1], acc[2])
-        yield pd.DataFrame({"n": [acc[0]], "mean": [acc[1]], "comoment": [acc[2].ravel()],
-                            "hist": [hist.ravel()], "freq": [np.concatenate(freq) if freq else np.zeros(0, np.int64)]})
+            for side, rows in pdf.groupby(_SIDE, sort=True):
+                add(states.setdefault(int(side), empty()), rows)
+        for side, (acc, hist, freq) in sorted(states.items()):
+            yield pd.DataFrame({"side": [side], "n": [acc[0]], "mean": [acc[1]], "comoment": [acc[2].ravel()],
+                                "hist": [hist.ravel()],
+                                "freq": [np.concatenate(freq) if freq else np.zeros(0, np.int64)]})
 
     return summarize
 
@@ -139,17 +149,38 @@ def _summary_pass(df: DataFrame, attrs: Sequence[Attribute]) -> tuple[dict, Opti
 
 def _counted_summary_pass(df: DataFrame, attrs: Sequence[Attribute]) -> tuple[dict, Optional[np.ndarray], int]:
     """:func:`_summary_pass` with the row count of ``df`` (the same pass): ``(stats, corr, n)``."""
+    return _summary_passes([df], attrs)[0]
+
+
+_SIDE = "__fragrelease_side"
+
+
+def _summary_passes(frames: Sequence[DataFrame], attrs: Sequence[Attribute]) -> list[tuple[dict, Optional[np.ndarray], int]]:
+    """:func:`_counted_summary_pass` of each of ``frames`` (each with the columns of ``attrs``), in order,
+    from one Spark job: ``mapInPandas`` over their union (which moves no rows), each row tagged with its
+    frame; every partition summarizes each frame's rows apart, and the driver merges each frame's
+    partial summaries only (a frame with no rows: n = 0, no means)."""
     attrs = list(attrs)
-    numeric = [a for a in attrs if not a.categorical]
-    categorical = [a for a in attrs if a.categorical]
-    p = len(numeric)
     schema = T.StructType([
+        T.StructField("side", T.IntegerType()),
         T.StructField("n", T.LongType()), T.StructField("mean", T.ArrayType(T.DoubleType())),
         T.StructField("comoment", T.ArrayType(T.DoubleType())), T.StructField("hist", T.ArrayType(T.LongType())),
         T.StructField("freq", T.ArrayType(T.LongType())),
     ])
+    # numeric columns as doubles (as each partition reads them) so the union's column types agree
+    tagged = [df.select(*[F.col(a.name).cast("double").alias(a.name) if not a.categorical else F.col(a.name)
+                          for a in attrs], F.lit(i).alias(_SIDE)) for i, df in enumerate(frames)]
+    union = functools.reduce(DataFrame.union, tagged)
     # per-partition aggregates only (one row each), no record-level data reaches the driver
-    parts = df.select(*[a.name for a in attrs]).mapInPandas(_partial_summaries(attrs), schema).collect()
+    parts = union.mapInPandas(_partial_summaries(attrs), schema).collect()
+    return [_merged(attrs, [r for r in parts if r["side"] == i]) for i in range(len(frames))]
+
+
+def _merged(attrs: list[Attribute], parts: Sequence[Any]) -> tuple[dict, Optional[np.ndarray], int]:
+    """One table's ``(stats, corr, n)`` from its partitions' summaries (rows of :func:`_partial_summaries`)."""
+    numeric = [a for a in attrs if not a.categorical]
+    categorical = [a for a in attrs if a.categorical]
+    p = len(numeric)
     acc: tuple = (0, np.zeros(p), np.zeros((p, p)))
     hist = np.zeros(p * BINS, dtype=np.int64)
     freq = np.zeros(sum(len(a.categories or ()) for a in categorical), dtype=np.int64)
@@ -209,6 +240,58 @@ def _with_quantiles(stats: dict, quantiles: Mapping[str, Any]) -> Mapping[str, A
     return stats
 
 
+#: Reader features under which a version's active data files, read with the log's schema, are the
+#: table (none changes what a data file's rows mean: no column mapping, deletion vectors, type widening).
+PLAIN_READER_FEATURES = frozenset({"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"})
+
+
+def plain_parquet_table(table) -> bool:
+    """Whether the rows of delta-rs ``table``'s version are its active data files read as Parquet with
+    the log's schema: reader protocol 1, or 2-3 with column mapping off and only
+    :data:`PLAIN_READER_FEATURES`, and no partition columns (their values live in the log, not the files).
+
+    Else (a user's existing table with column mapping, deletion vectors, partitions, a reader feature
+    added later) only Delta's reader reads it right (Delta's table protocol, "Reader Requirements")."""
+    protocol, metadata = table.protocol(), table.metadata()
+    if protocol.min_reader_version > 3 or metadata.partition_columns:
+        return False
+    if (metadata.configuration or {}).get("delta.columnMapping.mode", "none") != "none":
+        return False
+    return protocol.min_reader_version < 3 or set(protocol.reader_features or ()) <= PLAIN_READER_FEATURES
+
+
+def committed_release(spark, path: str, version: int) -> DataFrame:
+    """The rows of version ``version`` of the release table at ``path`` (a Delta root), for the public report.
+
+    A table :func:`plain_parquet_table` accepts is read from the version's active data files, which
+    delta-rs lists from the log, with the log's schema (:func:`fragrelease.jobs.idpir.digests.committed_rows`):
+    no Spark job rebuilds Delta's state or reads footers, and a version of at most
+    :data:`fragrelease.jobs.idpir.digests.SINGLE_TASK_BYTES` of data files is one partition (its
+    aggregations need no shuffle). Any other table, or one delta-rs cannot open
+    (``DeltaProtocolError``), is read with :func:`fragrelease.jobs.storage.read_delta`, as before.
+    Shapes: the table's columns in the log's order, one row per released row.
+
+    A version without data files is read with Delta's reader too (no rows). Raises what
+    :func:`fragrelease.jobs.storage.read_delta` raises for a path that is no Delta table.
+    """
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaProtocolError
+
+    from ..storage import absolute, is_delta_table, read_delta
+    from .digests import committed_rows
+
+    if is_delta_table(path):
+        try:
+            table = DeltaTable(absolute(path), version=version)
+            # a version without data files (an empty release) is read by Delta's reader: no rows, no error
+            plain = plain_parquet_table(table) and bool(table.file_uris())
+        except DeltaProtocolError:
+            plain = False
+        if plain:
+            return committed_rows(spark, path, version)
+    return read_delta(spark, path, version)
+
+
 #: The templates' folder (package data of fragrelease.jobs: setup.py ``package_data``).
 # resolved: under a strict editable install report.py is a link into the checkout, whose templates are the current ones
 TEMPLATES = Path(__file__).resolve().with_name("templates")
@@ -259,6 +342,15 @@ def render(template: str, **context: Any) -> str:
     return environment().get_template(template).render(**context)
 
 
+#: A fragment of at most this many values (records x attributes) is summarized in one task by the owner report.
+SINGLE_TASK_VALUES = 2_000_000
+
+
+def _single_task(n_records: Any, n_attributes: int) -> bool:
+    """Whether a table of ``n_records`` records (``None``: unknown) and ``n_attributes`` is small enough for one task."""
+    return isinstance(n_records, int) and n_records * max(n_attributes, 1) <= SINGLE_TASK_VALUES
+
+
 @contextmanager
 def _awaiting(future):
     """On an error in the block, wait for ``future``'s thread to end, then raise the block's error
@@ -296,6 +388,22 @@ def _png(fig, bottom: float, left: float = 0.18, top: float = 0.9, right: float 
     return f"data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}"
 
 
+def _bars(ax, centers: Any, heights: Any, width: float, *, color: str, label: str, alpha: Optional[float] = None):
+    """Vertical bars from 0 as one ``PolyCollection``: the rectangles, colour, legend entry and
+    autoscaling (the y axis starts at 0) of ``ax.bar``, drawn as one artist instead of a patch per bar
+    (a patch per bar was about a third of a distribution chart's time; docs/benchmarks.md, issue 41 session 3)."""
+    from matplotlib.collections import PolyCollection
+
+    x = np.asarray(centers, dtype=float)
+    h = np.asarray(heights, dtype=float)
+    lo, hi, zero = x - width / 2, x + width / 2, np.zeros_like(h)
+    verts = np.stack([np.column_stack(c) for c in ((lo, zero), (lo, h), (hi, h), (hi, zero))], axis=1)
+    bars = PolyCollection(verts, facecolors=color, edgecolors="none", linewidths=0, alpha=alpha, label=label)
+    bars.sticky_edges.y.append(0.0)  # as ax.bar: no margin below the bars' base
+    ax.add_collection(bars)
+    return bars
+
+
 def _plot_attribute(a: Attribute, released: dict, original: Optional[dict]) -> Chart:
     fig = Figure(figsize=(5.2, 2.6))
     ax = fig.add_subplot()
@@ -304,19 +412,22 @@ def _plot_attribute(a: Attribute, released: dict, original: Optional[dict]) -> C
         x = np.arange(len(cats))
         w = 0.4 if original else 0.8
         if original:
-            ax.bar(x - w / 2, [original["freq"][c] for c in cats], w, label="original", color="#999999")
-        ax.bar(x + (w / 2 if original else 0), [released["freq"][c] for c in cats], w, label="released", color="#3b75af")
+            _bars(ax, x - w / 2, [original["freq"][c] for c in cats], w, label="original", color="#999999")
+        _bars(ax, x + (w / 2 if original else 0), [released["freq"][c] for c in cats], w, label="released",
+              color="#3b75af")
         ax.set_xticks(x, cats, rotation=60, ha="right", fontsize=6)
     else:
         edges = np.array(released["edges"])
         centers = (edges[:-1] + edges[1:]) / 2
         width = edges[1] - edges[0]
         if original:
-            ax.bar(centers, original["hist"], width, label="original", color="#999999", alpha=0.6)
-        ax.bar(centers, released["hist"], width * (0.5 if original else 0.9), label="released", color="#3b75af")
+            _bars(ax, centers, original["hist"], width, label="original", color="#999999", alpha=0.6)
+        _bars(ax, centers, released["hist"], width * (0.5 if original else 0.9), label="released", color="#3b75af")
         ax.set_xlabel(f"{a.name} (declared domain {edges[0]:g} to {edges[-1]:g})")
     ax.set_ylabel("records")
-    ax.set_title(a.name, fontsize=9)
+    # y given: matplotlib places the title instead of searching every tick label for an overlap (none
+    # here: the x tick labels are below), a sixth of a chart's time; the same pixels
+    ax.set_title(a.name, fontsize=9, y=1.0)
     if original:
         ax.legend(fontsize=7, loc="upper right")  # "best" searches every bar: slow, and warns under load
     what = "original and released" if original else "released"
@@ -344,7 +455,7 @@ def _bar_chart(names: Sequence[str], shares: Sequence[float], title: str, *, lim
         ax.axvline(100 * limit, color="#555555", linestyle="--", linewidth=1)
     ax.set_xlabel("%", fontsize=8)
     ax.set_xlim(0, max(100.0 if limit is not None else 1.0, *(115 * s for s in shares)))  # room for the labels
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title, fontsize=9, y=1.0)
     ax.tick_params(axis="x", labelsize=7)
     alt = f"{title}: " + ", ".join(f"{n} {_percent(s)}" for n, s in zip(names, shares))
     return Chart(_png(fig, bottom=0.5 / height, left=0.28, top=1 - 0.3 / height), alt)
@@ -366,7 +477,7 @@ def _heatmap(names: Sequence[str], m: np.ndarray, title: str, *, difference: boo
                     color="white" if dark else "black")
     ax.set_xticks(range(p), list(names), rotation=60, ha="right", fontsize=7)
     ax.set_yticks(range(p), list(names), fontsize=7)
-    ax.set_title(title, fontsize=8)
+    ax.set_title(title, fontsize=8, y=1.0)
     fig.colorbar(image, ax=ax, shrink=0.8)
     return Chart(_png(fig, bottom=1.0 / height, left=1.1 / width, top=1 - 0.35 / height, right=0.95), title)
 
@@ -582,6 +693,10 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
     Template ``owner_report.html.j2``; ``extra_sections`` are appended (:class:`ReportSection`), then
     ``risk``, the owner's measured disclosure risk (:func:`risk_section`), when given.
 
+    Two Spark jobs: both tables' summaries (:func:`_summary_passes`), and MeanSSE with both tables'
+    quantiles over the id join; when ``manifest["n_records"]`` × attributes is at most
+    :data:`SINGLE_TASK_VALUES`, each side is one partition and neither job shuffles.
+
     A local ``path`` is created with mode 0600 in a folder of mode 0700
     (:func:`fragrelease.jobs.idpir.workspace.write_private_text`, which raises what a failed write raises).
     Raises :class:`fragrelease.errors.InvalidParameterError` when records do not match by ``id_column``
@@ -590,20 +705,26 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
     from .evaluate import mean_sse_with_quantiles
 
     stored = as_stored(protected, attrs)
+    if _single_task(manifest.get("n_records"), len(attrs)):
+        # small, and its size known from the manifest: each side one partition (no rows move), so the
+        # summaries and the MeanSSE join and its aggregation plan no shuffle (each pass one Spark job).
+        # The limit drops nothing (it is at least the manifest's record count; a row too many or too few
+        # would show as unmatched ids): it gives the planner the size of the checkpointed protected
+        # values, which it otherwise takes as unbounded and shuffles (spark.sql.maxSinglePartitionBytes)
+        cap = SINGLE_TASK_VALUES // max(len(attrs), 1)
+        original, stored = original.coalesce(1), stored.coalesce(1).limit(cap)
     measured = risk_section(risk)
     if measured is not None:
         extra_sections = (*extra_sections, measured)
-    # the three Spark passes (two summaries; MeanSSE with both tables' quantiles, one aggregation over
-    # the join) are small and independent: submitted together from threads, Spark plans and schedules
-    # them side by side instead of one after another; leaving the block waits for all of them (a
+    # the two Spark passes (both tables' summaries, one job; MeanSSE with both tables' quantiles, one
+    # aggregation over the join) are small and independent: submitted together from threads, Spark plans
+    # and schedules them side by side instead of one after another; leaving the block waits for both (a
     # failure is raised after every pass has ended, so no thread outlives the report)
-    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="fragrelease-report-spark") as pool:
-        summary_o = pool.submit(_counted_summary_pass, original, attrs)
-        summary_p = pool.submit(_summary_pass, stored, attrs)
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="fragrelease-report-spark") as pool:
+        summaries = pool.submit(_summary_passes, [original, stored], attrs)  # both tables, one job
         scored = pool.submit(mean_sse_with_quantiles, original, stored, attrs, id_column, list(QUANTILES),
                              int(round(1 / _RELATIVE_ERROR)))
-        so, co, n = summary_o.result()
-        sp, cp = summary_p.result()
+        (so, co, n), (sp, cp, _) = summaries.result()
         names = [a.name for a in attrs if not a.categorical]
         diff = None if co is None or cp is None else cp - co
 

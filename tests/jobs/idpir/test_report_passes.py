@@ -1,0 +1,147 @@
+"""The reports' Spark passes: the public report reads the committed release from its data files (Delta's
+reader for tables a plain Parquet read would misread), a small owner report runs one job per pass, and the
+charts' bars drawn as one collection are the pixels ``ax.bar`` draws (docs/benchmarks.md, "Issue 41, session 3")."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fragrelease.jobs.idpir import report
+from fragrelease.jobs.idpir.report import _counted_summary_pass, _quantiles, committed_release, plain_parquet_table
+from fragrelease.jobs.session import delta_available
+from fragrelease.jobs.storage import commit_delta, read_delta
+from fragrelease.schemas.base import Attribute
+
+ATTRS = [Attribute(name="x", type="double", role="quasi-identifier", kind="numeric", domain=[0, 100]),
+         Attribute(name="g", type="string", role="quasi-identifier", kind="categorical", categories=["a", "b", "c"])]
+
+
+def _jobs(spark):
+    return set(spark.sparkContext.statusTracker().getJobIdsForGroup(None))  # test only: counts Spark jobs
+
+
+def _release(spark, path: str, n: int = 300) -> None:
+    rng = np.random.default_rng(3)
+    pdf = pd.DataFrame({"x": np.round(rng.uniform(0, 100, n), 2), "g": rng.choice(["a", "b", "c"], n)})
+    commit_delta(spark.createDataFrame(pdf).repartition(3), path, provenance={"role": "test"})
+
+
+def _report_numbers(df):
+    stats, corr, n = _counted_summary_pass(df, ATTRS)
+    return stats, n, _quantiles(df, ATTRS)
+
+
+def test_the_release_is_read_from_its_files_with_the_report_numbers_of_deltas_reader(spark, tmp_path):
+    from deltalake import DeltaTable
+
+    path = str(tmp_path / "release")
+    _release(spark, path)
+    assert plain_parquet_table(DeltaTable(path, version=0))
+    before = _jobs(spark)
+    rows = committed_release(spark, path, 0)
+    assert _jobs(spark) == before  # no job to rebuild Delta's state or read footers
+    assert rows.columns == ["x", "g"]
+    assert _report_numbers(rows) == _report_numbers(read_delta(spark, path, 0))
+    before = _jobs(spark)
+    _report_numbers(rows)
+    assert len(_jobs(spark) - before) == 2  # the summary and the quantiles, one job each (one partition)
+
+
+@pytest.mark.parametrize("feature", ["column mapping", "deletion vectors"])
+def test_a_table_a_plain_read_would_misread_is_read_with_deltas_reader(spark, tmp_path, feature):
+    from deltalake import DeltaTable
+
+    if not delta_available(spark):
+        pytest.skip("needs Delta Lake's Spark classes to write the table feature")
+    path = str(tmp_path / "release")
+    _release(spark, path)
+    table = f"delta.`{path}`"
+    if feature == "column mapping":  # the files keep the old physical name: a plain read sees no column "y"
+        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name', "
+                  "'delta.minReaderVersion' = '2', 'delta.minWriterVersion' = '5')")
+        spark.sql(f"ALTER TABLE {table} RENAME COLUMN x TO y")
+    else:  # the deleted rows stay in the files, marked in a deletion vector
+        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+        spark.sql(f"DELETE FROM {table} WHERE x < 50")
+    version = DeltaTable(path).version()
+    try:
+        assert not plain_parquet_table(DeltaTable(path, version=version))
+    except Exception as exc:  # delta-rs may not open the table at all: committed_release falls back then too
+        assert type(exc).__name__ == "DeltaProtocolError"
+    got = committed_release(spark, path, version).toPandas()
+    expected = read_delta(spark, path, version).toPandas()
+    assert list(got.columns) == list(expected.columns)
+    assert sorted(map(tuple, got.to_numpy().tolist())) == sorted(map(tuple, expected.to_numpy().tolist()))
+    if feature == "deletion vectors":
+        assert len(got) < 300 and (got["x"] >= 50).all()
+    else:
+        assert list(got.columns) == ["y", "g"] and got["y"].notna().all()
+
+
+def test_a_small_owner_report_runs_one_job_per_pass(spark, tmp_path, monkeypatch):
+    rng = np.random.default_rng(5)
+    n = 200
+    orig = pd.DataFrame({"rid": np.arange(n), "x": np.round(rng.uniform(0, 100, n), 1), "g": rng.choice(["a", "b", "c"], n)})
+    prot = orig.assign(x=np.clip(orig["x"] + rng.normal(0, 5, n), 0, 100))
+    # the protected values as the owner step holds them: checkpointed (Spark cannot size them)
+    protected = spark.createDataFrame(prot).repartition(3, "rid").localCheckpoint()
+    spark.createDataFrame(orig).repartition(2).write.parquet(str(tmp_path / "orig"))  # as read from a source
+    original = spark.read.parquet(str(tmp_path / "orig"))
+    manifest = {"owner": "a", "plan_id": "p", "n_records": n}
+    pages, counts = [], []
+    for limit in (report.SINGLE_TASK_VALUES, 0):  # small: one partition per side; "large": as before
+        monkeypatch.setattr(report, "SINGLE_TASK_VALUES", limit)
+        before = _jobs(spark)
+        path = report.owner_report(original, protected, ATTRS, "rid", manifest, str(tmp_path / f"o{limit}.html"))
+        counts.append(len(_jobs(spark) - before))
+        text = open(path).read()
+        pages.append(text[:text.index("<p><small>Generated by")])  # the time it was written differs
+    assert counts[0] == 2  # both summaries in one job, MeanSSE with the quantiles in one: no shuffle stage
+    assert counts[1] > counts[0]
+    assert pages[0] == pages[1]  # the same report
+
+
+def test_bars_as_one_collection_are_the_pixels_of_ax_bar():
+    from matplotlib.figure import Figure
+
+    def png(draw):
+        fig = Figure(figsize=(5.2, 2.6))
+        ax = fig.add_subplot()
+        draw(ax)
+        ax.legend(fontsize=7, loc="upper right")
+        return report._png(fig, bottom=0.2)
+
+    centers, heights = np.arange(20) * 5 + 2.5, np.arange(20) % 7 * 3
+    assert png(lambda ax: (ax.bar(centers, heights, 5, label="original", color="#999999", alpha=0.6),
+                           ax.bar(centers, heights[::-1], 2.5, label="released", color="#3b75af"))) == \
+        png(lambda ax: (report._bars(ax, centers, heights, 5, label="original", color="#999999", alpha=0.6),
+                        report._bars(ax, centers, heights[::-1], 2.5, label="released", color="#3b75af")))
+    # and a chart that differs is seen to differ
+    assert png(lambda ax: ax.bar(centers, heights, 5, label="x", color="#999999")) != \
+        png(lambda ax: report._bars(ax, centers, heights + 1, 5, label="x", color="#999999"))
+
+
+def test_summaries_of_several_tables_in_one_job_equal_one_pass_each(spark):
+    rng = np.random.default_rng(9)
+    a = pd.DataFrame({"x": rng.uniform(0, 100, 120), "g": rng.choice(["a", "b", "c"], 120)})
+    b = pd.DataFrame({"x": rng.integers(0, 100, 80), "g": rng.choice(["a", "c"], 80)})  # an integer column
+    fa, fb = spark.createDataFrame(a).repartition(3), spark.createDataFrame(b).coalesce(1)
+    fa, fb = fa.localCheckpoint(), fb.localCheckpoint()
+    before = _jobs(spark)
+    both = report._summary_passes([fa, fb], ATTRS)
+    assert len(_jobs(spark) - before) == 1
+    for got, df, pdf in zip(both, (fa, fb), (a, b)):
+        stats, corr, n = got
+        one = _counted_summary_pass(df, ATTRS)
+        assert n == one[2] == len(pdf)
+        assert stats == one[0]
+        assert stats["x"]["mean"] == pytest.approx(pdf["x"].mean())
+        assert stats["g"]["freq"] == {c: int((pdf["g"] == c).sum()) for c in ("a", "b", "c")}
+
+
+def test_an_empty_release_is_read_as_no_rows(spark, tmp_path):
+    path = str(tmp_path / "release")
+    commit_delta(spark.createDataFrame(pd.DataFrame({"x": [1.0], "g": ["a"]})).limit(0), path, provenance={"role": "test"})
+    rows = committed_release(spark, path, 0)
+    assert rows.count() == 0 and rows.columns == ["x", "g"]
