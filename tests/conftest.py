@@ -90,9 +90,11 @@ def private_root(tmp_path_factory):
 #: JVM's CPU compiling code that ran a few times (one third of the JVM's CPU time of
 #: ``tests/jobs/idpir/test_spark_protect.py`` saved). Java's arithmetic is the same in C1, C2 and the
 #: interpreter (strict IEEE 754 since Java 17), so every equality test still compares the same values.
-#: Test-only: releases keep the JVM's default (the 10M benchmarks need C2). ``FRAGRELEASE_TEST_JAVA_OPTIONS``
-#: replaces it (empty: the JVM's default); a ``PYSPARK_SUBMIT_ARGS`` of the caller's own is left alone.
-TEST_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+#: C1 alone would get a 48 MB code cache (the JVM's default without C2), which a whole suite's session may
+#: fill (the JIT then stops): the cache keeps the tiered default, 240 MB. Test-only: releases keep the
+#: JVM's default (the 10M benchmarks need C2). ``FRAGRELEASE_TEST_JAVA_OPTIONS`` replaces these options
+#: (empty: the JVM's default); a ``PYSPARK_SUBMIT_ARGS`` of the caller's own is left alone.
+TEST_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 
 
 def jvm_submit_args(environ=os.environ):

@@ -60,7 +60,7 @@ def test_every_module_named_first_exists():
 def test_the_test_jvm_compiles_with_c1_unless_told_otherwise():
     conftest = _conftest()
     args = conftest.jvm_submit_args({})
-    assert args == "--conf spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 pyspark-shell"
+    assert args == "--conf 'spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m' pyspark-shell"
     assert conftest.jvm_submit_args({"FRAGRELEASE_TEST_JAVA_OPTIONS": ""}) is None  # the JVM's default
     assert conftest.jvm_submit_args({"FRAGRELEASE_TEST_JAVA_OPTIONS": "-Xint -Xss4m"}) == \
         "--conf 'spark.driver.extraJavaOptions=-Xint -Xss4m' pyspark-shell"
