@@ -18,6 +18,7 @@ two-owner release in CI. The report header names the path.
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 
 import pytest
@@ -84,12 +85,41 @@ def private_root(tmp_path_factory):
     return root
 
 
+#: The test session's driver JVM compiles with C1 only (docs/benchmarks.md, "Issue 41, session 3: the
+#: quick loop"): the tests run thousands of small Spark jobs, each on tiny data, and C2 spent most of the
+#: JVM's CPU compiling code that ran a few times (one third of the JVM's CPU time of
+#: ``tests/jobs/idpir/test_spark_protect.py`` saved). Java's arithmetic is the same in C1, C2 and the
+#: interpreter (strict IEEE 754 since Java 17), so every equality test still compares the same values.
+#: C1 alone would get a 48 MB code cache (the JVM's default without C2), which a whole suite's session may
+#: fill (the JIT then stops): the cache keeps the tiered default, 240 MB. Test-only: releases keep the
+#: JVM's default (the 10M benchmarks need C2). ``FRAGRELEASE_TEST_JAVA_OPTIONS`` replaces these options
+#: (empty: the JVM's default); a ``PYSPARK_SUBMIT_ARGS`` of the caller's own is left alone.
+TEST_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+
+
+def jvm_submit_args(environ=os.environ):
+    """The ``PYSPARK_SUBMIT_ARGS`` that start the test session's driver JVM with the test's Java options
+    (:data:`TEST_JAVA_OPTIONS`, or ``FRAGRELEASE_TEST_JAVA_OPTIONS``), or None: options turned off, or the
+    caller already set ``PYSPARK_SUBMIT_ARGS``."""
+    options = environ.get("FRAGRELEASE_TEST_JAVA_OPTIONS", TEST_JAVA_OPTIONS).strip()
+    if not options or "PYSPARK_SUBMIT_ARGS" in environ:
+        return None
+    return f"--conf {shlex.quote('spark.driver.extraJavaOptions=' + options)} pyspark-shell"
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     from fragrelease.jobs.session import get_spark
 
     os.environ.setdefault("FRAGRELEASE_SPARK_LOG_LEVEL", "ERROR")
-    session = get_spark("fragrelease-tests", master="local[2]", shuffle_partitions=4)
+    submit_args = jvm_submit_args()
+    if submit_args:  # for this JVM only: the suite's own subprocesses start theirs as users do
+        os.environ["PYSPARK_SUBMIT_ARGS"] = submit_args
+    try:
+        session = get_spark("fragrelease-tests", master="local[2]", shuffle_partitions=4)
+    finally:
+        if submit_args:
+            os.environ.pop("PYSPARK_SUBMIT_ARGS", None)
     yield session
     session.stop()
 

@@ -1,7 +1,10 @@
 """The ``spark`` marker follows the fixture closure, so ``pytest -m "not spark"`` leaves out every Spark test;
 the longest modules are collected first (CI's scheduling, tests/conftest.py)."""
 import importlib.util
+import os
 from pathlib import Path
+
+import pytest
 
 
 def _conftest():
@@ -52,3 +55,27 @@ def test_every_module_named_first_exists():
     names = _conftest().HEAVY_FIRST
     assert len(set(names)) == len(names)
     assert [n for n in names if not (root / n).is_file()] == []
+
+
+def test_the_test_jvm_compiles_with_c1_unless_told_otherwise():
+    conftest = _conftest()
+    args = conftest.jvm_submit_args({})
+    assert args == "--conf 'spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m' pyspark-shell"
+    assert conftest.jvm_submit_args({"FRAGRELEASE_TEST_JAVA_OPTIONS": ""}) is None  # the JVM's default
+    assert conftest.jvm_submit_args({"FRAGRELEASE_TEST_JAVA_OPTIONS": "-Xint -Xss4m"}) == \
+        "--conf 'spark.driver.extraJavaOptions=-Xint -Xss4m' pyspark-shell"
+    assert conftest.jvm_submit_args({"PYSPARK_SUBMIT_ARGS": "--master local[1] pyspark-shell"}) is None  # the caller's
+
+
+def test_the_session_jvm_runs_with_the_test_options_and_the_environment_is_restored(spark):
+    """The option reaches the driver JVM's command line (Linux's /proc), and the suite's subprocesses
+    do not inherit it (PYSPARK_SUBMIT_ARGS is removed once the session runs)."""
+    conftest = _conftest()
+    pid = spark.sparkContext._gateway.proc.pid
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    if not cmdline.exists():
+        pytest.skip("no /proc here")
+    java_args = cmdline.read_bytes().split(b"\0")
+    expected = os.environ.get("FRAGRELEASE_TEST_JAVA_OPTIONS", conftest.TEST_JAVA_OPTIONS).split()
+    assert all(o.encode() in java_args for o in expected)
+    assert conftest.TEST_JAVA_OPTIONS not in os.environ.get("PYSPARK_SUBMIT_ARGS", "")  # a caller's own stays
