@@ -267,28 +267,27 @@ def committed_release(spark, path: str, version: int) -> DataFrame:
     delta-rs lists from the log, with the log's schema (:func:`fragrelease.jobs.idpir.digests.committed_rows`):
     no Spark job rebuilds Delta's state or reads footers, and a version of at most
     :data:`fragrelease.jobs.idpir.digests.SINGLE_TASK_BYTES` of data files is one partition (its
-    aggregations need no shuffle). Any other table, or one delta-rs cannot open
-    (``DeltaProtocolError``), is read with :func:`fragrelease.jobs.storage.read_delta`, as before.
+    aggregations need no shuffle). Any other table, or one delta-rs cannot open here
+    (``DeltaProtocolError``, a store it has no credentials for), is read with :func:`fragrelease.jobs.storage.read_delta`, as before.
     Shapes: the table's columns in the log's order, one row per released row.
 
     A version without data files is read with Delta's reader too (no rows). Raises what
     :func:`fragrelease.jobs.storage.read_delta` raises for a path that is no Delta table.
     """
     from deltalake import DeltaTable
-    from deltalake.exceptions import DeltaProtocolError
 
     from ..storage import absolute, is_delta_table, read_delta
     from .digests import committed_rows
 
-    if is_delta_table(path):
-        try:
-            table = DeltaTable(absolute(path), version=version)
-            # a version without data files (an empty release) is read by Delta's reader: no rows, no error
-            plain = plain_parquet_table(table) and bool(table.file_uris())
-        except DeltaProtocolError:
-            plain = False
-        if plain:
-            return committed_rows(spark, path, version)
+    try:
+        # a version without data files (an empty release) is read by Delta's reader: no rows, no error
+        table = DeltaTable(absolute(path), version=version) if is_delta_table(path) else None
+        plain = table is not None and plain_parquet_table(table) and bool(table.file_uris())
+    except Exception:  # noqa: BLE001 - delta-rs cannot open it here (DeltaProtocolError, a store it has no
+        # credentials for, a panic): the release is committed, so its report is read by Spark's Delta reader
+        plain = False
+    if plain:
+        return committed_rows(spark, path, version)
     return read_delta(spark, path, version)
 
 

@@ -145,3 +145,26 @@ def test_an_empty_release_is_read_as_no_rows(spark, tmp_path):
     commit_delta(spark.createDataFrame(pd.DataFrame({"x": [1.0], "g": ["a"]})).limit(0), path, provenance={"role": "test"})
     rows = committed_release(spark, path, 0)
     assert rows.count() == 0 and rows.columns == ["x", "g"]
+
+
+def test_a_table_deltars_cannot_open_here_is_read_with_deltas_reader(spark, tmp_path, monkeypatch):
+    # the release is already committed when its report reads it: delta-rs failing to open the table (a
+    # store it has no credentials for, a panic) must not fail the release, only send the read to Spark's reader
+    import deltalake
+
+    path = str(tmp_path / "release")
+    _release(spark, path)
+
+    class Unreachable:
+        is_deltatable = staticmethod(lambda *a, **k: True)  # the log is there; opening it fails
+
+        def __init__(self, *args, **kwargs):
+            raise OSError("Generic S3 error: no credentials")
+
+    monkeypatch.setattr(deltalake, "DeltaTable", Unreachable)
+    read = []
+    from fragrelease.jobs import storage
+    monkeypatch.setattr(storage, "read_delta", lambda *a: read.append(a) or read_delta(*a))
+    rows = committed_release(spark, path, 0)
+    assert read == [(spark, path, 0)]
+    assert rows.count() == 300
