@@ -17,6 +17,7 @@ from fragrelease.experiments.risk import (
 )
 
 pytest.importorskip("anonymeter")
+pytestmark = pytest.mark.usefixtures("anonymeter_numba_cache")  # tests/conftest.py: compiled kernels kept on disk
 
 
 def test_split_gives_three_disjoint_parts_covering_the_table():

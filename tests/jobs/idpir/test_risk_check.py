@@ -24,6 +24,7 @@ from fragrelease.jobs.idpir.ledger import spent
 from fragrelease.schemas.datasets import resolve_schema
 
 pytest.importorskip("anonymeter")
+pytestmark = pytest.mark.usefixtures("anonymeter_numba_cache")  # tests/conftest.py: compiled kernels kept on disk
 
 
 @pytest.fixture(scope="module")
