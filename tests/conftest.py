@@ -132,7 +132,7 @@ def anonymeter_numba_cache():
     attack paid 4.3–5.4 s of compilation on its first one (issue 41). With caching enabled the compiled
     code is written next to anonymeter's module (numba's ``__pycache__`` in the environment; invalidated
     when the source changes) and later sessions load it (0.3 s). Tests only; the modules that attack
-    ask for it with ``pytestmark``. Returns the kernels, or None without anonymeter.
+    ask for it (``pytestmark`` or ``usefixtures``). Returns the kernels, or None without anonymeter.
     """
     try:
         import anonymeter.evaluators  # noqa: F401  (imports the kernels' module without its import cycle)
