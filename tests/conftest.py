@@ -140,8 +140,11 @@ def anonymeter_numba_cache():
     except ImportError:
         return None
     kernels = (knn.gower_distance, knn._nearest_neighbors)
-    for kernel in kernels:
-        kernel.enable_caching()
+    try:
+        for kernel in kernels:
+            kernel.enable_caching()
+    except RuntimeError:  # numba finds no writable cache folder: compile per process, as before
+        return None
     return kernels
 
 
