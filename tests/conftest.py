@@ -125,6 +125,30 @@ def spark(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def anonymeter_numba_cache():
+    """anonymeter's two numba kernels (``gower_distance``, ``_nearest_neighbors``) cached on disk.
+
+    anonymeter 1.1.0 compiles them with ``@jit`` without ``cache=True``: every process that runs an
+    attack paid 4.3–5.4 s of compilation on its first one (issue 41). With caching enabled the compiled
+    code is written next to anonymeter's module (numba's ``__pycache__`` in the environment; invalidated
+    when the source changes) and later sessions load it (0.3 s). Tests only; the modules that attack
+    ask for it (``pytestmark`` or ``usefixtures``). Returns the kernels, or None without anonymeter.
+    """
+    try:
+        import anonymeter.evaluators  # noqa: F401  (imports the kernels' module without its import cycle)
+        from anonymeter.neighbors import mixed_types_kneighbors as knn
+    except ImportError:
+        return None
+    kernels = (knn.gower_distance, knn._nearest_neighbors)
+    try:
+        for kernel in kernels:
+            kernel.enable_caching()
+    except RuntimeError:  # numba finds no writable cache folder: compile per process, as before
+        return None
+    return kernels
+
+
+@pytest.fixture(scope="session")
 def adult_pdf():
     from fragrelease.schemas.datasets import load_builtin_pandas
 

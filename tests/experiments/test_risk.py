@@ -52,6 +52,7 @@ def test_summary_counts_the_runs_whose_interval_excludes_zero():
 
 
 @pytest.mark.slow  # anonymeter on a few hundred rows, one IR release of each kind
+@pytest.mark.usefixtures("anonymeter_numba_cache")  # tests/conftest.py: compiled kernels kept on disk
 def test_a_small_run_measures_every_release_kind_and_the_original_leaks(adult_pdf):
     table = adult_pdf.sample(700, random_state=3).reset_index(drop=True)
     np.random.seed(0)

@@ -25,6 +25,7 @@ from fragrelease.risk import (
 )
 
 pytest.importorskip("anonymeter")
+pytestmark = pytest.mark.usefixtures("anonymeter_numba_cache")  # tests/conftest.py: compiled kernels kept on disk
 
 
 def population(n: int, rng: np.random.Generator) -> pd.DataFrame:
@@ -138,3 +139,12 @@ def test_a_missing_anonymeter_is_one_line_naming_the_install(monkeypatch):
     with pytest.raises(MissingDependencyError) as exc:
         anonymeter_evaluators()
     assert str(exc.value) == MISSING_ANONYMETER and "\n" not in MISSING_ANONYMETER
+
+
+def test_anonymeters_kernels_are_cached_on_disk_in_the_test_session(anonymeter_numba_cache):
+    """tests/conftest.py's fixture: numba writes and reloads the two kernels (not its NullCache)."""
+    from numba.core.caching import FunctionCache
+
+    assert anonymeter_numba_cache is not None and len(anonymeter_numba_cache) == 2
+    for kernel in anonymeter_numba_cache:
+        assert isinstance(kernel._cache, FunctionCache)

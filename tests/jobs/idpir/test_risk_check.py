@@ -68,6 +68,7 @@ def test_risk_check_without_reports_is_refused_before_any_data(tmp_path):
 
 
 @pytest.mark.slow  # a whole two-owner release with the check
+@pytest.mark.usefixtures("anonymeter_numba_cache")  # tests/conftest.py: compiled kernels kept on disk
 def test_two_owner_release_writes_each_owners_measured_risk_to_its_private_report_only(
         spark, tmp_path, adult_source, monkeypatch):
     from fragrelease.jobs.idpir.release import run_local_release
