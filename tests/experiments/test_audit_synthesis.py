@@ -19,7 +19,11 @@ def test_synthesis_outputs_stay_within_epsilon():
     # alpha = 1e-6: a correct mechanism's bound exceeds ε here with probability <= 1e-6
     r = audit_synthesis(Fraction(1), runs=12_000, randomness=SeededDiffGenRandomness(11), noise=FastLaplace())
     assert r.epsilon_lower_bound <= 1.0
-    assert r.epsilon_lower_bound >= 0.3  # the audit has power: the Laplace parts spend 0.95 of ε
+    # the audit has power: the Laplace parts spend 0.95 of ε. Its lower bound over 200 audits resampled from
+    # 60,000 runs a side (issue 41, docs/benchmarks.md): mean 0.367, sd 0.034, smallest 0.291; the threshold
+    # 0.25 is 3.4 sd below the mean (0.3 failed about 1 run in 100), and a mechanism whose bound the audit
+    # cannot lift off 0 still fails it
+    assert r.epsilon_lower_bound >= 0.25
 
 
 def test_the_audit_catches_too_little_noise():
