@@ -13,7 +13,7 @@ depend on them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -273,16 +273,8 @@ def cut_into_runs(keyed: KeyedValues, cuts: Sequence[tuple[np.ndarray, np.ndarra
         return pa.RecordBatch.from_arrays(columns, names=schema.names)
 
     def runs_of(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        pending: list[pa.RecordBatch] = []
-        size = 0
-        for batch in batches:
-            pending.append(batch)
-            size += batch.num_rows
-            if size >= run_rows:
-                yield flush(pa.Table.from_batches(pending))
-                pending, size = [], 0
-        if pending:
-            yield flush(pa.Table.from_batches(pending))
+        for chunk in coalesced(batches, run_rows, pa.Table.from_batches):
+            yield flush(chunk)
 
     return keyed.frame.mapInArrow(runs_of, schema)
 
@@ -295,18 +287,25 @@ def _numpy(column: pa.ChunkedArray, dtype: type) -> np.ndarray:
     return np.asarray(column.to_numpy(), dtype=dtype)
 
 
-def coalesced(batches: Iterator[pd.DataFrame], rows: int) -> Iterator[pd.DataFrame]:
-    """Arrow batches gathered into chunks of at least ``rows`` rows (the last one smaller), same columns."""
-    pending: list[pd.DataFrame] = []
+def _frames(batches: list[pd.DataFrame]) -> pd.DataFrame:
+    return pd.concat(batches, ignore_index=True)
+
+
+def coalesced(batches: Iterator[Any], rows: int, join: Callable[[list[Any]], Any] = _frames) -> Iterator[Any]:
+    """Batches gathered into chunks of at least ``rows`` rows (the last one smaller), same columns.
+
+    ``batches``: pandas frames (``mapInPandas``; joined by ``pd.concat``) or, with ``join`` =
+    ``pa.Table.from_batches``, Arrow record batches (``mapInArrow``)."""
+    pending: list[Any] = []
     size = 0
     for batch in batches:
         pending.append(batch)
         size += len(batch)
         if size >= rows:
-            yield pd.concat(pending, ignore_index=True)
+            yield join(pending)
             pending, size = [], 0
     if pending:
-        yield pd.concat(pending, ignore_index=True)
+        yield join(pending)
 
 
 def bucket_first_ranks(runs: DataFrame, names: Sequence[str],

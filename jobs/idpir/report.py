@@ -135,20 +135,14 @@ def table_summary(df: DataFrame, attrs: Sequence[Attribute]) -> tuple[Mapping[st
     the quantiles are one ``percentile_approx`` aggregation. A handful of small plans instead of one aggregate
     expression per statistic, whose planning and code generation dominated small releases.
     """
-    stats, corr = _summary_pass(df, attrs)
+    stats, corr, _ = _counted_summary_pass(df, attrs)
     return _with_quantiles(stats, _quantiles(df, attrs)), corr
 
 
-def _summary_pass(df: DataFrame, attrs: Sequence[Attribute]) -> tuple[dict, Optional[np.ndarray]]:
-    """:func:`table_summary` without the quantiles (``None`` each): the one ``mapInPandas`` pass.
-
-    Returns ``(stats, corr)``; the histograms and category counts the plots draw are complete."""
-    stats, corr, _ = _counted_summary_pass(df, attrs)
-    return stats, corr
-
-
 def _counted_summary_pass(df: DataFrame, attrs: Sequence[Attribute]) -> tuple[dict, Optional[np.ndarray], int]:
-    """:func:`_summary_pass` with the row count of ``df`` (the same pass): ``(stats, corr, n)``."""
+    """:func:`table_summary` without the quantiles (``None`` each), with the row count of ``df``: the one
+    ``mapInPandas`` pass. Returns ``(stats, corr, n)``; the histograms and category counts the plots draw
+    are complete."""
     return _summary_passes([df], attrs)[0]
 
 
