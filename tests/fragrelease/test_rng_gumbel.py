@@ -6,6 +6,7 @@ finite. With 53-bit uniforms the all-ones word gave U = 1.0 (probability 2**-53)
 from __future__ import annotations
 
 import numpy as np
+from fit import follows
 from scipy import stats
 
 from fragrelease.rng.diffgen import (
@@ -44,15 +45,15 @@ def test_uniforms_are_exact_midpoints_of_the_52_bit_grid():
 
 
 def test_secure_uniform_and_gumbel_distributions_ks():
-    """Fixed sizes: 4,000 draws each against U(0, 1) and the standard Gumbel (KS, p > 1e-3)."""
+    """Fixed sizes: 4,000 draws each against U(0, 1) and the standard Gumbel (KS, accepted at p > 1e-6: tests/helpers/fit.py)."""
     u = secure_open_unit(4000)
     assert np.all((u > 0) & (u < 1))
-    assert stats.kstest(u, stats.uniform.cdf).pvalue > 1e-3
-    assert stats.kstest(secure_gumbel(4000), stats.gumbel_r.cdf).pvalue > 1e-3
-    assert stats.kstest(SecureDiffGenRandomness().gumbel(4000), stats.gumbel_r.cdf).pvalue > 1e-3
+    assert follows(u, stats.uniform.cdf)
+    assert follows(secure_gumbel(4000), stats.gumbel_r.cdf)
+    assert follows(SecureDiffGenRandomness().gumbel(4000), stats.gumbel_r.cdf)
     seeded = SeededDiffGenRandomness(11).gumbel(4000)  # the numpy-backed sources use the same 52-bit map
     assert np.all(np.isfinite(seeded))
-    assert stats.kstest(seeded, stats.gumbel_r.cdf).pvalue > 1e-3
+    assert follows(seeded, stats.gumbel_r.cdf)
 
 
 def test_numpy_backed_gumbel_uses_the_52_bit_map():
