@@ -28,3 +28,16 @@ class ZeroNoise:
 
     def perturb(self, values, scales, attributes, clusters):
         return np.asarray(values, float).copy()
+
+
+class SeededLaplace:
+    """Laplace(scale) noise from numpy's PCG64 with a fixed seed: the law of ``FastLaplace`` (the
+    evaluation sampler), reproducibly. For tests whose pass/fail must not depend on unseeded draws
+    (audits of a mechanism's calibration, not of the sampler); never used outside tests."""
+
+    def __init__(self, seed: int) -> None:
+        self._gen = np.random.default_rng(seed)
+
+    def perturb(self, values, scales, attributes, clusters):
+        values = np.asarray(values, float)
+        return values + self._gen.laplace(0.0, 1.0, size=values.shape) * np.asarray(scales, float)
