@@ -194,12 +194,15 @@ def main() -> None:
                    help="do not start the Python workers in the background at session start (to compare)")
     p.add_argument("--linkage", choices=["linked", "unlinked"], default="linked",
                    help="the release's linkage (unlinked: every column in its own random order)")
+    p.add_argument("--jit", choices=["auto", "default"], default="auto",
+                   help="auto: as `fragrelease run`, C1 only for small declared inputs "
+                        "(fragrelease.jobs.session.inputs_are_small); default: the JVM's own JIT, to compare")
     p.add_argument("--call-sites", action="store_true",
                    help="print each step's Spark jobs by call site (the name of the job's last stage)")
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
     from fragrelease.jobs import session
-    from fragrelease.jobs.session import get_spark
+    from fragrelease.jobs.session import get_spark, inputs_are_small
 
     session.WARM_PYTHON_WORKERS = not args.no_warm
 
@@ -208,9 +211,12 @@ def main() -> None:
         cfg = write_inputs(Path(tmp), args.linkage)
         # what `fragrelease run` costs: the JVM and session start plus a first release in that JVM
         t = time.perf_counter()
-        spark = get_spark("bench-small-release", master=args.master)
+        # as `fragrelease run` decides it (jobs/cli/idpir.py, _spark): the declared fragments' sizes
+        small = args.jit == "auto" and inputs_are_small([str(Path(tmp) / f"owner-{o}.csv") for o in (1, 2)])
+        spark = get_spark("bench-small-release", master=args.master, small_inputs=small)
         started = time.perf_counter() - t
         drv, jvm, py = cpu_seconds(jvm_pid_of(spark))
+        print(f"small inputs (C1 only): {small}")
         print(f"JVM and session start: CPU driver {drv:.2f} s (imports included), JVM {jvm:.2f} s, "
               f"Python workers {py:.2f} s")
         first = run_once(spark, cfg, True, show_steps=True, call_sites=args.call_sites)
