@@ -110,31 +110,37 @@ def test_other_sessions_keep_the_jvms_compilers(monkeypatch, master, small):
     assert C1 not in conf.get("spark.driver.defaultJavaOptions", "")
 
 
-def _release(tmp_path, sources) -> SimpleNamespace:
-    owners = tuple(SimpleNamespace(name=f"o{i}", source=s) for i, s in enumerate(sources))
-    return SimpleNamespace(owners=owners, simulated=all(s is None for s in sources), source=None)
-
-
-def test_the_cli_sizes_the_owners_fragments_before_spark_starts(tmp_path, monkeypatch):
+def test_the_cli_sizes_the_fragments_a_step_reads_before_spark_starts(tmp_path, monkeypatch):
+    from fragrelease.idpir.config import SourceConfig
     from fragrelease.jobs.cli import idpir
 
     seen = []
     monkeypatch.setattr(session, "get_spark", lambda *a, **k: seen.append(k["small_inputs"]) or "spark")
     monkeypatch.setattr("fragrelease.jobs.storage.uses_catalog", lambda cfg: False)
-    small = SimpleNamespace(path=_file(tmp_path / "a.csv", 100), table=None)
-    large = SimpleNamespace(path=_file(tmp_path / "b.csv", session.SMALL_INPUT_BYTES + 1), table=None)
-    table = SimpleNamespace(path=None, table="db.fragment")
-    for sources, owner, expected in [
-        ((small, small), None, True),
-        ((small, large), None, False),  # `fragrelease run` reads both
-        ((small, large), "o0", True),  # owner o0's own steps read only its fragment
-        ((small, large), "o1", False),
-        ((small, table), None, False),  # a catalog table: not sized, not small
+    small = SourceConfig(path=_file(tmp_path / "a.csv", 100), format="csv")
+    large = SourceConfig(path=_file(tmp_path / "b.csv", session.SMALL_INPUT_BYTES + 1), format="csv")
+    table = SourceConfig(table="db.fragment")
+    for inputs, expected in [
+        ([small, small], True),
+        ([small, large], False),  # `fragrelease run` reads both
+        ([small], True),  # an owner's own steps read only its fragment
+        ([small, table], False),  # a catalog table: not sized, not small
+        ([], False),  # the steps that read no fragment
     ]:
-        idpir._spark(None, _release(tmp_path, sources), owner=owner, sized=True)  # type: ignore[arg-type]
-        assert seen.pop() is expected, (sources, owner)
-    idpir._spark(None, _release(tmp_path, (small, small)))  # type: ignore[arg-type]  # the other steps: not sized
-    assert seen.pop() is False
+        idpir._spark(None, None, inputs=inputs)
+        assert seen.pop() is expected, inputs
+
+
+def test_run_sizes_every_owners_source_or_the_simulated_table():
+    from fragrelease.idpir.config import SourceConfig
+    from fragrelease.jobs.cli import idpir
+
+    a, b = SourceConfig(path="a.csv", format="csv"), SourceConfig(path="b.csv", format="csv")
+    owners = (SimpleNamespace(source=a), SimpleNamespace(source=b))
+    declared = SimpleNamespace(simulated=False, owners=owners, source=None)
+    assert idpir._declared_inputs(declared) == [a, b]  # type: ignore[arg-type]
+    simulated = SimpleNamespace(simulated=True, owners=(SimpleNamespace(source=None),), source=a)
+    assert idpir._declared_inputs(simulated) == [a]  # type: ignore[arg-type]
 
 
 @pytest.mark.slow
