@@ -18,7 +18,12 @@ with ``--adult``.
 ``--linkage unlinked`` releases every column in its own random order (owners and aggregator).
 ``--call-sites`` lists each step's jobs by call site (the name Spark gives the job's last stage);
 ``--no-warm`` turns off the embedded session's Python worker warm-up
-(:func:`fragrelease.jobs.session.warm_python_workers`), to compare.
+(:func:`fragrelease.jobs.session.warm_python_workers`), to compare. The session is started as
+``fragrelease run`` starts it: C1-only JIT when the two fragments are small
+(:func:`fragrelease.jobs.session.inputs_are_small`); ``--jit default`` keeps the JVM's own JIT, to compare.
+Each step also prints its CPU seconds: the driver's Python, the JVM's own threads and the Python
+workers (the JVM's descendant processes; Linux ``/proc``), which the machine's load changes less than
+the wall time.
 
 Targets (docs/benchmarks.md, issue 41): the warm 1,000 × 20 release with reports ≤ 6 s on an idle
 machine, and the first release in a new JVM (JVM start included) ≤ 2× that warm release (printed as
