@@ -31,7 +31,7 @@ without, 1-3 s of its 9-10 s warm and 3-4 s of its first run in a new JVM (docs/
 site in Spark's message is not needed. A session that is already active (a notebook, Databricks)
 keeps its own setting.
 
-An embedded session whose declared inputs are small (``get_spark(..., small_inputs=True)``: every
+An embedded session on a ``local`` master whose declared inputs are small (``get_spark(..., small_inputs=True)``: every
 input a local file or folder, :data:`SMALL_INPUT_BYTES` in all, :func:`inputs_are_small`, measured before
 the JVM starts) runs its driver JVM with the C1 compiler only (:data:`SMALL_INPUT_JAVA_OPTIONS`). A
 new JVM's first small release spends most of its CPU in the JVM (its JIT compilers about half of
