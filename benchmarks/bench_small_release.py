@@ -18,7 +18,12 @@ with ``--adult``.
 ``--linkage unlinked`` releases every column in its own random order (owners and aggregator).
 ``--call-sites`` lists each step's jobs by call site (the name Spark gives the job's last stage);
 ``--no-warm`` turns off the embedded session's Python worker warm-up
-(:func:`fragrelease.jobs.session.warm_python_workers`), to compare.
+(:func:`fragrelease.jobs.session.warm_python_workers`), to compare. The session is started as
+``fragrelease run`` starts it: C1-only JIT when the two fragments are small
+(:func:`fragrelease.jobs.session.inputs_are_small`); ``--jit default`` keeps the JVM's own JIT, to compare.
+Each step also prints its CPU seconds: the driver's Python, the JVM's own threads and the Python
+workers (the JVM's descendant processes; Linux ``/proc``), which the machine's load changes less than
+the wall time.
 
 Targets (docs/benchmarks.md, issue 41): the warm 1,000 × 20 release with reports ≤ 6 s on an idle
 machine, and the first release in a new JVM (JVM start included) ≤ 2× that warm release (printed as
@@ -79,13 +84,59 @@ if_exists: new-version
     return path
 
 
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _proc_stat(pid: int) -> tuple[int, float, float] | None:
+    """(parent pid, own CPU s, reaped children's CPU s) of a process from ``/proc``; None when gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK, (int(fields[13]) + int(fields[14])) / _TICK
+
+
+def cpu_seconds(jvm_pid: int | None) -> tuple[float, float, float]:
+    """CPU seconds so far of the driver's Python, the JVM (its own threads) and the Python workers (the
+    JVM's descendants, with the workers they have reaped); Linux only, zeros for what cannot be read."""
+    t = os.times()
+    driver = t.user + t.system
+    if jvm_pid is None or not os.path.isdir("/proc"):
+        return driver, 0.0, 0.0
+    jvm = _proc_stat(jvm_pid)
+    stats = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = _proc_stat(int(name))
+            if st is not None:
+                stats[int(name)] = st
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    workers, todo = 0.0, list(children.get(jvm_pid, []))
+    while todo:
+        pid = todo.pop()
+        workers += stats[pid][1] + stats[pid][2]
+        todo.extend(children.get(pid, []))
+    return driver, (jvm[1] if jvm else 0.0), workers
+
+
+def jvm_pid_of(spark) -> int | None:
+    """The pid of the driver JVM pyspark started (benchmark only), or None."""
+    proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
+    return getattr(proc, "pid", None)
+
+
 class Steps:
-    """Times each progress step of the local driver and counts the Spark jobs it started."""
+    """Times each progress step of the local driver, its CPU seconds (driver Python, JVM, Python workers)
+    and counts the Spark jobs it started."""
 
     def __init__(self, spark) -> None:
         self.tracker = spark.sparkContext.statusTracker()  # benchmark only: the jobs never use it
-        self.rows: list[tuple[str, float, int, list[str]]] = []
-        self.current: tuple[str, float, set[int]] | None = None
+        self.jvm = jvm_pid_of(spark)
+        self.rows: list[tuple[str, float, int, list[str], tuple[float, float, float]]] = []
+        self.current: tuple[str, float, set[int], tuple[float, float, float]] | None = None
 
     def _job_ids(self) -> set[int]:
         return set(self.tracker.getJobIdsForGroup(None))
@@ -101,13 +152,15 @@ class Steps:
         self.close()
         if getattr(event, "status", "started") == "started":
             self.current = (str(event.label if hasattr(event, "label") else event), time.perf_counter(),
-                            self._job_ids())
+                            self._job_ids(), cpu_seconds(self.jvm))
 
     def close(self) -> None:
         if self.current is not None:
-            msg, t0, before = self.current
+            msg, t0, before, cpu0 = self.current
             new = sorted(self._job_ids() - before)
-            self.rows.append((msg, time.perf_counter() - t0, len(new), [self._call_site(j) for j in new]))
+            cpu = tuple(b - a for a, b in zip(cpu0, cpu_seconds(self.jvm)))
+            self.rows.append((msg, time.perf_counter() - t0, len(new), [self._call_site(j) for j in new],
+                              cpu))  # type: ignore[arg-type]
             self.current = None
 
 
@@ -118,18 +171,22 @@ def run_once(spark, cfg_path: Path, reports: bool, show_steps: bool, call_sites:
     cfg = load_config(str(cfg_path), overrides={"reports": reports})
     steps = Steps(spark)
     t = time.perf_counter()
+    cpu0 = cpu_seconds(steps.jvm)
     run_local_release(spark, cfg, progress=steps)
     steps.close()
     total = time.perf_counter() - t
     if show_steps:
-        for msg, s, jobs, sites in steps.rows:
-            print(f"    {s:6.2f} s  {jobs:3d} Spark jobs  {msg}")
+        for msg, s, jobs, sites, (drv, jvm, py) in steps.rows:
+            print(f"    {s:6.2f} s  {jobs:3d} Spark jobs  CPU driver {drv:5.2f} JVM {jvm:5.2f} "
+                  f"workers {py:5.2f} s  {msg}")
             if call_sites:
                 counted: dict[str, int] = {}
                 for site in sites:
                     counted[site] = counted.get(site, 0) + 1
                 for site, m in counted.items():
                     print(f"                 {m:3d} x {site}")
+        drv, jvm, py = (b - a for a, b in zip(cpu0, cpu_seconds(steps.jvm)))
+        print(f"    release: {total:.2f} s wall; CPU driver {drv:.2f} s, JVM {jvm:.2f} s, Python workers {py:.2f} s")
     return total
 
 
@@ -142,12 +199,15 @@ def main() -> None:
                    help="do not start the Python workers in the background at session start (to compare)")
     p.add_argument("--linkage", choices=["linked", "unlinked"], default="linked",
                    help="the release's linkage (unlinked: every column in its own random order)")
+    p.add_argument("--jit", choices=["auto", "default"], default="auto",
+                   help="auto: as `fragrelease run`, C1 only for small declared inputs "
+                        "(fragrelease.jobs.session.inputs_are_small); default: the JVM's own JIT, to compare")
     p.add_argument("--call-sites", action="store_true",
                    help="print each step's Spark jobs by call site (the name of the job's last stage)")
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
     from fragrelease.jobs import session
-    from fragrelease.jobs.session import get_spark
+    from fragrelease.jobs.session import get_spark, inputs_are_small
 
     session.WARM_PYTHON_WORKERS = not args.no_warm
 
@@ -156,8 +216,14 @@ def main() -> None:
         cfg = write_inputs(Path(tmp), args.linkage)
         # what `fragrelease run` costs: the JVM and session start plus a first release in that JVM
         t = time.perf_counter()
-        spark = get_spark("bench-small-release", master=args.master)
+        # as `fragrelease run` decides it (jobs/cli/idpir.py, _spark): the declared fragments' sizes
+        small = args.jit == "auto" and inputs_are_small([str(Path(tmp) / f"owner-{o}.csv") for o in (1, 2)])
+        spark = get_spark("bench-small-release", master=args.master, small_inputs=small)
         started = time.perf_counter() - t
+        drv, jvm, py = cpu_seconds(jvm_pid_of(spark))
+        print(f"small inputs (C1 only): {small}")
+        print(f"JVM and session start: CPU driver {drv:.2f} s (imports included), JVM {jvm:.2f} s, "
+              f"Python workers {py:.2f} s")
         first = run_once(spark, cfg, True, show_steps=True, call_sites=args.call_sites)
         print(f"JVM and session start: {started:.1f} s; first release in this JVM, reports on: {first:.1f} s; "
               f"together {started + first:.1f} s")

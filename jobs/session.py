@@ -31,6 +31,15 @@ without, 1-3 s of its 9-10 s warm and 3-4 s of its first run in a new JVM (docs/
 site in Spark's message is not needed. A session that is already active (a notebook, Databricks)
 keeps its own setting.
 
+An embedded session on a ``local`` master whose declared inputs are small (``get_spark(..., small_inputs=True)``: every
+input a local file or folder, :data:`SMALL_INPUT_BYTES` in all, :func:`inputs_are_small`, measured before
+the JVM starts) runs its driver JVM with the C1 compiler only (:data:`SMALL_INPUT_JAVA_OPTIONS`). A
+new JVM's first small release spends most of its CPU in the JVM (its JIT compilers about half of
+it, docs/benchmarks.md, "Where a new JVM's first release spends its CPU (a flight recording)"), on
+code that C2 would optimize only after the release is over; a session over larger inputs keeps
+the JVM's default tiered compilation (C2), which large fragments need. The sizes decide one JVM
+option and are written nowhere (docs/benchmarks.md, "Issue 41, session 4: the first release's warm-up").
+
 An embedded session on a ``local`` master also starts its Python workers in the background
 (:func:`warm_python_workers`): one throw-away ``mapInPandas`` task per core imports pandas, Arrow and
 the mechanism's modules while the first steps of a release run Spark SQL only, instead of in the
@@ -65,7 +74,8 @@ import sys
 import threading
 import warnings
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
+from urllib.parse import unquote, urlparse
 
 from fragrelease.errors import ConfigError, DeltaUnavailableError, FragReleaseError
 
@@ -102,6 +112,12 @@ WARM_PYTHON_WORKERS = True
 #: The embedded driver JVM's extra options (``spark.driver.defaultJavaOptions``): the class archive
 #: ``scripts/setup.sh`` builds, when there is one (:mod:`fragrelease.jobs.class_archive`).
 driver_java_options = java_options
+#: Declared inputs of at most this many bytes in all (local files and folders) make the embedded session
+#: "small" (:func:`inputs_are_small`): its driver JVM gets :data:`SMALL_INPUT_JAVA_OPTIONS`.
+SMALL_INPUT_BYTES = 16 << 20
+#: The driver JVM's options for small inputs: the C1 compiler only, with a code cache large enough for a
+#: release's compiled methods (the default 48 MB of a C1-only JVM fills, and the JVM then stops compiling).
+SMALL_INPUT_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=256m"
 #: The embedded driver JVM's log4j2 configuration (shipped beside this module; :func:`log4j_java_options`).
 LOG4J_CONFIG = os.path.join(os.path.dirname(os.path.realpath(__file__)), "log4j2.properties")
 #: Lines the JVM prints on start-up whatever its logging configuration (Spark's launcher always adds
@@ -255,8 +271,62 @@ def _with_catalog(builder):
                     f"jdbc:derby:;databaseName={os.path.join(folder, 'metastore_db')};create=true"))
 
 
+def _tree_bytes(path: str, limit: int) -> int | None:
+    """Bytes of the regular files at or under the local ``path`` (symbolic links not followed), counted
+    up to just over ``limit``; None when ``path`` is neither a regular file nor a folder, or cannot be read."""
+    try:
+        if os.path.isfile(path):
+            return os.path.getsize(path)
+        if not os.path.isdir(path):
+            return None
+        total = 0
+        for top, _dirs, files in os.walk(path, onerror=_raise):
+            for name in files:
+                full = os.path.join(top, name)
+                if not os.path.islink(full):
+                    total += os.path.getsize(full)
+                if total > limit:
+                    return total
+        return total
+    except OSError:
+        return None
+
+
+def _raise(exc: OSError) -> None:
+    raise exc
+
+
+def inputs_are_small(paths: Iterable[str | None], limit: int = SMALL_INPUT_BYTES) -> bool:
+    """True when every path of ``paths`` is a local file or folder (a plain path or a ``file:`` URI, no
+    glob) and they hold at most ``limit`` bytes in all; False for an empty list, a ``None`` (an input
+    that is not a path: a catalog table), a remote URI, a glob, a missing path or one that cannot be read.
+
+    Reads file sizes only (``os.stat``), never contents; the answer is used for a JVM option and is
+    written nowhere (:data:`SMALL_INPUT_JAVA_OPTIONS`).
+    """
+    total, seen = 0, 0
+    for raw in paths:
+        seen += 1
+        if raw is None or any(c in raw for c in "*?[{"):
+            return False
+        parsed = urlparse(raw)
+        if parsed.scheme == "file":
+            path = unquote(parsed.path)
+        elif parsed.scheme == "" or (len(parsed.scheme) == 1 and os.name == "nt"):
+            path = raw
+        else:
+            return False
+        size = _tree_bytes(path, limit - total)
+        if size is None:
+            return False
+        total += size
+        if total > limit:
+            return False
+    return seen > 0
+
+
 def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuffle_partitions: int = 8,
-              catalog: bool = False):
+              catalog: bool = False, small_inputs: bool = False):
     """A SparkSession (see the module docstring for which one).
 
     Parameters
@@ -267,6 +337,11 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
     catalog : for a new embedded session: keep its catalog across processes (:func:`_with_catalog`, a
         Derby metastore and a warehouse in :func:`catalog_dir`); only one process at a time can open
         that metastore. Without it, the embedded session's catalog is Spark's in-memory one.
+    small_inputs : for a new embedded session: every input the caller will read is small (the caller
+        decides before the JVM starts, e.g. with :func:`inputs_are_small`); a new embedded session on a
+        ``local`` master then runs its driver JVM, which is also its executor, with C1 only
+        (:data:`SMALL_INPUT_JAVA_OPTIONS`). Ignored for an active, managed or Connect session and for
+        other masters.
 
     Raises
     ------
@@ -304,11 +379,13 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     mode = delta_mode()
+    the_master = master or os.environ.get("FRAGRELEASE_SPARK_MASTER", "local[*]")
+    small = small_inputs and local_cores(the_master) > 0
 
     def builder():
         b = (
             SparkSession.builder.appName(app_name)
-            .master(master or os.environ.get("FRAGRELEASE_SPARK_MASTER", "local[*]"))
+            .master(the_master)
             .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
             .config("spark.sql.session.timeZone", "UTC")
             .config("spark.ui.enabled", "false")
@@ -324,7 +401,8 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
         # the class archive: public class metadata of Spark's jars, no data (fragrelease.jobs.class_archive);
         # the JVM's logging: errors only, no start-up lines (LOG4J_CONFIG)
         derby = f"-Dderby.system.home={catalog_dir()}" if catalog else None  # derby.log there, not in the cwd
-        jvm_options = " ".join(o for o in (driver_java_options(), log4j_java_options(), derby) if o)
+        jit = SMALL_INPUT_JAVA_OPTIONS if small else None
+        jvm_options = " ".join(o for o in (driver_java_options(), log4j_java_options(), derby, jit) if o)
         b = _with_catalog(b) if catalog else b
         return b.config("spark.driver.defaultJavaOptions", jvm_options) if jvm_options else b
 
@@ -446,6 +524,8 @@ def local_cores(master: str) -> int:
 
 def _warm_worker(batches: Iterator) -> Iterator:
     """A Python worker's first task: import what the protection's tasks import, pass the rows on."""
+    import scipy.optimize  # noqa: F401 - the isotonic fit's, imported by fragrelease.idpir.postprocess when used
+
     import fragrelease.idpir.mechanisms  # noqa: F401 - the import is the point
     import fragrelease.idpir.postprocess  # noqa: F401
     import fragrelease.rng.laplace  # noqa: F401

@@ -21,7 +21,6 @@ from __future__ import annotations
 from typing import Final, Protocol
 
 import numpy as np
-from scipy.optimize import isotonic_regression
 
 from fragrelease.errors import InvalidParameterError
 
@@ -82,6 +81,9 @@ def isotonic_projection(noisy: np.ndarray, sizes: np.ndarray, lo: float, hi: flo
         raise InvalidParameterError(f"domain must satisfy lo < hi, not [{lo}, {hi}]")
     if y.size == 0:
         return y.copy()
+    from scipy.optimize import isotonic_regression  # here: SciPy's optimize costs 0.3-1 s to import, and
+    # the configuration (fragrelease.idpir.options) imports this module before any fit is needed
+
     fit = isotonic_regression(y, weights=w, increasing=True).x
     return np.clip(np.asarray(fit, dtype=float), lo, hi)
 

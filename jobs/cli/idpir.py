@@ -11,13 +11,13 @@
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import typer
 from rich.table import Table
 
 from fragrelease.errors import FragReleaseError
-from fragrelease.idpir.config import ReleaseConfig, load_config
+from fragrelease.idpir.config import ReleaseConfig, SourceConfig, load_config
 from fragrelease.idpir.fragmentation import linkage_of
 from fragrelease.idpir.options import OPTION_NAMES
 
@@ -53,15 +53,27 @@ def _config(path: str, party: str = "run", owner: Optional[str] = None, *, sourc
     return cfg
 
 
+def _declared_inputs(cfg: ReleaseConfig) -> list[SourceConfig]:
+    """The fragments ``fragrelease run`` reads: every owner's source, or the one table a simulation cuts."""
+    if cfg.simulated:
+        return [cfg.source] if cfg.source is not None else []
+    return [o.source for o in cfg.owners if o.source is not None]
+
+
 def _spark(master: Optional[str], cfg: Optional[ReleaseConfig] = None, *, catalog: bool = False,
-           commits: bool = False):
+           commits: bool = False, inputs: Sequence[SourceConfig] = ()):
     """The session; with a persistent catalog when ``catalog`` or ``cfg`` names a catalog table. ``commits``
     (the steps that commit the release): the database of ``cfg``'s ``output_table`` is made sure of before any
-    data is read (:func:`fragrelease.jobs.storage.ensure_database`)."""
-    from ..session import get_spark
+    data is read (:func:`fragrelease.jobs.storage.ensure_database`). ``inputs``: the fragments the step reads
+    (``run``: :func:`_declared_inputs`; an owner's steps: its own); when they are small local files or folders,
+    a new embedded session gets the small-input JVM options (:func:`fragrelease.jobs.session.inputs_are_small`,
+    file sizes only, never written anywhere)."""
+    from ..session import get_spark, inputs_are_small
     from ..storage import ensure_database, uses_catalog
 
-    spark = get_spark("fragrelease", master, catalog=catalog or (cfg is not None and uses_catalog(cfg)))
+    small = bool(inputs) and inputs_are_small([s.path if s.table is None else None for s in inputs])
+    spark = get_spark("fragrelease", master, catalog=catalog or (cfg is not None and uses_catalog(cfg)),
+                      small_inputs=small)
     if cfg is not None and commits:
         ensure_database(spark, cfg)
     return spark
@@ -98,7 +110,7 @@ def run(
     cfg = _config(config, epsilon=epsilon, k=k, mechanism=mechanism, output=output, if_exists=if_exists,
                   category_order=category_order, category_order_share=order_share, linkage=linkage,
                   postprocess=postprocess)
-    spark = _spark(master, cfg, commits=True)
+    spark = _spark(master, cfg, commits=True, inputs=_declared_inputs(cfg))
     _warn_accuracy(cfg, config)  # before any data is read (after the session: no pyspark, one error line only)
     from ..idpir.release import run_local_release
 
@@ -324,7 +336,7 @@ def owner_metadata(config: str = typer.Option(..., "--config"), owner: str = typ
 
     cfg = _config(config, "owner", owner, source_table=source_table)
     ctx = owner_context(cfg, owner)  # no data: before Spark starts
-    meta = describe_fragment(_spark(master, cfg), ctx)
+    meta = describe_fragment(_spark(master, cfg, inputs=[ctx.paths.fragment]), ctx)
     console.print(f"owner {meta.owner}: {meta.n_records:,} records, {len(meta.attributes)} attributes offered")
 
 
@@ -348,7 +360,7 @@ def owner_protect(config: str = typer.Option(..., "--config"), owner: str = type
                 else "the aggregator's release step is next once every owner has written round two")
         console.print(f"owner {owner}: synthesis round {number} of plan {plan.plan_id} written; {then}", highlight=False)
         return
-    m = protect_owner_fragment(_spark(master, cfg), ctx)
+    m = protect_owner_fragment(_spark(master, cfg, inputs=[ctx.paths.fragment]), ctx)
     console.print(f"owner {m.owner}: protected {m.n_records:,} records with ε_j = {m.epsilon}, k = {m.k} (plan {m.plan_id})")
 
 

@@ -42,9 +42,6 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import jinja2
 import numpy as np
 import pandas as pd
-
-# object-oriented Matplotlib (no pyplot): drawing a report never switches a notebook's backend
-from matplotlib.figure import Figure
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -362,6 +359,7 @@ def _in_background(draw: Callable[[], Any]):
     driver waits for the quantile (and MeanSSE) Spark jobs instead of after them. Matplotlib's
     object-oriented API (one ``Figure`` per chart, no pyplot state) is used by this one thread only."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
     # the first Agg canvas of the process looks at sys.modules["IPython"] (once per canvas class):
     # do it here, where no import runs concurrently, never in the thread while the driver imports
@@ -370,6 +368,16 @@ def _in_background(draw: Callable[[], Any]):
     future = pool.submit(draw)
     pool.shutdown(wait=False)  # the thread ends with its one task; the caller waits on the future
     return future
+
+
+def _figure(**kwargs):
+    """A new Matplotlib ``Figure`` (object-oriented Matplotlib, no pyplot: drawing a report never switches a
+    notebook's backend). Imported here, not with the module: the Python workers import this module for
+    the summaries' ``mapInPandas`` functions and never draw (Matplotlib costs them 1-2 s of a new JVM's
+    first release; docs/benchmarks.md, "Issue 41, session 4: the first release's warm-up")."""
+    from matplotlib.figure import Figure
+
+    return Figure(**kwargs)
 
 
 def _png(fig, bottom: float, left: float = 0.18, top: float = 0.9, right: float = 0.98) -> str:
@@ -398,7 +406,7 @@ def _bars(ax, centers: Any, heights: Any, width: float, *, color: str, label: st
 
 
 def _plot_attribute(a: Attribute, released: dict, original: Optional[dict]) -> Chart:
-    fig = Figure(figsize=(5.2, 2.6))
+    fig = _figure(figsize=(5.2, 2.6))
     ax = fig.add_subplot()
     if a.categorical:
         cats = list(a.categories or ())
@@ -437,7 +445,7 @@ def _bar_chart(names: Sequence[str], shares: Sequence[float], title: str, *, lim
     """Horizontal bars of ``shares`` (fractions, drawn as %), one per name; a dashed line at ``limit``;
     bars with ``flagged`` True in amber. Alternative text: every name with its share."""
     height = 1.1 + 0.24 * len(names)  # inches: 0.3 above the bars for the title, 0.5 below for the axis
-    fig = Figure(figsize=(5.2, height))
+    fig = _figure(figsize=(5.2, height))
     ax = fig.add_subplot()
     y = np.arange(len(names))[::-1]
     colors = ["#d08c00" if f else "#3b75af" for f in (flagged or [False] * len(names))]
@@ -458,7 +466,7 @@ def _heatmap(names: Sequence[str], m: np.ndarray, title: str, *, difference: boo
     """A correlation (or correlation-difference) matrix as a heat map, each cell labelled."""
     p = len(names)
     width, height = 2.6 + 0.45 * p, 1.7 + 0.45 * p  # inches: room for the labels, the title and the colour bar
-    fig = Figure(figsize=(width, height))
+    fig = _figure(figsize=(width, height))
     ax = fig.add_subplot()
     finite = np.abs(m[np.isfinite(m)])
     top = 1.0 if not difference else max(float(finite.max()) if finite.size else 0.0, 0.05)
