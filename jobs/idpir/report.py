@@ -397,34 +397,79 @@ def _bars(ax, centers: Any, heights: Any, width: float, *, color: str, label: st
     return bars
 
 
+class _Distributions:
+    """Draws one report's distribution charts (:meth:`chart`) on one figure per kind (numeric or
+    categorical, with or without the original), reused from chart to chart instead of a new figure per
+    chart: the bars are replaced, the labels' texts and ticks set, the limits recomputed from the new
+    bars (``relim``, ``autoscale_view``), and the figure's axes, its tick objects and legend are kept.
+    The PNG bytes are those of a new figure per chart (tests/jobs/idpir/test_report_passes.py: every
+    kind, in several orders); a new figure and axes was about a third of a chart's time
+    (docs/benchmarks.md, issue 41 session 4). Used by one thread; one instance per report."""
+
+    def __init__(self) -> None:
+        self._figures: dict[tuple[bool, bool], tuple[Any, Any, list]] = {}
+
+    def _figure(self, categorical: bool, overlaid: bool):
+        key = (categorical, overlaid)
+        if key not in self._figures:
+            fig = Figure(figsize=(5.2, 2.6))
+            ax = fig.add_subplot()
+            ax.set_ylabel("records")
+            self._figures[key] = (fig, ax, [])
+        return self._figures[key]
+
+    def chart(self, a: Attribute, released: dict, original: Optional[dict]) -> Chart:
+        """The chart of attribute ``a``: its ``released`` summary's histogram (``edges``, ``hist``) or
+        category counts (``freq``), overlaid on ``original``'s when given."""
+        fig, ax, bars = self._figure(a.categorical, bool(original))
+        first = not bars
+        for old in bars:
+            old.remove()
+        bars.clear()
+        if a.categorical:
+            cats = list(a.categories or ())
+            x = np.arange(len(cats))
+            w = 0.4 if original else 0.8
+            if original:
+                bars.append(_bars(ax, x - w / 2, [original["freq"][c] for c in cats], w, label="original",
+                                  color="#999999"))
+            bars.append(_bars(ax, x + (w / 2 if original else 0), [released["freq"][c] for c in cats], w,
+                              label="released", color="#3b75af"))
+            ax.set_xticks(x, cats, rotation=60, ha="right", fontsize=6)
+        else:
+            edges = np.array(released["edges"])
+            centers = (edges[:-1] + edges[1:]) / 2
+            width = edges[1] - edges[0]
+            if original:
+                bars.append(_bars(ax, centers, original["hist"], width, label="original", color="#999999", alpha=0.6))
+            bars.append(_bars(ax, centers, released["hist"], width * (0.5 if original else 0.9), label="released",
+                              color="#3b75af"))
+            ax.set_xlabel(f"{a.name} (declared domain {edges[0]:g} to {edges[-1]:g})")
+        if first:
+            # y given: matplotlib places the title instead of searching every tick label for an overlap
+            # (none here: the x tick labels are below), a sixth of a chart's time; the same pixels
+            ax.set_title(a.name, fontsize=9, y=1.0)
+            if original:  # the same two entries for every chart of this figure
+                ax.legend(fontsize=7, loc="upper right")  # "best" searches every bar: slow, and warns under load
+        else:
+            ax.title.set_text(a.name)
+            ax.relim()  # the limits of the new bars only (collections take part in relim since Matplotlib 3.11)
+            ax.autoscale_view()
+        what = "original and released" if original else "released"
+        return Chart(_png(fig, bottom=0.4 if a.categorical else 0.2), f"{a.name}: distribution of the {what} values")
+
+
 def _plot_attribute(a: Attribute, released: dict, original: Optional[dict]) -> Chart:
-    fig = Figure(figsize=(5.2, 2.6))
-    ax = fig.add_subplot()
-    if a.categorical:
-        cats = list(a.categories or ())
-        x = np.arange(len(cats))
-        w = 0.4 if original else 0.8
-        if original:
-            _bars(ax, x - w / 2, [original["freq"][c] for c in cats], w, label="original", color="#999999")
-        _bars(ax, x + (w / 2 if original else 0), [released["freq"][c] for c in cats], w, label="released",
-              color="#3b75af")
-        ax.set_xticks(x, cats, rotation=60, ha="right", fontsize=6)
-    else:
-        edges = np.array(released["edges"])
-        centers = (edges[:-1] + edges[1:]) / 2
-        width = edges[1] - edges[0]
-        if original:
-            _bars(ax, centers, original["hist"], width, label="original", color="#999999", alpha=0.6)
-        _bars(ax, centers, released["hist"], width * (0.5 if original else 0.9), label="released", color="#3b75af")
-        ax.set_xlabel(f"{a.name} (declared domain {edges[0]:g} to {edges[-1]:g})")
-    ax.set_ylabel("records")
-    # y given: matplotlib places the title instead of searching every tick label for an overlap (none
-    # here: the x tick labels are below), a sixth of a chart's time; the same pixels
-    ax.set_title(a.name, fontsize=9, y=1.0)
-    if original:
-        ax.legend(fontsize=7, loc="upper right")  # "best" searches every bar: slow, and warns under load
-    what = "original and released" if original else "released"
-    return Chart(_png(fig, bottom=0.4 if a.categorical else 0.2), f"{a.name}: distribution of the {what} values")
+    """One distribution chart on a figure of its own (:meth:`_Distributions.chart`)."""
+    return _Distributions().chart(a, released, original)
+
+
+def _distributions(attrs: Sequence[Attribute], released: Mapping[str, dict],
+                   original: Optional[Mapping[str, dict]] = None) -> list[Chart]:
+    """One distribution chart per attribute of ``attrs`` (in order), from the summaries ``released``
+    (and ``original``) by attribute name, on one reused figure per kind (:class:`_Distributions`)."""
+    drawer = _Distributions()
+    return [drawer.chart(a, released[a.name], None if original is None else original[a.name]) for a in attrs]
 
 
 def _percent(share: float) -> str:
@@ -578,7 +623,7 @@ def public_report(release_df: DataFrame, attrs: Sequence[Attribute], provenance:
     noise = noise_section(provenance)
 
     def draw():
-        return ([_plot_attribute(a, stats[a.name], None) for a in attrs], noise["draw"]() if noise else [],
+        return (_distributions(attrs, stats), noise["draw"]() if noise else [],
                 None if corr is None else _heatmap(names, corr, "correlations of the released numeric attributes"))
 
     charts = _in_background(draw)  # drawn while Spark computes the quantiles
@@ -722,7 +767,7 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
         diff = None if co is None or cp is None else cp - co
 
         def draw():
-            return ([_plot_attribute(a, sp[a.name], so[a.name]) for a in attrs],
+            return (_distributions(attrs, sp, so),
                     None if diff is None else _heatmap(names, diff, "correlation difference (released minus original)",
                                                        difference=True))
 
