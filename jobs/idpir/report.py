@@ -32,7 +32,7 @@ from __future__ import annotations
 import base64
 import functools
 import io
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -345,12 +345,15 @@ def _single_task(n_records: Any, n_attributes: int) -> bool:
 
 
 @contextmanager
-def _awaiting(future):
-    """On an error in the block, wait for ``future``'s thread to end, then raise the block's error
+def _awaiting(future, handoff: Optional[Future] = None):
+    """On an error in the block, fail ``handoff`` (a future the plot thread waits on for its data, when
+    not yet set) with that error, wait for ``future``'s thread to end, then raise the block's error
     (never the plots' own), so no plot thread outlives a failed report."""
     try:
         yield
-    except BaseException:
+    except BaseException as error:
+        if handoff is not None and not handoff.done():
+            handoff.set_exception(error)
         wait([future])
         raise
 
@@ -618,16 +621,20 @@ def public_report(release_df: DataFrame, attrs: Sequence[Attribute], provenance:
 
     Raises what :func:`fragrelease.jobs.storage.write_text` raises for ``path``.
     """
-    stats, corr, n = _counted_summary_pass(release_df, attrs)
     names = [a.name for a in attrs if not a.categorical]
     noise = noise_section(provenance)
+    summary: Future = Future()  # the summary pass's statistics and correlations, handed to the plot thread
 
     def draw():
-        return (_distributions(attrs, stats), noise["draw"]() if noise else [],
+        noise_charts = noise["draw"]() if noise else []  # public parameters only: drawn during the summary pass
+        stats, corr = summary.result()
+        return (_distributions(attrs, stats), noise_charts,
                 None if corr is None else _heatmap(names, corr, "correlations of the released numeric attributes"))
 
-    charts = _in_background(draw)  # drawn while Spark computes the quantiles
-    with _awaiting(charts):
+    charts = _in_background(draw)  # drawn while Spark computes the summary (noise charts) and the quantiles
+    with _awaiting(charts, summary):
+        stats, corr, n = _counted_summary_pass(release_df, attrs)
+        summary.set_result((stats, corr))
         _with_quantiles(stats, _quantiles(release_df, attrs))
     distributions, noise_charts, corr_chart = charts.result()
     if noise:
