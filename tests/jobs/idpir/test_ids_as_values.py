@@ -9,7 +9,6 @@ aggregator); doubled quotes in a CSV were not unescaped and a quoted line break 
 """
 import json
 import os
-import shutil
 
 import pytest
 import yaml
@@ -55,8 +54,7 @@ def _cfg(tmp_path, a_text, b_text=GOOD_B, schema=SCHEMA, **kw):
 @pytest.fixture(scope="module")
 def described(spark, tmp_path_factory):
     """Both owners' metadata step run once (a: records 3001-3003, b: ``GOOD_B``): its folder and the
-    two metadata; a test works on a copy (:func:`_copy`). Nothing in the folder names it (paths come
-    from the configuration; the metadata, plan and Delta logs hold none)."""
+    two metadata; a test works on a copy (:func:`_copy`)."""
     root = tmp_path_factory.mktemp("described")
     cfg = _cfg(root, _rows(3001, 3002, 3003))
     return root, [describe_fragment(spark, owner_context(cfg, o.name)) for o in cfg.owners]
@@ -71,8 +69,10 @@ def planned(spark, described, tmp_path_factory):
 
 
 def _copy(state, tmp_path):
-    """A fixture's folder copied into ``tmp_path`` (modes kept); the configuration of the copy."""
-    shutil.copytree(state, tmp_path, symlinks=True, dirs_exist_ok=True)
+    """A fixture's folder copied into ``tmp_path`` (``copy_state``); the configuration of the copy."""
+    from copied_state import copy_state  # tests/helpers
+
+    copy_state(state, tmp_path)
     return _cfg(tmp_path, _rows(3001, 3002, 3003))
 
 
