@@ -362,8 +362,9 @@ def _in_background(draw: Callable[[], Any]):
     """Start ``draw`` (Matplotlib drawing) in a thread; returns its future.
 
     The charts need only the one-pass summary and public parameters, so they are drawn while the
-    driver waits for the quantile (and MeanSSE) Spark jobs instead of after them. Matplotlib's
-    object-oriented API (one ``Figure`` per chart, no pyplot state) is used by this one thread only."""
+    driver waits for the quantile (and MeanSSE) Spark jobs instead of after them (the public report's
+    noise charts, from public parameters only, while its summary job runs). Matplotlib's
+    object-oriented API (figures of this thread's own, no pyplot state) is used by this one thread only."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     # the first Agg canvas of the process looks at sys.modules["IPython"] (once per canvas class):
