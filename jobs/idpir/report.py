@@ -32,7 +32,7 @@ from __future__ import annotations
 import base64
 import functools
 import io
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -342,12 +342,15 @@ def _single_task(n_records: Any, n_attributes: int) -> bool:
 
 
 @contextmanager
-def _awaiting(future):
-    """On an error in the block, wait for ``future``'s thread to end, then raise the block's error
+def _awaiting(future, handoff: Optional[Future] = None):
+    """On an error in the block, fail ``handoff`` (a future the plot thread waits on for its data, when
+    not yet set) with that error, wait for ``future``'s thread to end, then raise the block's error
     (never the plots' own), so no plot thread outlives a failed report."""
     try:
         yield
-    except BaseException:
+    except BaseException as error:
+        if handoff is not None and not handoff.done():
+            handoff.set_exception(error)
         wait([future])
         raise
 
@@ -356,8 +359,9 @@ def _in_background(draw: Callable[[], Any]):
     """Start ``draw`` (Matplotlib drawing) in a thread; returns its future.
 
     The charts need only the one-pass summary and public parameters, so they are drawn while the
-    driver waits for the quantile (and MeanSSE) Spark jobs instead of after them. Matplotlib's
-    object-oriented API (one ``Figure`` per chart, no pyplot state) is used by this one thread only."""
+    driver waits for the quantile (and MeanSSE) Spark jobs instead of after them (the public report's
+    noise charts, from public parameters only, while its summary job runs). Matplotlib's
+    object-oriented API (figures of this thread's own, no pyplot state) is used by this one thread only."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -405,34 +409,79 @@ def _bars(ax, centers: Any, heights: Any, width: float, *, color: str, label: st
     return bars
 
 
+class _Distributions:
+    """Draws one report's distribution charts (:meth:`chart`) on one figure per kind (numeric or
+    categorical, with or without the original), reused from chart to chart instead of a new figure per
+    chart: the bars are replaced, the labels' texts and ticks set, the limits recomputed from the new
+    bars (``relim``, ``autoscale_view``), and the figure's axes, its tick objects and legend are kept.
+    The PNG bytes are those of a new figure per chart (tests/jobs/idpir/test_report_passes.py: every
+    kind, in several orders); a new figure and axes was about a third of a chart's time
+    (docs/benchmarks.md, issue 41 session 4). Used by one thread; one instance per report."""
+
+    def __init__(self) -> None:
+        self._figures: dict[tuple[bool, bool], tuple[Any, Any, list]] = {}
+
+    def _figure(self, categorical: bool, overlaid: bool):
+        key = (categorical, overlaid)
+        if key not in self._figures:
+            fig = _figure(figsize=(5.2, 2.6))
+            ax = fig.add_subplot()
+            ax.set_ylabel("records")
+            self._figures[key] = (fig, ax, [])
+        return self._figures[key]
+
+    def chart(self, a: Attribute, released: dict, original: Optional[dict]) -> Chart:
+        """The chart of attribute ``a``: its ``released`` summary's histogram (``edges``, ``hist``) or
+        category counts (``freq``), overlaid on ``original``'s when given."""
+        fig, ax, bars = self._figure(a.categorical, bool(original))
+        first = not bars
+        for old in bars:
+            old.remove()
+        bars.clear()
+        if a.categorical:
+            cats = list(a.categories or ())
+            x = np.arange(len(cats))
+            w = 0.4 if original else 0.8
+            if original:
+                bars.append(_bars(ax, x - w / 2, [original["freq"][c] for c in cats], w, label="original",
+                                  color="#999999"))
+            bars.append(_bars(ax, x + (w / 2 if original else 0), [released["freq"][c] for c in cats], w,
+                              label="released", color="#3b75af"))
+            ax.set_xticks(x, cats, rotation=60, ha="right", fontsize=6)
+        else:
+            edges = np.array(released["edges"])
+            centers = (edges[:-1] + edges[1:]) / 2
+            width = edges[1] - edges[0]
+            if original:
+                bars.append(_bars(ax, centers, original["hist"], width, label="original", color="#999999", alpha=0.6))
+            bars.append(_bars(ax, centers, released["hist"], width * (0.5 if original else 0.9), label="released",
+                              color="#3b75af"))
+            ax.set_xlabel(f"{a.name} (declared domain {edges[0]:g} to {edges[-1]:g})")
+        if first:
+            # y given: matplotlib places the title instead of searching every tick label for an overlap
+            # (none here: the x tick labels are below), a sixth of a chart's time; the same pixels
+            ax.set_title(a.name, fontsize=9, y=1.0)
+            if original:  # the same two entries for every chart of this figure
+                ax.legend(fontsize=7, loc="upper right")  # "best" searches every bar: slow, and warns under load
+        else:
+            ax.title.set_text(a.name)
+            ax.relim()  # the limits of the new bars only (collections take part in relim since Matplotlib 3.11)
+            ax.autoscale_view()
+        what = "original and released" if original else "released"
+        return Chart(_png(fig, bottom=0.4 if a.categorical else 0.2), f"{a.name}: distribution of the {what} values")
+
+
 def _plot_attribute(a: Attribute, released: dict, original: Optional[dict]) -> Chart:
-    fig = _figure(figsize=(5.2, 2.6))
-    ax = fig.add_subplot()
-    if a.categorical:
-        cats = list(a.categories or ())
-        x = np.arange(len(cats))
-        w = 0.4 if original else 0.8
-        if original:
-            _bars(ax, x - w / 2, [original["freq"][c] for c in cats], w, label="original", color="#999999")
-        _bars(ax, x + (w / 2 if original else 0), [released["freq"][c] for c in cats], w, label="released",
-              color="#3b75af")
-        ax.set_xticks(x, cats, rotation=60, ha="right", fontsize=6)
-    else:
-        edges = np.array(released["edges"])
-        centers = (edges[:-1] + edges[1:]) / 2
-        width = edges[1] - edges[0]
-        if original:
-            _bars(ax, centers, original["hist"], width, label="original", color="#999999", alpha=0.6)
-        _bars(ax, centers, released["hist"], width * (0.5 if original else 0.9), label="released", color="#3b75af")
-        ax.set_xlabel(f"{a.name} (declared domain {edges[0]:g} to {edges[-1]:g})")
-    ax.set_ylabel("records")
-    # y given: matplotlib places the title instead of searching every tick label for an overlap (none
-    # here: the x tick labels are below), a sixth of a chart's time; the same pixels
-    ax.set_title(a.name, fontsize=9, y=1.0)
-    if original:
-        ax.legend(fontsize=7, loc="upper right")  # "best" searches every bar: slow, and warns under load
-    what = "original and released" if original else "released"
-    return Chart(_png(fig, bottom=0.4 if a.categorical else 0.2), f"{a.name}: distribution of the {what} values")
+    """One distribution chart on a figure of its own (:meth:`_Distributions.chart`)."""
+    return _Distributions().chart(a, released, original)
+
+
+def _distributions(attrs: Sequence[Attribute], released: Mapping[str, dict],
+                   original: Optional[Mapping[str, dict]] = None) -> list[Chart]:
+    """One distribution chart per attribute of ``attrs`` (in order), from the summaries ``released``
+    (and ``original``) by attribute name, on one reused figure per kind (:class:`_Distributions`)."""
+    drawer = _Distributions()
+    return [drawer.chart(a, released[a.name], None if original is None else original[a.name]) for a in attrs]
 
 
 def _percent(share: float) -> str:
@@ -581,16 +630,20 @@ def public_report(release_df: DataFrame, attrs: Sequence[Attribute], provenance:
 
     Raises what :func:`fragrelease.jobs.storage.write_text` raises for ``path``.
     """
-    stats, corr, n = _counted_summary_pass(release_df, attrs)
     names = [a.name for a in attrs if not a.categorical]
     noise = noise_section(provenance)
+    summary: Future = Future()  # the summary pass's statistics and correlations, handed to the plot thread
 
     def draw():
-        return ([_plot_attribute(a, stats[a.name], None) for a in attrs], noise["draw"]() if noise else [],
+        noise_charts = noise["draw"]() if noise else []  # public parameters only: drawn during the summary pass
+        stats, corr = summary.result()
+        return (_distributions(attrs, stats), noise_charts,
                 None if corr is None else _heatmap(names, corr, "correlations of the released numeric attributes"))
 
-    charts = _in_background(draw)  # drawn while Spark computes the quantiles
-    with _awaiting(charts):
+    charts = _in_background(draw)  # drawn while Spark computes the summary (noise charts) and the quantiles
+    with _awaiting(charts, summary):
+        stats, corr, n = _counted_summary_pass(release_df, attrs)
+        summary.set_result((stats, corr))
         _with_quantiles(stats, _quantiles(release_df, attrs))
     distributions, noise_charts, corr_chart = charts.result()
     if noise:
@@ -730,7 +783,7 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
         diff = None if co is None or cp is None else cp - co
 
         def draw():
-            return ([_plot_attribute(a, sp[a.name], so[a.name]) for a in attrs],
+            return (_distributions(attrs, sp, so),
                     None if diff is None else _heatmap(names, diff, "correlation difference (released minus original)",
                                                        difference=True))
 

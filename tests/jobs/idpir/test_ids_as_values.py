@@ -51,6 +51,31 @@ def _cfg(tmp_path, a_text, b_text=GOOD_B, schema=SCHEMA, **kw):
     return with_keys(cfg, tmp_path / "signing")
 
 
+@pytest.fixture(scope="module")
+def described(spark, tmp_path_factory):
+    """Both owners' metadata step run once (a: records 3001-3003, b: ``GOOD_B``): its folder and the
+    two metadata; a test works on a copy (:func:`_copy`)."""
+    root = tmp_path_factory.mktemp("described")
+    cfg = _cfg(root, _rows(3001, 3002, 3003))
+    return root, [describe_fragment(spark, owner_context(cfg, o.name)) for o in cfg.owners]
+
+
+@pytest.fixture(scope="module")
+def planned(spark, described, tmp_path_factory):
+    """:func:`described` with the aggregator's plan issued: its folder, the metadata and the plan."""
+    root = tmp_path_factory.mktemp("planned")
+    cfg = _copy(described[0], root)
+    return root, described[1], aggregator.issue_plan(aggregator_context(cfg), spark)
+
+
+def _copy(state, tmp_path):
+    """A fixture's folder copied into ``tmp_path`` (``copy_state``); the configuration of the copy."""
+    from copied_state import copy_state  # tests/helpers
+
+    copy_state(state, tmp_path)
+    return _cfg(tmp_path, _rows(3001, 3002, 3003))
+
+
 def _ledgers_untouched(tmp_path):
     return not os.path.exists(tmp_path / "ledgers")
 
@@ -183,11 +208,9 @@ def test_the_cli_plan_step_refuses_shared_records_in_one_line(spark, tmp_path, c
     assert not os.path.exists(plan_path(cfg.work_dir)) and _ledgers_untouched(tmp_path)
 
 
-def test_the_aggregator_checks_the_id_digests_against_the_metadata(spark, tmp_path):
+def test_the_aggregator_checks_the_id_digests_against_the_metadata(spark, tmp_path, described):
     """The digest tables lie on shared storage: one that does not match its owner's metadata is refused."""
-    cfg = _cfg(tmp_path, _rows(3001, 3002, 3003))
-    for o in cfg.owners:
-        describe_fragment(spark, owner_context(cfg, o.name))
+    cfg = _copy(described[0], tmp_path)  # both owners described
     meta = json.loads(open(metadata_path(cfg.work_dir, "clinic-a")).read())
     meta["id_digest"] = "3:12345"
     open(metadata_path(cfg.work_dir, "clinic-a"), "w").write(json.dumps(meta))
@@ -200,13 +223,13 @@ def test_the_aggregator_checks_the_id_digests_against_the_metadata(spark, tmp_pa
     assert not os.path.exists(plan_path(cfg.work_dir))
 
 
-def test_the_metadata_shows_no_raw_id(spark, tmp_path):
+def test_the_metadata_shows_no_raw_id(spark, tmp_path, described):
     from fragrelease.jobs.idpir.digests import committed_rows
     from fragrelease.jobs.idpir.layout import id_digests_path
     from fragrelease.pseudonyms import METADATA_CONTEXT, derive_key, pseudonym
 
-    cfg = _cfg(tmp_path, _rows(3001, 3002, 3003))
-    meta = describe_fragment(spark, owner_context(cfg, "clinic-a"))
+    cfg = _copy(described[0], tmp_path)
+    meta = described[1][0]  # clinic-a's metadata step, records 3001-3003
     rows = committed_rows(spark, id_digests_path(cfg.work_dir, "clinic-a", meta.nonce)).collect()
     assert sorted(r.pseudonym for r in rows) == sorted(pseudonym(derive_key(KEY), i, context=METADATA_CONTEXT) for i in (3001, 3002, 3003))
     assert "3001" not in open(metadata_path(cfg.work_dir, "clinic-a")).read()
@@ -214,14 +237,13 @@ def test_the_metadata_shows_no_raw_id(spark, tmp_path):
 
 # ---- 6. the pseudonym context: plan id and every owner's nonce --------------------------------------------
 
-def test_the_release_pseudonyms_use_the_plan_id_and_the_owners_nonces(spark, tmp_path):
+def test_the_release_pseudonyms_use_the_plan_id_and_the_owners_nonces(spark, tmp_path, planned):
     from fragrelease.jobs.idpir.digests import committed_rows
     from fragrelease.jobs.idpir.layout import protected_path
     from fragrelease.pseudonyms import derive_key, pseudonym, release_context
 
-    cfg = _cfg(tmp_path, _rows(3001, 3002, 3003))
-    metas = [describe_fragment(spark, owner_context(cfg, o.name)) for o in cfg.owners]
-    plan = aggregator.issue_plan(aggregator_context(cfg), spark)
+    cfg = _copy(planned[0], tmp_path)  # both owners described, the plan issued
+    metas, plan = planned[1], planned[2]
     assert [o.nonce for o in plan.owners] == [m.nonce for m in metas] and len({m.nonce for m in metas}) == 2
     context = release_context(plan.plan_id, [m.nonce for m in metas])
     assert plan.pseudonym_context() == context != plan.plan_id
@@ -230,11 +252,8 @@ def test_the_release_pseudonyms_use_the_plan_id_and_the_owners_nonces(spark, tmp
     assert got == {pseudonym(derive_key(KEY), i, context=context) for i in (3001, 3002, 3003)}
 
 
-def test_an_owner_refuses_a_plan_without_its_latest_nonce_before_spending(spark, tmp_path):
-    cfg = _cfg(tmp_path, _rows(3001, 3002, 3003))
-    for o in cfg.owners:
-        describe_fragment(spark, owner_context(cfg, o.name))
-    aggregator.issue_plan(aggregator_context(cfg), spark)
+def test_an_owner_refuses_a_plan_without_its_latest_nonce_before_spending(spark, tmp_path, planned):
+    cfg = _copy(planned[0], tmp_path)  # both owners described, the plan issued
     plan = json.loads(open(plan_path(cfg.work_dir)).read())
     plan["owners"][0]["nonce"] = "00" * 32  # an aggregator reusing an earlier release's nonces
     open(plan_path(cfg.work_dir), "w").write(json.dumps(plan))
@@ -250,11 +269,8 @@ def test_an_owner_refuses_a_plan_without_its_latest_nonce_before_spending(spark,
     assert _ledgers_untouched(tmp_path)
 
 
-def test_a_new_metadata_round_makes_the_old_plan_stale(spark, tmp_path):
-    cfg = _cfg(tmp_path, _rows(3001, 3002, 3003))
-    for o in cfg.owners:
-        describe_fragment(spark, owner_context(cfg, o.name))
-    aggregator.issue_plan(aggregator_context(cfg), spark)
+def test_a_new_metadata_round_makes_the_old_plan_stale(spark, tmp_path, planned):
+    cfg = _copy(planned[0], tmp_path)  # both owners described, the plan issued
     describe_fragment(spark, owner_context(cfg, "clinic-b"))  # a fresh nonce: the plan no longer carries b's latest
     with pytest.raises(ManifestMismatchError, match="does not carry the nonce"):
         owner.protect_owner_fragment(spark, owner_context(cfg, "clinic-b"))

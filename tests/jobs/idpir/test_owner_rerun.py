@@ -18,7 +18,7 @@ import pytest
 from deltalake import DeltaTable
 
 from fragrelease.errors import PlanAlreadySpentError, ReleaseExistsError, StorageError
-from fragrelease.idpir.config import config_from_dict
+from fragrelease.idpir.config import PRIVATE_ROOT_ENV, config_from_dict
 from fragrelease.jobs.idpir import aggregator, owner, simulate
 from fragrelease.jobs.idpir.context import aggregator_context, owner_context
 from fragrelease.jobs.idpir.layout import manifest_path, plan_path, protected_path
@@ -39,7 +39,7 @@ def wine_source(spark, wine_pdf, tmp_path_factory):
     return path
 
 
-def _cfg(spark, tmp, source):
+def _config(tmp, source):
     data = dict(name="rerun", dataset="wine", fragmentation="horizontal", epsilon="1", k=10,
                 source={"path": source, "format": "parquet"}, if_exists="error",
                 owners=[{"name": "a", "rows": 150},
@@ -48,13 +48,32 @@ def _cfg(spark, tmp, source):
                 work_dir=str(tmp / "work"), output=str(tmp / "release"), reports=False)
     from signing_keys import with_keys  # tests/helpers: owners sign their manifests
 
-    cfg = with_keys(config_from_dict(data), tmp / "keys")
-    schema = resolve_schema(cfg.dataset)
-    simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
-    for o in cfg.owners:
-        owner.describe_fragment(spark, owner_context(cfg, o.name))
-    aggregator.issue_plan(aggregator_context(cfg))
-    return cfg
+    return with_keys(config_from_dict(data), tmp / "keys")
+
+
+@pytest.fixture(scope="module")
+def prepared(spark, wine_source, tmp_path_factory):
+    """The fragments cut, both owners' metadata steps and the plan, run once: its folder, which holds
+    the owners' private root (fragments, nonces, the generated key); a test works on a copy (:func:`_copy`)."""
+    root = tmp_path_factory.mktemp("prepared")
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv(PRIVATE_ROOT_ENV, str(root / "private-root"))
+        cfg = _config(root, wine_source)
+        schema = resolve_schema(cfg.dataset)
+        simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
+        for o in cfg.owners:
+            owner.describe_fragment(spark, owner_context(cfg, o.name))
+        aggregator.issue_plan(aggregator_context(cfg))
+    return root
+
+
+def _copy(prepared, tmp, source, monkeypatch):
+    """A copy of :func:`prepared`'s folder in ``tmp`` (``copy_state``), its private root in use; its configuration."""
+    from copied_state import copy_state  # tests/helpers
+
+    copy_state(prepared, tmp)
+    monkeypatch.setenv(PRIVATE_ROOT_ENV, str(tmp / "private-root"))
+    return _config(tmp, source)
 
 
 def _only_active_parquet(table: str) -> None:
@@ -65,8 +84,8 @@ def _only_active_parquet(table: str) -> None:
 
 @pytest.mark.slow  # the owners' steps and the aggregator's release end to end
 def test_a_rerun_after_a_kill_before_the_manifest_completes_and_the_release_goes_through(
-        spark, tmp_path, wine_source, monkeypatch, caplog):
-    cfg = _cfg(spark, tmp_path, wine_source)
+        spark, tmp_path, wine_source, prepared, monkeypatch, caplog):
+    cfg = _copy(prepared, tmp_path, wine_source, monkeypatch)
     ledger = cfg.owners[1].ledger.path
 
     def killed(*args, **kwargs):
@@ -110,8 +129,9 @@ def test_a_rerun_after_a_kill_before_the_manifest_completes_and_the_release_goes
         owner.protect_owner_fragment(spark, owner_context(cfg, "b"))  # a published fragment is never discarded
 
 
-def test_a_failed_manifest_write_removes_the_fragment_and_says_so(spark, tmp_path, wine_source, monkeypatch):
-    cfg = _cfg(spark, tmp_path, wine_source)
+def test_a_failed_manifest_write_removes_the_fragment_and_says_so(spark, tmp_path, wine_source, prepared,
+                                                                   monkeypatch):
+    cfg = _copy(prepared, tmp_path, wine_source, monkeypatch)
 
     def disk_full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -128,8 +148,8 @@ def test_a_failed_manifest_write_removes_the_fragment_and_says_so(spark, tmp_pat
     assert os.path.exists(manifest_path(cfg.work_dir, "a"))
 
 
-def test_a_fragment_of_another_plan_is_refused_and_kept(spark, tmp_path, wine_source, monkeypatch):
-    cfg = _cfg(spark, tmp_path, wine_source)
+def test_a_fragment_of_another_plan_is_refused_and_kept(spark, tmp_path, wine_source, prepared, monkeypatch):
+    cfg = _copy(prepared, tmp_path, wine_source, monkeypatch)
     with monkeypatch.context() as m:
         m.setattr(owner, "write_text", lambda *a, **k: (_ for _ in ()).throw(Killed()))
         with pytest.raises(Killed):

@@ -168,3 +168,112 @@ def test_a_table_deltars_cannot_open_here_is_read_with_deltas_reader(spark, tmp_
     rows = committed_release(spark, path, 0)
     assert read == [(spark, path, 0)]
     assert rows.count() == 300
+
+
+# ---- issue 41, session 4: one reused figure per chart kind, noise charts drawn during the summary pass ----
+
+CHART_ATTRS = [
+    Attribute(name="x", type="double", role="quasi-identifier", kind="numeric", domain=[0, 100]),
+    Attribute(name="neg", type="integer", role="quasi-identifier", kind="numeric", domain=[-5, 0.5]),
+    Attribute(name="two", type="string", role="quasi-identifier", kind="categorical",
+              categories=["a", "a much longer category name"]),
+    Attribute(name="five", type="string", role="quasi-identifier", kind="categorical", categories=list("abcde")),
+    Attribute(name="twelve", type="string", role="quasi-identifier", kind="categorical",
+              categories=[f"c{v}" for v in range(12)]),
+    Attribute(name="y", type="double", role="quasi-identifier", kind="numeric", domain=[1000, 5000]),
+]
+
+
+def _summaries(seed: int, zero: bool = False) -> dict:
+    rng = np.random.default_rng(seed)
+    out = {}
+    for a in CHART_ATTRS:
+        if a.categorical:
+            out[a.name] = {"kind": "categorical", "freq": {c: 0 if zero else int(rng.integers(0, 300)) for c in a.categories}}
+        else:
+            lo, hi = a.bounds()
+            out[a.name] = {"kind": "numeric", "edges": list(np.linspace(lo, hi, report.BINS + 1)),
+                           "hist": [0] * report.BINS if zero else list(rng.integers(0, 10 ** (seed % 4 + 1), report.BINS))}
+    return out
+
+
+@pytest.mark.parametrize("overlaid", [True, False], ids=["owner", "public"])
+def test_distribution_charts_on_reused_figures_are_the_bytes_of_a_new_figure_each(overlaid):
+    import random
+
+    for released, original in ((_summaries(1), _summaries(2)), (_summaries(3), _summaries(4, zero=True)),
+                               (_summaries(5, zero=True), _summaries(6))):
+        original = original if overlaid else None
+        alone = {a.name: report._plot_attribute(a, released[a.name], None if original is None else original[a.name])
+                 for a in CHART_ATTRS}  # a new figure for each chart
+        for seed in range(3):  # kinds, category counts and scales alternating in different orders
+            order = random.Random(seed).sample(CHART_ATTRS, len(CHART_ATTRS))
+            assert report._distributions(order, released, original) == [alone[a.name] for a in order]
+    # a chart drawn from other numbers differs (the comparison sees the bars)
+    one, other = _summaries(1), _summaries(7)
+    assert report._distributions(CHART_ATTRS, one) != report._distributions(CHART_ATTRS, other)
+
+
+PAGE_ATTRS = [Attribute(name="age", type="integer", role="quasi-identifier", kind="numeric", domain=(0, 100)),
+              Attribute(name="sex", type="string", role="quasi-identifier", kind="categorical", categories=("f", "m"))]
+
+
+def _provenance() -> dict:
+    from fragrelease.idpir.guarantee import release_guarantee
+
+    return {"dataset": "d", "fragmentation": "horizontal", "mechanism": "dp-ir", "k": 5, "epsilon": "3",
+            "composition": "parallel", "category_order": "declared", "category_order_share": "1/10",
+            "linkage": "linked", "plan_id": "p-1", "fragrelease_version": "9.9.9",
+            "attributes": [a.public_spec() for a in PAGE_ATTRS],
+            "guarantee": release_guarantee(mechanism="dp-ir", epsilon="3", composition="parallel", linkage="linked",
+                                           category_order="declared"),
+            "owners": [{"name": o, "n_records": 100, "epsilon": "3", "epsilon_per_attribute": "1",
+                        "attributes": [a.name for a in PAGE_ATTRS],
+                        "budgets": [{"attribute": a.name, "epsilon": "1", "epsilon_order": "0", "epsilon_centroids": "1"}
+                                    for a in PAGE_ATTRS]} for o in ("a", "b")]}
+
+
+def _released_df(spark):
+    rng = np.random.default_rng(7)
+    return spark.createDataFrame(pd.DataFrame({"age": rng.integers(18, 90, 200).astype("int32"),
+                                               "sex": rng.choice(["f", "m"], 200)}))
+
+
+def test_the_public_reports_noise_charts_are_drawn_while_its_summary_pass_runs(spark, tmp_path, monkeypatch):
+    import threading
+
+    drawn, events = threading.Event(), []
+    noise_section, summary_pass = report.noise_section, report._counted_summary_pass
+
+    def noise_then_mark(provenance):
+        noise = noise_section(provenance)
+        return {**noise, "draw": lambda: (noise["draw"](), drawn.set())[0]}
+
+    def summary_waiting_for_the_noise_charts(*args):
+        # the plot thread draws the noise charts while this pass runs, so waiting for them here ends
+        # (drawn after the pass, as before, this wait would time out)
+        events.append(drawn.wait(30))
+        return summary_pass(*args)
+
+    monkeypatch.setattr(report, "noise_section", noise_then_mark)
+    monkeypatch.setattr(report, "_counted_summary_pass", summary_waiting_for_the_noise_charts)
+    path = report.public_report(_released_df(spark), PAGE_ATTRS, _provenance(), str(tmp_path / "p.html"),
+                                table="t", version=0)
+    assert events == [True]
+    text = open(path).read()
+    assert text.count("<img") == len(PAGE_ATTRS) + 3  # distributions and 3 noise charts (one numeric: no heat map)
+    assert "200 rows" in text
+
+
+def test_a_failed_summary_pass_fails_the_public_report_with_its_error_and_leaves_no_plot_thread(spark, tmp_path,
+                                                                                                monkeypatch):
+    import threading
+
+    def failing(*args):
+        raise OSError("summary pass failed")
+
+    monkeypatch.setattr(report, "_counted_summary_pass", failing)
+    with pytest.raises(OSError, match="^summary pass failed$"):
+        report.public_report(_released_df(spark), PAGE_ATTRS, _provenance(), str(tmp_path / "p.html"))
+    assert not [t for t in threading.enumerate() if t.name.startswith("fragrelease-report-plots")]
+    assert not (tmp_path / "p.html").exists()
