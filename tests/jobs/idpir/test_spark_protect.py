@@ -61,13 +61,21 @@ def assert_equals_reference(spark, got, ids, ref, attrs, *, ignore_row_order=Fal
                        ignore_row_order=ignore_row_order)
 
 
-@pytest.mark.parametrize("mechanism,k,spread", [("idp-ir", 50, False), ("dp-ir", 7, False), ("idp", 1, False),
-                                                 ("idp-ir", 50, True)])
-def test_spark_equals_numpy_reference_exactly(spark, adult_sample, monkeypatch, mechanism, k, spread):
+@pytest.mark.parametrize("mechanism,k,spread,small", [("idp-ir", 50, False, False), ("dp-ir", 7, False, False),
+                                                       ("idp", 1, False, False), ("idp-ir", 50, True, False),
+                                                       ("idp-ir", 50, False, True), ("dp-ir", 7, False, True),
+                                                       ("idp", 1, False, True)])
+def test_spark_equals_numpy_reference_exactly(spark, adult_sample, monkeypatch, mechanism, k, spread, small):
+    """Both plans a fragment of 2,500 × 8 can take: the small fragment's one task (the default at
+    this size) and one task per attribute (forced by a gate of 0)."""
     import fragrelease.jobs.idpir.cluster_noise as cluster_noise
+    import fragrelease.jobs.idpir.protect as protect
 
     if spread:  # one task per attribute (large fragments' placement), forced on this small one
         monkeypatch.setattr(cluster_noise, "SPREAD_VALUES", 0)
+    if not small:
+        monkeypatch.setattr(protect, "SMALL_VALUES", 0)  # the whole-attribute plan
+    assert (len(adult_sample) * len(ADULT.protected) <= protect.SMALL_VALUES) == small
     attrs = list(ADULT.protected)
     df = spark.createDataFrame(adult_sample, ADULT.struct_type())
     noise = HashedLaplace(salt=mechanism)
