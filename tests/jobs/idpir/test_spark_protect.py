@@ -413,7 +413,25 @@ def test_the_line_up_gathers_the_values_with_no_pass_of_its_own(spark, adult_sam
 
 
 def _job_ids(spark) -> set:
-    return set(spark.sparkContext.statusTracker().getJobIdsForGroup(None))  # test only: counts Spark jobs
+    """Every Spark job so far (test only), after the session's Python worker warm-up, whose jobs run
+    in a thread of their own (:func:`fragrelease.jobs.session.warm_python_workers`), has ended."""
+    import threading
+
+    for thread in threading.enumerate():
+        if thread.name == "fragrelease-warm-python-workers":
+            thread.join(120)
+    return set(spark.sparkContext.statusTracker().getJobIdsForGroup(None))
+
+
+def _job_names(spark, jobs) -> list:
+    """The name of each job's last stage (its call site), for the failure message."""
+    tracker = spark.sparkContext.statusTracker()
+    out = []
+    for j in sorted(jobs):
+        info = tracker.getJobInfo(j)
+        stage = tracker.getStageInfo(max(info.stageIds)) if info is not None and info.stageIds else None
+        out.append(stage.name if stage is not None else "?")
+    return out
 
 
 @pytest.mark.parametrize("ids", ["long", "string"])
@@ -431,7 +449,7 @@ def test_a_small_fragment_is_protected_in_one_job_and_lined_up_in_one_more(spark
     tiebreak = None
     if ids == "string":
         pdf = pdf.assign(record_id=lambda d: "p-" + d["record_id"].astype(str))
-    df = spark.createDataFrame(pdf).repartition(3)  # several input partitions: coalesced, not shuffled
+    df = spark.createDataFrame(pdf)  # local[2]: two input partitions, coalesced into one task, not shuffled
     if ids == "string":
         hashes = df.select("record_id", F.xxhash64("record_id").alias("h")).toPandas().set_index("record_id")["h"]
         tiebreak = hashes.loc[pdf["record_id"]].to_numpy()
@@ -440,6 +458,7 @@ def test_a_small_fragment_is_protected_in_one_job_and_lined_up_in_one_more(spark
     values = len(pdf) * len(attrs)
     noise = HashedLaplace(salt=f"one-job-{ids}")
     counts = {}
+    names = {}
     plans = {}
     results = {}
     for gate in (values, values - 1):
@@ -449,10 +468,12 @@ def test_a_small_fragment_is_protected_in_one_job_and_lined_up_in_one_more(spark
         drawn = _job_ids(spark)
         wide = released.lined_up()
         got = wide.toPandas()
-        counts[gate] = (len(drawn - before), len(_job_ids(spark) - drawn))
+        read = _job_ids(spark) - drawn
+        counts[gate] = (len(drawn - before), len(read))
+        names[gate] = _job_names(spark, (drawn - before) | read)
         plans[gate] = _executed_plan(wide)
         results[gate] = got.set_index("record_id").loc[pdf["record_id"]]
-    assert counts[values] == (1, 1)  # the draw, stored; the line-up read back
+    assert counts[values] == (1, 1), names[values]  # the draw, stored; the line-up read back
     assert "Exchange" not in plans[values]
     assert sum(counts[values - 1]) > 2 and "Exchange" in plans[values - 1]
     # the declared order: ranks 1.. in the schema's order, the reference's mechanism on them
