@@ -57,7 +57,7 @@ from ..storage import (
 from .context import AggregatorContext
 from .digests import committed_rows, content_digest, fragment_digests
 from .layout import id_digests_path, read_message
-from .shuffle import pseudonym_set_digest, pseudonym_set_digests, shuffle_rows
+from .shuffle import one_task, pseudonym_set_digest, pseudonym_set_digests, shuffle_rows
 from .signatures import public_keys, verify_owner_manifest, verify_table
 from .unlink import unlink_columns, unlink_frames
 from .workspace import claim_work_dir
@@ -176,7 +176,7 @@ def check_disjoint_ids(spark, ctx: AggregatorContext, metas: Sequence[OwnerMetad
             raise _id_digests_mismatch(m.owner, paths[m.owner])
     if problem is not None:
         raise problem
-    check_disjoint_pseudonyms(psets, stage="plan")
+    check_disjoint_pseudonyms(psets, stage="plan", single_task=one_task(sum(m.n_records for m in metas), 1))
 
 
 def _id_digests_mismatch(owner: str, path: str) -> ProtocolError:
@@ -439,7 +439,7 @@ def check_plan_against_config(plan: Plan, ctx: AggregatorContext) -> None:
             raise ManifestMismatchError(f"the aggregator refuses plan.json ({exc})") from None
 
 
-def check_disjoint_pseudonyms(psets: dict[str, DataFrame], *, stage: str = "release") -> None:
+def check_disjoint_pseudonyms(psets: dict[str, DataFrame], *, stage: str = "release", single_task: bool = False) -> None:
     """Refuse horizontal owners that share a record: a pseudonym held twice (by two owners or by one).
 
     ``stage``: ``"release"`` (the protected fragments' pseudonyms: a second line of defence) or
@@ -449,6 +449,8 @@ def check_disjoint_pseudonyms(psets: dict[str, DataFrame], *, stage: str = "rele
     held more than once are counted per pair of owners (at most one row per pair reaches the
     driver; no pseudonym is ever collected or printed). Pseudonyms are keyed hashes of record ids
     under one key (the owners' key checks matched at the plan), so equal pseudonyms mean equal ids.
+    ``single_task`` (the plan's record counts are small: :func:`fragrelease.jobs.idpir.shuffle.one_task`):
+    the union is read in one partition, so the groupings plan no exchange and the check is one job.
 
     Raises
     ------
@@ -459,6 +461,8 @@ def check_disjoint_pseudonyms(psets: dict[str, DataFrame], *, stage: str = "rele
     u = tagged[0]
     for t in tagged[1:]:
         u = u.unionByName(t)
+    if single_task:
+        u = u.coalesce(1)
     held = (u.groupBy(PSEUDONYM_COLUMN)
             .agg(F.count(F.lit(1)).alias("__n"), F.array_sort(F.collect_set("__owner")).alias("__owners"))
             .where(F.col("__n") > 1))
@@ -504,7 +508,10 @@ def combine(plan: Plan, fragments: dict[str, DataFrame]) -> DataFrame:
         if frag.assembly == "union":
             return unlink_columns(assemble(frames, frag.name, names), names, rows).select(*names)
         return unlink_frames([(f, list(f.columns)) for f in frames], rows).select(*names)
-    return shuffle_rows(assemble(frames, plan.fragmentation, names, key=PSEUDONYM_COLUMN), PSEUDONYM_COLUMN)
+    # the plan's record counts (public): a small release is sorted in one task, without an exchange
+    rows = frag.released_rows([o.n_records for o in plan.owners])
+    return shuffle_rows(assemble(frames, plan.fragmentation, names, key=PSEUDONYM_COLUMN), PSEUDONYM_COLUMN,
+                        single_task=one_task(rows, len(names) + 1))
 
 
 def assemble(frames: Sequence[DataFrame], fragmentation: str, names: Sequence[str], *,
@@ -631,8 +638,8 @@ def _verified_combination(spark, ctx: AggregatorContext, plan: Plan, keys: Optio
             if digests[o.name] != digests[first]:
                 raise IdentifierError(f"the protected fragments of {first!r} and {o.name!r} hold different sets of "
                                       "pseudonyms (their pseudonym-set digests differ)")
-    else:
-        check_disjoint_pseudonyms(psets)
+    else:  # a small release (the plan's public record counts) checked in one task
+        check_disjoint_pseudonyms(psets, single_task=one_task(sum(o.n_records for o in plan.owners), 1))
     released = combine(plan, fragments)
     if linkage_of(plan.linkage).rows_are_records and not plan.keep_id:
         released = released.drop(PSEUDONYM_COLUMN)

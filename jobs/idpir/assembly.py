@@ -11,7 +11,7 @@ and lines them up (:func:`line_up`). Out: ``(id_column, *attribute names)``. A g
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -106,7 +106,10 @@ class RoutedIds:
     fall in, in cluster order from the bucket's first cluster. The id with ``cl`` = i gets
     ``centroids[i]``: the values are gathered in the task that consumes them (:func:`line_up`), so
     they cross from Python to the JVM once, in the output rows. ``broadcast``: the slices are few
-    enough to be shipped to the rows (else a shuffle join on ``(attr, bucket)``).
+    enough to be shipped to the rows (else a shuffle join on ``(attr, bucket)``). ``together``: when
+    set (a small fragment, :func:`fragrelease.jobs.idpir.cluster_noise.draw_small_fragment`), ``rows``
+    already beside their slice, ``(group, attr, bucket, rid, cl, centroids)``, stored in one
+    partition: :meth:`joined` and :func:`line_up` read it without a join.
     """
 
     rows: DataFrame
@@ -114,9 +117,12 @@ class RoutedIds:
     broadcast: bool
     carry_rid: bool
     rid_type: T.DataType
+    together: Optional[DataFrame] = None
 
     def joined(self) -> DataFrame:
         """``rows`` beside their slice: ``(attr, bucket, group, rid, cl, centroids)``."""
+        if self.together is not None:  # stored beside each other already: no join
+            return self.together.select("attr", "bucket", "group", "rid", "cl", "centroids")
         slices = F.broadcast(self.slices) if self.broadcast else self.slices
         return self.rows.join(slices, ["attr", "bucket"])
 
@@ -132,29 +138,15 @@ class RoutedIds:
             gather_rows, values_schema(self.rid_type, self.carry_rid))
 
 
-def line_up(values: DataFrame | RoutedIds, attrs: Sequence[Attribute], *, groups: int, carry_rid: bool,
-            rid_type: T.DataType, rank_orders: Mapping[str, Sequence[str]], id_type: T.DataType,
-            id_column: str) -> DataFrame:
-    """One task per assembly group puts each attribute's ``(rid, value)`` arrays in id order and lines them up.
+def _assembler(attrs: Sequence[Attribute], *, carry_rid: bool, rank_orders: Mapping[str, Sequence[str]],
+               gather: bool):
+    """The function that lines up one assembly group's rows (a pandas frame) into wide rows ``(rid, v0 ..)``.
 
-    The first attribute's ids are sorted; when they are integral, distinct and dense (range at most
-    :data:`_TABLE_SPAN` times their count) every other attribute whose ids are exactly the same set
-    is placed through a table id → position (:class:`_Places`), otherwise sorted and compared.
-
-    In: ``(group, attr, rid, value)`` (:func:`values_schema`), every attribute's values for every id
-    of the group; or :class:`RoutedIds`, whose values are gathered in the same task (``centroids[cl]``)
-    after the rows reach their group (a broadcast join of the slices, when they are few enough:
-    no shuffle of values at all). Out: ``(id_column, *attribute names)``, one row per id; categorical
-    ranks become their labels here, in the Python workers (post-processing of the noisy rank; no plan literal).
-
-    Raises IdentifierError when two attributes disagree on the ids of a group.
+    ``gather``: the rows are :class:`RoutedIds` rows beside their slice (``cl``, ``centroids``), else
+    ``(group, attr, rid, value)`` rows. Raises IdentifierError when two attributes disagree on the ids.
     """
     l = len(attrs)
-    out_schema = T.StructType([T.StructField("rid", rid_type)]
-                              + [T.StructField(f"v{j}", T.StringType() if a.categorical else T.DoubleType())
-                                 for j, a in enumerate(attrs)])
     labels = {j: np.asarray(rank_orders[a.name], dtype=object) for j, a in enumerate(attrs) if a.categorical}
-    gather = isinstance(values, RoutedIds)
 
     def assemble(pdf: pd.DataFrame) -> pd.DataFrame:
         columns: dict[str, np.ndarray] = {}
@@ -184,6 +176,54 @@ def line_up(values: DataFrame | RoutedIds, attrs: Sequence[Attribute], *, groups
             columns[f"v{int(j)}"] = labels[int(j)][value.astype(np.int64) - 1] if int(j) in labels else value
         return pd.DataFrame({"rid": ids, **{f"v{j}": columns[f"v{j}"] for j in range(l)}})
 
+    return assemble
+
+
+def _wide_schema(attrs: Sequence[Attribute], rid_type: T.DataType) -> T.StructType:
+    return T.StructType([T.StructField("rid", rid_type)]
+                        + [T.StructField(f"v{j}", T.StringType() if a.categorical else T.DoubleType())
+                           for j, a in enumerate(attrs)])
+
+
+def _named(wide: DataFrame, attrs: Sequence[Attribute], id_type: T.DataType, id_column: str) -> DataFrame:
+    out_cols = [F.col("rid").cast(id_type).alias(id_column)]
+    out_cols += [F.col(f"v{j}").alias(a.name) for j, a in enumerate(attrs)]
+    return wide.select(*out_cols)
+
+
+def line_up(values: DataFrame | RoutedIds, attrs: Sequence[Attribute], *, groups: int, carry_rid: bool,
+            rid_type: T.DataType, rank_orders: Mapping[str, Sequence[str]], id_type: T.DataType,
+            id_column: str) -> DataFrame:
+    """One task per assembly group puts each attribute's ``(rid, value)`` arrays in id order and lines them up.
+
+    The first attribute's ids are sorted; when they are integral, distinct and dense (range at most
+    :data:`_TABLE_SPAN` times their count) every other attribute whose ids are exactly the same set
+    is placed through a table id → position (:class:`_Places`), otherwise sorted and compared.
+
+    In: ``(group, attr, rid, value)`` (:func:`values_schema`), every attribute's values for every id
+    of the group; or :class:`RoutedIds`, whose values are gathered in the same task (``centroids[cl]``)
+    after the rows reach their group (a broadcast join of the slices, when they are few enough:
+    no shuffle of values at all). Out: ``(id_column, *attribute names)``, one row per id; categorical
+    ranks become their labels here, in the Python workers (post-processing of the noisy rank; no plan literal).
+    A :class:`RoutedIds` whose rows are already beside their slices in one stored partition
+    (``together``, a small fragment: :func:`fragrelease.jobs.idpir.cluster_noise.draw_small_fragment`)
+    is lined up by one map over that partition: no shuffle, no join, the same function per group.
+
+    Raises IdentifierError when two attributes disagree on the ids of a group.
+    """
+    out_schema = _wide_schema(attrs, rid_type)
+    gather = isinstance(values, RoutedIds)
+    assemble = _assembler(attrs, carry_rid=carry_rid, rank_orders=rank_orders, gather=gather)
+
+    if isinstance(values, RoutedIds) and values.together is not None:
+        def assemble_partition(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+            frames = list(batches)
+            if frames:  # the one partition holds every attribute's rows (one group)
+                yield assemble(pd.concat(frames, ignore_index=True))
+
+        one = values.together.select("group", "attr", "rid", "cl", "centroids").coalesce(1)
+        return _named(one.mapInPandas(assemble_partition, out_schema), attrs, id_type, id_column)
+
     # one task per assembly group (about 500,000 ids), whatever the fragment's size: exactly, not by a
     # hash of the group number (which puts groups 0 and 1 in the same one of two partitions)
     if isinstance(values, RoutedIds):
@@ -196,6 +236,4 @@ def line_up(values: DataFrame | RoutedIds, attrs: Sequence[Attribute], *, groups
     else:
         by_group, slot = spread(values, "group", groups)
     wide = by_group.groupBy(slot, "group").applyInPandas(assemble, out_schema)
-    out_cols = [F.col("rid").cast(id_type).alias(id_column)]
-    out_cols += [F.col(f"v{j}").alias(a.name) for j, a in enumerate(attrs)]
-    return wide.select(*out_cols)
+    return _named(wide, attrs, id_type, id_column)

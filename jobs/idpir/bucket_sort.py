@@ -142,6 +142,23 @@ def keyed_values(df: DataFrame, attrs: Sequence[Attribute], id_column: str,
     return KeyedValues(frame, len(attrs), carry_rid, rid_type)
 
 
+def labelled_values(df: DataFrame, attrs: Sequence[Attribute], id_column: str) -> KeyedValues:
+    """The fragment's tie keys and attribute values, categorical attributes left as their labels (:class:`KeyedValues`).
+
+    As :func:`keyed_values`, except that a categorical ``x{j}`` is the string label, not its rank:
+    the small-fragment plan (:func:`fragrelease.jobs.idpir.cluster_noise.draw_small_fragment`) maps
+    labels to ranks inside its Python task (:func:`fragrelease.idpir.category_order.ranks_of`), so
+    the order needs no broadcast join and appears as no literal in the plan. A projection: no job.
+    """
+    carry_rid = not integral_id(df, id_column)
+    cols = [tie_key(df, id_column).alias("key")] + ([F.col(id_column).alias("rid")] if carry_rid else [])
+    cols += [(F.col(a.name).cast("string") if a.categorical else F.col(a.name).cast("double")).alias(f"x{j}")
+             for j, a in enumerate(attrs)]
+    frame = df.select(*cols)
+    rid_type = frame.schema["rid"].dataType if carry_rid else T.LongType()
+    return KeyedValues(frame, len(attrs), carry_rid, rid_type)
+
+
 def splitters(keyed: KeyedValues, n: int, buckets: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per attribute, sorted composite splitters ``(x, key)`` cutting ``(x, key)`` order into ``buckets`` ranges.
 

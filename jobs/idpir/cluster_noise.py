@@ -8,6 +8,11 @@ Two plans share the mechanism's arithmetic (:mod:`fragrelease.idpir.mechanisms`)
   vector (stored at once); :func:`route_centroids` pairs every bucket's ids (already cut by
   assembly group with their cluster numbers, :meth:`fragrelease.idpir.stage.StageSpec.cluster_of`,
   ``min(rank // k, c - 1)``) with the slice of released centroids of its cluster range.
+- **small fragments** (records × attributes at most a constant: :data:`fragrelease.jobs.idpir.protect.SMALL_VALUES`):
+  :func:`draw_small_fragment` runs the same :func:`fragrelease.idpir.mechanisms.draw_task` and
+  :meth:`~fragrelease.idpir.stage.StageSpec.finish` for every attribute in one task over the
+  fragment in one partition (no exchange), and stores each attribute's ids, clusters and released
+  centroids together: one Spark job.
 - **whole attributes** (fragments of at most 2,000,000 rows): :func:`draw_whole_attributes`
   runs :func:`fragrelease.idpir.mechanisms.draw_task` in one task per attribute and
   stores the raw noisy centroids beside the ids' clusters; :func:`whole_values` post-processes them.
@@ -27,18 +32,21 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_type
 
 from fragrelease.errors import SchemaMismatchError
+from fragrelease.idpir.category_order import ranks_of
 from fragrelease.idpir.stage import AttributeTask, StageSpec
 from fragrelease.rng.laplace import NoiseSource
 from fragrelease.udfs.noise import draw_ranked_attribute, noisy_cluster_centroids
 
 from ..partitioning import spread
 from .assembly import RoutedIds
-from .bucket_sort import CL, F8, I8, STATS, KeyedValues, group_rows, pack, unpack
+from .bucket_sort import CL, F8, I8, STATS, KeyedValues, _numpy, group_rows, pack, unpack
 
 #: From this many values per attribute each attribute's noise task runs alone (:func:`spread`); below it,
 #: the grouping's own shuffle, which adaptive execution packs into few tasks: for small fragments one
@@ -211,3 +219,101 @@ def whole_values(drawn: DataFrame, keyed: KeyedValues, tasks: Sequence[Attribute
         finish, "attr int, bucket int, centroids binary")
     rows = drawn.where(F.col("group") >= 0).select("group", "attr", F.lit(0).alias("bucket"), "rid", "cl")
     return RoutedIds(rows, slices, broadcast, keyed.carry_rid, keyed.rid_type)
+
+
+def _together_schema(keyed: KeyedValues) -> T.StructType:
+    return T.StructType([
+        T.StructField("group", T.IntegerType()), T.StructField("attr", T.IntegerType()),
+        T.StructField("bucket", T.IntegerType()),
+        T.StructField("rid", T.ArrayType(keyed.rid_type) if keyed.carry_rid else T.BinaryType()),
+        T.StructField("cl", T.BinaryType()),  # packed <i4, the id's cluster
+        T.StructField("centroids", T.BinaryType()),  # packed <f8, the attribute's c released values
+    ])
+
+
+def _draw_all_fn(keyed: KeyedValues, tasks: Sequence[AttributeTask], stage: StageSpec,
+                 rank_orders: Mapping[str, Sequence[str]], noise: Optional[NoiseSource],
+                 schema: T.StructType) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    carry_rid = keyed.carry_rid
+    ranks = {j: ranks_of(rank_orders[t.name]) for j, t in enumerate(tasks) if t.categorical}
+    # the input's Arrow schema, made on the driver (the task must not hold the DataFrame)
+    in_schema = pa.schema([pa.field(f.name, to_arrow_type(f.dataType)) for f in keyed.frame.schema.fields])
+
+    def values_of(table: pa.Table, j: int) -> np.ndarray:
+        column = table.column(f"x{j}")
+        if j not in ranks:
+            return _numpy(column, np.float64)
+        # the rank order (public or noised with budget) applied here, in the task: no plan literal;
+        # a label outside it is dropped, as the large plans' inner join drops it (then refused by count)
+        mapped = pd.Series(column.to_pandas(), dtype=object).map(ranks[j]).to_numpy(dtype=float)
+        return mapped[~np.isnan(mapped)]
+
+    def draw_all(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        read = list(batches)
+        # no rows reaching the task: every attribute is then refused by its count
+        table = (pa.Table.from_batches(read) if read else in_schema.empty_table()).combine_chunks()
+        key = _numpy(table.column("key"), np.int64)
+        rid_all = table.column("rid").to_numpy(zero_copy_only=False) if carry_rid else None
+        group: list[int] = []
+        attr: list[int] = []
+        rids: list[Any] = []
+        cls: list[bytes] = []
+        centroids: list[bytes] = []
+        for j, task in enumerate(tasks):
+            x = values_of(table, j)
+            if x.size != stage.n or key.size != stage.n:
+                raise SchemaMismatchError(f"attribute {task.name!r} has {x.size} values, expected {stage.n} rows")
+            # the one definition of the mechanism (ranking, centroids, sensitivity, scale, one draw per
+            # cluster), then the stage's post-processing: the same calls as the whole-attribute plan
+            order, noisy, size = draw_ranked_attribute(x, key, task, stage, noise)
+            released = stage.finish(noisy, size.astype(float), task)
+            rid = rid_all[order] if rid_all is not None else key[order]
+            cluster = stage.cluster_of(np.arange(stage.n, dtype=np.int64))
+            for g, a, r, cl in group_rows(j, key[order], rid, cluster, 1, pack_rid=not carry_rid, dtype=CL):
+                group.append(g)
+                attr.append(a)
+                rids.append(r)
+                cls.append(cl)
+                centroids.append(pack(released, F8))
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(group, pa.int32()), pa.array(attr, pa.int32()), pa.array([0] * len(attr), pa.int32()),
+             pa.array(rids, type=to_arrow_type(schema["rid"].dataType)), pa.array(cls, pa.binary()),
+             pa.array(centroids, pa.binary())], names=schema.names)
+
+    return draw_all
+
+
+def draw_small_fragment(keyed: KeyedValues, tasks: Sequence[AttributeTask], stage: StageSpec, *,
+                        rank_orders: Mapping[str, Sequence[str]], noise: Optional[NoiseSource]) -> RoutedIds:
+    """A small fragment's whole protection in one task: every attribute drawn, post-processed and stored, one Spark job.
+
+    In: ``keyed`` = ``(key[, rid], x0 .. x{l-1})`` (:func:`fragrelease.jobs.idpir.bucket_sort.labelled_values`:
+    categorical attributes as labels, mapped to ranks here by ``rank_orders``, public or noised with
+    budget), ``tasks`` (attribute j is ``tasks[j]``) and the owner's ``stage``. The fragment is read in
+    one partition (``coalesce(1)``: no exchange, so no stage job of adaptive execution) by one
+    ``mapInArrow`` task that calls, per attribute, :func:`fragrelease.udfs.noise.draw_ranked_attribute`
+    (:func:`fragrelease.idpir.mechanisms.draw_task`: the one definition of the mechanism the numpy
+    reference and the other plans draw with; the secure sampler unless a test injects ``noise``) and
+    :meth:`fragrelease.idpir.stage.StageSpec.finish`. The caller gates it on the size (records ×
+    attributes, public): the task holds every value of the fragment.
+
+    Out: :class:`fragrelease.jobs.idpir.assembly.RoutedIds` with ``together`` = ``(group, attr, bucket,
+    rid, cl, centroids)``, one row per attribute (group 0, bucket 0: its ids in rank order with each
+    one's cluster, packed ``<i4``, and its c released centroids, packed ``<f8``), stored at once
+    (``localCheckpoint(eager=True)``): nothing downstream re-runs the draw. The line-up
+    (:func:`fragrelease.jobs.idpir.assembly.line_up`) reads it in one more map, without a shuffle.
+
+    Raises
+    ------
+    SchemaMismatchError
+        An attribute whose value count differs from n (the fragment changed while it was read).
+    InvalidParameterError
+        A value outside its declared domain (:func:`fragrelease.idpir.mechanisms.draw_task`).
+    """
+    schema = _together_schema(keyed)
+    fn = _draw_all_fn(keyed, tasks, stage, rank_orders, noise, schema)
+    # one partition declared, no data moved: the draw runs as one task of one job, and is stored at once
+    together = keyed.frame.coalesce(1).mapInArrow(fn, schema).localCheckpoint(eager=True)
+    rows = together.select("group", "attr", "bucket", "rid", "cl")
+    slices = together.select("attr", "bucket", "centroids")
+    return RoutedIds(rows, slices, True, keyed.carry_rid, keyed.rid_type, together=together)

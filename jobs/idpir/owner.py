@@ -56,7 +56,7 @@ from .keys import owner_pseudonym_key
 from .layout import read_message
 from .ledger import record_spend
 from .protect import ReleasedValues, released_fragment
-from .shuffle import pseudonym_set_digest, pseudonymize, shuffle_rows
+from .shuffle import one_task, pseudonym_set_digest, pseudonymize, shuffle_rows
 from .signatures import describe_table, owner_signing_key, sign_manifest
 from .workspace import claim_work_dir, write_private_text
 
@@ -125,7 +125,8 @@ def describe_fragment(spark, ctx: OwnerContext) -> OwnerMetadata:
         digest = pseudonym_set_digest(ids)
     else:  # the keyed digests themselves, a new table for this round: the aggregator compares the owners' sets
         target = ctx.paths.id_digests(nonce)
-        commit_delta(shuffle_rows(ids, PSEUDONYM_COLUMN), target, if_exists="error",
+        # a small fragment's digests in one task (its own record count: never written anywhere)
+        commit_delta(shuffle_rows(ids, PSEUDONYM_COLUMN, single_task=one_task(n_records, 1)), target, if_exists="error",
                      provenance={"role": "id-digests", "owner": owner.name, "fragrelease_version": __version__})
         digest = pseudonym_set_digest(committed_rows(spark, target))
     meta = OwnerMetadata(
@@ -309,7 +310,7 @@ def protect_and_write(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource] 
             # the pseudonyms of the validated fragment's ids; the columns unlinked from the released
             # values directly (the ids never travel with them, no line-up by id)
             ids = pseudonymize(df.select(schema.id_column), schema.id_column, key, pseudonym_context)
-            pset = shuffle_rows(ids, PSEUDONYM_COLUMN)
+            pset = shuffle_rows(ids, PSEUDONYM_COLUMN, single_task=one_task(n_records, 1))
             commit_delta(pset, pset_target, provenance={**provenance, "role": "pseudonym-set"}, if_exists="error")
             commit_delta(released.unlinked(), target, provenance=provenance, if_exists="error")
             digest = content_digest(committed_rows(spark, target))
@@ -318,7 +319,9 @@ def protect_and_write(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource] 
         else:
             # what the aggregator reads: pseudonyms (keyed, context = plan id and nonces) and a CSPRNG row order
             shared = pseudonymize(protected, schema.id_column, key, pseudonym_context)
-            commit_delta(shuffle_rows(shared, PSEUDONYM_COLUMN), target, provenance=provenance, if_exists="error")
+            # a small fragment (its spec's record count × columns) sorted in one task: no exchange
+            commit_delta(shuffle_rows(shared, PSEUDONYM_COLUMN, single_task=one_task(n_records, len(attrs) + 1)),
+                         target, provenance=provenance, if_exists="error")
             digest, pset_digest = fragment_digests(committed_rows(spark, target), PSEUDONYM_COLUMN)
         # signed manifests: bind the manifest to this owner's key, the tables' versions, files and logs
         version, files, delta_log = describe_table(spark, target)

@@ -10,8 +10,11 @@ every protected attribute replaced by its cluster's noisy centroid (numeric → 
    (``declared``) or bought with budget (``dp-frequency``, :func:`category_orders`), through a
    broadcast join (:func:`fragrelease.jobs.idpir.bucket_sort.keyed_values`), so no order appears
    as a literal in the Spark plan.
-2. The plan for the size: up to ``_WHOLE_ATTRIBUTE_ROWS`` rows (2,000,000), one task per
-   attribute; above, buckets of about ``_VALUES_PER_BUCKET`` = 500,000 values.
+2. The plan for the size: up to :data:`SMALL_VALUES` values (records × attributes, 1,000,000), the
+   whole fragment in one task (:func:`~fragrelease.jobs.idpir.cluster_noise.draw_small_fragment`:
+   every attribute drawn, post-processed and stored in one Spark job; the line-up one map over
+   that one partition, steps 3-5 skipped); up to ``_WHOLE_ATTRIBUTE_ROWS`` rows (2,000,000), one
+   task per attribute; above, buckets of about ``_VALUES_PER_BUCKET`` = 500,000 values.
 3. One map-only pass cuts each input chunk into packed arrays per (attribute, bucket)
    (:func:`~fragrelease.jobs.idpir.bucket_sort.cut_into_runs`; splitters from a sample,
    :func:`~fragrelease.jobs.idpir.bucket_sort.splitters`).
@@ -77,6 +80,12 @@ _VALUES_PER_BUCKET = 500_000
 _ROWS_PER_ASSEMBLY = 500_000
 _RUN_ROWS = 262_144
 _BROADCAST_CENTROIDS = 4_000_000
+#: Up to this many values (records × attributes, both public: the plan's n and the spec's attributes),
+#: the whole protection runs in one task over the fragment in one partition
+#: (:func:`~fragrelease.jobs.idpir.cluster_noise.draw_small_fragment`): one Spark job, no exchange,
+#: against a dozen stage jobs of the whole-attribute plan (docs/benchmarks.md, "Issue 41, session 4").
+#: Memory of that task: about 100 bytes per value. The gate's value is never written anywhere.
+SMALL_VALUES = 1_000_000
 
 
 class _StageClock:
@@ -311,8 +320,15 @@ def released_values(
         raise InvalidParameterError(f"budgets are for {[b.attribute for b in budgets]}, attributes are {[a.name for a in attrs]}")
     tasks = tuple(AttributeTask.of(a, b) for a, b in zip(attrs, budgets))  # exact budgets: the noise object scales
     rank_orders = rank_orders_of(attrs, orders)
-    keyed = bucket_sort.keyed_values(df, attrs, id_column, rank_orders)
     id_type = df.schema[id_column].dataType
+    if n * len(attrs) <= SMALL_VALUES:
+        # 2. small (public: n and the attribute count): the whole protection in one task, stored at once
+        labelled = bucket_sort.labelled_values(df, attrs, id_column)
+        together = cluster_noise.draw_small_fragment(labelled, tasks, stage, rank_orders=rank_orders, noise=noise)
+        clock.lap("draw every attribute in one task (stored)")
+        return ReleasedValues(together, tuple(attrs), n, 1, labelled.carry_rid, labelled.rid_type, rank_orders,
+                              id_type, id_column)
+    keyed = bucket_sort.keyed_values(df, attrs, id_column, rank_orders)
     groups = max(1, math.ceil(n / _ROWS_PER_ASSEMBLY))
 
     # 2. the plan for the size (public: n and the plan's constants)

@@ -21,7 +21,7 @@ from typing import Callable, Mapping, Optional, Sequence
 from pyspark.sql import DataFrame
 
 from fragrelease.idpir.config import ReleaseConfig
-from fragrelease.idpir.fragmentation import linkage_of
+from fragrelease.idpir.fragmentation import fragmentation_of, linkage_of
 from fragrelease.idpir.protocol import Plan
 from fragrelease.rng.laplace import NoiseSource
 from fragrelease.schemas.datasets import resolve_schema
@@ -34,6 +34,7 @@ from .context import OwnerContext, aggregator_context, owner_context
 from .evaluate import mean_sse
 from .fragment import conform_attributes, conform_id
 from .keys import generate_release_key
+from .shuffle import ONE_TASK_VALUES, one_task
 from .signatures import with_release_keys
 from .workspace import claim_work_dir, clear_work_dir
 
@@ -137,7 +138,9 @@ def play_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource] = No
 
 def _mean_sse(spark, plan: Plan, owners: Sequence[OwnerContext], by_owner: Mapping[str, DataFrame]) -> float:
     """MeanSSE of the owners' protected fragments (with raw ids, this driver's own copies, never
-    the pseudonymized ones under ``work_dir``) against the originals; ``owners`` in configuration order."""
+    the pseudonymized ones under ``work_dir``) against the originals; ``owners`` in configuration order.
+    One Spark job when the release is small (:func:`fragrelease.jobs.idpir.shuffle.one_task` of the
+    plan's record counts), else the join's and the aggregation's stages."""
     cfg, schema = owners[0].config, owners[0].schema
     attrs = [schema.attribute(a["name"]) for a in plan.attributes]
     id_col = schema.id_column
@@ -158,4 +161,12 @@ def _mean_sse(spark, plan: Plan, owners: Sequence[OwnerContext], by_owner: Mappi
     # the same assembly as the release's (fragrelease.jobs.idpir.aggregator.combine), on raw ids
     original = aggregator.assemble(originals, cfg.fragmentation, names, key=id_col)
     protected = aggregator.assemble(protecteds, cfg.fragmentation, names, key=id_col)
+    rows = fragmentation_of(cfg.fragmentation).released_rows([o.n_records for o in plan.owners])
+    if one_task(rows, len(names) + 1):
+        # a small release (the plan's public record counts): each side one partition (no rows move),
+        # so the join and its aggregation plan no exchange and MeanSSE is one Spark job. The limit
+        # drops nothing (at least the plan's record count; a row too many would show as unmatched):
+        # it gives the planner the stored protected values' size, which it otherwise shuffles
+        cap = ONE_TASK_VALUES // (len(names) + 1)
+        original, protected = original.coalesce(1), protected.coalesce(1).limit(cap)
     return mean_sse(original, protected, attrs, id_col)

@@ -19,16 +19,34 @@ from fragrelease.udfs.pseudonyms import pseudonym_udf
 from ..frames import aggregate_row
 from .digests import hash60
 
+#: Up to this many values (rows × columns, a count that is public or the owner's own: a plan's or a
+#: spec's record count), :func:`shuffle_rows` may sort in one task (:func:`one_task`): the same
+#: random order without the range partitioner's sample job and the shuffle's stage job.
+ONE_TASK_VALUES = 1_000_000
 
-def shuffle_rows(df: DataFrame, anchor: str) -> DataFrame:
+
+def one_task(rows: int, columns: int) -> bool:
+    """Whether ``rows`` × ``columns`` values are few enough for one task (:data:`ONE_TASK_VALUES`).
+
+    ``rows`` must be public or the caller's own count (a plan's or a spec's record count), never
+    a count of someone else's data; the answer is never written anywhere."""
+    return rows * max(columns, 1) <= ONE_TASK_VALUES
+
+
+def shuffle_rows(df: DataFrame, anchor: str, *, single_task: bool = False) -> DataFrame:
     """Random row order (keys from the OS CSPRNG): the output cannot be lined up with the input.
 
     Shapes: in and out the same columns and rows; ``anchor`` is any column (it feeds the key UDF
     one value per row). Range partitioning by the random key, then a sort within each partition:
-    no step moves all rows to one partition.
+    no step moves all rows to one partition. ``single_task`` (a small table, :func:`one_task`):
+    the rows are read in one partition instead (``coalesce(1)``: no exchange, so no sample job and
+    no stage job) and sorted there by the same random key; the same uniformly random order,
+    written as one file.
     """
-    return (df.withColumn("__key", secure_random_key_udf()(F.col(anchor)))
-            .repartitionByRange("__key").sortWithinPartitions("__key").drop("__key"))
+    keyed = df.withColumn("__key", secure_random_key_udf()(F.col(anchor)))
+    if single_task:
+        return keyed.coalesce(1).sortWithinPartitions("__key").drop("__key")
+    return keyed.repartitionByRange("__key").sortWithinPartitions("__key").drop("__key")
 
 
 def pseudonymize(df: DataFrame, id_column: str, key: bytes, context: str) -> DataFrame:

@@ -61,13 +61,21 @@ def assert_equals_reference(spark, got, ids, ref, attrs, *, ignore_row_order=Fal
                        ignore_row_order=ignore_row_order)
 
 
-@pytest.mark.parametrize("mechanism,k,spread", [("idp-ir", 50, False), ("dp-ir", 7, False), ("idp", 1, False),
-                                                 ("idp-ir", 50, True)])
-def test_spark_equals_numpy_reference_exactly(spark, adult_sample, monkeypatch, mechanism, k, spread):
+@pytest.mark.parametrize("mechanism,k,spread,small", [("idp-ir", 50, False, False), ("dp-ir", 7, False, False),
+                                                       ("idp", 1, False, False), ("idp-ir", 50, True, False),
+                                                       ("idp-ir", 50, False, True), ("dp-ir", 7, False, True),
+                                                       ("idp", 1, False, True)])
+def test_spark_equals_numpy_reference_exactly(spark, adult_sample, monkeypatch, mechanism, k, spread, small):
+    """Both plans a fragment of 2,500 × 8 can take: the small fragment's one task (the default at
+    this size) and one task per attribute (forced by a gate of 0)."""
     import fragrelease.jobs.idpir.cluster_noise as cluster_noise
+    import fragrelease.jobs.idpir.protect as protect
 
     if spread:  # one task per attribute (large fragments' placement), forced on this small one
         monkeypatch.setattr(cluster_noise, "SPREAD_VALUES", 0)
+    if not small:
+        monkeypatch.setattr(protect, "SMALL_VALUES", 0)  # the whole-attribute plan
+    assert (len(adult_sample) * len(ADULT.protected) <= protect.SMALL_VALUES) == small
     attrs = list(ADULT.protected)
     df = spark.createDataFrame(adult_sample, ADULT.struct_type())
     noise = HashedLaplace(salt=mechanism)
@@ -181,7 +189,11 @@ def _executed_plan(df) -> str:
     return df._jdf.queryExecution().executedPlan().toString()
 
 
-def test_ir_step_never_moves_rows_to_one_partition(spark, adult_sample):
+def test_ir_step_never_moves_rows_to_one_partition(spark, adult_sample, monkeypatch):
+    """Above the small-fragment gate (forced here by a gate of 0) no step moves the rows to one partition."""
+    import fragrelease.jobs.idpir.protect as protect
+
+    monkeypatch.setattr(protect, "SMALL_VALUES", 0)
     df = spark.createDataFrame(adult_sample, ADULT.struct_type())
     # the ranking step, before it is stored
     long = df.select("record_id", F.lit(0).alias("attr"), F.col("age").cast("double").alias("x"))
@@ -356,18 +368,21 @@ def test_the_validation_pass_counts_categories_for_dp_frequency(spark, adult_sam
     assert_equals_reference(spark, got, adult_sample["record_id"], ref, attrs)
 
 
-@pytest.mark.parametrize("whole", [True, False])
-def test_the_line_up_gathers_the_values_with_no_pass_of_its_own(spark, adult_sample, monkeypatch, whole):
+@pytest.mark.parametrize("plan_name", ["small", "whole", "distributed"])
+def test_the_line_up_gathers_the_values_with_no_pass_of_its_own(spark, adult_sample, monkeypatch, plan_name):
     """After the stored stages, the ids and their clusters cross into Python once, in the line-up's
     own tasks, which gather each id's value from its bucket's centroid slice: no map of ids to
-    values runs between them (the only other Python pass reads the c · l released centroids). The
-    unlinked path's gathered ``(group, attr, rid, value)`` rows hold the same values."""
+    values runs between them (the only other Python pass reads the c · l released centroids; none
+    for a small fragment, whose stored rows hold their centroids). The unlinked path's gathered
+    ``(group, attr, rid, value)`` rows hold the same values."""
     from specs import spec_for
 
     import fragrelease.jobs.idpir.protect as protect
     from fragrelease.jobs.idpir.bucket_sort import F8, I8
 
-    if not whole:
+    if plan_name != "small":
+        monkeypatch.setattr(protect, "SMALL_VALUES", 0)
+    if plan_name == "distributed":
         monkeypatch.setattr(protect, "_WHOLE_ATTRIBUTE_ROWS", 0)
         monkeypatch.setattr(protect, "_VALUES_PER_BUCKET", 700)
         monkeypatch.setattr(protect, "_ROWS_PER_ASSEMBLY", 1000)
@@ -378,10 +393,16 @@ def test_the_line_up_gathers_the_values_with_no_pass_of_its_own(spark, adult_sam
     assert released.routed.broadcast
     wide = released.lined_up()
     plan = _executed_plan(wide)
-    assert plan.count("FlatMapGroupsInPandas") == 1  # the line-up
-    assert plan.count("MapInPandas") == 1  # the centroid slices, from the stored c · l released values
+    if plan_name == "small":  # one map over the stored partition: no group, no join, no exchange
+        assert released.routed.together is not None
+        assert plan.count("FlatMapGroupsInPandas") == 0 and plan.count("MapInPandas") == 1
+        assert "Exchange" not in plan and "Join" not in plan
+    else:
+        assert released.routed.together is None
+        assert plan.count("FlatMapGroupsInPandas") == 1  # the line-up
+        assert plan.count("MapInPandas") == 1  # the centroid slices, from the stored c · l released values
     got = wide.toPandas().set_index("record_id").loc[adult_sample["record_id"]]
-    assert released.groups == (1 if whole else 3)
+    assert released.groups == (3 if plan_name == "distributed" else 1)
     gathered = {a.name: {} for a in attrs}
     for r in released.values.collect():
         for i, v in zip(np.frombuffer(r["rid"], I8), np.frombuffer(r["value"], F8)):
@@ -389,3 +410,101 @@ def test_the_line_up_gathers_the_values_with_no_pass_of_its_own(spark, adult_sam
     for a in attrs:
         assert len(gathered[a.name]) == len(adult_sample)
         assert np.array_equal(got[a.name].to_numpy(), [gathered[a.name][int(i)] for i in adult_sample["record_id"]])
+
+
+def _job_ids(spark) -> set:
+    """Every Spark job so far (test only), after the session's Python worker warm-up, whose jobs run
+    in a thread of their own (:func:`fragrelease.jobs.session.warm_python_workers`), has ended."""
+    import threading
+
+    for thread in threading.enumerate():
+        if thread.name == "fragrelease-warm-python-workers":
+            thread.join(120)
+    return set(spark.sparkContext.statusTracker().getJobIdsForGroup(None))
+
+
+def _job_names(spark, jobs) -> list:
+    """The name of each job's last stage (its call site), for the failure message."""
+    tracker = spark.sparkContext.statusTracker()
+    out = []
+    for j in sorted(jobs):
+        info = tracker.getJobInfo(j)
+        stage = tracker.getStageInfo(max(info.stageIds)) if info is not None and info.stageIds else None
+        out.append(stage.name if stage is not None else "?")
+    return out
+
+
+@pytest.mark.parametrize("ids", ["long", "string"])
+def test_a_small_fragment_is_protected_in_one_job_and_lined_up_in_one_more(spark, adult_sample, monkeypatch, ids):
+    """Records × attributes ≤ SMALL_VALUES: the draw of every attribute is one Spark job (stored at
+    once), the line-up read by one more job, with no exchange; one value over the gate takes the
+    whole-attribute plan (more jobs, an exchange). Both equal the numpy reference."""
+    from specs import spec_for
+
+    import fragrelease.jobs.idpir.protect as protect
+
+    attrs = [ADULT.attribute("age"), ADULT.attribute("sex"), ADULT.attribute("hours-per-week"),
+             ADULT.attribute("education")]
+    pdf = adult_sample[["record_id", *[a.name for a in attrs]]]
+    tiebreak = None
+    if ids == "string":
+        pdf = pdf.assign(record_id=lambda d: "p-" + d["record_id"].astype(str))
+    df = spark.createDataFrame(pdf)  # local[2]: two input partitions, coalesced into one task, not shuffled
+    if ids == "string":
+        hashes = df.select("record_id", F.xxhash64("record_id").alias("h")).toPandas().set_index("record_id")["h"]
+        tiebreak = hashes.loc[pdf["record_id"]].to_numpy()
+    spec = spec_for(df, attrs, k=20, epsilon_per_attribute=Fraction(1, 4), mechanism="idp-ir",
+                    category_order="declared")
+    values = len(pdf) * len(attrs)
+    noise = HashedLaplace(salt=f"one-job-{ids}")
+    counts = {}
+    names = {}
+    plans = {}
+    results = {}
+    for gate in (values, values - 1):
+        monkeypatch.setattr(protect, "SMALL_VALUES", gate)
+        before = _job_ids(spark)
+        released = protect.released_fragment(df, attrs, spec, id_column="record_id", noise=noise)
+        drawn = _job_ids(spark)
+        wide = released.lined_up()
+        got = wide.toPandas()
+        read = _job_ids(spark) - drawn
+        counts[gate] = (len(drawn - before), len(read))
+        names[gate] = _job_names(spark, (drawn - before) | read)
+        plans[gate] = _executed_plan(wide)
+        results[gate] = got.set_index("record_id").loc[pdf["record_id"]]
+    assert counts[values] == (1, 1), names[values]  # the draw, stored; the line-up read back
+    assert "Exchange" not in plans[values]
+    assert sum(counts[values - 1]) > 2 and "Exchange" in plans[values - 1]
+    # the declared order: ranks 1.. in the schema's order, the reference's mechanism on them
+    for a in attrs:
+        lo, hi = a.bounds()
+        vals = (pdf[a.name].map({c: i + 1 for i, c in enumerate(a.categories)}) if a.categorical
+                else pdf[a.name]).to_numpy(float)
+        ref = protect_attribute(vals, AttributeTask(a.name, lo, hi, categorical=a.categorical, epsilon=Fraction(1, 4)),
+                                k=20, mechanism="idp-ir", noise=noise,
+                                tiebreak=pdf["record_id"].to_numpy() if tiebreak is None else tiebreak)
+        if a.categorical:
+            ref = np.asarray(a.categories, dtype=object)[ref.astype(int) - 1]
+        for gate in (values, values - 1):
+            assert (results[gate][a.name].to_numpy() == ref).all(), (a.name, gate)
+
+
+def test_a_small_fragment_that_changed_while_read_is_refused_by_count(spark, adult_sample):
+    """The one task counts every attribute's values against n: a label outside the rank order (as
+    the larger plans' join drops it) or a record fewer is refused with the usual line."""
+    from specs import spec_for
+
+    import fragrelease.jobs.idpir.protect as protect
+
+    attrs = [ADULT.attribute("age"), ADULT.attribute("sex")]
+    pdf = adult_sample[["record_id", "age", "sex"]].head(200)
+    df = spark.createDataFrame(pdf)
+    spec = spec_for(df, attrs, k=20, epsilon_per_attribute=Fraction(1, 4), mechanism="idp-ir",
+                    category_order="declared")
+    changed = spark.createDataFrame(pdf.assign(sex=["Male"] * 199 + ["Unknown"]))
+    with pytest.raises(Exception, match="attribute 'sex' has 199 values, expected 200 rows"):
+        protect.released_fragment(changed, attrs, spec, id_column="record_id", noise=HashedLaplace())
+    with pytest.raises(Exception, match="attribute 'age' has 199 values, expected 200 rows"):
+        protect.released_fragment(df.where("record_id != " + str(int(pdf["record_id"].iloc[0]))), attrs, spec,
+                                  id_column="record_id", noise=HashedLaplace())

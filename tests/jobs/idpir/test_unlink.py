@@ -112,7 +112,7 @@ def test_a_null_in_a_numeric_column_is_refused(spark):
         unlink.unlink_columns(df, ["a"], n=3).collect()
 
 
-@pytest.mark.parametrize("plan", ["whole", "distributed"])
+@pytest.mark.parametrize("plan", ["small", "whole", "distributed"])
 def test_an_owners_unlinked_columns_hold_exactly_its_released_values(spark, monkeypatch, plan):
     """Unlinked straight from the released values (no line-up by id): per column the same multiset as
     the lined-up release of the same stored noise, categorical values as their labels."""
@@ -123,6 +123,8 @@ def test_an_owners_unlinked_columns_hold_exactly_its_released_values(spark, monk
     from fragrelease.jobs.idpir import protect
     from fragrelease.schemas.base import Attribute
 
+    if plan != "small":  # 1,200 × 2 values: the small fragment's one task unless the gate is 0
+        monkeypatch.setattr(protect, "SMALL_VALUES", 0)
     if plan == "distributed":
         monkeypatch.setattr(protect, "_WHOLE_ATTRIBUTE_ROWS", 0)
         monkeypatch.setattr(protect, "_VALUES_PER_BUCKET", 300)
@@ -134,6 +136,7 @@ def test_an_owners_unlinked_columns_hold_exactly_its_released_values(spark, monk
     spec = spec_for(df, attrs, k=5, epsilon_per_attribute=Fraction(1), mechanism="dp-ir", n_records=1_200,
                     category_order="declared")
     released = protect.released_fragment(df, attrs, spec, id_column="rid")
+    assert (released.routed.together is not None) == (plan == "small")
     lined = released.lined_up().toPandas()
     unlinked = released.unlinked()
     assert unlinked.columns == ["x", "g"]

@@ -1,0 +1,127 @@
+"""A small release in few Spark jobs (issue 41, session 4): one-task passes gated by public or own record counts.
+
+The small fragment's protection (:func:`fragrelease.jobs.idpir.cluster_noise.draw_small_fragment`),
+the row shuffles of a small table (:func:`fragrelease.jobs.idpir.shuffle.shuffle_rows` with
+``single_task``), the aggregator's disjointness check and the driver's MeanSSE, each without an
+exchange; the same rows, orders and messages as the parallel plans.
+"""
+import threading
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fragrelease.errors import IdentifierError
+from fragrelease.jobs.idpir import shuffle
+from fragrelease.jobs.idpir.aggregator import check_disjoint_pseudonyms
+
+
+def _jobs(spark) -> set:
+    """Every Spark job so far (test only), once the session's Python worker warm-up (a thread of its own) has ended."""
+    for thread in threading.enumerate():
+        if thread.name == "fragrelease-warm-python-workers":
+            thread.join(120)
+    return set(spark.sparkContext.statusTracker().getJobIdsForGroup(None))
+
+
+def _plan(df) -> str:
+    return df._jdf.queryExecution().executedPlan().toString()
+
+
+def test_the_one_task_gate_counts_rows_times_columns():
+    assert shuffle.one_task(1_000, 1_000) and shuffle.one_task(1_000_000, 1) and shuffle.one_task(1_000_000, 0)
+    assert not shuffle.one_task(1_001, 1_000) and not shuffle.one_task(1_000_001, 1)
+
+
+def test_a_small_table_is_shuffled_in_one_task_into_a_random_order(spark):
+    df = spark.createDataFrame(pd.DataFrame({"id": np.arange(600), "x": np.arange(600) * 0.5}))  # two partitions
+    one = shuffle.shuffle_rows(df, "id", single_task=True)
+    assert "Exchange" not in _plan(one)
+    assert "Exchange" in _plan(shuffle.shuffle_rows(df, "id"))  # the parallel plan: range partitioning
+    before = _jobs(spark)
+    first = one.toPandas()
+    assert len(_jobs(spark) - before) == 1
+    second = one.toPandas()
+    for got in (first, second):  # the same rows, each with its own values, in a random order
+        assert sorted(got["id"]) == list(range(600))
+        assert (got["x"] == got["id"] * 0.5).all()
+        assert not (np.diff(got["id"]) > 0).all()
+    assert not (first["id"].to_numpy() == second["id"].to_numpy()).all()  # fresh CSPRNG keys per run
+
+
+@pytest.mark.parametrize("single_task", [True, False])
+def test_the_disjointness_check_in_one_task_says_the_same(spark, single_task):
+    a = spark.createDataFrame([(f"p{i}",) for i in range(40)], "pseudonym string")
+    b = spark.createDataFrame([(f"p{i}",) for i in range(37, 60)], "pseudonym string")
+    c = spark.createDataFrame([(f"q{i}",) for i in range(30)], "pseudonym string")
+    check_disjoint_pseudonyms({"a": a, "c": c}, single_task=single_task)  # disjoint: no error
+    before = _jobs(spark)
+    with pytest.raises(IdentifierError) as e:
+        check_disjoint_pseudonyms({"a": a, "b": b, "c": c}, single_task=single_task)
+    assert str(e.value) == ("owners 'a' and 'b' hold 3 records with the same pseudonym; horizontal owners must hold "
+                            "disjoint records (a record held twice would be released twice under parallel composition)")
+    if single_task:
+        assert len(_jobs(spark) - before) == 1
+
+
+@pytest.mark.slow  # a whole two-owner release end to end; CI runs it
+def test_a_small_release_protects_and_scores_without_exchanges(spark, tmp_path):
+    """Per step of a two-owner release of 300 records each (reports off): each owner's protection draws
+    in one job and no step of the owners' protection, the aggregator's checks or the MeanSSE runs an
+    adaptive stage job (no exchange); MeanSSE is one job."""
+    import yaml
+    from signing_keys import with_keys  # tests/helpers: the owners sign their manifests
+
+    from fragrelease.idpir.config import config_from_dict
+    from fragrelease.jobs.idpir.release import run_local_release
+
+    schema = {"name": "clinic", "attributes": [
+        {"name": "record_id", "type": "long", "role": "id"},
+        {"name": "age", "type": "integer", "role": "quasi-identifier", "kind": "numeric", "domain": [0, 100]},
+        {"name": "sex", "type": "string", "role": "quasi-identifier", "kind": "categorical",
+         "categories": ["Female", "Male"]},
+    ]}
+    (tmp_path / "schema.yaml").write_text(yaml.safe_dump(schema))
+    src = tmp_path / "src"
+    src.mkdir()
+    for name, first in (("a", 1000), ("b", 5000)):
+        (src / f"{name}.csv").write_text("record_id,age,sex\n" + "".join(
+            f"{first + n},{20 + n % 60},{'Male' if n % 3 else 'Female'}\n" for n in range(300)))
+    keyfile = tmp_path / "keys" / "k"
+    keyfile.parent.mkdir()
+    keyfile.write_bytes(b"0123456789abcdef0123456789abcdef-small-release")
+    keyfile.chmod(0o600)
+    owners = [{"name": f"clinic-{n}", "source": {"path": str(src / f"{n}.csv"), "format": "csv"},
+               "pseudonym_key": {"file": str(keyfile)}, "private_dir": str(tmp_path / "private" / n)}
+              for n in ("a", "b")]
+    cfg = with_keys(config_from_dict(dict(
+        name="small", dataset=str(tmp_path / "schema.yaml"), fragmentation="horizontal", mechanism="idp-ir",
+        epsilon="1", k=5, owners=owners, work_dir=str(tmp_path / "work"), output=str(tmp_path / "release"),
+        reports=False)), tmp_path / "signing")
+    tracker = spark.sparkContext.statusTracker()
+    steps: dict[str, list[str]] = {}
+    current: list = []
+
+    def names(jobs):
+        out = []
+        for j in sorted(jobs):
+            info = tracker.getJobInfo(j)
+            stage = tracker.getStageInfo(max(info.stageIds)) if info is not None and info.stageIds else None
+            out.append(stage.name if stage is not None else "?")
+        return out
+
+    def progress(event):
+        if event.status == "started":
+            current[:] = [event.action if event.owner is None else f"{event.owner}: {event.action}", _jobs(spark)]
+        else:
+            steps[current[0]] = names(_jobs(spark) - current[1])
+
+    result = run_local_release(spark, cfg, progress=progress)
+    assert result.rows == 600 and result.mean_sse is not None and result.mean_sse > 0
+    protect_steps = {s: j for s, j in steps.items() if "protecting" in s}
+    assert len(protect_steps) == 2
+    for step, jobs in protect_steps.items():
+        assert sum("localCheckpoint" in j for j in jobs) == 1, (step, jobs)  # the draw, every attribute in one task
+        assert not any("withThreadLocalCaptured" in j for j in jobs), (step, jobs)  # no adaptive stage job
+    scored = steps["evaluating information loss (MeanSSE) against the originals"]
+    assert len(scored) == 1, scored
