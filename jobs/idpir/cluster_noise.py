@@ -221,13 +221,18 @@ def whole_values(drawn: DataFrame, keyed: KeyedValues, tasks: Sequence[Attribute
     return RoutedIds(rows, slices, broadcast, keyed.carry_rid, keyed.rid_type)
 
 
-def _together_schema(keyed: KeyedValues) -> T.StructType:
+def _together_schema(keyed: KeyedValues, *, drawn: bool) -> T.StructType:
+    """``drawn``: the stored rows, with the raw noisy centroids and cluster sizes; else the finished rows,
+    with the released centroids."""
+    values = ([T.StructField("noisy", T.BinaryType()),  # packed <f8, the attribute's c raw noisy centroids
+               T.StructField("size", T.BinaryType())]  # packed <i8, its c cluster sizes
+              if drawn else [T.StructField("centroids", T.BinaryType())])  # packed <f8, its c released values
     return T.StructType([
         T.StructField("group", T.IntegerType()), T.StructField("attr", T.IntegerType()),
         T.StructField("bucket", T.IntegerType()),
         T.StructField("rid", T.ArrayType(keyed.rid_type) if keyed.carry_rid else T.BinaryType()),
         T.StructField("cl", T.BinaryType()),  # packed <i4, the id's cluster
-        T.StructField("centroids", T.BinaryType()),  # packed <f8, the attribute's c released values
+        *values,
     ])
 
 
@@ -258,7 +263,8 @@ def _draw_all_fn(keyed: KeyedValues, tasks: Sequence[AttributeTask], stage: Stag
         attr: list[int] = []
         rids: list[Any] = []
         cls: list[bytes] = []
-        centroids: list[bytes] = []
+        noisies: list[bytes] = []
+        sizes: list[bytes] = []
         for j, task in enumerate(tasks):
             x = values_of(table, j)
             if x.size != stage.n or key.size != stage.n:
@@ -266,7 +272,6 @@ def _draw_all_fn(keyed: KeyedValues, tasks: Sequence[AttributeTask], stage: Stag
             # the one definition of the mechanism (ranking, centroids, sensitivity, scale, one draw per
             # cluster), then the stage's post-processing: the same calls as the whole-attribute plan
             order, noisy, size = draw_ranked_attribute(x, key, task, stage, noise)
-            released = stage.finish(noisy, size.astype(float), task)
             rid = rid_all[order] if rid_all is not None else key[order]
             cluster = stage.cluster_of(np.arange(stage.n, dtype=np.int64))
             for g, a, r, cl in group_rows(j, key[order], rid, cluster, 1, pack_rid=not carry_rid, dtype=CL):
@@ -274,18 +279,36 @@ def _draw_all_fn(keyed: KeyedValues, tasks: Sequence[AttributeTask], stage: Stag
                 attr.append(a)
                 rids.append(r)
                 cls.append(cl)
-                centroids.append(pack(released, F8))
+                noisies.append(pack(noisy, F8))  # raw: post-processed only after it is stored
+                sizes.append(pack(size, I8))
         yield pa.RecordBatch.from_arrays(
             [pa.array(group, pa.int32()), pa.array(attr, pa.int32()), pa.array([0] * len(attr), pa.int32()),
              pa.array(rids, type=to_arrow_type(schema["rid"].dataType)), pa.array(cls, pa.binary()),
-             pa.array(centroids, pa.binary())], names=schema.names)
+             pa.array(noisies, pa.binary()), pa.array(sizes, pa.binary())], names=schema.names)
 
     return draw_all
 
 
+def _finish_fn(tasks: Sequence[AttributeTask],
+               stage: StageSpec) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """Rows ``(.., noisy, size)`` to ``(.., centroids)``: :meth:`fragrelease.idpir.stage.StageSpec.finish` per row."""
+
+    def finish(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            attrs = batch.column("attr").to_pylist()
+            noisy, size = batch.column("noisy").to_pylist(), batch.column("size").to_pylist()
+            centroids = [pack(stage.finish(np.frombuffer(v, dtype=F8), np.frombuffer(s, dtype=I8).astype(float),
+                                           tasks[int(j)]), F8) for j, v, s in zip(attrs, noisy, size)]
+            keep = [batch.column(name) for name in ("group", "attr", "bucket", "rid", "cl")]
+            yield pa.RecordBatch.from_arrays([*keep, pa.array(centroids, pa.binary())],
+                                             names=["group", "attr", "bucket", "rid", "cl", "centroids"])
+
+    return finish
+
+
 def draw_small_fragment(keyed: KeyedValues, tasks: Sequence[AttributeTask], stage: StageSpec, *,
                         rank_orders: Mapping[str, Sequence[str]], noise: Optional[NoiseSource]) -> RoutedIds:
-    """A small fragment's whole protection in one task: every attribute drawn, post-processed and stored, one Spark job.
+    """A small fragment's whole protection in one task: every attribute drawn and stored, one Spark job.
 
     In: ``keyed`` = ``(key[, rid], x0 .. x{l-1})`` (:func:`fragrelease.jobs.idpir.bucket_sort.labelled_values`:
     categorical attributes as labels, mapped to ranks here by ``rank_orders``, public or noised with
@@ -294,13 +317,15 @@ def draw_small_fragment(keyed: KeyedValues, tasks: Sequence[AttributeTask], stag
     ``mapInArrow`` task that calls, per attribute, :func:`fragrelease.udfs.noise.draw_ranked_attribute`
     (:func:`fragrelease.idpir.mechanisms.draw_task`: the one definition of the mechanism the numpy
     reference and the other plans draw with; the secure sampler unless a test injects ``noise``) and
-    :meth:`fragrelease.idpir.stage.StageSpec.finish`. The caller gates it on the size (records ×
+    then stores the raw draws at once (``localCheckpoint(eager=True)``: nothing downstream re-runs the
+    draw); :meth:`fragrelease.idpir.stage.StageSpec.finish` post-processes the stored draws in the task
+    that reads them, as :func:`whole_values` does. The caller gates it on the size (records ×
     attributes, public): the task holds every value of the fragment.
 
     Out: :class:`fragrelease.jobs.idpir.assembly.RoutedIds` with ``together`` = ``(group, attr, bucket,
     rid, cl, centroids)``, one row per attribute (group 0, bucket 0: its ids in rank order with each
-    one's cluster, packed ``<i4``, and its c released centroids, packed ``<f8``), stored at once
-    (``localCheckpoint(eager=True)``): nothing downstream re-runs the draw. The line-up
+    one's cluster, packed ``<i4``, and its c released centroids, packed ``<f8``): the stored raw draws,
+    post-processed where they are read. The line-up
     (:func:`fragrelease.jobs.idpir.assembly.line_up`) reads it in one more map, without a shuffle.
 
     Raises
@@ -310,10 +335,14 @@ def draw_small_fragment(keyed: KeyedValues, tasks: Sequence[AttributeTask], stag
     InvalidParameterError
         A value outside its declared domain (:func:`fragrelease.idpir.mechanisms.draw_task`).
     """
-    schema = _together_schema(keyed)
+    schema = _together_schema(keyed, drawn=True)
     fn = _draw_all_fn(keyed, tasks, stage, rank_orders, noise, schema)
-    # one partition declared, no data moved: the draw runs as one task of one job, and is stored at once
-    together = keyed.frame.coalesce(1).mapInArrow(fn, schema).localCheckpoint(eager=True)
+    # one partition declared, no data moved: the draw runs as one task of one job, and is stored at once;
+    # nothing downstream re-runs it (a lost executor after the draw fails the step, never redraws)
+    drawn = keyed.frame.coalesce(1).mapInArrow(fn, schema).localCheckpoint(eager=True)
+    # post-processing of the stored raw draws (public sizes and domain only), as whole_values does: a
+    # narrow map, run in the task that reads it (the line-up's); deterministic, so a re-run gives the same values
+    together = drawn.mapInArrow(_finish_fn(tasks, stage), _together_schema(keyed, drawn=False))
     rows = together.select("group", "attr", "bucket", "rid", "cl")
     slices = together.select("attr", "bucket", "centroids")
     return RoutedIds(rows, slices, True, keyed.carry_rid, keyed.rid_type, together=together)

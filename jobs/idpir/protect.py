@@ -12,7 +12,7 @@ every protected attribute replaced by its cluster's noisy centroid (numeric → 
    as a literal in the Spark plan.
 2. The plan for the size: up to :data:`SMALL_VALUES` values (records × attributes, 1,000,000), the
    whole fragment in one task (:func:`~fragrelease.jobs.idpir.cluster_noise.draw_small_fragment`:
-   every attribute drawn, post-processed and stored in one Spark job; the line-up one map over
+   every attribute drawn and stored in one Spark job, post-processed and lined up by one map over
    that one partition, steps 3-5 skipped); up to ``_WHOLE_ATTRIBUTE_ROWS`` rows (2,000,000), one
    task per attribute; above, buckets of about ``_VALUES_PER_BUCKET`` = 500,000 values.
 3. One map-only pass cuts each input chunk into packed arrays per (attribute, bucket)

@@ -113,10 +113,12 @@ def spark_failure_cause(exc: BaseException) -> str | None:
 def path_cause(path: str, exc: BaseException) -> str:
     """:func:`os_cause`, made precise for a local ``path`` when the exception carries no OS error code
     (delta-rs's "Could not create local directory"): a regular file where a folder must be, or an
-    unwritable folder, is named."""
+    unwritable folder, is named; otherwise a failed Spark job's own cause (:func:`spark_failure_cause`,
+    e.g. the lost executor's checkpoint block), not the first line of py4j's message."""
     cause = os_cause(exc)
     if cause != _first_line(exc):
         return cause
+    cause = spark_failure_cause(exc) or cause
     from urllib.parse import urlparse
 
     if urlparse(path).scheme not in ("", "file"):
