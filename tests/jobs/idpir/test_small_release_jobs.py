@@ -5,23 +5,15 @@ the row shuffles of a small table (:func:`fragrelease.jobs.idpir.shuffle.shuffle
 ``single_task``), the aggregator's disjointness check and the driver's MeanSSE, each without an
 exchange; the same rows, orders and messages as the parallel plans.
 """
-import threading
 
 import numpy as np
 import pandas as pd
 import pytest
+from spark_jobs import job_ids, job_names
 
 from fragrelease.errors import IdentifierError
 from fragrelease.jobs.idpir import shuffle
 from fragrelease.jobs.idpir.aggregator import check_disjoint_pseudonyms
-
-
-def _jobs(spark) -> set:
-    """Every Spark job so far (test only), once the session's Python worker warm-up (a thread of its own) has ended."""
-    for thread in threading.enumerate():
-        if thread.name == "fragrelease-warm-python-workers":
-            thread.join(120)
-    return set(spark.sparkContext.statusTracker().getJobIdsForGroup(None))
 
 
 def _plan(df) -> str:
@@ -38,9 +30,9 @@ def test_a_small_table_is_shuffled_in_one_task_into_a_random_order(spark):
     one = shuffle.shuffle_rows(df, "id", single_task=True)
     assert "Exchange" not in _plan(one)
     assert "Exchange" in _plan(shuffle.shuffle_rows(df, "id"))  # the parallel plan: range partitioning
-    before = _jobs(spark)
+    before = job_ids(spark)
     first = one.toPandas()
-    assert len(_jobs(spark) - before) == 1
+    assert len(job_ids(spark) - before) == 1
     second = one.toPandas()
     for got in (first, second):  # the same rows, each with its own values, in a random order
         assert sorted(got["id"]) == list(range(600))
@@ -55,13 +47,13 @@ def test_the_disjointness_check_in_one_task_says_the_same(spark, single_task):
     b = spark.createDataFrame([(f"p{i}",) for i in range(37, 60)], "pseudonym string")
     c = spark.createDataFrame([(f"q{i}",) for i in range(30)], "pseudonym string")
     check_disjoint_pseudonyms({"a": a, "c": c}, single_task=single_task)  # disjoint: no error
-    before = _jobs(spark)
+    before = job_ids(spark)
     with pytest.raises(IdentifierError) as e:
         check_disjoint_pseudonyms({"a": a, "b": b, "c": c}, single_task=single_task)
     assert str(e.value) == ("owners 'a' and 'b' hold 3 records with the same pseudonym; horizontal owners must hold "
                             "disjoint records (a record held twice would be released twice under parallel composition)")
     if single_task:
-        assert len(_jobs(spark) - before) == 1
+        assert len(job_ids(spark) - before) == 1
 
 
 @pytest.mark.slow  # a whole two-owner release end to end; CI runs it
@@ -98,23 +90,14 @@ def test_a_small_release_protects_and_scores_without_exchanges(spark, tmp_path):
         name="small", dataset=str(tmp_path / "schema.yaml"), fragmentation="horizontal", mechanism="idp-ir",
         epsilon="1", k=5, owners=owners, work_dir=str(tmp_path / "work"), output=str(tmp_path / "release"),
         reports=False)), tmp_path / "signing")
-    tracker = spark.sparkContext.statusTracker()
     steps: dict[str, list[str]] = {}
     current: list = []
 
-    def names(jobs):
-        out = []
-        for j in sorted(jobs):
-            info = tracker.getJobInfo(j)
-            stage = tracker.getStageInfo(max(info.stageIds)) if info is not None and info.stageIds else None
-            out.append(stage.name if stage is not None else "?")
-        return out
-
     def progress(event):
         if event.status == "started":
-            current[:] = [event.action if event.owner is None else f"{event.owner}: {event.action}", _jobs(spark)]
+            current[:] = [event.action if event.owner is None else f"{event.owner}: {event.action}", job_ids(spark)]
         else:
-            steps[current[0]] = names(_jobs(spark) - current[1])
+            steps[current[0]] = job_names(spark, job_ids(spark) - current[1])
 
     result = run_local_release(spark, cfg, progress=progress)
     assert result.rows == 600 and result.mean_sse is not None and result.mean_sse > 0

@@ -8,6 +8,7 @@ from chispa import assert_df_equality
 from noise_injection import HashedLaplace
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from spark_jobs import job_ids, job_names
 from specs import protect_with
 
 from fragrelease.errors import DomainError, IdentifierError, SchemaMismatchError
@@ -412,28 +413,6 @@ def test_the_line_up_gathers_the_values_with_no_pass_of_its_own(spark, adult_sam
         assert np.array_equal(got[a.name].to_numpy(), [gathered[a.name][int(i)] for i in adult_sample["record_id"]])
 
 
-def _job_ids(spark) -> set:
-    """Every Spark job so far (test only), after the session's Python worker warm-up, whose jobs run
-    in a thread of their own (:func:`fragrelease.jobs.session.warm_python_workers`), has ended."""
-    import threading
-
-    for thread in threading.enumerate():
-        if thread.name == "fragrelease-warm-python-workers":
-            thread.join(120)
-    return set(spark.sparkContext.statusTracker().getJobIdsForGroup(None))
-
-
-def _job_names(spark, jobs) -> list:
-    """The name of each job's last stage (its call site), for the failure message."""
-    tracker = spark.sparkContext.statusTracker()
-    out = []
-    for j in sorted(jobs):
-        info = tracker.getJobInfo(j)
-        stage = tracker.getStageInfo(max(info.stageIds)) if info is not None and info.stageIds else None
-        out.append(stage.name if stage is not None else "?")
-    return out
-
-
 @pytest.mark.parametrize("ids", ["long", "string"])
 def test_a_small_fragment_is_protected_in_one_job_and_lined_up_in_one_more(spark, adult_sample, monkeypatch, ids):
     """Records × attributes ≤ SMALL_VALUES: the draw of every attribute is one Spark job (stored at
@@ -463,14 +442,14 @@ def test_a_small_fragment_is_protected_in_one_job_and_lined_up_in_one_more(spark
     results = {}
     for gate in (values, values - 1):
         monkeypatch.setattr(protect, "SMALL_VALUES", gate)
-        before = _job_ids(spark)
+        before = job_ids(spark)
         released = protect.released_fragment(df, attrs, spec, id_column="record_id", noise=noise)
-        drawn = _job_ids(spark)
+        drawn = job_ids(spark)
         wide = released.lined_up()
         got = wide.toPandas()
-        read = _job_ids(spark) - drawn
+        read = job_ids(spark) - drawn
         counts[gate] = (len(drawn - before), len(read))
-        names[gate] = _job_names(spark, (drawn - before) | read)
+        names[gate] = job_names(spark, (drawn - before) | read)
         plans[gate] = _executed_plan(wide)
         results[gate] = got.set_index("record_id").loc[pdf["record_id"]]
     assert counts[values] == (1, 1), names[values]  # the draw, stored; the line-up read back
