@@ -263,7 +263,7 @@ def cut_into_runs(keyed: KeyedValues, cuts: Sequence[tuple[np.ndarray, np.ndarra
 
     def flush(chunk: pa.Table) -> pa.RecordBatch:
         chunk = chunk.combine_chunks()  # one buffer per column (measured: faster than per-chunk conversion)
-        key = _numpy(chunk.column("key"), np.int64)
+        key = as_numpy(chunk.column("key"), np.int64)
         rid = chunk.column("rid").to_numpy() if carry_rid else None
         attr: list[int] = []
         bucket: list[int] = []
@@ -271,7 +271,7 @@ def cut_into_runs(keyed: KeyedValues, cuts: Sequence[tuple[np.ndarray, np.ndarra
         keys: list[bytes] = []
         rids: list[object] = []
         for j in range(l):
-            x = _numpy(chunk.column(f"x{j}"), np.float64)
+            x = as_numpy(chunk.column(f"x{j}"), np.float64)
             b = bucket_of(x, key, *cuts[j]).astype(bucket_dtype)
             order = np.argsort(b, kind="stable")  # radix sort for 16-bit bucket numbers
             bounds = np.flatnonzero(np.diff(b[order])) + 1
@@ -296,7 +296,7 @@ def cut_into_runs(keyed: KeyedValues, cuts: Sequence[tuple[np.ndarray, np.ndarra
     return keyed.frame.mapInArrow(runs_of, schema)
 
 
-def _numpy(column: pa.ChunkedArray, dtype: type) -> np.ndarray:
+def as_numpy(column: pa.ChunkedArray, dtype: type) -> np.ndarray:
     """One Arrow column (of a table whose chunks are combined) as a numpy array of ``dtype``, as pandas
     converts it (a null double is NaN); one chunk converts without a copy."""
     if column.num_chunks == 1:

@@ -46,7 +46,7 @@ from fragrelease.udfs.noise import draw_ranked_attribute, noisy_cluster_centroid
 
 from ..partitioning import spread
 from .assembly import RoutedIds
-from .bucket_sort import CL, F8, I8, STATS, KeyedValues, _numpy, group_rows, pack, unpack
+from .bucket_sort import CL, F8, I8, STATS, KeyedValues, as_numpy, group_rows, pack, unpack
 
 #: From this many values per attribute each attribute's noise task runs alone (:func:`spread`); below it,
 #: the grouping's own shuffle, which adaptive execution packs into few tasks: for small fragments one
@@ -247,7 +247,7 @@ def _draw_all_fn(keyed: KeyedValues, tasks: Sequence[AttributeTask], stage: Stag
     def values_of(table: pa.Table, j: int) -> np.ndarray:
         column = table.column(f"x{j}")
         if j not in ranks:
-            return _numpy(column, np.float64)
+            return as_numpy(column, np.float64)
         # the rank order (public or noised with budget) applied here, in the task: no plan literal;
         # a label outside it is dropped, as the large plans' inner join drops it (then refused by count)
         mapped = pd.Series(column.to_pandas(), dtype=object).map(ranks[j]).to_numpy(dtype=float)
@@ -257,7 +257,7 @@ def _draw_all_fn(keyed: KeyedValues, tasks: Sequence[AttributeTask], stage: Stag
         read = list(batches)
         # no rows reaching the task: every attribute is then refused by its count
         table = (pa.Table.from_batches(read) if read else in_schema.empty_table()).combine_chunks()
-        key = _numpy(table.column("key"), np.int64)
+        key = as_numpy(table.column("key"), np.int64)
         rid_all = table.column("rid").to_numpy(zero_copy_only=False) if carry_rid else None
         group: list[int] = []
         attr: list[int] = []
