@@ -505,26 +505,50 @@ def _percent(share: float) -> str:
     return f"{share:.0%}" if abs(share) >= 0.1 else f"{100 * share:.2g}%"
 
 
+#: A horizontal bar chart's bar colours: a bar, a flagged bar (amber).
+BAR_COLOUR, FLAGGED_COLOUR = "#3b75af", "#d08c00"
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One bar of a :class:`BarChart`: the attribute's ``name``, its share as text (``label``), its
+    ``width`` (% of the chart's width) and ``colour``."""
+
+    name: str
+    label: str
+    width: float
+    colour: str
+
+
+@dataclass(frozen=True)
+class BarChart:
+    """A horizontal bar chart drawn in HTML (``macros.html.j2``, ``bar_chart``): a ``title``, the
+    alternative text ``alt`` (the title, every name with its share and the dashed line's value; the
+    chart is ``role="img"`` with it as its label), the ``bars`` and the dashed line's position
+    ``limit`` (% of the chart's width; None for none)."""
+
+    title: str
+    alt: str
+    bars: tuple[Bar, ...]
+    limit: Optional[float] = None
+
+
 def _bar_chart(names: Sequence[str], shares: Sequence[float], title: str, *, limit: Optional[float] = None,
-               flagged: Sequence[bool] = ()) -> Chart:
-    """Horizontal bars of ``shares`` (fractions, drawn as %), one per name; a dashed line at ``limit``;
-    bars with ``flagged`` True in amber. Alternative text: every name with its share."""
-    height = 1.1 + 0.24 * len(names)  # inches: 0.3 above the bars for the title, 0.5 below for the axis
-    fig = _figure(figsize=(5.2, height))
-    ax = fig.add_subplot()
-    y = np.arange(len(names))[::-1]
-    colors = ["#d08c00" if f else "#3b75af" for f in (flagged or [False] * len(names))]
-    bars = ax.barh(y, [100 * s for s in shares], color=colors)
-    ax.bar_label(bars, labels=[_percent(s) for s in shares], fontsize=7, padding=2)
-    ax.set_yticks(y, list(names), fontsize=7)
-    if limit is not None:
-        ax.axvline(100 * limit, color="#555555", linestyle="--", linewidth=1)
-    ax.set_xlabel("%", fontsize=8)
-    ax.set_xlim(0, max(100.0 if limit is not None else 1.0, *(115 * s for s in shares)))  # room for the labels
-    ax.set_title(title, fontsize=9, y=1.0)
-    ax.tick_params(axis="x", labelsize=7)
+               flagged: Sequence[bool] = ()) -> BarChart:
+    """Horizontal bars of ``shares`` (fractions, shown as %), one per name, each labelled with its share
+    (:func:`_percent`); a dashed line at ``limit``; bars with ``flagged`` True in amber.
+
+    Drawn by the browser, not as an image (a Matplotlib image was 0.085 s of CPU each, most of it its 40
+    texts; docs/benchmarks.md, "Issue 41, session 5: the reports' charts"): the chart's width is the
+    larger of 100 % (1 % without ``limit``) and 115 % of the largest share, room for the labels, as the
+    image's axis was. Alternative text: the title, every name with its share, then the dashed line's value."""
+    top = max(100.0 if limit is not None else 1.0, *(115 * s for s in shares))  # the width, in %
+    colours = [FLAGGED_COLOUR if f else BAR_COLOUR for f in (flagged or [False] * len(names))]
+    bars = tuple(Bar(n, _percent(s), 100 * max(100 * s, 0.0) / top, c) for n, s, c in zip(names, shares, colours))
     alt = f"{title}: " + ", ".join(f"{n} {_percent(s)}" for n, s in zip(names, shares))
-    return Chart(_png(fig, bottom=0.5 / height, left=0.28, top=1 - 0.3 / height), alt)
+    if limit is not None:
+        alt += f"; dashed line at {_percent(limit)}"
+    return BarChart(title, alt, bars, None if limit is None else min(100 * 100 * limit / top, 100.0))
 
 
 #: Samples of the correlation colour scale in its legend (a CSS gradient between them).
@@ -618,7 +642,7 @@ def noise_section(provenance: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
 
     Returns None for a provenance written before these fields existed, else a dict: ``title``,
     ``header``, ``rows`` (the CLI's table: :func:`fragrelease.idpir.preview_table.table_rows`),
-    ``warning``, ``notes`` and ``draw``, a function that draws its charts (a list of :class:`Chart`: the
+    ``warning``, ``notes`` and ``draw``, a function that draws its charts (a list of :class:`BarChart`: the
     interval's share of the domain per attribute, P(rank moves) when an attribute is categorical, and
     the expected released error relative to the constant release's). The half-width is OpenDP's
     (:func:`fragrelease.idpir.accuracy.laplace_half_width` of b at α = 0.05), the share 2·half-width /
@@ -636,7 +660,7 @@ def noise_section(provenance: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
     shares = [a.coverage for a in pv.attributes]
     names = [a.attribute for a in pv.attributes]
 
-    def draw() -> list[Chart]:
+    def draw() -> list[BarChart]:
         charts = [_bar_chart(names, shares, "95 % noise interval, share of the declared domain",
                              limit=pv.threshold, flagged=[a.warn for a in pv.attributes])]
         moves = [(a.attribute, a.p_move) for a in pv.attributes if a.p_move is not None]
@@ -839,8 +863,8 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
         title=f"Owner report: {manifest.get('owner')} (private)", owner=manifest.get("owner"),
         plan_id=manifest.get("plan_id"), rows=n, stored=_stored_text(attrs), mean_sse=mean_sse_value,
         scale_text=SCALE_TEXT, error=attribute_error(attrs, so, sp, contributions),
-        distributions=distributions, numeric_header=NUMERIC_HEADER, numeric_rows=numeric_rows,
-        category_rows=category_rows,
+        distributions=distributions, colours={"original": ORIGINAL_COLOUR, "released": RELEASED_COLOUR},
+        numeric_header=NUMERIC_HEADER, numeric_rows=numeric_rows, category_rows=category_rows,
         correlation=_correlation(names, diff, "correlation difference (released minus original)", difference=True),
         parameters=[["owner", manifest.get("owner")], ["plan id", manifest.get("plan_id")],
                     ["mechanism", manifest.get("mechanism")], ["k", manifest.get("k")],
@@ -883,7 +907,7 @@ def attribute_error(attrs: Sequence[Attribute], original: dict, released: dict, 
             numeric.append((a.name, rms / (hi - lo)))
         rows.append([a.name, "numeric", shift, in_sd, ratio, rms, "", c])
 
-    def draw() -> list[Chart]:
+    def draw() -> list[BarChart]:
         out = []
         if numeric:
             out.append(_bar_chart([n for n, _ in numeric], [s for _, s in numeric],
