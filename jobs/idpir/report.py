@@ -576,7 +576,7 @@ def _heat_table(names: Sequence[str], m: np.ndarray, title: str, *, difference: 
 
     ``m``: p × p, rows and columns in the order of ``names``. Returns ``caption`` (``title``), ``names``,
     ``rows`` (p lists of p :class:`HeatCell`: the background is Matplotlib's ``RdBu_r`` colormap at the
-    value on the scale −top to top, top = :func:`_heat_scale`; white text where \|value\| > 0.6·top) and
+    value on the scale −top to top, top = :func:`_heat_scale`; white text where |value| > 0.6·top) and
     ``scale`` (``low``, ``high``: −top and top; ``gradient``: :data:`SCALE_STOPS` colours of the colormap
     from −top to top, for the legend): the colours and white text of the heat map image it replaces.
     """
