@@ -429,8 +429,8 @@ class _Distributions:
     the bars count are the chart's HTML caption (:attr:`Chart.caption`), the legend (original grey,
     released blue) is HTML once per section (``owner_report.html.j2``), and the counts' axis and a
     numeric attribute's axis have at most 5 ticks (``MaxNLocator(4)``): the titles, axis labels, legend
-    and ticks were three quarters of a chart's drawing time (docs/benchmarks.md, "Issue 41, session 5: the reports' charts"). Used by one thread;
-    one instance per report."""
+    and ticks were three quarters of a chart's drawing time (docs/benchmarks.md, "Issue 41, session 5:
+    the reports' charts"). Used by one thread; one instance per report."""
 
     def __init__(self) -> None:
         self._figures: dict[tuple[bool, bool], tuple[Any, Any, list]] = {}
