@@ -8,7 +8,8 @@ Two parts, produced separately because they are for different readers:
   then charts of the noise per attribute (the 95 % interval as a share of the domain, the chance a
   categorical rank moves) from the public parameters, and statistics **of the released table only**
   (histograms over the declared domain, category frequencies, mean, standard deviation, quantiles,
-  a correlation heat map); then the full guarantee, the parameters and ε per owner and attribute.
+  the correlation matrix as a table coloured as a heat map); then the full guarantee, the parameters
+  and ε per owner and attribute.
   Everything in it can be recomputed by anyone from the released table and its provenance, so it
   discloses nothing beyond the release.
 - **Owner report** (each data owner, in its own folder): its fragment's original values against its
@@ -304,10 +305,12 @@ class ReportSection:
 
 @dataclass(frozen=True)
 class Chart:
-    """One inline chart: a ``data:image/png;base64,...`` URI and its alternative text."""
+    """One inline chart: a ``data:image/png;base64,...`` URI, its alternative text and its caption (shown
+    under it; "" for none)."""
 
     uri: str
     alt: str
+    caption: str = ""
 
 
 @functools.lru_cache(maxsize=1)
@@ -409,30 +412,46 @@ def _bars(ax, centers: Any, heights: Any, width: float, *, color: str, label: st
     return bars
 
 
+#: The distribution charts' colours: the original's bars (drawn with alpha 0.6) and the released ones.
+ORIGINAL_COLOUR, RELEASED_COLOUR = "#999999", "#3b75af"
+_STEPS = (1, 2, 2.5, 5, 10)  # tick steps (times a power of ten): a domain 0 to 100 gets 0, 25, 50, 75, 100
+
+
 class _Distributions:
     """Draws one report's distribution charts (:meth:`chart`) on one figure per kind (numeric or
     categorical, with or without the original), reused from chart to chart instead of a new figure per
-    chart: the bars are replaced, the labels' texts and ticks set, the limits recomputed from the new
-    bars (``relim``, ``autoscale_view``), and the figure's axes, its tick objects and legend are kept.
-    The PNG bytes are those of a new figure per chart (tests/jobs/idpir/test_report_passes.py: every
-    kind, in several orders); a new figure and axes was about a third of a chart's time
-    (docs/benchmarks.md, issue 41 session 4). Used by one thread; one instance per report."""
+    chart: the bars are replaced, the x ticks set, the limits recomputed from the new bars (``relim``,
+    ``autoscale_view``), and the figure's axes and tick objects are kept. The PNG bytes are those of a
+    new figure per chart (tests/jobs/idpir/test_report_passes.py: every kind, in several orders); a new
+    figure and axes was about a third of a chart's time (docs/benchmarks.md, issue 41 session 4).
+
+    Only the bars and the axes' ticks are pixels: the attribute's name, the declared domain and what
+    the bars count are the chart's HTML caption (:attr:`Chart.caption`), the legend (original grey,
+    released blue) is HTML once per section (``owner_report.html.j2``), and the counts' axis and a
+    numeric attribute's axis have at most 5 ticks (``MaxNLocator(4)``): the titles, axis labels, legend
+    and ticks were three quarters of a chart's drawing time (docs/benchmarks.md, "Issue 41, session 5:
+    the reports' charts"). Used by one thread; one instance per report."""
 
     def __init__(self) -> None:
         self._figures: dict[tuple[bool, bool], tuple[Any, Any, list]] = {}
 
     def _figure(self, categorical: bool, overlaid: bool):
+        from matplotlib.ticker import MaxNLocator
+
         key = (categorical, overlaid)
         if key not in self._figures:
-            fig = _figure(figsize=(5.2, 2.6))
+            fig = _figure(figsize=(5.2, 2.2))
             ax = fig.add_subplot()
-            ax.set_ylabel("records")
+            ax.yaxis.set_major_locator(MaxNLocator(4, steps=_STEPS))
+            if not categorical:  # a categorical axis has a tick per category
+                ax.xaxis.set_major_locator(MaxNLocator(4, steps=_STEPS))
             self._figures[key] = (fig, ax, [])
         return self._figures[key]
 
     def chart(self, a: Attribute, released: dict, original: Optional[dict]) -> Chart:
         """The chart of attribute ``a``: its ``released`` summary's histogram (``edges``, ``hist``) or
-        category counts (``freq``), overlaid on ``original``'s when given."""
+        category counts (``freq``), overlaid on ``original``'s when given. Alternative text and caption:
+        the attribute's name, what is drawn and (numeric) the declared domain."""
         fig, ax, bars = self._figure(a.categorical, bool(original))
         first = not bars
         for old in bars:
@@ -444,31 +463,28 @@ class _Distributions:
             w = 0.4 if original else 0.8
             if original:
                 bars.append(_bars(ax, x - w / 2, [original["freq"][c] for c in cats], w, label="original",
-                                  color="#999999"))
+                                  color=ORIGINAL_COLOUR, alpha=0.6))
             bars.append(_bars(ax, x + (w / 2 if original else 0), [released["freq"][c] for c in cats], w,
-                              label="released", color="#3b75af"))
+                              label="released", color=RELEASED_COLOUR))
             ax.set_xticks(x, cats, rotation=60, ha="right", fontsize=6)
+            what, over = "records per category", ""
         else:
             edges = np.array(released["edges"])
             centers = (edges[:-1] + edges[1:]) / 2
             width = edges[1] - edges[0]
             if original:
-                bars.append(_bars(ax, centers, original["hist"], width, label="original", color="#999999", alpha=0.6))
+                bars.append(_bars(ax, centers, original["hist"], width, label="original", color=ORIGINAL_COLOUR,
+                                  alpha=0.6))
             bars.append(_bars(ax, centers, released["hist"], width * (0.5 if original else 0.9), label="released",
-                              color="#3b75af"))
-            ax.set_xlabel(f"{a.name} (declared domain {edges[0]:g} to {edges[-1]:g})")
-        if first:
-            # y given: matplotlib places the title instead of searching every tick label for an overlap
-            # (none here: the x tick labels are below), a sixth of a chart's time; the same pixels
-            ax.set_title(a.name, fontsize=9, y=1.0)
-            if original:  # the same two entries for every chart of this figure
-                ax.legend(fontsize=7, loc="upper right")  # "best" searches every bar: slow, and warns under load
-        else:
-            ax.title.set_text(a.name)
+                              color=RELEASED_COLOUR))
+            what, over = "records per bin", f"declared domain {edges[0]:g} to {edges[-1]:g}"
+        if not first:
             ax.relim()  # the limits of the new bars only (collections take part in relim since Matplotlib 3.11)
             ax.autoscale_view()
-        what = "original and released" if original else "released"
-        return Chart(_png(fig, bottom=0.4 if a.categorical else 0.2), f"{a.name}: distribution of the {what} values")
+        values = "original and released" if original else "released"
+        alt = f"{a.name}: distribution of the {values} values" + (f" over the {over}" if over else "")
+        return Chart(_png(fig, bottom=0.47 if a.categorical else 0.12, left=0.1, top=0.96), alt,
+                     f"{a.name}: {what}" + (f", {over}" if over else ""))
 
 
 def _plot_attribute(a: Attribute, released: dict, original: Optional[dict]) -> Chart:
@@ -489,55 +505,103 @@ def _percent(share: float) -> str:
     return f"{share:.0%}" if abs(share) >= 0.1 else f"{100 * share:.2g}%"
 
 
+#: A horizontal bar chart's bar colours: a bar, a flagged bar (amber).
+BAR_COLOUR, FLAGGED_COLOUR = "#3b75af", "#d08c00"
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One bar of a :class:`BarChart`: the attribute's ``name``, its share as text (``label``), its
+    ``width`` (% of the chart's width) and ``colour``."""
+
+    name: str
+    label: str
+    width: float
+    colour: str
+
+
+@dataclass(frozen=True)
+class BarChart:
+    """A horizontal bar chart drawn in HTML (``macros.html.j2``, ``bar_chart``): a ``title``, the
+    alternative text ``alt`` (the title, every name with its share and the dashed line's value; the
+    chart is ``role="img"`` with it as its label), the ``bars`` and the dashed line's position
+    ``limit`` (% of the chart's width; None for none)."""
+
+    title: str
+    alt: str
+    bars: tuple[Bar, ...]
+    limit: Optional[float] = None
+
+
 def _bar_chart(names: Sequence[str], shares: Sequence[float], title: str, *, limit: Optional[float] = None,
-               flagged: Sequence[bool] = ()) -> Chart:
-    """Horizontal bars of ``shares`` (fractions, drawn as %), one per name; a dashed line at ``limit``;
-    bars with ``flagged`` True in amber. Alternative text: every name with its share."""
-    height = 1.1 + 0.24 * len(names)  # inches: 0.3 above the bars for the title, 0.5 below for the axis
-    fig = _figure(figsize=(5.2, height))
-    ax = fig.add_subplot()
-    y = np.arange(len(names))[::-1]
-    colors = ["#d08c00" if f else "#3b75af" for f in (flagged or [False] * len(names))]
-    bars = ax.barh(y, [100 * s for s in shares], color=colors)
-    ax.bar_label(bars, labels=[_percent(s) for s in shares], fontsize=7, padding=2)
-    ax.set_yticks(y, list(names), fontsize=7)
-    if limit is not None:
-        ax.axvline(100 * limit, color="#555555", linestyle="--", linewidth=1)
-    ax.set_xlabel("%", fontsize=8)
-    ax.set_xlim(0, max(100.0 if limit is not None else 1.0, *(115 * s for s in shares)))  # room for the labels
-    ax.set_title(title, fontsize=9, y=1.0)
-    ax.tick_params(axis="x", labelsize=7)
+               flagged: Sequence[bool] = ()) -> BarChart:
+    """Horizontal bars of ``shares`` (fractions, shown as %), one per name, each labelled with its share
+    (:func:`_percent`); a dashed line at ``limit``; bars with ``flagged`` True in amber.
+
+    Drawn by the browser, not as an image (a Matplotlib image was 0.085 s of CPU each, most of it its 40
+    texts; docs/benchmarks.md, "Issue 41, session 5: the reports' charts"): the chart's width is the
+    larger of 100 % (1 % without ``limit``) and 115 % of the largest share, room for the labels, as the
+    image's axis was. Alternative text: the title, every name with its share, then the dashed line's value."""
+    top = max(100.0 if limit is not None else 1.0, *(115 * s for s in shares))  # the width, in %
+    colours = [FLAGGED_COLOUR if f else BAR_COLOUR for f in (flagged or [False] * len(names))]
+    bars = tuple(Bar(n, _percent(s), 100 * max(100 * s, 0.0) / top, c) for n, s, c in zip(names, shares, colours))
     alt = f"{title}: " + ", ".join(f"{n} {_percent(s)}" for n, s in zip(names, shares))
-    return Chart(_png(fig, bottom=0.5 / height, left=0.28, top=1 - 0.3 / height), alt)
+    if limit is not None:
+        alt += f"; dashed line at {_percent(limit)}"
+    return BarChart(title, alt, bars, None if limit is None else min(100 * 100 * limit / top, 100.0))
 
 
-def _heatmap(names: Sequence[str], m: np.ndarray, title: str, *, difference: bool = False) -> Chart:
-    """A correlation (or correlation-difference) matrix as a heat map, each cell labelled."""
-    p = len(names)
-    width, height = 2.6 + 0.45 * p, 1.7 + 0.45 * p  # inches: room for the labels, the title and the colour bar
-    fig = _figure(figsize=(width, height))
-    ax = fig.add_subplot()
+#: Samples of the correlation colour scale in its legend (a CSS gradient between them).
+SCALE_STOPS = 11
+
+
+@dataclass(frozen=True)
+class HeatCell:
+    """One cell of a correlation table: its ``value`` (None when not finite: shown as "–"), its
+    ``background`` colour (``#rrggbb``; None when not finite) and whether its text is ``dark``-backed (white)."""
+
+    value: Optional[float]
+    background: Optional[str]
+    dark: bool
+
+
+def _heat_scale(m: np.ndarray, difference: bool) -> float:
+    """The colour scale's half range: 1 for correlations; for a difference its largest finite magnitude, at least 0.05."""
     finite = np.abs(m[np.isfinite(m)])
-    top = 1.0 if not difference else max(float(finite.max()) if finite.size else 0.0, 0.05)
-    image = ax.imshow(np.where(np.isfinite(m), m, 0.0), cmap="RdBu_r", vmin=-top, vmax=top)
-    for i in range(p):
-        for j in range(p):
-            dark = np.isfinite(m[i, j]) and abs(m[i, j]) > 0.6 * top  # white text on the dark cells
-            ax.text(j, i, "–" if not np.isfinite(m[i, j]) else f"{m[i, j]:.2f}", ha="center", va="center", fontsize=7,
-                    color="white" if dark else "black")
-    ax.set_xticks(range(p), list(names), rotation=60, ha="right", fontsize=7)
-    ax.set_yticks(range(p), list(names), fontsize=7)
-    ax.set_title(title, fontsize=8, y=1.0)
-    fig.colorbar(image, ax=ax, shrink=0.8)
-    return Chart(_png(fig, bottom=1.0 / height, left=1.1 / width, top=1 - 0.35 / height, right=0.95), title)
+    return 1.0 if not difference else max(float(finite.max()) if finite.size else 0.0, 0.05)
 
 
-def _correlation(names: Sequence[str], m: Optional[np.ndarray], title: str, *, difference: bool = False,
-                 chart: Optional[Chart] = None) -> Optional[Mapping[str, Any]]:
-    """The correlation section's values: chart, header and rows (None without a matrix)."""
+def _heat_table(names: Sequence[str], m: np.ndarray, title: str, *, difference: bool = False) -> Mapping[str, Any]:
+    """A correlation (or correlation-difference) matrix as a coloured HTML table: no image, the values as text.
+
+    ``m``: p × p, rows and columns in the order of ``names``. Returns ``caption`` (``title``), ``names``,
+    ``rows`` (p lists of p :class:`HeatCell`: the background is Matplotlib's ``RdBu_r`` colormap at the
+    value on the scale −top to top, top = :func:`_heat_scale`; white text where |value| > 0.6·top) and
+    ``scale`` (``low``, ``high``: −top and top; ``gradient``: :data:`SCALE_STOPS` colours of the colormap
+    from −top to top, for the legend): the colours and white text of the heat map image it replaces.
+    """
+    from matplotlib import colormaps
+    from matplotlib.colors import to_hex
+
+    cmap = colormaps["RdBu_r"]
+    top = _heat_scale(m, difference)
+    finite = np.isfinite(m)
+    shares = (np.where(finite, m, 0.0) + top) / (2 * top)  # Normalize(-top, top); the colormap clips outside [0, 1]
+    colours = cmap(shares)
+    rows = [[HeatCell(float(m[i, j]), to_hex(colours[i, j]), bool(abs(m[i, j]) > 0.6 * top))
+             if finite[i, j] else HeatCell(None, None, False) for j in range(len(names))] for i in range(len(names))]
+    return {"caption": title, "names": list(names), "rows": rows,
+            "scale": {"low": -top, "high": top,
+                      "gradient": ", ".join(to_hex(c) for c in cmap(np.linspace(0.0, 1.0, SCALE_STOPS)))}}
+
+
+def _correlation(names: Sequence[str], m: Optional[np.ndarray], title: str, *,
+                 difference: bool = False) -> Optional[Mapping[str, Any]]:
+    """The correlation section's values: ``heat`` (the coloured table, :func:`_heat_table`), ``header``
+    and ``rows`` (the matrix as numbers); None without a matrix."""
     if m is None:
         return None
-    return {"chart": chart or _heatmap(names, m, title, difference=difference), "header": ["", *names],
+    return {"heat": _heat_table(names, m, title, difference=difference), "header": ["", *names],
             "rows": [[n, *(float(v) for v in m[i])] for i, n in enumerate(names)]}
 
 
@@ -578,7 +642,7 @@ def noise_section(provenance: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
 
     Returns None for a provenance written before these fields existed, else a dict: ``title``,
     ``header``, ``rows`` (the CLI's table: :func:`fragrelease.idpir.preview_table.table_rows`),
-    ``warning``, ``notes`` and ``draw``, a function that draws its charts (a list of :class:`Chart`: the
+    ``warning``, ``notes`` and ``draw``, a function that draws its charts (a list of :class:`BarChart`: the
     interval's share of the domain per attribute, P(rank moves) when an attribute is categorical, and
     the expected released error relative to the constant release's). The half-width is OpenDP's
     (:func:`fragrelease.idpir.accuracy.laplace_half_width` of b at α = 0.05), the share 2·half-width /
@@ -596,7 +660,7 @@ def noise_section(provenance: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
     shares = [a.coverage for a in pv.attributes]
     names = [a.attribute for a in pv.attributes]
 
-    def draw() -> list[Chart]:
+    def draw() -> list[BarChart]:
         charts = [_bar_chart(names, shares, "95 % noise interval, share of the declared domain",
                              limit=pv.threshold, flagged=[a.warn for a in pv.attributes])]
         moves = [(a.attribute, a.p_move) for a in pv.attributes if a.p_move is not None]
@@ -637,15 +701,14 @@ def public_report(release_df: DataFrame, attrs: Sequence[Attribute], provenance:
     def draw():
         noise_charts = noise["draw"]() if noise else []  # public parameters only: drawn during the summary pass
         stats, corr = summary.result()
-        return (_distributions(attrs, stats), noise_charts,
-                None if corr is None else _heatmap(names, corr, "correlations of the released numeric attributes"))
+        return _distributions(attrs, stats), noise_charts
 
     charts = _in_background(draw)  # drawn while Spark computes the summary (noise charts) and the quantiles
     with _awaiting(charts, summary):
         stats, corr, n = _counted_summary_pass(release_df, attrs)
         summary.set_result((stats, corr))
         _with_quantiles(stats, _quantiles(release_df, attrs))
-    distributions, noise_charts, corr_chart = charts.result()
+    distributions, noise_charts = charts.result()
     if noise:
         noise = {**{k: v for k, v in noise.items() if k != "draw"}, "charts": noise_charts}
     owners = provenance.get("owners", [])
@@ -658,7 +721,7 @@ def public_report(release_df: DataFrame, attrs: Sequence[Attribute], provenance:
         rows=n, guarantee_sentence=guarantee_sentence(provenance.get("guarantee")),
         noise=noise, distributions=distributions, numeric_header=NUMERIC_HEADER,
         numeric_rows=_numeric_rows(attrs, stats),
-        correlation=_correlation(names, corr, "", chart=corr_chart),
+        correlation=_correlation(names, corr, "correlations of the released numeric attributes"),
         guarantee_rows=[[k.replace("_", " "), v] for k, v in (provenance.get("guarantee") or {}).items()],
         parameters=_parameters(provenance),
         owners=[[o["name"], o["n_records"], o["epsilon"], o.get("epsilon_per_attribute", "–"), ", ".join(o["attributes"])]
@@ -782,19 +845,15 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
         names = [a.name for a in attrs if not a.categorical]
         diff = None if co is None or cp is None else cp - co
 
-        def draw():
-            return (_distributions(attrs, sp, so),
-                    None if diff is None else _heatmap(names, diff, "correlation difference (released minus original)",
-                                                       difference=True))
-
-        charts = _in_background(draw)  # drawn while Spark computes MeanSSE and the quantiles
+        # drawn while Spark computes MeanSSE and the quantiles
+        charts = _in_background(lambda: _distributions(attrs, sp, so))
         with _awaiting(charts):
             contributions, quantiles_o, quantiles_p = scored.result()
             _with_quantiles(so, quantiles_o)
             _with_quantiles(sp, quantiles_p)
     if mean_sse_value is None:
         mean_sse_value = sum(contributions.values())
-    distributions, diff_chart = charts.result()
+    distributions = charts.result()
     numeric_rows = [row for a in attrs if not a.categorical
                     for row in (_numeric_rows([a], so, " (original)") + _numeric_rows([a], sp, " (released)"))]
     category_rows = [[a.name, c, so[a.name]["freq"][c], sp[a.name]["freq"][c]]
@@ -804,9 +863,9 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
         title=f"Owner report: {manifest.get('owner')} (private)", owner=manifest.get("owner"),
         plan_id=manifest.get("plan_id"), rows=n, stored=_stored_text(attrs), mean_sse=mean_sse_value,
         scale_text=SCALE_TEXT, error=attribute_error(attrs, so, sp, contributions),
-        distributions=distributions, numeric_header=NUMERIC_HEADER, numeric_rows=numeric_rows,
-        category_rows=category_rows,
-        correlation=_correlation(names, diff, "", chart=diff_chart),
+        distributions=distributions, colours={"original": ORIGINAL_COLOUR, "released": RELEASED_COLOUR},
+        numeric_header=NUMERIC_HEADER, numeric_rows=numeric_rows, category_rows=category_rows,
+        correlation=_correlation(names, diff, "correlation difference (released minus original)", difference=True),
         parameters=[["owner", manifest.get("owner")], ["plan id", manifest.get("plan_id")],
                     ["mechanism", manifest.get("mechanism")], ["k", manifest.get("k")],
                     ["ε_j", manifest.get("epsilon")], ["ε per attribute", manifest.get("epsilon_per_attribute")],
@@ -848,7 +907,7 @@ def attribute_error(attrs: Sequence[Attribute], original: dict, released: dict, 
             numeric.append((a.name, rms / (hi - lo)))
         rows.append([a.name, "numeric", shift, in_sd, ratio, rms, "", c])
 
-    def draw() -> list[Chart]:
+    def draw() -> list[BarChart]:
         out = []
         if numeric:
             out.append(_bar_chart([n for n, _ in numeric], [s for _, s in numeric],
