@@ -22,6 +22,8 @@ import ast
 import functools
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 #: Repository folder -> the package it installs as (setup.py package_dir).
 FOLDERS = {"fragrelease": "fragrelease", "jobs": "fragrelease.jobs", "udfs": "fragrelease.udfs",
@@ -54,6 +56,16 @@ def _parse_source(source: str, filename: str) -> ast.Module:
     """One parse per distinct source text in this process: the tests only read the trees (each test
     read and parsed every module again, 2,000 parses for about 300 files; issue 41, session 5)."""
     return ast.parse(source, filename)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _parsed_trees_freed():
+    """The parse caches below last as long as this module's tests: the rest of a worker's session does
+    not carry some 300 parsed modules, which every full run of the garbage collector would walk."""
+    yield
+    for cached in (_parse_source, _imports_in, _enclosing_functions_in, _from_imports_in, _aliases_in,
+                   _drawing_math_functions_once):
+        cached.cache_clear()
 
 
 def _tree(path: Path) -> ast.Module:
