@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+from collections import Counter
 
 import pytest
 
@@ -29,13 +30,15 @@ sys.path.insert(0, _HELPERS)
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_HELPERS, os.environ.get("PYTHONPATH")) if p)
 
 
-#: The modules that take longest, longest first (docs/benchmarks.md, "Test suite (issue 26, session 9)"):
-#: those that start their own JVMs (a standalone cluster, a second Python with the lowest pyspark, the
-#: notebook's kernel, Spark Connect servers) and those that run several whole releases. They are
-#: collected first so that CI's ``-n 2 --dist loadscope --no-loadscope-reorder`` (README, Quick
-#: start) hands them out first and the two workers end together; by default loadscope would send
-#: modules with the most tests first, which put the one-test cluster and notebook modules last, with
-#: one worker idle. The order only schedules: every test runs either way.
+#: The modules that take longest, longest first (docs/benchmarks.md, "Test suite (issue 26, session 9)" and
+#: "Issue 41, session 5: the quick loop"): first those that start their own JVMs (a standalone cluster, a
+#: second Python with the lowest pyspark, the notebook's kernel, Spark Connect servers) and those that
+#: run several whole releases (CI's full suite), then the quick loop's longest modules, by their seconds
+#: in an idle quick loop. xdist's ``--dist loadscope`` hands the modules out in collection order (its
+#: reordering is turned off in :func:`pytest_configure`), so both workers draw the short modules last and
+#: end together; by default loadscope would send the modules with the most tests first, which put the
+#: one-test cluster and notebook modules, and in the quick loop the two-test synthesis audit (14 s), last,
+#: with one worker idle. The order only schedules: every test runs either way.
 HEAVY_FIRST = (
     "tests/jobs/test_standalone_cluster.py",
     "tests/jobs/idpir/test_pseudonyms_release.py",
@@ -52,14 +55,60 @@ HEAVY_FIRST = (
     "tests/jobs/diffgen/test_runner.py",
     "tests/jobs/idpir/test_no_redraw.py",
     "tests/fragrelease/idpir/test_category_order.py",
+    # the quick loop's (-m "not cluster and not slow") longest modules not named above, 4 s and more each
+    "tests/jobs/idpir/test_report_passes.py",
+    "tests/jobs/test_bad_input_matrix.py",
+    "tests/jobs/idpir/test_unlink.py",
+    "tests/jobs/idpir/test_ids_as_values.py",
+    "tests/jobs/publications/test_runner.py",
+    "tests/experiments/test_audit_synthesis.py",
+    "tests/fragrelease/tiers/test_tiers.py",
+    "tests/experiments/test_audit_release.py",
+    "tests/test_packaging.py",
+    "tests/jobs/idpir/test_owner_rerun.py",
+    "tests/jobs/idpir/test_committed_rows.py",
+    "tests/test_architecture.py",
+    "tests/fragrelease/diffgen/test_diffgen.py",
+    "tests/jobs/idpir/test_fragment_reuse.py",
+    "tests/experiments/test_audit_spark.py",
+    "tests/jobs/test_cli_options.py",
+    "tests/jobs/test_cli_plan.py",
+    "tests/jobs/test_owner_preview.py",
+    "tests/jobs/test_output_recovery.py",
+    "tests/jobs/test_pandas_input.py",
+    "tests/jobs/test_cli_local_catalog.py",
+    "tests/jobs/test_partitioning.py",
 )
 
 
 def heavy_first(items) -> None:
     """Reorder ``items`` in place: the modules of :data:`HEAVY_FIRST` in its order, then every other
-    module in collection order; the tests of one module keep their order (a stable sort)."""
+    module by its number of tests, most first (xdist's own loadscope order; equal counts in the order
+    the modules were collected); the tests of one module keep their order (a stable sort)."""
     rank = {path: i for i, path in enumerate(HEAVY_FIRST)}
-    items.sort(key=lambda item: rank.get(getattr(item, "nodeid", "").split("::")[0], len(rank)))
+
+    def module(item) -> str:
+        return getattr(item, "nodeid", "").split("::")[0]
+
+    counts = Counter(module(item) for item in items)
+    first: dict[str, int] = {}
+    for i, item in enumerate(items):
+        first.setdefault(module(item), i)
+
+    def key(item) -> tuple[int, int, int]:
+        name = module(item)
+        if name in rank:
+            return rank[name], 0, 0
+        return len(rank), -counts[name], first[name]
+
+    items.sort(key=key)
+
+
+def pytest_configure(config):
+    """Turn off xdist's loadscope reordering (``--no-loadscope-reorder``) for every run: the modules go
+    out in the order :func:`heavy_first` collects them, longest first (CI's command also says so)."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(config, items):

@@ -19,7 +19,10 @@
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Repository folder -> the package it installs as (setup.py package_dir).
@@ -48,6 +51,28 @@ def _modules() -> dict[str, tuple[Path, bool]]:
 MODULES = _modules()
 
 
+@functools.cache
+def _parse_source(source: str, filename: str) -> ast.Module:
+    """One parse per distinct source text in this process: the tests only read the trees (each test
+    read and parsed every module again, 2,000 parses for about 300 files; issue 41, session 5)."""
+    return ast.parse(source, filename)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _parsed_trees_freed():
+    """The parse caches below last as long as this module's tests: the rest of a worker's session does
+    not carry some 300 parsed modules, which every full run of the garbage collector would walk."""
+    yield
+    for cached in (_parse_source, _imports_in, _enclosing_functions_in, _from_imports_in, _aliases_in,
+                   _drawing_math_functions_once):
+        cached.cache_clear()
+
+
+def _tree(path: Path) -> ast.Module:
+    """The module at ``path`` parsed (read afresh, so a changed file is parsed again)."""
+    return _parse_source(path.read_text(encoding="utf-8"), str(path))
+
+
 def _imports(name: str, path: Path, is_pkg: bool) -> list[tuple[str, int]]:
     """Absolute names of every import in the module (anywhere in it), with line numbers.
 
@@ -55,9 +80,15 @@ def _imports(name: str, path: Path, is_pkg: bool) -> list[tuple[str, int]]:
     resolved against the module's package; the repository folder names (``jobs``, ``schemas``, ...)
     as top-level imports are kept as written, so that importing them is caught too.
     """
+    return list(_imports_in(name, is_pkg, _tree(path)))
+
+
+@functools.cache
+def _imports_in(name: str, is_pkg: bool, tree: ast.Module) -> tuple[tuple[str, int], ...]:
+    """:func:`_imports` of a parsed module (cached with its tree: a tree is one source text)."""
     package = name if is_pkg else name.rpartition(".")[0]
     out = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             out.extend((a.name, node.lineno) for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -70,7 +101,7 @@ def _imports(name: str, path: Path, is_pkg: bool) -> list[tuple[str, int]]:
             for a in node.names:
                 sub = f"{mod}.{a.name}"
                 out.append((sub if sub in MODULES else mod, node.lineno))
-    return out
+    return tuple(out)
 
 
 def _project_target(imported: str) -> str | None:
@@ -102,13 +133,19 @@ LAZY_FACADE = ("fragrelease", "__getattr__", "fragrelease.jobs.api")
 
 def _enclosing_functions(path: Path) -> dict[int, str]:
     """Line number of every import inside a function -> the function's name."""
+    return dict(_enclosing_functions_in(_tree(path)))
+
+
+@functools.cache
+def _enclosing_functions_in(tree: ast.Module) -> tuple[tuple[int, str], ...]:
+    """:func:`_enclosing_functions` of a parsed module, as pairs (cached with its tree)."""
     out = {}
-    for fn in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for fn in ast.walk(tree):
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for node in ast.walk(fn):
                 if isinstance(node, (ast.Import, ast.ImportFrom)):
                     out[node.lineno] = fn.name
-    return out
+    return tuple(out.items())
 
 
 def test_the_math_layer_imports_nothing_from_the_spark_side():
@@ -246,6 +283,12 @@ STORAGE_INNER_IN_TESTS = {
 def _from_imports(tree: ast.AST, package: str) -> list[tuple[str, str, int]]:
     """``(module, name, line)`` of every import in ``tree`` (relative ones resolved against ``package``);
     ``import a.b`` gives ``("a.b", "", line)``."""
+    return list(_from_imports_in(tree, package))
+
+
+@functools.cache
+def _from_imports_in(tree: ast.AST, package: str) -> tuple[tuple[str, str, int], ...]:
+    """:func:`_from_imports`, cached with its tree (the trees are only read)."""
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -256,7 +299,7 @@ def _from_imports(tree: ast.AST, package: str) -> list[tuple[str, str, int]]:
                 base = package.split(".")
                 mod = ".".join(base[: len(base) - (node.level - 1)] + ([mod] if mod else []))
             out.extend((mod, a.name, node.lineno) for a in node.names)
-    return out
+    return tuple(out)
 
 
 def _storage_inner(tree: ast.AST, package: str) -> list[tuple[str, int]]:
@@ -283,7 +326,7 @@ def test_storage_is_imported_only_through_its_package():
     :data:`STORAGE_INNER_IN_TESTS` name exactly the inner modules listed there (the list cannot go stale)."""
     bad, seen = [], {}
     for label, path, package in _outside_storage():
-        for inner, line in _storage_inner(ast.parse(path.read_text(encoding="utf-8"), str(path)), package):
+        for inner, line in _storage_inner(_tree(path), package):
             if inner in STORAGE_INNER_IN_TESTS.get(label, set()):
                 seen.setdefault(label, set()).add(inner)
             else:
@@ -302,7 +345,7 @@ def test_the_storage_face_exports_exactly_what_the_project_uses():
     import fragrelease.jobs.storage as storage
 
     used = {name for _label, path, package in _outside_storage()
-            for mod, name, _line in _from_imports(ast.parse(path.read_text(encoding="utf-8")), package)
+            for mod, name, _line in _from_imports(_tree(path), package)
             if mod == STORAGE and name and f"{STORAGE}.{name}" not in MODULES}
     assert sorted(set(storage.__all__)) == sorted(used)
     assert len(storage.__all__) == len(set(storage.__all__))
@@ -472,6 +515,12 @@ def _dotted(node: ast.AST) -> str | None:
 
 def _aliases(name: str, path: Path, is_pkg: bool, tree: ast.AST) -> dict[str, str]:
     """Local name -> the absolute name it stands for, from every import of the module (any scope)."""
+    return dict(_aliases_in(name, is_pkg, tree))
+
+
+@functools.cache
+def _aliases_in(name: str, is_pkg: bool, tree: ast.AST) -> tuple[tuple[str, str], ...]:
+    """:func:`_aliases` as pairs, cached with its tree."""
     package = name if is_pkg else name.rpartition(".")[0]
     out = {}
     for node in ast.walk(tree):
@@ -491,7 +540,7 @@ def _aliases(name: str, path: Path, is_pkg: bool, tree: ast.AST) -> dict[str, st
                 mod = node.module or ""
             for a in node.names:
                 out[a.asname or a.name] = f"{mod}.{a.name}"
-    return out
+    return tuple(out.items())
 
 
 def _resolve(node: ast.AST, aliases: dict[str, str]) -> str | None:
@@ -561,7 +610,7 @@ def _parsed(folders: tuple[str, ...]) -> dict[str, tuple[Path, bool, ast.AST, di
     out = {}
     for name, (path, is_pkg) in MODULES.items():
         if any(_under(name, f) for f in folders):
-            tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+            tree = _tree(path)
             out[name] = (path, is_pkg, tree, _aliases(name, path, is_pkg, tree))
     return out
 
@@ -592,6 +641,12 @@ def _entropy_uses(name: str, path: Path, tree: ast.AST, aliases: dict[str, str])
 
 def _drawing_math_functions() -> dict[str, str]:
     """Functions and classes of the math layer (not rng) that name an RNG_DRAWS entry point -> the draw."""
+    return dict(_drawing_math_functions_once())
+
+
+@functools.lru_cache(maxsize=1)
+def _drawing_math_functions_once() -> tuple[tuple[str, str], ...]:
+    """:func:`_drawing_math_functions` as pairs, computed once per process (two tests ask)."""
     out = {}
     for name, (_path, _is_pkg, tree, aliases) in _parsed(("fragrelease",)).items():
         if _under(name, RNG) or any(_under(name, u) for u in UPPER):
@@ -602,7 +657,7 @@ def _drawing_math_functions() -> dict[str, str]:
                     if isinstance(sub, (ast.Name, ast.Attribute)) and _rng_draw(_resolve(sub, aliases)):
                         out[f"{name}.{node.name}"] = str(_resolve(sub, aliases))
                         break
-    return out
+    return tuple(out.items())
 
 
 def _executor_draws(name: str, path: Path, tree: ast.AST, aliases: dict[str, str],
@@ -645,7 +700,7 @@ def test_rng_names_are_all_classified():
     """Every public name of fragrelease.rng is either a draw or not: a new sampler forces a decision here."""
     public = set()
     for path in sorted((ROOT / "fragrelease" / "rng").glob("*.py")):
-        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        for node in _tree(path).body:
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
                 public.add(node.name)
             elif isinstance(node, ast.Assign):

@@ -49,6 +49,34 @@ def test_longest_modules_are_collected_first_and_each_module_keeps_its_order():
                                          "tests/test_a.py::t1", "tests/test_a.py::t2", "tests/test_b.py::t1"]
 
 
+def test_other_modules_follow_by_their_number_of_tests_and_xdist_keeps_this_order():
+    """After HEAVY_FIRST the modules go out with the most tests first (xdist's own loadscope order), equal
+    counts in collection order; xdist's reordering is turned off, so a long module with few tests named in
+    HEAVY_FIRST (the quick loop's two-test synthesis audit) is no longer handed out last."""
+    conftest = _conftest()
+    first = conftest.HEAVY_FIRST[0]
+    names = ["tests/test_one.py::t1", "tests/test_three.py::t1", "tests/test_two.py::t1", "tests/test_three.py::t2",
+             "tests/test_other_two.py::t1", "tests/test_two.py::t2", "tests/test_three.py::t3",
+             "tests/test_other_two.py::t2", f"{first}::t1"]
+    items = [_Node(n) for n in names]
+    conftest.pytest_collection_modifyitems(None, items)
+    assert [i.nodeid for i in items] == [f"{first}::t1", "tests/test_three.py::t1", "tests/test_three.py::t2",
+                                         "tests/test_three.py::t3", "tests/test_two.py::t1", "tests/test_two.py::t2",
+                                         "tests/test_other_two.py::t1", "tests/test_other_two.py::t2",
+                                         "tests/test_one.py::t1"]
+
+    class Options:
+        loadscopereorder = True  # xdist's default: the modules with the most tests first
+
+    class Config:
+        option = Options()
+
+    config = Config()
+    conftest.pytest_configure(config)
+    assert config.option.loadscopereorder is False
+    conftest.pytest_configure(type("NoXdist", (), {"option": object()})())  # without xdist: nothing to turn off
+
+
 def test_every_module_named_first_exists():
     """A renamed or removed module would silently drop out of the ordering."""
     root = Path(__file__).parent.parent

@@ -166,11 +166,19 @@ def test_string_ids_are_compared_as_written_blanks_included(spark):
 
 # ---- 2. horizontal disjointness before anyone spends ------------------------------------------------------
 
-def test_horizontal_owners_sharing_records_are_refused_at_the_plan_with_nothing_spent(spark, tmp_path):
+def _b_described_and_a(spark, tmp_path, described, a_text):
+    """The module's described state copied (clinic-b's metadata of ``GOOD_B`` kept), then clinic-a's
+    source rewritten to ``a_text`` and its metadata step run again: the configuration."""
+    _copy(described[0], tmp_path)
+    cfg = _cfg(tmp_path, a_text)  # the same keys and folders as the copy's; a's new source
+    describe_fragment(spark, owner_context(cfg, "clinic-a"))
+    return cfg
+
+
+def test_horizontal_owners_sharing_records_are_refused_at_the_plan_with_nothing_spent(spark, tmp_path, described):
     shared = "record_id,age,sex\n" + "".join(f"{i},{20 + i % 50},Male\n" for i in range(2005, 2015))
-    cfg = _cfg(tmp_path, shared)  # 2005..2009 are b's records too (written as b writes them)
-    for o in cfg.owners:
-        describe_fragment(spark, owner_context(cfg, o.name))
+    # 2005..2009 are b's records too (written as b writes them)
+    cfg = _b_described_and_a(spark, tmp_path, described, shared)
     with pytest.raises(IdentifierError) as info:
         aggregator.issue_plan(aggregator_context(cfg), spark)
     assert str(info.value) == ("owners 'clinic-a' and 'clinic-b' share 5 records (their keyed id digests match); "
@@ -182,11 +190,9 @@ def test_horizontal_owners_sharing_records_are_refused_at_the_plan_with_nothing_
     assert _ledgers_untouched(tmp_path)
 
 
-def test_shared_records_written_differently_are_refused_at_the_plan(spark, tmp_path):
+def test_shared_records_written_differently_are_refused_at_the_plan(spark, tmp_path, described):
     """``02005`` at one owner and ``2005`` at the other are one record (ids compared as values)."""
-    cfg = _cfg(tmp_path, _rows("02005", 3001, 3002))
-    for o in cfg.owners:
-        describe_fragment(spark, owner_context(cfg, o.name))
+    cfg = _b_described_and_a(spark, tmp_path, described, _rows("02005", 3001, 3002))
     with pytest.raises(IdentifierError, match="owners 'clinic-a' and 'clinic-b' share 1 record "):
         aggregator.issue_plan(aggregator_context(cfg), spark)
     assert _ledgers_untouched(tmp_path)
