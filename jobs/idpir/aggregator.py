@@ -765,9 +765,13 @@ def _commit(spark, ctx: AggregatorContext, plan: Plan, released, prov: Mapping[s
     target = release_target(cfg, plan.dataset)
     if target is not None:  # a first version: mark the folder as this release's, clearing its own crashed write
         prepare_output(target, plan.plan_id, if_exists=cfg.if_exists, columns=release_columns(plan))
+    # a linked union of few values (the plan's public counts; combine shuffles it in one task): its rows need
+    # no exchange, so a new version is committed in fewer Spark jobs (jobs/storage/delta.py)
+    small = (linkage_of(plan.linkage).rows_are_records and fragmentation_of(plan.fragmentation).assembly == "union"
+             and one_task(rows, len(plan.attributes) + 1))
     path, version = commit_release(released, system="idpir", provenance=prov, guarantee=prov["guarantee"],
                                    path=cfg.output if cfg.output_table is None else None, table=cfg.output_table,
-                                   if_exists=cfg.if_exists, description=described)
+                                   if_exists=cfg.if_exists, description=described, small=small)
     if target is not None:
         finish_output(target)
     log.info("release committed: version %d of %s", version, cfg.output_table or path)
