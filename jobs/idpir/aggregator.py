@@ -55,9 +55,9 @@ from ..storage import (
     write_text,
 )
 from .context import AggregatorContext
-from .digests import committed_rows, content_digest, fragment_digests
+from .digests import committed_rows, content_digest, fragment_digests, set_checks
 from .layout import id_digests_path, read_message
-from .shuffle import one_task, pseudonym_set_digest, pseudonym_set_digests, shuffle_rows
+from .shuffle import one_task, pseudonym_set_digest, shuffle_rows
 from .signatures import public_keys, verify_owner_manifest, verify_table
 from .unlink import unlink_columns, unlink_frames
 from .workspace import claim_work_dir
@@ -167,8 +167,14 @@ def check_disjoint_ids(spark, ctx: AggregatorContext, metas: Sequence[OwnerMetad
             problem = _id_digests_mismatch(m.owner, path)
             break
         psets[m.owner] = df
-    # the digests of the tables read so far in one pass; a mismatch of an earlier owner is told first
-    digests = dict(zip(psets, pseudonym_set_digests(list(psets.values()))))
+    # the digests of the tables read so far and, when every table was read, the records they share, in one
+    # pass (one Spark job for small fragments); a mismatch of an earlier owner is told first, then a problem
+    # that needed no digest, then shared records
+    if not psets:
+        raise problem if problem is not None else ProtocolError("no owner metadata to plan from")
+    checks = set_checks(psets, PSEUDONYM_COLUMN, overlaps=problem is None,
+                        single_task=one_task(sum(m.n_records for m in metas), 1))
+    digests = dict(zip(psets, checks.pseudonyms))
     for m in metas:
         if m.owner not in psets:
             break
@@ -176,7 +182,8 @@ def check_disjoint_ids(spark, ctx: AggregatorContext, metas: Sequence[OwnerMetad
             raise _id_digests_mismatch(m.owner, paths[m.owner])
     if problem is not None:
         raise problem
-    check_disjoint_pseudonyms(psets, stage="plan", single_task=one_task(sum(m.n_records for m in metas), 1))
+    if checks.shared is not None:
+        raise _shared_records(*checks.shared, stage="plan")
 
 
 def _id_digests_mismatch(owner: str, path: str) -> ProtocolError:
@@ -373,6 +380,40 @@ def load_verified_fragment(spark, ctx: AggregatorContext, plan: Plan, owner: str
         manifest that differs from the plan, a table whose version, files, columns, record count content
         digest or pseudonym-set digest differ from the signed manifest. One line naming the owner. One line naming the owner.
     """
+    checked = _fragment_before_digests(spark, ctx, plan, owner, keys)
+    if checked.unlinked:
+        df, digest = _read_checked(spark, owner, checked.path, "protected", checked.names, content_digest,
+                                   checked.manifest.table_version)
+        pset, pdigest = _read_checked(spark, owner, checked.pset_path, "pseudonym-set", [PSEUDONYM_COLUMN],
+                                      pseudonym_set_digest, checked.manifest.pseudonym_table_version)
+    else:
+        df, (digest, pdigest) = _read_checked(spark, owner, checked.path, "protected", checked.expected,
+                                              lambda d: fragment_digests(d, PSEUDONYM_COLUMN),
+                                              checked.manifest.table_version)
+        pset = df.select(PSEUDONYM_COLUMN)
+    _check_digests(owner, checked.manifest, digest, pdigest)
+    return checked.manifest, df.select(*checked.expected), pset, pdigest
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """An owner's fragment after every check of :func:`load_verified_fragment` that needs no Spark job:
+    its verified manifest, its tables' paths, the columns expected, and (linked) its rows, read lazily."""
+
+    manifest: Manifest
+    path: str
+    pset_path: str
+    names: list[str]
+    expected: list[str]
+    unlinked: bool
+    rows: Optional[DataFrame] = None
+
+
+def _fragment_before_digests(spark, ctx: AggregatorContext, plan: Plan, owner: str,
+                             keys: Optional[Mapping[str, Ed25519PublicKey]], *, read: bool = False) -> _Checked:
+    """:func:`load_verified_fragment`'s checks up to its digests, in its order (no Spark job). ``read``
+    (linked fragments): also read the signed version's rows and check their columns, as :func:`_read_checked`
+    does, without computing anything. Raises ManifestMismatchError as :func:`load_verified_fragment`."""
     paths = ctx.owners.get(owner)
     if paths is None:  # the plan names an owner the configuration does not: check_plan_against_config refuses it first
         raise ManifestMismatchError(f"owner {owner!r} is not an owner of configuration {ctx.config.name!r}")
@@ -393,16 +434,24 @@ def load_verified_fragment(spark, ctx: AggregatorContext, plan: Plan, owner: str
     if unlinked and not is_delta_table(pset_path):
         raise ManifestMismatchError(f"owner {owner!r} has no pseudonym-set Delta table at {pset_path!r}")
     verify_table(spark, manifest, path, owner, pseudonyms_path=pset_path if unlinked else None)
-    if unlinked:
-        df, digest = _read_checked(spark, owner, path, "protected", names, content_digest, manifest.table_version)
-        pset, pdigest = _read_checked(spark, owner, pset_path, "pseudonym-set", [PSEUDONYM_COLUMN],
-                                      pseudonym_set_digest, manifest.pseudonym_table_version)
-        expected = names
-    else:
-        expected = [PSEUDONYM_COLUMN, *names]
-        df, (digest, pdigest) = _read_checked(spark, owner, path, "protected", expected,
-                                              lambda d: fragment_digests(d, PSEUDONYM_COLUMN), manifest.table_version)
-        pset = df.select(PSEUDONYM_COLUMN)
+    expected = names if unlinked else [PSEUDONYM_COLUMN, *names]
+    rows = None
+    if read and not unlinked:
+        try:
+            rows = committed_rows(spark, path, manifest.table_version)  # the signed version's data files only
+            columns = rows.columns
+        except Exception as exc:  # noqa: BLE001 - as _read_checked: one line naming the owner
+            raise ManifestMismatchError(f"protected fragment of {owner!r} at {path!r} cannot be read: "
+                                        f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}") from None
+        if sorted(columns) != sorted(expected):
+            raise ManifestMismatchError(f"protected fragment of {owner!r} has columns {columns}, the manifest says "
+                                        f"{expected}")
+    return _Checked(manifest=manifest, path=path, pset_path=pset_path, names=names, expected=expected,
+                    unlinked=unlinked, rows=rows)
+
+
+def _check_digests(owner: str, manifest: Manifest, digest: str, pdigest: str) -> None:
+    """Refuse a fragment whose recomputed content or pseudonym-set digest is not the signed one (ManifestMismatchError)."""
     if digest != manifest.content_digest:
         raise ManifestMismatchError(
             f"protected fragment of {owner!r} does not match its manifest: content digest {digest} != {manifest.content_digest}"
@@ -415,7 +464,6 @@ def load_verified_fragment(spark, ctx: AggregatorContext, plan: Plan, owner: str
     if int(pdigest.split(":")[0]) != manifest.n_records:
         raise ManifestMismatchError(f"pseudonym set of {owner!r} has {pdigest.split(':')[0]} pseudonyms, "
                                     f"manifest says {manifest.n_records} records")
-    return manifest, df.select(*expected), pset, pdigest
 
 
 def check_plan_against_config(plan: Plan, ctx: AggregatorContext) -> None:
@@ -469,23 +517,26 @@ def check_disjoint_pseudonyms(psets: dict[str, DataFrame], *, stage: str = "rele
     pairs = (held.select(F.col("__owners")[0].alias("a"),
                          F.when(F.size("__owners") > 1, F.col("__owners")[1]).alias("b"))
              .groupBy("a", "b").count().orderBy(F.desc("count"), "a", "b").limit(1).collect())
-    if not pairs:
-        return
-    a, b, count = pairs[0]["a"], pairs[0]["b"], int(pairs[0]["count"])
+    if pairs:
+        raise _shared_records(pairs[0]["a"], pairs[0]["b"], int(pairs[0]["count"]), stage=stage)
+
+
+def _shared_records(a: str, b: Optional[str], count: int, *, stage: str) -> IdentifierError:
+    """The error of :func:`check_disjoint_pseudonyms` for ``count`` pseudonyms held by ``a`` and ``b`` (None: ``a`` twice)."""
     if stage == "plan":
         if b is None:
-            raise IdentifierError(f"the id digests of owner {a!r} hold {count} id{'s' if count > 1 else ''} more than "
-                                  "once; no plan was issued")
-        raise IdentifierError(f"owners {a!r} and {b!r} share {count} record{'s' if count > 1 else ''} (their keyed id "
-                              "digests match); horizontal owners must hold disjoint records; no plan was issued and "
-                              "no budget was spent")
+            return IdentifierError(f"the id digests of owner {a!r} hold {count} id{'s' if count > 1 else ''} more "
+                                   "than once; no plan was issued")
+        return IdentifierError(f"owners {a!r} and {b!r} share {count} record{'s' if count > 1 else ''} (their keyed "
+                               "id digests match); horizontal owners must hold disjoint records; no plan was issued "
+                               "and no budget was spent")
     if b is None:
-        raise IdentifierError(f"the protected fragment of {a!r} holds {count} pseudonym{'s' if count > 1 else ''} "
-                              "more than once; "
-                              "a horizontal owner holds each record once")
-    raise IdentifierError(f"owners {a!r} and {b!r} hold {count} records with the same pseudonym; horizontal owners "
-                          "must hold disjoint records (a record held twice would be released twice under "
-                          "parallel composition)")
+        return IdentifierError(f"the protected fragment of {a!r} holds {count} pseudonym{'s' if count > 1 else ''} "
+                               "more than once; "
+                               "a horizontal owner holds each record once")
+    return IdentifierError(f"owners {a!r} and {b!r} hold {count} records with the same pseudonym; horizontal "
+                           "owners must hold disjoint records (a record held twice would be released twice under "
+                           "parallel composition)")
 
 
 def combine(plan: Plan, fragments: dict[str, DataFrame]) -> DataFrame:
@@ -625,9 +676,16 @@ def _verified_combination(spark, ctx: AggregatorContext, plan: Plan, keys: Optio
     """Every owner's protected fragment verified against its signed manifest and the plan, combined
     (:func:`combine`; linked without ``keep_id``: the pseudonym dropped). Errors: :func:`release`."""
     fragments, psets, digests, manifests = {}, {}, {}, {}
-    for o in plan.owners:
-        manifests[o.name], fragments[o.name], psets[o.name], digests[o.name] = load_verified_fragment(
-            spark, ctx, plan, o.name, keys)
+    horizontal = not fragmentation_of(plan.fragmentation).by_attributes
+    shared, overlap_found = None, False  # overlap_found: the records owners share were counted with the digests
+    if linkage_of(plan.linkage).shuffles_columns:  # two tables per owner: each owner's digests on their own
+        for o in plan.owners:
+            manifests[o.name], fragments[o.name], psets[o.name], digests[o.name] = load_verified_fragment(
+                spark, ctx, plan, o.name, keys)
+    else:  # every owner's digests and the records they share in one pass (_linked_fragments)
+        manifests, fragments, digests, shared, overlap_found = _linked_fragments(spark, ctx, plan, keys,
+                                                                                 overlaps=horizontal)
+        psets = {name: f.select(PSEUDONYM_COLUMN) for name, f in fragments.items()}
     first = plan.owners[0].name
     for o in plan.owners[1:]:  # pseudonyms under different keys would neither join nor show shared records
         if manifests[o.name].pseudonym_key_check != manifests[first].pseudonym_key_check:
@@ -638,12 +696,61 @@ def _verified_combination(spark, ctx: AggregatorContext, plan: Plan, keys: Optio
             if digests[o.name] != digests[first]:
                 raise IdentifierError(f"the protected fragments of {first!r} and {o.name!r} hold different sets of "
                                       "pseudonyms (their pseudonym-set digests differ)")
-    else:  # a small release (the plan's public record counts) checked in one task
+    elif not overlap_found:  # a small release (the plan's public record counts) in one task
         check_disjoint_pseudonyms(psets, single_task=one_task(sum(o.n_records for o in plan.owners), 1))
+    elif shared is not None:  # counted in the digests' pass, told after the digest and key checks, as before
+        raise _shared_records(*shared, stage="release")
     released = combine(plan, fragments)
     if linkage_of(plan.linkage).rows_are_records and not plan.keep_id:
         released = released.drop(PSEUDONYM_COLUMN)
     return released
+
+
+def _linked_fragments(spark, ctx: AggregatorContext, plan: Plan, keys: Optional[Mapping[str, Ed25519PublicKey]], *,
+                      overlaps: bool):
+    """Every owner's linked fragment verified as :func:`load_verified_fragment` verifies it, with every
+    owner's content and pseudonym-set digests (and, ``overlaps``, the records horizontal owners share)
+    computed in one pass (:func:`fragrelease.jobs.idpir.digests.set_checks`; one Spark job for a small
+    release, gated by the plan's public record counts) instead of one per owner and one more for the
+    overlap.
+
+    The checks that need no Spark job run first for each owner in plan order, up to the first that
+    fails; then the digests of the owners read so far; then, in plan order, the first digest mismatch is
+    raised, else that earlier failure: the same error as checking each owner in turn. If the one pass
+    fails (a data file Spark cannot read), every owner is checked again on its own
+    (:func:`load_verified_fragment`), which names the owner whose file it is.
+
+    Returns ``(manifests, fragments, pseudonym-set digests, shared, counted)``, the first three keyed
+    by owner (the fragments as :func:`load_verified_fragment` returns them); ``shared``: ``(a, b,
+    count)`` for :func:`check_disjoint_pseudonyms`' error, or None; ``counted``: whether the pass
+    counted shared records (False after the fallback: the caller checks them itself). Raises ManifestMismatchError as :func:`load_verified_fragment`.
+    """
+    checked: dict[str, _Checked] = {}
+    problem: Optional[ManifestMismatchError] = None
+    for o in plan.owners:
+        try:
+            checked[o.name] = _fragment_before_digests(spark, ctx, plan, o.name, keys, read=True)
+        except ManifestMismatchError as exc:
+            problem = exc
+            break
+    if not checked:
+        raise problem if problem is not None else ManifestMismatchError("the plan names no owner")
+    frames = {name: c.rows for name, c in checked.items() if c.rows is not None}
+    try:
+        checks = set_checks(frames, PSEUDONYM_COLUMN, contents=True, overlaps=overlaps and problem is None,
+                            single_task=one_task(sum(o.n_records for o in plan.owners), 1))
+    except Exception:  # noqa: BLE001 - a file Spark cannot read: each owner on its own names whose it is
+        out = [load_verified_fragment(spark, ctx, plan, o.name, keys) for o in plan.owners]
+        return ({o.name: r[0] for o, r in zip(plan.owners, out)}, {o.name: r[1] for o, r in zip(plan.owners, out)},
+                {o.name: r[3] for o, r in zip(plan.owners, out)}, None, False)
+    assert checks.contents is not None  # asked for
+    for name, digest, pdigest in zip(frames, checks.contents, checks.pseudonyms):
+        _check_digests(name, checked[name].manifest, digest, pdigest)
+    if problem is not None:
+        raise problem
+    return ({name: c.manifest for name, c in checked.items()},
+            {name: frames[name].select(*c.expected) for name, c in checked.items()},
+            dict(zip(frames, checks.pseudonyms)), checks.shared, overlaps)
 
 
 def _commit(spark, ctx: AggregatorContext, plan: Plan, released, prov: Mapping[str, Any], rows: int) -> CommittedRelease:
@@ -658,9 +765,13 @@ def _commit(spark, ctx: AggregatorContext, plan: Plan, released, prov: Mapping[s
     target = release_target(cfg, plan.dataset)
     if target is not None:  # a first version: mark the folder as this release's, clearing its own crashed write
         prepare_output(target, plan.plan_id, if_exists=cfg.if_exists, columns=release_columns(plan))
+    # a linked union of few values (the plan's public counts; combine shuffles it in one task): its rows need
+    # no exchange, so a new version is committed in fewer Spark jobs (jobs/storage/delta.py)
+    small = (linkage_of(plan.linkage).rows_are_records and fragmentation_of(plan.fragmentation).assembly == "union"
+             and one_task(rows, len(plan.attributes) + 1))
     path, version = commit_release(released, system="idpir", provenance=prov, guarantee=prov["guarantee"],
                                    path=cfg.output if cfg.output_table is None else None, table=cfg.output_table,
-                                   if_exists=cfg.if_exists, description=described)
+                                   if_exists=cfg.if_exists, description=described, small=small)
     if target is not None:
         finish_output(target)
     log.info("release committed: version %d of %s", version, cfg.output_table or path)

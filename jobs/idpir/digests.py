@@ -6,7 +6,8 @@ pass each; only the two numbers reach the driver.
 """
 from __future__ import annotations
 
-from typing import Optional
+from dataclasses import dataclass
+from typing import Mapping, Optional
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -75,3 +76,88 @@ def committed_rows(spark, path: str, version: Optional[int] = None) -> DataFrame
     rows = spark.read.schema(schema).parquet(*files)
     sizes = pa.table(table.get_add_actions(flatten=True)).column("size_bytes").to_pylist()
     return rows.coalesce(1) if sum(sizes) <= SINGLE_TASK_BYTES else rows
+
+
+@dataclass(frozen=True)
+class SetChecks:
+    """What :func:`set_checks` computes in one pass over several owners' tables.
+
+    ``pseudonyms``: each table's pseudonym-set digest (``count:sum``, as
+    :func:`fragrelease.jobs.idpir.shuffle.pseudonym_set_digest`), in the tables' order; ``contents``:
+    each table's content digest (as :func:`content_digest`), or None when not asked for; ``shared``:
+    ``(a, b, count)`` of the pair of owners holding the most pseudonyms more than once (ties: by
+    name; ``b`` None when ``a`` repeats its own), as
+    :func:`fragrelease.jobs.idpir.aggregator.check_disjoint_pseudonyms` picks it, or None when no
+    pseudonym is held twice or no overlap was asked for. The counts are data-dependent: they go to
+    the error line for the parties of the release only, never to a log, a plan or a table.
+    """
+
+    pseudonyms: tuple[str, ...]
+    contents: Optional[tuple[str, ...]]
+    shared: Optional[tuple[str, Optional[str], int]]
+
+
+def set_checks(frames: Mapping[str, DataFrame], column: str, *, contents: bool = False, overlaps: bool = False,
+               single_task: bool = False) -> SetChecks:
+    """Every owner's pseudonym-set digest (and content digest), and the owners that share pseudonyms, in one pass.
+
+    ``frames``: owner name → its table (each holds ``column``; ``contents``: every column of the
+    table is hashed, as :func:`content_digest`). Each table's values are read once: its rows, tagged
+    by owner, are grouped by pseudonym (``overlaps``; at most one row per pair of owners that share
+    a pseudonym, plus one, reaches the driver: partial sums and counts, never a pseudonym), or
+    aggregated globally (one row). ``single_task`` (the tables' public or own record counts are
+    small: :func:`fragrelease.jobs.idpir.shuffle.one_task`): the union is read in one partition, so
+    the groupings plan no exchange and the whole check is one Spark job.
+
+    The digests equal :func:`content_digest` and :func:`fragrelease.jobs.idpir.shuffle.pseudonym_set_digest`
+    of each table alone (exact integer sums); ``shared`` equals what
+    :func:`fragrelease.jobs.idpir.aggregator.check_disjoint_pseudonyms` reports on the same tables.
+    Raises what Spark raises when a table cannot be read (the callers name the owner by checking each
+    table alone).
+    """
+    names = list(frames)
+    tagged = []
+    for name, df in frames.items():
+        cols = [F.lit(name).alias("__owner"), F.col(column).cast("string").alias("__v")]
+        cols.append(hash60(_row_json(df)).alias("__row") if contents else F.lit(None).cast("decimal(38,0)").alias("__row"))
+        tagged.append(df.select(*cols))
+    u = tagged[0]
+    for t in tagged[1:]:
+        u = u.unionByName(t)
+    if single_task:
+        u = u.coalesce(1)
+    mine = [F.col("__owner") == F.lit(name) for name in names]
+    if not overlaps:
+        aggs = []
+        for i, m in enumerate(mine):
+            aggs += [F.count_if(m).alias(f"n{i}"), F.sum(F.when(m, hash60(F.col("__v")))).alias(f"s{i}"),
+                     F.sum(F.when(m, F.col("__row"))).alias(f"r{i}")]
+        rows = u.agg(*aggs).collect()
+    else:
+        per_value = []
+        for i, m in enumerate(mine):
+            per_value += [F.count_if(m).alias(f"n{i}"), F.sum(F.when(m, F.col("__row"))).alias(f"r{i}")]
+        grouped = u.groupBy("__v").agg(F.count(F.lit(1)).alias("__n"),
+                                       F.array_sort(F.collect_set("__owner")).alias("__owners"), *per_value)
+        twice = F.col("__n") > 1
+        h = hash60(F.col("__v"))
+        keyed = grouped.select(F.when(twice, F.col("__owners")[0]).alias("a"),
+                               F.when(twice & (F.size("__owners") > 1), F.col("__owners")[1]).alias("b"),
+                               *[F.col(f"n{i}") for i in range(len(names))],
+                               *[(h * F.col(f"n{i}")).alias(f"s{i}") for i in range(len(names))],
+                               *[F.col(f"r{i}") for i in range(len(names))])
+        aggs = [F.count(F.lit(1)).alias("count")]
+        for i in range(len(names)):
+            aggs += [F.sum(f"n{i}").alias(f"n{i}"), F.sum(f"s{i}").alias(f"s{i}"), F.sum(f"r{i}").alias(f"r{i}")]
+        rows = keyed.groupBy("a", "b").agg(*aggs).collect()
+
+    def total(key: str) -> int:
+        return sum(int(r[key]) for r in rows if r[key] is not None)
+
+    pseudonyms = tuple(f"{total(f'n{i}')}:{total(f's{i}')}" for i in range(len(names)))
+    digests = tuple(f"sha256-sum60:{total(f'n{i}')}:{total(f'r{i}')}" for i in range(len(names))) if contents else None
+    shared = None
+    pairs = [(r["a"], r["b"], int(r["count"])) for r in rows if overlaps and r["a"] is not None]
+    if pairs:  # as check_disjoint_pseudonyms orders them: most shared first, then by name (no second owner first)
+        shared = min(pairs, key=lambda p: (-p[2], p[0], p[1] is not None, p[1] or ""))
+    return SetChecks(pseudonyms=pseudonyms, contents=digests, shared=shared)

@@ -218,7 +218,7 @@ def register(spark, name: str, location: str, *, append_only: bool = False) -> N
 
 
 def commit_table(df, name: str, *, provenance: Mapping[str, Any], if_exists: str = "error",
-                 description: Optional[TableDescription] = None) -> tuple[str, int]:
+                 description: Optional[TableDescription] = None, small: bool = False) -> tuple[str, int]:
     """Commit ``df`` as a new version of catalog table ``name``; return its location and version.
 
     Parameters
@@ -228,6 +228,7 @@ def commit_table(df, name: str, *, provenance: Mapping[str, Any], if_exists: str
     provenance : public facts recorded with the commit (as :func:`fragrelease.jobs.storage.commit_delta`).
     if_exists : ``"error"`` or ``"new-version"``.
     description : description, properties and column comments (as :func:`fragrelease.jobs.storage.commit_delta`).
+    small : as :func:`fragrelease.jobs.storage.commit_delta`.
 
     Raises
     ------
@@ -252,9 +253,10 @@ def commit_table(df, name: str, *, provenance: Mapping[str, Any], if_exists: str
         if registered:
             check_commit(df, location, if_exists)
         version = commit_with_spark(df, absolute(location), json.dumps(provenance, sort_keys=True),
-                                    table_exists=registered, description=description, name=name)
+                                    table_exists=registered, description=description, name=name, small=small)
         return table_location(spark, name), version
-    version = commit_delta(df, location, provenance=provenance, if_exists=if_exists, description=description)
+    version = commit_delta(df, location, provenance=provenance, if_exists=if_exists, description=description,
+                           small=small)
     register(spark, name, location)
     return location, version
 

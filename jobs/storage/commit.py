@@ -88,7 +88,7 @@ def refuse_existing(*, path: Optional[str] = None, table: Optional[str] = None, 
 
 def commit_release(df, *, system: str, provenance: Mapping[str, object], guarantee: Guarantee,
                    path: Optional[str] = None, table: Optional[str] = None, if_exists: str = "error",
-                   description: Optional[TableDescription] = None) -> tuple[str, int]:
+                   description: Optional[TableDescription] = None, small: bool = False) -> tuple[str, int]:
     """Commit ``df`` as one new version of a release; return (its location, the version).
 
     The location is ``path`` as given, or the catalog table's location.
@@ -102,6 +102,8 @@ def commit_release(df, *, system: str, provenance: Mapping[str, object], guarant
     path, table : the target: a Delta folder or a catalog table name (exactly one).
     if_exists : ``"error"`` or ``"new-version"``.
     description : the table's description, properties and column comments (public facts only).
+    small : ``df`` is read in one task without an exchange (a public count says so): a new version is
+        committed in fewer Spark jobs (:func:`fragrelease.jobs.storage.delta.commit_with_spark`).
 
     Raises
     ------
@@ -115,6 +117,6 @@ def commit_release(df, *, system: str, provenance: Mapping[str, object], guarant
         raise ConfigError(f"if_exists must be 'error' or 'new-version', not {if_exists!r}")
     stamped = stamp_provenance(provenance, system=system, guarantee=guarantee)
     if table is not None:
-        return commit_table(df, table, provenance=stamped, if_exists=if_exists, description=description)
+        return commit_table(df, table, provenance=stamped, if_exists=if_exists, description=description, small=small)
     assert path is not None  # checked by _target
-    return path, commit_delta(df, path, provenance=stamped, if_exists=if_exists, description=description)
+    return path, commit_delta(df, path, provenance=stamped, if_exists=if_exists, description=description, small=small)

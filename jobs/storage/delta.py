@@ -17,7 +17,7 @@ import posixpath
 import re
 import time
 import uuid
-from typing import Optional
+from typing import Mapping, Optional
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -81,12 +81,50 @@ class _UserMetadata:
             self.spark.conf.set(_USER_METADATA_CONF, self.before)
 
 
+#: Session settings while a small release (rows needing no exchange) is committed as a new version of an
+#: existing table: Delta's own queries over the table's log (the state rebuild a new version needs, the
+#: listing of the files it replaces) run without adaptive execution, each one Spark job instead of one
+#: per shuffle stage (5 jobs to 3; docs/benchmarks.md, "Issue 41, session 5"). The rows written and
+#: every check are the same; a large release keeps adaptive execution for its own exchange.
+SMALL_NEW_VERSION_SETTINGS = {"spark.sql.adaptive.enabled": "false"}
+
+
+class _Settings:
+    """Sets session confs for one commit and restores each one's previous value (unset if it had none).
+
+    A setting the platform refuses (e.g. a serverless workspace that allows few confs) is skipped: the
+    commit runs as without it. The session conf is shared: as :class:`_UserMetadata`, commits run one
+    at a time."""
+
+    def __init__(self, spark, settings: Mapping[str, str]):
+        self.spark, self.settings = spark, dict(settings)
+        self.before: dict[str, Optional[str]] = {}
+
+    def __enter__(self):
+        for key, value in self.settings.items():
+            try:
+                before = self.spark.conf.get(key, None)
+                self.spark.conf.set(key, value)
+            except Exception:  # noqa: BLE001 - refused by the platform: leave it as it is
+                continue
+            self.before[key] = before
+
+    def __exit__(self, *exc):
+        for key, before in self.before.items():
+            if before is None:
+                self.spark.conf.unset(key)
+            else:
+                self.spark.conf.set(key, before)
+
+
 def commit_with_spark(df, path: str, meta: str, *, table_exists: bool, description: Optional[TableDescription] = None,
-                      name: Optional[str] = None) -> int:
+                      name: Optional[str] = None, small: bool = False) -> int:
     """Commit ``df`` through Delta's Spark API (module docstring); return the new version.
 
     ``name`` (a catalog table name) creates a catalog table whose location is ``path`` (its
-    database's default location for the table); without it the table is path-based. The caller has
+    database's default location for the table); without it the table is path-based. ``small``: the
+    caller's public count says ``df`` is read in one task without an exchange; a new version of an
+    existing table is then committed with :data:`SMALL_NEW_VERSION_SETTINGS`. The caller has
     run :func:`fragrelease.jobs.storage.check_commit`. Raises :class:`DeltaWriteError` (files removed) when Delta's write fails.
     """
     spark = df.sparkSession
@@ -94,8 +132,9 @@ def commit_with_spark(df, path: str, meta: str, *, table_exists: bool, descripti
     df = _with_comments(_plain_strings(df), description)
     before = _listing(path)
     version_before = _version_or_none(path)
+    settings = SMALL_NEW_VERSION_SETTINGS if small and table_exists else {}
     try:
-        with _UserMetadata(spark, meta):
+        with _UserMetadata(spark, meta), _Settings(spark, settings):
             if not table_exists:
                 writer = df.writeTo(ident).using("delta")
                 if description is not None:

@@ -218,7 +218,7 @@ def check_commit(df, path: str, if_exists: str = "error") -> bool:
 
 
 def commit_delta(df, path: str, *, provenance: Mapping[str, Any], if_exists: str = "error",
-                 description: Optional[TableDescription] = None) -> int:
+                 description: Optional[TableDescription] = None, small: bool = False) -> int:
     """Write ``df`` as a new Delta table version at ``path`` and return that version.
 
     Parameters
@@ -230,6 +230,8 @@ def commit_delta(df, path: str, *, provenance: Mapping[str, Any], if_exists: str
     if_exists : ``"error"`` (refuse a second write) or ``"new-version"``.
     description : the table's description, ``fragrelease.*`` properties and column comments
         (:func:`fragrelease.jobs.describe.release_description`); public facts only.
+    small : ``df`` is read in one task without an exchange (the caller's public count says so): a new
+        version is committed with fewer Spark jobs (:func:`fragrelease.jobs.storage.delta.commit_with_spark`).
 
     Returns
     -------
@@ -251,7 +253,7 @@ def commit_delta(df, path: str, *, provenance: Mapping[str, Any], if_exists: str
     table_exists = check_commit(df, path, if_exists)
     meta = json.dumps(provenance, sort_keys=True)
     if delta_available(df.sparkSession):
-        return commit_with_spark(df, path, meta, table_exists=table_exists, description=description)
+        return commit_with_spark(df, path, meta, table_exists=table_exists, description=description, small=small)
     return _commit_with_delta_rs(df, path, meta, table_exists, description)
 
 

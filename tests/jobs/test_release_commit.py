@@ -66,3 +66,32 @@ def test_every_commit_is_stamped_and_read_back(spark, tmp_path):
                           "guarantee": "g0"}
     assert history[1]["system"] == "diffgen" and history[1]["guarantee"] == {"public": "g1"}
     assert table_provenance(path) == history[1] and table_provenance(path, 0) == history[0]
+
+
+def test_a_small_new_version_is_committed_in_fewer_jobs_with_the_same_rows(spark, tmp_path):
+    """Issue 41, session 5: a new version of an existing table, its rows in one task (``small``), is
+    committed without adaptive execution for Delta's own log queries: fewer Spark jobs, none of them an
+    adaptive stage job; the version holds exactly the new rows and the session's setting is restored."""
+    from deltalake import DeltaTable
+    from spark_jobs import job_ids, job_names
+
+    from fragrelease.jobs.session import delta_available
+
+    if not delta_available(spark):
+        pytest.skip("the setting acts on Delta's Spark commits only")
+    before_setting = spark.conf.get("spark.sql.adaptive.enabled")
+    jobs = {}
+    for small in (False, True):
+        path = str(tmp_path / f"t-{small}")
+        for version in range(3):
+            df = spark.range(100).selectExpr("id", f"id * {version + 1} AS x").coalesce(1)
+            before = job_ids(spark)
+            _, got = commit_release(df, system="tiers", guarantee="g", provenance={}, path=path,
+                                    if_exists="new-version", small=small)
+            jobs[small] = job_names(spark, job_ids(spark) - before)
+            assert got == version
+        rows = DeltaTable(path).to_pandas().sort_values("id")
+        assert rows["x"].tolist() == [i * 3 for i in range(100)]  # the last version's rows only
+        assert spark.conf.get("spark.sql.adaptive.enabled") == before_setting
+    assert len(jobs[True]) < len(jobs[False]), jobs
+    assert not any("withThreadLocalCaptured" in j for j in jobs[True]), jobs

@@ -5,11 +5,12 @@ its own copy (shutil.copytree) and the aggregator must refuse it with one line n
 The untouched copy releases fine. Every case here was accepted before manifests were signed
 (the aggregator compared ``manifest.owner`` with the plan only and trusted an unkeyed digest).
 
-The aggregator verifies the owners in plan order (a, then b), and a refusal for owner b comes only
-after owner a's fragment was read and digested by Spark. Cases whose check reads no data (the
-manifest, its signature, the keys, the Delta version) therefore tamper with owner a and are refused
-before any Spark job; the cases refused by a check of b's data (a recomputed digest, a rewritten
-data file) tamper with owner b, so every check is also seen to run for an owner after the first.
+The aggregator verifies the owners in plan order (a, then b): the checks that read no data (the
+manifest, its signature, the keys, the Delta version, the files' hashes) for each owner in turn, then
+every owner's digests in one Spark pass, a digest mismatch of owner a told before any refusal of owner
+b. Cases whose check reads no data therefore tamper with owner a and are refused before any Spark job;
+the cases refused by a check of b's data (a recomputed digest, a rewritten data file) tamper with
+owner b, so every check is also seen to run for an owner after the first.
 """
 import json
 import os
@@ -216,6 +217,43 @@ def test_forged_manifest_is_refused(spark, protected):
     open(manifest_path(cfg.work_dir, "a"), "w").write(m.model_copy(update={"signature": sign_manifest_fields(
         b_key, m.signed_fields())}).to_json())
     refused(spark, cfg, r"^manifest of owner 'a' does not verify")
+
+
+def _signed_with_wrong_digest(protected, cfg):
+    """Owner a's manifest, re-signed with a's own key, naming a content digest its data does not have."""
+    from fragrelease.signing import load_private_key
+
+    _, _, keys, _ = protected
+    m = Manifest.model_validate_json(open(manifest_path(cfg.work_dir, "a")).read())
+    wrong = m.model_copy(update={"content_digest": "sha256-sum60:150:1"})
+    key = load_private_key(keys["a"]["signing_key"], owner="a")
+    wrong = wrong.model_copy(update={"signature": sign_manifest_fields(key, wrong.signed_fields())})
+    open(manifest_path(cfg.work_dir, "a"), "w").write(wrong.to_json())
+
+
+def test_an_earlier_owners_digest_mismatch_is_told_before_a_later_owners_refusal(spark, protected):
+    # issue 41, session 5: the owners' digests come from one pass after every owner's no-data checks;
+    # the first refusal in plan order is still the one told
+    cfg = copy_of(protected)
+    _signed_with_wrong_digest(protected, cfg)
+    os.remove(manifest_path(cfg.work_dir, "b"))
+    refused(spark, cfg, r"^protected fragment of 'a' does not match its manifest: content digest "
+                        r"sha256-sum60:150:\d+ != sha256-sum60:150:1$")
+
+
+def test_a_failed_digest_pass_checks_each_owner_on_its_own(spark, protected, monkeypatch):
+    # the one pass failing (as a data file Spark cannot read would make it): each owner is checked alone,
+    # with the same refusals, and a sound release still commits
+    def failing(*args, **kwargs):
+        raise RuntimeError("a data file cannot be read")
+
+    monkeypatch.setattr(aggregator, "set_checks", failing)
+    cfg = copy_of(protected)
+    assert aggregator.release(spark, aggregator_context(cfg)).rows == 300
+    cfg = copy_of(protected)
+    _signed_with_wrong_digest(protected, cfg)
+    refused(spark, cfg, r"^protected fragment of 'a' does not match its manifest: content digest "
+                        r"sha256-sum60:150:\d+ != sha256-sum60:150:1$")
 
 
 def test_unsigned_manifest_is_refused(spark, protected):

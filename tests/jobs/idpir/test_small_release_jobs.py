@@ -60,7 +60,8 @@ def test_the_disjointness_check_in_one_task_says_the_same(spark, single_task):
 def test_a_small_release_protects_and_scores_without_exchanges(spark, tmp_path):
     """Per step of a two-owner release of 300 records each (reports off): each owner's protection draws
     in one job and no step of the owners' protection, the aggregator's checks or the MeanSSE runs an
-    adaptive stage job (no exchange); MeanSSE is one job."""
+    adaptive stage job (no exchange); MeanSSE is one job; the plan's checks are one job, and so are the
+    aggregator's digests and disjointness check together."""
     import yaml
     from signing_keys import with_keys  # tests/helpers: the owners sign their manifests
 
@@ -108,3 +109,11 @@ def test_a_small_release_protects_and_scores_without_exchanges(spark, tmp_path):
         assert not any("withThreadLocalCaptured" in j for j in jobs), (step, jobs)  # no adaptive stage job
     scored = steps["evaluating information loss (MeanSSE) against the originals"]
     assert len(scored) == 1, scored
+    # issue 41, session 5: the plan's id-digest checks and disjointness in one job; the aggregator's two
+    # owners' content and pseudonym-set digests and disjointness in one job (digests.set_checks)
+    planned = steps["validating metadata and issuing the plan"]
+    assert len(planned) == 1 and "digests.py" in planned[0], planned
+    verified = steps["verifying fragments and committing the release"]
+    checks = [j for j in verified if "digests.py" in j or "aggregator.py" in j]
+    assert len(checks) == 1, verified
+    assert not any("withThreadLocalCaptured" in j for j in verified), verified  # a new table: no state rebuild
