@@ -172,6 +172,12 @@ def test_a_failed_owner_step_raises_the_sequential_error_after_the_phase_ended(s
         assert not _owner_threads()
         assert list(spark.sparkContext.statusTracker().getActiveJobsIds()) == []
     assert errors["together"] == errors["alone"] == (StorageError, f"owner {failing!r}: disk full while drawing")
+    # what the failed run left (the other owner's spend and published fragment) does not stop a rerun
+    monkeypatch.setattr(owner, "spend_and_release", spend)
+    result = run_local_release(spark, _config(tmp_path / "together", lifetimes={"a": "3", "b": "3"}))
+    assert result.rows == 240
+    assert {n: spent(str(tmp_path / "together" / "ledgers" / n), n, "clinic") for n in OWNERS} == {
+        "a": [Fraction(1), Fraction(1)], "b": [Fraction(1), Fraction(1)]}
 
 
 @pytest.mark.parametrize("poor", OWNERS)
@@ -205,3 +211,61 @@ def test_the_cli_prints_the_first_owners_failure_as_one_line(spark, tmp_path, ca
     assert err == ["error: owner 'a' has spent ε = 0 of its lifetime budget 1/3 on dataset 'clinic'; "
                    "a release with ε = 1 would exceed it"]
     assert {n: spent(str(tmp_path / "ledgers" / n), n, "clinic") for n in OWNERS} == {"a": [], "b": []}
+
+
+def test_the_driver_commits_through_delta_spark_one_at_a_time(spark):
+    """Delta's commit metadata is a session conf: a second commit's setting waits until the first
+    commit has restored it (two owners' commits at once would otherwise record each other's)."""
+    from fragrelease.jobs.storage import delta
+
+    inside = threading.Event()
+
+    def second():
+        with delta._UserMetadata(spark, "second"):
+            seen.append(spark.conf.get(delta._USER_METADATA_CONF))
+            inside.set()
+
+    seen: list = []
+    with delta._UserMetadata(spark, "first"):
+        thread = threading.Thread(target=second)
+        thread.start()
+        assert not inside.wait(0.5)  # held while the first commit runs
+        assert spark.conf.get(delta._USER_METADATA_CONF) == "first"
+    thread.join(30)
+    assert seen == ["second"] and spark.conf.get(delta._USER_METADATA_CONF, None) is None
+
+
+def test_reports_draw_on_one_plot_thread_one_drawing_at_a_time():
+    """Two owners' reports at once: their drawings run on the process's one plot thread, one after the other."""
+    import time
+
+    from fragrelease.jobs.idpir import report
+
+    busy, overlaps, names = threading.Lock(), [], []
+
+    def draw():
+        if not busy.acquire(blocking=False):
+            overlaps.append(True)
+            return
+        try:
+            names.append(threading.current_thread().name)
+            time.sleep(0.05)
+        finally:
+            busy.release()
+
+    futures = []
+    start = threading.Barrier(4)
+
+    def owner_report():
+        start.wait()
+        futures.append(report._in_background(draw))
+
+    threads = [threading.Thread(target=owner_report) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for f in futures:
+        f.result(30)
+    assert not overlaps and len(names) == 4 and len(set(names)) == 1
+    assert names[0].startswith("fragrelease-report-plots")
