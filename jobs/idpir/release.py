@@ -164,6 +164,10 @@ def play_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource] = No
     )
 
 
+def _nothing() -> None:
+    """The target :func:`pyspark.inheritable_thread_target` wraps: it only applies what it inherits."""
+
+
 class _Stopped(Exception):
     """An owner's step stopped after its checks, before its spend, because another owner's checks of
     the same phase failed; never raised out of the phase (the failed owner's error is)."""
@@ -215,7 +219,11 @@ def _owners_together(spark, steps: Steps, action: Union[str, Mapping[str, str]],
 
     gate = _Gate(len(names)) if checks is not None else None
 
-    def one(number: int, what: str, name: str):
+    def one(inherit: Callable[[], None], number: int, what: str, name: str):
+        # the caller's Spark local properties and tags, applied to this thread, whose pinned JVM thread
+        # keeps them; called and returned before the step, so no PySpark frame sits below the step's
+        # Spark calls (Spark names a job after the caller of the first PySpark frame it finds)
+        inherit()
         arrived = gate is None
         try:
             with steps.step("owner", what, name, number=number):
@@ -234,8 +242,8 @@ def _owners_together(spark, steps: Steps, action: Union[str, Mapping[str, str]],
                 gate.arrive(False)
 
     with ThreadPoolExecutor(max_workers=len(names), thread_name_prefix="fragrelease-owner") as pool:
-        # one wrapper per owner: each thread gets its own copy of this thread's local properties
-        futures = [pool.submit(inheritable_thread_target(spark)(one), number, what, name)
+        # one wrapper per owner, made here: each thread gets its own copy of this thread's local properties
+        futures = [pool.submit(one, inheritable_thread_target(spark)(_nothing), number, what, name)
                    for number, what, name in zip(numbers, actions, names)]
     # leaving the block waited for every owner's step
     for future in futures:

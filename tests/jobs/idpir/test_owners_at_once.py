@@ -81,7 +81,10 @@ def test_the_owners_steps_overlap_and_are_numbered_in_configuration_order(spark,
     met = {"metadata": threading.Barrier(2, timeout=60), "protect": threading.Barrier(2, timeout=60)}
     describe, protect = owner.describe_fragment, owner.protect_and_write
 
+    inherited = []
+
     def describe_together(spark_, ctx):
+        inherited.append(spark_.sparkContext.getLocalProperty("fragrelease.test.caller"))
         met["metadata"].wait()
         return describe(spark_, ctx)
 
@@ -92,8 +95,13 @@ def test_the_owners_steps_overlap_and_are_numbered_in_configuration_order(spark,
     monkeypatch.setattr(owner, "describe_fragment", describe_together)
     monkeypatch.setattr(owner, "protect_and_write", protect_together)
     events = Events()
-    result = run_local_release(spark, _config(tmp_path), progress=events)
+    spark.sparkContext.setLocalProperty("fragrelease.test.caller", "the caller's")  # e.g. a notebook's job group
+    try:
+        result = run_local_release(spark, _config(tmp_path), progress=events)
+    finally:
+        spark.sparkContext.setLocalProperty("fragrelease.test.caller", None)
     assert result.rows == 240 and result.mean_sse is not None
+    assert inherited == ["the caller's", "the caller's"]  # the owners' threads run with the caller's properties
     got = [(e.step, e.total, e.owner, e.status) for e, _ in events.events]
     # every step once started and once done, numbered in configuration order (owners a then b)
     expected = {(1, "a"), (2, "b"), (3, None), (4, "a"), (5, "b"), (6, None), (7, None)}

@@ -96,6 +96,8 @@ def test_a_small_release_protects_and_scores_without_exchanges(spark, tmp_path):
     assert result.rows == 600 and result.mean_sse is not None and result.mean_sse > 0
     protect_steps = {s: j for s, j in steps.items() if "protecting" in s}
     assert len(protect_steps) == 2
+    # jobs of the owners' threads keep the names of their call sites (no thread wrapper in between)
+    assert not any("concurrent/futures" in j or j.startswith("wrapped ") for jobs in steps.values() for j in jobs), steps
     for step, jobs in protect_steps.items():
         assert sum("localCheckpoint" in j for j in jobs) == 1, (step, jobs)  # the draw, every attribute in one task
         assert not any("withThreadLocalCaptured" in j for j in jobs), (step, jobs)  # no adaptive stage job
