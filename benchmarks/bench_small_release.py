@@ -31,7 +31,9 @@ Targets (docs/benchmarks.md, issue 41): the warm 1,000 × 20 release with report
 machine, and the first release in a new JVM (JVM start included) ≤ 2× that warm release (printed as
 a ratio at the end); ≤ 40 s for the Adult quick start including reports. The job counts per phase
 (``--call-sites``) do not depend on the machine's load; the seconds do. ``--owners-one-after-another``
-plays the owners of each phase one after another, as before issue 41's session 5, to compare.
+plays the owners of each phase one after another, as before issue 41's session 5, to compare;
+``--compare-owners N`` alternates the two on warm releases with reports in one JVM (a shared
+machine's load then weighs on both alike).
 """
 from __future__ import annotations
 
@@ -182,7 +184,8 @@ class Steps:
             self.phase, self.running = None, {}
 
 
-def run_once(spark, cfg_path: Path, reports: bool, show_steps: bool, call_sites: bool = False) -> float:
+def run_once(spark, cfg_path: Path, reports: bool, show_steps: bool, call_sites: bool = False,
+             cpu_out: list | None = None) -> float:
     from fragrelease.idpir.config import load_config
     from fragrelease.jobs.idpir.release import run_local_release
 
@@ -207,9 +210,38 @@ def run_once(spark, cfg_path: Path, reports: bool, show_steps: bool, call_sites:
                     counted[site] = counted.get(site, 0) + 1
                 for site, m in counted.items():
                     print(f"                 {m:3d} x {site}")
-        drv, jvm, py = (b - a for a, b in zip(cpu0, cpu_seconds(steps.jvm)))
+    drv, jvm, py = (b - a for a, b in zip(cpu0, cpu_seconds(steps.jvm)))
+    if show_steps:
         print(f"    release: {total:.2f} s wall; CPU driver {drv:.2f} s, JVM {jvm:.2f} s, Python workers {py:.2f} s")
+    if cpu_out is not None:
+        cpu_out.append((drv, jvm, py))
     return total
+
+
+def compare_owners(spark, cfg: Path, runs: int) -> None:
+    """Warm releases with reports, alternating the owners at the same time and one after another
+    (``--compare-owners``): the same JVM and the machine's load of the same minutes for both."""
+    import statistics
+
+    from fragrelease.jobs.idpir import release
+
+    together = release._owners_together
+    alone = lambda *a, **k: together(*a, **{**k, "at_once": False})  # noqa: E731 - benchmark only
+    got: dict[str, list[tuple[float, tuple[float, float, float]]]] = {"at the same time": [], "one after another": []}
+    for _ in range(runs):
+        for mode, fn in (("at the same time", together), ("one after another", alone)):
+            release._owners_together = fn  # type: ignore[assignment]
+            cpu: list = []
+            wall = run_once(spark, cfg, True, show_steps=False, cpu_out=cpu)
+            got[mode].append((wall, cpu[0]))
+            print(f"  owners {mode}: {wall:.2f} s wall; CPU driver {cpu[0][0]:.2f} s, JVM {cpu[0][1]:.2f} s, "
+                  f"workers {cpu[0][2]:.2f} s; load {os.getloadavg()[0]:.1f}", flush=True)
+    release._owners_together = together  # type: ignore[assignment]
+    for mode, rows in got.items():
+        walls = [w for w, _ in rows]
+        cpus = [sum(c) for _, c in rows]
+        print(f"owners {mode}, reports on: median {statistics.median(walls):.2f} s wall (best {min(walls):.2f} s), "
+              f"median CPU {statistics.median(cpus):.2f} s")
 
 
 def main() -> None:
@@ -226,6 +258,9 @@ def main() -> None:
                         "(fragrelease.jobs.session.inputs_are_small); default: the JVM's own JIT, to compare")
     p.add_argument("--call-sites", action="store_true",
                    help="print each phase's Spark jobs by call site (the name of the job's last stage)")
+    p.add_argument("--compare-owners", type=int, default=0, metavar="N",
+                   help="after the first release, N pairs of warm releases with reports: the owners at the same "
+                        "time, then one after another (alternating, in this JVM); then stop")
     p.add_argument("--owners-one-after-another", action="store_true",
                    help="play the owners' steps of each phase one after another (to compare)")
     args = p.parse_args()
@@ -256,6 +291,9 @@ def main() -> None:
         first = run_once(spark, cfg, True, show_steps=True, call_sites=args.call_sites)
         print(f"JVM and session start: {started:.1f} s; first release in this JVM, reports on: {first:.1f} s; "
               f"together {started + first:.1f} s")
+        if args.compare_owners:
+            compare_owners(spark, cfg, args.compare_owners)
+            return
         best = {}
         for reports in (False, True):
             times = []
