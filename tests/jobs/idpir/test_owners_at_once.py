@@ -277,3 +277,23 @@ def test_reports_draw_on_one_plot_thread_one_drawing_at_a_time():
         f.result(30)
     assert not overlaps and len(names) == 4 and len(set(names)) == 1
     assert names[0].startswith("fragrelease-report-plots")
+
+
+def test_the_ledgers_check_of_a_spend_raises_what_the_spend_raises_and_records_nothing(tmp_path):
+    from fragrelease.errors import PlanAlreadySpentError
+    from fragrelease.jobs.idpir.ledger import check_spend, record_spend
+
+    path = str(tmp_path / "ledger")
+    terms = dict(owner="a", dataset="clinic", lifetime=Fraction(2))
+    check_spend(path, plan_id="p0", epsilon=Fraction(1), **terms)  # creates the empty ledger, records nothing
+    assert spent(path, "a", "clinic") == []
+    record_spend(path, plan_id="p1", epsilon=Fraction(3, 2), **terms)
+    for plan_id, epsilon, error in (("p1", Fraction(1, 4), PlanAlreadySpentError),
+                                    ("p2", Fraction(1), BudgetExceededError)):
+        with pytest.raises(error) as checked:
+            check_spend(path, plan_id=plan_id, epsilon=epsilon, **terms)
+        with pytest.raises(error) as recorded:
+            record_spend(path, plan_id=plan_id, epsilon=epsilon, **terms)
+        assert str(checked.value) == str(recorded.value)
+    check_spend(path, plan_id="p2", epsilon=Fraction(1, 2), **terms)  # fits exactly: no error, nothing recorded
+    assert spent(path, "a", "clinic") == [Fraction(3, 2)]
