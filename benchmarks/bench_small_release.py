@@ -3,11 +3,9 @@
 A 1,000-row table with 20 quasi-identifiers (14 numeric, 6 categorical) is written as two CSV
 fragments (500 records each, horizontal) with a schema YAML, and the whole protocol runs in this
 driver (owners' metadata, the plan, both owners' protection, the aggregator's commit, the MeanSSE
-against the originals), as ``fragrelease run`` does. Prints the wall time of each phase, of each
-step and in all, with and without the owners' private reports and the public report, and the number
-of Spark jobs each phase started (from Spark's status tracker; benchmark only). A phase is the steps
-that ran at the same time: the owners' steps of one phase run together in threads of the driver
-(:func:`fragrelease.jobs.idpir.release.play_release`), so their jobs are counted together.
+against the originals), as ``fragrelease run`` does. Prints the wall time of each step and in all,
+with and without the owners' private reports and the public report, and the number of Spark jobs
+each step started (from Spark's status tracker; benchmark only).
 
 The first line is what ``fragrelease run`` pays: the JVM and session start plus the first release
 (reports on) in that fresh JVM, with its steps; then warm runs in the same JVM, reports off and on.
@@ -18,22 +16,19 @@ with ``--adult``.
     python benchmarks/bench_small_release.py --master local[2] --runs 3 --adult
 
 ``--linkage unlinked`` releases every column in its own random order (owners and aggregator).
-``--call-sites`` lists each phase's jobs by call site (the name Spark gives the job's last stage);
+``--call-sites`` lists each step's jobs by call site (the name Spark gives the job's last stage);
 ``--no-warm`` turns off the embedded session's Python worker warm-up
 (:func:`fragrelease.jobs.session.warm_python_workers`), to compare. The session is started as
 ``fragrelease run`` starts it: C1-only JIT when the two fragments are small
 (:func:`fragrelease.jobs.session.inputs_are_small`); ``--jit default`` keeps the JVM's own JIT, to compare.
-Each phase also prints its CPU seconds: the driver's Python, the JVM's own threads and the Python
+Each step also prints its CPU seconds: the driver's Python, the JVM's own threads and the Python
 workers (the JVM's descendant processes; Linux ``/proc``), which the machine's load changes less than
 the wall time.
 
 Targets (docs/benchmarks.md, issue 41): the warm 1,000 × 20 release with reports ≤ 6 s on an idle
 machine, and the first release in a new JVM (JVM start included) ≤ 2× that warm release (printed as
-a ratio at the end); ≤ 40 s for the Adult quick start including reports. The job counts per phase
-(``--call-sites``) do not depend on the machine's load; the seconds do. ``--owners-one-after-another``
-plays the owners of each phase one after another, as before issue 41's session 5, to compare;
-``--compare-owners N`` alternates the two on warm releases with reports in one JVM (a shared
-machine's load then weighs on both alike).
+a ratio at the end); ≤ 40 s for the Adult quick start including reports. The job counts per step
+(``--call-sites``) do not depend on the machine's load; the seconds do.
 """
 from __future__ import annotations
 
@@ -134,22 +129,14 @@ def jvm_pid_of(spark) -> int | None:
 
 
 class Steps:
-    """Times each progress step of the local driver and each phase: the steps that ran at the same time
-    (the owners' steps of one phase run together in threads of the driver), with the phase's CPU seconds
-    (driver Python, JVM, Python workers) and the Spark jobs started while it ran.
-
-    Jobs are counted per phase, not per step: steps that overlap share one window of Spark's status
-    tracker. A phase opens when a step starts while none runs and closes when no step runs any more
-    (the driver reports every event from the step's own thread, one at a time:
-    :class:`fragrelease.jobs.progress.Steps`)."""
+    """Times each progress step of the local driver, its CPU seconds (driver Python, JVM, Python workers)
+    and counts the Spark jobs it started."""
 
     def __init__(self, spark) -> None:
         self.tracker = spark.sparkContext.statusTracker()  # benchmark only: the jobs never use it
         self.jvm = jvm_pid_of(spark)
-        # one row per phase: (its steps' labels and wall seconds, wall s, jobs, call sites, CPU s)
-        self.rows: list[tuple[list[tuple[str, float]], float, int, list[str], tuple[float, ...]]] = []
-        self.running: dict[int, tuple[str, float]] = {}
-        self.phase: tuple[float, set[int], tuple[float, float, float], list[tuple[str, float]]] | None = None
+        self.rows: list[tuple[str, float, int, list[str], tuple[float, float, float]]] = []
+        self.current: tuple[str, float, set[int], tuple[float, float, float]] | None = None
 
     def _job_ids(self) -> set[int]:
         return set(self.tracker.getJobIdsForGroup(None))
@@ -162,30 +149,22 @@ class Steps:
         return stage.name if stage is not None else "?"
 
     def __call__(self, event) -> None:
-        now = time.perf_counter()
-        if event.status == "started":
-            if self.phase is None:
-                self.phase = (now, self._job_ids(), cpu_seconds(self.jvm), [])
-            self.running[event.step] = (event.label, now)
-            return
-        label, t0 = self.running.pop(event.step)
-        assert self.phase is not None
-        self.phase[3].append((label + ("" if event.status == "done" else " (failed)"), now - t0))
-        if not self.running:
-            self.close()
+        self.close()
+        if getattr(event, "status", "started") == "started":
+            self.current = (str(event.label if hasattr(event, "label") else event), time.perf_counter(),
+                            self._job_ids(), cpu_seconds(self.jvm))
 
     def close(self) -> None:
-        if self.phase is not None:
-            t0, before, cpu0, steps = self.phase
+        if self.current is not None:
+            msg, t0, before, cpu0 = self.current
             new = sorted(self._job_ids() - before)
             cpu = tuple(b - a for a, b in zip(cpu0, cpu_seconds(self.jvm)))
-            self.rows.append((sorted(steps), time.perf_counter() - t0, len(new), [self._call_site(j) for j in new],
-                              cpu))
-            self.phase, self.running = None, {}
+            self.rows.append((msg, time.perf_counter() - t0, len(new), [self._call_site(j) for j in new],
+                              cpu))  # type: ignore[arg-type]
+            self.current = None
 
 
-def run_once(spark, cfg_path: Path, reports: bool, show_steps: bool, call_sites: bool = False,
-             cpu_out: list | None = None) -> float:
+def run_once(spark, cfg_path: Path, reports: bool, show_steps: bool, call_sites: bool = False) -> float:
     from fragrelease.idpir.config import load_config
     from fragrelease.jobs.idpir.release import run_local_release
 
@@ -197,51 +176,18 @@ def run_once(spark, cfg_path: Path, reports: bool, show_steps: bool, call_sites:
     steps.close()
     total = time.perf_counter() - t
     if show_steps:
-        for labels, s, jobs, sites, (drv, jvm, py) in steps.rows:
-            head = labels[0][0] if len(labels) == 1 else f"phase of {len(labels)} steps at the same time"
+        for msg, s, jobs, sites, (drv, jvm, py) in steps.rows:
             print(f"    {s:6.2f} s  {jobs:3d} Spark jobs  CPU driver {drv:5.2f} JVM {jvm:5.2f} "
-                  f"workers {py:5.2f} s  {head}")
-            if len(labels) > 1:
-                for label, own in labels:
-                    print(f"           {own:6.2f} s  {label}")
+                  f"workers {py:5.2f} s  {msg}")
             if call_sites:
                 counted: dict[str, int] = {}
                 for site in sites:
                     counted[site] = counted.get(site, 0) + 1
                 for site, m in counted.items():
                     print(f"                 {m:3d} x {site}")
-    drv, jvm, py = (b - a for a, b in zip(cpu0, cpu_seconds(steps.jvm)))
-    if show_steps:
+        drv, jvm, py = (b - a for a, b in zip(cpu0, cpu_seconds(steps.jvm)))
         print(f"    release: {total:.2f} s wall; CPU driver {drv:.2f} s, JVM {jvm:.2f} s, Python workers {py:.2f} s")
-    if cpu_out is not None:
-        cpu_out.append((drv, jvm, py))
     return total
-
-
-def compare_owners(spark, cfg: Path, runs: int) -> None:
-    """Warm releases with reports, alternating the owners at the same time and one after another
-    (``--compare-owners``): the same JVM and the machine's load of the same minutes for both."""
-    import statistics
-
-    from fragrelease.jobs.idpir import release
-
-    together = release._owners_together
-    alone = lambda *a, **k: together(*a, **{**k, "at_once": False})  # noqa: E731 - benchmark only
-    got: dict[str, list[tuple[float, tuple[float, float, float]]]] = {"at the same time": [], "one after another": []}
-    for _ in range(runs):
-        for mode, fn in (("at the same time", together), ("one after another", alone)):
-            release._owners_together = fn  # type: ignore[assignment]
-            cpu: list = []
-            wall = run_once(spark, cfg, True, show_steps=False, cpu_out=cpu)
-            got[mode].append((wall, cpu[0]))
-            print(f"  owners {mode}: {wall:.2f} s wall; CPU driver {cpu[0][0]:.2f} s, JVM {cpu[0][1]:.2f} s, "
-                  f"workers {cpu[0][2]:.2f} s; load {os.getloadavg()[0]:.1f}", flush=True)
-    release._owners_together = together  # type: ignore[assignment]
-    for mode, rows in got.items():
-        walls = [w for w, _ in rows]
-        cpus = [sum(c) for _, c in rows]
-        print(f"owners {mode}, reports on: median {statistics.median(walls):.2f} s wall (best {min(walls):.2f} s), "
-              f"median CPU {statistics.median(cpus):.2f} s")
 
 
 def main() -> None:
@@ -257,18 +203,8 @@ def main() -> None:
                    help="auto: as `fragrelease run`, C1 only for small declared inputs "
                         "(fragrelease.jobs.session.inputs_are_small); default: the JVM's own JIT, to compare")
     p.add_argument("--call-sites", action="store_true",
-                   help="print each phase's Spark jobs by call site (the name of the job's last stage)")
-    p.add_argument("--compare-owners", type=int, default=0, metavar="N",
-                   help="after the first release, N pairs of warm releases with reports: the owners at the same "
-                        "time, then one after another (alternating, in this JVM); then stop")
-    p.add_argument("--owners-one-after-another", action="store_true",
-                   help="play the owners' steps of each phase one after another (to compare)")
+                   help="print each step's Spark jobs by call site (the name of the job's last stage)")
     args = p.parse_args()
-    if args.owners_one_after_another:
-        from fragrelease.jobs.idpir import release
-
-        together = release._owners_together  # benchmark only: the driver's phases, one owner at a time
-        release._owners_together = lambda *a, **k: together(*a, **{**k, "at_once": False})  # type: ignore[assignment]
     logging.basicConfig(level=logging.WARNING)
     from fragrelease.jobs import session
     from fragrelease.jobs.session import get_spark, inputs_are_small
@@ -291,9 +227,6 @@ def main() -> None:
         first = run_once(spark, cfg, True, show_steps=True, call_sites=args.call_sites)
         print(f"JVM and session start: {started:.1f} s; first release in this JVM, reports on: {first:.1f} s; "
               f"together {started + first:.1f} s")
-        if args.compare_owners:
-            compare_owners(spark, cfg, args.compare_owners)
-            return
         best = {}
         for reports in (False, True):
             times = []

@@ -10,7 +10,6 @@ at DEBUG. The events carry public facts only (step, party, attribute counts, sec
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -74,19 +73,10 @@ def log_progress(event: ProgressEvent) -> None:
 
 
 class Steps:
-    """Numbers a run's steps and reports each one's start and end to ``callback``; thread-safe.
+    """Numbers a run's steps and reports each one's start and end to ``callback``.
 
     ``total`` is known before the first step (the caller counts its owners), so every line says how
     far the run is. A failing step is reported as ``failed`` and its exception propagates unchanged.
-
-    Steps of one phase may run at the same time in threads of one driver (the local driver runs the
-    owners' steps of a phase together: :func:`fragrelease.jobs.idpir.release.play_release`). Their
-    numbers are then taken beforehand, in configuration order, with :meth:`number` and passed to
-    :meth:`step`, so a step's number never depends on which thread started first. Each event is
-    reported from the thread that runs its step, and never from two threads at once (a lock is held
-    while ``callback`` runs): a callback need not be thread-safe itself. The events of steps running
-    together may interleave (owner B's ``started`` before owner A's); each step's own ``started``
-    always comes before its ``done`` or ``failed``.
     """
 
     def __init__(self, total: int, callback: Optional[Callable[[ProgressEvent], None]] = None,
@@ -95,29 +85,16 @@ class Steps:
         self.callback = callback if callback is not None else log_progress
         self._clock = clock
         self._n = 0
-        self._lock = threading.Lock()  # the next number
-        self._report = threading.RLock()  # one callback at a time
-
-    def number(self) -> int:
-        """Take the next step number (1-based); for a step that :meth:`step` runs later, maybe in another thread."""
-        with self._lock:
-            self._n += 1
-            return self._n
-
-    def _emit(self, event: ProgressEvent) -> None:
-        with self._report:
-            self.callback(event)
 
     @contextmanager
-    def step(self, party: str, action: str, owner: Optional[str] = None, *,
-             number: Optional[int] = None) -> Iterator[None]:
-        """Report the step's start, run the block, report its end; ``number`` from :meth:`number`, else the next one."""
-        n = self.number() if number is None else number
-        self._emit(ProgressEvent(n, self.total, party, owner, action, "started"))
+    def step(self, party: str, action: str, owner: Optional[str] = None) -> Iterator[None]:
+        self._n += 1
+        n = self._n
+        self.callback(ProgressEvent(n, self.total, party, owner, action, "started"))
         start = self._clock()
         try:
             yield
         except BaseException:
-            self._emit(ProgressEvent(n, self.total, party, owner, action, "failed", self._clock() - start))
+            self.callback(ProgressEvent(n, self.total, party, owner, action, "failed", self._clock() - start))
             raise
-        self._emit(ProgressEvent(n, self.total, party, owner, action, "done", self._clock() - start))
+        self.callback(ProgressEvent(n, self.total, party, owner, action, "done", self._clock() - start))

@@ -283,11 +283,7 @@ class Release:
             ``step 4/8 owner clinic-a: protecting 10 attributes … done in 12.4 s``. Default: the
             logger ``fragrelease.progress`` (ended steps at INFO, started ones at DEBUG).
             Steps: simulation (if configured), each owner's metadata, the plan, each owner's
-            protection, the release, the evaluation (if ``evaluate``). docs/python-api.md. The
-            owners' steps of a phase run at the same time in threads of this driver
-            (:func:`fragrelease.jobs.idpir.release.play_release`): ``progress`` is called from the
-            thread that runs the step, never twice at once, and the numbers follow the
-            configuration's owner order.
+            protection, the release, the evaluation (if ``evaluate``). docs/python-api.md.
         evaluate : also compute MeanSSE of the protected fragments against the originals (the
             driver reads every owner's original: for simulations and experiments).
         fresh_work_dir : first remove what an earlier run of this release left in ``work_dir``

@@ -30,8 +30,7 @@ def verbosity() -> int:
 def progress_display():
     """How a long command shows its progress: a context manager giving a ``progress=`` callback.
 
-    On a terminal (and not ``--quiet``): rich's live status line, updated as each step starts and ends
-    (:class:`StatusLine`: the steps running now). Else
+    On a terminal (and not ``--quiet``): rich's live status line, updated as each step starts. Else
     (job logs, notebooks, redirected output): None, so the steps go to the logger
     ``fragrelease.progress``, one line per finished step with its elapsed time.
     """
@@ -42,25 +41,7 @@ def progress_display():
         if _verbosity < 0 or not console.is_terminal:
             yield None
             return
-        line = StatusLine()
         with console.status("starting") as status:
-            yield lambda event: status.update(line.text(event))
+            yield lambda event: status.update(str(event))
 
     return display()
-
-
-class StatusLine:
-    """The live status line's text for each progress event: every step running now, in step order
-    (the owners' steps of one phase run at the same time: ``step 4/7 owner a: protecting 3 attributes …;
-    step 5/7 owner b: …``), else the step that just ended. The local driver reports its events one
-    at a time (:class:`fragrelease.jobs.progress.Steps`), so no lock is needed here."""
-
-    def __init__(self) -> None:
-        self.running: dict[int, str] = {}
-
-    def text(self, event) -> str:
-        if event.status == "started":
-            self.running[event.step] = str(event)
-        else:
-            self.running.pop(event.step, None)
-        return "; ".join(self.running[n] for n in sorted(self.running)) or str(event)

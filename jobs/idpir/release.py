@@ -5,8 +5,7 @@ simulate owners' fragments if the configuration asks for it (:mod:`.simulate`) �
 its metadata (:func:`.owner.describe_fragment`) → the aggregator issues the plan
 (:func:`.aggregator.issue_plan`) → every owner protects its fragment
 (:func:`.owner.protect_owner_fragment`) → the aggregator verifies, combines and commits
-(:func:`.aggregator.release`) → the driver, which holds the originals here, reports MeanSSE. The
-owners' steps of one phase run at the same time, one thread each (:func:`play_release`).
+(:func:`.aggregator.release`) → the driver, which holds the originals here, reports MeanSSE.
 
 This module sits below the Python API: :func:`run_local_release` (the CLI's ``fragrelease run``) and
 :meth:`fragrelease.jobs.api.Release.run` both call :func:`prepare_work_dir` then :func:`play_release`;
@@ -16,10 +15,8 @@ it imports the party modules, the storage layer and the shared result types
 """
 from __future__ import annotations
 
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from typing import Callable, Mapping, Optional, Sequence
 
 from pyspark.sql import DataFrame
 
@@ -86,24 +83,6 @@ def play_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource] = No
     originals (skipped for a synthetic release). Raises what the steps raise (ConfigError,
     ProtocolError, ManifestMismatchError, ReleaseExistsError, BudgetExceededError, SchemaMismatchError,
     DomainError, IdentifierError).
-
-    The owners at the same time: the owners' steps of one phase run together, one thread of this
-    driver per owner (the owners are separate parties, which in a deployment run at the same time);
-    the phases run one after another: every owner's metadata step, the plan, every owner's protection
-    (a synthetic release: every owner's round one, then every owner's round two), the aggregator's
-    release, MeanSSE. Step numbers follow the configuration's owner order whatever the threads' timing
-    (:class:`fragrelease.jobs.progress.Steps`: ``progress`` is called from the thread that runs the
-    step, one call at a time). Before any owner of a protection phase (or synthesis round) spends,
-    every owner of it runs the checks that need no noise, up to its ledger's check of the spend
-    (:func:`fragrelease.jobs.idpir.owner.check_before_spend`,
-    :func:`fragrelease.jobs.synthesis.owner.check_round_before_spend`); when one fails, no owner of
-    the phase spends. A phase ends when every owner's step has ended, then raises the failure of the
-    first owner in configuration order whose step failed, unchanged. Budgets: a failure after the
-    checks (Spark, storage, the risk check's gate) no longer stops the owners after it from
-    spending: when owner 1's protection fails there, owner 2 may have spent and published its
-    fragment, as owner 1 had when owner 2 failed in a sequential run (docs/architecture.md, "The local
-    driver"). With a ``noise`` source (tests), a synthetic release's rounds, which draw on this driver,
-    run one owner after another.
     """
     # signed manifests: a key pair per owner and release where none is configured (private keys in
     # the owners' private folders; the public keys reach the aggregator step in this in-memory cfg)
@@ -121,30 +100,23 @@ def play_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource] = No
     if cfg.simulated:
         with steps.step("driver", "simulating the owners' fragments"):
             simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
-    names = [o.name for o in cfg.owners]  # configuration order: the steps' numbers and the error raised
-    _owners_together(spark, steps, "validating its fragment and sending metadata", names,
-                     lambda name: owner.describe_fragment(spark, owners[name]))
+    for o in cfg.owners:
+        with steps.step("owner", "validating its fragment and sending metadata", o.name):
+            owner.describe_fragment(spark, owners[o.name])
     with steps.step("aggregator", "validating metadata and issuing the plan"):
         plan = aggregator.issue_plan(agg, spark, pin=False)  # held here and handed to the release step
     manifests: dict = {o.name: None for o in cfg.owners}
     protecteds = {}
     if synthetic:  # docs/specification.md §10: every owner's round one, then every owner's round two
-        from ..synthesis.owner import check_round_before_spend, measure_owner_round
+        from ..synthesis.owner import measure_owner_round
 
         for what in ("1-way marginals and tree edges", "clique marginals"):
-            # a test's seeded noise source draws on this driver (the rounds' noise): one owner at a
-            # time then, so its draws come in configuration order whatever the threads' timing
-            _owners_together(spark, steps, f"measuring noisy {what}", names,
-                             lambda name: measure_owner_round(spark, owners[name], noise=noise),
-                             checks=lambda name: check_round_before_spend(spark, owners[name]),
-                             at_once=noise is None)
-    else:
-        outs = _owners_together(spark, steps, {n: f"protecting {len(plan.owner(n).attributes)} attributes"
-                                               for n in names}, names,
-                                lambda name: owner.protect_and_write(spark, owners[name], noise=noise),
-                                checks=lambda name: owner.check_before_spend(spark, owners[name]))
-        for name, (manifest, protected) in zip(names, outs):
-            manifests[name], protecteds[name] = manifest, protected
+            for o in cfg.owners:
+                with steps.step("owner", f"measuring noisy {what}", o.name):
+                    measure_owner_round(spark, owners[o.name], noise=noise)
+    for o in cfg.owners if not synthetic else ():
+        with steps.step("owner", f"protecting {len(plan.owner(o.name).attributes)} attributes", o.name):
+            manifests[o.name], protecteds[o.name] = owner.protect_and_write(spark, owners[o.name], noise=noise)
     what = "verifying measurements, fitting the model and committing" if synthetic else \
         "verifying fragments and committing the release"
     with steps.step("aggregator", what):
@@ -162,95 +134,6 @@ def play_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource] = No
         guarantee=Guarantee.from_dict(prov["guarantee"]), provenance=MappingProxyType(prov), report=out.report,
         mean_sse=score,
     )
-
-
-def _nothing() -> None:
-    """The target :func:`pyspark.inheritable_thread_target` wraps: it only applies what it inherits."""
-
-
-class _Stopped(Exception):
-    """An owner's step stopped after its checks, before its spend, because another owner's checks of
-    the same phase failed; never raised out of the phase (the failed owner's error is)."""
-
-
-class _Gate:
-    """Every owner of a phase passes its checks that need no noise before any owner of it goes on to
-    its spend: each owner's thread arrives once, with or without a failure; when one failed, the
-    others stop (:class:`_Stopped`) instead of spending."""
-
-    def __init__(self, parties: int) -> None:
-        self._barrier = threading.Barrier(parties)
-        self._failed = False
-
-    def arrive(self, ok: bool) -> None:
-        if not ok:
-            self._failed = True  # set before the wait: every thread reads it after the last one arrived
-        self._barrier.wait()
-        if ok and self._failed:
-            raise _Stopped()
-
-
-def _owners_together(spark, steps: Steps, action: Union[str, Mapping[str, str]], names: Sequence[str],
-                     run: Callable[[str], Any], *, checks: Optional[Callable[[str], Any]] = None,
-                     at_once: bool = True) -> list:
-    """One phase of the owners' steps: ``run(name)`` for every owner in ``names`` (configuration order)
-    at the same time, one thread of this driver each; returns their results in ``names``' order.
-
-    The steps' numbers are taken here, in ``names``' order, before any starts (``action``: the step's
-    text, or one per owner). With ``checks``, every owner first runs ``checks(name)`` (the step's checks
-    that need no noise, up to its ledger's check of the spend) inside its step, and no owner goes on
-    to ``run`` until every owner's checks have passed: when one fails, the others' steps stop before
-    their spend (reported ``failed``). The phase ends when every owner's step has ended (no thread
-    outlives it, so none of its Spark jobs still runs); then the failure of the first owner in
-    ``names`` whose step failed is raised, the exception object its step raised. The threads inherit
-    this thread's Spark local properties and tags (:func:`pyspark.inheritable_thread_target`; PySpark's
-    pinned threads, one SparkSession). One owner, or ``at_once=False``: the steps run one after
-    another in this thread, without the separate checks (each step runs its own).
-    """
-    numbers = [steps.number() for _ in names]
-    actions = [action if isinstance(action, str) else action[name] for name in names]
-    if len(names) == 1 or not at_once:
-        out = []
-        for number, what, name in zip(numbers, actions, names):
-            with steps.step("owner", what, name, number=number):
-                out.append(run(name))
-        return out
-    from pyspark import inheritable_thread_target
-
-    gate = _Gate(len(names)) if checks is not None else None
-
-    def one(inherit: Callable[[], None], number: int, what: str, name: str):
-        # the caller's Spark local properties and tags, applied to this thread, whose pinned JVM thread
-        # keeps them; called and returned before the step, so no PySpark frame sits below the step's
-        # Spark calls (Spark names a job after the caller of the first PySpark frame it finds)
-        inherit()
-        arrived = gate is None
-        try:
-            with steps.step("owner", what, name, number=number):
-                if gate is not None and checks is not None:
-                    try:
-                        checks(name)
-                    except BaseException:
-                        arrived = True
-                        gate.arrive(False)
-                        raise
-                    arrived = True
-                    gate.arrive(True)
-                return run(name)
-        finally:
-            if not arrived and gate is not None:  # the step failed before its checks (its progress callback)
-                gate.arrive(False)
-
-    with ThreadPoolExecutor(max_workers=len(names), thread_name_prefix="fragrelease-owner") as pool:
-        # one wrapper per owner, made here: each thread gets its own copy of this thread's local properties
-        futures = [pool.submit(one, inheritable_thread_target(spark)(_nothing), number, what, name)
-                   for number, what, name in zip(numbers, actions, names)]
-    # leaving the block waited for every owner's step
-    for future in futures:
-        exc = future.exception()
-        if exc is not None and not isinstance(exc, _Stopped):
-            raise exc
-    return [future.result() for future in futures]
 
 
 def _mean_sse(spark, plan: Plan, owners: Sequence[OwnerContext], by_owner: Mapping[str, DataFrame]) -> float:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import base64
 import functools
 import io
-import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -359,33 +358,23 @@ def _awaiting(future, handoff: Optional[Future] = None):
         raise
 
 
-#: The one thread of this process that draws reports' charts (:func:`_in_background`), made on first use.
-_plots: Optional[ThreadPoolExecutor] = None
-_PLOTS_LOCK = threading.Lock()
-
-
 def _in_background(draw: Callable[[], Any]):
-    """Run ``draw`` (Matplotlib drawing) on the process's one plot thread; returns its future.
+    """Start ``draw`` (Matplotlib drawing) in a thread; returns its future.
 
     The charts need only the one-pass summary and public parameters, so they are drawn while the
     driver waits for the quantile (and MeanSSE) Spark jobs instead of after them (the public report's
     noise charts, from public parameters only, while its summary job runs). Matplotlib's
-    object-oriented API (figures of the plot thread's own, no pyplot state) is used by that one
-    thread only: the reports of owners that run at the same time in the local driver
-    (:func:`fragrelease.jobs.idpir.release.play_release`) queue their drawings on it, one after the
-    other, instead of drawing in two threads at once (Matplotlib keeps its fonts per thread; one
-    thread also reuses them from one report to the next). The thread lives, idle, as long as the process."""
-    global _plots
-    with _PLOTS_LOCK:
-        if _plots is None:
-            from matplotlib.backends.backend_agg import FigureCanvasAgg
-            from matplotlib.figure import Figure
+    object-oriented API (figures of this thread's own, no pyplot state) is used by this one thread only."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
-            # the first Agg canvas of the process looks at sys.modules["IPython"] (once per canvas class):
-            # do it here, once, before the plot thread exists, never in that thread while the driver imports
-            FigureCanvasAgg(Figure())
-            _plots = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fragrelease-report-plots")
-        return _plots.submit(draw)
+    # the first Agg canvas of the process looks at sys.modules["IPython"] (once per canvas class):
+    # do it here, where no import runs concurrently, never in the thread while the driver imports
+    FigureCanvasAgg(Figure())
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fragrelease-report-plots")
+    future = pool.submit(draw)
+    pool.shutdown(wait=False)  # the thread ends with its one task; the caller waits on the future
+    return future
 
 
 def _figure(**kwargs):
