@@ -277,6 +277,7 @@ STORAGE_INNER_IN_TESTS = {
     "tests/jobs/test_commit_failures.py": {f"{STORAGE}.files"},
     "tests/jobs/test_output_recovery.py": {f"{STORAGE}.files", f"{STORAGE}.delta"},
     "tests/jobs/idpir/test_fault_safety.py": {f"{STORAGE}.commit", f"{STORAGE}.files"},
+    "tests/jobs/idpir/test_spend_last_owners.py": {f"{STORAGE}.delta"},  # the Delta-Spark commit lock
 }
 
 

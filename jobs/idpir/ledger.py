@@ -517,12 +517,7 @@ def try_record(dt, owner: str, dataset: str, plan_id: str, epsilon: Fraction, li
             raise _damaged(where, "its _delta_log vanished")
     if log_check.version != pinned:
         raise CommitFailedError(f"the ledger moved on from version {pinned} to {log_check.version}")
-    spends = [s for s in read_spends(where, log_check) if s.owner == owner and s.dataset == dataset]
-    if any(s.plan_id == plan_id for s in spends):
-        raise PlanAlreadySpentError(
-            f"owner {owner!r} already spent on plan {plan_id!r} (dataset {dataset!r}, budget ledger {where!r}); "
-            "a plan is spent once; ask the aggregator for a new plan")
-    total = check_lifetime([s.epsilon for s in spends], epsilon, lifetime, owner=owner, dataset=dataset)
+    total = _check_spend(where, log_check, owner, dataset, plan_id, epsilon, lifetime)
     fs, root = _fs_path(dt.table_uri)
     name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
     file = posixpath.join(root, name)
@@ -574,6 +569,42 @@ def _committed(uri: str, name: str) -> Optional[bool]:
         if not is_storage_failure(exc):
             raise
         return None
+
+
+def _check_spend(where: str, log_check: LogCheck, owner: str, dataset: str, plan_id: str, epsilon: Fraction,
+                 lifetime: Fraction) -> Fraction:
+    """The spend's checks against the verified version ``log_check``: the plan not spent yet, the
+    lifetime budget not exceeded; returns the owner's total on ``dataset`` after the spend."""
+    spends = [s for s in read_spends(where, log_check) if s.owner == owner and s.dataset == dataset]
+    if any(s.plan_id == plan_id for s in spends):
+        raise PlanAlreadySpentError(
+            f"owner {owner!r} already spent on plan {plan_id!r} (dataset {dataset!r}, budget ledger {where!r}); "
+            "a plan is spent once; ask the aggregator for a new plan")
+    return check_lifetime([s.epsilon for s in spends], epsilon, lifetime, owner=owner, dataset=dataset)
+
+
+def check_spend(path: str, *, owner: str, dataset: str, plan_id: str, epsilon: Fraction, lifetime: Fraction) -> None:
+    """Every check of :func:`record_spend`, without the spend: raises what it would raise, records nothing.
+
+    Creates the ledger when there is none (an empty table, as :func:`record_spend` does first:
+    :func:`ensure_ledger`), verifies it and checks the spend against its latest version. The local
+    driver runs it for every owner before any owner of a phase spends
+    (:func:`fragrelease.jobs.idpir.release.play_release`), so an owner's refused spend (no room, the
+    plan spent, a damaged or unwritable ledger) stops the run before another owner spends. The
+    spend itself checks again, in its own transaction: a spend another process records in between is
+    still refused there.
+
+    Raises
+    ------
+    PlanAlreadySpentError, BudgetExceededError, LedgerDamagedError, LedgerStorageError
+        As :func:`record_spend`, with the same messages.
+    """
+    path = absolute(path)
+    ensure_ledger(path)
+    pinned = _pinned(path)
+    if pinned is None:
+        raise _damaged(path, "its _delta_log vanished after it was created")
+    _check_spend(path, pinned[1], owner, dataset, plan_id, epsilon, lifetime)
 
 
 def record_spend(path: str, *, owner: str, dataset: str, plan_id: str, epsilon: Fraction, lifetime: Fraction) -> Fraction:

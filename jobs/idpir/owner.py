@@ -54,7 +54,7 @@ from .fragment import (
 )
 from .keys import owner_pseudonym_key
 from .layout import read_message
-from .ledger import record_spend
+from .ledger import check_spend, record_spend
 from .protect import ReleasedValues, released_fragment
 from .shuffle import one_task, pseudonym_set_digest, pseudonymize, shuffle_rows
 from .signatures import describe_table, owner_signing_key, sign_manifest
@@ -241,6 +241,56 @@ def read_verified_plan(ctx: OwnerContext):
     return plan, verified_spec(plan, ctx.config, ctx.schema, ctx.name)
 
 
+def _checks_before_data(ctx: OwnerContext):
+    """The protect step's checks before it reads data: ``(signing_key, plan, spec, pseudonym_key)``.
+
+    Claims ``work_dir``; the signing key, the risk check's tool, the plan's terms against this owner's
+    configuration and its nonce, the attribute names and the pseudonym key; errors as
+    :func:`protect_owner_fragment`.
+    """
+    from .risk_check import check_risk_tools
+
+    claim_work_dir(ctx.config)
+    signing_key = owner_signing_key(ctx)  # signed manifests: refuse a missing or unsafe key before any spend
+    check_risk_tools(ctx.config.risk_check)  # a configured risk check without its tool: refused before any spend
+    # the plan comes from the shared folder: refuse any term that differs from this owner's own
+    # configuration before the ledger, the data or any noise is touched
+    plan, spec = read_verified_plan(ctx)
+    check_plan_nonce(ctx, plan)  # the pseudonym context is fresh: this owner's latest nonce is in it
+    _check_pseudonym_column(ctx.name, [ctx.schema.attribute(a) for a in spec.attributes])
+    return signing_key, plan, spec, owner_pseudonym_key(ctx)
+
+
+def check_before_spend(spark, ctx: OwnerContext) -> None:
+    """Run the owner's (``ctx``) protect-step checks that need no noise, up to its ledger's check of the
+    spend, and record nothing: what :func:`protect_and_write` would refuse before its spend.
+
+    In order: the checks before data (``work_dir``, signing key, risk-check tool, the plan's terms
+    and nonce, attribute names, pseudonym key), making room for the protected fragment and the
+    pseudonym set (:func:`discard_unpublished_fragment`: only an unpublished fragment of this plan,
+    or an interrupted write, is removed), then the ledger's check of ``ε_j`` on this plan
+    (:func:`fragrelease.jobs.idpir.ledger.check_spend`; creates an empty ledger when there is none).
+    It does not read the fragment: the local driver runs it after the metadata step validated every
+    owner's fragment, for every owner in configuration order before any owner's protection starts
+    (:func:`fragrelease.jobs.idpir.release.play_release`). :func:`protect_and_write` runs every one of
+    these checks again (the ledger's in the spend's own transaction).
+
+    Raises
+    ------
+    ConfigError, ManifestMismatchError, ProtocolError, SigningKeyError, PseudonymKeyError,
+    MissingDependencyError, ReleaseExistsError, BudgetExceededError, PlanAlreadySpentError,
+    LedgerDamagedError, LedgerStorageError
+        As :func:`protect_owner_fragment`, with the same messages; nothing was spent.
+    """
+    _, plan, spec, _ = _checks_before_data(ctx)
+    discard_unpublished_fragment(ctx, plan.plan_id, ctx.paths.protected)
+    discard_unpublished_fragment(ctx, plan.plan_id, ctx.paths.pseudonyms, role="pseudonym-set")
+    ledger = ctx.owner.ledger
+    if ledger is not None:
+        check_spend(ledger_location(spark, ledger), owner=spec.owner, dataset=spec.dataset, plan_id=spec.plan_id,
+                    epsilon=spec.epsilon, lifetime=ledger.lifetime)
+
+
 def protect_and_write(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource] = None):
     """:func:`protect_owner_fragment`, also returning the owner's own protected DataFrame.
 
@@ -249,20 +299,12 @@ def protect_and_write(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource] 
     it is never written to the shared ``work_dir``.
     """
     cfg, schema, owner, paths = ctx.config, ctx.schema, ctx.owner, ctx.paths
-    claim_work_dir(cfg)
     assert schema.id_column is not None  # a release's schema names its id column (configuration check)
-    signing_key = owner_signing_key(ctx)  # signed manifests: refuse a missing or unsafe key before any spend
-    from .risk_check import check_risk_tools, gate, measure_owner_risk, split_control
+    from .risk_check import gate, measure_owner_risk, split_control
 
-    check_risk_tools(cfg.risk_check)  # a configured risk check without its tool: refused before any spend
-    # the plan comes from the shared folder: refuse any term that differs from this owner's own
-    # configuration before the ledger, the data or any noise is touched
-    plan, spec = read_verified_plan(ctx)
-    check_plan_nonce(ctx, plan)  # the pseudonym context is fresh: this owner's latest nonce is in it
+    signing_key, plan, spec, key = _checks_before_data(ctx)
     pseudonym_context = plan.pseudonym_context()
     attrs = [schema.attribute(a) for a in spec.attributes]
-    _check_pseudonym_column(owner.name, attrs)
-    key = owner_pseudonym_key(ctx)
     df, context, text = _read_fragment(spark, ctx)
     # the dp-frequency order's exact category counts come from the same validation pass
     # (not run again when this driver's metadata step validated the same source bytes)

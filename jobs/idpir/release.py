@@ -83,6 +83,14 @@ def play_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource] = No
     originals (skipped for a synthetic release). Raises what the steps raise (ConfigError,
     ProtocolError, ManifestMismatchError, ReleaseExistsError, BudgetExceededError, SchemaMismatchError,
     DomainError, IdentifierError).
+
+    Spend last across owners: before the first owner's protection (a synthetic release: before each
+    round), every owner runs, in configuration order, its checks that need no noise up to its ledger's
+    check of the spend (:func:`fragrelease.jobs.idpir.owner.check_before_spend`,
+    :func:`fragrelease.jobs.synthesis.owner.check_round_before_spend`; no progress step of their own).
+    When one refuses (no room in a ledger, the plan spent, a damaged ledger, a bad key or plan term),
+    its error is raised unchanged and no owner has spent. A failure after the checks (Spark, storage,
+    the risk check's gate) stops the owners after it, as before; the owners before it have spent.
     """
     # signed manifests: a key pair per owner and release where none is configured (private keys in
     # the owners' private folders; the public keys reach the aggregator step in this in-memory cfg)
@@ -108,12 +116,16 @@ def play_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource] = No
     manifests: dict = {o.name: None for o in cfg.owners}
     protecteds = {}
     if synthetic:  # docs/specification.md §10: every owner's round one, then every owner's round two
-        from ..synthesis.owner import measure_owner_round
+        from ..synthesis.owner import check_round_before_spend, measure_owner_round
 
         for what in ("1-way marginals and tree edges", "clique marginals"):
+            for o in cfg.owners:  # every owner's checks that need no noise before any owner spends
+                check_round_before_spend(spark, owners[o.name])
             for o in cfg.owners:
                 with steps.step("owner", f"measuring noisy {what}", o.name):
                     measure_owner_round(spark, owners[o.name], noise=noise)
+    for o in cfg.owners if not synthetic else ():  # every owner's checks that need no noise before any owner spends
+        owner.check_before_spend(spark, owners[o.name])
     for o in cfg.owners if not synthetic else ():
         with steps.step("owner", f"protecting {len(plan.owner(o.name).attributes)} attributes", o.name):
             manifests[o.name], protecteds[o.name] = owner.protect_and_write(spark, owners[o.name], noise=noise)

@@ -15,6 +15,7 @@ import json
 import os
 import posixpath
 import re
+import threading
 import time
 import uuid
 from typing import Mapping, Optional
@@ -62,23 +63,37 @@ def _plain_strings(df):
                        for c, f in zip(quoted, fields)])
 
 
+#: Held by every commit of this process through Delta's Spark API (:class:`_UserMetadata`).
+_COMMIT_LOCK = threading.Lock()
+
+
 class _UserMetadata:
     """Sets Delta's session conf for a commit's ``userMetadata`` (``writeTo`` and SQL commands ignore the
     writer option) and restores the previous value. The session conf is shared: concurrent commits
-    from other threads of the same session would pick it up, so fragrelease commits one at a time."""
+    from other threads of the same session would pick it up, so fragrelease commits one at a time: a
+    process-wide lock is held from setting the conf to restoring it (a notebook or application may
+    run releases from several threads of one session)."""
 
     def __init__(self, spark, meta: str):
         self.spark, self.meta = spark, meta
 
     def __enter__(self):
-        self.before = self.spark.conf.get(_USER_METADATA_CONF, None)
-        self.spark.conf.set(_USER_METADATA_CONF, self.meta)
+        _COMMIT_LOCK.acquire()
+        try:
+            self.before = self.spark.conf.get(_USER_METADATA_CONF, None)
+            self.spark.conf.set(_USER_METADATA_CONF, self.meta)
+        except BaseException:
+            _COMMIT_LOCK.release()
+            raise
 
     def __exit__(self, *exc):
-        if self.before is None:
-            self.spark.conf.unset(_USER_METADATA_CONF)
-        else:
-            self.spark.conf.set(_USER_METADATA_CONF, self.before)
+        try:
+            if self.before is None:
+                self.spark.conf.unset(_USER_METADATA_CONF)
+            else:
+                self.spark.conf.set(_USER_METADATA_CONF, self.before)
+        finally:
+            _COMMIT_LOCK.release()
 
 
 #: Session settings while a small release (rows needing no exchange) is committed as a new version of an

@@ -47,7 +47,7 @@ from fragrelease.synthesis.protocol import (
 from ..idpir.context import OwnerContext, OwnerPaths, owner_paths
 from ..idpir.fragment import conform_attributes, conform_id, validate_fragment
 from ..idpir.layout import read_message
-from ..idpir.ledger import record_spend, spent
+from ..idpir.ledger import check_spend, record_spend, spent
 from ..idpir.owner import (
     _read_fragment,
     check_plan_nonce,
@@ -125,6 +125,68 @@ def _spend(spark, ctx: OwnerContext, plan_id: str, dataset: str, epsilon: Fracti
         register(spark, owner.ledger.table, where, append_only=True)
 
 
+def _round_before_data(ctx: OwnerContext):
+    """The round's checks before the data is read: ``(signing_key, plan, spec, number, cliques)``.
+
+    Claims ``work_dir``; the signing key, the plan's terms and nonce, which round is due (refused when
+    both are written) and, for round two, the cliques from every owner's verified round one. Errors
+    as :func:`measure_owner_round`."""
+    cfg, owner = ctx.config, ctx.owner
+    claim_work_dir(cfg)
+    signing_key = owner_signing_key(ctx)
+    plan, _ = read_verified_plan(ctx)  # every term against this owner's configuration, no data
+    if not linkage_of(plan.linkage).synthesized:
+        raise ManifestMismatchError(f"owner {owner.name!r}: plan {plan.plan_id} is not a synthetic release")
+    check_plan_nonce(ctx, plan)
+    spec = plan_synthesis_spec(ctx.schema, plan, owner.name)
+    one, two = round_path(ctx.paths, 1), round_path(ctx.paths, 2)
+    number = 2 if file_exists(one) else 1
+    if number == 2 and file_exists(two):
+        raise ReleaseExistsError(f"owner {owner.name!r} has written both synthesis rounds of plan {plan.plan_id} "
+                                 f"already ({two!r}); the aggregator's release step is next")
+    cliques: tuple = ()
+    if number == 2:  # the cliques from every owner's signed round one: before the data is read
+        keys = {**public_keys(cfg), owner.name: signing_key.public_key()}  # its own: the key it signs with
+        others = {o.name: owner_paths(cfg, o) for o in cfg.owners}  # the plan's owners (verified against cfg)
+        rounds = read_round_one(others, plan, spec, keys, party=f"owner {owner.name!r}")
+        cliques = cliques_from_round_one(spec, rounds)
+    return signing_key, plan, spec, number, cliques
+
+
+def check_round_before_spend(spark, ctx: OwnerContext) -> int:
+    """Run the checks of the owner's (``ctx``) due round that need no noise, up to its ledger's check of
+    the round's spend, and record nothing; return the round's number (1 or 2).
+
+    The checks of :func:`measure_owner_round` before its data is read, then its ledger's: room for
+    the round (round one: the whole ε_j) and the round's plan id not spent yet
+    (:func:`fragrelease.jobs.idpir.ledger.check_spend`; creates an empty ledger when there is none).
+    It does not read the fragment (the metadata step validated it). The local driver runs it for
+    every owner, in configuration order, before any owner of a round starts
+    (:func:`fragrelease.jobs.idpir.release.play_release`); the round runs every check again.
+
+    Raises
+    ------
+    ManifestMismatchError, ProtocolError, ConfigError, ReleaseExistsError, SigningKeyError,
+    BudgetExceededError, PlanAlreadySpentError, LedgerDamagedError, LedgerStorageError
+        As :func:`measure_owner_round`, with the same messages; nothing was spent.
+    """
+    _, plan, spec, number, _ = _round_before_data(ctx)
+    owner = ctx.owner
+    if owner.ledger is None:
+        return number
+    if number == 1:
+        plan_id, epsilon, room_for = plan.plan_id, spec.round_one_epsilon, spec.round_one_epsilon + spec.round_two_epsilon
+    else:
+        plan_id, epsilon, room_for = plan.plan_id + ROUND_TWO_SUFFIX, spec.round_two_epsilon, spec.round_two_epsilon
+    where = ledger_location(spark, owner.ledger)
+    # in the order of _spend: the room first, then the recording's own checks
+    check_lifetime(spent(where, owner.name, plan.dataset), room_for, owner.ledger.lifetime, owner=owner.name,
+                   dataset=plan.dataset)
+    check_spend(where, owner=owner.name, dataset=plan.dataset, plan_id=plan_id, epsilon=epsilon,
+                lifetime=owner.ledger.lifetime)
+    return number
+
+
 def measure_owner_round(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource] = None,
                         randomness: Optional[DiffGenRandomness] = None) -> int:
     """Run the owner's due round of a synthetic release; return its number (1 or 2).
@@ -153,26 +215,10 @@ def measure_owner_round(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource
     SigningKeyError
         The owner has no usable signing key (before any spend).
     """
-    cfg, schema, owner = ctx.config, ctx.schema, ctx.owner
-    claim_work_dir(cfg)
+    schema, owner = ctx.schema, ctx.owner
     assert schema.id_column is not None  # a release's schema names its id column (configuration check)
-    signing_key = owner_signing_key(ctx)
-    plan, _ = read_verified_plan(ctx)  # every term against this owner's configuration, no data
-    if not linkage_of(plan.linkage).synthesized:
-        raise ManifestMismatchError(f"owner {owner.name!r}: plan {plan.plan_id} is not a synthetic release")
-    check_plan_nonce(ctx, plan)
-    spec = plan_synthesis_spec(schema, plan, owner.name)
+    signing_key, plan, spec, number, cliques = _round_before_data(ctx)
     one, two = round_path(ctx.paths, 1), round_path(ctx.paths, 2)
-    number = 2 if file_exists(one) else 1
-    if number == 2 and file_exists(two):
-        raise ReleaseExistsError(f"owner {owner.name!r} has written both synthesis rounds of plan {plan.plan_id} "
-                                 f"already ({two!r}); the aggregator's release step is next")
-    cliques: tuple = ()
-    if number == 2:  # the cliques from every owner's signed round one: before the data is read
-        keys = {**public_keys(cfg), owner.name: signing_key.public_key()}  # its own: the key it signs with
-        others = {o.name: owner_paths(cfg, o) for o in cfg.owners}  # the plan's owners (verified against cfg)
-        rounds = read_round_one(others, plan, spec, keys, party=f"owner {owner.name!r}")
-        cliques = cliques_from_round_one(spec, rounds)
     attrs = [schema.attribute(a["name"]) for a in plan.attributes]
     df, context, text = _read_fragment(spark, ctx)
     check = validate_fragment(df, attrs, schema.id_column, context, id_type=ctx.id_type, text=text)
