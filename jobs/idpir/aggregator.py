@@ -777,7 +777,7 @@ def _commit(spark, ctx: AggregatorContext, plan: Plan, released, prov: Mapping[s
     log.info("release committed: version %d of %s", version, cfg.output_table or path)
     report = None
     if cfg.reports:
-        # imported here: the report module selects matplotlib's Agg backend (see owner.py)
+        # imported here: only a run that writes reports loads the report module (see owner.py)
         from .report import committed_release, public_report, public_report_path
 
         attrs = [schema.attribute(a["name"]) for a in plan.attributes]

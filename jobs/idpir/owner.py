@@ -384,8 +384,8 @@ def protect_and_write(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource] 
                            f"{path_cause(paths.manifest, exc)}; the unpublished fragment at "
                            f"{target!r} was removed; run the owner step again") from None
     if cfg.reports:
-        # imported here: the report module selects matplotlib's Agg backend, which a notebook
-        # importing the API must not get unless it asks for reports
+        # imported here: only a run that writes reports loads the report module (Jinja2, and Matplotlib
+        # once it draws, object-oriented: it never switches a notebook's backend)
         from .report import owner_report
 
         owner_report(df, protected, attrs, schema.id_column, manifest.model_dump(mode="json"),
