@@ -40,6 +40,8 @@ import posixpath
 import uuid
 from typing import Any, Mapping, Optional
 
+import pyarrow.fs as pafs
+
 from fragrelease.errors import ConfigError, ReleaseExistsError, SchemaMismatchError
 
 from ..describe import TableDescription
@@ -252,9 +254,39 @@ def commit_delta(df, path: str, *, provenance: Mapping[str, Any], if_exists: str
     path = absolute(path)
     table_exists = check_commit(df, path, if_exists)
     meta = json.dumps(provenance, sort_keys=True)
-    if delta_available(df.sparkSession):
+    if delta_available(df.sparkSession) and not committed_by_delta_rs(df.sparkSession, path, description):
         return commit_with_spark(df, path, meta, table_exists=table_exists, description=description, small=small)
     return _commit_with_delta_rs(df, path, meta, table_exists, description)
+
+
+def committed_by_delta_rs(spark, path: str, description: Optional[TableDescription]) -> bool:
+    """Whether :func:`commit_delta` commits a table through delta-rs although Delta's Spark classes are
+    configured: a table without a description (the owners' protected fragments, pseudonym sets and id
+    digests: no ``fragrelease.*`` properties to lose, see the module docstring) on the local file system
+    of a ``local`` master outside Databricks (the driver, which commits, sees every file the tasks wrote,
+    and a local file system's rename refuses to replace a commit file another writer made).
+
+    A Spark Connect session keeps Delta's commit: its server, not this process, holds the written files.
+
+    Such a commit takes about 0.1 s where Delta's Spark transaction takes 0.3-0.4 s warm and loads
+    Delta's classes on first use (docs/benchmarks.md, "Issue 41, session 6"). The table is the same
+    Delta table to every reader; a release table (with its description) is still committed by Delta.
+    """
+    import os
+
+    from ..session import local_cores
+
+    if description is not None or "DATABRICKS_RUNTIME_VERSION" in os.environ:
+        return False
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        return False
+    if not isinstance(fs_path(path)[0], pafs.LocalFileSystem):
+        return False
+    try:
+        master = spark.conf.get("spark.master", "") or ""
+    except Exception:  # noqa: BLE001 - a conf a Connect server does not show: keep Delta's own commit
+        return False
+    return local_cores(master) > 0
 
 
 def table_self_description(path: str, version: Optional[int] = None) -> Mapping[str, Any]:
