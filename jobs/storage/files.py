@@ -39,8 +39,7 @@ import json
 import posixpath
 import uuid
 from typing import Any, Mapping, Optional
-
-import pyarrow.fs as pafs
+from urllib.parse import urlparse
 
 from fragrelease.errors import ConfigError, ReleaseExistsError, SchemaMismatchError
 
@@ -280,7 +279,7 @@ def committed_by_delta_rs(spark, path: str, description: Optional[TableDescripti
         return False
     if type(spark).__module__.startswith("pyspark.sql.connect"):
         return False
-    if not isinstance(fs_path(path)[0], pafs.LocalFileSystem):
+    if urlparse(path).scheme not in ("", "file"):  # object storage, dbfs:/, hdfs://: Delta's own commit
         return False
     try:
         master = spark.conf.get("spark.master", "") or ""
