@@ -274,6 +274,7 @@ STORAGE = "fragrelease.jobs.storage"
 #: ``delta``: ``_discard_uncommitted`` (a killed commit) and ``_spark_commit_error`` (a Java error's cause);
 #: ``commit``: ``commit_delta`` as ``commit_release`` sees it (a disk full at the release's commit).
 STORAGE_INNER_IN_TESTS = {
+    "tests/jobs/test_commit_engine.py": {f"{STORAGE}.files"},  # which engine commits a table
     "tests/jobs/test_commit_failures.py": {f"{STORAGE}.files"},
     "tests/jobs/test_output_recovery.py": {f"{STORAGE}.files", f"{STORAGE}.delta"},
     "tests/jobs/idpir/test_fault_safety.py": {f"{STORAGE}.commit", f"{STORAGE}.files"},

@@ -127,7 +127,8 @@ def describe_fragment(spark, ctx: OwnerContext) -> OwnerMetadata:
         target = ctx.paths.id_digests(nonce)
         # a small fragment's digests in one task (its own record count: never written anywhere)
         commit_delta(shuffle_rows(ids, PSEUDONYM_COLUMN, single_task=one_task(n_records, 1)), target, if_exists="error",
-                     provenance={"role": "id-digests", "owner": owner.name, "fragrelease_version": __version__})
+                     provenance={"role": "id-digests", "owner": owner.name, "fragrelease_version": __version__},
+                     owner_table=True)
         digest = pseudonym_set_digest(committed_rows(spark, target))
     meta = OwnerMetadata(
         owner=owner.name, dataset=schema.name, fragmentation=cfg.fragmentation,
@@ -353,8 +354,9 @@ def protect_and_write(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource] 
             # values directly (the ids never travel with them, no line-up by id)
             ids = pseudonymize(df.select(schema.id_column), schema.id_column, key, pseudonym_context)
             pset = shuffle_rows(ids, PSEUDONYM_COLUMN, single_task=one_task(n_records, 1))
-            commit_delta(pset, pset_target, provenance={**provenance, "role": "pseudonym-set"}, if_exists="error")
-            commit_delta(released.unlinked(), target, provenance=provenance, if_exists="error")
+            commit_delta(pset, pset_target, provenance={**provenance, "role": "pseudonym-set"}, if_exists="error",
+                         owner_table=True)
+            commit_delta(released.unlinked(), target, provenance=provenance, if_exists="error", owner_table=True)
             digest = content_digest(committed_rows(spark, target))
             pset_digest = pseudonym_set_digest(committed_rows(spark, pset_target))
             pset_table = describe_table(spark, pset_target)
@@ -363,7 +365,7 @@ def protect_and_write(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource] 
             shared = pseudonymize(protected, schema.id_column, key, pseudonym_context)
             # a small fragment (its spec's record count × columns) sorted in one task: no exchange
             commit_delta(shuffle_rows(shared, PSEUDONYM_COLUMN, single_task=one_task(n_records, len(attrs) + 1)),
-                         target, provenance=provenance, if_exists="error")
+                         target, provenance=provenance, if_exists="error", owner_table=True)
             digest, pset_digest = fragment_digests(committed_rows(spark, target), PSEUDONYM_COLUMN)
         # signed manifests: bind the manifest to this owner's key, the tables' versions, files and logs
         version, files, delta_log = describe_table(spark, target)

@@ -1,6 +1,9 @@
 """Reading fragments, exchanging protocol messages and committing Delta tables.
 
-Two commit paths, chosen per session by :func:`fragrelease.jobs.session.delta_available`:
+Two commit paths, chosen per session by :func:`fragrelease.jobs.session.delta_available` and, with
+Delta's classes, per table by :func:`committed_by_delta_rs` (an owner's own table, a protected fragment,
+pseudonym set or id digests, at a local path of a ``local`` master goes to the delta-rs path; every
+release table keeps Delta's own commit):
 
 - **Delta's Spark classes** (the embedded session once ``scripts/setup.sh`` fetched the jars,
   clusters with delta-spark, Databricks): Delta's own Spark API writes the table. A new table is
@@ -219,7 +222,7 @@ def check_commit(df, path: str, if_exists: str = "error") -> bool:
 
 
 def commit_delta(df, path: str, *, provenance: Mapping[str, Any], if_exists: str = "error",
-                 description: Optional[TableDescription] = None, small: bool = False) -> int:
+                 description: Optional[TableDescription] = None, small: bool = False, owner_table: bool = False) -> int:
     """Write ``df`` as a new Delta table version at ``path`` and return that version.
 
     Parameters
@@ -233,6 +236,8 @@ def commit_delta(df, path: str, *, provenance: Mapping[str, Any], if_exists: str
         (:func:`fragrelease.jobs.describe.release_description`); public facts only.
     small : ``df`` is read in one task without an exchange (the caller's public count says so): a new
         version is committed with fewer Spark jobs (:func:`fragrelease.jobs.storage.delta.commit_with_spark`).
+    owner_table : ``df`` is an owner's own table for the protocol (a protected fragment, a pseudonym set,
+        id digests; no description): committed by delta-rs when :func:`committed_by_delta_rs` allows it.
 
     Returns
     -------
@@ -253,17 +258,17 @@ def commit_delta(df, path: str, *, provenance: Mapping[str, Any], if_exists: str
     path = absolute(path)
     table_exists = check_commit(df, path, if_exists)
     meta = json.dumps(provenance, sort_keys=True)
-    if delta_available(df.sparkSession) and not committed_by_delta_rs(df.sparkSession, path, description):
+    if delta_available(df.sparkSession) and not (owner_table and committed_by_delta_rs(df.sparkSession, path, description)):
         return commit_with_spark(df, path, meta, table_exists=table_exists, description=description, small=small)
     return _commit_with_delta_rs(df, path, meta, table_exists, description)
 
 
 def committed_by_delta_rs(spark, path: str, description: Optional[TableDescription]) -> bool:
-    """Whether :func:`commit_delta` commits a table through delta-rs although Delta's Spark classes are
-    configured: a table without a description (the owners' protected fragments, pseudonym sets and id
-    digests: no ``fragrelease.*`` properties to lose, see the module docstring) on the local file system
-    of a ``local`` master outside Databricks (the driver, which commits, sees every file the tasks wrote,
-    and a local file system's rename refuses to replace a commit file another writer made).
+    """Whether :func:`commit_delta` commits an owner's table (``owner_table``) through delta-rs although
+    Delta's Spark classes are configured: a table without a description (an owner's protected fragment,
+    pseudonym set or id digests: no ``fragrelease.*`` properties to lose, see the module docstring) on the
+    local file system of a ``local`` master outside Databricks (the driver, which commits, sees every file
+    the tasks wrote, and a local file system's rename refuses to replace a commit file another writer made).
 
     A Spark Connect session keeps Delta's commit: its server, not this process, holds the written files.
 

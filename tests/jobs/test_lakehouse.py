@@ -158,18 +158,13 @@ def test_the_same_release_runs_without_delta_classes(tmp_path):
 @pytest.mark.slow  # a whole release end to end (or processes of their own): CI runs it; the quick loop leaves it out
 def test_a_failed_spark_delta_write_leaves_no_orphan_files(spark, tmp_path):
     """A write that fails midway (one task raises after others wrote files) commits nothing, removes the
-    files it wrote and raises one line; an existing version stays intact. The table has a description, as
-    a release has: Delta's Spark API commits it (a table without one at a local path goes to delta-rs)."""
+    files it wrote and raises one line; an existing version stays intact."""
     if not delta_available(spark):
         pytest.skip("Delta's Spark write path only")
     from pyspark.sql import types as T
 
     from fragrelease.errors import DeltaWriteError
-    from fragrelease.jobs.describe import TableDescription
-    from fragrelease.jobs.storage import commit_delta as commit
-
-    def commit_delta(df, path, **kwargs):
-        return commit(df, path, description=TableDescription("a test table"), **kwargs)
+    from fragrelease.jobs.storage import commit_delta
 
     @F.udf(T.LongType())
     def fail_late(i):
