@@ -533,14 +533,24 @@ def _warm_worker(batches: Iterator) -> Iterator:
     yield from batches
 
 
+def warm_workers(cores: int) -> int:
+    """How many Python workers :func:`warm_python_workers` starts on a local master with ``cores`` task
+    slots: one per slot but one, at least one. The slot left free runs the release's first JVM tasks
+    (reading and validating the first fragment), which otherwise wait for the warm-up's imports: on 2
+    cores that step took 1-2 s longer (docs/benchmarks.md, "Issue 41, session 6"). A small release's
+    Python stages run in one task (one worker); a large one starts its other workers itself."""
+    return max(1, cores - 1)
+
+
 def warm_python_workers(spark) -> threading.Thread | None:
-    """Start one throw-away ``mapInPandas`` task per local core in a daemon thread; return the thread.
+    """Start throw-away ``mapInPandas`` tasks (:func:`warm_workers` of the local cores) in a daemon
+    thread; return the thread.
 
     A fresh local session pays for its Python workers (process start, pandas, Arrow, OpenDP and the
     mechanism's imports) and for Spark's first Arrow stage in the first Python stage of a release,
     about 2-5 s (docs/benchmarks.md, "Small release fixed cost (issue 26, session 9)"). The first
     steps of a release (reading and validating the fragments) run no Python tasks, so the warm-up
-    overlaps them. Two rows of ``spark.range`` only, no data; errors are ignored (the release
+    overlaps them. A row of ``spark.range`` per task only, no data; errors are ignored (the release
     starts the workers itself). ``None`` for a non-local master or when :data:`WARM_PYTHON_WORKERS`
     is False.
     """
@@ -550,10 +560,11 @@ def warm_python_workers(spark) -> threading.Thread | None:
         return None
     if not WARM_PYTHON_WORKERS or cores < 1:
         return None
+    tasks = warm_workers(cores)
 
     def run() -> None:
         try:
-            spark.range(0, cores, 1, cores).mapInPandas(_warm_worker, "id long").count()
+            spark.range(0, tasks, 1, tasks).mapInPandas(_warm_worker, "id long").count()
         except Exception as exc:  # noqa: BLE001 - a warm-up that failed changes nothing
             log.debug("warming the Python workers failed: %s", type(exc).__name__)
 

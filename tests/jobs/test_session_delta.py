@@ -134,7 +134,34 @@ def test_no_warm_up_on_a_cluster_or_when_turned_off(monkeypatch):
     assert session.warm_python_workers(_NoJobs("local[2]")) is None
 
 
-def test_the_warm_up_runs_one_python_task_per_core_and_ends(spark):
+class _Recording:
+    """A session stand-in that records the warm-up job's ``range`` arguments (start, end, step, partitions)."""
+
+    def __init__(self, master):
+        self.conf, self.calls = _Conf(master), []
+
+    def range(self, *args):
+        self.calls.append(args)
+        return self
+
+    def mapInPandas(self, function, schema):  # noqa: N802 - PySpark's name
+        return self
+
+    def count(self):
+        return 0
+
+
+@pytest.mark.parametrize("master, tasks", [("local", 1), ("local[2]", 1), ("local[4]", 3), ("local[8, 2]", 7)])
+def test_the_warm_up_leaves_one_task_slot_to_the_releases_first_jvm_tasks(master, tasks):
+    fake = _Recording(master)
+    thread = session.warm_python_workers(fake)
+    assert thread is not None
+    thread.join(timeout=30)
+    assert fake.calls == [(0, tasks, 1, tasks)]  # one row per task, one task per warmed worker
+    assert session.warm_workers(2) == 1 and session.warm_workers(1) == 1 and session.warm_workers(16) == 15
+
+
+def test_the_warm_up_runs_python_tasks_and_ends(spark):
     thread = session.warm_python_workers(spark)
     assert thread is not None and thread.daemon
     thread.join(timeout=120)
