@@ -7,7 +7,8 @@ categorical with 2 to 16 categories) and ``bench_small_release.py``'s (14 numeri
 2, 3, 5, 8, 12 and 20 categories).
 
 With ``--pages`` (starts a local Spark session): writes an owner report (500 records) and the public
-report (1,000 rows) of ``bench_small_release.py``'s schema and prints their sizes in bytes.
+report (1,000 rows) of ``bench_small_release.py``'s schema and prints their sizes in bytes (``--out DIR``
+keeps them there).
 
     python benchmarks/bench_report_charts.py --rounds 5 --pages
 """
@@ -80,7 +81,7 @@ def charts(rounds: int) -> None:
               f"{2 * owner + public:.4f} + {2 * owner_html + public_html:.4f} s (CPU, best of {rounds})")
 
 
-def pages() -> None:
+def pages(out: str | None) -> None:
     import pandas as pd
 
     from fragrelease.idpir.guarantee import release_guarantee
@@ -112,7 +113,8 @@ def pages() -> None:
                     "budgets": [{"attribute": a.name, "epsilon": "0.05", "epsilon_order": "0",
                                  "epsilon_centroids": "0.05"} for a in attrs]} for o in ("owner-1", "owner-2")]}
     spark = get_spark("bench-report-charts", master="local[2]")
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = out or scratch
         os.environ.setdefault("FRAGRELEASE_PRIVATE_ROOT", tmp)
         half = slice(0, n // 2)
         owner = report.owner_report(spark.createDataFrame(table.iloc[half]), spark.createDataFrame(protected.iloc[half]),
@@ -130,10 +132,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--pages", action="store_true", help="also write an owner and the public report (Spark) and size them")
+    p.add_argument("--out", help="with --pages: the folder to keep the two reports in (default: a temporary one)")
     args = p.parse_args()
     charts(args.rounds)
     if args.pages:
-        pages()
+        pages(args.out)
 
 
 if __name__ == "__main__":
