@@ -469,7 +469,7 @@ def _distributions(attrs: Sequence[Attribute], released: Mapping[str, dict],
     """One distribution chart per attribute of ``attrs`` (in order), from the summaries ``released``
     (and ``original``) by attribute name (:func:`_distribution`).
 
-    Drawn by the browser, not as images: the numbers here are the bars' heights and the ticks, 1-2 KB
+    Drawn by the browser, not as images: the numbers here are the bars' heights and the ticks, 0.5-3 KB
     of HTML per chart. About 3 ms of driver CPU for 20 charts with their HTML, where Matplotlib's PNGs
     took 0.28-0.37 s (docs/benchmarks.md, "Issue 41, session 6: the distribution charts in HTML")."""
     return [_distribution(a, released[a.name], None if original is None else original[a.name]) for a in attrs]
