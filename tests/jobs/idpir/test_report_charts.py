@@ -262,3 +262,19 @@ def test_every_chart_reaches_its_top_with_at_most_5_ticks_per_axis_within_it(ove
             assert 2 <= len(c.xticks) <= 5 and all(0 <= t.position <= 100 for t in c.xticks)
     # other numbers give other bars
     assert report._distributions(SCHEMA, _summaries(7), original) != charts
+
+
+def test_the_pages_style_places_the_bars_and_labels_as_the_images_did():
+    # the style every report carries (base.html.j2): bar widths within their bin or category's slot as on
+    # the images (released 0.9 of a bin alone, half of it over the original's full bin; a category's bar 0.8
+    # of its slot alone, else the original's left 0.4 and the released right 0.4), the original's colour at
+    # opacity 0.6, the category names rotated by 60 degrees and cut after 90 px (their title holds them whole)
+    page = report.render("base.html.j2", title="t")
+    rules = dict(re.findall(r"([^{}\n]+)\{([^{}]*)\}", page[page.index("<style>") + 7:page.index("</style>")]))
+    assert rules[".dist b"] == f"position:absolute;bottom:0;left:5%;right:5%;background:{report.RELEASED_COLOUR}"
+    assert rules[".dist b.o"] == f"background:{report.ORIGINAL_COLOUR};opacity:.6"
+    assert (rules[".dist.ov b"], rules[".dist.ov b.o"]) == ("left:25%;right:25%", "left:0;right:0")
+    assert rules[".dist.cat b"] == "left:10%;right:10%"
+    assert (rules[".dist.cat.ov b"], rules[".dist.cat.ov b.o"]) == ("left:50%;right:10%", "left:10%;right:50%")
+    assert "max-width:90px" in rules[".dist.cat .x"] and "rotate(-60deg)" in rules[".dist.cat .x"]
+    assert "transform-origin:100% 0" in rules[".dist.cat .x"]  # the name ends under its bars' middle
