@@ -386,8 +386,8 @@ def protect_and_write(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource] 
                            f"{path_cause(paths.manifest, exc)}; the unpublished fragment at "
                            f"{target!r} was removed; run the owner step again") from None
     if cfg.reports:
-        # imported here: only a run that writes reports loads the report module (Jinja2, and Matplotlib
-        # once it draws, object-oriented: it never switches a notebook's backend)
+        # imported here: only a run that writes reports loads the report module (Jinja2, and Matplotlib's
+        # colormaps and tick locator once it makes its charts, which draws nothing: no backend is selected)
         from .report import owner_report
 
         owner_report(df, protected, attrs, schema.id_column, manifest.model_dump(mode="json"),

@@ -1,4 +1,5 @@
-"""Utility reports written beside every release (HTML, one self-contained file, charts inline as PNG).
+"""Utility reports written beside every release (HTML, one self-contained file; the charts are HTML and CSS
+that the browser draws, no image).
 
 Two parts, produced separately because they are for different readers:
 
@@ -30,9 +31,7 @@ the driver. Intervals of the Laplace noise come from OpenDP's accuracy function
 """
 from __future__ import annotations
 
-import base64
 import functools
-import io
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -303,22 +302,16 @@ class ReportSection:
     anchor: str = "section"
 
 
-@dataclass(frozen=True)
-class Chart:
-    """One inline chart: a ``data:image/png;base64,...`` URI, its alternative text and its caption (shown
-    under it; "" for none)."""
-
-    uri: str
-    alt: str
-    caption: str = ""
-
-
 @functools.lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
     """The reports' Jinja2 environment: templates from :data:`TEMPLATES`, autoescape on for every
-    template (a value can never become markup), an undefined variable an error (``StrictUndefined``)."""
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
-                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    template (a value can never become markup), an undefined variable an error (``StrictUndefined``).
+    Every template sees ``chart_colours`` (the distribution charts' :data:`ORIGINAL_COLOUR` and
+    :data:`RELEASED_COLOUR`, ``original`` and ``released``: ``base.html.j2``'s style colours the bars with them)."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.globals["chart_colours"] = {"original": ORIGINAL_COLOUR, "released": RELEASED_COLOUR}
+    return env
 
 
 def render(template: str, **context: Any) -> str:
@@ -359,145 +352,127 @@ def _awaiting(future, handoff: Optional[Future] = None):
 
 
 def _in_background(draw: Callable[[], Any]):
-    """Start ``draw`` (Matplotlib drawing) in a thread; returns its future.
+    """Start ``draw`` (the charts) in a thread; returns its future.
 
-    The charts need only the one-pass summary and public parameters, so they are drawn while the
+    The charts need only the one-pass summary and public parameters, so they are made while the
     driver waits for the quantile (and MeanSSE) Spark jobs instead of after them (the public report's
-    noise charts, from public parameters only, while its summary job runs). Matplotlib's
-    object-oriented API (figures of this thread's own, no pyplot state) is used by this one thread only."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    # the first Agg canvas of the process looks at sys.modules["IPython"] (once per canvas class):
-    # do it here, where no import runs concurrently, never in the thread while the driver imports
-    FigureCanvasAgg(Figure())
+    noise charts, from public parameters only, while its summary job runs). Every chart is HTML
+    computed in Python (:func:`_distributions`, :func:`_bar_chart`): nothing is drawn."""
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fragrelease-report-plots")
     future = pool.submit(draw)
     pool.shutdown(wait=False)  # the thread ends with its one task; the caller waits on the future
     return future
 
 
-def _figure(**kwargs):
-    """A new Matplotlib ``Figure`` (object-oriented Matplotlib, no pyplot: drawing a report never switches a
-    notebook's backend). Imported here, not with the module: the Python workers import this module for
-    the summaries' ``mapInPandas`` functions and never draw (Matplotlib costs them 1-2 s of a new JVM's
-    first release; docs/benchmarks.md, "Issue 41, session 4: the first release's warm-up")."""
-    from matplotlib.figure import Figure
-
-    return Figure(**kwargs)
-
-
-def _png(fig, bottom: float, left: float = 0.18, top: float = 0.9, right: float = 0.98) -> str:
-    """``fig`` as a ``data:image/png;base64`` URI."""
-    buf = io.BytesIO()
-    # fixed margins: tight_layout measured every text first and was about a third of each plot's time
-    fig.subplots_adjust(left=left, right=right, top=top, bottom=bottom)
-    fig.savefig(buf, format="png", dpi=90)
-    return f"data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}"
-
-
-def _bars(ax, centers: Any, heights: Any, width: float, *, color: str, label: str, alpha: Optional[float] = None):
-    """Vertical bars from 0 as one ``PolyCollection``: the rectangles, colour, legend entry and
-    autoscaling (the y axis starts at 0) of ``ax.bar``, drawn as one artist instead of a patch per bar
-    (a patch per bar was about a third of a distribution chart's time; docs/benchmarks.md, issue 41 session 3)."""
-    from matplotlib.collections import PolyCollection
-
-    x = np.asarray(centers, dtype=float)
-    h = np.asarray(heights, dtype=float)
-    lo, hi, zero = x - width / 2, x + width / 2, np.zeros_like(h)
-    verts = np.stack([np.column_stack(c) for c in ((lo, zero), (lo, h), (hi, h), (hi, zero))], axis=1)
-    bars = PolyCollection(verts, facecolors=color, edgecolors="none", linewidths=0, alpha=alpha, label=label)
-    bars.sticky_edges.y.append(0.0)  # as ax.bar: no margin below the bars' base
-    ax.add_collection(bars)
-    return bars
-
-
-#: The distribution charts' colours: the original's bars (drawn with alpha 0.6) and the released ones.
+#: The distribution charts' colours: the original's bars (drawn with opacity 0.6) and the released ones.
 ORIGINAL_COLOUR, RELEASED_COLOUR = "#999999", "#3b75af"
 _STEPS = (1, 2, 2.5, 5, 10)  # tick steps (times a power of ten): a domain 0 to 100 gets 0, 25, 50, 75, 100
 
 
-class _Distributions:
-    """Draws one report's distribution charts (:meth:`chart`) on one figure per kind (numeric or
-    categorical, with or without the original), reused from chart to chart instead of a new figure per
-    chart: the bars are replaced, the x ticks set, the limits recomputed from the new bars (``relim``,
-    ``autoscale_view``), and the figure's axes and tick objects are kept. The PNG bytes are those of a
-    new figure per chart (tests/jobs/idpir/test_report_passes.py: every kind, in several orders); a new
-    figure and axes was about a third of a chart's time (docs/benchmarks.md, issue 41 session 4).
+@dataclass(frozen=True)
+class Tick:
+    """One labelled tick of a distribution chart's axis: its ``label`` and its ``position``, in % of the
+    axis from its start (the counts' axis from the bottom, the x axis from the left)."""
 
-    Only the bars and the axes' ticks are pixels: the attribute's name, the declared domain and what
-    the bars count are the chart's HTML caption (:attr:`Chart.caption`), the legend (original grey,
-    released blue) is HTML once per section (``owner_report.html.j2``), and the counts' axis and a
-    numeric attribute's axis have at most 5 ticks (``MaxNLocator(4)``): the titles, axis labels, legend
-    and ticks were three quarters of a chart's drawing time (docs/benchmarks.md, "Issue 41, session 5:
-    the reports' charts"). Used by one thread; one instance per report."""
-
-    def __init__(self) -> None:
-        self._figures: dict[tuple[bool, bool], tuple[Any, Any, list]] = {}
-
-    def _figure(self, categorical: bool, overlaid: bool):
-        from matplotlib.ticker import MaxNLocator
-
-        key = (categorical, overlaid)
-        if key not in self._figures:
-            fig = _figure(figsize=(5.2, 2.2))
-            ax = fig.add_subplot()
-            ax.yaxis.set_major_locator(MaxNLocator(4, steps=_STEPS))
-            if not categorical:  # a categorical axis has a tick per category
-                ax.xaxis.set_major_locator(MaxNLocator(4, steps=_STEPS))
-            self._figures[key] = (fig, ax, [])
-        return self._figures[key]
-
-    def chart(self, a: Attribute, released: dict, original: Optional[dict]) -> Chart:
-        """The chart of attribute ``a``: its ``released`` summary's histogram (``edges``, ``hist``) or
-        category counts (``freq``), overlaid on ``original``'s when given. Alternative text and caption:
-        the attribute's name, what is drawn and (numeric) the declared domain."""
-        fig, ax, bars = self._figure(a.categorical, bool(original))
-        first = not bars
-        for old in bars:
-            old.remove()
-        bars.clear()
-        if a.categorical:
-            cats = list(a.categories or ())
-            x = np.arange(len(cats))
-            w = 0.4 if original else 0.8
-            if original:
-                bars.append(_bars(ax, x - w / 2, [original["freq"][c] for c in cats], w, label="original",
-                                  color=ORIGINAL_COLOUR, alpha=0.6))
-            bars.append(_bars(ax, x + (w / 2 if original else 0), [released["freq"][c] for c in cats], w,
-                              label="released", color=RELEASED_COLOUR))
-            ax.set_xticks(x, cats, rotation=60, ha="right", fontsize=6)
-            what, over = "records per category", ""
-        else:
-            edges = np.array(released["edges"])
-            centers = (edges[:-1] + edges[1:]) / 2
-            width = edges[1] - edges[0]
-            if original:
-                bars.append(_bars(ax, centers, original["hist"], width, label="original", color=ORIGINAL_COLOUR,
-                                  alpha=0.6))
-            bars.append(_bars(ax, centers, released["hist"], width * (0.5 if original else 0.9), label="released",
-                              color=RELEASED_COLOUR))
-            what, over = "records per bin", f"declared domain {edges[0]:g} to {edges[-1]:g}"
-        if not first:
-            ax.relim()  # the limits of the new bars only (collections take part in relim since Matplotlib 3.11)
-            ax.autoscale_view()
-        values = "original and released" if original else "released"
-        alt = f"{a.name}: distribution of the {values} values" + (f" over the {over}" if over else "")
-        return Chart(_png(fig, bottom=0.47 if a.categorical else 0.12, left=0.1, top=0.96), alt,
-                     f"{a.name}: {what}" + (f", {over}" if over else ""))
+    label: str
+    position: float
 
 
-def _plot_attribute(a: Attribute, released: dict, original: Optional[dict]) -> Chart:
-    """One distribution chart on a figure of its own (:meth:`_Distributions.chart`)."""
-    return _Distributions().chart(a, released, original)
+@dataclass(frozen=True)
+class Distribution:
+    """One distribution chart drawn in HTML (``macros.html.j2``, ``distribution``; :func:`_distribution`).
+
+    ``released``: a bar per bin (numeric) or category (categorical), its height in % of the plot's
+    height; ``original``: the original's bars in the same way (owner report; None in the public report);
+    ``yticks``: the counts' axis; ``xticks``: the declared domain's ticks (numeric) or each category's
+    name under its bars (categorical); ``alt``: the alternative text (the figure is ``role="img"`` with
+    it as its label); ``caption``: shown under the chart."""
+
+    alt: str
+    caption: str
+    categorical: bool
+    released: tuple[float, ...]
+    original: Optional[tuple[float, ...]]
+    yticks: tuple[Tick, ...]
+    xticks: tuple[Tick, ...]
+
+    @property
+    def bins(self) -> list[tuple[Optional[float], float]]:
+        """``(original height or None, released height)`` per bin or category, in order."""
+        return list(zip(self.original or (None,) * len(self.released), self.released))
+
+
+def _heights(counts: Sequence[float], top: float) -> tuple[float, ...]:
+    """Each of ``counts`` as a share of ``top`` (the chart's largest count), in %; all 0 when ``top`` is 0."""
+    return tuple(100.0 * c / top if top > 0 else 0.0 for c in counts)
+
+
+def _tick_values(lo: float, hi: float) -> list[float]:
+    """The ticks Matplotlib's axis drew from ``lo`` to ``hi`` (``lo`` < ``hi``): ``MaxNLocator(4,
+    steps=_STEPS).tick_values(lo, hi)`` (no figure, nothing drawn) within [lo, hi], so at most 5, cleared
+    of floating-point noise (12 significant digits)."""
+    from matplotlib.ticker import MaxNLocator
+
+    slack = 1e-9 * (hi - lo)
+    return [float(f"{v:.12g}") + 0.0 for v in MaxNLocator(4, steps=_STEPS).tick_values(lo, hi)
+            if lo - slack <= v <= hi + slack]
+
+
+def _tick_label(v: float) -> str:
+    """A tick's value as text: whole numbers without a decimal point (2000, -4), others to 6 significant digits."""
+    return str(int(v)) if float(v).is_integer() and abs(v) < 1e15 else f"{v:.6g}"
+
+
+def _count_ticks(top: float) -> tuple[Tick, ...]:
+    """The counts' axis of a chart whose largest count is ``top``: the :func:`_tick_values` from 0 to
+    ``top``, each at its share of ``top``; 0 alone when ``top`` is 0 (nothing counted)."""
+    if top <= 0:
+        return (Tick("0", 0.0),)
+    return tuple(Tick(_tick_label(v), 100.0 * v / top) for v in _tick_values(0.0, top))
+
+
+def _domain_ticks(lo: float, hi: float) -> tuple[Tick, ...]:
+    """A numeric attribute's axis over its declared domain [lo, hi]: the :func:`_tick_values`, each at
+    (value − lo) / (hi − lo) of the axis."""
+    return tuple(Tick(_tick_label(v), 100.0 * (v - lo) / (hi - lo)) for v in _tick_values(lo, hi))
+
+
+def _distribution(a: Attribute, released: dict, original: Optional[dict]) -> Distribution:
+    """The distribution chart of attribute ``a``: its ``released`` summary's histogram (``edges``: the
+    declared domain cut into equal bins, ``hist``) or category counts (``freq``), beside ``original``'s
+    when given (its bars behind the released ones for a numeric attribute, to their left for a
+    categorical one). Every bar's height is its count as a share of the chart's largest count, the
+    original's and released ones together (:func:`_heights`). Alternative text and caption: the
+    attribute's name, what is drawn and (numeric) the declared domain; nothing else is shown but the
+    bars and the axes' ticks."""
+    if a.categorical:
+        cats = list(a.categories or ())
+        counts = [released["freq"][c] for c in cats]
+        before = None if original is None else [original["freq"][c] for c in cats]
+        xticks = tuple(Tick(str(c), 100.0 * (i + 0.5) / len(cats)) for i, c in enumerate(cats))
+        what, over = "records per category", ""
+    else:
+        counts, before = list(released["hist"]), None if original is None else list(original["hist"])
+        lo, hi = float(released["edges"][0]), float(released["edges"][-1])
+        xticks = _domain_ticks(lo, hi)
+        what, over = "records per bin", f"declared domain {lo:g} to {hi:g}"
+    top = max([*counts, *(before or ())], default=0)
+    values = "original and released" if original is not None else "released"
+    alt = f"{a.name}: distribution of the {values} values" + (f" over the {over}" if over else "")
+    return Distribution(alt, f"{a.name}: {what}" + (f", {over}" if over else ""), a.categorical,
+                        _heights(counts, top), None if before is None else _heights(before, top),
+                        _count_ticks(top), xticks)
 
 
 def _distributions(attrs: Sequence[Attribute], released: Mapping[str, dict],
-                   original: Optional[Mapping[str, dict]] = None) -> list[Chart]:
+                   original: Optional[Mapping[str, dict]] = None) -> list[Distribution]:
     """One distribution chart per attribute of ``attrs`` (in order), from the summaries ``released``
-    (and ``original``) by attribute name, on one reused figure per kind (:class:`_Distributions`)."""
-    drawer = _Distributions()
-    return [drawer.chart(a, released[a.name], None if original is None else original[a.name]) for a in attrs]
+    (and ``original``) by attribute name (:func:`_distribution`).
+
+    Drawn by the browser, not as images: the numbers here are the bars' heights and the ticks, 0.5-3 KB
+    of HTML per chart. About 3 ms of driver CPU for 20 charts with their HTML, where Matplotlib's PNGs
+    took 0.28-0.37 s (docs/benchmarks.md, "Issue 41, session 6: the distribution charts in HTML")."""
+    return [_distribution(a, released[a.name], None if original is None else original[a.name]) for a in attrs]
 
 
 def _percent(share: float) -> str:

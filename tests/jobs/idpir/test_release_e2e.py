@@ -84,7 +84,9 @@ def test_horizontal_release_is_a_real_delta_table(spark, horizontal_release, adu
     # reports: the public one beside the table holds release statistics only; owners' are private
     public = open(result.report, encoding="utf-8").read()
     assert result.report.endswith("release_reports/release-v0.html")
-    assert "<img" in public and "plan id" in public and result.plan.plan_id in public
+    # a distribution chart per attribute, in HTML (no image)
+    assert public.count('<figure class="dist') == len(prov["attributes"]) and "<img" not in public
+    assert "plan id" in public and result.plan.plan_id in public
     assert "original" not in public.lower() and "MeanSSE" not in public
     # the public report opens with the table, its version, its rows and the guarantee (issue 38, item 5)
     head = re.search(r'<p class="headline" id="headline">(.*?)</p>', public, re.S)
@@ -92,7 +94,8 @@ def test_horizontal_release_is_a_real_delta_table(spark, horizontal_release, adu
     assert f"<b>{cfg.output}</b>, version 0 (written by fragrelease {__version__}): 2,000 rows." in head.group(1)
     assert "Guarantee against release recipients" in head.group(1) and "no epsilon bound" in head.group(1)
     private = open(owner_report_path(cfg.name, cfg.owners[0]), encoding="utf-8").read()
-    assert "For the data owner's eyes only" in private and "MeanSSE" in private and "<img" in private
+    assert "For the data owner's eyes only" in private and "MeanSSE" in private
+    assert private.count('<figure class="dist') == len(prov["attributes"]) and "<img" not in private  # horizontal: all
     # the owner sees its values as the table stores them: age (declared integer) rounded, so its quantiles are whole
     assert "age, hours-per-week rounded half to even to integers, as the release table holds them" in private
     row = re.search(r"<tr><td>age \(released\)</td>((?:<td>[^<]*</td>)+)</tr>", private)

@@ -1,6 +1,6 @@
-"""The reports' charts drawn by the browser or with few texts (issue 41, session 5): the correlation
-matrix as a table coloured as the heat map was, the horizontal bar charts in HTML with their numbers,
-the distribution charts with their titles, axis labels and legend in HTML. No Spark."""
+"""The reports' charts drawn by the browser (issue 41, sessions 5 and 6): the correlation matrix as a table
+coloured as the heat map was, the horizontal bar charts in HTML with their numbers, the distribution charts
+as HTML bars with their ticks (no image). No Spark."""
 from __future__ import annotations
 
 import html
@@ -95,32 +95,186 @@ def test_a_bar_chart_is_html_with_its_numbers():
     assert 'class="limit"' not in _macro("bar_chart", plain)
 
 
-ATTRS = [Attribute(name="x", type="double", role="quasi-identifier", kind="numeric", domain=[-5, 0.5]),
-         Attribute(name="g", type="string", role="quasi-identifier", kind="categorical", categories=["a", "b", "c"])]
+# ---- issue 41, session 6: the distribution charts in HTML ----
+
+NUMERIC = Attribute(name="x", type="double", role="quasi-identifier", kind="numeric", domain=[0, 100])
+CATEGORICAL = Attribute(name="g", type="string", role="quasi-identifier", kind="categorical",
+                        categories=["a", "b", "c", "d"])
+EDGES = list(np.linspace(0, 100, report.BINS + 1))
+HIST = [0, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 89, 55, 34, 21, 13, 8, 5, 3]  # largest: 144
+ORIGINAL_HIST = [h * 2 for h in HIST[::-1]]  # largest: 288, the chart's top when overlaid
+FREQ = {"a": 30, "b": 0, "c": 120, "d": 45}
+ORIGINAL_FREQ = {"a": 160, "b": 10, "c": 100, "d": 50}
 
 
-def _summary(seed: int) -> dict:
-    rng = np.random.default_rng(seed)
-    return {"x": {"edges": list(np.linspace(-5, 0.5, report.BINS + 1)), "hist": list(rng.integers(0, 5000, report.BINS))},
-            "g": {"freq": {c: int(rng.integers(0, 300)) for c in "abc"}}}
+def _heights_in(text: str) -> list[tuple[str, float]]:
+    """``(class, height %)`` of every bar of a rendered distribution chart, in order."""
+    return [(c, float(h)) for c, h in re.findall(r'<b(?: class="(o)")? style="height:([0-9.]+)%"></b>', text)]
 
 
-@pytest.mark.parametrize("overlaid", [True, False], ids=["owner", "public"])
-def test_distribution_charts_draw_bars_and_ticks_only_their_words_in_html(overlaid):
-    drawer = report._Distributions()
-    charts = [drawer.chart(a, _summary(1)[a.name], _summary(2)[a.name] if overlaid else None) for a in ATTRS]
+@pytest.mark.parametrize("overlaid", [False, True], ids=["public", "owner"])
+@pytest.mark.parametrize("categorical", [False, True], ids=["numeric", "categorical"])
+def test_a_bars_height_is_its_count_over_the_charts_largest_count(categorical, overlaid):
+    a = CATEGORICAL if categorical else NUMERIC
+    released = {"freq": FREQ} if categorical else {"edges": EDGES, "hist": HIST}
+    original = ({"freq": ORIGINAL_FREQ} if categorical else {"edges": EDGES, "hist": ORIGINAL_HIST}) if overlaid else None
+    counts = list(FREQ.values()) if categorical else HIST
+    before = (list(ORIGINAL_FREQ.values()) if categorical else ORIGINAL_HIST) if overlaid else []
+    top = max(counts + before)  # shared by the original's and the released bars
+    assert top == (160 if categorical and overlaid else 120 if categorical else 288 if overlaid else 144)
+    chart = report._distribution(a, released, original)
+    assert chart.categorical == categorical
+    assert chart.released == pytest.approx([100 * c / top for c in counts])
+    if overlaid:
+        assert chart.original == pytest.approx([100 * c / top for c in before])
+        assert max(chart.original + chart.released) == 100.0
+    else:
+        assert chart.original is None and max(chart.released) == 100.0
+    # in the HTML: a bar per bin or category, the original's (class "o") before the released one
+    text = _macro("distribution", chart)
+    expected = [(k, v) for o, r in zip(before or [None] * len(counts), counts)
+                for k, v in ((("o", 100 * o / top),) if o is not None else ()) + (("", 100 * r / top),)]
+    assert _heights_in(text) == [(k, pytest.approx(v, abs=0.005)) for k, v in expected]
+    assert text.count("<i>") == len(counts)
+    classes = re.match(r'<figure class="([^"]+)" role="img"', text)
+    assert classes is not None and classes.group(1).split() == ["dist"] + ["cat"] * categorical + ["ov"] * overlaid
+
+
+def test_the_ticks_of_a_known_domain_and_counts_sit_at_their_values():
+    assert report._domain_ticks(0.0, 100.0) == tuple(report.Tick(str(v), float(v)) for v in (0, 25, 50, 75, 100))
+    # a negative domain: the ticks within it, at (value - lo) / (hi - lo)
+    assert report._domain_ticks(-5.0, 0.5) == tuple(report.Tick(str(v), pytest.approx(100 * (v + 5) / 5.5))
+                                                    for v in (-4, -2, 0))
+    assert [t.label for t in report._domain_ticks(1000.0, 5000.0)] == ["1000", "2000", "3000", "4000", "5000"]
+    assert [t.label for t in report._domain_ticks(0.0, 1.0)] == ["0", "0.25", "0.5", "0.75", "1"]
+    # the counts' axis up to the chart's largest count (the top of the plot): 144 -> 0, 50, 100 at 0, 34.7, 69.4 %
+    assert report._count_ticks(144) == tuple(report.Tick(str(v), pytest.approx(100 * v / 144)) for v in (0, 50, 100))
+    assert report._count_ticks(100) == tuple(report.Tick(str(v), float(v)) for v in (0, 25, 50, 75, 100))
+    # rendered: each tick's label at its position, the counts from the bottom, the domain from the left
+    text = _macro("distribution", report._distribution(NUMERIC, {"edges": EDGES, "hist": HIST}, None))
+    assert re.findall(r'<span class="y" style="bottom:([0-9.]+)%">([^<]*)</span>', text) == [
+        ("0.00", "0"), ("34.72", "50"), ("69.44", "100")]
+    assert re.findall(r'<span class="x" style="left:([0-9.]+)%">([^<]*)</span>', text) == [
+        ("0.00", "0"), ("25.00", "25"), ("50.00", "50"), ("75.00", "75"), ("100.00", "100")]
+
+
+@pytest.mark.parametrize("lo, hi", [(0, 100), (-5, 0.5), (1000, 5000), (0, 1), (0, 7), (0, 144), (0, 3000),
+                                    (17, 90), (-1e6, 1e6), (0.001, 0.002), (0, 2), (0, 13)])
+def test_the_ticks_are_those_matplotlibs_axis_showed_over_the_same_range(lo, hi):
+    # the charts' tick choice before session 6: MaxNLocator(4, steps=(1, 2, 2.5, 5, 10)) on an axis whose
+    # view is the range, the ticks within it shown (at most 5)
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    ax = Figure().add_subplot()
+    ax.yaxis.set_major_locator(MaxNLocator(4, steps=[1, 2, 2.5, 5, 10]))
+    ax.set_ylim(lo, hi)
+    shown = [t for t in ax.get_yticks() if lo - 1e-9 * (hi - lo) <= t <= hi + 1e-9 * (hi - lo)]
+    got = report._tick_values(float(lo), float(hi))
+    assert got == pytest.approx(shown, rel=1e-9, abs=1e-12 * (hi - lo))
+    assert 2 <= len(got) <= 5
+
+
+def test_category_names_sit_under_their_bars_escaped_with_their_title():
+    name = 'a<b&"c'
+    a = Attribute(name=f"size_{name}", type="string", role="quasi-identifier", kind="categorical",
+                  categories=["small", name, "a much longer category name than the chart is wide"])
+    chart = report._distribution(a, {"freq": {c: 1 for c in a.categories}}, None)
+    assert [(t.label, t.position) for t in chart.xticks] == [
+        (c, pytest.approx(100 * (i + 0.5) / 3)) for i, c in enumerate(a.categories)]  # under each bar's middle
+    text = _macro("distribution", chart)
+    assert name not in text and "<b&" not in text and '"c"' not in text  # never markup
+    escaped = "a&lt;b&amp;&#34;c"
+    labels = re.findall(r'<span class="x" style="left:([0-9.]+)%" title="([^"]*)">([^<]*)</span>', text)
+    assert [(html.unescape(t), html.unescape(s)) for _, t, s in labels] == [(c, c) for c in a.categories]
+    assert labels[1] == ("50.00", escaped, escaped)
+    assert f'aria-label="size_{escaped}: distribution of the released values"' in text
+    assert f"<figcaption>size_{escaped}: records per category</figcaption>" in text
+
+
+@pytest.mark.parametrize("overlaid", [False, True], ids=["public", "owner"])
+def test_the_alt_text_and_caption_say_what_the_chart_shows(overlaid):
+    numeric = {"edges": list(np.linspace(-5, 0.5, report.BINS + 1)), "hist": HIST}
+    a = Attribute(name="x", type="double", role="quasi-identifier", kind="numeric", domain=[-5, 0.5])
+    charts = report._distributions([a, CATEGORICAL], {"x": numeric, "g": {"freq": FREQ}},
+                                   {"x": numeric, "g": {"freq": ORIGINAL_FREQ}} if overlaid else None)
     values = "original and released" if overlaid else "released"
     assert [(c.alt, c.caption) for c in charts] == [
         (f"x: distribution of the {values} values over the declared domain -5 to 0.5",
          "x: records per bin, declared domain -5 to 0.5"),
         (f"g: distribution of the {values} values", "g: records per category")]
-    assert all(c.uri.startswith("data:image/png;base64,") for c in charts)
-    for (categorical, _), (fig, ax, _) in drawer._figures.items():
-        assert ax.get_title() == "" and ax.get_xlabel() == "" and ax.get_ylabel() == "" and ax.get_legend() is None
-        fig.canvas.draw()
-        lo, hi = ax.get_ylim()
-        assert 2 <= sum(lo <= t <= hi for t in ax.get_yticks()) <= 5  # the counts' axis: at most 5 ticks
-        lo, hi = sorted(ax.get_xlim())
-        shown = [t for t in ax.get_xticks() if lo <= t <= hi]
-        assert len(shown) == 3 if categorical else 2 <= len(shown) <= 5  # a tick per category
-    # the owner report's legend is HTML, once per section (tests/jobs/idpir/test_report_pages.py)
+    for c in charts:  # an image to assistive technology, labelled with the alt text; the caption under it
+        text = _macro("distribution", c)
+        assert f'role="img" aria-label="{c.alt}"' in text and text.endswith(f"<figcaption>{c.caption}</figcaption></figure>")
+        assert "<img" not in text and "data:image" not in text
+
+
+@pytest.mark.parametrize("categorical", [False, True], ids=["numeric", "categorical"])
+def test_an_empty_histogram_has_flat_bars_and_a_zero_tick(categorical):
+    a = CATEGORICAL if categorical else NUMERIC
+    zero = {"freq": dict.fromkeys(FREQ, 0)} if categorical else {"edges": EDGES, "hist": [0] * report.BINS}
+    chart = report._distribution(a, zero, zero)  # no division by zero
+    n = len(FREQ) if categorical else report.BINS
+    assert chart.released == chart.original == (0.0,) * n
+    assert chart.yticks == (report.Tick("0", 0.0),)
+    text = _macro("distribution", chart)
+    assert _heights_in(text) == [(k, 0.0) for _ in range(n) for k in ("o", "")]
+    assert re.findall(r'<span class="y" style="bottom:([0-9.]+)%">([^<]*)</span>', text) == [("0.00", "0")]
+    assert report._heights([0, 0], 0) == (0.0, 0.0) and report._heights([1, 3], 4) == (25.0, 75.0)
+
+
+SCHEMA = [NUMERIC, Attribute(name="neg", type="integer", role="quasi-identifier", kind="numeric", domain=[-5, 0.5]),
+          Attribute(name="two", type="string", role="quasi-identifier", kind="categorical",
+                    categories=["a", "a much longer category name"]),
+          CATEGORICAL,
+          Attribute(name="twelve", type="string", role="quasi-identifier", kind="categorical",
+                    categories=[f"c{v}" for v in range(12)]),
+          Attribute(name="y", type="double", role="quasi-identifier", kind="numeric", domain=[1000, 5000])]
+
+
+def _summaries(seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    out = {}
+    for a in SCHEMA:
+        if a.categorical:
+            out[a.name] = {"freq": {c: int(rng.integers(0, 300)) for c in a.categories}}
+        else:
+            lo, hi = a.bounds()
+            out[a.name] = {"edges": list(np.linspace(lo, hi, report.BINS + 1)),
+                           "hist": list(rng.integers(0, 10 ** (seed % 4 + 1), report.BINS))}
+    return out
+
+
+@pytest.mark.parametrize("overlaid", [False, True], ids=["public", "owner"])
+def test_every_chart_reaches_its_top_with_at_most_5_ticks_per_axis_within_it(overlaid):
+    released, original = _summaries(1), _summaries(2) if overlaid else None
+    charts = report._distributions(SCHEMA, released, original)
+    assert len(charts) == len(SCHEMA)
+    for a, c in zip(SCHEMA, charts):
+        counts = list(released[a.name]["freq"].values()) if a.categorical else released[a.name]["hist"]
+        assert len(c.released) == len(counts) == (len(a.categories) if a.categorical else report.BINS)
+        assert max(c.released + (c.original or ())) == 100.0  # the largest count is the plot's top
+        assert 2 <= len(c.yticks) <= 5 and all(0 <= t.position <= 100 for t in c.yticks)
+        assert c.yticks[0] == report.Tick("0", 0.0)
+        if a.categorical:
+            assert [t.label for t in c.xticks] == list(a.categories)
+        else:
+            assert 2 <= len(c.xticks) <= 5 and all(0 <= t.position <= 100 for t in c.xticks)
+    # other numbers give other bars
+    assert report._distributions(SCHEMA, _summaries(7), original) != charts
+
+
+def test_the_pages_style_places_the_bars_and_labels_as_the_images_did():
+    # the style every report carries (base.html.j2): bar widths within their bin or category's slot as on
+    # the images (released 0.9 of a bin alone, half of it over the original's full bin; a category's bar 0.8
+    # of its slot alone, else the original's left 0.4 and the released right 0.4), the original's colour at
+    # opacity 0.6, the category names rotated by 60 degrees and cut after 90 px (their title holds them whole)
+    page = report.render("base.html.j2", title="t")
+    rules = dict(re.findall(r"([^{}\n]+)\{([^{}]*)\}", page[page.index("<style>") + 7:page.index("</style>")]))
+    assert rules[".dist b"] == f"position:absolute;bottom:0;left:5%;right:5%;background:{report.RELEASED_COLOUR}"
+    assert rules[".dist b.o"] == f"background:{report.ORIGINAL_COLOUR};opacity:.6"
+    assert (rules[".dist.ov b"], rules[".dist.ov b.o"]) == ("left:25%;right:25%", "left:0;right:0")
+    assert rules[".dist.cat b"] == "left:10%;right:10%"
+    assert (rules[".dist.cat.ov b"], rules[".dist.cat.ov b.o"]) == ("left:50%;right:10%", "left:10%;right:50%")
+    assert "max-width:90px" in rules[".dist.cat .x"] and "rotate(-60deg)" in rules[".dist.cat .x"]
+    assert "transform-origin:100% 0" in rules[".dist.cat .x"]  # the name ends under its bars' middle

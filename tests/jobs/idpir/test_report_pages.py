@@ -1,9 +1,8 @@
 """The reports as pages people read (issue 38, item 5): Jinja2 templates with autoescaping, a public
-headline (table, version, rows, the guarantee in one sentence), inline charts, the owner report's
+headline (table, version, rows, the guarantee in one sentence), charts in HTML (no image), the owner report's
 values as the release table stores them (integers rounded), OpenDP's Laplace intervals, extra sections."""
 from __future__ import annotations
 
-import base64
 import html
 import math
 import re
@@ -14,7 +13,15 @@ import pandas as pd
 import pytest
 
 from fragrelease.idpir.guarantee import release_guarantee
-from fragrelease.jobs.idpir.report import TEMPLATES, ReportSection, noise_section, owner_report, public_report
+from fragrelease.jobs.idpir.report import (
+    ORIGINAL_COLOUR,
+    RELEASED_COLOUR,
+    TEMPLATES,
+    ReportSection,
+    noise_section,
+    owner_report,
+    public_report,
+)
 from fragrelease.schemas.base import Attribute
 
 ATTRS = [
@@ -44,8 +51,9 @@ def _released(n: int = N) -> pd.DataFrame:
                          "sex": rng.choice(["f", "m"], n)})
 
 
-def _images(text: str) -> list[bytes]:
-    return [base64.b64decode(m) for m in re.findall(r'<img alt="[^"]*" src="data:image/png;base64,([^"]+)">', text)]
+def _distribution_charts(text: str) -> list[tuple[str, str]]:
+    """``(class, aria-label)`` of every distribution chart of a page, in order."""
+    return [(c, html.unescape(a)) for c, a in re.findall(r'<figure class="(dist[^"]*)" role="img" aria-label="([^"]*)">', text)]
 
 
 def _plain(fragment: str) -> str:
@@ -75,11 +83,18 @@ def test_public_report_is_one_file_with_charts_and_nothing_from_outside_the_rele
     path = public_report(spark.createDataFrame(_released()), ATTRS, _provenance(), str(tmp_path / "p.html"),
                          table="t", version=0)
     text = open(path, encoding="utf-8").read()
-    images = _images(text)
-    # images: one distribution per attribute; in HTML: the noise interval, the rank-move chance, the
+    # no image: in HTML, one distribution per attribute, the noise interval, the rank-move chance, the
     # expected released error against the constant release's, and the correlations as a coloured table
-    assert len(images) == len(ATTRS) == text.count("<img")
-    assert all(i.startswith(b"\x89PNG\r\n\x1a\n") for i in images)
+    assert "<img" not in text and "data:image" not in text
+    assert _distribution_charts(text) == [
+        ("dist", "age: distribution of the released values over the declared domain 0 to 100"),
+        ("dist", "hours: distribution of the released values over the declared domain 0 to 100"),
+        ("dist cat", "sex: distribution of the released values")]
+    # the bars are the released table's counts, each over the chart's largest (sex: f, m and the empty x)
+    counts = _released()["sex"].value_counts()
+    sex = text[text.index('aria-label="sex: distribution'):]
+    heights = [float(h) for h in re.findall(r'<b style="height:([0-9.]+)%"></b>', sex[:sex.index("</figure>")])]
+    assert heights == [pytest.approx(100 * counts.get(c, 0) / counts.max(), abs=0.005) for c in ("f", "m", "x")]
     assert text.count('<figure class="bars" role="img"') == 3 and text.count('<table class="heat">') == 1
     assert not re.search(r"""(src|href)=["']?(https?:|//|file:)""", text) and "<script" not in text
     assert ('aria-label="95 % noise interval, share of the declared domain: age 120%, hours 120%, sex 120%; '
@@ -155,14 +170,20 @@ def test_owner_report_shows_the_values_the_table_stores(spark, tmp_path):
     assert row is not None
     quantiles = [float(v) for v in re.findall(r"<td>([^<]*)</td>", row.group(1))[2:]]
     assert len(quantiles) == 5 and all(q == round(q) for q in quantiles)
-    # charts: a distribution per attribute (images), the error (numeric) and the label changes (HTML bar
-    # charts), the correlation difference (a coloured table); the distributions' legend once, in HTML
-    assert len(_images(text)) == len(ATTRS) == text.count("<img")
+    # charts, all HTML: a distribution per attribute, the error (numeric) and the label changes (bar
+    # charts), the correlation difference (a coloured table); the distributions' legend once
+    assert "<img" not in text and "data:image" not in text
+    assert [c for c, _ in _distribution_charts(text)] == ["dist ov", "dist ov", "dist cat ov"]
     assert text.count('<figure class="bars" role="img"') == 2 and text.count('<table class="heat">') == 1
     assert 'aria-label="RMS error, share of the declared domain: age 0.05%, hours 0.4%"' in text  # √(1/400) and 0.4 of 100
-    assert text.count('<p class="legend">') == 1 and text.index('<p class="legend">') < text.index("<img")
-    assert ('<img alt="age: distribution of the original and released values over the declared domain 0 to 100" '
-            in text and "<figcaption>age: records per bin, declared domain 0 to 100</figcaption>" in text)
+    assert text.count('<p class="legend">') == 1 and text.index('<p class="legend">') < text.index('<figure class="dist')
+    assert _distribution_charts(text)[0][1] == ("age: distribution of the original and released values over the "
+                                                "declared domain 0 to 100")
+    assert "<figcaption>age: records per bin, declared domain 0 to 100</figcaption>" in text
+    # the original's bars grey at opacity 0.6, the released ones blue: the legend's colours
+    assert f".dist b.o{{background:{ORIGINAL_COLOUR};opacity:.6}}" in text and f"background:{RELEASED_COLOUR}}}" in text
+    assert (f'<i style="background:{ORIGINAL_COLOUR};opacity:.6"></i>grey, the original' in text
+            and f'<i style="background:{RELEASED_COLOUR}"></i>blue, the released values' in text)
     # an extra section: after the report's own sections, before the footer, its values escaped
     risk = text.index('<section id="risk">')
     assert text.index('<section id="parameters">') < risk < text.index("Generated by fragrelease")
