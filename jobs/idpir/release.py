@@ -15,6 +15,7 @@ it imports the party modules, the storage layer and the shared result types
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from types import MappingProxyType
 from typing import Callable, Mapping, Optional, Sequence
 
@@ -131,12 +132,18 @@ def play_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource] = No
             manifests[o.name], protecteds[o.name] = owner.protect_and_write(spark, owners[o.name], noise=noise)
     what = "verifying measurements, fitting the model and committing" if synthetic else \
         "verifying fragments and committing the release"
-    with steps.step("aggregator", what):
-        out = aggregator.release(spark, agg, plan=plan, single_process=True)  # the plan it issued, never read back from work_dir
-    score = None
-    if evaluate:
-        with steps.step("driver", "evaluating information loss (MeanSSE) against the originals"):
-            score = _mean_sse(spark, plan, list(owners.values()), protecteds)
+    # MeanSSE needs the originals and this driver's own copies of the protected values only, not the release:
+    # its one Spark job runs while the aggregator verifies and commits (mostly driver-side work: Delta's
+    # commit), and its result is taken, or its error raised, after the aggregator's step as before. Leaving
+    # the block waits for it, also when the aggregator fails (whose error is then the one raised).
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="fragrelease-mean-sse") as pool:
+        scoring = pool.submit(_mean_sse, spark, plan, list(owners.values()), protecteds) if evaluate else None
+        with steps.step("aggregator", what):
+            out = aggregator.release(spark, agg, plan=plan, single_process=True)  # the plan it issued, never read back from work_dir
+        score = None
+        if scoring is not None:
+            with steps.step("driver", "evaluating information loss (MeanSSE) against the originals"):
+                score = scoring.result()
     prov = dict(out.provenance)
     return ReleaseResult(
         path=absolute(out.path), table=out.table, version=out.version, rows=out.rows, plan=plan,
