@@ -56,17 +56,12 @@ def test_the_disjointness_check_in_one_task_says_the_same(spark, single_task):
         assert len(job_ids(spark) - before) == 1
 
 
-@pytest.mark.slow  # a whole two-owner release end to end; CI runs it
-def test_a_small_release_protects_and_scores_without_exchanges(spark, tmp_path):
-    """Per step of a two-owner release of 300 records each (reports off): each owner's protection draws
-    in one job and no step of the owners' protection, the aggregator's checks or the MeanSSE runs an
-    adaptive stage job (no exchange); MeanSSE is one job; the plan's checks are one job, and so are the
-    aggregator's digests and disjointness check together."""
+def _small_config(tmp_path):
+    """A two-owner horizontal release of 300 records each (reports off), signed manifests."""
     import yaml
     from signing_keys import with_keys  # tests/helpers: the owners sign their manifests
 
     from fragrelease.idpir.config import config_from_dict
-    from fragrelease.jobs.idpir.release import run_local_release
 
     schema = {"name": "clinic", "attributes": [
         {"name": "record_id", "type": "long", "role": "id"},
@@ -91,6 +86,18 @@ def test_a_small_release_protects_and_scores_without_exchanges(spark, tmp_path):
         name="small", dataset=str(tmp_path / "schema.yaml"), fragmentation="horizontal", mechanism="idp-ir",
         epsilon="1", k=5, owners=owners, work_dir=str(tmp_path / "work"), output=str(tmp_path / "release"),
         reports=False)), tmp_path / "signing")
+    return cfg
+
+
+@pytest.mark.slow  # a whole two-owner release end to end; CI runs it
+def test_a_small_release_protects_and_scores_without_exchanges(spark, tmp_path, monkeypatch):
+    """Per step of a two-owner release of 300 records each (reports off): each owner's protection draws
+    in one job and no step of the owners' protection, the aggregator's checks or the MeanSSE runs an
+    adaptive stage job (no exchange); MeanSSE is one job; the plan's checks are one job, and so are the
+    aggregator's digests and disjointness check together."""
+    from fragrelease.jobs.idpir.release import run_local_release
+
+    cfg = _small_config(tmp_path)
     steps: dict[str, list[str]] = {}
     current: list = []
 
@@ -100,6 +107,30 @@ def test_a_small_release_protects_and_scores_without_exchanges(spark, tmp_path):
         else:
             steps[current[0]] = job_names(spark, job_ids(spark) - current[1])
 
+    import threading
+
+    from fragrelease.jobs.idpir import aggregator, release
+
+    real_score, real_release, committed = release._mean_sse, aggregator.release, threading.Event()
+
+    def grouped(*args, **kwargs):
+        # tests only: MeanSSE's jobs in a group of their own, after the aggregator's step, so that each step's
+        # jobs below are its own (the overlap itself: the test after this one)
+        assert committed.wait(120)
+        spark.sparkContext.setJobGroup("mean-sse", "MeanSSE")
+        try:
+            return real_score(*args, **kwargs)
+        finally:
+            spark.sparkContext.setJobGroup("", "")
+
+    def releasing(*args, **kwargs):
+        try:
+            return real_release(*args, **kwargs)
+        finally:
+            committed.set()
+
+    monkeypatch.setattr(release, "_mean_sse", grouped)
+    monkeypatch.setattr(aggregator, "release", releasing)
     result = run_local_release(spark, cfg, progress=progress)
     assert result.rows == 600 and result.mean_sse is not None and result.mean_sse > 0
     protect_steps = {s: j for s, j in steps.items() if "protecting" in s}
@@ -107,8 +138,9 @@ def test_a_small_release_protects_and_scores_without_exchanges(spark, tmp_path):
     for step, jobs in protect_steps.items():
         assert sum("localCheckpoint" in j for j in jobs) == 1, (step, jobs)  # the draw, every attribute in one task
         assert not any("withThreadLocalCaptured" in j for j in jobs), (step, jobs)  # no adaptive stage job
-    scored = steps["evaluating information loss (MeanSSE) against the originals"]
-    assert len(scored) == 1, scored
+    # MeanSSE (in a thread of its own since issue 41, session 6) is one job, no adaptive stage job
+    scored = spark.sparkContext.statusTracker().getJobIdsForGroup("mean-sse")
+    assert len(scored) == 1 and not any("withThreadLocalCaptured" in j for j in job_names(spark, set(scored))), scored
     # issue 41, session 5: the plan's id-digest checks and disjointness in one job; the aggregator's two
     # owners' content and pseudonym-set digests and disjointness in one job (digests.set_checks)
     planned = steps["validating metadata and issuing the plan"]
@@ -117,3 +149,51 @@ def test_a_small_release_protects_and_scores_without_exchanges(spark, tmp_path):
     checks = [j for j in verified if "digests.py" in j or "aggregator.py" in j]
     assert len(checks) == 1, verified
     assert not any("withThreadLocalCaptured" in j for j in verified), verified  # a new table: no state rebuild
+
+
+@pytest.mark.slow  # three two-owner releases end to end; CI runs them
+def test_mean_sse_runs_beside_the_aggregator_and_its_error_comes_after_the_commit(spark, tmp_path, monkeypatch):
+    """Issue 41, session 6: the local driver's MeanSSE runs while the aggregator verifies and commits (each
+    waits at a barrier for the other to have started: one after the other would time out), its error is
+    raised after the release is committed, and an aggregator's error is raised as it was, with no MeanSSE
+    thread left running."""
+    import threading
+
+    from deltalake import DeltaTable
+
+    from fragrelease.errors import InvalidParameterError, ProtocolError
+    from fragrelease.jobs.idpir import aggregator, release
+
+    real_release, real_score = aggregator.release, release._mean_sse
+
+    def case(name: str, *, score_error=None, aggregator_error=None):
+        together = threading.Barrier(2, timeout=60)
+
+        def scoring(*args, **kwargs):
+            together.wait()
+            if score_error is not None:
+                raise score_error
+            return real_score(*args, **kwargs)
+
+        def releasing(*args, **kwargs):
+            together.wait()
+            out = real_release(*args, **kwargs)
+            if aggregator_error is not None:
+                raise aggregator_error
+            return out
+
+        monkeypatch.setattr(release, "_mean_sse", scoring)
+        monkeypatch.setattr(aggregator, "release", releasing)
+        (tmp_path / name).mkdir()
+        return release.run_local_release(spark, _small_config(tmp_path / name))
+
+    result = case("both")
+    assert result.mean_sse is not None and result.mean_sse > 0 and result.version == 0
+
+    with pytest.raises(InvalidParameterError, match="^attribute 'age' has zero spread"):
+        case("score-fails", score_error=InvalidParameterError("attribute 'age' has zero spread in the original data"))
+    assert DeltaTable(str(tmp_path / "score-fails" / "release")).version() == 0  # committed before the error
+
+    with pytest.raises(ProtocolError, match="^the aggregator failed$"):
+        case("aggregator-fails", aggregator_error=ProtocolError("the aggregator failed"))
+    assert not [t for t in threading.enumerate() if t.name.startswith("fragrelease-mean-sse")]
