@@ -408,10 +408,10 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
 
     if mode == "off":
         with jvm_startup_filtered():
-            return _warmed(_stopped_at_exit(builder().getOrCreate()))
+            return _warmed(_stopped_at_exit(builder().getOrCreate()), small)
     try:
         with jvm_startup_filtered():
-            return _warmed(_stopped_at_exit(_with_delta(builder()).getOrCreate()))
+            return _warmed(_stopped_at_exit(_with_delta(builder()).getOrCreate()), small)
     except DeltaUnavailableError as e:
         cause = str(e)
     except Exception as e:  # noqa: BLE001 - Ivy resolution failures surface as a JVM that does not start
@@ -421,7 +421,7 @@ def get_spark(app_name: str = "fragrelease", master: str | None = None, *, shuff
                                     "run scripts/setup.sh once with network access")
     _warn_no_delta(cause)
     with jvm_startup_filtered():
-        return _warmed(_stopped_at_exit(builder().getOrCreate()))
+        return _warmed(_stopped_at_exit(builder().getOrCreate()), small)
 
 
 def _local_connect_builder(app_name: str):
@@ -533,18 +533,19 @@ def _warm_worker(batches: Iterator) -> Iterator:
     yield from batches
 
 
-def warm_workers(cores: int) -> int:
+def warm_workers(cores: int, small_inputs: bool = False) -> int:
     """How many Python workers :func:`warm_python_workers` starts on a local master with ``cores`` task
-    slots: one per slot but one, at least one. The slot left free runs the release's first JVM tasks
-    (reading and validating the first fragment), which otherwise wait for the warm-up's imports: on 2
-    cores that step took 1-2 s longer (docs/benchmarks.md, "Issue 41, session 6"). A small release's
-    Python stages run in one task (one worker); a large one starts its other workers itself."""
-    return max(1, cores - 1)
+    slots: one per slot; for small inputs (:func:`inputs_are_small`) one per slot but one, at least one.
+    A small release's Python stages run in one task (one worker), and the slot left free runs its first
+    JVM tasks (reading and validating the first fragment), which otherwise wait for the warm-up's
+    imports: on 2 cores that step took about 1 s longer (docs/benchmarks.md, "Issue 41, session 6"). A
+    large input's Python stages use every slot: a worker not warmed would import on its first task."""
+    return max(1, cores - 1) if small_inputs else cores
 
 
-def warm_python_workers(spark) -> threading.Thread | None:
-    """Start throw-away ``mapInPandas`` tasks (:func:`warm_workers` of the local cores) in a daemon
-    thread; return the thread.
+def warm_python_workers(spark, small_inputs: bool = False) -> threading.Thread | None:
+    """Start throw-away ``mapInPandas`` tasks (:func:`warm_workers` of the local cores, ``small_inputs`` as
+    the session was sized) in a daemon thread; return the thread.
 
     A fresh local session pays for its Python workers (process start, pandas, Arrow, OpenDP and the
     mechanism's imports) and for Spark's first Arrow stage in the first Python stage of a release,
@@ -560,7 +561,7 @@ def warm_python_workers(spark) -> threading.Thread | None:
         return None
     if not WARM_PYTHON_WORKERS or cores < 1:
         return None
-    tasks = warm_workers(cores)
+    tasks = warm_workers(cores, small_inputs)
 
     def run() -> None:
         try:
@@ -576,8 +577,8 @@ def warm_python_workers(spark) -> threading.Thread | None:
     return thread
 
 
-def _warmed(spark):
-    warm_python_workers(spark)
+def _warmed(spark, small_inputs: bool = False):
+    warm_python_workers(spark, small_inputs)
     return spark
 
 

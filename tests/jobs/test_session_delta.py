@@ -151,14 +151,17 @@ class _Recording:
         return 0
 
 
-@pytest.mark.parametrize("master, tasks", [("local", 1), ("local[2]", 1), ("local[4]", 3), ("local[8, 2]", 7)])
-def test_the_warm_up_leaves_one_task_slot_to_the_releases_first_jvm_tasks(master, tasks):
+@pytest.mark.parametrize("master, small, tasks", [
+    ("local", True, 1), ("local[2]", True, 1), ("local[4]", True, 3), ("local[8, 2]", True, 7),
+    ("local", False, 1), ("local[2]", False, 2), ("local[4]", False, 4)])
+def test_the_warm_up_leaves_small_inputs_one_task_slot_for_their_first_jvm_tasks(master, small, tasks):
     fake = _Recording(master)
-    thread = session.warm_python_workers(fake)
+    thread = session.warm_python_workers(fake, small)
     assert thread is not None
     thread.join(timeout=30)
     assert fake.calls == [(0, tasks, 1, tasks)]  # one row per task, one task per warmed worker
-    assert session.warm_workers(2) == 1 and session.warm_workers(1) == 1 and session.warm_workers(16) == 15
+    assert session.warm_workers(2, True) == 1 and session.warm_workers(1, True) == 1
+    assert session.warm_workers(16, True) == 15 and session.warm_workers(16) == 16
 
 
 def test_the_warm_up_runs_python_tasks_and_ends(spark):

@@ -94,7 +94,7 @@ def _built(monkeypatch, **kwargs) -> _Recorder:
     monkeypatch.setattr(SparkSession, "getActiveSession", classmethod(lambda cls: None))
     monkeypatch.setattr(SparkSession, "builder", _Recorder())
     monkeypatch.setattr(session, "_stopped_at_exit", lambda s: s)
-    monkeypatch.setattr(session, "_warmed", lambda s: s)
+    monkeypatch.setattr(session, "_warmed", lambda s, small=False: s)
     return session.get_spark("t", **kwargs)
 
 
