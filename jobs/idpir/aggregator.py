@@ -788,6 +788,6 @@ def _commit(spark, ctx: AggregatorContext, plan: Plan, released, prov: Mapping[s
             sections = report_sections(prov, attrs)
         report = public_report(committed_release(spark, path, version), attrs, prov, public_report_path(path, version),
                                described=table_self_description(path, version), table=cfg.output_table or path,
-                               version=version, extra_sections=sections)
+                               version=version, extra_sections=sections, records=rows)
     return CommittedRelease(path=path, table=cfg.output_table, version=version, rows=rows, provenance=prov,
                             report=report)

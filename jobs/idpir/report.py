@@ -32,6 +32,7 @@ the driver. Intervals of the Laplace noise come from OpenDP's accuracy function
 from __future__ import annotations
 
 import functools
+import math
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -58,6 +59,22 @@ BINS = 20
 
 
 _RELATIVE_ERROR = 1e-4  # of the quantiles (Spark's Greenwald-Khanna sketch, percentile_approx)
+#: A table of fewer records than this has its quantiles computed exactly, in the summary pass, when it is
+#: one partition: Spark's sketch at ``_RELATIVE_ERROR`` keeps every value of fewer than
+#: ``1 / (2 * _RELATIVE_ERROR)`` records (no sample merged, none inserted with a rank uncertainty), so
+#: ``percentile_approx`` returns exactly :func:`_rank_quantiles` there (tests/jobs/idpir/test_report_passes.py).
+EXACT_QUANTILE_RECORDS = int(round(1 / (2 * _RELATIVE_ERROR)))
+
+
+def _rank_quantiles(values: np.ndarray, probabilities: Sequence[float]) -> Optional[list[float]]:
+    """The ``probabilities`` quantiles of ``values`` (NaN ignored) as Spark's ``percentile_approx`` gives them
+    from an exact sketch: the value of rank ``ceil(p * n)`` (1-based, at least 1) in sorted order; ``None``
+    when there is no value."""
+    x = np.sort(values[~np.isnan(values)])
+    n = len(x)
+    if not n:
+        return None
+    return [float(x[max(math.ceil(q * n), 1) - 1]) for q in probabilities]
 
 
 def _combine(a: tuple, b: tuple) -> tuple:
@@ -73,9 +90,12 @@ def _combine(a: tuple, b: tuple) -> tuple:
     return n, mean_a + delta * (n_b / n), c_a + c_b + np.outer(delta, delta) * (n_a * n_b / n)
 
 
-def _partial_summaries(attrs: Sequence[Attribute]):
+def _partial_summaries(attrs: Sequence[Attribute], quantiles: bool = False):
     """A ``mapInPandas`` function: per partition, one row per table in it (column ``_SIDE``) with its
-    count, means, co-moments, bins and category counts (no row for a table the partition lacks)."""
+    count, means, co-moments, bins and category counts (no row for a table the partition lacks);
+    with ``quantiles``, also the :data:`QUANTILES` of each numeric attribute over the partition's rows
+    of that table (:func:`_rank_quantiles`; NaN where it has no value), which are the table's own when
+    the partition holds all of its rows."""
     numeric = [a for a in attrs if not a.categorical]
     categorical = [a for a in attrs if a.categorical]
     lo = np.array([a.bounds()[0] for a in numeric], dtype=float)
@@ -103,18 +123,29 @@ def _partial_summaries(attrs: Sequence[Attribute]):
         if not p:
             state[0] = (state[0][0] + m, state[0][1], state[0][2])
 
+    def ranked(blocks: list) -> np.ndarray:
+        # every numeric attribute's quantiles over the partition's rows of one table, attribute-major
+        x = np.concatenate(blocks) if blocks else np.zeros((0, p))
+        out = [_rank_quantiles(x[:, i], QUANTILES) for i in range(p)]
+        return np.array([v for q in out for v in (q if q is not None else [np.nan] * len(QUANTILES))], dtype=float)
+
     def summarize(batches):
         # one summary per table (the _SIDE tag of each row) present in this partition
         states: dict[int, list] = {}
+        values: dict[int, list] = {}
         for pdf in batches:
             if len(pdf) == 0:
                 continue
             for side, rows in pdf.groupby(_SIDE, sort=True):
                 add(states.setdefault(int(side), empty()), rows)
+                if quantiles and p:
+                    values.setdefault(int(side), []).append(rows[[a.name for a in numeric]].to_numpy(dtype=float))
         for side, (acc, hist, freq) in sorted(states.items()):
-            yield pd.DataFrame({"side": [side], "n": [acc[0]], "mean": [acc[1]], "comoment": [acc[2].ravel()],
-                                "hist": [hist.ravel()],
-                                "freq": [np.concatenate(freq) if freq else np.zeros(0, np.int64)]})
+            row = {"side": [side], "n": [acc[0]], "mean": [acc[1]], "comoment": [acc[2].ravel()],
+                   "hist": [hist.ravel()], "freq": [np.concatenate(freq) if freq else np.zeros(0, np.int64)]}
+            if quantiles:
+                row["quantiles"] = [ranked(values.get(side, []))]
+            yield pd.DataFrame(row)
 
     return summarize
 
@@ -146,25 +177,46 @@ def _counted_summary_pass(df: DataFrame, attrs: Sequence[Attribute]) -> tuple[di
 _SIDE = "__fragrelease_side"
 
 
-def _summary_passes(frames: Sequence[DataFrame], attrs: Sequence[Attribute]) -> list[tuple[dict, Optional[np.ndarray], int]]:
+def _summary_passes(frames: Sequence[DataFrame], attrs: Sequence[Attribute], *,
+                    quantiles: bool = False) -> list[tuple[dict, Optional[np.ndarray], int]]:
     """:func:`_counted_summary_pass` of each of ``frames`` (each with the columns of ``attrs``), in order,
     from one Spark job: ``mapInPandas`` over their union (which moves no rows), each row tagged with its
     frame; every partition summarizes each frame's rows apart, and the driver merges each frame's
-    partial summaries only (a frame with no rows: n = 0, no means)."""
+    partial summaries only (a frame with no rows: n = 0, no means).
+
+    ``quantiles``: the caller made each frame one partition of fewer than :data:`EXACT_QUANTILE_RECORDS`
+    records (public or the owner's own counts); the same job then also gives each numeric attribute's
+    :data:`QUANTILES`, exactly those of :func:`_quantiles` (one Spark job instead of two). A frame found in
+    more than one partition raises RuntimeError (a programming error: the caller's promise broken)."""
     attrs = list(attrs)
     schema = T.StructType([
         T.StructField("side", T.IntegerType()),
         T.StructField("n", T.LongType()), T.StructField("mean", T.ArrayType(T.DoubleType())),
         T.StructField("comoment", T.ArrayType(T.DoubleType())), T.StructField("hist", T.ArrayType(T.LongType())),
         T.StructField("freq", T.ArrayType(T.LongType())),
+        *([T.StructField("quantiles", T.ArrayType(T.DoubleType()))] if quantiles else []),
     ])
     # numeric columns as doubles (as each partition reads them) so the union's column types agree
     tagged = [df.select(*[F.col(a.name).cast("double").alias(a.name) if not a.categorical else F.col(a.name)
                           for a in attrs], F.lit(i).alias(_SIDE)) for i, df in enumerate(frames)]
     union = functools.reduce(DataFrame.union, tagged)
     # per-partition aggregates only (one row each), no record-level data reaches the driver
-    parts = union.mapInPandas(_partial_summaries(attrs), schema).collect()
-    return [_merged(attrs, [r for r in parts if r["side"] == i]) for i in range(len(frames))]
+    parts = union.mapInPandas(_partial_summaries(attrs, quantiles), schema).collect()
+    out = []
+    for i in range(len(frames)):
+        mine = [r for r in parts if r["side"] == i]
+        stats, corr, n = _merged(attrs, mine)
+        if quantiles:
+            if len(mine) > 1:
+                raise RuntimeError(f"frame {i} of the summary pass spans {len(mine)} partitions, not one")
+            flat = np.asarray(mine[0]["quantiles"], dtype=float) if mine else np.zeros(0)
+            numeric = [a.name for a in attrs if not a.categorical]
+            k = len(QUANTILES)
+            # an attribute without a value has no quantiles (as :func:`_quantiles`): its entries stay None
+            _with_quantiles(stats, {name: [float(v) for v in flat[j * k:(j + 1) * k]] for j, name in enumerate(numeric)
+                                    if len(flat) and not np.isnan(flat[j * k:(j + 1) * k]).any()})
+        out.append((stats, corr, n))
+    return out
 
 
 def _merged(attrs: list[Attribute], parts: Sequence[Any]) -> tuple[dict, Optional[np.ndarray], int]:
@@ -658,7 +710,7 @@ def noise_section(provenance: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
 
 def public_report(release_df: DataFrame, attrs: Sequence[Attribute], provenance: Mapping[str, Any], path: str,
                   described: Optional[Mapping[str, Any]] = None, *, table: Optional[str] = None, version: Optional[int] = None,
-                  extra_sections: Sequence[ReportSection] = ()) -> str:
+                  extra_sections: Sequence[ReportSection] = (), records: Optional[int] = None) -> str:
     """Write the public report of a release to ``path`` (HTML, ``public_report.html.j2``); return the path.
 
     ``release_df``: the committed table as it is stored; ``table``, ``version``: its name (catalog
@@ -666,6 +718,9 @@ def public_report(release_df: DataFrame, attrs: Sequence[Attribute], provenance:
     and :func:`guarantee_sentence`. ``described`` is the table's description, properties and column
     comments (:func:`fragrelease.jobs.storage.table_self_description`); the report shows them as
     written. Nothing in the report is computed from anything but ``release_df`` and ``provenance``.
+    ``records``: the release's row count from the plan (public), when known: with fewer than
+    :data:`EXACT_QUANTILE_RECORDS` rows the table is summarized in one task and its quantiles come from
+    that pass (the same values as :func:`_quantiles`; one Spark job instead of two).
 
     Raises what :func:`fragrelease.jobs.storage.write_text` raises for ``path``.
     """
@@ -680,9 +735,13 @@ def public_report(release_df: DataFrame, attrs: Sequence[Attribute], provenance:
 
     charts = _in_background(draw)  # drawn while Spark computes the summary (noise charts) and the quantiles
     with _awaiting(charts, summary):
-        stats, corr, n = _counted_summary_pass(release_df, attrs)
-        summary.set_result((stats, corr))
-        _with_quantiles(stats, _quantiles(release_df, attrs))
+        if isinstance(records, int) and records < EXACT_QUANTILE_RECORDS:
+            (stats, corr, n), = _summary_passes([release_df.coalesce(1)], attrs, quantiles=True)
+            summary.set_result((stats, corr))
+        else:
+            stats, corr, n = _counted_summary_pass(release_df, attrs)
+            summary.set_result((stats, corr))
+            _with_quantiles(stats, _quantiles(release_df, attrs))
     distributions, noise_charts = charts.result()
     if noise:
         noise = {**{k: v for k, v in noise.items() if k != "draw"}, "charts": noise_charts}
@@ -787,17 +846,23 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
 
     Two Spark jobs: both tables' summaries (:func:`_summary_passes`), and MeanSSE with both tables'
     quantiles over the id join; when ``manifest["n_records"]`` × attributes is at most
-    :data:`SINGLE_TASK_VALUES`, each side is one partition and neither job shuffles.
+    :data:`SINGLE_TASK_VALUES`, each side is one partition and neither job shuffles, and with fewer than
+    :data:`EXACT_QUANTILE_RECORDS` records the quantiles come from the summaries' job (the same values)
+    and the join computes MeanSSE only.
 
     A local ``path`` is created with mode 0600 in a folder of mode 0700
     (:func:`fragrelease.jobs.idpir.workspace.write_private_text`, which raises what a failed write raises).
     Raises :class:`fragrelease.errors.InvalidParameterError` when records do not match by ``id_column``
     (:func:`fragrelease.jobs.idpir.evaluate.mean_sse_by_attribute`).
     """
-    from .evaluate import mean_sse_with_quantiles
+    from .evaluate import mean_sse_by_attribute, mean_sse_with_quantiles
 
     stored = as_stored(protected, attrs)
-    if _single_task(manifest.get("n_records"), len(attrs)):
+    n_records = manifest.get("n_records")
+    # fewer records than EXACT_QUANTILE_RECORDS, each side one partition: the quantiles come exactly from the
+    # summaries' pass (the same values as percentile_approx there), and the join computes MeanSSE only
+    exact = _single_task(n_records, len(attrs)) and isinstance(n_records, int) and n_records < EXACT_QUANTILE_RECORDS
+    if _single_task(n_records, len(attrs)):
         # small, and its size known from the manifest: each side one partition (no rows move), so the
         # summaries and the MeanSSE join and its aggregation plan no shuffle (each pass one Spark job).
         # The limit drops nothing (it is at least the manifest's record count; a row too many or too few
@@ -813,19 +878,24 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
     # and schedules them side by side instead of one after another; leaving the block waits for both (a
     # failure is raised after every pass has ended, so no thread outlives the report)
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="fragrelease-report-spark") as pool:
-        summaries = pool.submit(_summary_passes, [original, stored], attrs)  # both tables, one job
-        scored = pool.submit(mean_sse_with_quantiles, original, stored, attrs, id_column, list(QUANTILES),
-                             int(round(1 / _RELATIVE_ERROR)))
+        summaries = pool.submit(_summary_passes, [original, stored], attrs, quantiles=exact)  # both tables, one job
+        scored: Future[Any] = (
+            pool.submit(mean_sse_by_attribute, original, stored, attrs, id_column) if exact
+            else pool.submit(mean_sse_with_quantiles, original, stored, attrs, id_column, list(QUANTILES),
+                             int(round(1 / _RELATIVE_ERROR))))
         (so, co, n), (sp, cp, _) = summaries.result()
         names = [a.name for a in attrs if not a.categorical]
         diff = None if co is None or cp is None else cp - co
 
-        # drawn while Spark computes MeanSSE and the quantiles
+        # made while Spark computes MeanSSE (and the quantiles)
         charts = _in_background(lambda: _distributions(attrs, sp, so))
         with _awaiting(charts):
-            contributions, quantiles_o, quantiles_p = scored.result()
-            _with_quantiles(so, quantiles_o)
-            _with_quantiles(sp, quantiles_p)
+            if exact:
+                contributions = scored.result()
+            else:
+                contributions, quantiles_o, quantiles_p = scored.result()
+                _with_quantiles(so, quantiles_o)
+                _with_quantiles(sp, quantiles_p)
     if mean_sse_value is None:
         mean_sse_value = sum(contributions.values())
     distributions = charts.result()

@@ -217,3 +217,63 @@ def test_a_failed_summary_pass_fails_the_public_report_with_its_error_and_leaves
         report.public_report(_released_df(spark), PAGE_ATTRS, _provenance(), str(tmp_path / "p.html"))
     assert not [t for t in threading.enumerate() if t.name.startswith("fragrelease-report-plots")]
     assert not (tmp_path / "p.html").exists()
+
+
+def test_rank_quantiles_are_sparks_percentile_approx_below_the_exact_limit(spark):
+    """Issue 41, session 6: below EXACT_QUANTILE_RECORDS records Spark's sketch keeps every value, and
+    ``percentile_approx`` (the reports' accuracy) returns the value of rank ceil(p n): so does _rank_quantiles."""
+    from pyspark.sql import functions as F
+
+    rng = np.random.default_rng(11)
+    accuracy = int(round(1 / report._RELATIVE_ERROR))
+    assert report.EXACT_QUANTILE_RECORDS == 5000
+    columns = {}
+    for n in (1, 2, 3, 7, 20, 21, 99, 100, 101, 500, 999, 1000, 1001, 2500, report.EXACT_QUANTILE_RECORDS - 1):
+        columns[f"normal_{n}"] = rng.normal(size=n)
+        columns[f"ties_{n}"] = rng.integers(0, 5, size=n).astype(float)  # many equal values
+        columns[f"tenths_{n}"] = np.round(rng.uniform(0, 100, size=n), 1)
+    for name, x in columns.items():
+        df = spark.createDataFrame(pd.DataFrame({"x": x})).coalesce(1)
+        got = df.agg(F.percentile_approx("x", list(report.QUANTILES), accuracy).alias("q")).first()["q"]
+        assert [float(v) for v in got] == report._rank_quantiles(x, report.QUANTILES), name
+    assert report._rank_quantiles(np.array([np.nan, 2.0, 1.0]), (0.5,)) == [1.0]  # NaN is no value
+    assert report._rank_quantiles(np.array([np.nan]), (0.5,)) is None
+
+
+def test_summaries_with_quantiles_are_the_quantile_pass_in_the_same_job(spark):
+    rng = np.random.default_rng(12)
+    a = pd.DataFrame({"x": np.round(rng.uniform(0, 100, 700), 1), "g": rng.choice(["a", "b", "c"], 700)})
+    b = pd.DataFrame({"x": rng.integers(0, 100, 90).astype(float), "g": rng.choice(["a", "c"], 90)})
+    fa = spark.createDataFrame(a).repartition(3).localCheckpoint().coalesce(1)
+    fb = spark.createDataFrame(b).coalesce(1).localCheckpoint()
+    empty = fb.where("x < 0")
+    before = _jobs(spark)
+    got = report._summary_passes([fa, fb, empty], ATTRS, quantiles=True)
+    assert len(_jobs(spark) - before) == 1
+    for (stats, _corr, n), df, pdf in zip(got, (fa, fb, empty), (a, b, b.iloc[:0])):
+        plain = report._summary_passes([df], ATTRS)[0][0]
+        assert n == len(pdf)
+        want = _quantiles(df, ATTRS)
+        assert stats["x"]["quantiles"] == want.get("x", [None] * len(report.QUANTILES))
+        assert {k: v for k, v in stats["x"].items() if k != "quantiles"} == \
+            {k: v for k, v in plain["x"].items() if k != "quantiles"}
+    with pytest.raises(RuntimeError, match="spans 3 partitions"):
+        report._summary_passes([spark.createDataFrame(a).repartition(3)], ATTRS, quantiles=True)
+
+
+def test_a_small_public_report_summarizes_in_one_job_with_the_same_numbers(spark, tmp_path, monkeypatch):
+    seen, counts = [], []
+    real_render = report.render
+
+    def capture(template, **context):
+        seen.append({k: context[k] for k in ("rows", "numeric_rows", "distributions", "correlation")})
+        return real_render(template, **context)
+
+    monkeypatch.setattr(report, "render", capture)
+    df = _released_df(spark).coalesce(1).localCheckpoint()  # one partition either way: the same float sums
+    for records in (200, None):  # the plan's count: one job; unknown: the summary pass and the quantiles' job
+        before = _jobs(spark)
+        report.public_report(df, PAGE_ATTRS, _provenance(), str(tmp_path / f"p{records}.html"), records=records)
+        counts.append(len(_jobs(spark) - before))
+    assert counts[0] == 1 and counts[1] >= 2, counts
+    assert seen[0] == seen[1] and seen[0]["rows"] == 200
