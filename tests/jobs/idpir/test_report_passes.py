@@ -232,10 +232,13 @@ def test_rank_quantiles_are_sparks_percentile_approx_below_the_exact_limit(spark
         columns[f"normal_{n}"] = rng.normal(size=n)
         columns[f"ties_{n}"] = rng.integers(0, 5, size=n).astype(float)  # many equal values
         columns[f"tenths_{n}"] = np.round(rng.uniform(0, 100, size=n), 1)
+    long = pd.concat([pd.DataFrame({"column": name, "x": x}) for name, x in columns.items()], ignore_index=True)
+    # every column's sketch in one task (one job), as the reports' aggregation over one partition
+    got = {r["column"]: [float(v) for v in r["q"]] for r in spark.createDataFrame(long).coalesce(1).groupBy("column")
+           .agg(F.percentile_approx("x", list(report.QUANTILES), accuracy).alias("q")).collect()}
+    assert got.keys() == columns.keys()
     for name, x in columns.items():
-        df = spark.createDataFrame(pd.DataFrame({"x": x})).coalesce(1)
-        got = df.agg(F.percentile_approx("x", list(report.QUANTILES), accuracy).alias("q")).first()["q"]
-        assert [float(v) for v in got] == report._rank_quantiles(x, report.QUANTILES), name
+        assert got[name] == report._rank_quantiles(x, report.QUANTILES), name
     assert report._rank_quantiles(np.array([np.nan, 2.0, 1.0]), (0.5,)) == [1.0]  # NaN is no value
     assert report._rank_quantiles(np.array([np.nan]), (0.5,)) is None
 
