@@ -404,12 +404,12 @@ def _awaiting(future, handoff: Optional[Future] = None):
 
 
 def _in_background(draw: Callable[[], Any]):
-    """Start ``draw`` (the charts) in a thread; returns its future.
+    """Start ``draw`` (the public report's charts) in a thread; returns its future.
 
-    The charts need only the one-pass summary and public parameters, so they are made while the
-    driver waits for the quantile (and MeanSSE) Spark jobs instead of after them (the public report's
-    noise charts, from public parameters only, while its summary job runs). Every chart is HTML
-    computed in Python (:func:`_distributions`, :func:`_bar_chart`): nothing is drawn."""
+    The public report's noise charts come from a simulation on public parameters only, so they are
+    made while its summary job runs. Every chart is HTML computed in Python (:func:`_distributions`,
+    :func:`_bar_chart`): nothing is drawn; the owner report's distribution charts take milliseconds and
+    are made in the driver's own thread."""
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fragrelease-report-plots")
     future = pool.submit(draw)
     pool.shutdown(wait=False)  # the thread ends with its one task; the caller waits on the future
@@ -859,10 +859,11 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
 
     stored = as_stored(protected, attrs)
     n_records = manifest.get("n_records")
+    small = _single_task(n_records, len(attrs))
     # fewer records than EXACT_QUANTILE_RECORDS, each side one partition: the quantiles come exactly from the
     # summaries' pass (the same values as percentile_approx there), and the join computes MeanSSE only
-    exact = _single_task(n_records, len(attrs)) and isinstance(n_records, int) and n_records < EXACT_QUANTILE_RECORDS
-    if _single_task(n_records, len(attrs)):
+    exact = small and isinstance(n_records, int) and n_records < EXACT_QUANTILE_RECORDS
+    if small:
         # small, and its size known from the manifest: each side one partition (no rows move), so the
         # summaries and the MeanSSE join and its aggregation plan no shuffle (each pass one Spark job).
         # The limit drops nothing (it is at least the manifest's record count; a row too many or too few
@@ -886,19 +887,15 @@ def owner_report(original: DataFrame, protected: DataFrame, attrs: Sequence[Attr
         (so, co, n), (sp, cp, _) = summaries.result()
         names = [a.name for a in attrs if not a.categorical]
         diff = None if co is None or cp is None else cp - co
-
-        # made while Spark computes MeanSSE (and the quantiles)
-        charts = _in_background(lambda: _distributions(attrs, sp, so))
-        with _awaiting(charts):
-            if exact:
-                contributions = scored.result()
-            else:
-                contributions, quantiles_o, quantiles_p = scored.result()
-                _with_quantiles(so, quantiles_o)
-                _with_quantiles(sp, quantiles_p)
+        distributions = _distributions(attrs, sp, so)  # numbers for the HTML charts, milliseconds: no thread
+        if exact:
+            contributions = scored.result()
+        else:
+            contributions, quantiles_o, quantiles_p = scored.result()
+            _with_quantiles(so, quantiles_o)
+            _with_quantiles(sp, quantiles_p)
     if mean_sse_value is None:
         mean_sse_value = sum(contributions.values())
-    distributions = charts.result()
     numeric_rows = [row for a in attrs if not a.categorical
                     for row in (_numeric_rows([a], so, " (original)") + _numeric_rows([a], sp, " (released)"))]
     category_rows = [[a.name, c, so[a.name]["freq"][c], sp[a.name]["freq"][c]]

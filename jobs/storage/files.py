@@ -39,6 +39,7 @@ never ``spark.read.parquet(folder)``, which would also read files that later ver
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 import uuid
 from typing import Any, Mapping, Optional
@@ -47,7 +48,7 @@ from urllib.parse import urlparse
 from fragrelease.errors import ConfigError, ReleaseExistsError, SchemaMismatchError
 
 from ..describe import TableDescription
-from ..session import delta_available
+from ..session import delta_available, local_cores
 from .delta import _commit_with_delta_rs, commit_with_spark
 from .uris import absolute, fs_path
 
@@ -276,10 +277,6 @@ def committed_by_delta_rs(spark, path: str, description: Optional[TableDescripti
     Delta's classes on first use (docs/benchmarks.md, "Issue 41, session 6"). The table is the same
     Delta table to every reader; a release table (with its description) is still committed by Delta.
     """
-    import os
-
-    from ..session import local_cores
-
     if description is not None or "DATABRICKS_RUNTIME_VERSION" in os.environ:
         return False
     if type(spark).__module__.startswith("pyspark.sql.connect"):
