@@ -102,11 +102,6 @@ class ConcurrentCommitError(FragReleaseError):
     and nothing of it is readable."""
 
 
-class RiskThresholdError(FragReleaseError):
-    """An owner's measured disclosure risk exceeds its ``risk_check`` threshold: the protected fragment
-    is not handed over (nothing written to shared storage); the ledger keeps the attempt's spend."""
-
-
 class MissingDependencyError(FragReleaseError, ImportError):
     """A runtime dependency is missing or outside the supported range (pyspark < 4.0 or not installed)."""
 

@@ -36,7 +36,8 @@ class Guarantee:
 
     Source: :func:`fragrelease.idpir.guarantee.release_guarantee` (docs/privacy.md;
     docs/specification.md §2): ``per_column`` always holds; ``table`` says whether the joint table has
-    an ε bound (only with ``linkage: unlinked``); ``against`` says against whom.
+    an ε bound (only with ``linkage: unlinked``); ``against`` says against whom; ``hand_over`` (with
+    ``risk_check``, else None) says the owners' advisory risk check adds nothing to it.
     """
 
     neighbouring: str
@@ -44,10 +45,12 @@ class Guarantee:
     per_column: str
     table: str
     against: str
+    hand_over: Optional[str] = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, str]) -> Guarantee:
-        return cls(**{k: d[k] for k in ("neighbouring", "notion", "per_column", "table", "against")})
+        return cls(**{k: d[k] for k in ("neighbouring", "notion", "per_column", "table", "against")},
+                   hand_over=d.get("hand_over"))
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from fragrelease.budget import Epsilon
 from fragrelease.errors import ConfigError, InvalidParameterError
@@ -213,14 +213,17 @@ class OwnerConfig(BaseModel):
 
 
 class RiskCheckConfig(BaseModel):
-    """Each owner's measured-risk check and gate (``risk_check:``; fragrelease.jobs.idpir.risk_check).
+    """Each owner's advisory measured-risk check (``risk_check:``; fragrelease.jobs.idpir.risk_check).
 
     Every owner holds out ``control_share`` of its records (a keyed, unpredictable selection; they
-    are not released) as the control set, measures anonymeter's inference (every categorical
-    attribute) and linkability risk of its released rows on ``rows`` sampled records with
-    ``attacks`` attacks, writes them to its private report only, and refuses to hand its fragment
-    over when a risk exceeds ``max_inference_risk`` / ``max_linkability_risk`` (unset: measure only).
-    docs/privacy.md, "The owner's risk check".
+    are not released) as the control set and, after its fragment and manifest are written, measures
+    anonymeter's inference (every categorical attribute) and linkability risk of its released rows
+    on ``rows`` sampled records with ``attacks`` attacks, and writes them to its private report only.
+    The check never withholds a fragment: a risk above ``flag_inference_risk`` /
+    ``flag_linkability_risk`` is flagged in that report (unset: measure only). The retired gate's
+    keys ``max_inference_risk`` / ``max_linkability_risk`` are refused with the reason (a
+    :class:`fragrelease.errors.ConfigError` naming the key and its value) rather than read as flags.
+    docs/privacy.md, "Measured disclosure risk and the owner's risk check".
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -231,8 +234,23 @@ class RiskCheckConfig(BaseModel):
     control_share: float = Field(default=0.05, gt=0, le=0.5)
     #: records sampled for the measurement (their original and released rows reach the owner's driver)
     rows: int = Field(default=10_000, ge=20, le=1_000_000)
-    max_inference_risk: Optional[float] = Field(default=None, ge=0, le=1)
-    max_linkability_risk: Optional[float] = Field(default=None, ge=0, le=1)
+    #: a measured inference risk (point estimate) strictly above this is flagged in the private report
+    flag_inference_risk: Optional[float] = Field(default=None, ge=0, le=1)
+    #: a measured linkability risk (point estimate) strictly above this is flagged in the private report
+    flag_linkability_risk: Optional[float] = Field(default=None, ge=0, le=1)
+    #: retired: the gate that withheld a fragment (refused when given a value; never dumped)
+    max_inference_risk: Optional[float] = Field(default=None, exclude=True, repr=False)
+    max_linkability_risk: Optional[float] = Field(default=None, exclude=True, repr=False)
+
+    @field_validator("max_inference_risk", "max_linkability_risk", mode="before")
+    @classmethod
+    def _gate_retired(cls, v: object, info: ValidationInfo) -> None:
+        if v is None:
+            return None
+        attack = str(info.field_name).split("_")[1]
+        raise ValueError(f"no longer a gate: the risk check never withholds a fragment (publishing only the draws "
+                         f"that pass a check on the original records is not covered by epsilon); set "
+                         f"flag_{attack}_risk instead to flag a risk above it in the owner's private report")
 
 
 class ReleaseConfig(ReleaseOptions):
@@ -262,7 +280,7 @@ class ReleaseConfig(ReleaseOptions):
     create_schema: bool = False
     if_exists: Literal["error", "new-version"] = "error"
     reports: bool = True
-    #: each owner's measured disclosure risk and its gate (RiskCheckConfig); None: no check, nothing held out
+    #: each owner's advisory measured disclosure risk (RiskCheckConfig); None: no check, nothing held out
     risk_check: Optional[RiskCheckConfig] = None
     # the release options (category_order, category_order_share, linkage, postprocess) are the
     # fields of ReleaseOptions, inherited: fragrelease/idpir/options.py declares them once

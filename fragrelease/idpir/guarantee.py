@@ -21,6 +21,14 @@ What holds (neighbouring datasets differ by the substitution of one record; n is
   table is ε-DP (ε-iDP) by sequential composition over attributes (vertical owners add up, Σ ε_j)
   and parallel composition over horizontal owners' disjoint records.
 
+Hand-over (:data:`HAND_OVER`, the ``hand_over`` sentence of a release whose configuration sets
+``risk_check``): the owners' risk check is advisory. Each owner measures the risk of its released rows
+after its fragment and manifest are written and keeps the numbers, and the thresholds they exceed, in
+its private report; no fragment is withheld or redrawn on them, so they add nothing to the release's ε
+and the statements above hold unchanged. A gate that published only the draws passing a check on the
+original records would make the release depend on the data outside every ε statement
+(docs/privacy.md, "Measured disclosure risk and the owner's risk check").
+
 Against whom (:func:`against_text`):
 
 - **Release recipients** (anyone who reads the Delta table): the statements above.
@@ -58,6 +66,14 @@ from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.fragmentation import LINKAGES as _LINKAGE_REGISTRY
 from fragrelease.idpir.fragmentation import SYNTHETIC, fragmentation_of, linkage_of
 from fragrelease.idpir.mechanisms import get_mechanism
+
+#: The ``hand_over`` sentence of a release whose owners run the advisory risk check (``risk_check``).
+HAND_OVER = ("every owner hands its protected fragment over whatever its risk check measures: the check runs after "
+             "the fragment and its manifest are written, and its measured risks and flags go to that owner's private "
+             "report only, so the statements above hold unchanged and nothing is added to epsilon; the records each "
+             "owner holds out as its control set are not released. Another release asked for after reading that "
+             "report is another spend (a ledger records it), and the choice to ask for it is outside every epsilon "
+             "statement")
 
 #: Linkages of a combined release (docs/specification.md §2): the registry's names
 #: (:data:`fragrelease.idpir.fragmentation.LINKAGES`).
@@ -103,12 +119,15 @@ def against_text(*, short: str, linkage: str, epsilon: str = "epsilon", keep_id:
 
 
 def release_guarantee(*, mechanism: str, epsilon: str, composition: str, linkage: str, category_order: str,
-                      keep_id: bool = False, fragmentation: str = "horizontal", single_process: bool = False) -> dict:
+                      keep_id: bool = False, fragmentation: str = "horizontal", single_process: bool = False,
+                      risk_check: bool = False) -> dict:
     """The guarantee of a release as a dict of plain sentences (for provenance, reports and the CLI).
 
     ``fragmentation`` and ``single_process`` shape the ``against`` sentence (:func:`against_text`).
+    ``risk_check``: the release's configuration sets ``risk_check`` (the owners' advisory risk check).
 
-    Keys: ``neighbouring``, ``notion``, ``per_column``, ``table``, ``against``.
+    Keys: ``neighbouring``, ``notion``, ``per_column``, ``table``, ``against``, and with ``risk_check``
+    ``hand_over`` (:data:`HAND_OVER`; not for a synthetic release, which refuses ``risk_check``).
 
     Raises
     ------
@@ -130,7 +149,7 @@ def release_guarantee(*, mechanism: str, epsilon: str, composition: str, linkage
     per_column = (f"each released column, as a multiset, is eps_attr-{short} for its attribute's budget eps_attr "
                   f"(see each owner's budgets); {order}")
     table = linkage_of(linkage).table(epsilon=epsilon, short=short, composition=composition)
-    return {
+    statement = {
         "neighbouring": "substitution of one record; the number of records is public",
         "notion": notion,
         "per_column": per_column,
@@ -138,6 +157,9 @@ def release_guarantee(*, mechanism: str, epsilon: str, composition: str, linkage
         "against": against_text(short=short, linkage=linkage, epsilon=epsilon, keep_id=keep_id,
                                 fragmentation=fragmentation, single_process=single_process),
     }
+    if risk_check:
+        statement["hand_over"] = HAND_OVER
+    return statement
 
 
 def synthetic_guarantee(*, epsilon: str, single_process: bool = False) -> dict:

@@ -173,6 +173,8 @@ def print_summary(cfg: ReleaseConfig, result: ReleaseResult) -> None:
     console.print(f"MeanSSE {mean_sse}: {SCALE_TEXT}", highlight=False)
     guarantee = prov["guarantee"]
     console.print(f"guarantee: {guarantee['per_column']}; {guarantee['table']}. Against: {guarantee['against']}.")
+    if "hand_over" in guarantee:  # risk_check: the owners' advisory check adds nothing to the guarantee
+        console.print(f"hand-over: {guarantee['hand_over']}.", highlight=False)
     print_preview(preview_from_provenance(prov), suggestions=False)  # public parameters of the release only
 
 
@@ -362,6 +364,9 @@ def owner_protect(config: str = typer.Option(..., "--config"), owner: str = type
         return
     m = protect_owner_fragment(_spark(master, cfg, inputs=[ctx.paths.fragment]), ctx)
     console.print(f"owner {m.owner}: protected {m.n_records:,} records with ε_j = {m.epsilon}, k = {m.k} (plan {m.plan_id})")
+    if cfg.risk_check is not None:  # the same line whatever was measured: the numbers and flags are private
+        console.print(f"owner {m.owner}: fragment handed over; its measured risk (advisory, flags included) is in "
+                      f"its private report {ctx.paths.report}", highlight=False, soft_wrap=True)
 
 
 def owner_preview(config: str = typer.Option(..., "--config"), owner: str = typer.Option(..., "--owner"),

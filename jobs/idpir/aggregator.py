@@ -303,10 +303,12 @@ def check_pinned_plan(ctx: AggregatorContext, plan: Plan, *, required: bool = Tr
                                     "refusing")
 
 
-def provenance(plan: Plan, *, single_process: bool = False) -> Mapping[str, Any]:
+def provenance(plan: Plan, *, single_process: bool = False, risk_check: bool = False) -> Mapping[str, Any]:
     """The public facts a release records with its commit (docs/specification.md §3).
 
     ``single_process``: one process played every party (the guarantee then says it held the key).
+    ``risk_check``: the configuration sets the owners' advisory risk check (the guarantee then says
+    the hand-over does not depend on it; :data:`fragrelease.idpir.guarantee.HAND_OVER`).
     """
     prov: dict[str, Any] = {
         "role": "release",
@@ -325,7 +327,7 @@ def provenance(plan: Plan, *, single_process: bool = False) -> Mapping[str, Any]
         "guarantee": release_guarantee(mechanism=plan.mechanism, epsilon=str(plan.epsilon), composition=plan.composition,
                                        linkage=plan.linkage, category_order=plan.category_order,
                                        keep_id=plan.keep_id, fragmentation=plan.fragmentation,
-                                       single_process=single_process),
+                                       single_process=single_process, risk_check=risk_check),
         "fragrelease_version": __version__,
     }
     if linkage_of(plan.linkage).synthesized:  # the IR terms do not act on a synthetic release: not recorded as if they did
@@ -659,7 +661,8 @@ def release(spark, ctx: AggregatorContext, *, keys: Optional[Mapping[str, Ed2551
     plan = pinned_plan(ctx) if plan is None else plan
     check_plan_against_config(plan, ctx)  # plan.json lies on shared storage: nothing in it is trusted
     refuse_existing_release(ctx, spark, columns=release_columns(plan))
-    prov = dict(provenance(plan, single_process=single_process))  # public facts only, stamped as every commit is
+    prov = dict(provenance(plan, single_process=single_process,  # public facts only, stamped as every commit is
+                           risk_check=ctx.config.risk_check is not None))
     if linkage_of(plan.linkage).synthesized:  # rows drawn from a model of the owners' noisy marginals (docs/specification.md §10)
         from ..synthesis.aggregator import synthesize
 

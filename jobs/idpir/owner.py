@@ -213,12 +213,13 @@ def protect_owner_fragment(spark, ctx: OwnerContext, *, noise: Optional[NoiseSou
         No pseudonym key (:func:`fragrelease.jobs.idpir.keys.owner_pseudonym_key`), refused before Spark reads data.
     MissingDependencyError
         ``risk_check`` is configured and anonymeter is not installed; refused before any spend.
-    RiskThresholdError
-        ``risk_check``: a measured risk of this owner's released rows exceeds its threshold
-        (:func:`fragrelease.jobs.idpir.risk_check.gate`); nothing was written to ``work_dir``; the
-        ledger keeps the spend (the noise was drawn). The measured risks otherwise go to the owner's
-        private report only; with ``risk_check`` a keyed share of the records is held out as its
-        control set and not released (docs/privacy.md, "Measured disclosure risk and the owner's risk check").
+    Notes
+    -----
+    ``risk_check`` is advisory: after the fragment and its manifest are written, the owner measures
+    the risk of its released rows (:func:`fragrelease.jobs.idpir.risk_check.measure_owner_risk`) and
+    writes it, with the thresholds it exceeds, to its private report only; nothing handed over
+    depends on it. A keyed share of the records is held out as its control set and not released
+    (docs/privacy.md, "Measured disclosure risk and the owner's risk check").
     """
     return protect_and_write(spark, ctx, noise=noise)[0]
 
@@ -301,7 +302,7 @@ def protect_and_write(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource] 
     """
     cfg, schema, owner, paths = ctx.config, ctx.schema, ctx.owner, ctx.paths
     assert schema.id_column is not None  # a release's schema names its id column (configuration check)
-    from .risk_check import gate, measure_owner_risk, split_control
+    from .risk_check import advise, measure_owner_risk, split_control
 
     signing_key, plan, spec, key = _checks_before_data(ctx)
     pseudonym_context = plan.pseudonym_context()
@@ -329,16 +330,6 @@ def protect_and_write(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource] 
     # the owner report; the caller's MeanSSE), then stored by the first job that computes it (the
     # noise itself is stored already, so recomputing was exact but repeated the line-up for every reader)
     protected = released.lined_up().localCheckpoint(eager=False, storageLevel=STORED)
-    risk = None
-    if cfg.risk_check is not None:
-        # owner-side only: measured on this owner's data, reported to its private report, never shared;
-        # a risk above a threshold refuses the hand-over before anything is written to work_dir
-        assert control is not None
-        linked = linkage_of(plan.linkage).rows_are_records
-        risk = measure_owner_risk(df, protected if linked else released.unlinked(), control, attrs, schema.id_column,
-                                  cfg.risk_check, n_kept=n_records, n_control=check.n_records - n_records,
-                                  linked=linked)
-        gate(owner.name, risk, cfg.risk_check, str(spec.epsilon))
     provenance = {
         "role": "protected-fragment", "plan_id": plan.plan_id, "owner": owner.name, "mechanism": plan.mechanism,
         "k": plan.k, "epsilon": str(spec.epsilon), "epsilon_per_attribute": str(spec.epsilon_per_attribute),
@@ -385,6 +376,15 @@ def protect_and_write(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource] 
         raise StorageError(f"owner {owner.name!r} could not publish its protected fragment: "
                            f"{path_cause(paths.manifest, exc)}; the unpublished fragment at "
                            f"{target!r} was removed; run the owner step again") from None
+    risk = None
+    if cfg.risk_check is not None:
+        # advisory, owner-side only: measured after the hand-over, so nothing handed over depends on it;
+        # the numbers and their flags go to this owner's private report, never shared
+        assert control is not None
+        linked = linkage_of(plan.linkage).rows_are_records
+        risk = advise(measure_owner_risk(df, protected if linked else released.unlinked(), control, attrs,
+                                         schema.id_column, cfg.risk_check, n_kept=n_records,
+                                         n_control=check.n_records - n_records, linked=linked), cfg.risk_check)
     if cfg.reports:
         # imported here: only a run that writes reports loads the report module (Jinja2, and Matplotlib's
         # colormaps and tick locator once it makes its charts, which draws nothing: no backend is selected)

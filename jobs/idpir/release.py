@@ -90,8 +90,9 @@ def play_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource] = No
     check of the spend (:func:`fragrelease.jobs.idpir.owner.check_before_spend`,
     :func:`fragrelease.jobs.synthesis.owner.check_round_before_spend`; no progress step of their own).
     When one refuses (no room in a ledger, the plan spent, a damaged ledger, a bad key or plan term),
-    its error is raised unchanged and no owner has spent. A failure after the checks (Spark, storage,
-    the risk check's gate) stops the owners after it, as before; the owners before it have spent.
+    its error is raised unchanged and no owner has spent. A failure after the checks (Spark, storage)
+    stops the owners after it, as before; the owners before it have spent. The owners' risk check
+    (``risk_check``) is advisory and stops nothing.
     """
     # signed manifests: a key pair per owner and release where none is configured (private keys in
     # the owners' private folders; the public keys reach the aggregator step in this in-memory cfg)

@@ -814,21 +814,35 @@ def _stored_text(attrs: Sequence[Attribute]) -> str:
 def risk_section(risk) -> Optional[ReportSection]:
     """The owner report's "Measured disclosure risk" section, or None without a measurement.
 
-    ``risk``: a :class:`fragrelease.risk.RiskReport` (``risk_check``). One row per attack: risk, 95 %
-    interval, attack, control and random-guess success rates (docs/privacy.md, "The owner's risk check").
-    Only this private report shows it.
+    ``risk``: a :class:`fragrelease.jobs.idpir.risk_check.AdvisoryRisk` (``risk_check``). One row per
+    attack: risk, 95 % interval, attack, control and random-guess success rates, and its flag
+    (``above flag_<attack>_risk <t>`` when the point estimate exceeds the configured threshold). The
+    text says the check is advisory and names the flagged attacks (docs/privacy.md, "Measured
+    disclosure risk and the owner's risk check"). Only this private report shows it.
     """
     if risk is None:
         return None
+    report = risk.report
     rows = [[r.attack, r.attribute or "", f"{r.risk.value:.3f}", f"{r.risk.low:.3f} – {r.risk.high:.3f}",
-             f"{r.attack_rate.value:.3f}", f"{r.control_rate.value:.3f}", f"{r.baseline_rate:.3f}", r.n_attacks]
-            for r in risk.results]
-    text = (f"anonymeter 1.1.0's attacks (Giomi et al., PoPETs 2023) on this owner's released rows, against "
-            f"{risk.n_control} of its held-out records as the control set. An empirical lower bound on what these "
-            "attacks achieve, not a guarantee: another attack may do better.")
+             f"{r.attack_rate.value:.3f}", f"{r.control_rate.value:.3f}", f"{r.baseline_rate:.3f}", r.n_attacks,
+             risk.flag(r)] for r in report.results]
+    flagged = risk.flagged()
+    if flagged:
+        named = ", ".join(f"{r.attack} of {r.attribute!r}" if r.attribute else r.attack for r in flagged)
+        verdict = (f"Flagged: {len(flagged)} of {len(report.results)} measured risks are above the thresholds you "
+                   f"set ({named}). ")
+    elif risk.inference_limit is not None or risk.linkability_limit is not None:
+        verdict = "No measured risk is above the thresholds you set. "
+    else:
+        verdict = ""
+    text = (f"{verdict}Advisory: this fragment was handed over before the measurement ran, whatever it found; "
+            "lowering the risk means another release (a larger k, a smaller ε, linkage: unlinked), which spends "
+            f"its ε again. anonymeter 1.1.0's attacks (Giomi et al., PoPETs 2023) on this owner's released rows, "
+            f"against {report.n_control} of its held-out records as the control set. An empirical lower bound on "
+            "what these attacks achieve, not a guarantee: another attack may do better.")
     return ReportSection("Measured disclosure risk", "table_section.html.j2",
                          {"text": text, "header": ["attack", "attribute", "risk", "95 % interval", "attack rate",
-                                                   "control rate", "random guess", "attacks"], "rows": rows},
+                                                   "control rate", "random guess", "attacks", "flag"], "rows": rows},
                          anchor="risk")
 
 

@@ -1,4 +1,4 @@
-"""The owner's risk check: measured disclosure risk of its own released rows, and the gate before hand-over.
+"""The owner's advisory risk check: measured disclosure risk of its own released rows, for its private report.
 
 Configured by ``risk_check`` (:class:`fragrelease.idpir.config.RiskCheckConfig`); docs/privacy.md
 "The owner's risk check" and docs/specification.md §3 describe the design. In short:
@@ -17,24 +17,28 @@ Configured by ``risk_check`` (:class:`fragrelease.idpir.config.RiskCheckConfig`)
   random sample: ``rows`` records of the fragment with their released rows (linked: lined up by id;
   unlinked: ``rows`` rows of the unlinked table) and up to ``rows`` held-out records, collected to
   the owner's driver as pandas (the only row-level collect; the owner's own data on its own machine).
-- **Gate** (:func:`gate`): a measured risk (the point estimate) above ``max_inference_risk`` or
-  ``max_linkability_risk`` refuses the hand-over before anything is written to shared storage. The
-  ledger spend stands (it was recorded before the noise was drawn).
+- **Advisory, not a gate** (:func:`advise`): the owner hands its fragment over whatever the check
+  measures; the measurement runs after the fragment and its manifest are written. A measured risk
+  (the point estimate) strictly above ``flag_inference_risk`` or ``flag_linkability_risk`` is
+  flagged in the owner's private report (:class:`AdvisoryRisk`). A gate that published only the
+  draws passing a check on the original records would condition the release on the data outside
+  every ε statement; a DP decision would need its own ε and a noisy risk, which this check does not
+  have (docs/privacy.md, "Measured disclosure risk and the owner's risk check").
 
-The measured numbers go to the owner's private report only (never to shared storage, manifests,
-table properties or logs).
+The measured numbers and flags go to the owner's private report only (never to shared storage,
+manifests, table properties or logs).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from fragrelease.errors import RiskThresholdError
 from fragrelease.idpir.config import RiskCheckConfig
-from fragrelease.risk import INFERENCE, LINKABILITY, RiskReport, anonymeter_evaluators, measure_risk
+from fragrelease.risk import INFERENCE, LINKABILITY, AttackResult, RiskReport, anonymeter_evaluators, measure_risk
 from fragrelease.schemas.base import Attribute
 from fragrelease.udfs.keys import bernoulli_sample
 
@@ -118,26 +122,39 @@ def measure_owner_risk(kept: DataFrame, released: DataFrame, control: DataFrame,
                         attacks=(LINKABILITY, INFERENCE) if cats else (LINKABILITY,))
 
 
-def gate(owner: str, report: Optional[RiskReport], rc: RiskCheckConfig, epsilon: str) -> None:
-    """Refuse the hand-over when a measured risk exceeds its threshold (the point estimate, strictly above).
+@dataclass(frozen=True)
+class AdvisoryRisk:
+    """The owner's measured risk and its advisory thresholds, for its private report only.
 
-    Raises
-    ------
-    RiskThresholdError
-        One line: the owner, the attack, the attribute, the measured risk with its interval, the
-        threshold, that nothing was handed over, and that the ledger keeps the attempt's spend ``epsilon``.
+    ``report``: the measurement (:func:`measure_owner_risk`); ``inference_limit`` /
+    ``linkability_limit``: ``flag_inference_risk`` / ``flag_linkability_risk`` (None: not set).
+    Nothing in it decides what is handed over.
+    """
+
+    report: RiskReport
+    inference_limit: Optional[float] = None
+    linkability_limit: Optional[float] = None
+
+    def limit(self, attack: str) -> Optional[float]:
+        """The flag threshold of ``attack`` (``inference`` or ``linkability``), or None."""
+        return self.inference_limit if attack == INFERENCE else self.linkability_limit if attack == LINKABILITY else None
+
+    def flag(self, result: AttackResult) -> str:
+        """``above flag_<attack>_risk <t>`` when ``result``'s point estimate is strictly above its threshold, else ``""``."""
+        limit = self.limit(result.attack)
+        return f"above flag_{result.attack}_risk {limit:g}" if limit is not None and result.risk.value > limit else ""
+
+    def flagged(self) -> tuple[AttackResult, ...]:
+        """The results above their thresholds, in the report's order."""
+        return tuple(r for r in self.report.results if self.flag(r))
+
+
+def advise(report: Optional[RiskReport], rc: RiskCheckConfig) -> Optional[AdvisoryRisk]:
+    """The measurement with ``rc``'s flag thresholds for the owner's private report, or None without one.
+
+    Advisory: it raises nothing and the fragment is handed over whatever it holds (the former gate,
+    which withheld the hand-over, is gone: docs/privacy.md).
     """
     if report is None:
-        return
-    checks = ((INFERENCE, rc.max_inference_risk), (LINKABILITY, rc.max_linkability_risk))
-    for attack, limit in checks:
-        if limit is None:
-            continue
-        for r in report.results:
-            if r.attack == attack and r.risk.value > limit:
-                on = f" of attribute {r.attribute!r}" if r.attribute else " across the column halves"
-                raise RiskThresholdError(
-                    f"owner {owner!r}: measured {attack} risk{on} is {r.risk.value:.3f} (95 % interval "
-                    f"{r.risk.low:.3f}–{r.risk.high:.3f}, {r.n_attacks} attacks), above max_{attack}_risk {limit:g}; "
-                    f"the protected fragment was not handed over (nothing written to shared storage); the ledger "
-                    f"keeps this attempt's spend of ε = {epsilon} (noise was drawn): ask the aggregator for a new plan")
+        return None
+    return AdvisoryRisk(report, rc.flag_inference_risk, rc.flag_linkability_risk)
