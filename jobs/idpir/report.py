@@ -828,7 +828,7 @@ def risk_section(risk) -> Optional[ReportSection]:
              risk.flag(r)] for r in report.results]
     flagged = risk.flagged()
     if flagged:
-        named = ", ".join(f"{r.attack} of {r.attribute!r}" if r.attribute else r.attack for r in flagged)
+        named = ", ".join(f"{r.attack} of {r.attribute}" if r.attribute else r.attack for r in flagged)
         verdict = (f"Flagged: {len(flagged)} of {len(report.results)} measured risks are above the thresholds you "
                    f"set ({named}). ")
     elif risk.inference_limit is not None or risk.linkability_limit is not None:

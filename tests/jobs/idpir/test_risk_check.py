@@ -1,10 +1,10 @@
-"""The owners' risk check (risk_check): measured risk to the private report only, and the gate.
+"""The owners' risk check (risk_check): measured risk to the private report only, advisory.
 
-docs/privacy.md, "The owner's risk check". Each owner holds out a keyed share of its records as the
-control set, measures anonymeter's inference and linkability risk of its released rows, writes the
-numbers to its private report (and nowhere under work_dir or output), and refuses the hand-over
-when a risk exceeds its threshold: exit 2, one line, nothing written to shared storage, the ledger
-spend kept.
+docs/privacy.md, "Measured disclosure risk and the owner's risk check". Each owner holds out a keyed
+share of its records as the control set, measures anonymeter's inference and linkability risk of its
+released rows after its fragment and manifest are written, and writes the numbers, with the flag
+thresholds they exceed, to its private report (and nowhere under work_dir or output). A risk above a
+threshold hands over all the same (the former gate withheld the fragment: not covered by ε).
 """
 from __future__ import annotations
 
@@ -14,9 +14,11 @@ from fractions import Fraction
 
 import pytest
 import yaml
+from markupsafe import escape
 
 from fragrelease.errors import ConfigError
 from fragrelease.idpir.config import config_from_dict
+from fragrelease.idpir.guarantee import HAND_OVER
 from fragrelease.jobs.idpir import aggregator, owner, risk_check, simulate
 from fragrelease.jobs.idpir.context import aggregator_context, owner_context
 from fragrelease.jobs.idpir.layout import manifest_path, owner_report_path, protected_path
@@ -73,17 +75,25 @@ def test_two_owner_release_writes_each_owners_measured_risk_to_its_private_repor
         spark, tmp_path, adult_source, monkeypatch):
     from fragrelease.jobs.idpir.release import run_local_release
 
-    measured = {}
-    real_gate = risk_check.gate
+    measured, advised = {}, {}
+    real_advise = risk_check.advise
 
-    def recording_gate(name, report, rc, epsilon):
-        measured[name] = report
-        return real_gate(name, report, rc, epsilon)
+    def recording_advise(report, rc):
+        out = real_advise(report, rc)
+        measured[len(measured)], advised[len(advised)] = report, out
+        return out
 
-    monkeypatch.setattr(risk_check, "gate", recording_gate)
-    cfg = _cfg(tmp_path, adult_source, "risk-ok")
+    monkeypatch.setattr(risk_check, "advise", recording_advise)
+    # flag thresholds of 0: every measured risk above 0 is flagged in its owner's private report, and
+    # nothing of the flags reaches shared storage either
+    cfg = _cfg(tmp_path, adult_source, "risk-ok", risk_check={
+        "attacks": 100, "rows": 1000, "control_share": 0.2, "flag_inference_risk": 0, "flag_linkability_risk": 0})
     result = run_local_release(spark, cfg)
-    assert set(measured) == {"a", "b"}
+    assert len(measured) == 2  # the owners run in configuration order
+    measured = {o.name: measured[i] for i, o in enumerate(cfg.owners)}
+    advised = {o.name: advised[i] for i, o in enumerate(cfg.owners)}
+    assert result.provenance["guarantee"]["hand_over"] == HAND_OVER and result.guarantee.hand_over == HAND_OVER
+    assert str(escape(HAND_OVER)) in open(result.report).read()  # the public report's guarantee table
     # the held-out control records are not released: each owner published fewer than its 800 rows
     records = {o.name: o.records for o in result.owners}
     assert all(500 < n < 800 for n in records.values()) and result.rows == sum(records.values())
@@ -97,10 +107,15 @@ def test_two_owner_release_writes_each_owners_measured_risk_to_its_private_repor
         assert "Measured disclosure risk" in text
         for r in report.results:
             assert f"<td>{r.risk.value:.3f}</td>" in text and f"{r.risk.low:.3f} – {r.risk.high:.3f}" in text
+        flagged = advised[o.name].flagged()
+        assert flagged == tuple(r for r in report.results if r.risk.value > 0)
+        assert ("Flagged: " in text) is bool(flagged) and "Advisory: this fragment was handed over" in text
+        assert text.count("<td>above flag_") == len(flagged)
     # nothing of it under shared storage: no word of the check, no measured number at full precision.
     # A number is looked for only when its repr has at least 6 digits after "0.": a short one (0.5, 0.25,
     # an attack rate of 1/2 or 1/4) also occurs in any report's own figures, so finding it proves nothing.
-    words = [b"anonymeter", b"disclosure risk", b"linkability", b"inference risk", b"risk_check", b"control_share"]
+    words = [b"anonymeter", b"disclosure risk", b"linkability", b"inference risk", b"risk_check", b"control_share",
+             b"flagged", b"flag_inference_risk", b"flag_linkability_risk", b"above flag"]
     numbers = {repr(v).encode() for rep in measured.values() for r in rep.results
                for v in (r.risk.value, r.risk.low, r.risk.high, r.attack_rate.value, r.control_rate.value)
                if v not in (0.0, 1.0) and len(repr(v)) >= 8}
@@ -118,14 +133,24 @@ def test_two_owner_release_writes_each_owners_measured_risk_to_its_private_repor
 
 
 @pytest.mark.slow  # owner steps through the CLI
-def test_a_threshold_below_the_measured_risk_refuses_the_owner_step_and_hands_nothing_over(
-        spark, tmp_path, adult_source, capsys):
+def test_a_flag_threshold_below_the_measured_risk_still_hands_the_fragment_over(spark, tmp_path, adult_source, capsys,
+                                                                               monkeypatch):
+    """What the retired gate withheld is handed over; the flag is in the owner's private report only."""
     from fragrelease.jobs.cli import run_cli
 
+    manifest_first = []  # whether owner a's signed manifest was written when the measurement started
+    real_measure = risk_check.measure_owner_risk
+
+    def measure_after_hand_over(*args, **kw):
+        manifest_first.append(os.path.exists(manifest_path(cfg.work_dir, "a")))
+        return real_measure(*args, **kw)
+
+    monkeypatch.setattr(risk_check, "measure_owner_risk", measure_after_hand_over)
+
     # ε = 100: the linked release keeps each record's own row nearly as it was; a threshold of 0
-    # lies below any measured inference risk above 0
-    cfg = _cfg(tmp_path, adult_source, "risk-refused", epsilon="100",
-               risk_check={"attacks": 100, "rows": 1000, "control_share": 0.2, "max_inference_risk": 0})
+    # lies below any measured inference risk above 0 (the gate refused this very configuration)
+    cfg = _cfg(tmp_path, adult_source, "cli-handover", epsilon="100",
+               risk_check={"attacks": 100, "rows": 1000, "control_share": 0.2, "flag_inference_risk": 0})
     schema = resolve_schema(cfg.dataset)
     simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
     for o in cfg.owners:
@@ -134,19 +159,26 @@ def test_a_threshold_below_the_measured_risk_refuses_the_owner_step_and_hands_no
     cfile = tmp_path / "c.yaml"
     cfile.write_text(yaml.safe_dump(cfg.model_dump(mode="json", exclude_none=True)))
     capsys.readouterr()
-    assert run_cli(["owner", "protect", "--config", str(cfile), "--owner", "a"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert run_cli(["owner", "protect", "--config", str(cfile), "--owner", "a"]) == 0
+    assert manifest_first == [True]  # measured once, after the hand-over: nothing handed over depends on it
+    captured = capsys.readouterr()
+    out = " ".join(captured.out.split())
+    report_path = owner_report_path(cfg.name, cfg.owners[0])
+    # the terminal line is the same whatever was measured: it names the report, no number, no flag
+    assert (f"owner a: fragment handed over; its measured risk (advisory, flags included) is in its private report "
+            f"{report_path}") in out and "above flag" not in out and "Flagged" not in captured.err + out
+    # handed over: the protected fragment and its signed manifest are in work_dir; the spend is ε_j once
+    assert os.path.exists(protected_path(cfg.work_dir, "a")) and os.path.exists(manifest_path(cfg.work_dir, "a"))
     eps = plan.owner("a").epsilon
-    m = re.fullmatch(
-        r"error: owner 'a': measured inference risk of attribute '([a-z-]+)' is (0\.\d{3}|1\.000) \(95 % interval "
-        r"(\d\.\d{3})–(\d\.\d{3}), 100 attacks\), above max_inference_risk 0; the protected fragment was not handed "
-        r"over \(nothing written to shared storage\); the ledger keeps this attempt's spend of ε = "
-        + re.escape(str(eps)) + r" \(noise was drawn\): ask the aggregator for a new plan", err)
-    assert m, err
-    assert float(m.group(2)) > 0 and float(m.group(3)) <= float(m.group(2)) <= float(m.group(4))
-    # nothing handed over: no protected fragment, no manifest, nothing of owner a under work_dir
-    assert not os.path.exists(protected_path(cfg.work_dir, "a")) and not os.path.exists(manifest_path(cfg.work_dir, "a"))
-    assert not os.path.exists(os.path.join(cfg.work_dir, "owners", "a"))
-    # the noise was drawn: the ledger keeps the spend, exactly ε_j
     assert spent(cfg.owners[0].ledger.path, "a", "adult") == [Fraction(str(eps))]
+    # the flag: in the private report, with the measured risk it flags
+    text = open(report_path).read()
+    m = re.search(r"Flagged: (\d+) of (\d+) measured risks are above the thresholds you set \(inference of [a-z-]+", text)
+    assert m and int(m.group(1)) >= 1, text[:2000]
+    values = [float(v) for v in re.findall(r"<td>inference</td>\s*<td>[a-z-]+</td>\s*<td>(\d\.\d{3})</td>", text)]
+    assert len(values) >= 2 and text.count("<td>above flag_inference_risk 0</td>") == int(m.group(1))
+    assert sum(v > 0 for v in values) <= int(m.group(1))  # every risk shown above 0.000 is flagged
+    for path in _shared_files(cfg.work_dir):
+        with open(path, "rb") as f:
+            content = f.read().lower()
+        assert b"flag" not in content and b"risk" not in content, path
