@@ -309,9 +309,6 @@ def try_record(dt, owner: str, dataset: str, plan_id: str, epsilon: Fraction, li
     file = posixpath.join(root, name)
     version = pinned + 1
     row, chain = _row(owner, dataset, plan_id, epsilon, version=version, total=total, prev=head)
-    schema = dt.schema()
-    if any(schema.to_arrow().get_field_index(c) < 0 for c in CHAIN_COLUMNS):
-        schema = _chained_schema(schema)  # a ledger from before the chain (0.16.0): the columns come with this spend
     try:
         pq.write_table(row, file, filesystem=fs, compression="snappy")
         _fsync(fs, file, root)  # the commit never references a file that is not on disk
@@ -319,7 +316,7 @@ def try_record(dt, owner: str, dataset: str, plan_id: str, epsilon: Fraction, li
         add = AddAction(path=name, size=info.size, partition_values={},
                         modification_time=int((info.mtime.timestamp() if info.mtime else time.time()) * 1000),
                         data_change=True, stats=f'{{"numRecords":{row.num_rows}}}')
-        dt.create_write_transaction([add], mode="append", schema=schema,
+        dt.create_write_transaction([add], mode="append", schema=dt.schema(),
                                     commit_properties=CommitProperties(max_commit_retries=0))
     except BaseException as exc:
         committed = _committed(dt.table_uri, name)
@@ -337,15 +334,31 @@ def try_record(dt, owner: str, dataset: str, plan_id: str, epsilon: Fraction, li
     return total
 
 
-def _chained_schema(schema):
-    """``schema`` (a ledger's, from before the chain) with the chain's columns added."""
-    from deltalake.schema import Schema
+def _unchained(dt) -> bool:
+    """Whether the table ``dt`` lacks the chain's columns (a ledger of 0.16.0 or earlier)."""
+    return not set(CHAIN_COLUMNS) <= {f.name for f in dt.schema().fields}
 
-    arrow = schema.to_arrow()
-    for c in CHAIN_COLUMNS:
-        if arrow.get_field_index(c) < 0:
-            arrow = arrow.append(LEDGER_SCHEMA.field(c))
-    return Schema.from_arrow(arrow)
+
+def _add_chain_columns(path: str, dt) -> None:
+    """Migrate a ledger of 0.16.0 or earlier: add the chain's columns (nullable) to its table schema, in a
+    commit of its own that records no spend, with no commit retries. A concurrent commit (another
+    spend, or its migration) wins: the caller pins the new version and looks again.
+
+    Raises LedgerStorageError when storage refuses the commit (the table did not move on)."""
+    from deltalake.exceptions import CommitFailedError
+    from deltalake.schema import Field, PrimitiveType
+    from deltalake.transaction import CommitProperties
+
+    names = {f.name for f in dt.schema().fields}
+    fields = [Field(c, PrimitiveType("long" if c == "commit_version" else "string"), nullable=True)
+              for c in CHAIN_COLUMNS if c not in names]
+    try:
+        dt.alter.add_columns(fields, commit_properties=CommitProperties(max_commit_retries=0))
+    except BaseException as exc:
+        if not (isinstance(exc, CommitFailedError) or is_storage_failure(exc)):
+            raise
+        if not _moved_on(path, dt.version()):
+            raise _storage_error(path, "written", exc) from None
 
 
 def _durable(path: str, fs, root: str, version: int) -> None:
@@ -450,6 +463,10 @@ def record_spend(path: str, *, owner: str, dataset: str, plan_id: str, epsilon: 
         if pinned is None:
             raise _damaged(path, "its _delta_log vanished after it was created")
         dt, log_check = pinned
+        if _unchained(dt):  # a ledger of 0.16.0: its schema gets the chain's columns once the spend would pass
+            _check_spend(path, log_check, owner, dataset, plan_id, epsilon, lifetime)
+            _add_chain_columns(path, dt)
+            continue
         try:
             return try_record(dt, owner, dataset, plan_id, epsilon, lifetime, path=path, log_check=log_check)
         except FragReleaseError:

@@ -183,9 +183,9 @@ def test_the_anchor_never_goes_back_and_a_missed_anchor_write_is_harmless(tmp_pa
     assert not write_anchor(path, version=1, chain="f" * 64, owner="o", dataset="d", total=Fraction(1, 2))
     assert read_anchor(path) == anchor  # a late writer of an earlier version changed nothing
     # a crash between the commit and the anchor write: the ledger is ahead of the anchor, which is fine
-    monkeypatch.setattr(ledger_module, "write_anchor", lambda *a, **k: None)
-    record_spend(path, owner="o", dataset="d", plan_id="p3", epsilon=Fraction(1, 4), lifetime=LIFETIME)
-    monkeypatch.undo()
+    with monkeypatch.context() as patch:
+        patch.setattr(ledger_module, "write_anchor", lambda *a, **k: None)
+        record_spend(path, owner="o", dataset="d", plan_id="p3", epsilon=Fraction(1, 4), lifetime=LIFETIME)
     assert read_anchor(path) == anchor
     assert record_spend(path, owner="o", dataset="d", plan_id="p4", epsilon=Fraction(1, 4), lifetime=LIFETIME) == LIFETIME
     assert read_anchor(path).version == 4
@@ -233,22 +233,24 @@ def test_a_ledger_of_0_16_0_is_read_and_its_chain_starts_at_the_first_new_spend(
         "chain (0.16.0 or earlier), not covered until the next spend; no anchor on this machine (it recorded no "
         "spend here: a removed last commit is not detected here)\n")
     assert record_spend(path, owner="o", dataset="d", plan_id="new", epsilon=Fraction(1, 2), lifetime=LIFETIME) == 1
+    # version 3 adds the chain's columns to the table (no spend), version 4 is the spend
     assert [f.name for f in DeltaTable(path).schema().fields] == LEDGER_SCHEMA.names
-    row = pq.read_table(_data_file(path, 3)).to_pylist()[0]
-    assert (row["commit_version"], row["total"]) == (3, "1")
+    assert DeltaTable(path, version=3).file_uris() == DeltaTable(path, version=2).file_uris()
+    row = pq.read_table(_data_file(path, 4)).to_pylist()[0]
+    assert (row["commit_version"], row["total"]) == (4, "1")
     assert row["prev_chain"] != GENESIS  # it covers the rows before it
     summary = check_ledger(path)
     assert [s.epsilon for s in summary.spends] == [Fraction(1, 4), Fraction(1, 4), Fraction(1, 2)]
-    assert summary.chain.legacy == 2 and [s.version for s in summary.chain.chained] == [3]
+    assert summary.chain.legacy == 2 and [s.version for s in summary.chain.chained] == [4]
     capsys.readouterr()
     assert run_cli(["ledger", "check", path]) == 0
-    assert "; 2 spends from before the chain (0.16.0 or earlier), covered from version 3 on; this machine's anchor: " \
-           "version 3, in the chain, at the head\n" in capsys.readouterr().out
+    assert "; 2 spends from before the chain (0.16.0 or earlier), covered from version 4 on; this machine's anchor: " \
+           "version 4, in the chain, at the head\n" in capsys.readouterr().out
     # from now on a rewritten old row breaks the chain too
     old = _data_file(path, 1)
     legacy = pq.read_table(old)
     pq.write_table(legacy.set_column(3, "epsilon", pa.array(["1/100"])), old)
-    _refused_everywhere(path, "the spend at version 3 (owner 'o', dataset 'd', plan 'new') does not link to the hash "
+    _refused_everywhere(path, "the spend at version 4 (owner 'o', dataset 'd', plan 'new') does not link to the hash "
                               "of the 2 spends written before the chain (a spend removed, inserted or rewritten before "
                               "it)", capsys)
 
