@@ -331,5 +331,5 @@ def release_target(cfg, dataset: Optional[str] = None) -> Optional[ReleaseTarget
     return ReleaseTarget(output=cfg.output, config=cfg.name, dataset=dataset)
 
 
-__all__ = ["MARKER", "LEDGER_COLUMNS", "LEDGER_LEGACY_COLUMNS", "marker_path", "PendingRelease", "ReleaseTarget", "check_output", "finish_output",
+__all__ = ["MARKER", "LEDGER_COLUMNS", "marker_path", "PendingRelease", "ReleaseTarget", "check_output", "finish_output",
            "marker_text", "prepare_output", "release_target"]
