@@ -18,12 +18,13 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from fragrelease.errors import ConfigError, LedgerDamagedError
+from fragrelease.errors import ConfigError, LedgerDamagedError, LedgerStorageError
 from fragrelease.jobs.cli import run_cli
 from fragrelease.jobs.idpir import ledger_anchor
 from fragrelease.jobs.idpir.ledger import (
     LEDGER_SCHEMA,
     LEGACY_COLUMNS,
+    check_intact,
     check_ledger,
     check_spend,
     record_spend,
@@ -95,8 +96,10 @@ def _refused_everywhere(path: str, expected: str, capsys) -> None:
         with pytest.raises(LedgerDamagedError) as info:
             call(path, owner="o", dataset="d", plan_id="p3", epsilon=Fraction(1, 100), lifetime=LIFETIME)
         assert str(info.value) == message
-    with pytest.raises(LedgerDamagedError):
-        spent(path, "o", "d")
+    for read in (lambda: spent(path, "o", "d"), lambda: check_intact(path)):  # check_intact: validate, before Spark
+        with pytest.raises(LedgerDamagedError) as info:
+            read()
+        assert str(info.value) == message
     capsys.readouterr()
     assert run_cli(["ledger", "check", path]) == 2
     out, err = capsys.readouterr()
@@ -111,6 +114,43 @@ def test_a_removed_last_commit_is_refused_by_the_check_and_by_the_next_spend(tmp
     _refused_everywhere(path, "version 2 is missing: the ledger ends at version 1 (rolled back, or its last commit "
                               f"removed), but this machine recorded owner 'o''s spend on 'd' at its version 2 (anchor "
                               f"{anchor!r})", capsys)
+
+
+def test_a_folder_replaced_by_an_older_copy_is_refused(tmp_path, machine, capsys):
+    import shutil
+
+    path = str(tmp_path / "ledger")
+    record_spend(path, owner="o", dataset="d", plan_id="p1", epsilon=Fraction(1, 2), lifetime=LIFETIME)
+    shutil.copytree(path, tmp_path / "backup")
+    record_spend(path, owner="o", dataset="d", plan_id="p2", epsilon=Fraction(1, 2), lifetime=LIFETIME)
+    shutil.rmtree(path)
+    shutil.copytree(tmp_path / "backup", path)  # the backup restored over the newer spend
+    _refused_everywhere(path, "version 2 is missing: the ledger ends at version 1 (rolled back, or its last commit "
+                              f"removed), but this machine recorded owner 'o''s spend on 'd' at its version 2 (anchor "
+                              f"{anchor_file(path)!r})", capsys)
+
+
+def test_a_failed_anchor_write_counts_the_spend_and_says_so(tmp_path, machine, monkeypatch):
+    import errno
+
+    path = _ledger(tmp_path)
+    real = os.replace
+
+    def replace(src, dst):
+        if dst == anchor_file(path):
+            raise OSError(errno.EIO, "Input/output error")
+        real(src, dst)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "replace", replace)
+        with pytest.raises(LedgerStorageError) as info:
+            record_spend(path, owner="o", dataset="d", plan_id="p3", epsilon=Fraction(1, 4), lifetime=LIFETIME)
+    assert str(info.value) == (f"budget ledger {path!r}: the spend at version 3 was recorded but this machine's anchor "
+                               f"{anchor_file(path)!r} cannot be written: Input/output error; no noise was drawn")
+    assert spent(path, "o", "d") == [Fraction(1, 2), Fraction(1, 2), Fraction(1, 4)]  # it counts
+    assert read_anchor(path).version == 2  # the anchor as it was; no temporary file left behind
+    assert sorted(os.listdir(os.path.dirname(anchor_file(path)))) == sorted(
+        [os.path.basename(anchor_file(path)), os.path.basename(anchor_file(path))[:-5] + ".lock"])
 
 
 def test_a_deleted_ledger_is_refused_where_this_machine_spent(tmp_path, machine, capsys):
