@@ -24,9 +24,10 @@ import pyarrow.parquet as pq
 
 from fragrelease.errors import FragReleaseError, LedgerDamagedError, LedgerStorageError
 
-from ..storage import is_storage_failure, path_cause
 from ..storage import fs_path as _fs_path
+from ..storage import is_storage_failure, path_cause
 from .ledger_anchor import Anchor, read_anchor
+
 
 def _storage_error(path: str, doing: str, exc: BaseException) -> LedgerStorageError:
     return LedgerStorageError(f"budget ledger {path!r} cannot be {doing}: {path_cause(path, exc)}; nothing was spent")
