@@ -101,7 +101,7 @@ def _row(owner: str, dataset: str, plan_id: str, epsilon: Fraction, *, version: 
     fields = (owner, dataset, plan_id, format_epsilon(epsilon), format_epsilon(total),
               datetime.now(timezone.utc).isoformat())
     chain = chain_hash(prev, version, fields)
-    columns = dict(zip(("owner", "dataset", "plan_id", "epsilon", "total", "recorded_at"), fields))
+    columns: dict[str, object] = dict(zip(("owner", "dataset", "plan_id", "epsilon", "total", "recorded_at"), fields))
     columns.update(commit_version=version, prev_chain=prev, chain=chain)
     return pa.table({c: [columns[c]] for c in LEDGER_SCHEMA.names}, schema=LEDGER_SCHEMA), chain
 

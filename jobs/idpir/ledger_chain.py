@@ -217,7 +217,7 @@ def read_chain(path: str, log_check: LogCheck) -> Chain:
             raise _damaged(path, f"{at} does not link to {before} (a spend removed, inserted or rewritten before it)")
         total = totals.get((s.owner, s.dataset), Fraction(0)) + s.epsilon
         if s.total != total:
-            raise _damaged(path, f"{at} carries the running total {format_epsilon(s.total)} but the spends up to it "
+            raise _damaged(path, f"{at} carries the running total {texts[version][5]} but the spends up to it "
                                  f"add up to {format_epsilon(total)}")
         totals[s.owner, s.dataset] = total
         prev, prev_version = s.chain, version

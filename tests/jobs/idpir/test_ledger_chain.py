@@ -104,6 +104,8 @@ def _refused_everywhere(path: str, expected: str, capsys) -> None:
     assert run_cli(["ledger", "check", path]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err == f"error: {message}\n"
+    assert run_cli(["ledger", "history", path]) == 2
+    assert capsys.readouterr().err == f"error: {message}\n"
     assert _snapshot(path) == before  # nothing spent, nothing removed
 
 
@@ -210,8 +212,11 @@ def test_a_ledger_ahead_of_the_anchor_is_fine(tmp_path, machine, capsys):
                           "spends, head version 4 (")
     assert out.endswith("; this machine's anchor: version 2, in the chain, 2 spends behind the head (recorded "
                         "elsewhere since)\n"), out
+    # a rollback to a version at or after this machine's anchor is, here, a ledger ahead of the anchor
+    os.remove(_commit(path, 4))
+    assert spent(path, "o", "d") == [Fraction(1, 2), Fraction(1, 2)]
     assert record_spend(path, owner="o", dataset="d", plan_id="p3", epsilon=Fraction(1, 2), lifetime=LIFETIME) == LIFETIME
-    assert read_anchor(path).version == 5
+    assert read_anchor(path).version == 4
 
 
 def test_the_anchor_never_goes_back_and_a_missed_anchor_write_is_harmless(tmp_path, machine, monkeypatch):
