@@ -342,3 +342,29 @@ def test_racing_threads_leave_the_anchor_at_the_last_version(tmp_path, machine):
     assert [s.total for s in summary.chain.chained] == [Fraction(k, 10) for k in (1, 2, 3, 4)]
     assert read_anchor(path).version == 4 and read_anchor(path).chain == summary.chain.head
     assert ledger_anchor.anchor_folder().startswith(str(tmp_path))
+
+
+def test_run_and_validate_refuse_a_rolled_back_ledger_before_spark_starts(tmp_path, machine, capsys, monkeypatch):
+    import yaml
+
+    from fragrelease.jobs.cli import idpir as cli_idpir
+
+    def no_spark(master):
+        raise AssertionError("a SparkSession was asked for")
+
+    monkeypatch.setattr(cli_idpir, "_spark", no_spark)
+    path = _ledger(tmp_path)
+    conf = tmp_path / "release.yaml"
+    conf.write_text(yaml.safe_dump({
+        "name": "rolled-back-ledger", "dataset": "wine", "fragmentation": "horizontal", "epsilon": "1", "k": 50,
+        "owners": [{"name": "owner-1", "rows": 500, "ledger": {"path": path, "lifetime_epsilon": "3/2"}},
+                   {"name": "owner-2", "rows": 1000}, {"name": "owner-3", "rows": 4997}],
+        "work_dir": str(tmp_path / "work"), "output": str(tmp_path / "release")}))
+    assert run_cli(["validate", str(conf)]) == 0
+    os.remove(_commit(path, 2))
+    capsys.readouterr()
+    for argv in (["validate", str(conf)], ["run", str(conf)]):
+        assert run_cli(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: budget ledger {path!r} is damaged: version 2 is missing: ") and err.count("\n") == 1
+    assert not os.path.exists(tmp_path / "release")
