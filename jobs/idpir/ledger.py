@@ -272,8 +272,8 @@ def try_record(dt, owner: str, dataset: str, plan_id: str, epsilon: Fraction, li
     :func:`fragrelease.jobs.idpir.ledger_chain.chain_hash`) is written as a Parquet file under a fresh
     name in the ledger folder and fsynced before the commit, and removed again if the commit does not
     happen; after the commit the commit file and the folders are fsynced (local storage) and then this
-    machine's anchor is moved to the new spend (:func:`fragrelease.jobs.idpir.ledger_anchor.write_anchor`;
-    a ledger written before the chain gets the chain's columns in the same commit).
+    machine's anchor is moved to the new spend (:func:`fragrelease.jobs.idpir.ledger_anchor.write_anchor`).
+    A ledger of 0.16.0 gets the chain's columns first, in a commit of their own (:func:`record_spend`).
 
     Raises
     ------

@@ -13,8 +13,8 @@ The first chained spend's ``prev_chain`` is :func:`base_chain` of the rows writt
 (by fragrelease 0.16.0 and earlier, which have none of these columns): ``GENESIS`` (64 zeros) when
 there are none, else the hash of those rows' fields, sorted (so a checkpoint, which changes the
 order in which their files are listed, does not change it). Migration: a 0.16.0 ledger is read as it
-is; its first spend by a later version adds the columns and starts the chain, which from then on
-covers the earlier rows too (a row added to them, removed or rewritten breaks the link).
+is; its first spend by a later version (once its checks pass) adds the columns to the table in a
+commit of their own, then records the first chained row, which from then on covers the earlier rows too (a row added to them, removed or rewritten breaks the link).
 
 :func:`read_spends` reads every row of the pinned version, recomputes the chain and the totals, and
 compares the chain with this machine's anchor (:mod:`fragrelease.jobs.idpir.ledger_anchor`): the
