@@ -1,12 +1,14 @@
 """``fragrelease ledger``: verify and list an owner's budget ledger (no Spark).
 
-    fragrelease ledger check PATH                              verify the log and every data file
+    fragrelease ledger check PATH                              verify the log, every data file, the hash
+                                                               chain and this machine's anchor
     fragrelease ledger history PATH [--owner X] [--dataset Y]   one line per spend, with running totals
 
 Registered in ``jobs/cli/__init__.py``. The reading and checking is
 :mod:`fragrelease.jobs.idpir.ledger` (delta-rs and pyarrow only); this module only prints. A damaged
 ledger exits with status 2 and one line naming the ledger and the damage
-(:class:`fragrelease.errors.LedgerDamagedError`).
+(:class:`fragrelease.errors.LedgerDamagedError`), a ledger rolled back behind this machine's anchor
+too (its last commit removed: the line names the owner and the missing version).
 """
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ PATH = typer.Argument(..., help="The ledger's folder (a Delta table; s3a://, abf
 
 
 def check(path: str = PATH):
-    """Verify a ledger (log versions contiguous, every commit and data file readable) and print one line."""
+    """Verify a ledger (log versions contiguous, every commit and data file readable, the hash chain and
+    running totals, this machine's anchor) and print one line."""
     from ..idpir.ledger import check_ledger
 
     summary = check_ledger(path)
@@ -28,7 +31,27 @@ def check(path: str = PATH):
              f"commit, or a removed commit: compare with a backup), e.g. {summary.unreferenced[0]}"
              if summary.unreferenced else "")
     console.print(f"budget ledger {summary.path!r}: OK, {len(summary.spends)} spends in {summary.versions} "
-                  f"versions (0..{summary.version}){extra}", highlight=False, markup=False)
+                  f"versions (0..{summary.version}); {chain_state(summary)}{extra}", highlight=False, markup=False)
+
+
+def chain_state(summary) -> str:
+    """The hash chain and this machine's anchor of a checked ledger, in words."""
+    chain = summary.chain
+    chained = chain.chained
+    if chained:
+        state = (f"hash chain intact over {len(chained)} spends, head version {chained[-1].version} "
+                 f"({chain.head[:12]})")
+    else:
+        state = "no spend chained yet"
+    if chain.legacy:
+        state += f"; {chain.legacy} spends from before the chain (0.16.0 or earlier)" + (
+            f", covered from version {chained[0].version} on" if chained else ", not covered until the next spend")
+    anchor = chain.anchor
+    if anchor is None:
+        return f"{state}; no anchor on this machine (it recorded no spend here: a removed last commit is not detected here)"
+    later = sum(1 for s in chained if s.version > anchor.version)
+    where = "at the head" if later == 0 else f"{later} spends behind the head (recorded elsewhere since)"
+    return f"{state}; this machine's anchor: version {anchor.version}, in the chain, {where}"
 
 
 def history(path: str = PATH,

@@ -39,16 +39,23 @@ Durability: when :func:`record_spend` returns, the spend is on disk where the le
 data file is fsynced before the commit, the new commit file and the ``_delta_log`` folder after it.
 On object stores (s3a://, abfss://) durability is the store's: a completed PUT is durable.
 
-What a ledger cannot detect (a whole folder deleted or replaced by an older copy, a last commit
-removed cleanly): docs/known-limitations.md, "Budget ledger scope".
+Tamper evidence: every row carries its commit version, the owner's running total on the dataset
+and a SHA-256 hash chain (:mod:`fragrelease.jobs.idpir.ledger_chain`; every read recomputes both),
+and every spend this machine records also writes this machine's private anchor of the ledger after
+its commit (:mod:`fragrelease.jobs.idpir.ledger_anchor`). Every read (a spend, :func:`check_spend`,
+:func:`spent`, :func:`check_intact`, ``fragrelease ledger check``) refuses a ledger whose chain no
+longer holds the anchored spend (a last commit removed, the folder deleted or replaced by an older
+copy) as damaged, before any spend. What stays undetected (a machine that never spent there, an
+attacker who also writes the owner's private folder, rows of 0.16.0 before the chain began):
+docs/known-limitations.md, "Budget ledger scope".
+
+Layout: the log's verification is :mod:`fragrelease.jobs.idpir.ledger_log`, the rows'
+:mod:`fragrelease.jobs.idpir.ledger_chain`; their public names are re-exported here.
 """
 from __future__ import annotations
 
-import json
 import logging
-import os
 import posixpath
-import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -60,261 +67,43 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fragrelease.budget import check_lifetime, format_epsilon, parse_epsilon
-from fragrelease.errors import (
-    FragReleaseError,
-    InvalidParameterError,
-    LedgerDamagedError,
-    LedgerStorageError,
-    PlanAlreadySpentError,
-)
+from fragrelease.budget import check_lifetime, format_epsilon
+from fragrelease.errors import FragReleaseError, LedgerStorageError, PlanAlreadySpentError
 
 from ..storage import absolute, is_storage_failure, path_cause
 from ..storage import fs_path as _fs_path
+from .ledger_anchor import Anchor, anchor_file, ensure_anchor_folder, write_anchor
+from .ledger_chain import (
+    CHAIN_COLUMNS,
+    LEDGER_SCHEMA,
+    LEGACY_COLUMNS,
+    Chain,
+    Spend,
+    chain_hash,
+    read_chain,
+    read_spends,
+)
+from .ledger_log import LogCheck, _damaged, _first_line, _fsync, _storage_error, verify_log
+
+__all__ = ["LEDGER_SCHEMA", "LEGACY_COLUMNS", "CHAIN_COLUMNS", "MAX_ATTEMPTS", "Anchor", "Chain", "LedgerSummary",
+           "LogCheck", "Spend", "check_intact", "check_ledger", "check_spend", "ensure_ledger", "ledger_history",
+           "read_spends", "record_spend", "spent", "try_record", "verify_log"]
 
 log = logging.getLogger(__name__)
 
-LEDGER_SCHEMA = pa.schema([
-    ("owner", pa.string()), ("dataset", pa.string()), ("plan_id", pa.string()),
-    ("epsilon", pa.string()), ("recorded_at", pa.string()),
-])
 MAX_ATTEMPTS = 20
 
 
-def _row(owner: str, dataset: str, plan_id: str, epsilon: Fraction) -> pa.Table:
-    return pa.table({"owner": [owner], "dataset": [dataset], "plan_id": [plan_id],
-                     "epsilon": [format_epsilon(epsilon)],
-                     "recorded_at": [datetime.now(timezone.utc).isoformat()]}, schema=LEDGER_SCHEMA)
-
-
-def _storage_error(path: str, doing: str, exc: BaseException) -> LedgerStorageError:
-    return LedgerStorageError(f"budget ledger {path!r} cannot be {doing}: {path_cause(path, exc)}; nothing was spent")
-
-
-_COMMIT = re.compile(r"(\d{20})\.json")
-_CHECKPOINT = re.compile(r"(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet")
-_REFUSED = "every spend is refused until it is restored from a backup; nothing was spent"
-
-
-def _damaged(path: str, what: str) -> LedgerDamagedError:
-    return LedgerDamagedError(f"budget ledger {path!r} is damaged: {what}; {_REFUSED}")
-
-
-def _first_line(exc: BaseException) -> str:
-    line = next((x.strip() for x in str(exc).splitlines() if x.strip()), type(exc).__name__)
-    return line if len(line) <= 120 else line[:117] + "..."
-
-
-@dataclass(frozen=True)
-class LogCheck:
-    """A ``_delta_log`` that :func:`verify_log` found intact.
-
-    ``version``: the latest version N (versions 0..N exist, the early ones possibly folded into
-    ``checkpoint``); ``live``: the data files (paths relative to the ledger root, unquoted) of version
-    N, from the checkpoint and the commits after it; ``added_in``: per data file, the version whose
-    commit added it (the checkpoint's version for files only the checkpoint lists).
-    """
-
-    version: int
-    checkpoint: Optional[int]
-    live: frozenset[str]
-    added_in: dict[str, int]
-
-
-@dataclass(frozen=True)
-class Spend:
-    """One ledger row: the version that recorded it, when, whose, on what, for which plan, how much."""
-
-    version: int
-    recorded_at: str
-    owner: str
-    dataset: str
-    plan_id: str
-    epsilon: Fraction
-
-
-def verify_log(path: str) -> Optional[LogCheck]:
-    """Verify the ledger's ``_delta_log`` by listing and reading it (delta-rs is not trusted with this).
-
-    Returns None when there is no ledger yet: ``path`` does not exist, is an empty folder, or holds
-    only a ``_delta_log`` without any commit (a creator about to commit version 0). Otherwise the
-    commit versions must run without a gap from 0 (or from the latest checkpoint) to the latest N,
-    every commit be a non-empty file of JSON lines that parse, and the checkpoint be readable Parquet.
-
-    Raises
-    ------
-    LedgerDamagedError
-        The folder holds files but no ``_delta_log``; a commit version is missing; a commit is empty,
-        not UTF-8 or not JSON lines (truncated, half-written); the checkpoint is unreadable. One line
-        naming ``path`` and the damage.
-    LedgerStorageError
-        The folder or a log file cannot be read (permission denied, ...), or ``path`` is a file.
-    """
-    import pyarrow.fs as pafs
-
-    fs, root = _fs_path(path)
-    try:
-        info = fs.get_file_info(root)
-        if info.type == pafs.FileType.NotFound:
-            return None
-        if info.type != pafs.FileType.Directory:
-            raise LedgerStorageError(f"budget ledger {path!r} cannot be read: it is a file, not a folder; "
-                                     "nothing was spent")
-        entries = fs.get_file_info(pafs.FileSelector(root))
-        log_dir = posixpath.join(root, "_delta_log")
-        logs = [e for e in entries if e.base_name == "_delta_log"]
-        if not logs:
-            if not entries:
-                return None
-            names = sorted(e.base_name for e in entries)
-            raise _damaged(path, f"it holds {', '.join(names[:3])}{', ...' if len(names) > 3 else ''} "
-                                 "but no _delta_log (its log is missing)")
-        if logs[0].type != pafs.FileType.Directory:
-            raise _damaged(path, "its _delta_log is a file, not a folder")
-        log_entries = fs.get_file_info(pafs.FileSelector(log_dir))
-    except FragReleaseError:
-        raise
-    except BaseException as exc:
-        if not is_storage_failure(exc):
-            raise
-        raise _storage_error(path, "read", exc) from None
-    commits: dict[int, str] = {}
-    parts: dict[int, dict[int, set[str]]] = {}
-    for e in log_entries:
-        if (m := _COMMIT.fullmatch(e.base_name)) is not None and e.type == pafs.FileType.File:
-            commits[int(m[1])] = e.path
-        elif (m := _CHECKPOINT.fullmatch(e.base_name)) is not None and e.type == pafs.FileType.File:
-            parts.setdefault(int(m[1]), {}).setdefault(int(m[3] or 1), set()).add(e.path)
-    # a checkpoint counts when all of its parts are there (a writer may be writing a later one)
-    complete = [v for v, by_n in parts.items() for n, files in by_n.items() if len(files) == n]
-    checkpoint = max(complete, default=None)
-    if not commits and checkpoint is None:
-        if len(entries) == 1:
-            return None  # only an empty _delta_log: a new ledger whose creator has not committed yet
-        raise _damaged(path, "its _delta_log holds no commit (its log is missing)")
-    latest = max([*commits, *([checkpoint] if checkpoint is not None else [])])
-    first = 0 if checkpoint is None else checkpoint + 1
-    missing = [v for v in range(first, latest + 1) if v not in commits]
-    if missing:
-        raise _damaged(path, f"commit version {missing[0]} is missing from its _delta_log (a gap in versions "
-                             f"{first}..{latest})")
-    live: set[str] = set()
-    added_in: dict[str, int] = {}
-    if checkpoint is not None:
-        n = next(n for n, files in parts[checkpoint].items() if len(files) == n)
-        for file in sorted(parts[checkpoint][n]):
-            for add in _checkpoint_adds(path, fs, file):
-                live.add(add)
-                added_in.setdefault(add, checkpoint)
-    for version in sorted(commits):
-        for action in _commit_actions(path, fs, commits[version], version):
-            if isinstance(action.get("add"), dict) and isinstance(action["add"].get("path"), str):
-                name = unquote(action["add"]["path"])
-                added_in[name] = version
-                if version >= first:
-                    live.add(name)
-            elif isinstance(action.get("remove"), dict) and isinstance(action["remove"].get("path"), str):
-                if version >= first:
-                    live.discard(unquote(action["remove"]["path"]))
-    return LogCheck(version=latest, checkpoint=checkpoint, live=frozenset(live), added_in=added_in)
-
-
-def _read_bytes(path: str, fs, file: str) -> bytes:
-    try:
-        with fs.open_input_stream(file) as f:
-            return f.read()
-    except FileNotFoundError:
-        raise _damaged(path, f"{posixpath.basename(file)} vanished from its _delta_log while it was read") from None
-    except BaseException as exc:
-        if not is_storage_failure(exc):
-            raise
-        raise _storage_error(path, "read", exc) from None
-
-
-def _commit_actions(path: str, fs, file: str, version: int) -> list[dict]:
-    """The actions of one commit file, each line parsed; a damaged commit raises LedgerDamagedError."""
-    name = f"commit {posixpath.basename(file)} (version {version})"
-    data = _read_bytes(path, fs, file)
-    if not data.strip():
-        raise _damaged(path, f"{name} is empty (a crash before it reached the disk?)")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise _damaged(path, f"{name} is not UTF-8 text") from None
-    actions = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            action = json.loads(line)
-        except ValueError:
-            raise _damaged(path, f"{name} is not valid JSON at line {number} (truncated or half-written)") from None
-        if not isinstance(action, dict):
-            raise _damaged(path, f"{name} line {number} is not a Delta action")
-        actions.append(action)
-    return actions
-
-
-def _checkpoint_adds(path: str, fs, file: str) -> list[str]:
-    """The data files a checkpoint part lists as added (relative, unquoted)."""
-    try:
-        with fs.open_input_file(file) as f:
-            table = pq.read_table(f, columns=["add"])
-    except FileNotFoundError:
-        raise _damaged(path, f"checkpoint {posixpath.basename(file)} vanished while it was read") from None
-    except (pa.ArrowInvalid, KeyError) as exc:
-        raise _damaged(path, f"checkpoint {posixpath.basename(file)} is not readable ({_first_line(exc)})") from None
-    except BaseException as exc:
-        if not is_storage_failure(exc):
-            raise
-        raise _storage_error(path, "read", exc) from None
-    return [unquote(a["path"]) for a in table.column("add").to_pylist() if a and isinstance(a.get("path"), str)]
-
-
-def read_spends(path: str, log_check: LogCheck) -> list[Spend]:
-    """Every row of the verified version ``log_check.version``, read from each data file it references.
-
-    Every file is read (a bad file raises, it is never skipped), in the order of the versions that added them.
-
-    Raises
-    ------
-    LedgerDamagedError
-        A referenced data file is missing or not readable Parquet, lacks a ledger column, or holds a
-        row with an empty owner, dataset or plan id or an ε that does not parse as a number > 0.
-    LedgerStorageError
-        A data file cannot be read (permission denied, ...).
-    """
-    fs, root = _fs_path(path)
-    spends: list[Spend] = []
-    for name in sorted(log_check.live, key=lambda n: (log_check.added_in.get(n, 0), n)):
-        version = log_check.added_in.get(name, log_check.version)
-        what = f"data file {name!r} (version {version})"
-        file = posixpath.join(root, name)
-        try:
-            with fs.open_input_file(file) as f:
-                table = pq.read_table(f)
-        except FileNotFoundError:
-            raise _damaged(path, f"{what} is missing") from None
-        except pa.ArrowInvalid as exc:
-            raise _damaged(path, f"{what} is not readable Parquet ({_first_line(exc)})") from None
-        except BaseException as exc:
-            if not is_storage_failure(exc):
-                raise
-            raise _storage_error(path, "read", exc) from None
-        absent = [c for c in LEDGER_SCHEMA.names if c not in table.column_names]
-        if absent:
-            raise _damaged(path, f"{what} has no column {absent[0]!r}")
-        columns = [table[c].to_pylist() for c in LEDGER_SCHEMA.names]
-        for owner, dataset, plan_id, epsilon, recorded_at in zip(*columns, strict=True):
-            for column, value in (("owner", owner), ("dataset", dataset), ("plan_id", plan_id)):
-                if not isinstance(value, str) or not value:
-                    raise _damaged(path, f"{what} holds a row whose {column} is {value!r}")
-            try:
-                eps = parse_epsilon(epsilon if isinstance(epsilon, str) else repr(epsilon))
-            except InvalidParameterError:
-                raise _damaged(path, f"{what} holds a row whose ε is {epsilon!r}, not a number > 0") from None
-            spends.append(Spend(version, str(recorded_at), owner, dataset, plan_id, eps))
-    return spends
+def _row(owner: str, dataset: str, plan_id: str, epsilon: Fraction, *, version: int, total: Fraction,
+         prev: str) -> tuple[pa.Table, str]:
+    """The spend's one-row table, to be committed as ``version`` after the chain head ``prev``, and its
+    chain hash (:func:`fragrelease.jobs.idpir.ledger_chain.chain_hash`)."""
+    fields = (owner, dataset, plan_id, format_epsilon(epsilon), format_epsilon(total),
+              datetime.now(timezone.utc).isoformat())
+    chain = chain_hash(prev, version, fields)
+    columns: dict[str, object] = dict(zip(("owner", "dataset", "plan_id", "epsilon", "total", "recorded_at"), fields))
+    columns.update(commit_version=version, prev_chain=prev, chain=chain)
+    return pa.table({c: [columns[c]] for c in LEDGER_SCHEMA.names}, schema=LEDGER_SCHEMA), chain
 
 
 def _pinned(path: str) -> Optional[tuple]:
@@ -364,14 +153,18 @@ def check_intact(path: str) -> None:
 
 @dataclass(frozen=True)
 class LedgerSummary:
-    """What ``fragrelease ledger check`` reports: the latest version and every spend, verified, and the
-    Parquet files in the ledger folder that no version references (a spend killed before its commit,
-    or a commit that was removed: the ledger cannot tell the two apart, so they are only reported)."""
+    """What ``fragrelease ledger check`` reports: the latest version and every spend, verified, the
+    hash chain (:class:`fragrelease.jobs.idpir.ledger_chain.Chain`: its head, the spends before it began,
+    this machine's anchor; ``anchor_file``: where that anchor is or would be kept), and the Parquet files
+    in the ledger folder that no version references (a spend killed before its commit, or a commit that
+    was removed: only this machine's anchor tells a removed spend it recorded, so they are only reported)."""
 
     path: str
     version: int
     spends: list[Spend]
     unreferenced: list[str]
+    chain: Optional[Chain] = None
+    anchor_file: Optional[str] = None
 
     @property
     def versions(self) -> int:
@@ -379,14 +172,16 @@ class LedgerSummary:
 
 
 def check_ledger(path: str) -> LedgerSummary:
-    """Verify the whole ledger at ``path`` (its log and every data file) and return what it holds.
+    """Verify the whole ledger at ``path`` (its log, every data file, its hash chain and running totals,
+    and this machine's anchor) and return what it holds. Creates nothing.
 
     Raises
     ------
     LedgerStorageError
         There is no ledger at ``path`` (missing or an empty folder), or it cannot be read.
     LedgerDamagedError
-        As :func:`verify_log` and :func:`read_spends`.
+        As :func:`verify_log` and :func:`fragrelease.jobs.idpir.ledger_chain.read_chain` (a removed last
+        commit this machine recorded: one line naming the owner, the ledger and the missing version).
     """
     path = absolute(path)
     pinned = _pinned(path)
@@ -394,7 +189,7 @@ def check_ledger(path: str) -> LedgerSummary:
         raise LedgerStorageError(f"budget ledger {path!r} does not exist (no folder, or an empty one); "
                                  "no spend was ever recorded there")
     log_check = pinned[1]
-    spends = read_spends(path, log_check)
+    chain = read_chain(path, log_check)
     import pyarrow.fs as pafs
 
     fs, root = _fs_path(path)
@@ -406,7 +201,7 @@ def check_ledger(path: str) -> LedgerSummary:
         raise _storage_error(path, "read", exc) from None
     live = {posixpath.basename(n) for n in log_check.live}
     unreferenced = sorted(n for n in names if n.endswith(".parquet") and n not in live)
-    return LedgerSummary(path, log_check.version, spends, unreferenced)
+    return LedgerSummary(path, log_check.version, chain.spends, unreferenced, chain, anchor_file(path))
 
 
 def ledger_history(path: str, *, owner: Optional[str] = None, dataset: Optional[str] = None
@@ -420,20 +215,6 @@ def ledger_history(path: str, *, owner: Optional[str] = None, dataset: Optional[
         if (owner is None or s.owner == owner) and (dataset is None or s.dataset == dataset):
             rows.append((s, totals[s.owner, s.dataset]))
     return rows
-
-
-def _fsync(fs, *paths: str) -> None:
-    """fsync files and folders of a local ledger (object stores: a completed write is durable)."""
-    import pyarrow.fs as pafs
-
-    if not isinstance(fs, pafs.LocalFileSystem):
-        return
-    for p in paths:
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def ensure_ledger(path: str) -> None:
@@ -485,10 +266,14 @@ def try_record(dt, owner: str, dataset: str, plan_id: str, epsilon: Fraction, li
                path: Optional[str] = None, log_check: Optional[LogCheck] = None) -> Fraction:
     """Check against the snapshot ``dt`` and append to exactly that version (no retries).
 
-    The ledger is verified first (:func:`verify_log`, :func:`read_spends`; ``log_check`` when the
-    caller verified it already); ``dt`` must be its latest version. The row's Parquet file is written
-    under a fresh name in the ledger folder and fsynced before the commit, and removed again if the
-    commit does not happen; after the commit the commit file and the folders are fsynced (local storage).
+    The ledger is verified first (:func:`verify_log`, :func:`read_spends`: its chain and this
+    machine's anchor; ``log_check`` when the caller verified it already); ``dt`` must be its latest
+    version N. The row (committed as version N + 1, chained to the head of N,
+    :func:`fragrelease.jobs.idpir.ledger_chain.chain_hash`) is written as a Parquet file under a fresh
+    name in the ledger folder and fsynced before the commit, and removed again if the commit does not
+    happen; after the commit the commit file and the folders are fsynced (local storage) and then this
+    machine's anchor is moved to the new spend (:func:`fragrelease.jobs.idpir.ledger_anchor.write_anchor`).
+    A ledger of 0.16.0 gets the chain's columns first, in a commit of their own (:func:`record_spend`).
 
     Raises
     ------
@@ -502,7 +287,8 @@ def try_record(dt, owner: str, dataset: str, plan_id: str, epsilon: Fraction, li
         The table moved on since ``dt``'s version (or storage refused the commit; :func:`record_spend`
         tells the two apart).
     LedgerStorageError
-        The spend was committed but could not be fsynced (it counts; no noise may be drawn).
+        The spend was committed but could not be fsynced, or this machine's anchor could not be
+        written (it counts; no noise may be drawn).
     OSError, deltalake.exceptions.DeltaError
         Storage refused the data file.
     """
@@ -517,11 +303,12 @@ def try_record(dt, owner: str, dataset: str, plan_id: str, epsilon: Fraction, li
             raise _damaged(where, "its _delta_log vanished")
     if log_check.version != pinned:
         raise CommitFailedError(f"the ledger moved on from version {pinned} to {log_check.version}")
-    total = _check_spend(where, log_check, owner, dataset, plan_id, epsilon, lifetime)
+    total, head = _check_spend(where, log_check, owner, dataset, plan_id, epsilon, lifetime)
     fs, root = _fs_path(dt.table_uri)
     name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
     file = posixpath.join(root, name)
-    row = _row(owner, dataset, plan_id, epsilon)
+    version = pinned + 1
+    row, chain = _row(owner, dataset, plan_id, epsilon, version=version, total=total, prev=head)
     try:
         pq.write_table(row, file, filesystem=fs, compression="snappy")
         _fsync(fs, file, root)  # the commit never references a file that is not on disk
@@ -533,18 +320,45 @@ def try_record(dt, owner: str, dataset: str, plan_id: str, epsilon: Fraction, li
                                     commit_properties=CommitProperties(max_commit_retries=0))
     except BaseException as exc:
         committed = _committed(dt.table_uri, name)
-        if committed:  # a step after the commit failed (e.g. a checkpoint): the spend counts
-            log.warning("budget ledger %s: the spend was recorded, then %s", dt.table_uri, exc)
-            _durable(where, fs, root, pinned + 1)
-            return total
-        if committed is False:
-            try:
-                fs.delete_file(file)  # this call's own file only; its row was not committed
-            except OSError:
-                pass
-        raise
-    _durable(where, fs, root, pinned + 1)
+        if not committed:
+            if committed is False:
+                try:
+                    fs.delete_file(file)  # this call's own file only; its row was not committed
+                except OSError:
+                    pass
+            raise
+        # a step after the commit failed (e.g. a checkpoint): the spend counts
+        log.warning("budget ledger %s: the spend was recorded, then %s", dt.table_uri, exc)
+    _durable(where, fs, root, version)
+    write_anchor(where, version=version, chain=chain, owner=owner, dataset=dataset, total=total)
     return total
+
+
+def _unchained(dt) -> bool:
+    """Whether the table ``dt`` lacks the chain's columns (a ledger of 0.16.0 or earlier)."""
+    return not set(CHAIN_COLUMNS) <= {f.name for f in dt.schema().fields}
+
+
+def _add_chain_columns(path: str, dt) -> None:
+    """Migrate a ledger of 0.16.0 or earlier: add the chain's columns (nullable) to its table schema, in a
+    commit of its own that records no spend, with no commit retries. A concurrent commit (another
+    spend, or its migration) wins: the caller pins the new version and looks again.
+
+    Raises LedgerStorageError when storage refuses the commit (the table did not move on)."""
+    from deltalake.exceptions import CommitFailedError
+    from deltalake.schema import Field, PrimitiveType
+    from deltalake.transaction import CommitProperties
+
+    names = {f.name for f in dt.schema().fields}
+    fields = [Field(c, PrimitiveType("long" if c == "commit_version" else "string"), nullable=True)
+              for c in CHAIN_COLUMNS if c not in names]
+    try:
+        dt.alter.add_columns(fields, commit_properties=CommitProperties(max_commit_retries=0))
+    except BaseException as exc:
+        if not (isinstance(exc, CommitFailedError) or is_storage_failure(exc)):
+            raise
+        if not _moved_on(path, dt.version()):
+            raise _storage_error(path, "written", exc) from None
 
 
 def _durable(path: str, fs, root: str, version: int) -> None:
@@ -572,15 +386,17 @@ def _committed(uri: str, name: str) -> Optional[bool]:
 
 
 def _check_spend(where: str, log_check: LogCheck, owner: str, dataset: str, plan_id: str, epsilon: Fraction,
-                 lifetime: Fraction) -> Fraction:
-    """The spend's checks against the verified version ``log_check``: the plan not spent yet, the
-    lifetime budget not exceeded; returns the owner's total on ``dataset`` after the spend."""
-    spends = [s for s in read_spends(where, log_check) if s.owner == owner and s.dataset == dataset]
+                 lifetime: Fraction) -> tuple[Fraction, str]:
+    """The spend's checks against the verified version ``log_check``: the chain intact and holding this
+    machine's anchor, the plan not spent yet, the lifetime budget not exceeded; returns the owner's
+    total on ``dataset`` after the spend and the chain's head hash."""
+    chain = read_chain(absolute(where), log_check)
+    spends = [s for s in chain.spends if s.owner == owner and s.dataset == dataset]
     if any(s.plan_id == plan_id for s in spends):
         raise PlanAlreadySpentError(
             f"owner {owner!r} already spent on plan {plan_id!r} (dataset {dataset!r}, budget ledger {where!r}); "
             "a plan is spent once; ask the aggregator for a new plan")
-    return check_lifetime([s.epsilon for s in spends], epsilon, lifetime, owner=owner, dataset=dataset)
+    return check_lifetime([s.epsilon for s in spends], epsilon, lifetime, owner=owner, dataset=dataset), chain.head
 
 
 def check_spend(path: str, *, owner: str, dataset: str, plan_id: str, epsilon: Fraction, lifetime: Fraction) -> None:
@@ -596,10 +412,11 @@ def check_spend(path: str, *, owner: str, dataset: str, plan_id: str, epsilon: F
 
     Raises
     ------
-    PlanAlreadySpentError, BudgetExceededError, LedgerDamagedError, LedgerStorageError
+    PlanAlreadySpentError, BudgetExceededError, LedgerDamagedError, LedgerStorageError, ConfigError
         As :func:`record_spend`, with the same messages.
     """
     path = absolute(path)
+    ensure_anchor_folder(path)
     ensure_ledger(path)
     pinned = _pinned(path)
     if pinned is None:
@@ -622,23 +439,34 @@ def record_spend(path: str, *, owner: str, dataset: str, plan_id: str, epsilon: 
         The spend does not fit (checked against the latest committed version).
     LedgerDamagedError
         The ledger is damaged: its log missing, a gap in its versions, an empty or unparseable commit,
-        a data file missing or unreadable, a row with an unparseable ε (:func:`verify_log`,
-        :func:`read_spends`). One line; nothing was spent.
+        a data file missing or unreadable, a row with an unparseable ε, a broken hash chain or running
+        total, or this machine's anchored spend no longer in the ledger (a last commit removed, the
+        ledger rolled back or deleted: the message names the owner and the missing version)
+        (:func:`verify_log`, :func:`read_spends`). One line; nothing was spent.
     LedgerStorageError
         The ledger cannot be created, read or written (disk full, read-only, permission denied, a
-        file in the way); one line naming the ledger and the OS cause. Nothing was spent.
+        file in the way); one line naming the ledger and the OS cause. Nothing was spent. Or the spend
+        was recorded but cannot be made durable or anchored (it counts; the message says so).
+    ConfigError
+        This machine's anchors' folder or anchor file is open to others, unreadable, or cannot be
+        created (:mod:`fragrelease.jobs.idpir.ledger_anchor`); checked before the spend.
     FragReleaseError
         The ledger stayed contended for MAX_ATTEMPTS attempts (nothing was spent).
     """
     from deltalake.exceptions import CommitFailedError
 
     path = absolute(path)
+    ensure_anchor_folder(path)
     ensure_ledger(path)
     for attempt in range(MAX_ATTEMPTS):
         pinned = _pinned(path)
         if pinned is None:
             raise _damaged(path, "its _delta_log vanished after it was created")
         dt, log_check = pinned
+        if _unchained(dt):  # a ledger of 0.16.0: its schema gets the chain's columns once the spend would pass
+            _check_spend(path, log_check, owner, dataset, plan_id, epsilon, lifetime)
+            _add_chain_columns(path, dt)
+            continue
         try:
             return try_record(dt, owner, dataset, plan_id, epsilon, lifetime, path=path, log_check=log_check)
         except FragReleaseError:

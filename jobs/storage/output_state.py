@@ -43,8 +43,11 @@ from .uris import absolute, fs_path
 
 #: The suffix of the marker a release writes beside an output folder that has no committed version yet.
 MARKER = "_fragrelease_pending.json"
-#: An owner's budget ledger's columns (:data:`fragrelease.jobs.idpir.ledger.LEDGER_SCHEMA`).
-LEDGER_COLUMNS = ("owner", "dataset", "plan_id", "epsilon", "recorded_at")
+#: An owner's budget ledger's columns (:data:`fragrelease.jobs.idpir.ledger.LEDGER_SCHEMA`); a ledger
+#: written by 0.16.0 or earlier has the first five only (:data:`LEDGER_LEGACY_COLUMNS`).
+LEDGER_COLUMNS = ("owner", "dataset", "plan_id", "epsilon", "recorded_at", "commit_version", "total", "prev_chain",
+                  "chain")
+LEDGER_LEGACY_COLUMNS = LEDGER_COLUMNS[:5]
 _COMMIT = re.compile(r"^\d{20}\.(json|checkpoint(\.\d+\.\d+)?\.parquet)$")
 #: What a crashed write leaves at the top of a table folder (Spark's and delta-rs' data files and their
 #: checksums, Spark's job files, the Delta log); anything else is not a leftover and is never removed.
@@ -197,8 +200,8 @@ def check_output(target: ReleaseTarget, *, if_exists: str, columns: Optional[Seq
 
 def _check_table(path: str, target: ReleaseTarget, if_exists: str, columns: Optional[Sequence[str]]) -> State:
     existing, prov = _describe_table(path)
-    if sorted(existing) == sorted(LEDGER_COLUMNS):
-        raise OutputConflictError(f"output {path!r} is a budget ledger (columns {', '.join(LEDGER_COLUMNS)}), not "
+    if set(LEDGER_LEGACY_COLUMNS) <= set(existing) <= set(LEDGER_COLUMNS):
+        raise OutputConflictError(f"output {path!r} is a budget ledger (columns {', '.join(LEDGER_LEGACY_COLUMNS)}), not "
                                   "a release; nothing was written: choose another output path")
     dataset = prov.get("dataset")
     # iDP-IR releases committed before the system stamp (issue 25) say only role "release"

@@ -79,9 +79,12 @@ def test_a_folder_with_other_files_is_refused_and_kept(tmp_path):
     assert _tree(target.output) == {"notes.txt": b"keep"}
 
 
-def test_an_owners_ledger_is_refused(tmp_path):
+@pytest.mark.parametrize("columns", ["chained", "0.16.0"])
+def test_an_owners_ledger_is_refused(tmp_path, columns):
     target = _target(tmp_path)
-    write_deltalake(target.output, pa.table({c: pa.array(["x"]) for c in LEDGER_SCHEMA.names}, schema=LEDGER_SCHEMA))
+    schema = LEDGER_SCHEMA if columns == "chained" else pa.schema([LEDGER_SCHEMA.field(c) for c in LEDGER_COLUMNS[:5]])
+    write_deltalake(target.output, pa.Table.from_pylist([{c: 1 if c == "commit_version" else "x" for c in schema.names}],
+                                                        schema=schema))
     assert tuple(LEDGER_SCHEMA.names) == LEDGER_COLUMNS
     before = _tree(target.output)
     with pytest.raises(OutputConflictError) as info:

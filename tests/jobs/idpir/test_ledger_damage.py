@@ -105,9 +105,8 @@ def _missing_data_file(path):
 
 def _bad_epsilon(path):
     name = _data_file(path, 1)
-    row = pa.table({"owner": ["o"], "dataset": ["d"], "plan_id": ["p1"], "epsilon": ["half"],
-                    "recorded_at": ["2026-01-01T00:00:00+00:00"]}, schema=LEDGER_SCHEMA)
-    pq.write_table(row, os.path.join(path, name))
+    row = pq.read_table(os.path.join(path, name)).to_pylist()[0] | {"epsilon": "half"}
+    pq.write_table(pa.Table.from_pylist([row], schema=LEDGER_SCHEMA), os.path.join(path, name))
     return f"data file {name!r} (version 1) holds a row whose ε is 'half', not a number > 0"
 
 
@@ -242,7 +241,10 @@ def test_ledger_check_and_history_print_what_the_ledger_holds(tmp_path, capsys):
     record_spend(path, owner="q", dataset="e", plan_id="x", epsilon=Fraction(1, 3), lifetime=LIFETIME)
     capsys.readouterr()
     assert run_cli(["ledger", "check", path]) == 0
-    assert capsys.readouterr().out == f"budget ledger {path!r}: OK, 3 spends in 4 versions (0..3)\n"
+    out = capsys.readouterr().out
+    assert re.fullmatch(re.escape(f"budget ledger {path!r}: OK, 3 spends in 4 versions (0..3); hash chain intact over 3 "
+                                  "spends, head version 3 (") + "[0-9a-f]{12}" + re.escape(
+        "); this machine's anchor: version 3, in the chain, at the head") + "\n", out), out
 
     assert run_cli(["ledger", "history", path]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -277,36 +279,46 @@ def test_a_checkpointed_ledger_is_read_whole(tmp_path):
         os.remove(_commit(path, v))
     assert spent(path, "o", "d") == [Fraction(1, 2), Fraction(1, 2)]
     summary = ledger_module.check_ledger(path)
-    assert summary.version == 2 and [s.version for s in summary.spends] == [2, 2]
+    assert summary.version == 2 and [s.version for s in summary.spends] == [1, 2]  # as recorded in each row
     with pytest.raises(BudgetExceededError):
         record_spend(path, owner="o", dataset="d", plan_id="p3", epsilon=Fraction(1), lifetime=LIFETIME)
     assert spent(path, "o", "d") == [Fraction(1, 2), Fraction(1, 2)]
 
 
-def test_what_a_ledger_cannot_detect(tmp_path, capsys):
-    """docs/known-limitations.md #12: a last commit removed cleanly, or the whole folder deleted, reads
-    as a smaller total (this test pins the documented limitation; it fails if it ever changes);
-    ``ledger check`` reports the data file the removed commit left unreferenced."""
+def test_what_a_ledger_cannot_detect_without_an_anchor(tmp_path, capsys, monkeypatch):
+    """docs/known-limitations.md #12: seen from a machine that never spent on the ledger (no anchor), a
+    last commit removed cleanly, or the whole folder deleted, reads as a smaller total (this test pins
+    the documented limitation; it fails if it ever changes); ``ledger check`` reports the data file the
+    removed commit left unreferenced. The machine that spent refuses both (tests/jobs/idpir/test_ledger_chain.py)."""
     path = _ledger(tmp_path)
     orphan = _data_file(path, 2)
     os.remove(_commit(path, 2))
+    with pytest.raises(LedgerDamagedError, match="version 2 is missing"):
+        spent(path, "o", "d")  # the machine that spent
+    monkeypatch.setenv("FRAGRELEASE_PRIVATE_ROOT", str(tmp_path / "another-machine"))
     assert spent(path, "o", "d") == [Fraction(1, 2)]
     assert os.path.exists(os.path.join(path, orphan))  # unreferenced: not counted
     capsys.readouterr()
     assert run_cli(["ledger", "check", path]) == 0
-    assert capsys.readouterr().out == (
-        f"budget ledger {path!r}: OK, 1 spends in 2 versions (0..1); 1 data files no version references (a spend "
-        f"killed before its commit, or a removed commit: compare with a backup), e.g. {orphan}\n")
+    out = capsys.readouterr().out
+    assert out.startswith(f"budget ledger {path!r}: OK, 1 spends in 2 versions (0..1); hash chain intact over 1 spends")
+    assert out.endswith(f"; no anchor on this machine (it recorded no spend here: a removed last commit is not detected "
+                        f"here); 1 data files no version references (a spend killed before its commit, or a removed "
+                        f"commit: compare with a backup), e.g. {orphan}\n"), out
     shutil.rmtree(path)
     assert record_spend(path, owner="o", dataset="d", plan_id="p3", epsilon=Fraction(1), lifetime=LIFETIME) == 1
 
     # a commit cut exactly at a line break (its commitInfo kept, its add lost) parses: its spend is forgotten
+    monkeypatch.setenv("FRAGRELEASE_PRIVATE_ROOT", str(tmp_path / "third-machine"))
     path = _ledger(tmp_path / "cut")
     with open(_commit(path, 2), "rb") as f:
         first_line = f.read().split(b"\n")[0]
     assert first_line.startswith(b'{"commitInfo"')
     with open(_commit(path, 2), "wb") as f:
         f.write(first_line)
+    with pytest.raises(LedgerDamagedError, match="its version 2 holds no spend, but this machine recorded"):
+        spent(path, "o", "d")  # the machine that spent
+    monkeypatch.setenv("FRAGRELEASE_PRIVATE_ROOT", str(tmp_path / "another-machine"))
     assert spent(path, "o", "d") == [Fraction(1, 2)]
 
 

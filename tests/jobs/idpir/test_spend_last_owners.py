@@ -6,6 +6,7 @@ its ledger's check of the spend (:func:`fragrelease.jobs.idpir.owner.check_befor
 ledger has no room stops the release before any owner spends (before, owner a had spent when owner b
 was refused). Delta commits through Spark set session confs and take turns (a process-wide lock).
 """
+import os
 import threading
 from fractions import Fraction
 
@@ -13,7 +14,7 @@ import pytest
 import yaml
 from signing_keys import with_keys  # tests/helpers: the owners sign their manifests
 
-from fragrelease.errors import BudgetExceededError
+from fragrelease.errors import BudgetExceededError, LedgerDamagedError
 from fragrelease.idpir.config import config_from_dict
 from fragrelease.jobs.idpir.ledger import spent
 from fragrelease.jobs.idpir.release import run_local_release
@@ -78,6 +79,18 @@ def test_owners_with_budget_spend_once_each(spark, tmp_path):
     assert result.rows == 240
     assert {n: spent(str(tmp_path / "ledgers" / n), n, "clinic") for n in OWNERS} == {
         "a": [Fraction(1)], "b": [Fraction(1)]}
+    # each spend is chained and anchored on this machine; its last commit removed, the next run is refused
+    from fragrelease.jobs.idpir.ledger import check_ledger
+    from fragrelease.jobs.idpir.ledger_anchor import read_anchor
+
+    for n in OWNERS:
+        ledger = str(tmp_path / "ledgers" / n)
+        chain, anchor = check_ledger(ledger).chain, read_anchor(ledger)
+        assert [s.total for s in chain.chained] == [1] and (anchor.version, anchor.chain) == (1, chain.head)
+    os.remove(tmp_path / "ledgers" / "b" / "_delta_log" / f"{1:020d}.json")
+    with pytest.raises(LedgerDamagedError, match="version 1 is missing: the ledger ends at version 0"):
+        run_local_release(spark, _config(tmp_path, lifetimes={"a": "3", "b": "3"}))
+    assert spent(str(tmp_path / "ledgers" / "a"), "a", "clinic") == [Fraction(1)]  # refused before a spent again
 
 
 def test_the_cli_prints_the_first_owners_failure_as_one_line(spark, tmp_path, capsys):
