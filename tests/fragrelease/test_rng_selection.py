@@ -15,7 +15,7 @@ import pytest
 from fit import counts_fit
 
 from fragrelease.errors import InvalidParameterError
-from fragrelease.rng.diffgen import _gumbel_from_bits, SecureDiffGenRandomness, SeededDiffGenRandomness, gumbel_max
+from fragrelease.rng.diffgen import SecureDiffGenRandomness, SeededDiffGenRandomness, _gumbel_from_bits, gumbel_max
 from fragrelease.rng.laplace import float_at_most
 from fragrelease.rng.selection import (
     calibrated_noisy_max_scale,
@@ -114,3 +114,17 @@ def test_a_candidate_far_behind_keeps_a_nonzero_probability_by_the_map():
             return np.array([lo, hi])
 
     assert gumbel_max(np.array([0.0, -(hi - lo) - 1e-9]), Extreme())[0] == 0  # never chosen: not pure ε-DP
+
+
+def test_diffgen_guarantees_say_their_gumbel_max_is_not_pure():
+    """docs/specification.md §7: DiffGen keeps the bounded Gumbel-max, and its printed guarantees say so."""
+    from fragrelease.diffgen.share_noise import SELECTION_SAMPLER_CAVEAT, share_noise_guarantee
+
+    assert "40.34 log-weight units behind the best is never chosen" in SELECTION_SAMPLER_CAVEAT
+    assert "not pure epsilon-DP" in SELECTION_SAMPLER_CAVEAT
+    for mode in ("laplace-each", "gaussian-squares"):
+        assert SELECTION_SAMPLER_CAVEAT in share_noise_guarantee(mode, 1)["assumptions"]
+    pytest.importorskip("pyspark")
+    from fragrelease.jobs.diffgen.runner import diffgen_guarantee
+
+    assert SELECTION_SAMPLER_CAVEAT in diffgen_guarantee("1")
