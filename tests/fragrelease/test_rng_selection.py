@@ -55,7 +55,7 @@ def test_the_privacy_map_is_pure_epsilon_two_delta_over_scale():
     m = noisy_max_measurement(8.0)
     assert m.output_measure == measures.max_divergence()  # pure ε-DP, no δ
     for d_in in (0.5, 1.0, 2.0, 3.0):
-        assert noisy_max_epsilon(8.0, d_in) == Fraction(2 * d_in, 8)  # exactly, no rounding slack
+        assert noisy_max_epsilon(8.0, d_in) == Fraction(2 * d_in) / 8  # exactly, no rounding slack
 
 
 @pytest.mark.parametrize("epsilon", [Fraction(1, 20), Fraction(1, 260), Fraction(1, 3), Fraction(7)])
@@ -78,16 +78,17 @@ def test_bad_inputs_are_refused():
 
 
 def test_secure_selection_has_the_permute_and_flip_distribution():
-    # 3,000 draws over four candidates at scale 1: χ² against the exact probabilities, accepted at p > 1e-6
+    # 4,000 draws over four candidates at scale 1: χ² against the exact probabilities, accepted at p > 1e-6
     # (tests/helpers/fit.py), so a correct sampler fails with probability 1e-6. Power: the exponential
-    # mechanism's probabilities (Gumbel noise) differ by 0.09 on the top candidate, about 10 sd here.
+    # mechanism's probabilities (Gumbel noise; 0.523 for the top candidate against 0.609) give a χ²
+    # noncentrality of 126 here, so the second check fails a correct sampler with probability 3e-9.
     scores = np.array([0.0, 1.0, 2.0, 2.5])
     expected = permute_and_flip(scores, 1.0)
     rnd = SecureDiffGenRandomness()
-    draws = np.bincount([rnd.noisy_max(scores, 1.0) for _ in range(3000)], minlength=4)
-    assert counts_fit(draws, expected * 3000)
+    draws = np.bincount([rnd.noisy_max(scores, 1.0) for _ in range(4000)], minlength=4)
+    assert counts_fit(draws, expected * 4000)
     em = np.exp(scores) / np.exp(scores).sum()
-    assert not counts_fit(draws, em * 3000)  # the test can tell the two selections apart
+    assert not counts_fit(draws, em * 4000)  # the test can tell the two selections apart
 
 
 def test_seeded_selection_has_the_same_distribution():
@@ -128,3 +129,33 @@ def test_diffgen_guarantees_say_their_gumbel_max_is_not_pure():
     from fragrelease.jobs.diffgen.runner import diffgen_guarantee
 
     assert SELECTION_SAMPLER_CAVEAT in diffgen_guarantee("1")
+
+
+def test_the_synthesis_tree_selects_through_noisy_max_at_its_share_of_epsilon():
+    """Every step of an owner's tree is one report-noisy-max at ε_sel/steps by OpenDP's map (no Gumbel draw)."""
+    from fragrelease.experiments.audit_synthesis import small_case
+    from fragrelease.rng.laplace import FastLaplace
+    from fragrelease.synthesis.domain import contingency
+    from fragrelease.synthesis.mechanism import SynthesisBudget, measure_round_one, selection_scale
+
+    class Spy:
+        def __init__(self):
+            self.scales, self.inner = [], SecureDiffGenRandomness()
+
+        def gumbel(self, size):
+            raise AssertionError("the synthesis selection drew Gumbel variables")
+
+        def noisy_max(self, scores, scale):
+            self.scales.append(scale)
+            return self.inner.noisy_max(scores, scale)
+
+    dom, d, _ = small_case()
+    sizes = dom.sizes
+    budget = SynthesisBudget(Fraction(1))
+    spy = Spy()
+    r = measure_round_one(dom, {a: contingency(d, (a,), sizes) for a in dom.names},
+                          {p: contingency(d, p, sizes) for p in itertools.combinations(dom.names, 2)}, budget,
+                          randomness=spy, noise=FastLaplace())
+    steps = len(dom.names) - 1
+    assert len(r.edges) == steps and spy.scales == [selection_scale(budget, steps)] * steps
+    assert noisy_max_epsilon(spy.scales[0], 2.0) <= budget.selection / steps
