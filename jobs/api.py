@@ -43,7 +43,7 @@ from fragrelease.idpir.microaggregation import check_k
 from fragrelease.idpir.options import OPTION_NAMES, ReleaseOptions
 from fragrelease.idpir.protocol import MIN_K, Manifest
 from fragrelease.idpir.spec import protection_spec
-from fragrelease.rng.laplace import NoiseSource
+from fragrelease.rng.laplace import NoiseSource, refuse_injected_noise
 from fragrelease.schemas.base import Attribute, DatasetSchema
 from fragrelease.schemas.datasets import resolve_schema
 
@@ -256,7 +256,8 @@ def protect(
         budget ledger, a path or a catalog table with the lifetime ε; the spend is recorded before any
         noise is drawn). An ``OwnerConfig`` that sets anything else (a source, rows, attributes, keys,
         a private folder: the fields of a configured release) is refused.
-    _noise : private, tests only: a seeded noise source (production draws from the CSPRNG, :mod:`fragrelease.rng`).
+    _noise : private, tests only: a seeded noise source (production draws from the CSPRNG, :mod:`fragrelease.rng`);
+        refused outside a pytest run (InvalidParameterError, before any Spark action).
 
     Returns
     -------
@@ -280,6 +281,7 @@ def protect(
     """
     # --- checks without data -------------------------------------------------------------------
     require_pyspark()
+    refuse_injected_noise(_noise, parameter="_noise")  # tests only
     eps = parse_epsilon(epsilon)
     # a single owner's rows stay linked (it is its own plan; the id column is returned for the owner)
     options = _protect_options(options, option_values)

@@ -31,7 +31,7 @@ except ImportError:  # pyspark is not a wheel dependency: one clear line instead
 from fragrelease.budget import format_epsilon
 from fragrelease.errors import ConfigError, InvalidParameterError
 from fragrelease.idpir.config import LedgerConfig, ReleaseConfig, config_from_dict, load_config
-from fragrelease.rng.laplace import NoiseSource
+from fragrelease.rng.laplace import NoiseSource, refuse_injected_noise
 from fragrelease.schemas.base import DatasetSchema
 from fragrelease.schemas.datasets import resolve_schema
 from fragrelease.validation import check_table_name
@@ -276,7 +276,8 @@ class Release:
 
         Parameters
         ----------
-        _noise : private, tests only (seeded noise); production noise comes from the CSPRNG.
+        _noise : private, tests only (seeded noise); production noise comes from the CSPRNG. Outside a
+            pytest run it is refused with InvalidParameterError before anything runs.
         progress : called twice per step with a :class:`~fragrelease.jobs.progress.ProgressEvent`:
             when the step starts (``event.status == "started"``) and when it ends (``"done"`` or
             ``"failed"``, with ``event.seconds``); ``str(event)`` is a one-line description such as
@@ -306,6 +307,7 @@ class Release:
             From the steps; see each step's documentation.
         """
         require_pyspark()
+        refuse_injected_noise(_noise, parameter="_noise")  # tests only, before anything runs
         if self._spent_views:
             raise ConfigError("this release already ran with DataFrame owners, whose temporary views are gone; "
                               "build a new Release (each run spends a new budget)")

@@ -58,6 +58,13 @@ def gaussian_squares_peer_delta(epsilon) -> float:
     return float(sum(integrate.quad(excess, a, b, limit=200)[0] for a, b in pieces))
 
 
+#: What holds for DiffGen's selections as sampled (docs/specification.md §7, "Exponential mechanism sampler").
+SELECTION_SAMPLER_CAVEAT = (
+    "the selections are sampled by a floating-point Gumbel-max whose Gumbel variables lie in [-3.60, 36.74], so a "
+    "candidate more than 40.34 log-weight units behind the best is never chosen: as sampled they are "
+    "(epsilon, delta)-DP for a small delta we have not bounded, not pure epsilon-DP")
+
+
 def share_noise_guarantee(noise: str, epsilon) -> dict:
     """What a two-party release guarantees against the public and against the other party (public facts only).
 
@@ -81,7 +88,7 @@ def share_noise_guarantee(noise: str, epsilon) -> dict:
         raise InvalidParameterError(f"epsilon must be > 0, not {epsilon!r}")
     half = eps / 2
     assumptions = ("semi-honest parties; the winner comparison is not a formally secure comparison "
-                   "(docs/diffgen.md, Known limitations)")
+                   f"(docs/diffgen.md, Known limitations); {SELECTION_SAMPLER_CAVEAT}")
     public = (f"epsilon-DP (epsilon = {eps}): the selections spend at most epsilon/2 and the leaf counts "
               f"epsilon/2 = {half}")
     if noise == "laplace-each":

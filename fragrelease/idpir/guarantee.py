@@ -59,6 +59,10 @@ Against whom (:func:`against_text`):
   for one column of another owner's fragment. Unlinked: it learns every owner's set of record ids;
   the other owners' columns stay multisets with their ε statements. With ``keep_id: true`` the same
   holds against any key holder who reads the release.
+- **Membership** (:func:`membership_sentence`, the end of every ``against`` text): no ε covers who
+  is in which fragment. Every owner holds the key and can read ``work_dir/metadata/ids/``, so each
+  owner learns exactly which ids every other horizontal owner holds; under a key kept across
+  releases the aggregator links each owner's id set between releases.
 """
 from __future__ import annotations
 
@@ -115,7 +119,32 @@ def against_text(*, short: str, linkage: str, epsilon: str = "epsilon", keep_id:
     return ("release recipients: the statements above. The aggregator: it reads each owner's protected fragment with "
             "record ids replaced by keyed pseudonyms (HMAC-SHA-256 under the key the owners share; new for every "
             "release: its context is the plan id with every owner's nonce) in a random row order, and which owner wrote it (horizontal: which owner holds each row, which "
-            f"no statement protects); {view}{digest}. {holder}. {keyholders}{published}")
+            f"no statement protects); {view}{digest}. {holder}. {keyholders}{published}. "
+            f"{membership_sentence(fragmentation)}")
+
+
+#: The membership exposure of every release whose owners share the pseudonym key (issue 49 item 4;
+#: docs/privacy.md, "What is public"), until a private set-intersection protocol replaces the id digests.
+HORIZONTAL_MEMBERSHIP = (
+    "Membership is not protected: every owner holds the pseudonym key and can read work_dir, so each owner learns "
+    "exactly which record ids every other horizontal owner holds (the keyed digests of its ids in "
+    "work_dir/metadata/ids/ under the key the owners share and, in a microaggregation release, the keyed pseudonyms "
+    "of its protected fragment); under a configured key kept across releases those digests are the same in every "
+    "release, so the aggregator links each owner's id set between releases. No epsilon covers who is in which "
+    "fragment")
+VERTICAL_MEMBERSHIP = (
+    "Membership is not protected: vertical owners hold the same record ids (the plan checks it), so each owner "
+    "knows every other owner's id set, and under a configured key kept across releases the aggregator links that "
+    "id set between releases. No epsilon covers who is in the dataset")
+
+
+def membership_sentence(fragmentation: str = "horizontal") -> str:
+    """The membership exposure of a release of ``fragmentation`` (the end of every ``against`` text).
+
+    Horizontal: :data:`HORIZONTAL_MEMBERSHIP`; vertical: :data:`VERTICAL_MEMBERSHIP`. Raises
+    InvalidParameterError for an unknown fragmentation.
+    """
+    return HORIZONTAL_MEMBERSHIP if fragmentation_of(fragmentation).name == "horizontal" else VERTICAL_MEMBERSHIP
 
 
 def release_guarantee(*, mechanism: str, epsilon: str, composition: str, linkage: str, category_order: str,
@@ -143,7 +172,9 @@ def release_guarantee(*, mechanism: str, epsilon: str, composition: str, linkage
         notion = "differential privacy (DP-IR: global sensitivity (hi - lo)/k from the declared domain)"
     else:
         notion = ("individual differential privacy with respect to each owner's actual fragment "
-                  "(iDP-IR: the noise scale uses the fragment's local sensitivity; plain iDP is k = 1)")
+                  "(iDP-IR: the noise scale uses the fragment's local sensitivity; plain iDP is k = 1). This is the "
+                  "iDP of Soria-Comas et al. (IEEE TIFS 2017): neighbours of the actual dataset only, one epsilon "
+                  "for every person; not personalised DP with per-person budgets")
     order = ("categories ranked by a Laplace histogram paid from the attribute's budget (dp-frequency)"
              if category_order == "dp-frequency" else "categories ranked in their declared, public order")
     per_column = (f"each released column, as a multiset, is eps_attr-{short} for its attribute's budget eps_attr "
@@ -166,7 +197,7 @@ def synthetic_guarantee(*, epsilon: str, single_process: bool = False) -> dict:
     """The guarantee of a ``linkage: synthetic`` release (docs/specification.md §10, "Guarantee").
 
     Same keys as :func:`release_guarantee`. Every owner's two rounds are ε-DP with respect to its
-    fragment by sequential composition (noisy 1-ways ε₁, the tree's exponential mechanism ε_sel, the
+    fragment by sequential composition (noisy 1-ways ε₁, the tree's exact report-noisy-max ε_sel, the
     noisy cliques ε₂); horizontal owners hold disjoint records (parallel composition); the tree, the
     model, the row count and the rows are post-processing. The mechanism is (ε, 0)-DP: no local
     sensitivity enters, so the statement is DP, not iDP.
@@ -176,16 +207,18 @@ def synthetic_guarantee(*, epsilon: str, single_process: bool = False) -> dict:
               "The aggregator does not hold the pseudonym key unless an owner gives it")
     return {
         "neighbouring": "substitution of one record; the number of records of each owner is public",
-        "notion": ("differential privacy (marginal synthesis: Laplace noise on counts and an exponential-mechanism "
-                   "tree selection, calibrated to sensitivity 2 under substitution; no local sensitivity)"),
+        "notion": ("differential privacy (marginal synthesis: Laplace noise on counts and a tree selected by "
+                   "report-noisy-max with exponential noise, sampled exactly by OpenDP, all calibrated to "
+                   "sensitivity 2 under substitution; no local sensitivity)"),
         "per_column": f"every column is a function of the whole table, which is {epsilon}-DP (below)",
         "table": SYNTHETIC.table(epsilon=epsilon, short="DP", composition="parallel"),
-        "against": (f"release recipients: the statements above. The aggregator and every owner: each sees only the "
-                    f"owners' signed noisy marginals and tree edges, which together are {epsilon}-DP as the release "
-                    "is, and each owner's public record count; a horizontal owner's metadata round also writes keyed "
-                    "digests of its record ids for the disjointness check, so every holder of the pseudonym key "
-                    f"learns each owner's set of record ids (not their values). {holder}. Someone with write "
-                    "access to work_dir can delete or replace messages: every message is signed and verified under "
-                    "its owner's configured key, and an owner with a ledger records each round's ε once, so it "
-                    "refuses to measure a round twice"),
+        "against": (f"release recipients: the statements above, for the records' values; each owner's exact record "
+                    "count is public (provenance). The aggregator and every owner: each sees the owners' signed "
+                    f"noisy marginals and tree edges, which together are {epsilon}-DP for the records' values as the "
+                    "release is, and each owner's exact record count; a horizontal owner's metadata round also "
+                    "writes keyed digests of its record ids for the disjointness check, so every holder of the "
+                    f"pseudonym key learns each owner's set of record ids (not their values). {holder}. Someone with "
+                    "write access to work_dir can delete or replace messages: every message is signed and verified "
+                    "under its owner's configured key, and an owner with a ledger records each round's ε once, so it "
+                    f"refuses to measure a round twice. {HORIZONTAL_MEMBERSHIP}"),
     }

@@ -10,6 +10,11 @@ of ``max_j (log_weight_j + G_j)`` with iid standard Gumbel ``G_j`` has exactly t
 is *not* the exponential mechanism's distribution that docs/specification.md §7 prescribes, and it returns no
 noisy maximum, which the two-party protocol needs; so Gumbel variables are drawn here from the OS
 CSPRNG. Laplace and Gaussian noise use OpenDP.
+
+**Not exact.** The Gumbel variables come from 52-bit uniforms, so each lies in [−3.60, 36.74]: a
+candidate more than 40.34 log-weight units behind the best is never chosen, and DiffGen's selections
+are not pure ε-DP (docs/specification.md §7, "Exponential mechanism sampler"). The synthetic kind's
+selection uses the exact report-noisy-max of :mod:`fragrelease.rng.selection` (``noisy_max``).
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ import numpy as np
 
 from fragrelease.errors import InvalidParameterError
 from fragrelease.rng.laplace import SecureLaplace, _opendp, evaluation_generator
+from fragrelease.rng.selection import check_scores, secure_noisy_max
 
 
 class DiffGenRandomness(Protocol):
@@ -29,6 +35,9 @@ class DiffGenRandomness(Protocol):
     - ``uniform(lo, hi)``: one uniform value in the open interval (lo, hi), lo < hi.
     - ``laplace(values, scale)``: ``values + Lap(scale)`` elementwise, scale > 0.
     - ``gaussian(size, std)``: ``size`` iid N(0, std²) variables, std > 0.
+    - ``noisy_max(scores, scale)``: the index of the largest ``score + Exponential(scale)`` over a
+      vector of m ≥ 1 finite scores (report-noisy-max; exact in the secure source:
+      :func:`fragrelease.rng.selection.secure_noisy_max`).
     """
 
     name: str
@@ -40,6 +49,8 @@ class DiffGenRandomness(Protocol):
     def laplace(self, values: np.ndarray, scale: float) -> np.ndarray: ...
 
     def gaussian(self, size: int, std: float) -> np.ndarray: ...
+
+    def noisy_max(self, scores: np.ndarray, scale: float) -> int: ...
 
 
 #: Random bits per uniform draw of :func:`secure_open_unit` (and per Gumbel variable).
@@ -139,6 +150,9 @@ class SecureDiffGenRandomness:
             self._gauss[std] = m
         return np.asarray(m([0.0] * int(size)), dtype=float) if size else np.empty(0)
 
+    def noisy_max(self, scores: np.ndarray, scale: float) -> int:
+        return secure_noisy_max(scores, scale)
+
 
 class _NumpyDiffGenRandomness:
     """Same draws from a numpy generator (not cryptographically secure)."""
@@ -165,6 +179,10 @@ class _NumpyDiffGenRandomness:
 
     def gaussian(self, size: int, std: float) -> np.ndarray:
         return self._gen.normal(0.0, _check_positive("Gaussian standard deviation", std), size=size)
+
+    def noisy_max(self, scores: np.ndarray, scale: float) -> int:
+        s = check_scores(scores)
+        return int(np.argmax(s + self._gen.exponential(_check_positive("noisy-max scale", scale), size=s.size)))
 
 
 class FastDiffGenRandomness(_NumpyDiffGenRandomness):

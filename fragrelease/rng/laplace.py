@@ -347,3 +347,22 @@ def evaluation_generator() -> np.random.Generator:
 
 
 FAST_SAMPLER_NAME = FastLaplace.name
+
+#: The environment variable pytest sets while a test runs; injected noise is accepted only then.
+TEST_MARKER = "PYTEST_CURRENT_TEST"
+
+
+def refuse_injected_noise(source: object, *, parameter: str) -> None:
+    """Refuse an injected noise source outside a test run: InvalidParameterError naming ``parameter``.
+
+    ``source``: what a caller passed as ``parameter`` (``_noise`` of ``Release.run`` and
+    ``protect``, ``noise`` of the local driver); None (the release's own CSPRNG samplers) always
+    passes. Anything else passes only while pytest runs a test (the environment variable
+    :data:`TEST_MARKER` is set), so seeded noise never reaches a real release whose provenance would
+    not say so (docs/privacy.md, "What is public"). Called before any Spark action.
+    """
+    import os
+
+    if source is not None and not os.environ.get(TEST_MARKER):
+        raise InvalidParameterError(f"{parameter}={type(source).__name__} is for tests only (seeded noise); a release "
+                                    f"draws its noise from the OS CSPRNG: drop {parameter}")

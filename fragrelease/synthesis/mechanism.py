@@ -11,9 +11,12 @@ budget ε split into exact shares ``ε = ε₁ + ε_sel + ε₂`` (:class:`Synth
 
 1. **Round one, at each owner** (:func:`measure_round_one`): the noisy 1-way marginal of every
    attribute (ε₁/l each), and a spanning tree over the features chosen privately on the owner's own
-   fragment: l_f − 1 steps of the exponential mechanism (ε_sel/(l_f − 1) each) scoring a candidate
-   pair by the L1 distance between its exact 2-way counts and the independent estimate from the
-   owner's own noisy 1-ways. What leaves the owner: the noisy 1-ways and the chosen edges.
+   fragment: l_f − 1 private selections (ε_sel/(l_f − 1) each) scoring a candidate pair by the L1
+   distance between its exact 2-way counts and the independent estimate from the owner's own noisy
+   1-ways. Each selection is report-noisy-max with exponential noise (permute-and-flip; McKenna and
+   Sheldon, NeurIPS 2020) sampled exactly by OpenDP (:mod:`fragrelease.rng.selection`), where MST
+   uses the exponential mechanism: the same ε, and pure ε-DP as sampled (a floating-point Gumbel-max
+   is not). What leaves the owner: the noisy 1-ways and the chosen edges.
 2. **At the aggregator** (:func:`choose_tree`): a maximum spanning tree of the owners' votes, and the
    cliques to measure (:func:`cliques_to_measure`): the tree's edges and, when a target attribute is
    declared, the target with every feature (a tree-augmented naive-Bayes structure).
@@ -27,11 +30,14 @@ budget ε split into exact shares ``ε = ε₁ + ε_sel + ε₂`` (:class:`Synth
 
 **Guarantee.** Under the substitution of one record, one count vector of a marginal moves by at most
 2 in L1, and the pair score by at most 2. Each owner's two rounds together are ε-DP with respect to
-its own fragment (sequential composition of Laplace measurements calibrated by OpenDP's privacy map
-and exponential-mechanism steps); a record lies in exactly one fragment, so the released table,
+its own fragment (sequential composition of Laplace measurements and report-noisy-max steps, each
+calibrated by OpenDP's privacy map); a record lies in exactly one fragment, so the released table,
 which is post-processing of all the owners' outputs, is ε-DP for every record of the union
-(parallel composition) against the recipients, the aggregator and the other owners. Nothing else a
-release depends on is data-dependent: the row count released is the mean of the noisy 1-way totals.
+(parallel composition) against the recipients, the aggregator and the other owners, for the records'
+values. Not covered by ε: each owner's exact record count (public by the neighbourhood definition:
+in the plan, the messages and the release's provenance; the number of rows drawn is a noisy total,
+but the exact total is public) and membership (every owner can read the keyed id digests of every
+other owner, docs/privacy.md "What is public").
 """
 from __future__ import annotations
 
@@ -43,8 +49,9 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 
 from fragrelease.errors import InvalidParameterError, MissingDependencyError
-from fragrelease.rng.diffgen import DiffGenRandomness, gumbel_max
+from fragrelease.rng.diffgen import DiffGenRandomness
 from fragrelease.rng.laplace import LaplaceNoise, NoiseSource
+from fragrelease.rng.selection import calibrated_noisy_max_scale
 from fragrelease.synthesis.domain import SynthesisDomain, UniformSource
 
 Clique = tuple[str, ...]
@@ -149,6 +156,16 @@ def features_of(domain: SynthesisDomain, target: Optional[str]) -> tuple[str, ..
     return tuple(a for a in domain.names if a != target)
 
 
+def selection_scale(budget: SynthesisBudget, steps: int) -> float:
+    """The exponential-noise scale of one tree-selection step: ε_sel/steps by OpenDP's privacy map.
+
+    The smallest float scale whose map at the pair score's L∞ sensitivity
+    (:data:`SUBSTITUTION_SENSITIVITY`, 2 under substitution) is ≤ ε_sel/steps; about
+    ``4·steps/ε_sel`` (:func:`fragrelease.rng.selection.calibrated_noisy_max_scale`). ``steps`` ≥ 1.
+    """
+    return calibrated_noisy_max_scale(SUBSTITUTION_SENSITIVITY, budget.selection / int(steps))
+
+
 def _noisy(counts: np.ndarray, noise: LaplaceNoise, source: Optional[NoiseSource]) -> np.ndarray:
     return noise.sample(values=np.asarray(counts, dtype=float).ravel(), source=source).reshape(np.shape(counts))
 
@@ -169,8 +186,8 @@ def measure_round_one(domain: SynthesisDomain, one_way_counts: Mapping[str, np.n
 
     ``one_way_counts``: exact counts of every attribute, shape (size,); ``pair_counts``: exact 2-way
     counts of every feature pair ``(a, b)`` with ``a`` before ``b`` in domain order, shape
-    (size_a, size_b). ``randomness`` draws the exponential mechanism's Gumbel variables (the OS
-    CSPRNG in a release), ``noise`` the Laplace noise (None: OpenDP's sampler). Data-dependent
+    (size_a, size_b). ``randomness`` draws the tree selections (``noisy_max``: OpenDP's exact
+    report-noisy-max from the OS CSPRNG in a release), ``noise`` the Laplace noise (None: OpenDP's sampler). Data-dependent
     inputs; the outputs are ε₁ + ε_sel-DP (module docstring).
 
     Raises
@@ -198,14 +215,13 @@ def measure_round_one(domain: SynthesisDomain, one_way_counts: Mapping[str, np.n
             raise InvalidParameterError(f"the 2-way counts of ({a!r}, {b!r}) are missing or not of shape "
                                         f"({sizes[a]}, {sizes[b]})")
         scores[(a, b)] = float(np.abs(np.asarray(c, float) - total * np.outer(probs[a], probs[b])).sum())
-    per_step = budget.selection / steps
-    # exponential mechanism: Pr[e] ∝ exp(ε_step · u(e) / (2 Δu)), Δu = 2 under substitution
-    coefficient = float(per_step) / (2.0 * SUBSTITUTION_SENSITIVITY)
+    # report-noisy-max with Exponential(scale) noise, ε_step-DP by OpenDP's map for L∞ sensitivity 2
+    scale = selection_scale(budget, steps)
     forest = _Forest(feats)
     chosen: list[Edge] = []
     for _ in range(steps):
         candidates = [e for e in scores if forest.joins(e)]
-        index, _ = gumbel_max(coefficient * np.array([scores[e] for e in candidates]), randomness)
+        index = randomness.noisy_max(np.array([scores[e] for e in candidates]), scale)
         forest.add(candidates[index])
         chosen.append(candidates[index])
     return RoundOne(one, tuple(chosen))

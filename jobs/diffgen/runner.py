@@ -38,6 +38,7 @@ from fragrelease.diffgen.release import (
     sparse_min_count,
     sparse_min_count_two_laplace,
 )
+from fragrelease.diffgen.share_noise import SELECTION_SAMPLER_CAVEAT
 from fragrelease.errors import InvalidParameterError, ProtocolError
 from fragrelease.schemas.taxonomies import ADULT_CLASS, ADULT_CLASS_VALUES, ADULT_PREDICTORS, adult_predictors
 
@@ -193,11 +194,12 @@ def diffgen_guarantee(epsilon) -> str:
     """What a single-party DiffGen release states: ε-DP for add/remove neighbours (public ε).
 
     Mohammed et al. (KDD 2011), docs/specification.md §7: the specialization spends at most ε/2, the
-    leaf counts ε/2; under substitution of one record the guarantee is 2ε.
+    leaf counts ε/2; under substitution of one record the guarantee is 2ε. The selections' sampler
+    is not exact (:data:`fragrelease.diffgen.share_noise.SELECTION_SAMPLER_CAVEAT`).
     """
     return (f"epsilon-DP (epsilon = {epsilon}) for neighbouring tables that differ by adding or removing one "
             "record (DiffGen: at most epsilon/2 for the generalization, epsilon/2 for the leaf counts); "
-            "2*epsilon under substitution")
+            f"2*epsilon under substitution; {SELECTION_SAMPLER_CAVEAT}")
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame
 from fragrelease.idpir.config import ReleaseConfig
 from fragrelease.idpir.fragmentation import fragmentation_of, linkage_of
 from fragrelease.idpir.protocol import Plan
-from fragrelease.rng.laplace import NoiseSource
+from fragrelease.rng.laplace import NoiseSource, refuse_injected_noise
 from fragrelease.schemas.datasets import resolve_schema
 
 from ..api_common import Guarantee, OwnerResult, ReleaseResult
@@ -79,7 +79,7 @@ def play_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource] = No
     """Play every party's step in this driver on a claimed work folder; return the typed result.
 
     ``cfg`` is the validated configuration; its ``work_dir`` must already be claimed or cleared
-    (:func:`prepare_work_dir`). ``noise``: tests only (seeded). ``progress``: see
+    (:func:`prepare_work_dir`). ``noise``: tests only (seeded; refused outside pytest). ``progress``: see
     :meth:`fragrelease.jobs.api.Release.run`. ``evaluate``: also compute MeanSSE against the
     originals (skipped for a synthetic release). Raises what the steps raise (ConfigError,
     ProtocolError, ManifestMismatchError, ReleaseExistsError, BudgetExceededError, SchemaMismatchError,
@@ -96,6 +96,7 @@ def play_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource] = No
     """
     # signed manifests: a key pair per owner and release where none is configured (private keys in
     # the owners' private folders; the public keys reach the aggregator step in this in-memory cfg)
+    refuse_injected_noise(noise, parameter="noise")  # seeded noise: tests only
     cfg = with_release_keys(cfg)
     schema = resolve_schema(cfg.dataset)
     # every party's context, once, from the configuration with the release's keys

@@ -41,7 +41,37 @@ def test_the_vertical_id_digest_is_said_to_be_stable_under_one_key():
     assert ("a vertical owner's metadata carries a digest of its pseudonymised id set that is the same in every "
             "release under one key, so the aggregator sees which releases under one key cover the same records"
             in vertical)
-    assert "digest" not in _against(fragmentation="horizontal")
+    assert "pseudonymised id set" not in _against(fragmentation="horizontal")
+
+
+MEMBERSHIP_HORIZONTAL = (
+    "Membership is not protected: every owner holds the pseudonym key and can read work_dir, so each owner learns "
+    "exactly which record ids every other horizontal owner holds (the keyed digests of its ids in "
+    "work_dir/metadata/ids/ under the key the owners share and, in a microaggregation release, the keyed pseudonyms "
+    "of its protected fragment); under a configured key kept across releases those digests are the same in every "
+    "release, so the aggregator links each owner's id set between releases. No epsilon covers who is in which "
+    "fragment")
+
+
+@pytest.mark.parametrize("linkage", ["linked", "unlinked", "synthetic"])
+@pytest.mark.parametrize("single_process", [False, True])
+def test_every_horizontal_guarantee_states_the_membership_exposure(linkage, single_process):
+    """Issue 49 item 4: the printed guarantee says each owner learns which ids every other owner holds."""
+    text = _against(linkage=linkage, single_process=single_process)
+    assert MEMBERSHIP_HORIZONTAL in text  # fails if the sentence disappears or is weakened
+
+
+def test_the_vertical_guarantee_states_its_membership_exposure():
+    text = _against(fragmentation="vertical", composition="sequential")
+    assert ("Membership is not protected: vertical owners hold the same record ids (the plan checks it), so each owner "
+            "knows every other owner's id set, and under a configured key kept across releases the aggregator links "
+            "that id set between releases") in text
+
+
+def test_the_idp_notion_is_the_papers_not_personalised_dp():
+    notion = release_guarantee(mechanism="idp-ir", epsilon="1", composition="parallel", linkage="linked",
+                               category_order="dp-frequency")["notion"]
+    assert "Soria-Comas et al. (IEEE TIFS 2017)" in notion and "not personalised DP" in notion
 
 
 def test_linked_key_holders_see_clusters_unlinked_ones_learn_id_sets():
