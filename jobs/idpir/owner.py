@@ -489,7 +489,7 @@ def _discard_interrupted_write(owner_name: str, target: str) -> None:
                          or e.type == pafs.FileType.File and spark_file.fullmatch(e.base_name))]
     if strangers or commits:
         raise ReleaseExistsError(f"{target!r} is not a Delta table but holds {sorted(strangers + [c.base_name for c in commits])[:3]}, "
-                                 f"which owner {owner_name!r}'s step did not write; it was left in place")
+                                 f"which the step of owner {owner_name!r} did not write; it was left in place")
     if entries:
         _remove_tree(target)
         log.warning("owner %s: removed the uncommitted files an interrupted write left at %r", owner_name, target)

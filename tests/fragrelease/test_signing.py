@@ -138,7 +138,7 @@ def _cfg(tmp_path, **owner_b):
 def test_configuration_refuses_bad_public_keys_and_keys_in_shared_folders(tmp_path):
     with pytest.raises(ConfigError, match=r"owners\[1\]\.public_key: owner 'b': public_key 'xyz' is not base64"):
         _cfg(tmp_path, public_key="xyz")
-    with pytest.raises(ConfigError, match=r"owners\[1\]\.signing_key: owner 'b'.s signing_key .* lies under the shared work_dir"):
+    with pytest.raises(ConfigError, match=r"owners\[1\]\.signing_key: owner 'b': signing_key .* lies under the shared work_dir"):
         _cfg(tmp_path, signing_key=str(tmp_path / "work" / "b.key"))
     with pytest.raises(ConfigError, match=r"lies under the shared output"):
         _cfg(tmp_path, signing_key=str(tmp_path / "out" / "keys" / "b.key"))
