@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from fragrelease.budget import Epsilon
 from fragrelease.errors import InvalidParameterError, ManifestMismatchError
+from fragrelease.idpir.difference import first_difference
 from fragrelease.synthesis.domain import DEFAULT_BINS, SynthesisDomain
 from fragrelease.synthesis.mechanism import (
     Clique,
@@ -228,9 +229,11 @@ def check_round_one(msg: RoundOneMessage, spec: SynthesisSpec, *, plan_id: str, 
                   what="synthesis round one")
     if round_one_digest(msg.one_way, msg.edges) != msg.content_digest:
         raise ManifestMismatchError(f"owner {owner!r}: synthesis round one does not match its content digest: refused")
-    if tuple(m.attributes for m in msg.one_way) != tuple((a,) for a in spec.domain.names):
+    measured = [m.attributes[0] if len(m.attributes) == 1 else list(m.attributes) for m in msg.one_way]
+    diff = first_difference(measured, list(spec.domain.names), "1-way marginal")
+    if diff is not None:
         raise ManifestMismatchError(f"owner {owner!r}: synthesis round one measures other 1-way marginals than the "
-                                    f"plan's attributes {list(spec.domain.names)}: refused")
+                                    f"plan's attributes ({diff.where} is {diff.got}, the plan's is {diff.want}): refused")
     feats = set(spec.features)
     steps = max(len(spec.features) - 1, 0)
     if len(msg.edges) != steps or any(a == b or a not in feats or b not in feats for a, b in msg.edges):

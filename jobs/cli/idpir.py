@@ -426,6 +426,10 @@ def aggregator_release(config: str = typer.Option(..., "--config"), master: Opti
     cfg = _config(config, "aggregator", output_table=output_table)
     ctx = aggregator_context(cfg)
     plan = pinned_plan(ctx, plan_id)  # no Spark yet: a plan.json this aggregator did not issue is refused first
+    if linkage_of(plan.linkage).synthesized:  # no Spark either for an owner's round not written yet
+        from ..synthesis.aggregator import check_rounds_written
+
+        check_rounds_written(ctx, plan)
     result = release(_spark(master, cfg, commits=True), ctx, plan=plan)
     console.print(f"release committed: {result.table or result.path} version {result.version}, {result.rows:,} rows; "
                   f"report {result.report}")

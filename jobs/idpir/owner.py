@@ -47,6 +47,7 @@ from .context import OwnerContext
 from .digests import committed_rows, content_digest, fragment_digests
 from .fragment import (
     FragmentContext,
+    check_source_encoding,
     conform_attributes,
     conform_id,
     describe_source,
@@ -69,7 +70,9 @@ def _read_fragment(spark, ctx: OwnerContext):
     against the declared schema and :func:`conform_attributes` casts the numbers afterwards)."""
     source = ctx.paths.fragment
     text = source.table is None and source.format == "csv"
-    return read_configured(spark, source, text=text), FragmentContext(ctx.name, describe_source(source)), text
+    context = FragmentContext(ctx.name, describe_source(source))
+    check_source_encoding(source, context)  # a UTF-16 CSV: said so, before Spark reads it
+    return read_configured(spark, source, text=text), context, text
 
 
 def describe_fragment(spark, ctx: OwnerContext) -> OwnerMetadata:
