@@ -29,10 +29,13 @@ class Difference:
     want: str
 
 
-def shown(value: Any, limit: int = MAX_SHOWN) -> str:
-    """``value`` for a message: text and exact fractions as written, anything else by ``repr``; at most
-    ``limit`` characters (cut with ``…``)."""
-    text = value if isinstance(value, str) else str(value) if isinstance(value, Fraction) else repr(value)
+def shown(value: Any, limit: int = MAX_SHOWN, *, quoted: bool = False) -> str:
+    """``value`` for a message: text (``quoted``: in quotes, as an item of a list is) and exact fractions
+    as written, anything else by ``repr``; at most ``limit`` characters (cut with ``…``)."""
+    if isinstance(value, str):
+        text = repr(value) if quoted else value
+    else:
+        text = str(value) if isinstance(value, Fraction) else repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -48,12 +51,21 @@ def _at(where: str, part: str) -> str:
     return f"{where} {part}" if where else part
 
 
+def _flat(values: Sequence[Any]) -> bool:
+    return not any(isinstance(v, (Mapping, list, tuple)) for v in values)
+
+
 def _sequence(got: Sequence[Any], want: Sequence[Any], where: str) -> Optional[Difference]:
+    whole = shown(list(got), 1 << 62), shown(list(want), 1 << 62)
+    if _flat(got) and _flat(want) and max(map(len, whole)) <= MAX_SHOWN:  # short: both shown whole
+        return None if list(got) == list(want) else Difference(where, *whole)
     for i in range(max(len(got), len(want))):
         if i >= len(got):
-            return Difference(_at(where, f"item {i + 1}"), f"absent (it has {len(got)} items)", shown(want[i]))
+            return Difference(_at(where, f"item {i + 1}"), f"absent (it has {len(got)} items)",
+                              shown(want[i], quoted=True))
         if i >= len(want):
-            return Difference(_at(where, f"item {i + 1}"), shown(got[i]), f"absent (it has {len(want)} items)")
+            return Difference(_at(where, f"item {i + 1}"), shown(got[i], quoted=True),
+                              f"absent (it has {len(want)} items)")
         if got[i] != want[i]:
             name = _item_name(want[i])
             label = f"attribute {name!r}" if name is not None and name == _item_name(got[i]) else f"item {i + 1}"
@@ -64,9 +76,9 @@ def _sequence(got: Sequence[Any], want: Sequence[Any], where: str) -> Optional[D
 def _mapping(got: Mapping[Any, Any], want: Mapping[Any, Any], where: str) -> Optional[Difference]:
     for key in [*want, *(k for k in got if k not in want)]:
         if key not in got:
-            return Difference(_at(where, str(key)), "absent", shown(want[key]))
+            return Difference(_at(where, str(key)), "absent", shown(want[key], quoted=True))
         if key not in want:
-            return Difference(_at(where, str(key)), shown(got[key]), "absent")
+            return Difference(_at(where, str(key)), shown(got[key], quoted=True), "absent")
         if got[key] != want[key]:
             return first_difference(got[key], want[key], _at(where, str(key)))
     return None
@@ -77,8 +89,9 @@ def first_difference(got: Any, want: Any, where: str = "") -> Optional[Differenc
 
     Mappings are walked in ``want``'s key order (then keys only ``got`` has); lists and tuples item
     by item (a list of mappings that name an attribute is labelled ``attribute '<name>'``, otherwise
-    ``item <i>``, 1-based; an item only one side has is ``absent``); anything else is compared with
-    ``==`` and shown whole (:func:`shown`). ``where`` prefixes every label.
+    ``item <i>``, 1-based; an item only one side has is ``absent``), except lists of plain values short
+    enough to show whole (``domain is [0.0, 1000.0]``); anything else is compared with ``==`` and shown
+    whole (:func:`shown`; text in quotes below the top). ``where`` prefixes every label.
     """
     if isinstance(got, Mapping) and isinstance(want, Mapping):
         return _mapping(got, want, where)
@@ -86,4 +99,5 @@ def first_difference(got: Any, want: Any, where: str = "") -> Optional[Differenc
         return _sequence(got, want, where)
     if got == want:
         return None
-    return Difference(where, shown(got), shown(want))
+    inner = bool(where)  # an item or a key: text in quotes; a whole field's value as written
+    return Difference(where, shown(got, quoted=inner), shown(want, quoted=inner))

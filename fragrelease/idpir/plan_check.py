@@ -21,7 +21,7 @@ from typing import Any, Protocol, Sequence
 from fragrelease.errors import ManifestMismatchError
 from fragrelease.idpir.category_order import AttributeBudget
 from fragrelease.idpir.config import OwnerConfig, ReleaseConfig
-from fragrelease.idpir.difference import MAX_SHOWN, first_difference, shown
+from fragrelease.idpir.difference import first_difference, shown
 from fragrelease.idpir.fragmentation import fragmentation_of
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.options import OPTION_NAMES
@@ -171,12 +171,8 @@ def _first_difference(field: str, got: Any, want: Any) -> tuple[str, str, str]:
 
     A short value is shown whole (``owners is ['a', 'b', 'mallory']``); a long list or a list of
     attribute specs or budgets by its first difference (``attribute_specs: attribute 'age' domain is
-    [0.0, 1000.0] ...``, ``attribute_specs: attribute 'city' categories item 7 is ...``), never whole."""
-    whole = (shown(got, 1 << 62), shown(want, 1 << 62))
-    structured = isinstance(got, (list, tuple)) and isinstance(want, (list, tuple))
-    named = structured and any(isinstance(v, dict) for v in [*got, *want])
-    if not structured or (not named and max(map(len, whole)) <= MAX_SHOWN):
-        return field, shown(got), shown(want)
+    [0.0, 1000.0] ...``, ``attribute_specs: attribute 'city' categories item 7 is ...``), never whole
+    (:func:`fragrelease.idpir.difference.first_difference`)."""
     diff = first_difference(got, want)
     if diff is None:  # equal items in another container type: say so shortly
         return field, shown(got), shown(want)

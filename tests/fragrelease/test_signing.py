@@ -123,7 +123,11 @@ def test_unsafe_private_key_files_are_refused_naming_the_owner(tmp_path):
     bad = tmp_path / "keys" / "bad.key"
     bad.write_text("not a key")
     os.chmod(bad, 0o600)
-    with pytest.raises(SigningKeyError, match="owner 'a': signing_key .* is not an unencrypted PEM private key"):
+    with pytest.raises(SigningKeyError, match="owner 'a': signing_key .* is not a PEM file"):
+        load_private_key(str(bad), owner="a")
+    bad.write_text("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")  # a PEM block, damaged
+    with pytest.raises(SigningKeyError, match=r"owner 'a': signing_key .* is not an unencrypted PEM private key "
+                                              r"\(Could not deserialize key data\)$"):
         load_private_key(str(bad), owner="a")
 
 
