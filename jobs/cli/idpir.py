@@ -332,13 +332,14 @@ def owner_metadata(config: str = typer.Option(..., "--config"), owner: str = typ
                    master: Optional[str] = MASTER, source_table: Optional[str] = SOURCE_TABLE):
     """Validate the owner's fragment and write its public metadata for the aggregator."""
     from ..idpir.context import owner_context
-    from ..idpir.fragment import FragmentContext, check_source_encoding, describe_source
+    from ..idpir.fragment import FragmentContext, describe_source
     from ..idpir.owner import describe_fragment
+    from ..storage import check_source_encoding
 
     cfg = _config(config, "owner", owner, source_table=source_table)
     ctx = owner_context(cfg, owner)  # no data: before Spark starts
     source = ctx.paths.fragment  # a UTF-16 CSV: said so from its first bytes, before Spark starts
-    check_source_encoding(source, FragmentContext(ctx.name, describe_source(source)))
+    check_source_encoding(source, FragmentContext(ctx.name, describe_source(source)).where())
     meta = describe_fragment(_spark(master, cfg, inputs=[ctx.paths.fragment]), ctx)
     console.print(f"owner {meta.owner}: {meta.n_records:,} records, {len(meta.attributes)} attributes offered")
 

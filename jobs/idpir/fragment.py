@@ -30,8 +30,6 @@ from pyspark.sql import types as T
 from fragrelease.errors import DomainError, IdentifierError, SchemaMismatchError
 from fragrelease.schemas.base import Attribute
 
-from ..storage import csv_encoding_problem
-
 
 @dataclass(frozen=True)
 class FragmentCheck:
@@ -61,26 +59,6 @@ class FragmentContext:
 
     def where(self) -> str:
         return f"owner {self.owner!r} (source {self.source})"
-
-
-def check_source_encoding(source: object, context: FragmentContext) -> None:
-    """Refuse a CSV source that is not UTF-8 text before Spark reads it (no Spark job; the first 4 KiB of its
-    first file, :func:`fragrelease.jobs.storage.csv_encoding_problem`).
-
-    ``source`` is a :class:`fragrelease.idpir.config.SourceConfig`; anything but a CSV path passes.
-
-    Raises
-    ------
-    SchemaMismatchError
-        ``owner 'clinic-a' (source /data/a.csv): the file is UTF-16 (byte-order mark); save it as UTF-8``
-        (UTF-16 or UTF-32 byte-order marks, or NUL bytes in the first line).
-    """
-    path = getattr(source, "path", None)
-    if getattr(source, "format", None) != "csv" or getattr(source, "table", None) is not None or not path:
-        return
-    problem = csv_encoding_problem(str(path), dict(getattr(source, "options", None) or {}))
-    if problem is not None:
-        raise SchemaMismatchError(f"{context.where()}: {problem}")
 
 
 def describe_source(source: object) -> str:

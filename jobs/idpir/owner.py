@@ -47,7 +47,6 @@ from .context import OwnerContext
 from .digests import committed_rows, content_digest, fragment_digests
 from .fragment import (
     FragmentContext,
-    check_source_encoding,
     conform_attributes,
     conform_id,
     describe_source,
@@ -68,10 +67,12 @@ def _read_fragment(spark, ctx: OwnerContext):
     """The owner's fragment, the context its validation errors name (the owner and its source), and
     whether it was read as text (a CSV source: no inference pass; the validation parses every value
     against the declared schema and :func:`conform_attributes` casts the numbers afterwards)."""
+    from ..storage import check_source_encoding
+
     source = ctx.paths.fragment
     text = source.table is None and source.format == "csv"
     context = FragmentContext(ctx.name, describe_source(source))
-    check_source_encoding(source, context)  # a UTF-16 CSV: said so, before Spark reads it
+    check_source_encoding(source, context.where())  # a UTF-16 CSV: said so, before Spark reads it
     return read_configured(spark, source, text=text), context, text
 
 

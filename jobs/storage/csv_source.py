@@ -96,6 +96,26 @@ def csv_encoding_problem(path: str, options: Mapping[str, str]) -> Optional[str]
     return None
 
 
+def check_source_encoding(source: object, where: str) -> None:
+    """Refuse a CSV source that is not UTF-8 text before Spark reads it (:func:`csv_encoding_problem`; no
+    Spark job). ``source`` is a :class:`fragrelease.idpir.config.SourceConfig` (anything but a CSV path
+    passes); ``where`` starts the message (``owner 'clinic-a' (source /data/a.csv)``).
+
+    Raises
+    ------
+    SchemaMismatchError
+        ``owner 'clinic-a' (source /data/a.csv): the file is UTF-16 (byte-order mark); save it as UTF-8``.
+    """
+    from fragrelease.errors import SchemaMismatchError
+
+    path = getattr(source, "path", None)
+    if getattr(source, "format", None) != "csv" or getattr(source, "table", None) is not None or not path:
+        return
+    problem = csv_encoding_problem(str(path), dict(getattr(source, "options", None) or {}))
+    if problem is not None:
+        raise SchemaMismatchError(f"{where}: {problem}")
+
+
 def csv_header(path: str, options: Mapping[str, str]) -> Optional[list[str]]:
     """The column names in the first line of ``path``'s first CSV file (a file, or a folder of files
     as Spark lists them: not starting with ``_`` or ``.``, the first by name), or ``None`` when this

@@ -8,7 +8,7 @@ import os
 import pytest
 import yaml
 
-from fragrelease.errors import ConfigError, SchemaMismatchError
+from fragrelease.errors import SchemaMismatchError
 from fragrelease.jobs.cli import main
 from fragrelease.jobs.idpir.context import owner_context
 from fragrelease.jobs.idpir.owner import _read_fragment
