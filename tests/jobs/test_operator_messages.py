@@ -197,3 +197,22 @@ def test_a_schema_is_parsed_by_libyaml_and_read_once_per_process(tmp_path):
     os.utime(path, ns=(os.stat(path).st_atime_ns, os.stat(path).st_mtime_ns + 1_000_000))
     again = load_schema(path)
     assert again is not first and "c_19" in again.attribute("city").categories
+
+
+@pytest.mark.spark
+def test_a_utf16_source_in_a_whole_run_is_one_line_and_nothing_is_spent(tmp_path, capsys, spark):
+    """The user's case: ``fragrelease run`` with one owner's CSV saved as UTF-16 (Spark running)."""
+    rows = "".join(f"{i},7.{i % 10},10.{i % 7},{5 + i % 3}\n" for i in range(1, 121))
+    (tmp_path / "a.csv").write_bytes(("record_id,fixed_acidity,alcohol,quality\n" + rows).encode("utf-16"))
+    conf = yaml.safe_load(_wine_config(tmp_path).read_text())
+    (tmp_path / "b.csv").write_text("record_id,fixed_acidity,alcohol,quality\n"
+                                    + "".join(f"{i},7.{i % 10},10.{i % 7},{5 + i % 3}\n" for i in range(201, 321)))
+    conf["owners"][0]["ledger"] = {"path": str(tmp_path / "ledger-a"), "lifetime_epsilon": "5"}
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(conf))
+    assert main(["run", str(path)]) == 2
+    line = _one_error_line(capsys)
+    assert line == (f"error: owner 'bank-a' (source {tmp_path / 'a.csv'}): the file is UTF-16 (byte-order mark); "
+                    "save it as UTF-8"), line
+    assert not os.path.exists(tmp_path / "ledger-a")  # nothing spent
+    assert not os.path.exists(tmp_path / "release")
