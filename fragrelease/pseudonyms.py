@@ -185,7 +185,8 @@ def read_key_file(path: str, *, owner: str) -> bytes:
     ------
     PseudonymKeyError
         The file cannot be read (naming the owner, the path and the OS error), is not a regular
-        file, is readable or writable by group or others, or the secret is short.
+        file, is readable or writable by group or others, is empty, holds only blanks or a PEM key
+        (a signing key's file), or the secret is short.
     """
     import stat
 
@@ -202,8 +203,27 @@ def read_key_file(path: str, *, owner: str) -> bytes:
     except OSError as exc:
         raise PseudonymKeyError(f"owner {owner!r}: pseudonym key file {path!r} cannot be read: "
                                 f"{exc.strerror or type(exc).__name__}") from None
+    problem = _secret_file_problem(raw)
+    if problem is not None:
+        raise PseudonymKeyError(f"owner {owner!r}: pseudonym key file {path!r} {problem}; write a random secret: "
+                                f"openssl rand -hex 32 > {path} && chmod 600 {path}")
     key = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1] if raw.endswith(b"\n") else raw
     return derive_key(key, owner=owner, where=f"file {path!r}")
+
+
+def _secret_file_problem(raw: bytes) -> Optional[str]:
+    """Why a pseudonym key file's bytes are plainly no secret (the end of a sentence), or ``None``.
+
+    Empty, blanks only, or a PEM block (a signing key's file named by mistake: the owners share the
+    pseudonym secret, never a signing key). The bytes are never quoted."""
+    if not raw:
+        return "is empty (0 bytes)"
+    if not raw.strip():
+        return f"holds only blanks ({len(raw)} bytes)"
+    if raw.lstrip().startswith(b"-----BEGIN "):
+        return ("holds a PEM key (a signing key?), not a pseudonym secret; the owners share the pseudonym secret, "
+                "never a signing key")
+    return None
 
 
 def read_key_env(variable: str, *, owner: str, environ: Optional[dict] = None) -> bytes:
@@ -213,12 +233,16 @@ def read_key_env(variable: str, *, owner: str, environ: Optional[dict] = None) -
     Raises
     ------
     PseudonymKeyError
-        The variable is unset or empty, or the secret is short.
+        The variable is unset, empty or blanks only, or the secret is short.
     """
     env = os.environ if environ is None else environ
     value = env.get(variable)
-    if not value:
+    if value is None:
         raise PseudonymKeyError(f"owner {owner!r}: pseudonym key environment variable {variable!r} is not set")
+    if not value.strip():
+        raise PseudonymKeyError(f"owner {owner!r}: pseudonym key environment variable {variable!r} is "
+                                f"{'empty' if not value else 'blanks only'}; set it to a random secret "
+                                "(openssl rand -hex 32)")
     return derive_key(value.encode("utf-8"), owner=owner, where=f"environment variable {variable!r}")
 
 

@@ -135,6 +135,38 @@ def check_private_key_file(path: str, *, owner: str, shared: Mapping[str, Option
                           fix=f"chmod 600 {path}", error=SigningKeyError)
 
 
+#: The first line of the PEM file :func:`private_key_pem` writes.
+PEM_BEGIN = b"-----BEGIN PRIVATE KEY-----"
+
+
+def _is_public_key_line(text: bytes) -> bool:
+    try:
+        return len(base64.b64decode(text, validate=True)) == PUBLIC_KEY_BYTES
+    except (binascii.Error, ValueError):
+        return False
+
+
+def pem_problem(data: bytes) -> Optional[str]:
+    """What makes ``data`` (a signing key file's bytes) plainly not an unencrypted PKCS#8 PEM, as the end of
+    a sentence (``is empty (0 bytes)``), or ``None`` when it may be one (the parser decides).
+
+    Recognized: an empty file, blanks only, an encrypted PEM, a public key (PEM, or the configuration's
+    base64 line), and text without a ``-----BEGIN`` line. The key's bytes are never quoted.
+    """
+    text = data.strip()
+    if not data:
+        return "is empty (0 bytes)"
+    if not text:
+        return f"holds only blanks ({len(data)} bytes)"
+    if b"-----BEGIN ENCRYPTED PRIVATE KEY-----" in text:
+        return "is encrypted; fragrelease reads an unencrypted PKCS#8 PEM"
+    if b"-----BEGIN PUBLIC KEY-----" in text or _is_public_key_line(text):
+        return "holds a public key, not the private key"
+    if b"-----BEGIN " not in text:
+        return f"is not a PEM file (it holds no {PEM_BEGIN.decode()} line)"
+    return None
+
+
 def load_private_key(path: str, *, owner: str, shared: Mapping[str, Optional[str]] = {}) -> Ed25519PrivateKey:
     """The owner's Ed25519 private key from its PKCS#8 PEM file, after :func:`check_private_key_file`.
 
@@ -142,15 +174,20 @@ def load_private_key(path: str, *, owner: str, shared: Mapping[str, Optional[str
     ------
     SigningKeyError
         The checks of :func:`check_private_key_file`, or a file that is not an unencrypted Ed25519
-        PKCS#8 PEM; one line naming the owner and the path.
+        PKCS#8 PEM (empty, blanks only, encrypted, a public key, no PEM block: :func:`pem_problem`);
+        one line naming the owner and the path.
     """
     check_private_key_file(path, owner=owner, shared=shared)
     with open(os.path.expanduser(path), "rb") as f:
         data = f.read()
+    problem = pem_problem(data)
+    if problem is not None:
+        raise SigningKeyError(f"owner {owner!r}: signing_key {path!r} {problem}; create a key with 'fragrelease keys "
+                              f"generate --owner {owner} --out DIR'")
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        reason = str(exc).split(". ")[0][:120] if str(exc) else type(exc).__name__
         raise SigningKeyError(f"owner {owner!r}: signing_key {path!r} is not an unencrypted PEM private key "
                               f"({reason})") from None
     if not isinstance(key, Ed25519PrivateKey):

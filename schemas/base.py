@@ -15,6 +15,9 @@ Users declare their own dataset in YAML (see ``conf/schema-example.yaml``) and l
 """
 from __future__ import annotations
 
+import os
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Literal, Optional
 
@@ -162,12 +165,39 @@ def schema_from_dict(data: dict, *, source: str = "<dict>") -> DatasetSchema:
         raise ConfigError(f"invalid dataset schema in {source}: {format_validation_error(exc)}") from None
 
 
+#: Schemas read in this process, by file (real path, modification time, size): a step resolves its schema
+#: several times (the configuration's checks, the output's, the party's context) and a schema may declare
+#: 200,000 categories. A changed file is read again. Schemas are frozen: sharing one is safe.
+_LOADED: OrderedDict[tuple, DatasetSchema] = OrderedDict()
+_LOADED_MAX = 8
+_LOADED_LOCK = threading.Lock()
+
+
 def load_schema(path: str | Path) -> DatasetSchema:
     """Read a dataset schema from a YAML file (format: ``conf/schema-example.yaml``).
+
+    A file read before in this process, unchanged since (same real path, modification time and size),
+    gives the schema read then; anything else reads and validates the file.
 
     Raises
     ------
     ConfigError
         If the file is missing, not YAML, or does not validate.
     """
-    return schema_from_dict(read_yaml_mapping(path, "dataset schema"), source=str(path))
+    try:
+        st = os.stat(path)
+        key: Optional[tuple] = (os.path.realpath(path), st.st_mtime_ns, st.st_size, str(path))
+    except OSError:
+        key = None  # read_yaml_mapping names the problem
+    if key is not None:
+        with _LOADED_LOCK:
+            kept = _LOADED.get(key)
+        if kept is not None:
+            return kept
+    schema = schema_from_dict(read_yaml_mapping(path, "dataset schema"), source=str(path))
+    if key is not None:
+        with _LOADED_LOCK:
+            _LOADED[key] = schema
+            while len(_LOADED) > _LOADED_MAX:
+                _LOADED.popitem(last=False)
+    return schema

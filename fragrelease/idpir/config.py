@@ -334,13 +334,13 @@ class ReleaseConfig(ReleaseOptions):
                 if shared is None or (o.private_dir is None and key in root_inside):
                     continue  # the default root itself lies there: reported once below
                 if _within(private, shared):
-                    problems.append(f"{at}.private_dir: owner {o.name!r}'s {what} {private!r} lies under the "
+                    problems.append(f"{at}.private_dir: owner {o.name!r}: {what} {private!r} lies under the "
                                     f"shared {key} {shared!r}; an owner's private files must stay out of it")
             problems.extend(_signing_problems(self, o, at))
             if o.pseudonym_key is not None and o.pseudonym_key.file is not None:
                 for shared, key in ((self.work_dir, "work_dir"), (self.output, "output")):
                     if shared is not None and _within(o.pseudonym_key.file, shared):
-                        problems.append(f"{at}.pseudonym_key: owner {o.name!r}'s pseudonym key file "
+                        problems.append(f"{at}.pseudonym_key: owner {o.name!r}: pseudonym key file "
                                         f"{o.pseudonym_key.file!r} lies under the shared {key} {shared!r}; "
                                         "a secret key must stay out of it")
         defaulted = [o.name for o in self.owners if o.private_dir is None]
@@ -399,7 +399,7 @@ def _signing_problems(cfg: ReleaseConfig, o: OwnerConfig, at: str) -> list[str]:
     if o.signing_key is not None:
         for shared, key in ((cfg.work_dir, "work_dir"), (cfg.output, "output")):
             if shared is not None and _within(o.signing_key, shared):
-                out.append(f"{at}.signing_key: owner {o.name!r}'s signing_key {o.signing_key!r} lies under the shared "
+                out.append(f"{at}.signing_key: owner {o.name!r}: signing_key {o.signing_key!r} lies under the shared "
                            f"{key} {shared!r}; a private key must stay out of it")
     return out
 

@@ -27,6 +27,7 @@ from typing import Any, Literal, Mapping, Optional, Protocol, Sequence
 
 from fragrelease.budget import ReleaseBudget, horizontal_budget, split_epsilon_vertical, vertical_budget
 from fragrelease.errors import IdentifierError, ProtocolError
+from fragrelease.idpir.difference import first_difference
 from fragrelease.validation import registered
 
 #: The fragmentations' wire names (the ``fragmentation`` field of configurations, plans, manifests).
@@ -154,9 +155,11 @@ class _Horizontal(Fragmentation):
                         f"{sorted(a - b)} that {m.owner!r} lacks, {m.owner!r} has {sorted(b - a)} that {first.owner!r} lacks"
                     )
                 for x, y in zip(sorted(first.attributes, key=lambda s: s["name"]), sorted(m.attributes, key=lambda s: s["name"]), strict=False):
-                    if x != y:
+                    diff = first_difference(y, x)
+                    if diff is not None:
                         raise ProtocolError(
-                            f"attribute {x['name']!r} is declared differently by {first.owner!r} ({x}) and {m.owner!r} ({y})"
+                            f"attribute {x['name']!r} is declared differently by {first.owner!r} and {m.owner!r}: "
+                            f"{diff.where or 'its spec'} is {diff.want} for {first.owner!r}, {diff.got} for {m.owner!r}"
                         )
                 raise ProtocolError(f"owners {first.owner!r} and {m.owner!r} list their attributes in different orders")
 

@@ -21,6 +21,7 @@ from typing import Any, Protocol, Sequence
 from fragrelease.errors import ManifestMismatchError
 from fragrelease.idpir.category_order import AttributeBudget
 from fragrelease.idpir.config import OwnerConfig, ReleaseConfig
+from fragrelease.idpir.difference import first_difference, shown
 from fragrelease.idpir.fragmentation import fragmentation_of
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.options import OPTION_NAMES
@@ -139,10 +140,6 @@ def _same(field: str, got: Any, want: Any) -> bool:
     return bool(got == want)
 
 
-def _show(value: Any) -> str:
-    return value if isinstance(value, str) else str(value) if isinstance(value, Fraction) else repr(value)
-
-
 def check_plan_for_owner(plan: Plan, owner: str, expected: dict[str, Any]) -> None:
     """Refuse ``plan`` unless it says for ``owner`` exactly what ``expected`` (its configuration) says.
 
@@ -154,14 +151,32 @@ def check_plan_for_owner(plan: Plan, owner: str, expected: dict[str, Any]) -> No
     ManifestMismatchError
         One line naming the owner, the plan, the first field that differs and both values, e.g.
         ``owner 'clinic-a' refuses plan 1234…: epsilon_j is 50 in the plan, its configuration says 1``;
-        or the owner is not part of the plan.
+        in a list of attribute specs or budgets, the first attribute and key that differ and both
+        values there (``attribute_specs: attribute 'age' domain is [0.0, 1000.0] in the plan, its
+        configuration says [0.0, 120.0]``; :func:`fragrelease.idpir.difference.first_difference`),
+        each value at most :data:`~fragrelease.idpir.difference.MAX_SHOWN` characters; or the owner
+        is not part of the plan.
     """
     stated = plan_terms(plan, owner)
     for field, want in expected.items():
         got = stated.get(field)
         if not _same(field, got, want):
-            raise ManifestMismatchError(f"owner {owner!r} refuses plan {plan.plan_id}: {field} is {_show(got)} in the plan, "
-                                        f"its configuration says {_show(want)}")
+            where, said, says = _first_difference(field, got, want)
+            raise ManifestMismatchError(f"owner {owner!r} refuses plan {plan.plan_id}: {where} is {said} in the plan, "
+                                        f"its configuration says {says}")
+
+
+def _first_difference(field: str, got: Any, want: Any) -> tuple[str, str, str]:
+    """(where, the plan's value, the configuration's value) for the message of a field that differs.
+
+    A short value is shown whole (``owners is ['a', 'b', 'mallory']``); a long list or a list of
+    attribute specs or budgets by its first difference (``attribute_specs: attribute 'age' domain is
+    [0.0, 1000.0] ...``, ``attribute_specs: attribute 'city' categories item 7 is ...``), never whole
+    (:func:`fragrelease.idpir.difference.first_difference`)."""
+    diff = first_difference(got, want)
+    if diff is None:  # equal items in another container type: say so shortly
+        return field, shown(got), shown(want)
+    return (f"{field}: {diff.where}" if diff.where else field), diff.got, diff.want
 
 
 def verified_spec(plan: Plan, cfg: ReleaseConfig, schema: _Schema, owner: str) -> ProtectionSpec:

@@ -72,9 +72,9 @@ class ProtectionSpec:
             raise InvalidParameterError(f"owner {self.owner!r} lists an attribute twice: {names}")
         total = sum((b.total for b in self.budgets), Fraction(0))
         if total != self.epsilon:
-            raise InvalidParameterError(f"owner {self.owner!r}'s attribute budgets add up to {total}, not its ε = {self.epsilon}")
+            raise InvalidParameterError(f"owner {self.owner!r}: the attribute budgets add up to {total}, not its ε = {self.epsilon}")
         if not isinstance(self.options, ReleaseOptions):
-            raise InvalidParameterError(f"owner {self.owner!r}'s spec needs ReleaseOptions, not {type(self.options).__name__}")
+            raise InvalidParameterError(f"owner {self.owner!r}: the spec needs ReleaseOptions, not {type(self.options).__name__}")
         if self.k_used > self.n_records:
             raise InvalidParameterError(f"k = {self.k_used} exceeds the {self.n_records} records of owner {self.owner!r}")
 

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from fragrelease.budget import Epsilon
 from fragrelease.errors import InvalidParameterError, ManifestMismatchError
+from fragrelease.idpir.difference import first_difference
 from fragrelease.synthesis.domain import DEFAULT_BINS, SynthesisDomain
 from fragrelease.synthesis.mechanism import (
     Clique,
@@ -127,12 +128,12 @@ class Measurement(BaseModel):
             An attribute outside the domain, a cell count of the wrong size or a value that is not finite.
         """
         if any(a not in domain.names for a in self.attributes):
-            raise ManifestMismatchError(f"owner {owner!r}'s {what} measures {list(self.attributes)}, not attributes of "
+            raise ManifestMismatchError(f"owner {owner!r}: {what} measures {list(self.attributes)}, not attributes of "
                                         "the plan")
         shape = tuple(domain.sizes[a] for a in self.attributes)
         values = np.asarray(self.counts, dtype=float)
         if values.size != int(np.prod(shape)) or not np.all(np.isfinite(values)):
-            raise ManifestMismatchError(f"owner {owner!r}'s {what} of {list(self.attributes)} holds {values.size} "
+            raise ManifestMismatchError(f"owner {owner!r}: {what} of {list(self.attributes)} holds {values.size} "
                                         f"cells, not the {int(np.prod(shape))} finite ones of its attributes")
         return values.reshape(shape)
 
@@ -202,15 +203,15 @@ def round_two_digest(cliques: Sequence[Measurement]) -> str:
 def _check_common(msg: _SignedMessage, *, plan_id: str, owner: str, epsilon: Fraction, n_records: int,
                   what: str) -> None:
     if msg.plan_id != plan_id:
-        raise ManifestMismatchError(f"owner {owner!r}'s {what} is for plan {msg.plan_id!r}, not {plan_id!r}: refused")
+        raise ManifestMismatchError(f"owner {owner!r}: {what} is for plan {msg.plan_id!r}, not {plan_id!r}: refused")
     if msg.owner != owner:
         raise ManifestMismatchError(f"the {what} in the folder of owner {owner!r} names owner {msg.owner!r}: refused "
                                     "(copied or moved from another owner's folder)")
     if Fraction(msg.epsilon) != Fraction(epsilon):
-        raise ManifestMismatchError(f"owner {owner!r}'s {what} spent ε = {msg.epsilon}, the plan gives {epsilon}: "
+        raise ManifestMismatchError(f"owner {owner!r}: {what} spent ε = {msg.epsilon}, the plan gives {epsilon}: "
                                     "refused")
     if msg.n_records != n_records:
-        raise ManifestMismatchError(f"owner {owner!r}'s {what} covers {msg.n_records} records, the plan "
+        raise ManifestMismatchError(f"owner {owner!r}: {what} covers {msg.n_records} records, the plan "
                                     f"{n_records}: refused")
 
 
@@ -227,14 +228,16 @@ def check_round_one(msg: RoundOneMessage, spec: SynthesisSpec, *, plan_id: str, 
     _check_common(msg, plan_id=plan_id, owner=owner, epsilon=spec.round_one_epsilon, n_records=n_records,
                   what="synthesis round one")
     if round_one_digest(msg.one_way, msg.edges) != msg.content_digest:
-        raise ManifestMismatchError(f"owner {owner!r}'s synthesis round one does not match its content digest: refused")
-    if tuple(m.attributes for m in msg.one_way) != tuple((a,) for a in spec.domain.names):
-        raise ManifestMismatchError(f"owner {owner!r}'s synthesis round one measures other 1-way marginals than the "
-                                    f"plan's attributes {list(spec.domain.names)}: refused")
+        raise ManifestMismatchError(f"owner {owner!r}: synthesis round one does not match its content digest: refused")
+    measured = [m.attributes[0] if len(m.attributes) == 1 else list(m.attributes) for m in msg.one_way]
+    diff = first_difference(measured, list(spec.domain.names), "1-way marginal")
+    if diff is not None:
+        raise ManifestMismatchError(f"owner {owner!r}: synthesis round one measures other 1-way marginals than the "
+                                    f"plan's attributes ({diff.where} is {diff.got}, the plan's is {diff.want}): refused")
     feats = set(spec.features)
     steps = max(len(spec.features) - 1, 0)
     if len(msg.edges) != steps or any(a == b or a not in feats or b not in feats for a, b in msg.edges):
-        raise ManifestMismatchError(f"owner {owner!r}'s synthesis round one holds {len(msg.edges)} edges, not the "
+        raise ManifestMismatchError(f"owner {owner!r}: synthesis round one holds {len(msg.edges)} edges, not the "
                                     f"{steps} pairs of distinct features its tree has: refused")
     return msg.round_one(spec.domain)
 
@@ -268,8 +271,8 @@ def check_round_two(msg: RoundTwoMessage, spec: SynthesisSpec, cliques: Sequence
     _check_common(msg, plan_id=plan_id, owner=owner, epsilon=spec.round_two_epsilon, n_records=n_records,
                   what="synthesis round two")
     if round_two_digest(msg.cliques) != msg.content_digest:
-        raise ManifestMismatchError(f"owner {owner!r}'s synthesis round two does not match its content digest: refused")
+        raise ManifestMismatchError(f"owner {owner!r}: synthesis round two does not match its content digest: refused")
     if tuple(m.attributes for m in msg.cliques) != tuple(tuple(c) for c in cliques):
-        raise ManifestMismatchError(f"owner {owner!r}'s synthesis round two measured other cliques than the ones its "
+        raise ManifestMismatchError(f"owner {owner!r}: synthesis round two measured other cliques than the ones its "
                                     "owners' round one selects: refused")
     return msg.measured(spec.domain)

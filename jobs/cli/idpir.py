@@ -334,10 +334,14 @@ def owner_metadata(config: str = typer.Option(..., "--config"), owner: str = typ
                    master: Optional[str] = MASTER, source_table: Optional[str] = SOURCE_TABLE):
     """Validate the owner's fragment and write its public metadata for the aggregator."""
     from ..idpir.context import owner_context
+    from ..idpir.fragment import FragmentContext, describe_source
     from ..idpir.owner import describe_fragment
+    from ..storage import check_source_encoding
 
     cfg = _config(config, "owner", owner, source_table=source_table)
     ctx = owner_context(cfg, owner)  # no data: before Spark starts
+    source = ctx.paths.fragment  # a UTF-16 CSV: said so from its first bytes, before Spark starts
+    check_source_encoding(source, FragmentContext(ctx.name, describe_source(source)).where())
     meta = describe_fragment(_spark(master, cfg, inputs=[ctx.paths.fragment]), ctx)
     console.print(f"owner {meta.owner}: {meta.n_records:,} records, {len(meta.attributes)} attributes offered")
 
@@ -431,6 +435,10 @@ def aggregator_release(config: str = typer.Option(..., "--config"), master: Opti
     cfg = _config(config, "aggregator", output_table=output_table)
     ctx = aggregator_context(cfg)
     plan = pinned_plan(ctx, plan_id)  # no Spark yet: a plan.json this aggregator did not issue is refused first
+    if linkage_of(plan.linkage).synthesized:  # no Spark either for an owner's round not written yet
+        from ..synthesis.aggregator import check_rounds_written
+
+        check_rounds_written(ctx, plan)
     result = release(_spark(master, cfg, commits=True), ctx, plan=plan)
     console.print(f"release committed: {result.table or result.path} version {result.version}, {result.rows:,} rows; "
                   f"report {result.report}")

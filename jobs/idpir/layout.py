@@ -44,7 +44,7 @@ from typing import Optional, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from fragrelease.errors import ProtocolError
+from fragrelease.errors import ConfigError, ProtocolError
 from fragrelease.idpir.config import (
     PRIVATE_ROOT_ENV,
     OwnerConfig,
@@ -70,14 +70,18 @@ def read_message(model: type[M], path: str, *, party: str, what: str, error: typ
     Raises
     ------
     ConfigError
-        The file does not exist (:func:`fragrelease.jobs.storage.read_text`).
+        The file does not exist: ``<party>: <what> '<path>' does not exist: it has not been written yet``.
     error (ProtocolError by default)
         ``<party>: <what> '<path>' is not valid JSON ...`` / ``... is not a valid <what> (<key>: <problem>)``.
     """
-    from ..storage import read_text
+    from ..storage import file_exists, read_text
 
     try:
         text = read_text(path)
+    except ConfigError:
+        if file_exists(path):  # not a missing file: as read_text said
+            raise
+        raise ConfigError(f"{party}: {what} {path!r} does not exist: it has not been written yet") from None
     except UnicodeDecodeError:
         raise error(f"{party}: {what} {path!r} cannot be used (not UTF-8 text); it was damaged or not written by "
                     "fragrelease: refusing") from None

@@ -67,9 +67,13 @@ def _read_fragment(spark, ctx: OwnerContext):
     """The owner's fragment, the context its validation errors name (the owner and its source), and
     whether it was read as text (a CSV source: no inference pass; the validation parses every value
     against the declared schema and :func:`conform_attributes` casts the numbers afterwards)."""
+    from ..storage import check_source_encoding
+
     source = ctx.paths.fragment
     text = source.table is None and source.format == "csv"
-    return read_configured(spark, source, text=text), FragmentContext(ctx.name, describe_source(source)), text
+    context = FragmentContext(ctx.name, describe_source(source))
+    check_source_encoding(source, context.where())  # a UTF-16 CSV: said so, before Spark reads it
+    return read_configured(spark, source, text=text), context, text
 
 
 def describe_fragment(spark, ctx: OwnerContext) -> OwnerMetadata:
@@ -489,7 +493,7 @@ def _discard_interrupted_write(owner_name: str, target: str) -> None:
                          or e.type == pafs.FileType.File and spark_file.fullmatch(e.base_name))]
     if strangers or commits:
         raise ReleaseExistsError(f"{target!r} is not a Delta table but holds {sorted(strangers + [c.base_name for c in commits])[:3]}, "
-                                 f"which owner {owner_name!r}'s step did not write; it was left in place")
+                                 f"which the step of owner {owner_name!r} did not write; it was left in place")
     if entries:
         _remove_tree(target)
         log.warning("owner %s: removed the uncommitted files an interrupted write left at %r", owner_name, target)

@@ -133,6 +133,7 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
         ``run`` (every owner's) or ``owner`` (its own): a ledger ``path`` that is damaged or cannot be
         read (:func:`fragrelease.jobs.idpir.ledger.check_intact`); a missing ledger is fine.
     """
+    from fragrelease.idpir.category_order import check_category_counts
     from fragrelease.schemas.datasets import BUILTIN_SCHEMAS, resolve_schema
 
     from .workspace import check_work_dir
@@ -152,6 +153,7 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
     if party == "aggregator":  # it reads only protocol messages: no schema file or source needed here
         return
     schema = resolve_schema(cfg.dataset)  # its error names the dataset
+    check_category_counts(schema.protected, dataset=cfg.dataset)  # 200,000 categories: refused here, not after hours
     if linkage_of(cfg.linkage).synthesized:
         synthesis_spec_of(cfg)  # the target and the domain, before Spark starts
     if schema.id_column is None:

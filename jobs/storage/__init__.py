@@ -36,7 +36,7 @@ from .catalog import (
     with_table_names,
 )
 from .commit import IF_EXISTS, SYSTEMS, commit_release, refuse_existing, stamp_provenance
-from .csv_source import csv_header, read_csv_text
+from .csv_source import check_source_encoding, csv_encoding_problem, csv_header, read_csv_text
 from .errors import is_storage_failure, is_write_failure, path_cause, spark_failure_cause
 from .files import (
     check_commit,
@@ -73,7 +73,7 @@ __all__ = [
     "read_source", "read_text", "table_history", "table_provenance",
     "table_self_description", "write_text",
     # csv_source
-    "csv_header", "read_csv_text",
+    "check_source_encoding", "csv_encoding_problem", "csv_header", "read_csv_text",
     # catalog
     "PROP_LOCATION", "PROP_VERSION", "check_local_catalog", "ensure_database", "read_table", "register",
     "release_exists", "table_exists", "table_location", "uses_catalog", "with_table_names",

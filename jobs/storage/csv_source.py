@@ -36,6 +36,86 @@ _MAX_HEADER_BYTES = 1 << 20
 _HEADER_CHUNK = 8192
 
 
+def _first_file(path: str):
+    """``(filesystem, path)`` of ``path``'s first CSV file as Spark lists them (a file, or a folder's first
+    file by name not starting with ``_`` or ``.``), or ``None`` (no such file, a glob). May raise
+    (an unreadable path): callers catch."""
+    import pyarrow.fs as pafs
+
+    if any(c in path for c in "*?[{"):
+        return None
+    fs, p = fs_path(path)
+    info = fs.get_file_info(p)
+    if info.type == pafs.FileType.Directory:
+        files = sorted(f.path for f in fs.get_file_info(pafs.FileSelector(p))
+                       if f.type == pafs.FileType.File and not posixpath.basename(f.path).startswith(("_", ".")))
+        return (fs, files[0]) if files else None
+    return (fs, p) if info.type == pafs.FileType.File else None
+
+
+#: Byte-order marks of the encodings Spark's CSV reader does not read by default (UTF-32 before UTF-16:
+#: ``FF FE 00 00`` starts with UTF-16's ``FF FE``).
+_BOMS = ((b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe\x00\x00", "UTF-32"), (b"\xfe\xff", "UTF-16"),
+         (b"\xff\xfe", "UTF-16"))
+#: File name endings Spark decompresses (their bytes are not text): not sniffed.
+_COMPRESSED = (".gz", ".bz2", ".deflate", ".lz4", ".snappy", ".zst", ".xz", ".zip")
+_SNIFF_BYTES = 4096
+
+
+def csv_encoding_problem(path: str, options: Mapping[str, str]) -> Optional[str]:
+    """Why ``path``'s first CSV file (as :func:`csv_header` picks it) is not the UTF-8 text Spark reads, as
+    the end of a sentence (``the file`` or, in a folder, ``its file 'part-0.csv'``), or ``None``.
+
+    Spark reads a CSV source as UTF-8 unless its options name another ``encoding`` (or ``charset``):
+    a UTF-16 or UTF-32 file then reads as one column whose name is full of ``\\x00``. Checked on
+    the first 4 KiB of the file, on the driver (no Spark job): a UTF-16 or UTF-32 byte-order mark
+    (``the file is UTF-16 (byte-order mark); save it as UTF-8``), or NUL bytes in the first
+    line (UTF-16 or UTF-32 without a mark). ``None`` when the options name an encoding, for a glob,
+    a compressed file, a path that cannot be read (Spark's read then says why) and for text without
+    either sign. Never raises.
+    """
+    if any(str(k).lower() in ("encoding", "charset") for k in options):
+        return None
+    try:
+        first = _first_file(path)
+        if first is None or first[1].lower().endswith(_COMPRESSED):
+            return None
+        fs, p = first
+        first_given = fs_path(path)[1]
+        with fs.open_input_stream(p) as f:
+            head = f.read(_SNIFF_BYTES)
+    except Exception:  # noqa: BLE001 - an unreadable path: Spark's read says why
+        return None
+    name = "the file" if p == first_given else f"its file {posixpath.basename(p)!r}"
+    for bom, encoding in _BOMS:
+        if head.startswith(bom):
+            return f"{name} is {encoding} (byte-order mark); save it as UTF-8"
+    if b"\x00" in head.split(b"\n", 1)[0]:
+        return (f"{name} holds NUL bytes in its first line, as UTF-16 or UTF-32 text does; save it as UTF-8 "
+                "(or name its encoding in the source's options)")
+    return None
+
+
+def check_source_encoding(source: object, where: str) -> None:
+    """Refuse a CSV source that is not UTF-8 text before Spark reads it (:func:`csv_encoding_problem`; no
+    Spark job). ``source`` is a :class:`fragrelease.idpir.config.SourceConfig` (anything but a CSV path
+    passes); ``where`` starts the message (``owner 'clinic-a' (source /data/a.csv)``).
+
+    Raises
+    ------
+    SchemaMismatchError
+        ``owner 'clinic-a' (source /data/a.csv): the file is UTF-16 (byte-order mark); save it as UTF-8``.
+    """
+    from fragrelease.errors import SchemaMismatchError
+
+    path = getattr(source, "path", None)
+    if getattr(source, "format", None) != "csv" or getattr(source, "table", None) is not None or not path:
+        return
+    problem = csv_encoding_problem(str(path), dict(getattr(source, "options", None) or {}))
+    if problem is not None:
+        raise SchemaMismatchError(f"{where}: {problem}")
+
+
 def csv_header(path: str, options: Mapping[str, str]) -> Optional[list[str]]:
     """The column names in the first line of ``path``'s first CSV file (a file, or a folder of files
     as Spark lists them: not starting with ``_`` or ``.``, the first by name), or ``None`` when this
@@ -48,18 +128,10 @@ def csv_header(path: str, options: Mapping[str, str]) -> Optional[list[str]]:
     if len(sep) != 1 or len(quote) != 1:
         return None
     try:
-        import pyarrow.fs as pafs
-
-        fs, p = fs_path(path)
-        info = fs.get_file_info(p)
-        if info.type == pafs.FileType.Directory:
-            files = sorted(f.path for f in fs.get_file_info(pafs.FileSelector(p))
-                           if f.type == pafs.FileType.File and not posixpath.basename(f.path).startswith(("_", ".")))
-            if not files:
-                return None
-            p = files[0]
-        elif info.type != pafs.FileType.File:
+        first = _first_file(path)
+        if first is None:
             return None
+        fs, p = first
         head = b""
         with fs.open_input_stream(p) as f:  # up to the first line break: no more of the rows than needed
             while b"\n" not in head and len(head) < _MAX_HEADER_BYTES:

@@ -95,11 +95,24 @@ def read_source(spark, path: str, fmt: str = "parquet", options: Optional[dict] 
     ``text``: a CSV source's columns as strings, read without Spark's inference passes when its
     header can be read on the driver (:func:`fragrelease.jobs.storage.read_csv_text`; the caller
     validates and casts the values), else inferred as without it.
+
+    Raises
+    ------
+    SchemaMismatchError
+        A CSV file that is UTF-16 or UTF-32, not UTF-8 (:func:`fragrelease.jobs.storage.csv_source.csv_encoding_problem`),
+        before Spark reads it: ``source <path>: the file is UTF-16 (byte-order mark); save it as UTF-8``.
+    ConfigError
+        An unknown format.
     """
     options = dict(options or {})
     if fmt == "delta":
         return read_delta(spark, path)
     if fmt == "csv":
+        from .csv_source import csv_encoding_problem
+
+        problem = csv_encoding_problem(path, options)  # a UTF-16 file would read as one column of NULs
+        if problem is not None:
+            raise SchemaMismatchError(f"source {path}: {problem}")
         if text and "inferSchema" not in options:
             from .csv_source import read_csv_text
 

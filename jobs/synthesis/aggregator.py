@@ -23,10 +23,31 @@ from fragrelease.udfs.synthesis import synthetic_rows
 from ..idpir.context import AggregatorContext
 from ..idpir.layout import read_message
 from ..idpir.signatures import public_keys
+from ..storage import file_exists
 from .owner import plan_synthesis_spec, read_round_one, round_path
+from .rounds import missing_round
 
 #: Rows each sampling task draws (a task holds one batch of codes at a time: about 100 bytes per row).
 ROWS_PER_TASK = 1_000_000
+
+
+def check_rounds_written(ctx: AggregatorContext, plan: Plan) -> None:
+    """Refuse, before Spark starts, a synthetic release whose owners have not written both rounds.
+
+    Looks at the files only (their existence under ``work_dir``; nothing is read or verified here):
+    every owner's round one in plan order, then every owner's round two.
+
+    Raises
+    ------
+    ConfigError
+        One line naming the first owner whose round is missing, the round, the plan, the path and the
+        command that owner runs next (:func:`.rounds.missing_round`).
+    """
+    for number in (1, 2):
+        for o in plan.owners:
+            path = round_path(ctx.owners[o.name], number)
+            if not file_exists(path):
+                raise missing_round("aggregator", o.name, number, plan.plan_id, path)
 
 
 def synthesize(spark, ctx: AggregatorContext, plan: Plan, keys: Optional[Mapping] = None, *, iters: int = 1000):
@@ -43,13 +64,15 @@ def synthesize(spark, ctx: AggregatorContext, plan: Plan, keys: Optional[Mapping
     Raises
     ------
     ConfigError
-        An owner's round one or two is missing (its protect step has not run twice).
+        An owner's round one or two is missing (its protect step has not run twice;
+        :func:`check_rounds_written`).
     ManifestMismatchError, SignatureError, ProtocolError
         A message that is damaged, unsigned, signed with another key, for another plan or owner, or
         measuring other marginals than the plan and round one fix; owners with different ε_j.
     MissingDependencyError
         mbi (the ``synthesis`` extra) is not installed.
     """
+    check_rounds_written(ctx, plan)
     keys = public_keys(ctx.config) if keys is None else keys
     epsilons = {Fraction(o.epsilon) for o in plan.owners}
     if len(epsilons) != 1:

@@ -58,6 +58,7 @@ from ..idpir.signatures import owner_signing_key, public_keys
 from ..idpir.workspace import claim_work_dir
 from ..storage import file_exists, register, write_text
 from .counts import coded_columns, marginal_counts
+from .rounds import missing_round
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ def read_round_one(owners: Mapping[str, OwnerPaths], plan: Plan, spec: Synthesis
     Raises
     ------
     ConfigError
-        An owner's round one is not there yet (``run the protect step of owner '<o>' first``).
+        An owner's round one is not there yet (:func:`.rounds.missing_round`).
     ManifestMismatchError, SignatureError, ProtocolError
         A message that is damaged, unsigned, signed with another key or for another plan or owner.
     """
@@ -93,8 +94,7 @@ def read_round_one(owners: Mapping[str, OwnerPaths], plan: Plan, spec: Synthesis
     for o in plan.owners:
         path = round_path(owners[o.name], 1)
         if not file_exists(path):
-            raise ConfigError(f"{party}: owner {o.name!r} has not written its synthesis round one ({path!r}) yet; run "
-                              f"its protect step first")
+            raise missing_round(party, o.name, 1, plan.plan_id, path)
         msg = read_message(RoundOneMessage, path, party=party, what=f"synthesis round one of owner {o.name!r}")
         key = keys.get(o.name)
         if key is None:

@@ -113,7 +113,7 @@ def _cfg(tmp_path, **owner_a):
 
 def test_configuration_refuses_a_key_under_work_dir_or_output_and_keys_on_some_owners_only(tmp_path):
     inside = str(tmp_path / "work" / "owners" / "k.key")
-    with pytest.raises(ConfigError, match=r"owner 'a''s pseudonym key file .*k\.key' lies under the shared work_dir"):
+    with pytest.raises(ConfigError, match=r"owner 'a': pseudonym key file .*k\.key' lies under the shared work_dir"):
         config_from_dict(_cfg(tmp_path, pseudonym_key={"file": inside}))
     with pytest.raises(ConfigError, match="lies under the shared output"):
         config_from_dict(_cfg(tmp_path, pseudonym_key={"file": str(tmp_path / "out" / "k")}))

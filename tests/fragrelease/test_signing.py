@@ -123,7 +123,11 @@ def test_unsafe_private_key_files_are_refused_naming_the_owner(tmp_path):
     bad = tmp_path / "keys" / "bad.key"
     bad.write_text("not a key")
     os.chmod(bad, 0o600)
-    with pytest.raises(SigningKeyError, match="owner 'a': signing_key .* is not an unencrypted PEM private key"):
+    with pytest.raises(SigningKeyError, match="owner 'a': signing_key .* is not a PEM file"):
+        load_private_key(str(bad), owner="a")
+    bad.write_text("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")  # a PEM block, damaged
+    with pytest.raises(SigningKeyError, match=r"owner 'a': signing_key .* is not an unencrypted PEM private key "
+                                              r"\(Could not deserialize key data\)$"):
         load_private_key(str(bad), owner="a")
 
 
@@ -138,7 +142,7 @@ def _cfg(tmp_path, **owner_b):
 def test_configuration_refuses_bad_public_keys_and_keys_in_shared_folders(tmp_path):
     with pytest.raises(ConfigError, match=r"owners\[1\]\.public_key: owner 'b': public_key 'xyz' is not base64"):
         _cfg(tmp_path, public_key="xyz")
-    with pytest.raises(ConfigError, match=r"owners\[1\]\.signing_key: owner 'b'.s signing_key .* lies under the shared work_dir"):
+    with pytest.raises(ConfigError, match=r"owners\[1\]\.signing_key: owner 'b': signing_key .* lies under the shared work_dir"):
         _cfg(tmp_path, signing_key=str(tmp_path / "work" / "b.key"))
     with pytest.raises(ConfigError, match=r"lies under the shared output"):
         _cfg(tmp_path, signing_key=str(tmp_path / "out" / "keys" / "b.key"))

@@ -99,16 +99,22 @@ def _field_cases(tmp_path):
          "k is 5 in the plan, its configuration says 1"),
         ("mechanism", h, hp.model_copy(update={"mechanism": "dp-ir"}), "clinic-a",
          "mechanism is dp-ir in the plan, its configuration says idp-ir"),
-        ("attributes", h, _forge_owner(hp, "clinic-a", attributes=b.attributes[:-1]), "clinic-a", "attributes is ["),
+        ("attributes", h, _forge_owner(hp, "clinic-a", attributes=b.attributes[:-1]), "clinic-a",
+         "attributes: item 10 is absent (it has 9 items) in the plan, its configuration says 'native-country'"),
         ("attribute domain", h, hp.model_copy(update={"attributes": tuple(
             {**a, "domain": [0.0, 1000.0]} if a["name"] == "age" else a for a in hp.attributes)}), "clinic-a",
-         "attribute_specs is ["),
+         "attribute_specs: attribute 'age' domain is [0.0, 1000.0] in the plan, its configuration says [0.0, 100.0]"),
+        ("attribute categories", h, hp.model_copy(update={"attributes": tuple(
+            {**a, "categories": ["Male", "Female"]} if a["name"] == "sex" else a for a in hp.attributes)}), "clinic-a",
+         "attribute_specs: attribute 'sex' categories is ['Male', 'Female'] in the plan, its configuration says "
+         "['Female', 'Male']"),
         ("category order", h, hp.model_copy(update={"category_order": "declared"}), "clinic-a",
          "category_order is declared in the plan, its configuration says dp-frequency"),
         ("category order share", h, hp.model_copy(update={"category_order_share": "1/2"}), "clinic-a",
          "category_order_share is 1/2 in the plan, its configuration says 1/10"),
         ("budget split", h, _forge_owner(hp, "clinic-a", budgets=tuple(
-            {**x.to_dict(), "epsilon_order": "0"} for x in b.budgets)), "clinic-a", "budgets is ["),
+            {**x.to_dict(), "epsilon_order": "0"} for x in b.budgets)), "clinic-a",
+         "budgets: attribute 'workclass' epsilon_order is '0' in the plan, its configuration says '1/100'"),
         ("postprocess", h, hp.model_copy(update={"postprocess": "none"}), "clinic-a",
          "postprocess is none in the plan, its configuration says isotonic"),
         ("linkage", h, hp.model_copy(update={"linkage": "unlinked"}), "clinic-a",
@@ -136,6 +142,26 @@ def test_each_field_that_differs_is_refused(field, tmp_path):
     msg = str(info.value)
     assert msg.startswith(f"owner {owner!r} refuses plan {plan.plan_id}: ") and "\n" not in msg, msg
     assert text in msg, msg
+
+
+def test_a_forged_long_category_list_is_answered_with_its_first_difference_only(tmp_path, monkeypatch):
+    """A forged domain of an attribute with many categories: one short line, not the spec list."""
+    import fragrelease.idpir.plan_check as pc
+
+    cats = [f"city-{i}" for i in range(5000)]
+    want = {"attribute_specs": [{"name": "age", "kind": "numeric", "domain": [0.0, 120.0]},
+                                {"name": "city", "kind": "categorical", "categories": cats}]}
+    plan = _plan(_cfg(tmp_path))
+    stated = pc.plan_terms
+    for forged_cats, said in ((cats[:3] + ["mallory"] + cats[4:],
+                               "categories item 4 is 'mallory' in the plan, its configuration says 'city-3'"),
+                              (cats + ["extra"], "categories item 5001 is 'extra' in the plan, its configuration "
+                                                 "says absent (it has 5000 items)")):
+        forged = [want["attribute_specs"][0], {"name": "city", "kind": "categorical", "categories": forged_cats}]
+        monkeypatch.setattr(pc, "plan_terms", lambda p, o, forged=forged: {**stated(p, o), "attribute_specs": forged})
+        with pytest.raises(ManifestMismatchError) as info:
+            pc.check_plan_for_owner(plan, "clinic-a", want)
+        assert str(info.value) == f"owner 'clinic-a' refuses plan {plan.plan_id}: attribute_specs: attribute 'city' {said}"
 
 
 def test_owner_not_in_the_plan_is_refused(tmp_path):

@@ -107,6 +107,15 @@ def test_round_one_messages_are_checked_against_the_plan_and_their_digest():
     changed[0] = Measurement(attributes=changed[0].attributes, counts=(1e6,) + changed[0].counts[1:])
     with pytest.raises(ManifestMismatchError, match="does not match its content digest"):
         check_round_one(_message(spec, r1, one_way=tuple(changed)), spec, plan_id="p1", owner="a", n_records=100)
+    swapped = list(_message(spec, r1).one_way)
+    swapped[0], swapped[1] = swapped[1], swapped[0]
+    names = spec.domain.names
+    with pytest.raises(ManifestMismatchError) as info:  # the first marginal that differs, not the plan's whole list
+        check_round_one(_message(spec, r1, one_way=tuple(swapped), content_digest=round_one_digest(swapped, r1.edges)),
+                        spec, plan_id="p1", owner="a", n_records=100)
+    got = [names[1], names[0], *names[2:]]  # a short list is shown whole, a long one by its first difference
+    assert str(info.value) == (f"owner 'a': synthesis round one measures other 1-way marginals than the plan's "
+                               f"attributes (1-way marginal is {got!r}, the plan's is {list(names)!r}): refused")
     bad_edges = (("age", "age"),) + tuple(r1.edges[1:])
     with pytest.raises(ManifestMismatchError, match="pairs of distinct features"):
         check_round_one(_message(spec, r1, edges=bad_edges, content_digest=round_one_digest(

@@ -184,7 +184,7 @@ def test_files_of_an_interrupted_write_are_discarded_and_anything_else_is_kept(t
     os.makedirs(target)
     with open(os.path.join(target, "notes.txt"), "w") as f:
         f.write("keep")
-    with pytest.raises(ReleaseExistsError, match=r"is not a Delta table but holds \['notes.txt'\], which owner 'a''s "
-                                                 r"step did not write; it was left in place"):
+    with pytest.raises(ReleaseExistsError, match=r"is not a Delta table but holds \['notes.txt'\], which the step of owner 'a' "
+                                                 r"did not write; it was left in place"):
         owner.discard_unpublished_fragment(owner_context(cfg, "a"), "plan", target)
     assert open(os.path.join(target, "notes.txt")).read() == "keep"

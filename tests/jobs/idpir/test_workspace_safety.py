@@ -172,7 +172,7 @@ def test_private_folder_or_root_inside_work_dir_is_refused(how, tmp_path, monkey
     data = _base(tmp_path)
     if how == "private_dir":
         data["owners"][0]["private_dir"] = str(tmp_path / "work" / "a-private")
-        text = "owners[0].private_dir: owner 'a''s private_dir"
+        text = "owners[0].private_dir: owner 'a': private_dir"
     else:
         monkeypatch.setenv("FRAGRELEASE_PRIVATE_ROOT", str(tmp_path / "work" / "private"))
         text = (f"FRAGRELEASE_PRIVATE_ROOT: the default private root {str(tmp_path / 'work' / 'private')!r} of owners "
@@ -186,7 +186,7 @@ def test_private_folder_or_root_inside_work_dir_is_refused(how, tmp_path, monkey
 def test_private_root_under_the_output_is_refused(tmp_path, monkeypatch):
     """And a default private folder under work_dir whose root is not (work_dir inside the root) too."""
     monkeypatch.setenv("FRAGRELEASE_PRIVATE_ROOT", str(tmp_path / "priv"))
-    with pytest.raises(ConfigError, match="owners\\[0\\].private_dir: owner 'a''s default private folder"):
+    with pytest.raises(ConfigError, match="owners\\[0\\].private_dir: owner 'a': default private folder"):
         config_from_dict(_base(tmp_path, work_dir=str(tmp_path / "priv" / "safe")))
     monkeypatch.setenv("FRAGRELEASE_PRIVATE_ROOT", str(tmp_path / "release" / "p"))
     with pytest.raises(ConfigError, match="default private root .* lies under the shared output"):
