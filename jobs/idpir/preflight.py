@@ -8,8 +8,10 @@ of the schema and no attribute twice, simulated row counts add up to the built-i
 most a built-in table's size, the owner named on a command line is in the configuration, the
 owners' pseudonym keys can be read (:mod:`fragrelease.jobs.idpir.keys`), every local source path
 exists (URIs such as ``s3a://``, ``abfss://`` or ``dbfs:/`` are not checked: that needs the cluster's
-credentials), and that ``work_dir`` holds no user file and belongs to this release
-(:mod:`fragrelease.jobs.idpir.workspace`). It also warns, without refusing, when ε exceeds 10 per release
+credentials) and is a file or a folder (not a FIFO), that ``work_dir`` holds no user file and belongs
+to this release (:mod:`fragrelease.jobs.idpir.workspace`), that the output, ``work_dir``, the ledgers
+and the private folders are not placed inside one another and that the party's existing private
+folders are its alone (:mod:`fragrelease.jobs.idpir.placement`). It also warns, without refusing, when ε exceeds 10 per release
 (:func:`fragrelease.validation.warn_if_large_epsilon`).
 
 Which paths are checked depends on the party: ``run`` and ``split`` play every owner on this machine
