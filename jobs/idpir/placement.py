@@ -15,7 +15,7 @@ mix a ledger with other files (:func:`check_placement`, called by ``check_work_d
 - an owner's private folder (or the aggregator's) equal to or inside a ledger; a ledger inside an
   owner's private folder is fine.
 
-Local paths are compared after resolving symbolic links (:func:`fragrelease.jobs.idpir.workspace.within`);
+Local paths are compared after resolving symbolic links (:func:`within`, which the work folder's checks use too);
 URIs as text. :func:`check_private_dirs` refuses an existing private folder that group or others
 may use, before anything (a signing key, a pseudonym key) is written into it.
 
@@ -32,7 +32,31 @@ from fragrelease.errors import ConfigError
 from fragrelease.idpir.config import ReleaseConfig, resolved_private_dir
 from fragrelease.private_files import check_owner_only_mode
 
-from .workspace import _local, within
+
+def _is_uri(path: str) -> bool:
+    return "://" in path or path.startswith("dbfs:")
+
+
+def _local(path: str) -> Optional[str]:
+    """The local path of ``path`` (``file:`` prefixes removed, ``~`` expanded), or None for a remote URI."""
+    if path.startswith("file://"):
+        path = path[len("file://"):]
+    elif path.startswith("file:"):
+        path = path[len("file:"):]
+    elif _is_uri(path):
+        return None
+    return os.path.expanduser(path)
+
+
+def _norm(path: str) -> str:
+    local = _local(path)
+    return path.rstrip("/") if local is None else os.path.realpath(local)
+
+
+def within(path: str, folder: str) -> bool:
+    """True if ``path`` is ``folder`` or lies under it (local paths resolved, symlinks too; URIs as text)."""
+    a, b = _norm(path), _norm(folder)
+    return a == b or a.startswith(b.rstrip("/") + "/")
 
 
 def _ledgers(cfg: ReleaseConfig) -> list[tuple[str, str, str]]:

@@ -177,23 +177,30 @@ def test_an_output_folder_this_user_cannot_write_is_refused(tmp_path, capsys, no
 @pytest.mark.parametrize("committed", [False, True], ids=["new output", "existing release"])
 def test_a_folder_the_release_writes_into_must_be_writable(tmp_path, capsys, no_spark, monkeypatch, committed):
     """As root too: ``os.access`` says no for the folder the commit writes into (the output's parent for a
-    new output and its marker, the table's ``_delta_log`` for a new version)."""
-    from fragrelease.jobs.storage.output_place import check_output_writable
+    new output and its marker, the table's ``_delta_log`` for a new version of an existing release)."""
+    import json
+
+    import pyarrow as pa
+    from deltalake import CommitProperties, write_deltalake
+
+    from fragrelease.jobs.storage import ReleaseTarget, check_output
 
     out = tmp_path / "release"
+    target = ReleaseTarget(output=str(out), config="paths", dataset="clinic")
+    if committed:
+        write_deltalake(str(out), pa.table({"age": pa.array([1.0, 2.0])}), commit_properties=CommitProperties(
+            custom_metadata={"userMetadata": json.dumps({"role": "release", "system": "idpir", "dataset": "clinic"})}))
     denied = str(out / "_delta_log") if committed else str(tmp_path)
     real = os.access
     monkeypatch.setattr(os, "access", lambda p, mode, **kw: p != denied and real(p, mode, **kw))
-    if committed:
-        (out / "_delta_log").mkdir(parents=True)
     with pytest.raises(OutputConflictError) as e:
-        check_output_writable(str(out), str(out), committed=committed)
+        check_output(target, if_exists="new-version")
     assert str(e.value) == (f"output {str(out)!r}: folder {denied!r} is not writable by this user (its mode or a "
                             "read-only disk); nothing was written: fix its permissions or choose another output")
     if not committed:
         _refused(tmp_path, _config(tmp_path), ["validate"], capsys, str(e.value))
     monkeypatch.setattr(os, "access", real)
-    check_output_writable(str(out), str(out), committed=committed)  # control: writable folders pass
+    assert check_output(target, if_exists="new-version") == ("table" if committed else "absent")  # control
 
 
 def test_a_link_to_an_existing_folder_is_followed(tmp_path, capsys, no_spark):
