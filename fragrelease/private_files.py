@@ -6,7 +6,8 @@ exists already is never chmod-ed (the project's safety rule: never change a file
 did not create) but refused when group or others have any permission on it. Used by
 :func:`fragrelease.jobs.idpir.workspace.ensure_private_dir`,
 :func:`fragrelease.pseudonyms.write_key_file`, :func:`fragrelease.pseudonyms.read_key_file` and
-:func:`fragrelease.signing.check_private_key_file`.
+:func:`fragrelease.signing.check_private_key_file`. Key files are read by :func:`read_private_file`,
+which never blocks on a FIFO or a device put where a key file should be.
 """
 from __future__ import annotations
 
@@ -74,3 +75,54 @@ def make_private_dir(path: str, *, who: str, error: Type[FragReleaseError] = Con
         check_owner_only_mode(st.st_mode, who=who, what="private folder", path=path, fix=f"chmod 700 {path}",
                               error=error)
     return created
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular ``st_mode`` is, for a message: ``a FIFO``, ``a socket``, ``a folder``, ``a device``."""
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def read_private_file(path: str, *, who: str, what: str, error: Type[FragReleaseError] = ConfigError) -> bytes:
+    """The bytes of a private file (a key) that must be a regular file only its owner may use.
+
+    Opened without blocking (``O_NONBLOCK``: a FIFO or a device at ``path`` would otherwise make the
+    open or the read wait for ever) and checked on the open descriptor (``fstat``: the file read is
+    the file checked, no name swapped in between): a regular file whose mode grants group and others
+    nothing (:func:`check_owner_only_mode`, fix ``chmod 600``). ``~`` is expanded; a symbolic link is
+    followed to the file it names.
+
+    Raises
+    ------
+    error
+        ``<who>: <what> '<path>' is not a regular file (a FIFO (named pipe))``, the mode
+        (:func:`check_owner_only_mode`), or ``... cannot be read: <the operating system's cause>``.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(os.path.expanduser(path), flags)
+    except OSError as exc:
+        raise error(f"{who}: {what} {path!r} cannot be read: {exc.strerror or type(exc).__name__}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise error(f"{who}: {what} {path!r} is not a regular file ({file_kind(st.st_mode)})")
+        check_owner_only_mode(st.st_mode, who=who, what=what, path=path, fix=f"chmod 600 {path}", error=error)
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise error(f"{who}: {what} {path!r} cannot be read: {exc.strerror or type(exc).__name__}") from None
+    finally:
+        os.close(fd)

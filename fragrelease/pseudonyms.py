@@ -185,24 +185,14 @@ def read_key_file(path: str, *, owner: str) -> bytes:
     ------
     PseudonymKeyError
         The file cannot be read (naming the owner, the path and the OS error), is not a regular
-        file, is readable or writable by group or others, is empty, holds only blanks or a PEM key
-        (a signing key's file), or the secret is short.
+        file (a FIFO, a socket, a device or a folder: refused without waiting on it), is readable or
+        writable by group or others (:func:`fragrelease.private_files.read_private_file`), is empty,
+        holds only blanks or a PEM key (a signing key's file), or the secret is short.
     """
-    import stat
+    from fragrelease.private_files import read_private_file
 
-    from fragrelease.private_files import check_owner_only_mode
-
-    try:
-        with open(os.path.expanduser(path), "rb") as fh:
-            st = os.fstat(fh.fileno())  # the mode of the file read, not of a name checked before
-            if not stat.S_ISREG(st.st_mode):
-                raise PseudonymKeyError(f"owner {owner!r}: pseudonym key file {path!r} is not a regular file")
-            check_owner_only_mode(st.st_mode, who=f"owner {owner!r}", what="pseudonym key file", path=path,
-                                  fix=f"chmod 600 {path}", error=PseudonymKeyError)
-            raw = fh.read()
-    except OSError as exc:
-        raise PseudonymKeyError(f"owner {owner!r}: pseudonym key file {path!r} cannot be read: "
-                                f"{exc.strerror or type(exc).__name__}") from None
+    # never blocks: a FIFO or device named as the key file is refused, not waited on
+    raw = read_private_file(path, who=f"owner {owner!r}", what="pseudonym key file", error=PseudonymKeyError)
     problem = _secret_file_problem(raw)
     if problem is not None:
         raise PseudonymKeyError(f"owner {owner!r}: pseudonym key file {path!r} {problem}; write a random secret: "

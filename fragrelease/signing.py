@@ -39,7 +39,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from fragrelease.errors import SignatureError, SigningKeyError
-from fragrelease.private_files import check_owner_only_mode, make_private_dir
+from fragrelease.private_files import check_owner_only_mode, file_kind, make_private_dir, read_private_file
 from fragrelease.rng.secure import secure_bytes
 
 #: Domain-separation prefix of every manifest payload (bump the version when the payload changes).
@@ -130,7 +130,7 @@ def check_private_key_file(path: str, *, owner: str, shared: Mapping[str, Option
     except OSError as exc:
         raise SigningKeyError(f"owner {owner!r}: signing_key {path!r} cannot be read: {exc.strerror}") from None
     if not stat.S_ISREG(st.st_mode):
-        raise SigningKeyError(f"owner {owner!r}: signing_key {path!r} is not a regular file")
+        raise SigningKeyError(f"owner {owner!r}: signing_key {path!r} is not a regular file ({file_kind(st.st_mode)})")
     check_owner_only_mode(st.st_mode, who=f"owner {owner!r}", what="signing_key", path=path,
                           fix=f"chmod 600 {path}", error=SigningKeyError)
 
@@ -178,8 +178,8 @@ def load_private_key(path: str, *, owner: str, shared: Mapping[str, Optional[str
         one line naming the owner and the path.
     """
     check_private_key_file(path, owner=owner, shared=shared)
-    with open(os.path.expanduser(path), "rb") as f:
-        data = f.read()
+    # read through a non-blocking descriptor, checked again there (a FIFO swapped in never blocks)
+    data = read_private_file(path, who=f"owner {owner!r}", what="signing_key", error=SigningKeyError)
     problem = pem_problem(data)
     if problem is not None:
         raise SigningKeyError(f"owner {owner!r}: signing_key {path!r} {problem}; create a key with 'fragrelease keys "

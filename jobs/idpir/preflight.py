@@ -8,8 +8,10 @@ of the schema and no attribute twice, simulated row counts add up to the built-i
 most a built-in table's size, the owner named on a command line is in the configuration, the
 owners' pseudonym keys can be read (:mod:`fragrelease.jobs.idpir.keys`), every local source path
 exists (URIs such as ``s3a://``, ``abfss://`` or ``dbfs:/`` are not checked: that needs the cluster's
-credentials), and that ``work_dir`` holds no user file and belongs to this release
-(:mod:`fragrelease.jobs.idpir.workspace`). It also warns, without refusing, when ε exceeds 10 per release
+credentials) and is a file or a folder (not a FIFO), that ``work_dir`` holds no user file and belongs
+to this release (:mod:`fragrelease.jobs.idpir.workspace`), that the output, ``work_dir``, the ledgers
+and the private folders are not placed inside one another and that the party's existing private
+folders are its alone (:mod:`fragrelease.jobs.idpir.placement`). It also warns, without refusing, when ε exceeds 10 per release
 (:func:`fragrelease.validation.warn_if_large_epsilon`).
 
 Which paths are checked depends on the party: ``run`` and ``split`` play every owner on this machine
@@ -56,15 +58,26 @@ def _local(path: str) -> str:
 
 
 def check_source_exists(path: str, *, key: str) -> None:
-    """Refuse a local source path that does not exist; URIs pass unchecked.
+    """Refuse a local source path that does not exist or is neither a file nor a folder; URIs pass unchecked.
 
     Raises
     ------
     ConfigError
-        The local path is missing; the message names ``key`` and the path.
+        The local path is missing, or is a FIFO, a socket or a device (reading it could wait for
+        ever); the message names ``key`` and the path.
     """
-    if is_local_path(path) and not os.path.exists(_local(path)):
-        raise ConfigError(f"{key}: no such file or folder {path!r}")
+    import stat
+
+    from fragrelease.private_files import file_kind
+
+    if not is_local_path(path):
+        return
+    try:
+        mode = os.stat(_local(path)).st_mode
+    except OSError:
+        raise ConfigError(f"{key}: no such file or folder {path!r}") from None
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise ConfigError(f"{key}: {path!r} is {file_kind(mode)}, not a file or folder")
 
 
 def check_output_path(cfg: ReleaseConfig) -> None:
@@ -121,7 +134,11 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
         missing local source; a user path (source, output, ledger, private folder or root, the
         configuration or schema file) inside ``work_dir``, an entry of ``work_dir`` that no release
         wrote, or a ``work_dir`` claimed by another release
-        (:func:`fragrelease.jobs.idpir.workspace.check_work_dir`); each message names the key and the value.
+        (:func:`fragrelease.jobs.idpir.workspace.check_work_dir`), ``work_dir`` inside the output or a
+        ledger, the output and a ledger one inside the other
+        (:func:`fragrelease.jobs.idpir.placement.check_placement`), an existing private folder of
+        the party's that is a file or open to group or others
+        (:func:`fragrelease.jobs.idpir.placement.check_private_dirs`); each message names the key and the value.
         (``OutputConflictError``, a ConfigError, and ``ReleaseExistsError``: for ``run`` and
         ``aggregator``, a local output this release must not write into, :func:`check_output_path`.) (``SigningKeyError``,
         a ConfigError: a configured ``signing_key`` that is unsafe, unreadable or does not match
@@ -136,10 +153,14 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
     from fragrelease.idpir.category_order import check_category_counts
     from fragrelease.schemas.datasets import BUILTIN_SCHEMAS, resolve_schema
 
+    from .placement import check_private_dirs
     from .workspace import check_work_dir
 
     warn_if_large_epsilon(cfg.epsilon)
     check_work_dir(cfg, config_path)
+    # an existing private folder open to group or others: refused before a key is written into it
+    check_private_dirs(cfg, None if party in ("run", "split") else [owner] if party == "owner" and owner else [],
+                       aggregator=party == "aggregator")
     if party in ("run", "owner") and cfg.risk_check is not None:
         from fragrelease.risk import anonymeter_evaluators
 

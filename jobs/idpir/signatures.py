@@ -109,11 +109,15 @@ def with_release_keys(cfg: ReleaseConfig) -> ReleaseConfig:
     SigningKeyError
         An owner with a ``public_key`` but no ``signing_key`` (this driver must sign for it), or a
         configured key that fails :func:`owner_signing_key`.
+    ConfigError
+        The owner's private folder exists and is open to group or others, or cannot be created
+        (:func:`fragrelease.jobs.idpir.workspace.ensure_private_dir`): refused before any key is written.
     """
     from fragrelease.rng.secure import secure_bytes
     from fragrelease.signing import check_key_location, write_key_pair
 
     from .layout import owner_private_dir
+    from .workspace import ensure_private_dir
 
     owners = []
     for o in cfg.owners:
@@ -121,6 +125,7 @@ def with_release_keys(cfg: ReleaseConfig) -> ReleaseConfig:
             folder = owner_private_dir(cfg.name, o)
             name = f"signing-{secure_bytes(6).hex()}.key"
             check_key_location(os.path.join(folder, name), owner=o.name, shared=_shared(cfg))  # before writing
+            ensure_private_dir(folder, who=f"owner {o.name!r}")  # an existing folder open to others: refused first
             path, pub = write_key_pair(folder, o.name, filename=name)
             o = o.model_copy(update={"signing_key": path, "public_key": pub})
         elif o.signing_key is None:

@@ -8,6 +8,9 @@ else in the folder belongs to the user and is never deleted, overwritten or move
 Refused before Spark starts (:func:`check_work_dir`, called by
 :func:`fragrelease.jobs.idpir.preflight.preflight` and by :meth:`fragrelease.jobs.api.Release.run`):
 
+- ``work_dir`` inside the output or a ledger, and the other misplacements of
+  :func:`fragrelease.jobs.idpir.placement.check_placement` (the output and a ledger one inside
+  the other, a private folder inside a ledger);
 - a user path inside ``work_dir`` or equal to it (:func:`user_paths`: the configuration file, the
   schema file, every local source, the output, every ledger, every owner's private folder and the
   private root as resolved for it). Clearing the release's entries would not touch them, but the
@@ -41,36 +44,12 @@ from fragrelease.errors import ConfigError
 from fragrelease.idpir.config import ReleaseConfig, private_root, resolved_private_dir
 from fragrelease.private_files import make_private_dir
 
+from .placement import _local, check_placement, within
+
 #: The marker file naming the release that owns a work folder.
 MARKER = ".fragrelease-work.json"
 #: What a release writes under ``work_dir`` (besides :data:`MARKER`); the only entries it ever deletes.
 OWNED_ENTRIES = ("metadata", "plan.json", "owners")
-
-
-def _is_uri(path: str) -> bool:
-    return "://" in path or path.startswith("dbfs:")
-
-
-def _local(path: str) -> Optional[str]:
-    """The local path of ``path`` (``file:`` prefixes removed, ``~`` expanded), or None for a remote URI."""
-    if path.startswith("file://"):
-        path = path[len("file://"):]
-    elif path.startswith("file:"):
-        path = path[len("file:"):]
-    elif _is_uri(path):
-        return None
-    return os.path.expanduser(path)
-
-
-def _norm(path: str) -> str:
-    local = _local(path)
-    return path.rstrip("/") if local is None else os.path.realpath(local)
-
-
-def within(path: str, folder: str) -> bool:
-    """True if ``path`` is ``folder`` or lies under it (local paths resolved, symlinks too; URIs as text)."""
-    a, b = _norm(path), _norm(folder)
-    return a == b or a.startswith(b.rstrip("/") + "/")
 
 
 def user_paths(cfg: ReleaseConfig, config_path: Optional[str] = None) -> list[tuple[str, str]]:
@@ -142,14 +121,17 @@ def check_work_dir(cfg: ReleaseConfig, config_path: Optional[str] = None) -> Non
     Raises
     ------
     ConfigError
-        One line naming the key and the path: a :func:`user_paths` entry inside ``work_dir``; an entry
-        of ``work_dir`` that no release wrote; a marker that names another release or is not ours.
+        One line naming the key and the path: a :func:`user_paths` entry inside ``work_dir``; ``work_dir``
+        inside the output or a ledger, the output and a ledger one inside the other, a private folder
+        inside a ledger (:func:`fragrelease.jobs.idpir.placement.check_placement`); an entry of
+        ``work_dir`` that no release wrote; a marker that names another release or is not ours.
     """
     work = cfg.work_dir
     for key, path in user_paths(cfg, config_path):
         if within(path, work):
             raise ConfigError(f"{key}: {path!r} lies inside work_dir {work!r}, whose content the release rewrites; "
                               "move it out of work_dir or choose another work_dir")
+    check_placement(cfg)  # work_dir inside the output or a ledger; the output and the ledgers apart
     local = _local(work)
     if local is None or not os.path.exists(local):
         return

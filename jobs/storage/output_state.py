@@ -2,7 +2,8 @@
 
 :func:`check_output` classifies the output folder without Spark (pyarrow's file systems and
 delta-rs) and refuses, in one line naming the path, what is there and what to do, every state a
-release must not write into: a file, a folder with other files, an owner's budget ledger, a Delta
+release must not write into: a file, a folder with other files, (local) a dangling symbolic link or a
+file on the way to it or a folder this user cannot write (:mod:`.output_place`), an owner's budget ledger, a Delta
 table of another system or dataset (or without fragrelease provenance), an existing release when
 ``if_exists`` is ``"error"``, a release with other columns, a damaged Delta log, and an uncommitted
 Delta write (no committed version) that is not this release's. It runs in
@@ -39,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from fragrelease.errors import OutputConflictError, ReleaseExistsError, SchemaMismatchError
 
+from .output_place import check_output_way, check_output_writable
 from .uris import absolute, fs_path
 
 #: The suffix of the marker a release writes beside an output folder that has no committed version yet.
@@ -153,10 +155,15 @@ def check_output(target: ReleaseTarget, *, if_exists: str, columns: Optional[Seq
     ``columns``: the release's columns, when known (after the plan): an existing table with other
     columns is refused.
 
+    A local output is also refused when it cannot be created or written
+    (:mod:`fragrelease.jobs.storage.output_place`: a dangling symbolic link or a file on the way, a
+    folder this user cannot write).
+
     Raises
     ------
     OutputConflictError
-        A file; a folder with other files; a budget ledger; a Delta table of another system or
+        A dangling symbolic link or a file on the way; a folder this user cannot write; a file; a
+        folder with other files; a budget ledger; a Delta table of another system or
         dataset or without fragrelease provenance; a damaged Delta log; an uncommitted write
         without this release's marker. One line naming the output, what is there and what to do.
     ReleaseExistsError
@@ -166,6 +173,17 @@ def check_output(target: ReleaseTarget, *, if_exists: str, columns: Optional[Seq
     """
     path = absolute(target.output)
     fs, root = fs_path(path)
+    local = isinstance(fs, pafs.LocalFileSystem)
+    if local:  # a dangling link or a file on the way: Delta's commit would fail after the spends
+        check_output_way(path, root)
+    state = _output_state(path, target, fs, root, if_exists, columns)
+    if local:
+        check_output_writable(path, root, committed=state == "table")
+    return state
+
+
+def _output_state(path: str, target: ReleaseTarget, fs, root: str, if_exists: str,
+                  columns: Optional[Sequence[str]]) -> State:
     info = fs.get_file_info(root)
     if info.type == pafs.FileType.File:
         raise OutputConflictError(f"output {path!r} is a file, not a release folder; nothing was written: choose an "
