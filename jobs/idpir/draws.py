@@ -223,6 +223,11 @@ def spend_once(spark, ctx: OwnerContext, plan: Plan, step: DrawStep, spend: Spen
         From the ledger; nothing was spent.
     """
     where, recorded = _recorded(spark, ctx, spend)
+    ledger = ctx.owner.ledger
+    if where is not None and not recorded:  # room first: a refused spend leaves no claim behind
+        assert ledger is not None
+        check_lifetime(spent(where, ctx.name, spend.dataset), spend.room_for, ledger.lifetime, owner=ctx.name,
+                       dataset=spend.dataset)
     if not step.claimed():
         if where is not None and recorded:
             raise _replayed(ctx, step, spend, where)
@@ -238,10 +243,7 @@ def spend_once(spark, ctx: OwnerContext, plan: Plan, step: DrawStep, spend: Spen
         return False
     if where is None:
         return False
-    ledger = ctx.owner.ledger
     assert ledger is not None
-    check_lifetime(spent(where, ctx.name, spend.dataset), spend.room_for, ledger.lifetime, owner=ctx.name,
-                   dataset=spend.dataset)
     record_spend(where, owner=ctx.name, dataset=spend.dataset, plan_id=spend.ledger_plan_id, epsilon=spend.epsilon,
                  lifetime=ledger.lifetime)
     if ledger.table is not None:

@@ -84,8 +84,10 @@ def test_failures_never_expose_partial_releases(spark, tmp_path, wine_source, mo
     owner.protect_owner_fragment(spark, owner_context(cfg2, "a"))                     # the rerun completes
 
     # 2. disk full while the owner writes its manifest: the aggregator refuses the fragment
+    from fragrelease.jobs.idpir import publish
+
     with monkeypatch.context() as m:
-        m.setattr(owner, "write_text", disk_full)
+        m.setattr(publish, "write_text", disk_full)
         with pytest.raises(OSError):
             owner.protect_owner_fragment(spark, owner_context(cfg2, "b"))
     with pytest.raises(ManifestMismatchError, match="'b' has no manifest"):
