@@ -75,7 +75,12 @@ def _copy(prepared, tmp, source, monkeypatch, **kw):
 
     copy_state(prepared, tmp)
     monkeypatch.setenv(PRIVATE_ROOT_ENV, str(tmp / "private-root"))
-    return _config(tmp, source, **kw)
+    cfg = _config(tmp, source, **kw)
+    from fragrelease.idpir.protocol import Plan
+
+    # the aggregator's pin names its work_dir: the copy's plan pinned for the copy's folder
+    aggregator.pin_plan(aggregator_context(cfg), Plan.model_validate_json(open(plan_path(cfg.work_dir)).read()))
+    return cfg
 
 
 def _files(folder) -> dict:
@@ -170,8 +175,8 @@ def test_deleting_the_table_or_the_manifest_never_buys_a_second_draw(spark, tmp_
         assert {t: _rows(spark, t) for t in tables} == rows, gone
         assert open(manifest_path(cfg.work_dir, "b")).read() == manifest, gone
     assert spent(ledger, "b", "wine") == [Fraction(1)]
-    result = aggregator.release(spark, aggregator_context(cfg))
-    assert result.rows == 300
+    owner.protect_owner_fragment(spark, owner_context(cfg, "a"))
+    assert aggregator.release(spark, aggregator_context(cfg)).rows == 300
 
 
 def test_a_failed_manifest_write_keeps_the_draw_and_the_rerun_publishes_it(spark, tmp_path, wine_source, prepared,
