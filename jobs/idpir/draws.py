@@ -45,7 +45,7 @@ from fractions import Fraction
 from typing import Optional
 
 from fragrelease.budget import check_lifetime
-from fragrelease.errors import ConfigError, ManifestMismatchError, PlanAlreadySpentError, ReleaseExistsError
+from fragrelease.errors import ManifestMismatchError, PlanAlreadySpentError, ReleaseExistsError
 from fragrelease.idpir.config import LedgerConfig
 from fragrelease.idpir.protocol import Plan
 from fragrelease.private_files import write_once
@@ -254,24 +254,3 @@ def spend_once(spark, ctx: OwnerContext, plan: Plan, step: DrawStep, spend: Spen
 def drawn_steps(ctx: OwnerContext, plan_id: str, steps: tuple[str, ...]) -> tuple[str, ...]:
     """Which of ``steps`` of plan ``plan_id`` the owner (``ctx``) kept an output of (re-published, no spend)."""
     return tuple(s for s in steps if file_exists(draw_step(ctx, plan_id, s).kept))
-
-
-def read_kept_json(step: DrawStep) -> Optional[dict]:
-    """A kept output that is a JSON object, or None when none is kept.
-
-    Raises
-    ------
-    ConfigError
-        The kept file is not a JSON object (damaged): the owner never draws again for this step.
-    """
-    data = step.kept_bytes()
-    if data is None:
-        return None
-    try:
-        value = json.loads(data)
-    except ValueError:
-        value = None
-    if not isinstance(value, dict):
-        raise ConfigError(f"owner {step.owner!r}: the kept output of {step.step} of plan {step.plan_id} at {step.kept!r} "
-                          "is damaged; it is never drawn again: restore it from a backup or use a new plan")
-    return value

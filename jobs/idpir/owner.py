@@ -27,7 +27,6 @@ Databricks through the entry points of :mod:`fragrelease.jobs.cli` (``fragreleas
 """
 from __future__ import annotations
 
-import json
 import logging
 import posixpath
 from typing import Mapping, Optional
@@ -47,7 +46,7 @@ from ..storage import commit_delta, read_configured, read_text, register, write_
 from .bucket_sort import STORED
 from .context import OwnerContext
 from .digests import committed_rows, content_digest, fragment_digests
-from .draws import Spend, check_spend_once, draw_step, ledger_location, read_kept_json, spend_once
+from .draws import Spend, check_spend_once, draw_step, ledger_location, spend_once
 from .fragment import (
     FragmentContext,
     conform_attributes,
@@ -59,7 +58,7 @@ from .keys import owner_pseudonym_key
 from .layout import read_message
 from .ledger import record_spend
 from .protect import ReleasedValues, released_fragment
-from .publish import keep_tables, new_tables_folder, publish_kept
+from .publish import KeptProtection, keep_tables, new_tables_folder, publish_kept, read_kept
 from .shuffle import one_task, pseudonym_set_digest, pseudonymize, shuffle_rows
 from .signatures import describe_table, owner_signing_key, sign_manifest
 from .workspace import claim_work_dir, write_private_text
@@ -323,9 +322,9 @@ def protect_and_write(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource] 
 
     signing_key, plan, spec, key = _checks_before_data(ctx)
     step = draw_step(ctx, plan.plan_id, PROTECT_STEP)
-    kept = read_kept_json(step)
-    if kept is not None and "refused" in kept:
-        raise RiskThresholdError(f"{kept['refused']} (this plan's draw was refused; use a new plan)")
+    kept = read_kept(step)
+    if kept is not None and kept.refused is not None:
+        raise RiskThresholdError(f"{kept.refused} (this plan's draw was refused; use a new plan)")
     if kept is not None:  # drawn once already: the same tables and manifest again, no spend, no data read
         manifest = publish_kept(spark, ctx, step, kept, signing_key)
         log.info("owner %s: protected fragment of plan %s re-published from its private copy (no new draw, no spend)",
@@ -367,7 +366,7 @@ def protect_and_write(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource] 
         try:
             gate(owner.name, risk, cfg.risk_check, str(spec.epsilon))
         except RiskThresholdError as exc:  # final for this plan: a rerun must not draw until a draw passes
-            step.keep(json.dumps({"refused": str(exc)}).encode("utf-8"))
+            step.keep(KeptProtection(refused=str(exc)).to_bytes())
             raise
     provenance = {
         "role": "protected-fragment", "plan_id": plan.plan_id, "owner": owner.name, "mechanism": plan.mechanism,
@@ -420,7 +419,7 @@ def protect_and_write(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource] 
     return manifest, protected
 
 
-def _publish(spark, ctx: OwnerContext, step, record: dict, signing_key) -> Manifest:
+def _publish(spark, ctx: OwnerContext, step, record: KeptProtection, signing_key) -> Manifest:
     """:func:`fragrelease.jobs.idpir.publish.publish_kept`, a storage failure told in one line."""
     from fragrelease.errors import FragReleaseError, StorageError
 

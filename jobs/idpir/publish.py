@@ -23,6 +23,8 @@ import logging
 import posixpath
 import re
 import uuid
+from dataclasses import asdict, dataclass
+from typing import Optional
 
 import pyarrow.fs as pafs
 
@@ -33,11 +35,46 @@ from fragrelease.signing import verify_manifest_fields
 
 from ..storage import absolute, is_delta_table, table_provenance, write_text
 from .context import OwnerContext
-from .draws import DrawStep, read_kept_json
+from .draws import DrawStep
 from .signatures import describe_table, sign_manifest
 from .workspace import _local, ensure_private_dir, restrict_private_tree
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class KeptProtection:
+    """A protection's kept output (``draws/<plan id>/protect.kept``): the private tables' folder name and the
+    signed manifest's JSON, or ``refused``, the risk check's refusal of the plan's draw (final for the plan)."""
+
+    tables: Optional[str] = None
+    manifest: Optional[str] = None
+    refused: Optional[str] = None
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({k: v for k, v in asdict(self).items() if v is not None}, sort_keys=True).encode("utf-8")
+
+
+def read_kept(step: DrawStep) -> Optional[KeptProtection]:
+    """The kept output of a protection ``step``, or None when it kept none.
+
+    Raises
+    ------
+    ConfigError
+        The kept record is damaged: the owner never draws again for this plan (one line, what to do).
+    """
+    data = step.kept_bytes()
+    if data is None:
+        return None
+    try:
+        kept = KeptProtection(**json.loads(data))
+        ok = kept.refused is not None or (kept.tables is not None and kept.manifest is not None)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ConfigError(f"owner {step.owner!r}: the kept output of {step.step} of plan {step.plan_id} at {step.kept!r} "
+                          "is damaged; it is never drawn again: restore it from a backup or use a new plan")
+    return kept
 
 #: The tables a protection keeps and publishes: name in the kept folder → provenance role.
 TABLES = {"protected": "protected-fragment", "pseudonyms": "pseudonym-set"}
@@ -52,8 +89,8 @@ def new_tables_folder(step: DrawStep) -> str:
 
 
 def _remove_unkept(step: DrawStep) -> None:
-    kept = read_kept_json(step)
-    keep = None if kept is None else kept.get("tables")
+    kept = read_kept(step)
+    keep = None if kept is None else kept.tables
     fs, root = pafs.FileSystem.from_uri(absolute(step.folder))
     for info in fs.get_file_info(pafs.FileSelector(root, allow_not_found=True)):
         if info.type == pafs.FileType.Directory and re.fullmatch(r"tables-[0-9a-f]{32}", info.base_name) \
@@ -61,7 +98,7 @@ def _remove_unkept(step: DrawStep) -> None:
             fs.delete_dir(info.path)
 
 
-def keep_tables(step: DrawStep, folder: str, manifest: Manifest) -> dict:
+def keep_tables(step: DrawStep, folder: str, manifest: Manifest) -> KeptProtection:
     """Keep ``folder`` (this attempt's private tables) and the signed ``manifest`` as the step's output; return
     the kept record. When another attempt kept one first, this attempt's tables are removed and that record
     is returned (it is the one published)."""
@@ -69,18 +106,18 @@ def keep_tables(step: DrawStep, folder: str, manifest: Manifest) -> dict:
     local = _local(folder)
     if local is not None:
         fsync_tree(local)  # the tables survive a crash before anything is shared
-    record = {"tables": posixpath.basename(folder), "manifest": manifest.to_json()}
-    if step.keep(json.dumps(record, sort_keys=True).encode("utf-8")):
+    record = KeptProtection(tables=posixpath.basename(folder), manifest=manifest.to_json())
+    if step.keep(record.to_bytes()):
         return record
     log.warning("owner %s: another attempt kept the protection of plan %s first; publishing that one",
                 step.owner, step.plan_id)
     _remove_tree(folder)
-    kept = read_kept_json(step)
+    kept = read_kept(step)
     assert kept is not None  # kept by the other attempt
     return kept
 
 
-def publish_kept(spark, ctx: OwnerContext, step: DrawStep, record: dict, signing_key) -> Manifest:
+def publish_kept(spark, ctx: OwnerContext, step: DrawStep, record: KeptProtection, signing_key) -> Manifest:
     """Publish the kept protection ``record`` of ``step`` to ``owners/<owner>/`` and return its manifest.
 
     The manifest is removed first (the fragment is unpublished while its tables are replaced), each
@@ -100,9 +137,9 @@ def publish_kept(spark, ctx: OwnerContext, step: DrawStep, record: dict, signing
     """
     paths = ctx.paths
     try:
-        manifest = Manifest.model_validate_json(record["manifest"])
-        source = posixpath.join(step.folder, str(record["tables"]))
-    except (KeyError, ValueError):
+        manifest = Manifest.model_validate_json(str(record.manifest))
+        source = posixpath.join(step.folder, str(record.tables))
+    except ValueError:
         raise ConfigError(f"owner {ctx.name!r}: the kept protection of plan {step.plan_id} at {step.kept!r} is damaged; "
                           "it is never drawn again: restore it from a backup or use a new plan") from None
     try:

@@ -139,7 +139,7 @@ def _round_before_data(ctx: OwnerContext):
     return signing_key, plan, plan_synthesis_spec(ctx.schema, plan, owner.name)
 
 
-def kept_rounds(ctx: OwnerContext, plan_id: str) -> dict[int, bytes]:
+def kept_rounds(ctx: OwnerContext, plan_id: str) -> Mapping[int, bytes]:
     """The rounds of plan ``plan_id`` the owner (``ctx``) drew and kept privately: number → the signed message's bytes."""
     out = {}
     for number, step in ROUND_STEPS.items():

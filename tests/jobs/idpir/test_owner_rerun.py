@@ -12,7 +12,6 @@ stopped before keeping its output draws again without a second spend.
 import errno
 import glob
 import json
-import logging
 import os
 from fractions import Fraction
 

@@ -142,7 +142,7 @@ def test_the_cli_says_what_a_run_costs_before_it_spends_and_new_plan_spends_agai
     capsys.readouterr()
     assert run_cli(["run", str(conf)]) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-    assert len(err) == 1 and err[0].startswith(f"error: release 'resume' is already released (version 0 of ")
+    assert len(err) == 1 and err[0].startswith("error: release 'resume' is already released (version 0 of ")
     assert _spends(tmp_path) == {"a": [Fraction(1)], "b": [Fraction(1)]}
     before_spend.clear()
     assert run_cli(["run", str(conf), "--new-plan"]) == 0
