@@ -81,6 +81,8 @@ def test_failures_never_expose_partial_releases(spark, tmp_path, wine_source, mo
     assert not glob.glob(os.path.join(protected_path(cfg2.work_dir, "a"), "part-*"))  # the written files were removed
     assert not DeltaTable.is_deltatable(protected_path(cfg2.work_dir, "a"))        # and no table is visible
     assert not os.path.exists(manifest_path(cfg2.work_dir, "a"))
+    # nor is anything left of this attempt's private copy (draw once: kept only once written whole)
+    assert not glob.glob(os.path.join(owner_context(cfg2, "a").paths.private_dir, "draws", "*", "tables-*"))
     owner.protect_owner_fragment(spark, owner_context(cfg2, "a"))                     # the rerun completes
 
     # 2. disk full while the owner writes its manifest: the aggregator refuses the fragment

@@ -220,6 +220,21 @@ def test_a_new_plan_in_the_same_work_dir_replaces_the_owners_own_entry_and_a_con
     assert aggregator.release(spark, aggregator_context(cfg)).rows == 300
 
 
+def test_a_draw_the_risk_check_refused_is_never_drawn_again(spark, tmp_path, wine_source, prepared, monkeypatch):
+    """A refusal kept as the plan's outcome: a rerun refuses before it reads data, draws or publishes."""
+    from fragrelease.errors import RiskThresholdError
+    from fragrelease.jobs.idpir.draws import draw_step
+
+    cfg = _copy(prepared, tmp_path, wine_source, monkeypatch)
+    ctx = owner_context(cfg, "a")
+    plan_id = json.load(open(plan_path(cfg.work_dir)))["plan_id"]
+    draw_step(ctx, plan_id, "protect").keep(publish.KeptProtection(refused="owner 'a': risk too high").to_bytes())
+    with pytest.raises(RiskThresholdError, match=r"^owner 'a': risk too high \(this plan's draw was refused; use a "
+                                                 r"new plan\)$"):
+        owner.protect_owner_fragment(spark, ctx)
+    assert not os.path.exists(protected_path(cfg.work_dir, "a"))
+
+
 def _cfg_only(tmp):
     return config_from_dict(dict(name="x", dataset="wine", fragmentation="horizontal", epsilon="1", k=10,
                                  source={"path": str(tmp / "src"), "format": "parquet"},
