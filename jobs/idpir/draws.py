@@ -107,10 +107,10 @@ def draw_step(ctx: OwnerContext, plan_id: str, step: str) -> DrawStep:
     return DrawStep(owner=ctx.name, plan_id=plan_id, folder=folder, step=step)
 
 
-def _safe(plan_id: str) -> str:
-    """A plan id as one folder name (plan ids are UUIDs; anything else is refused, never used as a path)."""
-    if not plan_id or "/" in plan_id or plan_id in (".", "..") or "\\" in plan_id or plan_id.startswith("."):
-        raise ManifestMismatchError(f"plan id {plan_id!r} cannot name a folder; the plan was not written by fragrelease")
+def _safe(plan_id: Optional[str], what: str = "plan id") -> str:
+    """A plan id (or nonce) as one file name (UUIDs and hex nonces; anything else is refused, never used as a path)."""
+    if not plan_id or "/" in plan_id or "\\" in plan_id or plan_id.startswith("."):
+        raise ManifestMismatchError(f"{what} {plan_id!r} cannot name a folder; the plan was not written by fragrelease")
     return plan_id
 
 
@@ -126,7 +126,7 @@ def _write_once(path: str, data: bytes) -> bool:
 
 
 def _nonce_record(ctx: OwnerContext, plan: Plan) -> str:
-    return posixpath.join(ctx.paths.private_dir, DRAWS, "nonces", _safe(plan.owner(ctx.name).nonce))
+    return posixpath.join(ctx.paths.private_dir, DRAWS, "nonces", _safe(plan.owner(ctx.name).nonce, "nonce"))
 
 
 def check_nonce_free(ctx: OwnerContext, plan: Plan) -> None:

@@ -112,7 +112,7 @@ def _now() -> str:
 
 #: The draw step of each round in the owner's private records (:mod:`fragrelease.jobs.idpir.draws`).
 ROUND_STEPS = {1: "round-1", 2: "round-2"}
-_MESSAGES = {1: RoundOneMessage, 2: RoundTwoMessage}
+_MESSAGES: dict[int, type[RoundOneMessage] | type[RoundTwoMessage]] = {1: RoundOneMessage, 2: RoundTwoMessage}
 
 
 def round_spend(plan: Plan, spec: SynthesisSpec, number: int) -> Spend:
@@ -270,9 +270,9 @@ def measure_owner_round(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource
     if not step.keep(signed.to_json().encode("utf-8")):  # kept privately before it is shared
         log.warning("owner %s: another attempt kept round %d of plan %s first; publishing that one", owner.name, due,
                     plan.plan_id)
-    data = step.kept_bytes()
-    assert data is not None  # kept just above
-    write_text(round_path(ctx.paths, due), data.decode("utf-8"))
+    published = step.kept_bytes()
+    assert published is not None  # kept just above
+    write_text(round_path(ctx.paths, due), published.decode("utf-8"))
     log.info("owner %s: synthesis round %d written for plan %s", owner.name, due, plan.plan_id)
     return due
 
