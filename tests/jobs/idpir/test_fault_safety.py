@@ -141,6 +141,10 @@ def test_ledger_refuses_a_release_past_the_lifetime_budget(spark, tmp_path, wine
                  lifetime=Fraction(2))
     run_local_release(spark, cfg)  # 3/2 + 1/2 = 2: fits exactly
     assert sum(spent(cfg.owners[1].ledger.path, "b", "wine")) == 2
-    with pytest.raises(BudgetExceededError, match=r"'b' has spent ε = 2 of its lifetime budget 2"):
+    from fragrelease.errors import ReleaseExistsError
+
+    with pytest.raises(ReleaseExistsError, match="is already released"):  # the same run again: nothing new to spend on
         run_local_release(spark, cfg)
-    assert DeltaTable(cfg.output).version() == 0
+    with pytest.raises(BudgetExceededError, match=r"'b' has spent ε = 2 of its lifetime budget 2"):
+        run_local_release(spark, cfg, new_plan=True)
+    assert DeltaTable(cfg.output).version() == 0 and sum(spent(cfg.owners[1].ledger.path, "b", "wine")) == 2
