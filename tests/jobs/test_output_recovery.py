@@ -176,9 +176,9 @@ def test_a_full_disk_during_the_spark_delta_commit_is_one_line_and_the_rerun_com
     assert marker_text(output)["config"] == "full-disk"
     assert _spends(tmp_path, "a") == [Fraction(1)]  # the failed attempt's spend stays (the safe direction)
     os.remove(small_disk / "filler")  # the operator frees space; nothing of the release is removed by hand
-    assert run_cli(["run", str(conf)]) == 0
+    assert run_cli(["run", str(conf)]) == 0  # resumes the failed attempt's plan: the owners re-publish
     _assert_committed_once(output)
-    assert _spends(tmp_path, "a") == _spends(tmp_path, "b") == [Fraction(1), Fraction(1)]
+    assert _spends(tmp_path, "a") == _spends(tmp_path, "b") == [Fraction(1)]  # before issue 49: [1, 1]
 
 
 @pytest.mark.slow  # a whole release up to the owners' spend
