@@ -58,7 +58,7 @@ from .keys import owner_pseudonym_key
 from .layout import read_message
 from .ledger import record_spend
 from .protect import ReleasedValues, released_fragment
-from .publish import KeptProtection, keep_tables, new_tables_folder, publish_kept, read_kept
+from .publish import KeptProtection, keep_tables, new_tables_folder, publish_kept, read_kept, remove_tree
 from .shuffle import one_task, pseudonym_set_digest, pseudonymize, shuffle_rows
 from .signatures import describe_table, owner_signing_key, sign_manifest
 from .workspace import claim_work_dir, write_private_text
@@ -405,7 +405,7 @@ def protect_and_write(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource] 
             files=tuple(files), delta_log=tuple(delta_log), pseudonym_table=pset_table), signing_key)
         record = keep_tables(step, folder, manifest)
     except BaseException:
-        _remove_tree(folder)  # this attempt's own private tables, never kept: nothing was shared
+        remove_tree(folder)  # this attempt's own private tables, never kept: nothing was shared
         raise
     manifest = _publish(spark, ctx, step, record, signing_key)
     if cfg.reports:
@@ -433,19 +433,6 @@ def _publish(spark, ctx: OwnerContext, step, record: KeptProtection, signing_key
         raise StorageError(f"owner {ctx.name!r} could not publish its protected fragment: "
                            f"{path_cause(ctx.paths.manifest, exc)}; its draw is kept privately: run the owner step "
                            "again to publish it") from None
-
-
-def _remove_tree(uri: str) -> None:
-    """Delete folder ``uri`` and everything in it (only ever this attempt's own private tables)."""
-    import pyarrow.fs as pafs
-
-    from ..storage import absolute
-
-    fs, path = pafs.FileSystem.from_uri(absolute(uri))
-    try:
-        fs.delete_dir(path)
-    except FileNotFoundError:
-        pass
 
 
 def protect_attributes(

@@ -111,7 +111,7 @@ def keep_tables(step: DrawStep, folder: str, manifest: Manifest) -> KeptProtecti
         return record
     log.warning("owner %s: another attempt kept the protection of plan %s first; publishing that one",
                 step.owner, step.plan_id)
-    _remove_tree(folder)
+    remove_tree(folder)
     kept = read_kept(step)
     assert kept is not None  # kept by the other attempt
     return kept
@@ -199,7 +199,7 @@ def clear_own_entry(ctx: OwnerContext, target: str, role: str) -> None:
             f"{target!r} holds a Delta table (role {found[0]!r}, plan {found[1]!r}, owner {found[2]!r}, "
             f"version {version}) that owner {ctx.name!r}'s protect step did not write; it was left in place; remove it "
             "or use another work_dir")
-    _remove_tree(target)
+    remove_tree(target)
 
 
 def _discard_interrupted_write(owner_name: str, target: str) -> None:
@@ -219,7 +219,7 @@ def _discard_interrupted_write(owner_name: str, target: str) -> None:
         raise ReleaseExistsError(f"{target!r} is not a Delta table but holds {sorted(strangers + [c.base_name for c in commits])[:3]}, "
                                  f"which owner {owner_name!r}'s step did not write; it was left in place")
     if entries:
-        _remove_tree(target)
+        remove_tree(target)
         log.warning("owner %s: removed the uncommitted files an interrupted write left at %r", owner_name, target)
 
 
@@ -236,7 +236,7 @@ def _copy_tree(src: str, dst: str) -> None:
     pafs.copy_files(spath, dpath, source_filesystem=sfs, destination_filesystem=dfs)
 
 
-def _remove_tree(uri: str) -> None:
+def remove_tree(uri: str) -> None:
     """Delete folder ``uri`` and everything in it (only ever a table this owner's step wrote)."""
     fs, path = pafs.FileSystem.from_uri(absolute(uri))
     try:

@@ -5,7 +5,9 @@ simulate owners' fragments if the configuration asks for it (:mod:`.simulate`) �
 its metadata (:func:`.owner.describe_fragment`) → the aggregator issues the plan
 (:func:`.aggregator.issue_plan`) → every owner protects its fragment
 (:func:`.owner.protect_owner_fragment`) → the aggregator verifies, combines and commits
-(:func:`.aggregator.release`) → the driver, which holds the originals here, reports MeanSSE.
+(:func:`.aggregator.release`) → the driver, which holds the originals here, reports MeanSSE. A run
+after a killed or failed attempt resumes that attempt's plan instead of the first three steps
+(:mod:`.resume`; owners that kept their draw re-publish it without spending).
 
 This module sits below the Python API: :func:`run_local_release` (the CLI's ``fragrelease run``) and
 :meth:`fragrelease.jobs.api.Release.run` both call :func:`prepare_work_dir` then :func:`play_release`;
