@@ -172,7 +172,7 @@ def run_once(spark, cfg_path: Path, reports: bool, show_steps: bool, call_sites:
     steps = Steps(spark)
     t = time.perf_counter()
     cpu0 = cpu_seconds(steps.jvm)
-    run_local_release(spark, cfg, progress=steps)
+    run_local_release(spark, cfg, progress=steps, new_plan=True)  # each timed run a release of its own
     steps.close()
     total = time.perf_counter() - t
     if show_steps:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
+import uuid
 from typing import Type
 
 from .errors import ConfigError, FragReleaseError
@@ -126,3 +127,52 @@ def read_private_file(path: str, *, who: str, what: str, error: Type[FragRelease
         raise error(f"{who}: {what} {path!r} cannot be read: {exc.strerror or type(exc).__name__}") from None
     finally:
         os.close(fd)
+
+
+def fsync_path(path: str) -> None:
+    """fsync the local file or folder ``path`` (a folder: its entries, so a new name in it survives a crash)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_once(path: str, data: bytes) -> bool:
+    """Create the local file ``path`` (0600) holding ``data``, exclusively and atomically; True when created.
+
+    The bytes go to a new temporary file beside ``path`` (``O_CREAT | O_EXCL``, 0600), which is
+    fsynced and then hard-linked to ``path``: ``link(2)`` fails when ``path`` exists, as ``O_EXCL``
+    does, so of two writers exactly one creates it, and a reader never sees a half-written file. The
+    folder is fsynced after the link, so once this returns True the file survives a crash. Returns
+    False, writing nothing, when ``path`` exists already (its content is the earlier writer's).
+
+    Raises
+    ------
+    OSError
+        The folder is missing or not writable, or the disk is full (the temporary file is removed).
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        fsync_path(folder)
+        return True
+    finally:
+        os.unlink(tmp)
+
+
+def fsync_tree(path: str) -> None:
+    """fsync every file and folder under the local folder ``path``, and ``path`` itself."""
+    for root, _dirs, files in os.walk(path, topdown=False):
+        for name in files:
+            fsync_path(os.path.join(root, name))
+        fsync_path(root)

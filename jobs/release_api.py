@@ -265,7 +265,8 @@ class Release:
         return owner_preview(self.spark, owner_context(cfg, owner), runs=runs)
 
     def run(self, *, _noise: Optional[NoiseSource] = None, progress: Optional[Callable[[ProgressEvent], None]] = None,
-            evaluate: bool = False, fresh_work_dir: bool = True, config_path: Optional[str] = None) -> ReleaseResult:
+            evaluate: bool = False, new_plan: bool = False, config_path: Optional[str] = None,
+            announce: Optional[Callable[[str], None]] = None) -> ReleaseResult:
         """Play every party's step in this driver and commit the release.
 
         Steps: simulate owners if the configuration asks for it → each owner validates its fragment
@@ -287,9 +288,16 @@ class Release:
             protection, the release, the evaluation (if ``evaluate``). docs/python-api.md.
         evaluate : also compute MeanSSE of the protected fragments against the originals (the
             driver reads every owner's original: for simulations and experiments).
-        fresh_work_dir : first remove what an earlier run of this release left in ``work_dir``
-            (``metadata/``, ``plan.json``, ``owners/``; an earlier run's fragments are never reused) and
-            nothing else (:func:`fragrelease.jobs.idpir.workspace.clear_work_dir`).
+        new_plan : spend again on a new plan even when ``work_dir`` holds an earlier attempt's plan to
+            resume (the CLI's ``--new-plan``). By default a killed or failed attempt's plan is resumed: the
+            owners that kept their draw re-publish it without spending, the others draw, the aggregator
+            commits (:mod:`fragrelease.jobs.idpir.resume`); a plan already committed is refused
+            (ReleaseExistsError) unless ``new_plan``; a changed configuration makes a new plan. A new plan
+            first removes what the earlier attempt left in ``work_dir`` (``metadata/``, ``plan.json``,
+            ``owners/``) and nothing else (:func:`fragrelease.jobs.idpir.workspace.clear_work_dir`).
+            Resuming needs a ``work_dir`` that outlives the run: the default temporary one does not.
+        announce : receives the run's cost line before anything is spent (``resuming plan <id>: ...`` or
+            ``new plan <id> (...): ...``); default: the logger ``fragrelease.progress`` at INFO.
         config_path : the configuration file the release was read from, if any (it must not lie
             inside ``work_dir``).
 
@@ -314,11 +322,12 @@ class Release:
         try:
             cfg = self.config()
             # no Spark yet: refuse a work folder holding user files or another release's
-            prepare_work_dir(cfg, fresh=fresh_work_dir, config_path=config_path)
+            prepare_work_dir(cfg, config_path=config_path)
             spark = self.spark
             self._spent_views = bool(self._views)
             try:
-                return play_release(spark, cfg, noise=_noise, progress=progress, evaluate=evaluate)
+                return play_release(spark, cfg, noise=_noise, progress=progress, evaluate=evaluate, new_plan=new_plan,
+                                    announce=announce)
             finally:
                 for view in self._views:
                     spark.catalog.dropTempView(view)

@@ -485,7 +485,7 @@ DRIVER_DRAWS = {
     # the dp-frequency category order: one histogram per attribute, noised once on the driver (docs/specification.md §2)
     ("fragrelease.jobs.idpir.protect", "category_orders"),
     # a synthetic release's owner rounds: noisy marginals and the tree's Gumbel draws, once on the owner's driver (§10)
-    ("fragrelease.jobs.synthesis.owner", "measure_owner_round"),
+    ("fragrelease.jobs.synthesis.owner", "_draw_round"),
     # key material and nonces: the release's pseudonym key, each owner's nonce, a generated signing key's file name
     ("fragrelease.jobs.idpir.keys", "generate_release_key"),
     ("fragrelease.jobs.idpir.keys", "owner_pseudonym_key"),

@@ -104,6 +104,11 @@ def run(
         help="Override: isotonic (default; each attribute's noisy centroids projected onto non-decreasing "
              "values in the domain, weighted by cluster size: post-processing, no privacy cost) or none "
              "(the paper's release). docs/specification.md §9."),
+    new_plan: bool = typer.Option(
+        False, "--new-plan",
+        help="Spend ε again on a new plan. Without it, a run after a killed or failed attempt resumes that "
+             "attempt's plan (owners that drew re-publish without spending), and a run after a committed "
+             "release is refused. docs/usage.md."),
     master: Optional[str] = MASTER,
 ):
     """Run a whole fragmented release locally: owners, aggregator and a summary."""
@@ -115,7 +120,8 @@ def run(
     from ..idpir.release import run_local_release
 
     with progress_display() as progress:
-        result = run_local_release(spark, cfg, progress=progress, config_path=config)
+        result = run_local_release(spark, cfg, progress=progress, config_path=config, new_plan=new_plan,
+                                   announce=lambda line: console.print(line, highlight=False))
     print_summary(cfg, result)
 
 

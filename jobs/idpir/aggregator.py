@@ -427,6 +427,9 @@ def _fragment_before_digests(spark, ctx: AggregatorContext, plan: Plan, owner: s
     # signed manifests: the owner, its folder and its key before anything in the manifest is used
     verify_owner_manifest(manifest, folder_owner=owner, plan_owner=plan.owner(owner).name,
                           keys=public_keys(ctx.config) if keys is None else keys)
+    if manifest.plan_id != plan.plan_id:  # an older plan's fragment: this plan's is not published yet
+        raise ManifestMismatchError(f"owner {owner!r} has not published its protected fragment of plan {plan.plan_id} "
+                                    f"yet ({paths.manifest!r} is of plan {manifest.plan_id}); run its protect step first")
     check_manifest(manifest, plan)
     names = [a["name"] for a in manifest.attributes]
     path, pset_path = paths.protected, paths.pseudonyms

@@ -25,6 +25,8 @@ Private to each owner, under its ``private_dir`` (never under ``work_dir`` or ``
                                  checks in the plan before it spends (:func:`nonce_path`)
 - ``pseudonym-key``              the release's generated pseudonym key (0600), when the
                                  configuration names none (:mod:`fragrelease.jobs.idpir.keys`)
+- ``draws/``                     the owner's draw records: per plan its claims and the outputs it drew,
+                                 kept before anything is shared (:mod:`fragrelease.jobs.idpir.draws`)
 
 Private to the aggregator, under ``<private root>/<release>/_aggregator`` (:func:`aggregator_private_dir`;
 no owner name starts with ``_``, so it never meets an owner's default folder):

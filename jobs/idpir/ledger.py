@@ -138,6 +138,16 @@ def spent(path: str, owner: str, dataset: str) -> list[Fraction]:
     return [s.epsilon for s in read_spends(path, log_check) if s.owner == owner and s.dataset == dataset]
 
 
+def records_plan(path: str, owner: str, dataset: str, plan_id: str) -> bool:
+    """Whether the ledger at ``path`` records a spend of ``owner`` on ``plan_id`` for ``dataset`` (False
+    when there is no ledger yet). Raises LedgerDamagedError / LedgerStorageError as :func:`spent`."""
+    pinned = _pinned(absolute(path))
+    if pinned is None:
+        return False
+    return any(s.owner == owner and s.dataset == dataset and s.plan_id == plan_id
+               for s in read_spends(path, pinned[1]))
+
+
 def check_intact(path: str) -> None:
     """Verify the ledger at ``path`` before Spark starts (preflight): its log and every data file.
 

@@ -28,9 +28,10 @@ Databricks through the entry points of :mod:`fragrelease.jobs.cli` (``fragreleas
 from __future__ import annotations
 
 import logging
+import posixpath
 from typing import Mapping, Optional
 
-from fragrelease.errors import ConfigError, ManifestMismatchError, ReleaseExistsError
+from fragrelease.errors import ConfigError, ManifestMismatchError
 from fragrelease.idpir.config import LedgerConfig
 from fragrelease.idpir.fragmentation import fragmentation_of, linkage_of
 from fragrelease.idpir.plan_check import verified_spec
@@ -41,10 +42,11 @@ from fragrelease.rng.laplace import NoiseSource
 from fragrelease.schemas.base import Attribute
 from fragrelease.version import __version__
 
-from ..storage import commit_delta, is_delta_table, read_configured, read_text, register, table_location, write_text
+from ..storage import commit_delta, read_configured, read_text, register, write_text
 from .bucket_sort import STORED
 from .context import OwnerContext
 from .digests import committed_rows, content_digest, fragment_digests
+from .draws import Spend, check_spend_once, draw_step, ledger_location, spend_once
 from .fragment import (
     FragmentContext,
     conform_attributes,
@@ -54,8 +56,9 @@ from .fragment import (
 )
 from .keys import owner_pseudonym_key
 from .layout import read_message
-from .ledger import check_spend, record_spend
+from .ledger import record_spend
 from .protect import ReleasedValues, released_fragment
+from .publish import KeptProtection, keep_tables, new_tables_folder, publish_kept, read_kept, remove_tree
 from .shuffle import one_task, pseudonym_set_digest, pseudonymize, shuffle_rows
 from .signatures import describe_table, owner_signing_key, sign_manifest
 from .workspace import claim_work_dir, write_private_text
@@ -182,6 +185,12 @@ def protect_owner_fragment(spark, ctx: OwnerContext, *, noise: Optional[NoiseSou
 
     ``ctx``: the owner's context (:func:`fragrelease.jobs.idpir.context.owner_context`).
 
+    Draw once (docs/privacy.md, "Draw once"; :mod:`fragrelease.jobs.idpir.draws`): the owner claims
+    the plan in its private folder before its ledger spends, keeps its tables and signed manifest
+    there before anything is shared (:mod:`fragrelease.jobs.idpir.publish`), and every later run for
+    the same plan publishes that same draw again (no new noise, no spend), whatever ``work_dir``
+    holds.
+
     What is written under ``owners/<owner>/`` (what the aggregator reads): ``protected``, the
     attributes with the record id replaced by its pseudonym (column ``pseudonym``, first) in a
     CSPRNG-shuffled row order; with ``linkage: unlinked`` the attributes only, every column in its
@@ -201,16 +210,18 @@ def protect_owner_fragment(spark, ctx: OwnerContext, *, noise: Optional[NoiseSou
         The owner has no ``signing_key``, or it is unsafe or does not match its ``public_key``
         (:func:`fragrelease.jobs.idpir.signatures.owner_signing_key`); raised before any spend.
     ReleaseExistsError
-        The owner already published a protected fragment for this plan (its manifest exists), or the
-        protected folder holds something else (:func:`discard_unpublished_fragment`; an unpublished
-        fragment of this owner and plan, left by a run killed before its manifest, is discarded).
+        ``owners/<owner>/`` holds something this owner's protocol did not write
+        (:func:`fragrelease.jobs.idpir.publish.clear_own_entry`; left in place).
     StorageError
-        The manifest could not be written; the fragment just committed was removed again.
+        The copy to ``work_dir`` or the manifest could not be written; the draw stays kept privately
+        and the next run publishes it.
     BudgetExceededError
         The owner's ledger (if configured) has no room for ε_j on this dataset.
     PlanAlreadySpentError
-        The owner's ledger already records a spend on this plan (a rerun after a crash that followed
-        the spend): a plan is spent once; the aggregator issues a new one.
+        The owner's ledger records a spend on this plan but the owner holds no claim of it (a replayed
+        or copied plan; :func:`fragrelease.jobs.idpir.draws.spend_once`). A rerun of the owner's own
+        plan is not refused: it re-publishes what it kept, or draws without spending again when an
+        earlier attempt stopped before keeping its output.
     LedgerDamagedError
         The owner's ledger is damaged (:func:`fragrelease.jobs.idpir.ledger.record_spend`); nothing spent.
     PseudonymKeyError
@@ -272,29 +283,33 @@ def check_before_spend(spark, ctx: OwnerContext) -> None:
     spend, and record nothing: what :func:`protect_and_write` would refuse before its spend.
 
     In order: the checks before data (``work_dir``, signing key, risk-check tool, the plan's terms
-    and nonce, attribute names, pseudonym key), making room for the protected fragment and the
-    pseudonym set (:func:`discard_unpublished_fragment`: only an unpublished fragment of this plan,
-    or an interrupted write, is removed), then the ledger's check of ``ε_j`` on this plan
-    (:func:`fragrelease.jobs.idpir.ledger.check_spend`; creates an empty ledger when there is none).
-    It does not read the fragment: the local driver runs it after the metadata step validated every
-    owner's fragment, for every owner in configuration order before any owner's protection starts
-    (:func:`fragrelease.jobs.idpir.release.play_release`). :func:`protect_and_write` runs every one of
-    these checks again (the ledger's in the spend's own transaction).
+    and nonce, attribute names, pseudonym key), then the draw records' and the ledger's
+    (:func:`fragrelease.jobs.idpir.draws.check_spend_once`: nothing when the owner kept its protection
+    of this plan, which is re-published without a spend; a plan its nonce was consumed by, or a spend
+    the ledger records without this owner's claim, refused; else the ledger's check of ``ε_j``, which
+    creates an empty ledger when there is none). It does not read the fragment: the local driver runs
+    it after the metadata step validated every owner's fragment, for every owner in configuration
+    order before any owner's protection starts (:func:`fragrelease.jobs.idpir.release.play_release`).
+    :func:`protect_and_write` runs every one of these checks again (the ledger's in the spend's own
+    transaction).
 
     Raises
     ------
     ConfigError, ManifestMismatchError, ProtocolError, SigningKeyError, PseudonymKeyError,
-    MissingDependencyError, ReleaseExistsError, BudgetExceededError, PlanAlreadySpentError,
-    LedgerDamagedError, LedgerStorageError
+    MissingDependencyError, BudgetExceededError, PlanAlreadySpentError, LedgerDamagedError,
+    LedgerStorageError
         As :func:`protect_owner_fragment`, with the same messages; nothing was spent.
     """
     _, plan, spec, _ = _checks_before_data(ctx)
-    discard_unpublished_fragment(ctx, plan.plan_id, ctx.paths.protected)
-    discard_unpublished_fragment(ctx, plan.plan_id, ctx.paths.pseudonyms, role="pseudonym-set")
-    ledger = ctx.owner.ledger
-    if ledger is not None:
-        check_spend(ledger_location(spark, ledger), owner=spec.owner, dataset=spec.dataset, plan_id=spec.plan_id,
-                    epsilon=spec.epsilon, lifetime=ledger.lifetime)
+    check_spend_once(spark, ctx, plan, draw_step(ctx, plan.plan_id, PROTECT_STEP), _spend_of(spec))
+
+
+#: The draw step of an IR protection in the owner's private records (:mod:`fragrelease.jobs.idpir.draws`).
+PROTECT_STEP = "protect"
+
+
+def _spend_of(spec: ProtectionSpec) -> Spend:
+    return Spend(spec.dataset, spec.plan_id, spec.epsilon, spec.epsilon)
 
 
 def protect_and_write(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource] = None):
@@ -302,13 +317,21 @@ def protect_and_write(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource] 
 
     Returns ``(manifest, protected)``: ``protected`` has the raw ``id_column`` and the attributes
     (noise materialized), for the owner's (or the single-machine driver's) utility evaluation only;
-    it is never written to the shared ``work_dir``.
+    it is never written to the shared ``work_dir``. ``protected`` is None when the owner re-published
+    the protection it kept for this plan (nothing drawn, no data read).
     """
     cfg, schema, owner, paths = ctx.config, ctx.schema, ctx.owner, ctx.paths
     assert schema.id_column is not None  # a release's schema names its id column (configuration check)
     from .risk_check import advise, measure_owner_risk, split_control
 
     signing_key, plan, spec, key = _checks_before_data(ctx)
+    step = draw_step(ctx, plan.plan_id, PROTECT_STEP)
+    kept = read_kept(step)
+    if kept is not None:  # drawn once already: the same tables and manifest again, no spend, no data read
+        manifest = publish_kept(spark, ctx, step, kept, signing_key)
+        log.info("owner %s: protected fragment of plan %s re-published from its private copy (no new draw, no spend)",
+                 owner.name, plan.plan_id)
+        return manifest, None
     pseudonym_context = plan.pseudonym_context()
     attrs = [schema.attribute(a) for a in spec.attributes]
     df, context, text = _read_fragment(spark, ctx)
@@ -324,12 +347,11 @@ def protect_and_write(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource] 
         n_records = df.count()
     if n_records != spec.n_records:
         raise ConfigError(f"owner {owner.name!r} now has {n_records} records, the plan was made for {spec.n_records}")
-    target, pset_target = paths.protected, paths.pseudonyms
-    discard_unpublished_fragment(ctx, plan.plan_id, target)
-    discard_unpublished_fragment(ctx, plan.plan_id, pset_target, role="pseudonym-set")
+    # draw once: claimed and spent (an earlier attempt's spend reused) before any noise is drawn
+    spend_once(spark, ctx, plan, step, _spend_of(spec))
     # public: everything in the spec comes from the plan, checked once against this owner's configuration
-    released = spend_and_release(spark, df, attrs, spec, id_column=schema.id_column, ledger=owner.ledger, noise=noise,
-                                 category_counts=check.category_counts)
+    released = released_fragment(df.select(schema.id_column, *[a.name for a in attrs]), attrs, spec,
+                                 id_column=schema.id_column, noise=noise, category_counts=check.category_counts)
     # lined up by id only when something reads it (linked: the shuffle's range sample and the write;
     # the owner report; the caller's MeanSSE), then stored by the first job that computes it (the
     # noise itself is stored already, so recomputing was exact but repeated the line-up for every reader)
@@ -340,8 +362,10 @@ def protect_and_write(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource] 
         "budgets": [b.to_dict() for b in spec.budgets], **spec.options.wire(),  # every release option
         "fragrelease_version": __version__,
     }
-    # the fragment is published only by its manifest: until the manifest is written, what this run
-    # committed is removed on any failure here, and a rerun after a kill discards it
+    # kept privately first (the owner's draw folder), then copied to work_dir; a failure before the
+    # record is kept removes this attempt's private tables and nothing was shared
+    folder = new_tables_folder(step)
+    target, pset_target = posixpath.join(folder, "protected"), posixpath.join(folder, "pseudonyms")
     try:
         pset_table = None
         if linkage_of(plan.linkage).shuffles_columns:
@@ -367,19 +391,11 @@ def protect_and_write(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource] 
         manifest = sign_manifest(manifest_for(
             plan, owner.name, n_records, digest, pset_digest, key_check(key), table_version=version,
             files=tuple(files), delta_log=tuple(delta_log), pseudonym_table=pset_table), signing_key)
-        write_text(paths.manifest, manifest.to_json())
-    except Exception as exc:
-        from fragrelease.errors import FragReleaseError, StorageError
-
-        from ..storage import is_write_failure, path_cause
-
-        _remove_tree(target)
-        _remove_tree(pset_target)
-        if isinstance(exc, FragReleaseError) or not is_write_failure(exc):
-            raise
-        raise StorageError(f"owner {owner.name!r} could not publish its protected fragment: "
-                           f"{path_cause(paths.manifest, exc)}; the unpublished fragment at "
-                           f"{target!r} was removed; run the owner step again") from None
+        record = keep_tables(step, folder, manifest)
+    except BaseException:
+        remove_tree(folder)  # this attempt's own private tables, never kept: nothing was shared
+        raise
+    manifest = _publish(spark, ctx, step, record, signing_key)
     risk = None
     if cfg.risk_check is not None:
         # advisory, owner-side only: measured after the hand-over, so nothing handed over depends on it;
@@ -400,111 +416,20 @@ def protect_and_write(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource] 
     return manifest, protected
 
 
-def _remove_tree(uri: str) -> None:
-    """Delete folder ``uri`` and everything in it (only ever a protected fragment this owner step wrote)."""
-    import pyarrow.fs as pafs
+def _publish(spark, ctx: OwnerContext, step, record: KeptProtection, signing_key) -> Manifest:
+    """:func:`fragrelease.jobs.idpir.publish.publish_kept`, a storage failure told in one line."""
+    from fragrelease.errors import FragReleaseError, StorageError
 
-    from ..storage import absolute
+    from ..storage import is_write_failure, path_cause
 
-    fs, path = pafs.FileSystem.from_uri(absolute(uri))
     try:
-        fs.delete_dir(path)
-    except FileNotFoundError:
-        pass
-
-
-def discard_unpublished_fragment(ctx: OwnerContext, plan_id: str, target: str, *,
-                                 role: str = "protected-fragment") -> None:
-    """Make room at ``target`` (``owners/<owner>/protected``) for the owner's (``ctx``) fragment under plan ``plan_id``.
-
-    A protected fragment is published only by its manifest (``owners/<owner>/manifest.json``). A run
-    killed between its table commit and its manifest leaves an unpublished fragment; a run killed
-    inside Spark's write leaves ``part-<uuid>`` folders and no table. Both are discarded here (the
-    folder ``target`` only), so the owner step can be run again. ``role`` is the provenance role of
-    the table expected there (``pseudonym-set`` for ``owners/<owner>/pseudonyms``). The earlier attempt's ledger spend
-    stays recorded, and the owner's ledger refuses a second spend on the same plan
-    (:class:`fragrelease.errors.PlanAlreadySpentError`: ask the aggregator for a new plan; an over-count;
-    docs/known-limitations.md, "Budget ledger scope"). One owner's
-    step must not run twice at the same time in the same ``work_dir``: a rerun takes an attempt still
-    running for a killed one.
-
-    Raises
-    ------
-    ReleaseExistsError
-        The fragment at ``target`` is published (its manifest is for plan ``plan_id``); or ``target``
-        holds something else than an unpublished fragment of this owner under this plan (another plan
-        or owner in the table's commit, more than one table version, files fragrelease does not
-        write there). Nothing is deleted then; the message names what is there.
-    """
-    owner_name = ctx.name
-    if not is_delta_table(target):
-        _discard_interrupted_write(owner_name, target)
-        return
-    published = _manifest_plan(ctx.paths.manifest)
-    if published == plan_id:
-        raise ReleaseExistsError(f"owner {owner_name!r} already published a protected fragment for plan {plan_id} "
-                                 f"at {target!r}")
-    from deltalake import DeltaTable
-
-    from ..storage import absolute, table_provenance
-
-    version = DeltaTable(absolute(target)).version()
-    provenance = table_provenance(target, 0)
-    found = (provenance.get("role"), provenance.get("plan_id"), provenance.get("owner"))
-    if found != (role, plan_id, owner_name) or version != 0:
-        raise ReleaseExistsError(
-            f"{target!r} holds a Delta table (role {found[0]!r}, plan {found[1]!r}, owner {found[2]!r}, "
-            f"version {version}) that is not an unpublished protected fragment of owner {owner_name!r} under plan "
-            f"{plan_id}; it was left in place; remove it or use another work_dir")
-    _remove_tree(target)
-    log.warning("owner %s: discarded the unpublished protected fragment of plan %s at %r (an earlier run stopped "
-                "before its manifest); protecting again (a ledger that recorded the earlier attempt's spend refuses this "
-                "plan: ask the aggregator for a new plan)",
-                owner_name, plan_id, target)
-
-
-def _manifest_plan(path: str) -> Optional[str]:
-    """The plan id of the manifest at ``path``, or None when there is none (or it is unreadable)."""
-    try:
-        return Manifest.model_validate_json(read_text(path)).plan_id
-    except (ConfigError, ValueError):
-        return None
-
-
-def _discard_interrupted_write(owner_name: str, target: str) -> None:
-    """Remove ``part-<uuid>`` folders (and an uncommitted ``_delta_log``) a killed write left at ``target``."""
-    import re
-
-    import pyarrow.fs as pafs
-
-    from ..storage import absolute
-
-    # what fragrelease's writes put there: delta-rs path part-<uuid>/ folders, Delta-Spark part files
-    part, commit = re.compile(r"part-[0-9a-f]{32}"), re.compile(r"\d{20}\.json")
-    spark_file = re.compile(r"\.?part-\d{5}-[0-9a-f-]{36}(-c\d{3})?(\.\w+)*\.parquet(\.crc)?")
-    fs, root = pafs.FileSystem.from_uri(absolute(target))
-    if fs.get_file_info(root).type == pafs.FileType.NotFound:
-        return
-    entries = fs.get_file_info(pafs.FileSelector(root))
-    log_dir = [e for e in entries if e.base_name == "_delta_log"]
-    commits = [e for d in log_dir for e in fs.get_file_info(pafs.FileSelector(d.path)) if commit.fullmatch(e.base_name)]
-    strangers = [e.base_name for e in entries
-                 if not (e.type == pafs.FileType.Directory and (part.fullmatch(e.base_name) or e.base_name == "_delta_log")
-                         or e.type == pafs.FileType.File and spark_file.fullmatch(e.base_name))]
-    if strangers or commits:
-        raise ReleaseExistsError(f"{target!r} is not a Delta table but holds {sorted(strangers + [c.base_name for c in commits])[:3]}, "
-                                 f"which the step of owner {owner_name!r} did not write; it was left in place")
-    if entries:
-        _remove_tree(target)
-        log.warning("owner %s: removed the uncommitted files an interrupted write left at %r", owner_name, target)
-
-
-def ledger_location(spark, ledger: LedgerConfig) -> str:
-    """The Delta root of an owner's ledger: its ``path``, or the location of its catalog ``table``."""
-    if ledger.table is None:
-        assert ledger.path is not None  # a ledger has a path or a table (configuration check)
-        return ledger.path
-    return table_location(spark, ledger.table)
+        return publish_kept(spark, ctx, step, record, signing_key)
+    except Exception as exc:
+        if isinstance(exc, FragReleaseError) or not is_write_failure(exc):
+            raise
+        raise StorageError(f"owner {ctx.name!r} could not publish its protected fragment: "
+                           f"{path_cause(ctx.paths.manifest, exc)}; its draw is kept privately: run the owner step "
+                           "again to publish it") from None
 
 
 def protect_attributes(

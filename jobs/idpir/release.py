@@ -5,7 +5,9 @@ simulate owners' fragments if the configuration asks for it (:mod:`.simulate`) �
 its metadata (:func:`.owner.describe_fragment`) → the aggregator issues the plan
 (:func:`.aggregator.issue_plan`) → every owner protects its fragment
 (:func:`.owner.protect_owner_fragment`) → the aggregator verifies, combines and commits
-(:func:`.aggregator.release`) → the driver, which holds the originals here, reports MeanSSE.
+(:func:`.aggregator.release`) → the driver, which holds the originals here, reports MeanSSE. A run
+after a killed or failed attempt resumes that attempt's plan instead of the first three steps
+(:mod:`.resume`; owners that kept their draw re-publish it without spending).
 
 This module sits below the Python API: :func:`run_local_release` (the CLI's ``fragrelease run``) and
 :meth:`fragrelease.jobs.api.Release.run` both call :func:`prepare_work_dir` then :func:`play_release`;
@@ -15,6 +17,7 @@ it imports the party modules, the storage layer and the shared result types
 """
 from __future__ import annotations
 
+import logging
 from concurrent.futures import ThreadPoolExecutor
 from types import MappingProxyType
 from typing import Callable, Mapping, Optional, Sequence
@@ -35,19 +38,20 @@ from .context import OwnerContext, aggregator_context, owner_context
 from .evaluate import mean_sse
 from .fragment import conform_attributes, conform_id
 from .keys import generate_release_key
+from .resume import cost_line, run_decision
 from .shuffle import ONE_TASK_VALUES, one_task
 from .signatures import with_release_keys
 from .workspace import claim_work_dir, clear_work_dir
 
 
-def prepare_work_dir(cfg: ReleaseConfig, *, fresh: bool = True, config_path: Optional[str] = None) -> None:
-    """Clear (``fresh``) or claim the release's work folder; no Spark (:mod:`.workspace`).
+def prepare_work_dir(cfg: ReleaseConfig, *, fresh: bool = False, config_path: Optional[str] = None) -> None:
+    """Claim the release's work folder (or, ``fresh``, clear it first); no Spark (:mod:`.workspace`).
 
-    ``fresh`` removes what an earlier run of this release left in ``work_dir`` (its metadata, plan and
-    owners' entries; an earlier run's fragments are never reused: each run spends a new budget) and
-    only that; otherwise the folder is claimed as it is. ``config_path``, the configuration file,
-    must not lie inside ``work_dir``. Raises ConfigError naming the key and the path
-    (:func:`.workspace.check_work_dir`).
+    The single-command run claims it as it is: :func:`play_release` decides whether to resume the
+    plan an earlier attempt left there or to clear it for a new plan (:mod:`.resume`). ``fresh``
+    removes what an earlier run of this release left in ``work_dir`` (its metadata, plan and owners'
+    entries) and only that. ``config_path``, the configuration file, must not lie inside
+    ``work_dir``. Raises ConfigError naming the key and the path (:func:`.workspace.check_work_dir`).
     """
     if fresh:
         clear_work_dir(cfg, config_path)
@@ -56,77 +60,87 @@ def prepare_work_dir(cfg: ReleaseConfig, *, fresh: bool = True, config_path: Opt
 
 
 def run_local_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource] = None,
-                      progress: Optional[Callable[[ProgressEvent], None]] = None, fresh_work_dir: bool = True,
-                      config_path: Optional[str] = None) -> ReleaseResult:
+                      progress: Optional[Callable[[ProgressEvent], None]] = None, new_plan: bool = False,
+                      config_path: Optional[str] = None,
+                      announce: Optional[Callable[[str], None]] = None) -> ReleaseResult:
     """Run every step of the release in this driver; return its typed result (path, version, owners, ε, MeanSSE).
 
     The same path as the Python API's ``Release.from_config(cfg).run(evaluate=True)``
     (:class:`fragrelease.jobs.api.Release`): :func:`prepare_work_dir` then :func:`play_release`; the
-    CLI prints the :class:`~fragrelease.jobs.api_common.ReleaseResult` as it is. ``fresh_work_dir``
-    removes what an earlier run of this release left in the work folder first (protected fragments of
-    an earlier run are never reused: each run spends a new budget), and only that (:mod:`.workspace`);
-    ``config_path``, the configuration file, must not lie inside ``work_dir``.
+    CLI prints the :class:`~fragrelease.jobs.api_common.ReleaseResult` as it is. An earlier attempt's
+    plan is resumed unless ``new_plan`` (:mod:`.resume`); ``announce`` receives the run's cost line
+    before anything is spent. ``config_path``, the configuration file, must not lie inside ``work_dir``.
     ``progress`` receives each step's start and end (:class:`~fragrelease.jobs.progress.ProgressEvent`);
     default: the logger ``fragrelease.progress``, one INFO line per finished step.
     """
-    prepare_work_dir(cfg, fresh=fresh_work_dir, config_path=config_path)
-    return play_release(spark, cfg, noise=noise, progress=progress, evaluate=True)
+    prepare_work_dir(cfg, config_path=config_path)
+    return play_release(spark, cfg, noise=noise, progress=progress, evaluate=True, new_plan=new_plan,
+                        announce=announce)
+
+
+def _announce(line: str) -> None:
+    logging.getLogger("fragrelease.progress").info("%s", line)
 
 
 def play_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource] = None,
                  progress: Optional[Callable[[ProgressEvent], None]] = None,
-                 evaluate: bool = False) -> ReleaseResult:
+                 evaluate: bool = False, new_plan: bool = False,
+                 announce: Optional[Callable[[str], None]] = None) -> ReleaseResult:
     """Play every party's step in this driver on a claimed work folder; return the typed result.
 
-    ``cfg`` is the validated configuration; its ``work_dir`` must already be claimed or cleared
+    ``cfg`` is the validated configuration; its ``work_dir`` must already be claimed
     (:func:`prepare_work_dir`). ``noise``: tests only (seeded; refused outside pytest). ``progress``: see
     :meth:`fragrelease.jobs.api.Release.run`. ``evaluate``: also compute MeanSSE against the
-    originals (skipped for a synthetic release). Raises what the steps raise (ConfigError,
-    ProtocolError, ManifestMismatchError, ReleaseExistsError, BudgetExceededError, SchemaMismatchError,
-    DomainError, IdentifierError).
+    originals (skipped for a synthetic release, and for a resumed plan). Raises what the steps raise
+    (ConfigError, ProtocolError, ManifestMismatchError, ReleaseExistsError, BudgetExceededError,
+    SchemaMismatchError, DomainError, IdentifierError).
+
+    Resume, don't respend (:mod:`.resume`): the plan an earlier attempt left in ``work_dir`` is resumed
+    (owners that kept their draw re-publish it without spending, the others draw, the aggregator
+    commits) unless the configuration changed or ``new_plan``; a plan already committed is refused
+    (ReleaseExistsError) unless ``new_plan``. A new plan clears the earlier attempt's entries of
+    ``work_dir`` first (:func:`.workspace.clear_work_dir`). ``announce`` receives the cost line
+    (:func:`.resume.cost_line`) before any owner spends (default: the logger ``fragrelease.progress``, INFO).
 
     Spend last across owners: before the first owner's protection (a synthetic release: before each
     round), every owner runs, in configuration order, its checks that need no noise up to its ledger's
     check of the spend (:func:`fragrelease.jobs.idpir.owner.check_before_spend`,
     :func:`fragrelease.jobs.synthesis.owner.check_round_before_spend`; no progress step of their own).
-    When one refuses (no room in a ledger, the plan spent, a damaged ledger, a bad key or plan term),
+    When one refuses (no room in a ledger, a replayed plan, a damaged ledger, a bad key or plan term),
     its error is raised unchanged and no owner has spent. A failure after the checks (Spark, storage)
-    stops the owners after it, as before; the owners before it have spent. The owners' risk check
-    (``risk_check``) is advisory and stops nothing.
+    stops the owners after it; the owners before it have spent, and the next run resumes the plan
+    without spending their ε again. The owners' risk check (``risk_check``) is advisory and stops nothing.
     """
-    # signed manifests: a key pair per owner and release where none is configured (private keys in
-    # the owners' private folders; the public keys reach the aggregator step in this in-memory cfg)
+    # signed manifests: a key pair per owner and run where none is configured (private keys in the
+    # owners' private folders; the public keys reach the aggregator step in this in-memory cfg)
     refuse_injected_noise(noise, parameter="noise")  # seeded noise: tests only
     cfg = with_release_keys(cfg)
     schema = resolve_schema(cfg.dataset)
     # every party's context, once, from the configuration with the release's keys
     owners = {o.name: owner_context(cfg, o.name, schema=schema) for o in cfg.owners}
     agg = aggregator_context(cfg, schema=schema)
+    decision = run_decision(spark, agg, owners, new_plan=new_plan)
+    resumed = decision.plan is not None
     synthetic = linkage_of(cfg.linkage).synthesized  # two owner rounds, no protected fragment to evaluate
-    evaluate = evaluate and not synthetic
-    steps = Steps(int(cfg.simulated) + (3 if synthetic else 2) * len(cfg.owners) + 2 + int(evaluate), progress)
-    # every party plays on this machine: one fresh pseudonym key per release for the owners whose
-    # configuration names none, kept in their private folders (0600), never under work_dir
-    generate_release_key(cfg)
-    if cfg.simulated:
-        with steps.step("driver", "simulating the owners' fragments"):
-            simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
-    for o in cfg.owners:
-        with steps.step("owner", "validating its fragment and sending metadata", o.name):
-            owner.describe_fragment(spark, owners[o.name])
-    with steps.step("aggregator", "validating metadata and issuing the plan"):
-        plan = aggregator.issue_plan(agg, spark, pin=False)  # held here and handed to the release step
+    evaluate = evaluate and not synthetic and not resumed
+    first = 0 if resumed else int(cfg.simulated) + len(cfg.owners) + 1
+    steps = Steps(first + (2 if synthetic else 1) * len(cfg.owners) + 1 + int(evaluate), progress)
+    if decision.plan is not None:
+        plan = decision.plan
+    else:
+        plan = _new_plan(spark, cfg, owners, agg, steps)
+    (announce or _announce)(cost_line(spark, decision, plan, owners))
     manifests: dict = {o.name: None for o in cfg.owners}
     protecteds = {}
     if synthetic:  # docs/specification.md §10: every owner's round one, then every owner's round two
         from ..synthesis.owner import check_round_before_spend, measure_owner_round
 
-        for what in ("1-way marginals and tree edges", "clique marginals"):
+        for number, what in ((1, "1-way marginals and tree edges"), (2, "clique marginals")):
             for o in cfg.owners:  # every owner's checks that need no noise before any owner spends
-                check_round_before_spend(spark, owners[o.name])
+                check_round_before_spend(spark, owners[o.name], number)
             for o in cfg.owners:
                 with steps.step("owner", f"measuring noisy {what}", o.name):
-                    measure_owner_round(spark, owners[o.name], noise=noise)
+                    measure_owner_round(spark, owners[o.name], noise=noise, number=number)
     for o in cfg.owners if not synthetic else ():  # every owner's checks that need no noise before any owner spends
         owner.check_before_spend(spark, owners[o.name])
     for o in cfg.owners if not synthetic else ():
@@ -155,6 +169,25 @@ def play_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource] = No
         guarantee=Guarantee.from_dict(prov["guarantee"]), provenance=MappingProxyType(prov), report=out.report,
         mean_sse=score,
     )
+
+
+def _new_plan(spark, cfg: ReleaseConfig, owners: Mapping[str, OwnerContext], agg, steps: Steps) -> Plan:
+    """A new plan: the earlier attempt's entries of ``work_dir`` cleared, a fresh pseudonym key, the simulated
+    fragments (if configured), every owner's metadata, then the plan, pinned in the aggregator's private folder
+    so that a later run can resume it (:mod:`.resume`)."""
+    clear_work_dir(cfg)  # the earlier attempt's metadata, plan and owners' entries only (none of its draws is reused)
+    schema = agg.schema
+    # every party plays on this machine: one fresh pseudonym key per release for the owners whose
+    # configuration names none, kept in their private folders (0600), never under work_dir
+    generate_release_key(cfg)
+    if cfg.simulated:
+        with steps.step("driver", "simulating the owners' fragments"):
+            simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
+    for o in cfg.owners:
+        with steps.step("owner", "validating its fragment and sending metadata", o.name):
+            owner.describe_fragment(spark, owners[o.name])
+    with steps.step("aggregator", "validating metadata and issuing the plan"):
+        return aggregator.issue_plan(agg, spark)  # pinned, and handed to the release step in memory
 
 
 def _mean_sse(spark, plan: Plan, owners: Sequence[OwnerContext], by_owner: Mapping[str, DataFrame]) -> float:

@@ -13,7 +13,7 @@ import math
 from fractions import Fraction
 from typing import Any, Mapping, Optional
 
-from fragrelease.errors import ManifestMismatchError
+from fragrelease.errors import ConfigError, ManifestMismatchError
 from fragrelease.idpir.protocol import Plan
 from fragrelease.signing import verify_manifest_fields
 from fragrelease.synthesis.mechanism import add_owners, fit_model, noisy_total
@@ -86,6 +86,9 @@ def synthesize(spark, ctx: AggregatorContext, plan: Plan, keys: Optional[Mapping
         msg = read_message(RoundTwoMessage, round_path(ctx.owners[o.name], 2), party="aggregator",
                            what=f"synthesis round two of owner {o.name!r}")
         verify_manifest_fields(keys[o.name], msg.signed_fields(), msg.signature, owner=o.name)
+        if msg.plan_id != plan.plan_id:  # an older plan's message: this plan's round two is not there yet
+            raise ConfigError(f"aggregator: owner {o.name!r} has not written its synthesis round two of plan "
+                              f"{plan.plan_id} yet (it holds plan {msg.plan_id}'s); run its protect step first")
         measured.append(check_round_two(msg, spec, cliques, plan_id=plan.plan_id, owner=o.name,
                                         n_records=o.n_records))
     one_sums, clique_sums = add_owners(rounds, measured)

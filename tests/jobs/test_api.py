@@ -170,13 +170,13 @@ def test_two_owner_release_from_catalog_table_names(spark, owners, database, tmp
     b.write.saveAsTable(f"{database}.clinic_b")
     out, ledger = f"{database}.adult_release", f"{database}.budget_a"
 
-    def run(if_exists):
+    def run(if_exists, new_plan=False):
         rel = Release("adult", epsilon="1", k=20, output_table=out, work_dir=str(tmp_path / "work"), spark=spark,
                       reports=False, if_exists=if_exists)
         rel.add_owner("clinic-a", f"{database}.clinic_a",
                       ledger=LedgerConfig(table=ledger, lifetime_epsilon="3"))
         rel.add_owner("clinic-b", f"{database}.clinic_b")
-        return rel.run()
+        return rel.run(new_plan=new_plan)
 
     first = run("error")
     assert first.table == out and first.version == 0 and first.rows == N1 + N2
@@ -189,9 +189,11 @@ def test_two_owner_release_from_catalog_table_names(spark, owners, database, tmp
     else:
         assert props[PROP_LOCATION] == first.path and props[PROP_VERSION] == "0"
     assert table_provenance(first.path)["plan_id"] == first.plan.plan_id
-    with pytest.raises(ReleaseExistsError, match=out):
+    with pytest.raises(ReleaseExistsError, match=out):  # the same work_dir: its plan is committed (issue 49)
         run("error")
-    second = run("new-version")
+    with pytest.raises(ReleaseExistsError, match=out):  # a new plan: the table exists and if_exists is error
+        run("error", new_plan=True)
+    second = run("new-version", new_plan=True)
     assert second.version == 1 and second.path == first.path
     again = spark.table(out).toPandas()
     assert len(again) == N1 + N2  # the new version only, not the union of both versions' files

@@ -31,7 +31,7 @@ def test_quiet_run_prints_nothing_and_a_run_prints_each_owners_private_report(tm
     assert all(r.is_file() for r in reports)
     assert (tmp_path / "release" / "_delta_log" / "00000000000000000000.json").is_file()
 
-    loud = _run(tmp_path, "run", "c.yaml")  # a second version
+    loud = _run(tmp_path, "run", "c.yaml", "--new-plan")  # a second version (the first plan is committed)
     assert loud.returncode == 0, loud.stderr
     assert "WARNING: Using incubator modules" not in loud.stderr and "log4j" not in loud.stderr
     lines = loud.stdout.splitlines()

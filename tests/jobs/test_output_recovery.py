@@ -5,8 +5,8 @@ with no commit and a 0-byte part file, and every later run of the release failed
 ``[TABLE_OR_VIEW_ALREADY_EXISTS]`` after every owner had spent its ε; a full disk printed
 ``(An error occurred while calling o1252.create.)`` and hundreds of lines of Java stack traces.
 Now the next run of the same configuration finds its own marker beside the output, clears exactly
-the crashed write's leftovers and commits version 0; each owner's ledger then holds one spend per
-committed release plus the killed attempt's.
+the crashed write's leftovers and commits version 0; it resumes the killed attempt's plan (the owners
+re-publish what they kept, issue 49), so each owner's ledger holds one spend for the one release.
 """
 import glob
 import json
@@ -103,9 +103,9 @@ def test_an_aggregator_killed_during_the_spark_delta_commit_does_not_wedge_the_o
 
     monkeypatch.setattr(aggregator, "release", real_release)
     result = run_local_release(spark, cfg)  # the same configuration, nothing removed by hand
-    assert result.version == 0 and result.plan.plan_id != first_plan
+    assert result.version == 0 and result.plan.plan_id == first_plan  # the killed attempt's plan, resumed
     _assert_committed_once(output)
-    assert _spends(tmp_path, "a") == _spends(tmp_path, "b") == [Fraction(1), Fraction(1)]  # + the killed attempt's
+    assert _spends(tmp_path, "a") == _spends(tmp_path, "b") == [Fraction(1)]  # before issue 49: [1, 1]
     assert beside.read_text() == "a user file beside the output"
 
 
@@ -139,7 +139,7 @@ def test_an_aggregator_killed_during_the_delta_rs_commit_does_not_wedge_the_outp
     monkeypatch.setattr(delta_write, "_discard_uncommitted", real_discard)
     assert run_local_release(spark, cfg).version == 0
     _assert_committed_once(output)
-    assert _spends(tmp_path, "a") == _spends(tmp_path, "b") == [Fraction(1), Fraction(1)]
+    assert _spends(tmp_path, "a") == _spends(tmp_path, "b") == [Fraction(1)]  # the killed attempt's plan, resumed
 
 
 @pytest.fixture
@@ -176,9 +176,9 @@ def test_a_full_disk_during_the_spark_delta_commit_is_one_line_and_the_rerun_com
     assert marker_text(output)["config"] == "full-disk"
     assert _spends(tmp_path, "a") == [Fraction(1)]  # the failed attempt's spend stays (the safe direction)
     os.remove(small_disk / "filler")  # the operator frees space; nothing of the release is removed by hand
-    assert run_cli(["run", str(conf)]) == 0
+    assert run_cli(["run", str(conf)]) == 0  # resumes the failed attempt's plan: the owners re-publish
     _assert_committed_once(output)
-    assert _spends(tmp_path, "a") == _spends(tmp_path, "b") == [Fraction(1), Fraction(1)]
+    assert _spends(tmp_path, "a") == _spends(tmp_path, "b") == [Fraction(1)]  # before issue 49: [1, 1]
 
 
 @pytest.mark.slow  # a whole release up to the owners' spend

@@ -81,11 +81,15 @@ def test_failures_never_expose_partial_releases(spark, tmp_path, wine_source, mo
     assert not glob.glob(os.path.join(protected_path(cfg2.work_dir, "a"), "part-*"))  # the written files were removed
     assert not DeltaTable.is_deltatable(protected_path(cfg2.work_dir, "a"))        # and no table is visible
     assert not os.path.exists(manifest_path(cfg2.work_dir, "a"))
+    # nor is anything left of this attempt's private copy (draw once: kept only once written whole)
+    assert not glob.glob(os.path.join(owner_context(cfg2, "a").paths.private_dir, "draws", "*", "tables-*"))
     owner.protect_owner_fragment(spark, owner_context(cfg2, "a"))                     # the rerun completes
 
     # 2. disk full while the owner writes its manifest: the aggregator refuses the fragment
+    from fragrelease.jobs.idpir import publish
+
     with monkeypatch.context() as m:
-        m.setattr(owner, "write_text", disk_full)
+        m.setattr(publish, "write_text", disk_full)
         with pytest.raises(OSError):
             owner.protect_owner_fragment(spark, owner_context(cfg2, "b"))
     with pytest.raises(ManifestMismatchError, match="'b' has no manifest"):
@@ -137,6 +141,10 @@ def test_ledger_refuses_a_release_past_the_lifetime_budget(spark, tmp_path, wine
                  lifetime=Fraction(2))
     run_local_release(spark, cfg)  # 3/2 + 1/2 = 2: fits exactly
     assert sum(spent(cfg.owners[1].ledger.path, "b", "wine")) == 2
-    with pytest.raises(BudgetExceededError, match=r"'b' has spent ε = 2 of its lifetime budget 2"):
+    from fragrelease.errors import ReleaseExistsError
+
+    with pytest.raises(ReleaseExistsError, match="is already released"):  # the same run again: nothing new to spend on
         run_local_release(spark, cfg)
-    assert DeltaTable(cfg.output).version() == 0
+    with pytest.raises(BudgetExceededError, match=r"'b' has spent ε = 2 of its lifetime budget 2"):
+        run_local_release(spark, cfg, new_plan=True)
+    assert DeltaTable(cfg.output).version() == 0 and sum(spent(cfg.owners[1].ledger.path, "b", "wine")) == 2

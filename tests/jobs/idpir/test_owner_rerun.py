@@ -1,27 +1,28 @@
-"""An owner step that stopped midway can be run again (issue 22, item 6).
+"""An owner step that stopped midway, or whose published fragment was deleted, is run again: draw once
+(issue 22 item 6, issue 49 items 1 and 3).
 
-A protected fragment is published only by its manifest. A run killed between the table commit and
-the manifest left a table that made every rerun fail with ReleaseExistsError; the rerun now discards
-that unpublished fragment (after checking that its commit names this plan and this owner) and
-protects again. An owner with a ledger spent on the plan before it was killed: its ledger refuses a
-second spend on the same plan (issue 36, a plan is spent once), so it asks for a new plan, and the
-ledger keeps the first attempt's spend (an over-count, documented).
+A protected fragment is kept in the owner's private draw folder before anything is shared, then
+published to ``work_dir`` as a copy and by its manifest. Before issue 49, a rerun after a kill
+before the manifest discarded the unpublished table and protected again (a second draw of the same
+records, with the same plan and pseudonyms: linkable record by record), and an owner with a ledger
+found its plan spent and could never publish. Now a rerun re-publishes the very tables it kept
+(file for file, row for row) without spending, whatever ``work_dir`` holds, and an attempt that
+stopped before keeping its output draws again without a second spend.
 """
 import errno
 import glob
 import json
-import logging
 import os
 from fractions import Fraction
 
 import pytest
 from deltalake import DeltaTable
 
-from fragrelease.errors import PlanAlreadySpentError, ReleaseExistsError, StorageError
+from fragrelease.errors import ManifestMismatchError, ReleaseExistsError, StorageError
 from fragrelease.idpir.config import PRIVATE_ROOT_ENV, config_from_dict
-from fragrelease.jobs.idpir import aggregator, owner, simulate
+from fragrelease.jobs.idpir import aggregator, owner, publish, simulate
 from fragrelease.jobs.idpir.context import aggregator_context, owner_context
-from fragrelease.jobs.idpir.layout import manifest_path, plan_path, protected_path
+from fragrelease.jobs.idpir.layout import manifest_path, plan_path, protected_path, pseudonyms_path
 from fragrelease.jobs.idpir.ledger import spent
 from fragrelease.schemas.datasets import resolve_schema
 
@@ -39,13 +40,13 @@ def wine_source(spark, wine_pdf, tmp_path_factory):
     return path
 
 
-def _config(tmp, source):
+def _config(tmp, source, **kw):
     data = dict(name="rerun", dataset="wine", fragmentation="horizontal", epsilon="1", k=10,
                 source={"path": source, "format": "parquet"}, if_exists="error",
                 owners=[{"name": "a", "rows": 150},
                         {"name": "b", "rows": 150,
                          "ledger": {"path": str(tmp / "ledger-b"), "lifetime_epsilon": "5"}}],
-                work_dir=str(tmp / "work"), output=str(tmp / "release"), reports=False)
+                work_dir=str(tmp / "work"), output=str(tmp / "release"), reports=False, **kw)
     from signing_keys import with_keys  # tests/helpers: owners sign their manifests
 
     return with_keys(config_from_dict(data), tmp / "keys")
@@ -67,13 +68,34 @@ def prepared(spark, wine_source, tmp_path_factory):
     return root
 
 
-def _copy(prepared, tmp, source, monkeypatch):
+def _copy(prepared, tmp, source, monkeypatch, **kw):
     """A copy of :func:`prepared`'s folder in ``tmp`` (``copy_state``), its private root in use; its configuration."""
     from copied_state import copy_state  # tests/helpers
 
     copy_state(prepared, tmp)
     monkeypatch.setenv(PRIVATE_ROOT_ENV, str(tmp / "private-root"))
-    return _config(tmp, source)
+    cfg = _config(tmp, source, **kw)
+    from fragrelease.idpir.protocol import Plan
+
+    # the aggregator's pin names its work_dir: the copy's plan pinned for the copy's folder
+    aggregator.pin_plan(aggregator_context(cfg), Plan.model_validate_json(open(plan_path(cfg.work_dir)).read()))
+    return cfg
+
+
+def _files(folder) -> dict:
+    """Every file under ``folder``: relative path → SHA-256 of its bytes (what a second draw could not match)."""
+    import hashlib
+
+    out = {}
+    for root, _dirs, names in os.walk(folder):
+        for n in names:
+            p = os.path.join(root, n)
+            out[os.path.relpath(p, folder)] = hashlib.sha256(open(p, "rb").read()).hexdigest()
+    return out
+
+
+def _rows(spark, path):
+    return sorted(map(tuple, spark.read.format("delta").load(path).toPandas().itertuples(index=False)))
 
 
 def _only_active_parquet(table: str) -> None:
@@ -83,84 +105,119 @@ def _only_active_parquet(table: str) -> None:
 
 
 @pytest.mark.slow  # the owners' steps and the aggregator's release end to end
-def test_a_rerun_after_a_kill_before_the_manifest_completes_and_the_release_goes_through(
-        spark, tmp_path, wine_source, prepared, monkeypatch, caplog):
+def test_a_rerun_after_a_kill_before_the_manifest_republishes_the_same_draw_and_the_release_goes_through(
+        spark, tmp_path, wine_source, prepared, monkeypatch):
     cfg = _copy(prepared, tmp_path, wine_source, monkeypatch)
     ledger = cfg.owners[1].ledger.path
 
     def killed(*args, **kwargs):
         raise Killed()
 
-    # owner b (with a ledger) is killed after its spend: the same plan is never spent again
+    # owner b (with a ledger) is killed after its draw was kept, before its manifest: the rerun publishes that draw
     with monkeypatch.context() as m:
-        m.setattr(owner, "write_text", killed)
+        m.setattr(publish, "write_text", killed)
         with pytest.raises(Killed):
             owner.protect_owner_fragment(spark, owner_context(cfg, "b"))
-    with open(plan_path(cfg.work_dir)) as f:
-        plan_id = json.load(f)["plan_id"]
     assert spent(ledger, "b", "wine") == [Fraction(1)]
-    with pytest.raises(PlanAlreadySpentError) as info:
-        owner.protect_owner_fragment(spark, owner_context(cfg, "b"))
-    assert str(info.value) == (f"owner 'b' already spent on plan {plan_id!r} (dataset 'wine', budget ledger "
-                               f"{os.path.abspath(ledger)!r}); a plan is spent once; ask the aggregator for a new plan")
-    assert spent(ledger, "b", "wine") == [Fraction(1)]  # nothing more spent
-    aggregator.issue_plan(aggregator_context(cfg))  # the new plan the message asks for
-    owner.protect_owner_fragment(spark, owner_context(cfg, "b"))  # b's unpublished fragment was discarded by the refused rerun
+    target = protected_path(cfg.work_dir, "b")
+    assert DeltaTable.is_deltatable(target) and not os.path.exists(manifest_path(cfg.work_dir, "b"))
+    first = _files(target)
+    owner.protect_owner_fragment(spark, owner_context(cfg, "b"))  # before issue 49: PlanAlreadySpentError
+    assert _files(target) == first and os.path.exists(manifest_path(cfg.work_dir, "b"))
+    assert spent(ledger, "b", "wine") == [Fraction(1)]  # spent once
+    _only_active_parquet(target)
 
-    # owner a (no ledger) is killed before its manifest: the rerun discards the fragment and completes
+    # owner a is killed before it kept its draw: nothing was shared, so the rerun draws (its claim stands for the spend)
     with monkeypatch.context() as m:
-        m.setattr(owner, "write_text", killed)
+        m.setattr(publish, "keep_tables", killed)
+        m.setattr(owner, "keep_tables", killed)
         with pytest.raises(Killed):
             owner.protect_owner_fragment(spark, owner_context(cfg, "a"))
-    target = protected_path(cfg.work_dir, "a")
-    assert DeltaTable.is_deltatable(target) and not os.path.exists(manifest_path(cfg.work_dir, "a"))
-    first_files = set(DeltaTable(target).file_uris())
-
-    with caplog.at_level(logging.WARNING, logger="fragrelease.jobs.idpir.owner"):
-        owner.protect_owner_fragment(spark, owner_context(cfg, "a"))  # before the fix: ReleaseExistsError
-    assert any("discarded the unpublished protected fragment of plan" in r.getMessage() for r in caplog.records)
-    assert not first_files & set(DeltaTable(target).file_uris())  # the first attempt's rows are gone
-    _only_active_parquet(target)
+    assert not os.path.exists(protected_path(cfg.work_dir, "a"))  # nothing left the owner
+    owner.protect_owner_fragment(spark, owner_context(cfg, "a"))
     result = aggregator.release(spark, aggregator_context(cfg))
     assert result.version == 0 and result.rows == 300
-    assert spent(ledger, "b", "wine") == [Fraction(1), Fraction(1)]  # the documented over-count: one per plan
+    assert spent(ledger, "b", "wine") == [Fraction(1)]  # one release, one spend
 
-    with pytest.raises(ReleaseExistsError, match=r"owner 'b' already published a protected fragment for plan"):
-        owner.protect_owner_fragment(spark, owner_context(cfg, "b"))  # a published fragment is never discarded
+    # a published fragment deleted by whoever writes work_dir: re-published, file for file, no new draw
+    before = _files(protected_path(cfg.work_dir, "a"))
+    manifest = open(manifest_path(cfg.work_dir, "a")).read()
+    import shutil
+
+    shutil.rmtree(protected_path(cfg.work_dir, "a"))
+    owner.protect_owner_fragment(spark, owner_context(cfg, "a"))
+    assert _files(protected_path(cfg.work_dir, "a")) == before and open(manifest_path(cfg.work_dir, "a")).read() == manifest
 
 
-def test_a_failed_manifest_write_removes_the_fragment_and_says_so(spark, tmp_path, wine_source, prepared,
-                                                                   monkeypatch):
+@pytest.mark.slow  # one owner's protection, then its fragment deleted piece by piece
+@pytest.mark.parametrize("linkage", ["linked", "unlinked"])
+def test_deleting_the_table_or_the_manifest_never_buys_a_second_draw(spark, tmp_path, wine_source, prepared,
+                                                                     monkeypatch, linkage):
+    import shutil
+
+    cfg = _copy(prepared, tmp_path, wine_source, monkeypatch, linkage=linkage)
+    if linkage == "unlinked":  # the prepared plan is linked: a plan of this configuration
+        for o in cfg.owners:
+            owner.describe_fragment(spark, owner_context(cfg, o.name))
+        aggregator.issue_plan(aggregator_context(cfg))
+    ledger = cfg.owners[1].ledger.path
+    owner.protect_owner_fragment(spark, owner_context(cfg, "b"))
+    tables = [protected_path(cfg.work_dir, "b")] + ([pseudonyms_path(cfg.work_dir, "b")] if linkage == "unlinked" else [])
+    files = {t: _files(t) for t in tables}
+    rows = {t: _rows(spark, t) for t in tables}
+    manifest = open(manifest_path(cfg.work_dir, "b")).read()
+    for gone in [*tables, manifest_path(cfg.work_dir, "b"), "all"]:
+        for path in (tables + [manifest_path(cfg.work_dir, "b")] if gone == "all" else [gone]):
+            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+        owner.protect_owner_fragment(spark, owner_context(cfg, "b"))
+        assert {t: _files(t) for t in tables} == files, gone
+        assert {t: _rows(spark, t) for t in tables} == rows, gone
+        assert open(manifest_path(cfg.work_dir, "b")).read() == manifest, gone
+    assert spent(ledger, "b", "wine") == [Fraction(1)]
+    owner.protect_owner_fragment(spark, owner_context(cfg, "a"))
+    assert aggregator.release(spark, aggregator_context(cfg)).rows == 300
+
+
+def test_a_failed_manifest_write_keeps_the_draw_and_the_rerun_publishes_it(spark, tmp_path, wine_source, prepared,
+                                                                          monkeypatch):
     cfg = _copy(prepared, tmp_path, wine_source, monkeypatch)
 
     def disk_full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     with monkeypatch.context() as m:
-        m.setattr(owner, "write_text", disk_full)
+        m.setattr(publish, "write_text", disk_full)
         with pytest.raises(StorageError) as info:
             owner.protect_owner_fragment(spark, owner_context(cfg, "a"))
     target = protected_path(cfg.work_dir, "a")
     assert str(info.value) == ("owner 'a' could not publish its protected fragment: No space left on device (ENOSPC); "
-                               f"the unpublished fragment at {target!r} was removed; run the owner step again")
-    assert not os.path.exists(target)
+                               "its draw is kept privately: run the owner step again to publish it")
+    first = _files(target)
     owner.protect_owner_fragment(spark, owner_context(cfg, "a"))
-    assert os.path.exists(manifest_path(cfg.work_dir, "a"))
+    assert os.path.exists(manifest_path(cfg.work_dir, "a")) and _files(target) == first
 
 
-def test_a_fragment_of_another_plan_is_refused_and_kept(spark, tmp_path, wine_source, prepared, monkeypatch):
+def test_a_new_plan_in_the_same_work_dir_replaces_the_owners_own_entry_and_a_consumed_nonce_is_refused(
+        spark, tmp_path, wine_source, prepared, monkeypatch):
+    """Issue 49 item 3: a deliberate new plan where an older plan's fragment lies."""
     cfg = _copy(prepared, tmp_path, wine_source, monkeypatch)
-    with monkeypatch.context() as m:
-        m.setattr(owner, "write_text", lambda *a, **k: (_ for _ in ()).throw(Killed()))
-        with pytest.raises(Killed):
-            owner.protect_owner_fragment(spark, owner_context(cfg, "a"))
-    old_plan = DeltaTable(protected_path(cfg.work_dir, "a")).history()[0]
-    aggregator.issue_plan(aggregator_context(cfg))  # a new plan: the table is not an unpublished fragment of it
-    with pytest.raises(ReleaseExistsError, match=r"holds a Delta table \(role 'protected-fragment', plan '[0-9a-f-]+', "
-                                                 r"owner 'a', version 0\) that is not an unpublished protected "
-                                                 r"fragment of owner 'a' under plan [0-9a-f-]+; it was left in place"):
+    owner.protect_owner_fragment(spark, owner_context(cfg, "a"))
+    old_plan = json.load(open(plan_path(cfg.work_dir)))["plan_id"]
+    new = aggregator.issue_plan(aggregator_context(cfg))  # from the same metadata: a's nonce is consumed
+    with pytest.raises(ManifestMismatchError, match=rf"^owner 'a': plan {new.plan_id} carries the metadata nonce that "
+                                                    rf"plan {old_plan} consumed"):
         owner.protect_owner_fragment(spark, owner_context(cfg, "a"))
-    assert DeltaTable(protected_path(cfg.work_dir, "a")).history()[0] == old_plan
+    for o in cfg.owners:  # a new metadata round, then a new plan
+        owner.describe_fragment(spark, owner_context(cfg, o.name))
+    newer = aggregator.issue_plan(aggregator_context(cfg))
+    with pytest.raises(ManifestMismatchError, match=rf"^owner 'a' has not published its protected fragment of plan "
+                                                    rf"{newer.plan_id} yet \(.* is of plan {old_plan}\); run its "
+                                                    "protect step first"):
+        aggregator.release(spark, aggregator_context(cfg))
+    for o in cfg.owners:
+        owner.protect_owner_fragment(spark, owner_context(cfg, o.name))  # a's older table replaced, not refused
+    assert DeltaTable(protected_path(cfg.work_dir, "a")).history()[-1]["userMetadata"].count(newer.plan_id) == 1
+    assert aggregator.release(spark, aggregator_context(cfg)).rows == 300
 
 
 def _cfg_only(tmp):
@@ -178,7 +235,7 @@ def test_files_of_an_interrupted_write_are_discarded_and_anything_else_is_kept(t
     with open(os.path.join(leftover, "part-00000-x.snappy.parquet"), "wb") as f:
         f.write(b"rows")
     os.makedirs(os.path.join(target, "_delta_log"))
-    owner.discard_unpublished_fragment(owner_context(cfg, "a"), "plan", target)
+    publish.clear_own_entry(owner_context(cfg, "a"), target, "protected-fragment")
     assert not os.path.exists(target)  # before the fix the orphan Parquet files stayed readable
 
     os.makedirs(target)
@@ -186,5 +243,5 @@ def test_files_of_an_interrupted_write_are_discarded_and_anything_else_is_kept(t
         f.write("keep")
     with pytest.raises(ReleaseExistsError, match=r"is not a Delta table but holds \['notes.txt'\], which the step of owner 'a' "
                                                  r"did not write; it was left in place"):
-        owner.discard_unpublished_fragment(owner_context(cfg, "a"), "plan", target)
+        publish.clear_own_entry(owner_context(cfg, "a"), target, "protected-fragment")
     assert open(os.path.join(target, "notes.txt")).read() == "keep"

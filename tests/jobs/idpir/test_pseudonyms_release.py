@@ -258,7 +258,7 @@ def test_single_command_release_generates_a_fresh_private_key_per_release(spark,
     own = [{"name": "a", "source": write_source(spark, tmp_path / "a", range(1, 21)), "private_dir": str(tmp_path / "pa")},
            {"name": "b", "source": write_source(spark, tmp_path / "b", range(21, 41)), "private_dir": str(tmp_path / "pb")}]
     cfg = config(tmp_path, schema_path, own, if_exists="new-version")
-    first = run_local_release(spark, cfg, fresh_work_dir=True)
+    first = run_local_release(spark, cfg)
     ka = open(tmp_path / "pa" / "pseudonym-key", "rb").read()
     assert open(tmp_path / "pb" / "pseudonym-key", "rb").read() == ka and len(ka) == 64
     for folder in ("pa", "pb"):
@@ -268,9 +268,9 @@ def test_single_command_release_generates_a_fresh_private_key_per_release(spark,
     assert set(frag["pseudonym"]) == {pseudonym(derive_key(ka), i, context=first.plan.pseudonym_context()) for i in range(1, 21)}
     # one process generated the key and played the aggregator: the recorded guarantee says so
     assert "one process played every party" in first.provenance["guarantee"]["against"]
-    assert not os.path.exists(plan_pin_path(cfg.name, cfg.work_dir))  # the plan went to the release step in memory: no pin left behind
+    assert os.path.exists(plan_pin_path(cfg.name, cfg.work_dir))  # pinned: a later run can resume it (issue 49)
     assert first.mean_sse is None or first.mean_sse >= 0
-    run_local_release(spark, cfg, fresh_work_dir=True)
+    run_local_release(spark, cfg, new_plan=True)  # a new release (the first one is committed)
     assert open(tmp_path / "pa" / "pseudonym-key", "rb").read() != ka  # one key per release
 
 
