@@ -126,26 +126,24 @@ def _pinned(path: str) -> Optional[tuple]:
     return dt, log_check
 
 
+def _spends(path: str) -> list:
+    """Every spend row of the verified ledger at ``path`` (empty when there is no ledger yet)."""
+    pinned = _pinned(absolute(path))
+    return [] if pinned is None else list(read_spends(path, pinned[1]))
+
+
 def spent(path: str, owner: str, dataset: str) -> list[Fraction]:
     """Every ε recorded for (owner, dataset), exact, in version order (empty when there is no ledger yet).
 
     Raises LedgerDamagedError / LedgerStorageError as :func:`verify_log` and :func:`read_spends`.
     """
-    pinned = _pinned(absolute(path))
-    if pinned is None:
-        return []
-    log_check = pinned[1]
-    return [s.epsilon for s in read_spends(path, log_check) if s.owner == owner and s.dataset == dataset]
+    return [s.epsilon for s in _spends(path) if s.owner == owner and s.dataset == dataset]
 
 
 def records_plan(path: str, owner: str, dataset: str, plan_id: str) -> bool:
     """Whether the ledger at ``path`` records a spend of ``owner`` on ``plan_id`` for ``dataset`` (False
     when there is no ledger yet). Raises LedgerDamagedError / LedgerStorageError as :func:`spent`."""
-    pinned = _pinned(absolute(path))
-    if pinned is None:
-        return False
-    return any(s.owner == owner and s.dataset == dataset and s.plan_id == plan_id
-               for s in read_spends(path, pinned[1]))
+    return any(s.owner == owner and s.dataset == dataset and s.plan_id == plan_id for s in _spends(path))
 
 
 def check_intact(path: str) -> None:
