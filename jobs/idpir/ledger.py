@@ -1,9 +1,8 @@
 """The privacy-budget ledger: a Delta table per data owner recording every spend on each dataset.
 
 Releases of the same records compose sequentially, so an owner declares a lifetime budget per
-dataset and every release's ε_j is recorded **before** any noise is drawn (a crash after the
-record wastes budget, never under-counts it). A spend that would take the total past the lifetime
-budget is refused.
+dataset and every release's ε_j is recorded **before** any noise is drawn (never under-counted; a
+crashed attempt resumes on its recorded spend, :mod:`.draws`); a spend past the lifetime is refused.
 
 Concurrency: the check and the record are one optimistic transaction, on the first spend too.
 
@@ -49,8 +48,7 @@ copy) as damaged, before any spend. What stays undetected (a machine that never 
 attacker who also writes the owner's private folder, rows of 0.16.0 before the chain began):
 docs/known-limitations.md, "Budget ledger scope".
 
-Layout: the log's verification is :mod:`fragrelease.jobs.idpir.ledger_log`, the rows'
-:mod:`fragrelease.jobs.idpir.ledger_chain`; their public names are re-exported here.
+Layout: the log's verification is :mod:`.ledger_log`, the rows' :mod:`.ledger_chain` (re-exported here).
 """
 from __future__ import annotations
 
