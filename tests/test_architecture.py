@@ -457,7 +457,7 @@ RNG_DRAWS = frozenset({
     "secure_token_bytes", "secure_random_keys", "secure_bytes", "secure_permutation", "secure_randbelow",
     "secure_randbits", "secure_open_unit", "secure_gumbel", "SecureDiffGenRandomness", "FastDiffGenRandomness",
     "SeededDiffGenRandomness", "SecureLaplace", "FastLaplace", "evaluation_generator", "SecureSimulation",
-    "SeededSimulation",
+    "SeededSimulation", "secure_noisy_max",
 })
 #: Public names of fragrelease.rng that draw nothing themselves: protocols, calibration, constants, and
 #: functions that draw only from a source passed in (``gumbel_max``; ``LaplaceNoise.sample`` draws from
@@ -465,7 +465,8 @@ RNG_DRAWS = frozenset({
 RNG_NON_DRAWS = frozenset({
     "DiffGenRandomness", "UNIFORM_BITS", "gumbel_max", "NoiseSource", "LAPLACE_GRANULARITY_EXPONENT",
     "laplace_measurement", "laplace_epsilon", "float_at_most", "calibrated_laplace_scale", "LaplaceNoise",
-    "FAST_SAMPLER_NAME", "SimulationRandomness",
+    "FAST_SAMPLER_NAME", "SimulationRandomness", "noisy_max_measurement", "noisy_max_epsilon",
+    "calibrated_noisy_max_scale", "check_scores", "TEST_MARKER", "refuse_injected_noise",
 })
 #: Raw sources of randomness (rule 1): modules, and attributes of other modules.
 ENTROPY_MODULES = ("secrets", "random", "numpy.random")

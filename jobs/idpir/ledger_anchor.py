@@ -57,7 +57,7 @@ class Anchor:
     file: str
 
     def describe(self) -> str:
-        return (f"this machine recorded owner {self.owner!r}'s spend on {self.dataset!r} at its version "
+        return (f"this machine recorded the spend of owner {self.owner!r} on {self.dataset!r} at its version "
                 f"{self.version} (anchor {self.file!r})")
 
 

@@ -196,7 +196,7 @@ def clear_own_entry(ctx: OwnerContext, target: str, role: str) -> None:
     if found[0] != role or found[2] != ctx.name or version != 0:
         raise ReleaseExistsError(
             f"{target!r} holds a Delta table (role {found[0]!r}, plan {found[1]!r}, owner {found[2]!r}, "
-            f"version {version}) that owner {ctx.name!r}'s protect step did not write; it was left in place; remove it "
+            f"version {version}) that the protect step of owner {ctx.name!r} did not write; it was left in place; remove it "
             "or use another work_dir")
     remove_tree(target)
 

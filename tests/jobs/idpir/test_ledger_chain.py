@@ -114,7 +114,7 @@ def test_a_removed_last_commit_is_refused_by_the_check_and_by_the_next_spend(tmp
     anchor = anchor_file(path)
     os.remove(_commit(path, 2))  # removed cleanly: versions 0..1 are contiguous and parse
     _refused_everywhere(path, "version 2 is missing: the ledger ends at version 1 (rolled back, or its last commit "
-                              f"removed), but this machine recorded owner 'o''s spend on 'd' at its version 2 (anchor "
+                              f"removed), but this machine recorded the spend of owner 'o' on 'd' at its version 2 (anchor "
                               f"{anchor!r})", capsys)
 
 
@@ -128,7 +128,7 @@ def test_a_folder_replaced_by_an_older_copy_is_refused(tmp_path, machine, capsys
     shutil.rmtree(path)
     shutil.copytree(tmp_path / "backup", path)  # the backup restored over the newer spend
     _refused_everywhere(path, "version 2 is missing: the ledger ends at version 1 (rolled back, or its last commit "
-                              f"removed), but this machine recorded owner 'o''s spend on 'd' at its version 2 (anchor "
+                              f"removed), but this machine recorded the spend of owner 'o' on 'd' at its version 2 (anchor "
                               f"{anchor_file(path)!r})", capsys)
 
 
@@ -160,7 +160,7 @@ def test_a_deleted_ledger_is_refused_where_this_machine_spent(tmp_path, machine,
 
     path = _ledger(tmp_path)
     shutil.rmtree(path)
-    _refused_everywhere(path, "it is gone (no folder, or an empty one), but this machine recorded owner 'o''s spend "
+    _refused_everywhere(path, "it is gone (no folder, or an empty one), but this machine recorded the spend of owner 'o' "
                               f"on 'd' at its version 2 (anchor {anchor_file(path)!r})", capsys)
     assert not os.path.exists(path)
 
@@ -172,7 +172,7 @@ def test_a_rollback_rewritten_by_another_spend_is_refused(tmp_path, machine, cap
     machine("b")
     record_spend(path, owner="o", dataset="d", plan_id="p3", epsilon=Fraction(1), lifetime=LIFETIME)  # undetected there
     machine("a")
-    _refused_everywhere(path, "its version 2 holds another spend, but this machine recorded owner 'o''s spend on 'd' "
+    _refused_everywhere(path, "its version 2 holds another spend, but this machine recorded the spend of owner 'o' on 'd' "
                               f"at its version 2 (anchor {anchor_file(path)!r}) (rolled back and rewritten)", capsys)
 
 
