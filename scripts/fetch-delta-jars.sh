@@ -17,6 +17,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${1:-.venv/bin/python}
 
+# POM-only folders that setups up to 0.16.0 left in ~/.m2 (docs/deployment.md): named, never removed here
+for left in org/slf4j/slf4j-api/2.0.13 org/xerial/snappy/snappy-java/1.1.10.7; do
+  dir="$HOME/.m2/repository/$left"
+  if compgen -G "$dir/*.pom" >/dev/null && ! compgen -G "$dir/*.jar" >/dev/null; then
+    echo "setup: $dir holds a POM without its jar (left by an earlier fragrelease setup); Spark's" \
+         "spark.jars.packages stops on it: remove that folder (docs/deployment.md)" >&2
+  fi
+done
+
 jars=$("$PY" -c 'from fragrelease.jobs.session import delta_jars_dir; print(delta_jars_dir())')
 coord=$("$PY" -c 'from fragrelease.jobs.session import delta_jar_coordinate; print(delta_jar_coordinate())')
 IFS=: read -r group artifact version <<<"$coord"

@@ -14,7 +14,8 @@ not from ``$HOME``. The real ``~/.m2`` and ``~/.ivy2`` are never read or written
 Delta's documentation (``configure_spark_with_delta_pip``: ``spark.jars.packages`` through Ivy) starts a
 session in that home and writes and reads a Delta table. Needs Maven and network (Maven Central).
 
-Cost on 2 cores: the fetch about a minute, the session (Ivy downloads Delta's jars) one to two minutes.
+Cost: a few minutes (the fetch, then Ivy downloading Delta's jars for the session); 17 minutes on 2 cores
+shared with five other test runs.
 """
 import os
 import shutil
@@ -66,6 +67,32 @@ def test_pom_only_folders_finds_what_ivy_trips_on(tmp_path):
     (good / "delta-storage-4.4.0.pom").write_text("<project/>")
     (good / "delta-storage-4.4.0.jar").write_bytes(b"")
     assert pom_only_folders(tmp_path) == [os.path.join(".m2", "repository", "org", "slf4j", "slf4j-api", "2.0.13")]
+
+
+def test_setup_names_the_pom_only_folders_an_earlier_setup_left_and_removes_nothing(tmp_path):
+    """A machine an earlier setup left broken (docs/deployment.md) is told which folders to remove; the
+    folders are not this run's, so they stay. The jars are already there: no Maven, no network."""
+    from fragrelease.jobs.session import delta_jar_coordinate
+
+    _, artifact, version = delta_jar_coordinate().split(":")
+    home, jars = tmp_path / "home", tmp_path / "jars" / f"{artifact}-{version}"
+    jars.mkdir(parents=True)
+    (jars / f"{artifact}-{version}.jar").write_bytes(b"")
+    left = home / ".m2" / "repository" / "org" / "slf4j" / "slf4j-api" / "2.0.13"
+    left.mkdir(parents=True)
+    (left / "slf4j-api-2.0.13.pom").write_text("<project/>")
+    whole = home / ".m2" / "repository" / "org" / "xerial" / "snappy" / "snappy-java" / "1.1.10.7"
+    whole.mkdir(parents=True)
+    for name in ("snappy-java-1.1.10.7.pom", "snappy-java-1.1.10.7.jar"):
+        (whole / name).write_bytes(b"")
+    env = {k: v for k, v in os.environ.items() if k not in _SPARK_ENV}
+    env.update(HOME=str(home), FRAGRELEASE_DELTA_JARS=str(jars))
+    proc = subprocess.run(["bash", str(FETCH), sys.executable], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0 and proc.stdout == "", proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{left} holds a POM without its jar" in lines[0], proc.stderr  # not the whole one
+    assert sorted(p.name for p in left.iterdir()) == ["slf4j-api-2.0.13.pom"]  # left as it was
 
 
 @pytest.mark.slow  # Maven's fetch and a session that resolves Delta through Ivy (2-3 minutes, network)
