@@ -183,8 +183,13 @@ def bundle_synthetic_installs() -> list[str]:
 
 
 def _synthetic_conf(tmp: Path) -> Path:
-    """A small synthetic configuration: Adult with income (built in), two simulated owners with signing keys."""
+    """A small synthetic configuration: the first 800 rows of Adult with income (a Parquet file), cut into two
+    simulated owners with signing keys."""
+    from fragrelease.schemas.datasets import load_builtin_pandas
     from fragrelease.signing import write_key_pair
+
+    source = tmp / "adult-income.parquet"
+    load_builtin_pandas("adult-income").head(800).to_parquet(source, index=False)
 
     owners = []
     for name in ("owner-1", "owner-2"):
@@ -194,6 +199,7 @@ def _synthetic_conf(tmp: Path) -> Path:
     conf.write_text(yaml.safe_dump(dict(
         name="wheel-synthetic", dataset="adult-income", fragmentation="horizontal", linkage="synthetic",
         synthesis_target="income", epsilon="1", k=50, reports=False, owners=owners,
+        source={"path": str(source), "format": "parquet"},
         work_dir=str(tmp / "work"), output=str(tmp / "release"))))
     return conf
 

@@ -473,11 +473,17 @@ def test_the_release_job_takes_catalog_table_names(spark, wine_pdf, tmp_path):
 
 
 def synthetic_conf(tmp_path, owners=("owner-1", "owner-2"), rows=400) -> Path:
-    """A small synthetic configuration (Adult with income, built in; owners simulated by ``rows``), owners keyed."""
+    """A small synthetic configuration: the first rows of Adult with income (a Parquet file) simulated as the
+    owners' fragments by ``rows``, owners keyed."""
+    from fragrelease.schemas.datasets import load_builtin_pandas
+
+    source = tmp_path / "adult-income.parquet"
+    load_builtin_pandas("adult-income").head(rows * len(owners)).to_parquet(source, index=False)
     conf = tmp_path / "synthetic.yaml"
     conf.write_text(yaml.safe_dump(dict(
         name="bundle-synthetic", dataset="adult-income", fragmentation="horizontal", linkage="synthetic",
         synthesis_target="income", epsilon="1", k=50, reports=False,
+        source={"path": str(source), "format": "parquet"},
         owners=[{"name": name, "rows": rows, **_keys(tmp_path, name)} for name in owners],
         work_dir=str(tmp_path / "work"), output=str(tmp_path / "release"))))
     return conf
