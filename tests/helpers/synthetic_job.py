@@ -10,8 +10,9 @@ from importlib.metadata import entry_points
 
 
 def main(steps_json: str, release: str) -> None:
-    import fragrelease
     from deltalake import DeltaTable
+
+    import fragrelease
 
     scripts = {ep.name: ep for ep in entry_points(group="console_scripts")}
     statuses = []
