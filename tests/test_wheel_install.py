@@ -257,5 +257,6 @@ def test_the_synthetic_demo_job_runs_on_the_lowest_supported_pyspark(synthetic_v
     assert out["statuses"] == [0] * len(steps), proc.stdout[-3000:] + proc.stderr[-3000:]
     assert str(ROOT) not in out["fragrelease_file"]  # the installed wheel, not this checkout
     assert (out["version"], out["linkage"]) == (0, "synthetic") and out["rows"] > 0
+    assert out["guarantee"].startswith("fragrelease synthetic release of dataset adult-income"), out["guarantee"]
     for o in owners:
         assert (conf.parent / "work" / "owners" / o / "synthesis-round-2.json").is_file()

@@ -3,7 +3,7 @@ built wheel and the synthesis extra's requirement, as databricks.yml installs th
 the steps of the bundle's ``fragrelease_synthetic_demo`` job, each through the installed wheel's console
 script entry point with the arguments its task receives, in one process. ``argv[1]``: a JSON array of
 ``[console script, [arguments]]``; ``argv[2]``: the release folder. Prints one JSON line: each step's exit
-status, the release's Delta version, rows and linkage, and where fragrelease was imported from."""
+status, the release's Delta version, rows, linkage (its provenance) and description, and where fragrelease was imported from."""
 import json
 import sys
 from importlib.metadata import entry_points
@@ -24,8 +24,11 @@ def main(steps_json: str, release: str) -> None:
     out = {"statuses": statuses, "fragrelease_file": fragrelease.__file__}
     if all(s in (0, None) for s in statuses):
         table = DeltaTable(release)
-        out.update(version=table.version(), rows=table.to_pyarrow_table().num_rows,
-                   linkage=table.metadata().configuration.get("fragrelease.linkage"))
+        # the provenance of the version in its commit's userMetadata (the table properties need Delta's Spark
+        # classes, which a runtime without delta-spark lacks: fragrelease.jobs.storage.files)
+        provenance = json.loads(table.history(1)[0]["userMetadata"])
+        out.update(version=table.version(), rows=table.to_pyarrow_table().num_rows, linkage=provenance["linkage"],
+                   guarantee=table.metadata().description)
     print(json.dumps(out))
 
 
