@@ -21,6 +21,8 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv with $($PY --version)"
   "$PY" -m venv .venv
 fi
+# a .venv whose creation was interrupted (no pip yet) is completed rather than left broken
+.venv/bin/python -m pip --version >/dev/null 2>&1 || .venv/bin/python -m ensurepip --upgrade --default-pip >/dev/null
 # A strict editable install: setuptools builds a tree of links, build/__editable__.fragrelease-*/,
 # laid out as the wheel is (jobs/ as fragrelease/jobs/, udfs/ as fragrelease/udfs/, ...), and puts
 # that folder on the path with a plain .pth line. Editors, mypy and import-graph tools follow it; the
@@ -59,44 +61,12 @@ if ! have_java; then
   fi
 fi
 # Delta Lake's jars for the embedded Spark session, fetched once with Maven into a folder the session
-# loads with spark.jars (fragrelease.jobs.session.delta_jars_dir); afterwards they work offline. The jars
-# pyspark already ships (Spark, Scala, Hadoop, Parquet, Jackson, ...) are left out. Without Maven or
+# loads with spark.jars (fragrelease.jobs.session.delta_jars_dir); afterwards they work offline.
+# scripts/fetch-delta-jars.sh resolves them in a throw-away Maven repository: ~/.m2 is left as it was
+# (a POM-only folder there breaks the user's own spark.jars.packages sessions). Without Maven or
 # network, the session falls back to spark.jars.packages (Spark's Ivy resolver), then to delta-rs.
 if [ "${FRAGRELEASE_DELTA:-auto}" != off ]; then
-  jars=$(.venv/bin/python -c 'from fragrelease.jobs.session import delta_jars_dir; print(delta_jars_dir())')
-  coord=$(.venv/bin/python -c 'from fragrelease.jobs.session import delta_jar_coordinate; print(delta_jar_coordinate())')
-  artifact_version=$(basename "$jars")
-  if [ -f "$jars/$artifact_version.jar" ]; then
-    :
-  elif command -v mvn >/dev/null 2>&1; then
-    echo "setup: fetching Delta Lake's jars ($coord) with Maven into $jars"
-    tmp=$(mktemp -d)
-    IFS=: read -r group artifact version <<<"$coord"
-    cat >"$tmp/pom.xml" <<POM
-<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>
-  <groupId>fragrelease.local</groupId><artifactId>delta-jars</artifactId><version>1</version><packaging>pom</packaging>
-  <dependencies><dependency><groupId>$group</groupId><artifactId>$artifact</artifactId><version>$version</version></dependency></dependencies>
-</project>
-POM
-    if mvn -B -q -f "$tmp/pom.xml" dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$tmp/jars" >"$tmp/mvn.log" 2>&1; then
-      spark_jars=$(.venv/bin/python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
-      mkdir -p "$jars.tmp"
-      for j in "$tmp"/jars/*.jar; do
-        name=$(basename "$j" .jar)
-        base=$(sed -E 's/-[0-9][^-]*(-[^-]*)?$//' <<<"$name")   # artifactId without its version
-        if ! compgen -G "$spark_jars/$base-[0-9]*.jar" >/dev/null; then cp "$j" "$jars.tmp/"; fi
-      done
-      rm -rf "$jars" && mv "$jars.tmp" "$jars"
-      echo "setup: Delta Lake jars ready ($(ls "$jars" | wc -l) jars in $jars)"
-    else
-      echo "setup: Maven could not fetch $coord (see below); Spark will try spark.jars.packages, else delta-rs" >&2
-      tail -5 "$tmp/mvn.log" >&2
-    fi
-    rm -rf "$tmp"
-  else
-    echo "setup: Maven (mvn) not found: Spark will fetch Delta Lake's jars through spark.jars.packages at the" \
-         "first session (needs network once), else tables are committed with delta-rs" >&2
-  fi
+  scripts/fetch-delta-jars.sh .venv/bin/python || true   # it says why on stderr; sessions fall back
 fi
 # The embedded session's class-data-sharing archive of Spark's classes (fragrelease.jobs.class_archive):
 # built once per JVM build and pyspark version by a small release on the shipped Wine sample in a

@@ -11,10 +11,13 @@ metadata and nothing an earlier environment or cache held can hide an undeclared
 ``import click``, which typer >= 0.26 no longer brings, crashed every console script this way).
 pip must leave the runtime's pyspark in place: the wheel depends on neither pyspark nor delta-spark
 (setup.py's ``local`` extra does). Then every console script of the wheel answers ``--help`` and a
-two-owner release runs end to end and commits, on that pyspark.
+two-owner release runs end to end and commits, on that pyspark. Last, the synthetic kind (issue 53): the
+bare wheel refuses a synthetic configuration (mbi comes with the ``synthesis`` extra), then the same venv
+gets what databricks.yml installs for its synthetic jobs (the wheel and the extra's requirement), validates
+the configuration and runs the synthetic demo job's steps through the wheel's entry points.
 
 Cost on 2 cores: the environment takes 1-3 minutes (pyspark from pip's cache, the rest downloaded),
-the release 1-3 minutes.
+the release 1-3 minutes; the synthesis extra (OpenDP, JAX) about a minute, the synthetic release 1-3.
 """
 import json
 import os
@@ -26,9 +29,11 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 HELPER = ROOT / "tests" / "helpers" / "two_owner_release.py"
+SYNTHETIC_HELPER = ROOT / "tests" / "helpers" / "synthetic_job.py"
 #: The lowest supported pyspark (fragrelease.jobs.SUPPORTED_PYSPARK[0]): its newest patch release.
 LOWEST_PYSPARK = "4.0.5"
 #: Variables of this test process's own Spark and venv that must not leak into the other environment.
@@ -160,3 +165,98 @@ def test_a_two_owner_release_commits_on_the_lowest_supported_pyspark(runtime_ven
     assert (out["version"], out["rows"], out["read_back"], out["owners"]) == (0, 300, 300, ["a", "b"])
     assert len(out["progress"]) == 6 and out["progress"][-1].startswith("step 6/6 aggregator: verifying")
     assert (tmp_path / "release" / "_delta_log" / "00000000000000000000.json").is_file()  # committed
+
+
+# ---------------------------------------------------------------- the synthetic kind as databricks.yml installs it
+
+
+def bundle_synthetic_installs() -> list[str]:
+    """What databricks.yml's classic target installs on the synthetic jobs' tasks, as pip arguments
+    (``./dist/*.whl`` for the wheel, then PyPI requirements), the variables filled in. Every synthetic task of
+    either target installs the same (tests/jobs/test_databricks_bundle.py)."""
+    bundle = yaml.safe_load((ROOT / "databricks.yml").read_text())
+    variables = {k: str(v.get("default", "")) for k, v in bundle["variables"].items()}
+    tasks = bundle["targets"]["classic"]["resources"]["jobs"]["fragrelease_synthetic"]["tasks"]
+    task = next(t for t in tasks if t["task_key"] == "aggregator_release")
+    libs = [lib.get("whl") or lib["pypi"]["package"] for lib in task["libraries"]]
+    return [re.sub(r"\$\{var\.(\w+)\}", lambda m: variables[m.group(1)], x) for x in libs]
+
+
+def _synthetic_conf(tmp: Path) -> Path:
+    """A small synthetic configuration: the first 800 rows of Adult with income (a Parquet file), cut into two
+    simulated owners with signing keys."""
+    from fragrelease.schemas.datasets import load_builtin_pandas
+    from fragrelease.signing import write_key_pair
+
+    source = tmp / "adult-income.parquet"
+    load_builtin_pandas("adult-income").head(800).to_parquet(source, index=False)
+
+    owners = []
+    for name in ("owner-1", "owner-2"):
+        path, public = write_key_pair(str(tmp / "keys"), name)
+        owners.append({"name": name, "rows": 400, "signing_key": path, "public_key": public})
+    conf = tmp / "synthetic.yaml"
+    conf.write_text(yaml.safe_dump(dict(
+        name="wheel-synthetic", dataset="adult-income", fragmentation="horizontal", linkage="synthetic",
+        synthesis_target="income", epsilon="1", k=50, reports=False, owners=owners,
+        source={"path": str(source), "format": "parquet"},
+        work_dir=str(tmp / "work"), output=str(tmp / "release"))))
+    return conf
+
+
+@pytest.fixture(scope="module")
+def synthetic_venv(runtime_venv, tmp_path_factory):
+    """runtime_venv after the bare wheel's answer to ``fragrelease validate`` of a synthetic configuration,
+    with what databricks.yml installs for the synthetic jobs added (the wheel again: already there).
+    Yields (python, env, the configuration, the bare wheel's validate process, pip's install log)."""
+    py, env, _, wheel = runtime_venv
+    tmp = tmp_path_factory.mktemp("synthetic")
+    conf = _synthetic_conf(tmp)
+    bare = subprocess.run([str(py.parent / "fragrelease"), "validate", str(conf)], capture_output=True, text=True,
+                          env=env, cwd=tmp, timeout=300)
+    wanted = [str(wheel) if x == "./dist/*.whl" else x for x in bundle_synthetic_installs()]
+    install = _run([py, "-m", "pip", "install", "--progress-bar", "off", *wanted], env=env, timeout=1800)
+    yield py, env, conf, bare, install.stdout
+
+
+@pytest.mark.slow  # a new venv (1-3 minutes) and the synthesis extra (about a minute)
+def test_the_bundle_installs_what_a_synthetic_configuration_needs(synthetic_venv):
+    py, env, conf, bare, log = synthetic_venv
+    # the bare wheel (what the bundle installed before issue 53): refused before Spark, one line, exit 2
+    assert bare.returncode == 2, bare.stdout + bare.stderr
+    assert "mbi (Private-PGM), which is not installed" in bare.stderr and len(bare.stderr.strip().splitlines()) == 1
+    assert bundle_synthetic_installs()[0] == "./dist/*.whl" and len(bundle_synthetic_installs()) == 2
+    proc = subprocess.run([str(py.parent / "fragrelease"), "validate", str(conf)], capture_output=True, text=True,
+                          env=env, cwd=conf.parent, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _version(py, env, "pyspark") == LOWEST_PYSPARK, log[-2000:]  # the runtime's pyspark stays
+    assert _version(py, env, "delta-spark") is None
+    _run([py, "-m", "pip", "check"], env=env, timeout=300)
+
+
+@pytest.mark.slow  # a whole two-owner synthetic release, both rounds, on the lowest supported pyspark
+@pytest.mark.spark  # starts its own local Spark session in the other environment
+def test_the_synthetic_demo_job_runs_on_the_lowest_supported_pyspark(synthetic_venv):
+    py, env, conf, _, _ = synthetic_venv
+    env = {**env, "FRAGRELEASE_DRIVER_MEMORY": "1g"}
+    c, owners = str(conf), ("owner-1", "owner-2")
+    owner_step = [["--config", c, "--owner", o, "--source-table", ""] for o in owners]
+    aggregator_step = ["--config", c, "--output-table", ""]
+    # the tasks of fragrelease_synthetic_demo, in order, with the arguments they receive (the bundle test
+    # checks this order and these arguments against databricks.yml)
+    steps = [["fragrelease", ["split", c]],
+             *(["fragrelease-owner-metadata", a] for a in owner_step),
+             ["fragrelease-aggregator-plan", aggregator_step],
+             *(["fragrelease-owner-protect", a] for a in owner_step),  # round one
+             *(["fragrelease-owner-protect", a] for a in owner_step),  # round two
+             ["fragrelease-aggregator-release", aggregator_step]]
+    proc = subprocess.run([str(py), str(SYNTHETIC_HELPER), json.dumps(steps), str(conf.parent / "release")],
+                          capture_output=True, text=True, env=env, cwd=conf.parent, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["statuses"] == [0] * len(steps), proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert str(ROOT) not in out["fragrelease_file"]  # the installed wheel, not this checkout
+    assert (out["version"], out["linkage"]) == (0, "synthetic") and out["rows"] > 0
+    assert out["guarantee"].startswith("fragrelease synthetic release of dataset adult-income"), out["guarantee"]
+    for o in owners:
+        assert (conf.parent / "work" / "owners" / o / "synthesis-round-2.json").is_file()

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 from deltalake import DeltaTable
+from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGETS = ("classic", "serverless")
@@ -158,10 +159,39 @@ def parsed(argv: list[str]) -> tuple[tuple[str, ...], dict]:
 # ---------------------------------------------------------------- offline checks of the bundle
 
 
+def synthesis_requirement() -> str:
+    """The ``synthesis`` extra of the installed fragrelease's metadata (setup.py), as one pip requirement."""
+    from importlib.metadata import requires
+
+    from packaging.requirements import Requirement
+
+    reqs = [Requirement(r) for r in requires("fragrelease") or ()]
+    extra = [r for r in reqs if r.marker is not None and r.marker.evaluate({"extra": "synthesis"})
+             and not r.marker.evaluate({"extra": ""})]
+    assert len(extra) == 1, extra
+    r = extra[0]
+    return f"{r.name}[{','.join(sorted(r.extras))}]{r.specifier}"
+
+
+def installs(target: str, job) -> list[str]:
+    """What each wheel task of ``job`` has installed beside the runtime, as pip arguments (``./dist/*.whl`` for
+    the wheel; one list for the whole job, every wheel task of it asserted to install the same)."""
+    seen = []
+    for task, _ in _wheel_tasks(job):
+        if target == "serverless":
+            spec = next(e.spec for e in job.environments if e.environment_key == task.environment_key)
+            seen.append(list(spec.dependencies))
+        else:
+            seen.append([lib.whl or lib.pypi.package for lib in task.libraries])
+    assert seen and all(s == seen[0] for s in seen), seen
+    return seen[0]
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_every_job_of_every_target_loads_into_the_typed_model(target):
     jobs = typed_jobs(target)
-    assert sorted(jobs) == ["fragrelease_demo", "fragrelease_release"]
+    assert sorted(jobs) == ["fragrelease_demo", "fragrelease_release", "fragrelease_synthetic",
+                            "fragrelease_synthetic_demo"]
     for name, job in jobs.items():
         keys = {e.environment_key for e in job.environments}
         clusters = {c.job_cluster_key for c in job.job_clusters}
@@ -172,10 +202,10 @@ def test_every_job_of_every_target_loads_into_the_typed_model(target):
             if target == "serverless":  # the wheel is a dependency of the task's environment; no cluster
                 assert task.environment_key in keys and not task.job_cluster_key and not task.libraries, task
                 spec = next(e.spec for e in job.environments if e.environment_key == task.environment_key)
-                assert spec.dependencies == ["./dist/*.whl"] and spec.environment_version == "4"
+                assert spec.dependencies[0] == "./dist/*.whl" and spec.environment_version == "4"
             else:  # a job cluster of the job, the wheel as its library
                 assert task.job_cluster_key in clusters and not task.environment_key, task
-                assert [lib.whl for lib in task.libraries] == ["./dist/*.whl"]
+                assert task.libraries[0].whl == "./dist/*.whl"
         if target == "serverless":
             assert not job.job_clusters
         else:
@@ -183,6 +213,23 @@ def test_every_job_of_every_target_loads_into_the_typed_model(target):
             for cluster in job.job_clusters:
                 assert cluster.new_cluster.node_type_id == "i3.xlarge"  # the variable's default (AWS)
                 assert cluster.new_cluster.spark_version == "17.3.x-scala2.13"
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_every_synthetic_task_installs_the_synthesis_extra_and_no_other_does(target):
+    """mbi (Private-PGM) comes only with the wheel's synthesis extra: every task of the synthetic jobs installs
+    it beside the wheel, as setup.py declares it; the other jobs install the bare wheel (no JAX on their
+    clusters). In a runtime-shaped venv the bare wheel refuses a synthetic configuration
+    (tests/test_wheel_install.py)."""
+    want = synthesis_requirement()
+    assert want == "opendp[mbi]<0.17,>=0.16"  # setup.py's extras_require["synthesis"], as its metadata writes it
+    for name, job in typed_jobs(target).items():
+        got = installs(target, job)
+        if "synthetic" in name:
+            assert got[0] == "./dist/*.whl" and len(got) == 2, (name, got)
+            assert Requirement(got[1]) == Requirement(want), (name, got)  # the same package, extras and range
+        else:
+            assert got == ["./dist/*.whl"], (name, got)
 
 
 def test_the_typed_model_refuses_a_misplaced_field():
@@ -233,6 +280,31 @@ def test_the_task_graphs(target):
     assert demo.tasks[0].python_wheel_task.parameters == ["split", "{{job.parameters.config}}"]
     assert demo.tasks[1].run_job_task.job_id.path == "resources.jobs.fragrelease_release.id"
     assert _defaults(demo) == _defaults(release)  # pushed down whole to the release job
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_synthetic_task_graphs(target):
+    """The synthetic job: owners' metadata, plan, each owner's protect step twice (round one, then round two
+    once every owner has written round one: docs/protocol.md), release; its demo simulates, then runs it."""
+    jobs = typed_jobs(target)
+    synthetic, demo = jobs["fragrelease_synthetic"], jobs["fragrelease_synthetic_demo"]
+    graph = {t.task_key: [d.task_key for d in t.depends_on] for t in synthetic.tasks}
+    assert graph == {"owners_metadata": [], "aggregator_plan": ["owners_metadata"],
+                     "owners_round_1": ["aggregator_plan"], "owners_round_2": ["owners_round_1"],
+                     "aggregator_release": ["owners_round_2"]}
+    steps = [t.python_wheel_task.entry_point for t, _ in _wheel_tasks(synthetic)]
+    assert steps == ["fragrelease-owner-metadata", "fragrelease-aggregator-plan", "fragrelease-owner-protect",
+                     "fragrelease-owner-protect", "fragrelease-aggregator-release"]
+    assert [t.task_key for t in synthetic.tasks if t.for_each_task] == ["owners_metadata", "owners_round_1",
+                                                                         "owners_round_2"]
+    assert [(t.task_key, [d.task_key for d in t.depends_on]) for t in demo.tasks] == [
+        ("simulate_owners", []), ("release", ["simulate_owners"])]
+    assert demo.tasks[0].python_wheel_task.parameters == ["split", "{{job.parameters.config}}"]
+    assert demo.tasks[1].run_job_task.job_id.path == "resources.jobs.fragrelease_synthetic.id"
+    assert _defaults(demo) == _defaults(synthetic)
+    assert _defaults(synthetic)["config"].endswith("/adult-synthetic.yaml")
+    assert {k: v for k, v in _defaults(synthetic).items() if k != "config"} == {
+        k: v for k, v in _defaults(jobs["fragrelease_release"]).items() if k != "config"}
 
 
 def test_owners_sources_and_output_are_job_parameters_not_tasks():
@@ -398,3 +470,37 @@ def test_the_release_job_takes_catalog_table_names(spark, wine_pdf, tmp_path):
         assert sorted(o["n_records"] for o in plan["owners"]) == [100, 100, 100]
     finally:
         spark.sql("DROP DATABASE IF EXISTS fr_bundle CASCADE")
+
+
+def synthetic_conf(tmp_path, owners=("owner-1", "owner-2"), rows=400) -> Path:
+    """A small synthetic configuration: the first rows of Adult with income (a Parquet file) simulated as the
+    owners' fragments by ``rows``, owners keyed."""
+    from fragrelease.schemas.datasets import load_builtin_pandas
+
+    source = tmp_path / "adult-income.parquet"
+    load_builtin_pandas("adult-income").head(rows * len(owners)).to_parquet(source, index=False)
+    conf = tmp_path / "synthetic.yaml"
+    conf.write_text(yaml.safe_dump(dict(
+        name="bundle-synthetic", dataset="adult-income", fragmentation="horizontal", linkage="synthetic",
+        synthesis_target="income", epsilon="1", k=50, reports=False,
+        source={"path": str(source), "format": "parquet"},
+        owners=[{"name": name, "rows": rows, **_keys(tmp_path, name)} for name in owners],
+        work_dir=str(tmp_path / "work"), output=str(tmp_path / "release"))))
+    return conf
+
+
+@pytest.mark.slow  # a whole synthetic release end to end, both rounds (a minute or more with the suite's load)
+def test_the_synthetic_demo_job_runs_locally(spark, tmp_path):
+    pytest.importorskip("mbi")
+    owners = [{"owner": name, "source_table": ""} for name in ("owner-1", "owner-2")]
+    ran = run_job("fragrelease_synthetic_demo", {"config": str(synthetic_conf(tmp_path)),
+                                                 "owners": json.dumps(owners)})
+    assert ran == ["simulate_owners", "owner_metadata[owner-1]", "owner_metadata[owner-2]", "aggregator_plan",
+                   "owner_round_1[owner-1]", "owner_round_1[owner-2]", "owner_round_2[owner-1]",
+                   "owner_round_2[owner-2]", "aggregator_release"]
+    for name in ("owner-1", "owner-2"):  # each owner's two signed rounds, one per run of its protect step
+        assert sorted(p.name for p in (tmp_path / "work" / "owners" / name).glob("synthesis-round-*.json")) == [
+            "synthesis-round-1.json", "synthesis-round-2.json"]
+    table = DeltaTable(str(tmp_path / "release"))
+    assert table.version() == 0 and table.metadata().configuration["fragrelease.linkage"] == "synthetic"
+    assert table.to_pyarrow_table().num_rows > 0
