@@ -43,6 +43,8 @@ HEAVY_FIRST = (
     "tests/jobs/test_standalone_cluster.py",
     "tests/jobs/idpir/test_pseudonyms_release.py",
     "tests/test_wheel_install.py",
+    "tests/test_setup_delta_jars.py",  # a Maven fetch in a throw-away home, then Delta's own pip recipe
+    "tests/jobs/test_databricks_bundle.py",  # the synthetic demo job, run locally
     "tests/test_notebook.py",
     "tests/jobs/test_lakehouse.py",
     "tests/jobs/test_api.py",
