@@ -89,7 +89,7 @@ def test_owners_with_budget_spend_once_each(spark, tmp_path):
         assert [s.total for s in chain.chained] == [1] and (anchor.version, anchor.chain) == (1, chain.head)
     os.remove(tmp_path / "ledgers" / "b" / "_delta_log" / f"{1:020d}.json")
     with pytest.raises(LedgerDamagedError, match="version 1 is missing: the ledger ends at version 0"):
-        run_local_release(spark, _config(tmp_path, lifetimes={"a": "3", "b": "3"}))
+        run_local_release(spark, _config(tmp_path, lifetimes={"a": "3", "b": "3"}), new_plan=True)
     assert spent(str(tmp_path / "ledgers" / "a"), "a", "clinic") == [Fraction(1)]  # refused before a spent again
 
 
