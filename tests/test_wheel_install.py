@@ -163,7 +163,11 @@ def test_a_two_owner_release_commits_on_the_lowest_supported_pyspark(runtime_ven
     assert str(ROOT) not in out["fragrelease_file"]  # the installed wheel, not this checkout
     assert out["protected_rows"] == 100
     assert (out["version"], out["rows"], out["read_back"], out["owners"]) == (0, 300, 300, ["a", "b"])
-    assert len(out["progress"]) == 6 and out["progress"][-1].startswith("step 6/6 aggregator: verifying")
+    steps = [line for line in out["progress"] if line.startswith("step ")]
+    assert len(steps) == 6 and steps[-1].startswith("step 6/6 aggregator: verifying")
+    # the run's cost line (resume, don't respend), logged to the same logger before any owner spends
+    assert [line for line in out["progress"] if not line.startswith("step ")] == [
+        line for line in out["progress"] if line.startswith("new plan ") and "(no earlier attempt to resume)" in line]
     assert (tmp_path / "release" / "_delta_log" / "00000000000000000000.json").is_file()  # committed
 
 
