@@ -192,8 +192,9 @@ def test_a_read_only_output_is_refused_before_any_spend(spark, tmp_path, wine_so
     subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
     assert run_cli(["run", str(conf)]) == 2
     errors = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error:")]
-    assert errors == [f"error: output {output!r} cannot be prepared for the release (its marker "
-                      f"{marker_path(output)!r}): Read-only file system (EROFS); nothing was committed"], errors
+    # refused by the output's placement check (run's preflight, before Spark starts), not at its marker
+    assert errors == [f"error: output {output!r}: folder {str(small_disk)!r} is not writable by this user (its mode "
+                      "or a read-only disk); nothing was written: fix its permissions or choose another output"], errors
     assert not os.path.exists(tmp_path / "ledger-a") or _spends(tmp_path, "a") == []
     assert os.listdir(small_disk) == []
 
