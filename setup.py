@@ -46,8 +46,8 @@ setup(
     package_data={
         "fragrelease.data": ["adult/*", "adult/hierarchies/*", "wine/*", "german/*", "*.md", "*.sha256"],
         "fragrelease.schemas": ["*.yaml"],
-        # the embedded session's JVM logging (jobs/session.py); the reports' Jinja2 templates (jobs/idpir/report.py)
-        "fragrelease.jobs": ["log4j2.properties", "idpir/templates/*.j2"],
+        # the embedded session's JVM logging (jobs/session.py); the reports' Jinja2 templates (jobs/protocol/report.py)
+        "fragrelease.jobs": ["log4j2.properties", "protocol/templates/*.j2"],
     },
     # Pure-Python dependencies only: pyspark and delta-spark are NOT here, so installing the wheel on a
     # Spark runtime (Databricks, a cluster's own Spark) leaves the runtime's pyspark and Delta alone.
@@ -66,7 +66,7 @@ setup(
         "rich>=13",
         "opendp>=0.16,<0.17",  # the Laplace noise (fragrelease.rng.laplace)
         "matplotlib>=3.8",  # the owners' and the aggregator's private reports (reports: true, the default)
-        "Jinja2>=3.1,<4",  # the reports' HTML templates (jobs/idpir/templates, autoescape on)
+        "Jinja2>=3.1,<4",  # the reports' HTML templates (jobs/protocol/templates, autoescape on)
         "scipy>=1.12",  # scipy.optimize.isotonic_regression (the default post-processing)
         "cryptography>=42",  # Ed25519 manifest signatures (fragrelease.signing), HMAC-SHA-256 pseudonyms (fragrelease.pseudonyms)
     ],

@@ -45,7 +45,7 @@ def main() -> None:
     p.add_argument("--skip-baseline", action="store_true", help="do not time the chain of full outer joins")
     args = p.parse_args()
     os.environ["FRAGRELEASE_DRIVER_MEMORY"] = args.driver_memory
-    from fragrelease.jobs.idpir.aggregator import join_vertical, shuffle_rows
+    from fragrelease.jobs.protocol.aggregator import join_vertical, shuffle_rows
     from fragrelease.jobs.session import get_spark
 
     spark = get_spark("fragrelease-bench", args.master, shuffle_partitions=8)

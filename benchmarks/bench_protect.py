@@ -70,8 +70,8 @@ def attributes(n_attrs: int, data: str):
 def numpy_reference(n: int, attrs, k: int, eps_attr: float, postprocess: str = "isotonic", sort: str = "lexsort") -> float:
     from fragrelease.idpir.category_order import DEFAULT_ORDER_SHARE, dp_frequency_order
     from fragrelease.idpir.mechanisms import protect_attribute
-    from fragrelease.idpir.options import ReleaseOptions
     from fragrelease.idpir.stage import AttributeTask
+    from fragrelease.protocol.options import ReleaseOptions
     from fragrelease.rng.laplace import SecureLaplace
 
     rng = np.random.default_rng()  # benchmark data only, not a release
@@ -195,9 +195,9 @@ def spark_run(spark, n: int, attrs, k: int, eps_attr: Fraction, postprocess: str
     from pyspark.sql import functions as F
 
     import fragrelease.jobs.idpir.protect as protect
-    from fragrelease.idpir.options import ReleaseOptions
     from fragrelease.idpir.spec import protection_spec
     from fragrelease.jobs.idpir.protect import released_fragment
+    from fragrelease.protocol.options import ReleaseOptions
 
     if plan != "auto":  # benchmark only: force one plan whatever n
         protect._WHOLE_ATTRIBUTE_ROWS = 0 if plan == "distributed" else n

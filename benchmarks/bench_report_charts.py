@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fragrelease.jobs.idpir import report
+from fragrelease.jobs.protocol import report
 from fragrelease.schemas.base import Attribute
 
 SCHEMAS = {

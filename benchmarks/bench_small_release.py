@@ -165,8 +165,8 @@ class Steps:
 
 
 def run_once(spark, cfg_path: Path, reports: bool, show_steps: bool, call_sites: bool = False) -> float:
-    from fragrelease.idpir.config import load_config
-    from fragrelease.jobs.idpir.release import run_local_release
+    from fragrelease.jobs.protocol.release import run_local_release
+    from fragrelease.protocol.config import load_config
 
     cfg = load_config(str(cfg_path), overrides={"reports": reports})
     steps = Steps(spark)

@@ -52,7 +52,7 @@ def write_fragments(root: Path, rows: int, owners: int) -> list[str]:
 
 
 def release_config(root: Path, sources: list[str], linkage: str):
-    from fragrelease.idpir.config import config_from_dict
+    from fragrelease.protocol.config import config_from_dict
 
     data = dict(name=f"bench-{linkage}", dataset="adult", fragmentation="horizontal", epsilon="1", k=50,
                 linkage=linkage, owners=[{"name": f"owner-{i + 1}", "source": {"path": p, "format": "parquet"}}

@@ -63,8 +63,8 @@ from fragrelease.idpir.category_order import (
 from fragrelease.idpir.mechanisms import get_mechanism, laplace_scale, mechanism_k
 from fragrelease.idpir.metrics import CATEGORICAL_SCALE
 from fragrelease.idpir.microaggregation import check_k, cluster_count
-from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.postprocess import POSTPROCESS, check_postprocess, finish_centroids
+from fragrelease.protocol.options import ReleaseOptions
 from fragrelease.rng.laplace import NoiseSource, evaluation_generator
 
 from .paper_order import PAPER_ORDER, data_frequency_order

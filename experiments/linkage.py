@@ -43,8 +43,8 @@ import pandas as pd
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.mechanisms import get_mechanism, noisy_centroids
 from fragrelease.idpir.microaggregation import ir_centroids, ir_clusters
-from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.postprocess import POSTPROCESS, finish_centroids
+from fragrelease.protocol.options import ReleaseOptions
 from fragrelease.rng.laplace import FAST_SAMPLER_NAME, FastLaplace, NoiseSource, evaluation_generator
 
 from .evaluation import AttributeSpec, CategoryCounts, OrderSetting, category_order_of

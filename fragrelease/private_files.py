@@ -4,7 +4,7 @@ One rule for every private thing a party keeps (the private root and folders, th
 the signing key): what this run creates is 0700 (folders) or 0600 (files) whatever the umask; what
 exists already is never chmod-ed (the project's safety rule: never change a file the current run
 did not create) but refused when group or others have any permission on it. Used by
-:func:`fragrelease.jobs.idpir.workspace.ensure_private_dir`,
+:func:`fragrelease.jobs.protocol.workspace.ensure_private_dir`,
 :func:`fragrelease.pseudonyms.write_key_file`, :func:`fragrelease.pseudonyms.read_key_file` and
 :func:`fragrelease.signing.check_private_key_file`. Key files are read by :func:`read_private_file`,
 which never blocks on a FIFO or a device put where a key file should be.

@@ -20,7 +20,7 @@ aggregator can join vertical fragments and detect a record held by two horizonta
 aggregator never holds the key. Sources: RFC 2104 (HMAC), RFC 4231 (HMAC-SHA-256 test vectors).
 
 The secret comes from a file (the owner's alone: mode 0600) or an environment variable named in
-the owner's configuration (:class:`fragrelease.idpir.config.PseudonymKeyConfig`), or from a file
+the owner's configuration (:class:`fragrelease.protocol.config.PseudonymKeyConfig`), or from a file
 fragrelease generated (32 CSPRNG bytes); it must hold at least :data:`MIN_KEY_BYTES` bytes, and the
 HMAC key is derived from it with HKDF-SHA-256 (:func:`derive_key`, RFC 5869). :func:`key_check` is a
 public fingerprint of the key (an HMAC of a fixed label), so the aggregator can tell whether two

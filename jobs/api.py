@@ -5,7 +5,7 @@ Also reachable as ``fragrelease.protect`` and ``fragrelease.Release`` (a lazy fa
 
 - :func:`protect` runs one data owner's step on a DataFrame: validate, split the budget, (optionally)
   record the spend in the owner's ledger, microaggregate and add noise, exactly as the owner job
-  does (:func:`fragrelease.jobs.idpir.owner.protect_attributes`), and return the protected DataFrame
+  does (:func:`fragrelease.jobs.protocol.owner.protect_attributes`), and return the protected DataFrame
   with a typed :class:`ProtectResult`.
 - :class:`Release` plays the whole protocol for several owners and returns a typed
   :class:`ReleaseResult`; they are defined in :mod:`fragrelease.jobs.release_api` and
@@ -35,24 +35,24 @@ from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.category_order import (
     AttributeBudget,
 )
-from fragrelease.idpir.config import LedgerConfig, OwnerConfig
-from fragrelease.idpir.fragmentation import HORIZONTAL, linkage_of
 from fragrelease.idpir.guarantee import release_guarantee
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.microaggregation import check_k
-from fragrelease.idpir.options import OPTION_NAMES, ReleaseOptions
-from fragrelease.idpir.protocol import MIN_K, Manifest
 from fragrelease.idpir.spec import protection_spec
+from fragrelease.protocol.config import LedgerConfig, OwnerConfig
+from fragrelease.protocol.fragmentation import HORIZONTAL, linkage_of
+from fragrelease.protocol.messages import MIN_K, Manifest
+from fragrelease.protocol.options import OPTION_NAMES, ReleaseOptions
 from fragrelease.rng.laplace import NoiseSource, refuse_injected_noise
 from fragrelease.schemas.base import Attribute, DatasetSchema
 from fragrelease.schemas.datasets import resolve_schema
 
 from . import require_pyspark
 from .api_common import Guarantee, SchemaLike, _from_pandas, _is_pandas
-from .idpir.digests import content_digest
-from .idpir.fragment import FragmentContext, check_columns, conform_id, validate_fragment
-from .idpir.owner import protect_attributes
-from .idpir.shuffle import shuffle_rows
+from .protocol.digests import content_digest
+from .protocol.fragment import FragmentContext, check_columns, conform_id, validate_fragment
+from .protocol.owner import protect_attributes
+from .protocol.shuffle import shuffle_rows
 from .release_api import OwnerResult, Release, ReleaseResult
 
 __all__ = ["Guarantee", "OwnerResult", "ProtectResult", "Release", "ReleaseResult", "protect"]
@@ -71,7 +71,7 @@ class ProtectResult:
         Its noise is materialized: every action on it sees the same values. While the id column is
         present it shows which identified records share a cluster: no ε bound holds against
         anyone who sees it (see :func:`protect`).
-    manifest : the public manifest of the step (:class:`fragrelease.idpir.protocol.Manifest`): plan id
+    manifest : the public manifest of the step (:class:`fragrelease.protocol.messages.Manifest`): plan id
         ``standalone:<uuid>`` (no aggregator), fragmentation ``horizontal`` (one owner holding every
         record: the centralized case), k, ε, each attribute's budget split and the content digest.
     epsilon_spent : ε spent by this step (exact): the sum of ``budgets``' totals.
@@ -219,13 +219,13 @@ def protect(
       record into another cluster, which the ids show; measured on six records, DP-IR, k = 3,
       claimed ε = 1/2: an ε lower bound of about 5). Keep it for the owner's own eyes.
     - **After** ``dataframe.drop(id_column)``: the rows are in a random order (CSPRNG keys,
-      :func:`fragrelease.jobs.idpir.shuffle.shuffle_rows`), never in id or input order, so each
+      :func:`fragrelease.jobs.protocol.shuffle.shuffle_rows`), never in id or input order, so each
       column, as a multiset, is ε_attr-DP (DP-IR) or ε_attr-iDP (iDP-IR, plain iDP) with
       ε_attr = ε / l; the rows still link a record's values across attributes, so the joint table
       has no ε bound (the guarantee's ``table`` text). Unlink the columns for an ε bound on the table.
 
     The budget is spent exactly as the owner job spends a plan's ε_j
-    (:func:`fragrelease.jobs.idpir.owner.protect_attributes`): ε / l per attribute (sequential
+    (:func:`fragrelease.jobs.protocol.owner.protect_attributes`): ε / l per attribute (sequential
     composition over the l attributes), each categorical attribute's share split between its
     ``dp-frequency`` histogram and its centroids. Sources: Del Vasto-Terrientes et al. (ICISSP 2025)
     §3-4 (IR microaggregation, iDP-IR); docs/specification.md §1-2.
@@ -244,15 +244,15 @@ def protect(
     mechanism : ``idp-ir`` (default), ``dp-ir`` or ``idp``.
     id_column : the record id; default the schema's ``role: id`` column.
     attributes : names of the attributes to protect (default: every released attribute of ``schema``).
-    options : the release options (:class:`fragrelease.idpir.options.ReleaseOptions`; default every
+    options : the release options (:class:`fragrelease.protocol.options.ReleaseOptions`; default every
         option at its default: ``dp-frequency`` with share 1/10, ``isotonic``). Their ``linkage``
         must be ``linked`` (a single owner's frame keeps its rows; unlinking is a ``Release``'s).
     **option_values : instead of ``options``, its fields by name as in the release configuration
         (``category_order="declared"``, ``category_order_share="1/5"``, ``postprocess="none"``):
-        :meth:`ReleaseOptions.of <fragrelease.idpir.options.ReleaseOptions.of>` builds the model; a
+        :meth:`ReleaseOptions.of <fragrelease.protocol.options.ReleaseOptions.of>` builds the model; a
         keyword that is no option raises TypeError.
     owner : the owner: its name in the manifest and the ledger (a string), or an
-        :class:`~fragrelease.idpir.config.OwnerConfig` with its ``name`` and ``ledger`` (the owner's
+        :class:`~fragrelease.protocol.config.OwnerConfig` with its ``name`` and ``ledger`` (the owner's
         budget ledger, a path or a catalog table with the lifetime ε; the spend is recorded before any
         noise is drawn). An ``OwnerConfig`` that sets anything else (a source, rows, attributes, keys,
         a private folder: the fields of a configured release) is refused.

@@ -1,5 +1,5 @@
 """Shared pieces of the Python API (:mod:`fragrelease.jobs.api`, :mod:`fragrelease.jobs.release_api`) and
-the local driver (:mod:`fragrelease.jobs.idpir.release`).
+the local driver (:mod:`fragrelease.jobs.protocol.release`).
 
 :class:`Guarantee`, the typed privacy statement both results carry; :class:`OwnerResult` and
 :class:`ReleaseResult`, what a whole release played in one driver returns; and the pandas input path
@@ -21,7 +21,7 @@ except ImportError:  # pyspark is not a wheel dependency: one clear line instead
     require_pyspark()
     raise
 
-from fragrelease.idpir.protocol import Manifest, Plan
+from fragrelease.protocol.messages import Manifest, Plan
 from fragrelease.schemas.base import Attribute, DatasetSchema
 
 from . import require_pyspark
@@ -68,7 +68,7 @@ class OwnerResult:
 
 @dataclass(frozen=True)
 class ReleaseResult:
-    """What the local driver returns (:func:`fragrelease.jobs.idpir.release.play_release`, hence
+    """What the local driver returns (:func:`fragrelease.jobs.protocol.release.play_release`, hence
     :meth:`fragrelease.jobs.api.Release.run` and ``fragrelease run``).
 
     Attributes

@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
-from fragrelease.idpir.options import OPTION_NAMES
+from fragrelease.protocol.options import OPTION_NAMES
 
 #: Prefix of every table property fragrelease sets.
 PROPERTY_PREFIX = "fragrelease."
@@ -45,7 +45,7 @@ def _eps_by_owner(provenance: Mapping[str, Any], attribute: str) -> str:
 
 def release_description(provenance: Mapping[str, Any], *, declared_types: Optional[Mapping[str, str]] = None,
                         id_column: Optional[str] = None) -> TableDescription:
-    """The description of an iDP-IR/DP-IR release from its provenance (:func:`fragrelease.jobs.idpir.aggregator.provenance`).
+    """The description of an iDP-IR/DP-IR release from its provenance (:func:`fragrelease.jobs.protocol.aggregator.provenance`).
 
     Parameters
     ----------
@@ -57,7 +57,7 @@ def release_description(provenance: Mapping[str, Any], *, declared_types: Option
     -------
     TableDescription with the properties ``fragrelease.{role, dataset, fragmentation, mechanism, k,
     epsilon, composition, epsilon_split, owners, plan_id, guarantee.*, version}`` and one per release
-    option (:data:`fragrelease.idpir.options.OPTION_NAMES`: category_order, category_order_share,
+    option (:data:`fragrelease.protocol.options.OPTION_NAMES`: category_order, category_order_share,
     linkage, postprocess) (strings), and a comment per released column stating its
     guarantee.
     """
@@ -77,7 +77,7 @@ def release_description(provenance: Mapping[str, Any], *, declared_types: Option
         "fragmentation": provenance.get("fragmentation"), "mechanism": mech, "k": provenance.get("k"),
         "epsilon": provenance.get("epsilon"), "composition": provenance.get("composition"),
         "epsilon_split": provenance.get("epsilon_split"),
-        **{name: provenance.get(name) for name in OPTION_NAMES},  # every release option (fragrelease/idpir/options.py)
+        **{name: provenance.get(name) for name in OPTION_NAMES},  # every release option (fragrelease/protocol/options.py)
         "owners": ", ".join(o["name"] for o in provenance.get("owners", [])),
         "plan_id": provenance.get("plan_id"), "version": provenance.get("fragrelease_version"),
     }

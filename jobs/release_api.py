@@ -3,10 +3,10 @@
 
 :class:`Release` plays the whole protocol (docs/specification.md §3; Del Vasto-Terrientes et al.
 (ICISSP 2025) §4.2) for several owners whose fragments are DataFrames or catalog table names. Each
-step is the function a separate party runs on a cluster (:mod:`fragrelease.jobs.idpir.owner`,
-:mod:`fragrelease.jobs.idpir.aggregator`), played by the local driver
-(:func:`fragrelease.jobs.idpir.release.play_release`), which the CLI's ``fragrelease run`` calls too
-(:func:`fragrelease.jobs.idpir.release.run_local_release`); this module sits above that driver. Also reachable
+step is the function a separate party runs on a cluster (:mod:`fragrelease.jobs.protocol.owner`,
+:mod:`fragrelease.jobs.protocol.aggregator`), played by the local driver
+(:func:`fragrelease.jobs.protocol.release.play_release`), which the CLI's ``fragrelease run`` calls too
+(:func:`fragrelease.jobs.protocol.release.run_local_release`); this module sits above that driver. Also reachable
 as ``fragrelease.jobs.api.Release`` and ``fragrelease.Release``. Results hold public parameters only
 (plus the released DataFrame); nothing data-dependent is logged.
 """
@@ -30,7 +30,7 @@ except ImportError:  # pyspark is not a wheel dependency: one clear line instead
 
 from fragrelease.budget import format_epsilon
 from fragrelease.errors import ConfigError, InvalidParameterError
-from fragrelease.idpir.config import LedgerConfig, ReleaseConfig, config_from_dict, load_config
+from fragrelease.protocol.config import LedgerConfig, ReleaseConfig, config_from_dict, load_config
 from fragrelease.rng.laplace import NoiseSource, refuse_injected_noise
 from fragrelease.schemas.base import DatasetSchema
 from fragrelease.schemas.datasets import resolve_schema
@@ -38,8 +38,8 @@ from fragrelease.validation import check_table_name
 
 from . import require_pyspark
 from .api_common import OwnerResult, ReleaseResult, _from_pandas, _is_pandas
-from .idpir.release import play_release, prepare_work_dir
 from .progress import ProgressEvent
+from .protocol.release import play_release, prepare_work_dir
 
 __all__ = ["OwnerResult", "Release", "ReleaseResult"]
 
@@ -78,7 +78,7 @@ class Release:
     epsilon, k, mechanism : the release's total ε, cluster size and mechanism.
     output / output_table : where the release is committed: a Delta folder or a catalog table name.
     work_dir : the folder the parties share (metadata, plan, protected fragments, manifests); it
-        must hold nothing but a release's own entries (:mod:`fragrelease.jobs.idpir.workspace`).
+        must hold nothing but a release's own entries (:mod:`fragrelease.jobs.protocol.workspace`).
         Default: a new temporary folder (0700), removed when :meth:`run` ends or fails.
     spark : the session (default: the active one, or a new local one).
     options : any other release configuration key (``epsilon_split``, ``keep_id``, ``if_exists``,
@@ -201,7 +201,7 @@ class Release:
             import yaml
 
             # beside the work folder, in this release's own temporary folder: a schema file is the
-            # user's declaration, never an entry of work_dir (fragrelease.jobs.idpir.workspace)
+            # user's declaration, never an entry of work_dir (fragrelease.jobs.protocol.workspace)
             assert self._tmp is not None  # made above whenever a schema is given
             path = Path(self._tmp) / "schema.yaml"
             path.write_text(yaml.safe_dump(self._schema.model_dump(mode="json", exclude_none=True)), encoding="utf-8")
@@ -238,7 +238,7 @@ class Release:
         :class:`~fragrelease.idpir.preview.ReleasePreview`. Raises ConfigError or InvalidParameterError
         naming the bad key or value.
         """
-        from .idpir.preflight import accuracy_preview
+        from .protocol.preflight import accuracy_preview
 
         return accuracy_preview(self.config(), rows=rows, threshold=threshold)
 
@@ -253,9 +253,9 @@ class Release:
         for :meth:`run`. Raises ConfigError for an unknown owner, and the fragment's validation errors.
         """
         require_pyspark()
-        from .idpir.context import owner_context
         from .idpir.owner_preview import owner_preview
-        from .idpir.preflight import find_owner
+        from .protocol.context import owner_context
+        from .protocol.preflight import find_owner
 
         if self._spent_views:
             raise ConfigError("this release already ran with DataFrame owners, whose temporary views are gone; "
@@ -270,10 +270,10 @@ class Release:
         """Play every party's step in this driver and commit the release.
 
         Steps: simulate owners if the configuration asks for it → each owner validates its fragment
-        and writes public metadata (:func:`~fragrelease.jobs.idpir.owner.describe_fragment`) → the
-        aggregator issues the plan (:func:`~fragrelease.jobs.idpir.aggregator.issue_plan`) → each
-        owner protects its fragment (:func:`~fragrelease.jobs.idpir.owner.protect_owner_fragment`)
-        → the aggregator verifies, combines and commits (:func:`~fragrelease.jobs.idpir.aggregator.release`).
+        and writes public metadata (:func:`~fragrelease.jobs.protocol.owner.describe_fragment`) → the
+        aggregator issues the plan (:func:`~fragrelease.jobs.protocol.aggregator.issue_plan`) → each
+        owner protects its fragment (:func:`~fragrelease.jobs.protocol.owner.protect_owner_fragment`)
+        → the aggregator verifies, combines and commits (:func:`~fragrelease.jobs.protocol.aggregator.release`).
 
         Parameters
         ----------
@@ -291,10 +291,10 @@ class Release:
         new_plan : spend again on a new plan even when ``work_dir`` holds an earlier attempt's plan to
             resume (the CLI's ``--new-plan``). By default a killed or failed attempt's plan is resumed: the
             owners that kept their draw re-publish it without spending, the others draw, the aggregator
-            commits (:mod:`fragrelease.jobs.idpir.resume`); a plan already committed is refused
+            commits (:mod:`fragrelease.jobs.protocol.resume`); a plan already committed is refused
             (ReleaseExistsError) unless ``new_plan``; a changed configuration makes a new plan. A new plan
             first removes what the earlier attempt left in ``work_dir`` (``metadata/``, ``plan.json``,
-            ``owners/``) and nothing else (:func:`fragrelease.jobs.idpir.workspace.clear_work_dir`).
+            ``owners/``) and nothing else (:func:`fragrelease.jobs.protocol.workspace.clear_work_dir`).
             Resuming needs a ``work_dir`` that outlives the run: the default temporary one does not.
         announce : receives the run's cost line before anything is spent (``resuming plan <id>: ...`` or
             ``new plan <id> (...): ...``); default: the logger ``fragrelease.progress`` at INFO.
@@ -302,7 +302,7 @@ class Release:
             inside ``work_dir``).
 
         Before any Spark action, ``work_dir`` is checked
-        (:func:`fragrelease.jobs.idpir.workspace.check_work_dir`): a source, the output, a ledger, a
+        (:func:`fragrelease.jobs.protocol.workspace.check_work_dir`): a source, the output, a ledger, a
         private folder or root, the configuration or schema file inside it, an entry no release
         wrote, or a marker of another release is refused with a ConfigError naming the key and the
         path. Without a ``work_dir``, the release works in a new temporary folder that is removed

@@ -11,13 +11,13 @@ cd "$(dirname "$0")/.."
 config="$1"; shift
 fr=".venv/bin/fragrelease"
 read -r simulated work_dir owners < <(.venv/bin/python -c 'import sys
-from fragrelease.idpir.config import load_config
+from fragrelease.protocol.config import load_config
 c = load_config(sys.argv[1])
 print(int(c.simulated), c.work_dir, " ".join(o.name for o in c.owners))' "$config")
 [ -n "${owners:-}" ] || { echo "run-parties: cannot read configuration $config" >&2; exit 2; }
 # Remove what an earlier run of this release left in work_dir (metadata/, plan.json, owners/) and
 # nothing else: the command refuses (exit 2, one line) a work_dir that holds a source, the output, a
-# ledger, a private folder, the configuration or any file no release wrote (jobs/idpir/workspace.py).
+# ledger, a private folder, the configuration or any file no release wrote (jobs/protocol/workspace.py).
 echo "== clearing this release's entries in the work folder $work_dir"; "$fr" work clear "$config"
 # Signed manifests: owners without configured keys get a key pair for this run (private keys in a
 # 0700 temporary folder removed at exit) through a copy of the configuration that names them.

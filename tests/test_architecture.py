@@ -121,10 +121,10 @@ def _under(name: str, prefix: str) -> bool:
 def test_the_walk_sees_every_folder_and_both_kinds_of_import():
     assert {"fragrelease.rng", "fragrelease.jobs.cli", "fragrelease.udfs.noise", "fragrelease.schemas.taxonomies",
             "fragrelease.experiments.evaluation", "fragrelease.tiers.chain"} <= set(MODULES)
-    driver = _imports("fragrelease.jobs.idpir.release", *MODULES["fragrelease.jobs.idpir.release"])
-    assert ("fragrelease.jobs.idpir.simulate" in {m for m, _ in driver})  # from . import module
+    driver = _imports("fragrelease.jobs.protocol.release", *MODULES["fragrelease.jobs.protocol.release"])
+    assert ("fragrelease.jobs.protocol.simulate" in {m for m, _ in driver})  # from . import module
     cli = _imports("fragrelease.jobs.cli.idpir", *MODULES["fragrelease.jobs.cli.idpir"])
-    assert "fragrelease.jobs.idpir.owner" in {m for m, _ in cli}  # imported inside a function
+    assert "fragrelease.jobs.protocol.owner" in {m for m, _ in cli}  # imported inside a function
 
 
 #: The one allowed upward import: (module, function it sits in, what it imports).
@@ -171,7 +171,7 @@ def test_importing_the_package_loads_no_spark_until_the_facade_is_used():
     import subprocess
     import sys
 
-    code = ("import sys, fragrelease, fragrelease.idpir.protocol, fragrelease.budget\n"
+    code = ("import sys, fragrelease, fragrelease.protocol.messages, fragrelease.budget\n"
             "assert 'pyspark' not in sys.modules and 'fragrelease.jobs' not in sys.modules, 'eager'\n"
             "f = fragrelease.protect\n"
             "assert 'pyspark' in sys.modules and f.__module__ == 'fragrelease.jobs.api'\n"
@@ -357,17 +357,17 @@ def test_the_storage_face_exports_exactly_what_the_project_uses():
 #: The layers of ``jobs/``, lowest first (docs/architecture.md, "Layers"): a module imports modules of
 #: its own layer or of a lower one, never of a higher one (TYPE_CHECKING and function-level imports
 #: included). Each layer lists module names or packages (a name covers its submodules); the most
-#: specific name decides (``fragrelease.jobs.idpir.release`` is the driver, the rest of
+#: specific name decides (``fragrelease.jobs.protocol.release`` is the driver, the rest of
 #: ``fragrelease.jobs.idpir`` the parties). Every module of ``jobs/`` must be in one layer.
 JOBS_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("storage and session", ("fragrelease.jobs", "fragrelease.jobs.storage", "fragrelease.jobs.session",
                              "fragrelease.jobs.class_archive", "fragrelease.jobs.frames",
                              "fragrelease.jobs.partitioning", "fragrelease.jobs.progress",
                              "fragrelease.jobs.describe")),
-    ("party modules", ("fragrelease.jobs.idpir", "fragrelease.jobs.synthesis", "fragrelease.jobs.tiers",
+    ("party modules", ("fragrelease.jobs.protocol", "fragrelease.jobs.idpir", "fragrelease.jobs.synthesis", "fragrelease.jobs.tiers",
                        "fragrelease.jobs.publications", "fragrelease.jobs.diffgen")),
     ("result types shared by the driver and the API", ("fragrelease.jobs.api_common",)),
-    ("local driver", ("fragrelease.jobs.idpir.release",)),
+    ("local driver", ("fragrelease.jobs.protocol.release",)),
     ("Python API", ("fragrelease.jobs.api", "fragrelease.jobs.release_api")),
     ("entry points", ("fragrelease.jobs.cli", "fragrelease.jobs.class_archive_build")),
 )
@@ -402,13 +402,13 @@ def _upward_imports(modules, layers=JOBS_LAYERS) -> list[str]:
 def test_every_jobs_module_sits_in_one_layer():
     loose = [name for name in MODULES if _under(name, "fragrelease.jobs") and _jobs_layer(name) is None]
     assert not loose, f"add these modules to JOBS_LAYERS: {loose}"
-    assert _jobs_layer("fragrelease.jobs.idpir.release") > _jobs_layer("fragrelease.jobs.idpir.owner")
-    assert _jobs_layer("fragrelease.jobs.release_api") > _jobs_layer("fragrelease.jobs.idpir.release")
+    assert _jobs_layer("fragrelease.jobs.protocol.release") > _jobs_layer("fragrelease.jobs.protocol.owner")
+    assert _jobs_layer("fragrelease.jobs.release_api") > _jobs_layer("fragrelease.jobs.protocol.release")
 
 
 def test_no_jobs_module_imports_a_higher_layer():
     """storage < party modules < shared result types < local driver < Python API < CLI: the driver
-    (``jobs/idpir/release.py``) imports neither ``jobs/api.py`` nor ``jobs/release_api.py``."""
+    (``jobs/protocol/release.py``) imports neither ``jobs/api.py`` nor ``jobs/release_api.py``."""
     bad = _upward_imports(MODULES)
     assert not bad, "\n".join(bad)
 
@@ -420,7 +420,7 @@ def test_the_layer_rule_catches_a_planted_upward_import(tmp_path):
                       "def f():\n    from ..release_api import Release\n", encoding="utf-8")
     party = tmp_path / "owner.py"
     party.write_text("from . import release\n", encoding="utf-8")
-    planted = {"fragrelease.jobs.idpir.release": (driver, False), "fragrelease.jobs.idpir.owner": (party, False)}
+    planted = {"fragrelease.jobs.protocol.release": (driver, False), "fragrelease.jobs.protocol.owner": (party, False)}
 
     global ROOT
     saved = ROOT
@@ -431,7 +431,7 @@ def test_the_layer_rule_catches_a_planted_upward_import(tmp_path):
         ROOT = saved
     assert bad == ["release.py:3 imports fragrelease.jobs.api (local driver -> Python API)",
                    "release.py:5 imports fragrelease.jobs.release_api (local driver -> Python API)",
-                   "owner.py:1 imports fragrelease.jobs.idpir.release (party modules -> local driver)"]
+                   "owner.py:1 imports fragrelease.jobs.protocol.release (party modules -> local driver)"]
 
 
 # --- Randomness (docs/architecture.md, "Randomness") -------------------------------------------------
@@ -488,10 +488,10 @@ DRIVER_DRAWS = {
     # a synthetic release's owner rounds: noisy marginals and the tree's Gumbel draws, once on the owner's driver (§10)
     ("fragrelease.jobs.synthesis.owner", "_draw_round"),
     # key material and nonces: the release's pseudonym key, each owner's nonce, a generated signing key's file name
-    ("fragrelease.jobs.idpir.keys", "generate_release_key"),
-    ("fragrelease.jobs.idpir.keys", "owner_pseudonym_key"),
-    ("fragrelease.jobs.idpir.owner", "describe_fragment"),
-    ("fragrelease.jobs.idpir.signatures", "with_release_keys"),
+    ("fragrelease.jobs.protocol.keys", "generate_release_key"),
+    ("fragrelease.jobs.protocol.keys", "owner_pseudonym_key"),
+    ("fragrelease.jobs.protocol.owner", "describe_fragment"),
+    ("fragrelease.jobs.protocol.signatures", "with_release_keys"),
     # the owner's accuracy preview: the categorical simulation (never released; numeric: udfs/preview.py)
     ("fragrelease.jobs.idpir.owner_preview", "owner_preview"),
     # DiffGen: the exponential mechanism and the uniform split points run on the driver (one party: the

@@ -54,7 +54,7 @@ def test_every_named_path_and_function_exists(path, name):
 
 def test_a_missing_path_or_function_is_caught():
     assert not (ROOT / "jobs/idpir/no_such_module.py").is_file()
-    assert not _defines(ROOT / "jobs/idpir/owner.py", "no_such_function")
+    assert not _defines(ROOT / "jobs/protocol/owner.py", "no_such_function")
     assert _defines(ROOT / "jobs/release_api.py", "Release.run")
     assert not _defines(ROOT / "jobs/release_api.py", "Release.no_such_method")
 

@@ -16,13 +16,13 @@ def _loaded(module: str, heavy: tuple[str, ...]) -> dict[str, bool]:
     return dict(zip(heavy, (w == "True" for w in out.stdout.split())))
 
 
-@pytest.mark.parametrize("module", ["fragrelease.jobs.idpir.report", "fragrelease.jobs.idpir.release"])
+@pytest.mark.parametrize("module", ["fragrelease.jobs.protocol.report", "fragrelease.jobs.protocol.release"])
 def test_the_report_module_does_not_import_matplotlib(module):
     # the Python workers import the report module for its summaries' mapInPandas functions, and never draw
     assert _loaded(module, ("matplotlib", "matplotlib.figure")) == {"matplotlib": False, "matplotlib.figure": False}
 
 
 def test_the_configuration_does_not_import_scipys_optimize():
-    # fragrelease.idpir.options imports the post-processing's names before any fit is made
-    assert _loaded("fragrelease.idpir.config", ("scipy.optimize",)) == {"scipy.optimize": False}
+    # fragrelease.protocol.options imports the post-processing's names before any fit is made
+    assert _loaded("fragrelease.protocol.config", ("scipy.optimize",)) == {"scipy.optimize": False}
 

@@ -37,7 +37,7 @@ def test_release_configuration_refuses_the_paper_order():
     import pytest
 
     from fragrelease.errors import ConfigError
-    from fragrelease.idpir.config import config_from_dict
+    from fragrelease.protocol.config import config_from_dict
 
     with pytest.raises(ConfigError, match="category_order"):
         config_from_dict(dict(name="x", dataset="adult", fragmentation="horizontal", epsilon="1", k=5,

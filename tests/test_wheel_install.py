@@ -136,14 +136,14 @@ def test_every_console_script_of_the_wheel_answers_help(runtime_venv):
 @pytest.mark.slow  # a new venv (1-3 minutes)
 def test_the_wheel_carries_the_report_templates(runtime_venv):
     """Every Jinja2 template of the reports is in the wheel and loads from the installed package."""
-    from fragrelease.jobs.idpir.report import TEMPLATES
+    from fragrelease.jobs.protocol.report import TEMPLATES
 
     py, env, _, wheel = runtime_venv
     names = sorted(p.name for p in TEMPLATES.iterdir())
-    prefix = "fragrelease/jobs/idpir/templates/"
+    prefix = "fragrelease/jobs/protocol/templates/"
     with zipfile.ZipFile(wheel) as zf:
         assert sorted(n[len(prefix):] for n in zf.namelist() if n.startswith(prefix)) == names
-    code = ("from fragrelease.jobs.idpir.report import TEMPLATES, environment; "
+    code = ("from fragrelease.jobs.protocol.report import TEMPLATES, environment; "
             f"[environment().get_template(n) for n in {names!r}]; print(TEMPLATES)")
     proc = subprocess.run([str(py), "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]

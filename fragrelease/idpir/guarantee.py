@@ -67,9 +67,9 @@ Against whom (:func:`against_text`):
 from __future__ import annotations
 
 from fragrelease.errors import InvalidParameterError
-from fragrelease.idpir.fragmentation import LINKAGES as _LINKAGE_REGISTRY
-from fragrelease.idpir.fragmentation import SYNTHETIC, fragmentation_of, linkage_of
 from fragrelease.idpir.mechanisms import get_mechanism
+from fragrelease.protocol.fragmentation import LINKAGES as _LINKAGE_REGISTRY
+from fragrelease.protocol.fragmentation import SYNTHETIC, fragmentation_of, linkage_of
 
 #: The ``hand_over`` sentence of a release whose owners run the advisory risk check (``risk_check``).
 HAND_OVER = ("every owner hands its protected fragment over whatever its risk check measures: the check runs after "
@@ -80,7 +80,7 @@ HAND_OVER = ("every owner hands its protected fragment over whatever its risk ch
              "statement")
 
 #: Linkages of a combined release (docs/specification.md §2): the registry's names
-#: (:data:`fragrelease.idpir.fragmentation.LINKAGES`).
+#: (:data:`fragrelease.protocol.fragmentation.LINKAGES`).
 LINKAGES = tuple(_LINKAGE_REGISTRY)
 
 

@@ -18,9 +18,9 @@ import numpy as np
 
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.microaggregation import ir_centroids, ir_order
-from fragrelease.idpir.options import DEFAULT_OPTIONS, ReleaseOptions
 from fragrelease.idpir.sensitivity import dp_ir_sensitivity, idp_ir_sensitivity, idp_ir_sensitivity_from_extremes
 from fragrelease.idpir.stage import AttributeTask, StageSpec
+from fragrelease.protocol.options import DEFAULT_OPTIONS, ReleaseOptions
 from fragrelease.rng.laplace import LaplaceNoise, NoiseSource
 from fragrelease.validation import registered
 

@@ -12,7 +12,7 @@ cluster sizes, which follow from the public n and k, and the declared domain), s
 post-processing: it costs no privacy budget and the guarantee of the noisy vector carries over.
 
 :func:`finish_centroids` is the whole last step of the mechanism, applied by the numpy reference and
-by the Spark job alike, under the release options (:class:`fragrelease.idpir.options.ReleaseOptions`):
+by the Spark job alike, under the release options (:class:`fragrelease.protocol.options.ReleaseOptions`):
 the projection (``postprocess: isotonic``) or nothing (``none``, the paper's release), then
 clamping to [lo, hi] and, for categorical ranks, rounding.
 """
@@ -26,7 +26,7 @@ from fragrelease.errors import InvalidParameterError
 
 
 class PostprocessOptions(Protocol):
-    """What :func:`finish_centroids` reads of the release options (:class:`fragrelease.idpir.options.ReleaseOptions`
+    """What :func:`finish_centroids` reads of the release options (:class:`fragrelease.protocol.options.ReleaseOptions`
     has it; that module declares its field from this one's default, so this one names it structurally)."""
 
     @property
@@ -82,7 +82,7 @@ def isotonic_projection(noisy: np.ndarray, sizes: np.ndarray, lo: float, hi: flo
     if y.size == 0:
         return y.copy()
     from scipy.optimize import isotonic_regression  # here: SciPy's optimize costs 0.3-1 s to import, and
-    # the configuration (fragrelease.idpir.options) imports this module before any fit is needed
+    # the configuration (fragrelease.protocol.options) imports this module before any fit is needed
 
     fit = isotonic_regression(y, weights=w, increasing=True).x
     return np.clip(np.asarray(fit, dtype=float), lo, hi)
@@ -103,7 +103,7 @@ def finish_centroids(noisy: np.ndarray, sizes: np.ndarray, lo: float, hi: float,
                      options: PostprocessOptions) -> np.ndarray:
     """The released values of one attribute's clusters from its noisy centroids, shape (c,) in cluster order.
 
-    ``options`` are the release options (:class:`fragrelease.idpir.options.ReleaseOptions`); their
+    ``options`` are the release options (:class:`fragrelease.protocol.options.ReleaseOptions`); their
     ``postprocess`` decides: ``"isotonic"``: :func:`isotonic_projection`, then rounding for
     categorical ranks; ``"none"``: clamping to [lo, hi] and rounding, as the paper does
     (:func:`clamp_and_round`). Ranks are rounded only after both.

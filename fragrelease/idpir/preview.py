@@ -71,10 +71,8 @@ from fragrelease.budget import format_epsilon, parse_epsilon
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.accuracy import laplace_half_width
 from fragrelease.idpir.category_order import AttributeBudget, histogram_scale, parse_share
-from fragrelease.idpir.fragmentation import fragmentation_of
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.microaggregation import cluster_count
-from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS
 from fragrelease.idpir.preview_error import (
     DEFAULT_RUNS,
@@ -85,9 +83,11 @@ from fragrelease.idpir.preview_error import (
     simulate_categorical,
     simulate_numeric,
 )
-from fragrelease.idpir.protocol import MIN_K
 from fragrelease.idpir.spec import attribute_budgets
 from fragrelease.idpir.stage import resolve_k
+from fragrelease.protocol.fragmentation import fragmentation_of
+from fragrelease.protocol.messages import MIN_K
+from fragrelease.protocol.options import ReleaseOptions
 from fragrelease.rng.simulation import SecureSimulation, SimulationRandomness
 
 #: Default warning threshold: expected released error over the error of the constant release (mean / mode).
@@ -584,7 +584,7 @@ def preview_params(p: PreviewParams, threshold: float = DEFAULT_THRESHOLD, *, wi
 
 
 def params_from_config(config: Any, specs: Sequence[Mapping[str, Any]], *, rows: Optional[int] = None) -> PreviewParams:
-    """:class:`PreviewParams` of a release configuration (:class:`fragrelease.idpir.config.ReleaseConfig`).
+    """:class:`PreviewParams` of a release configuration (:class:`fragrelease.protocol.config.ReleaseConfig`).
 
     ``specs`` are the public specs of the dataset's released attributes in schema order
     (``[a.public_spec() for a in schema.protected]``). Horizontal owners release all of them and
@@ -623,7 +623,7 @@ def preview(config: Any, specs: Sequence[Mapping[str, Any]], *, rows: Optional[i
 
     Parameters
     ----------
-    config : fragrelease.idpir.config.ReleaseConfig
+    config : fragrelease.protocol.config.ReleaseConfig
     specs : the dataset's released attributes as public specs (see :func:`params_from_config`).
     rows : record count of every owner whose configuration declares none (optional, public).
     threshold : float > 0: warn when an attribute's expected released error is at least this multiple of the

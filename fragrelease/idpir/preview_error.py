@@ -42,9 +42,9 @@ from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.category_order import histogram_scale
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.microaggregation import cluster_count
-from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS, check_postprocess
 from fragrelease.idpir.stage import AttributeTask, StageSpec
+from fragrelease.protocol.options import ReleaseOptions
 from fragrelease.rng.simulation import SecureSimulation, SimulationRandomness
 
 #: Simulated releases per attribute and fragment (the figures' standard error is reported beside them).

@@ -5,9 +5,9 @@ and the public report share. Spark-free; the figures come from :mod:`fragrelease
 from __future__ import annotations
 
 from fragrelease.budget import format_epsilon
-from fragrelease.idpir.fragmentation import fragmentation_of
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.preview import ReleasePreview, error_text
+from fragrelease.protocol.fragmentation import fragmentation_of
 
 
 def _number(x: float) -> str:

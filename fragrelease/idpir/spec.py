@@ -1,9 +1,9 @@
 """One owner's protection spec: everything the mechanism needs, typed and exact, from the plan to the UDF.
 
 The per-attribute budget split is computed in exactly one place, :func:`protection_spec`: the
-aggregator's plan calls it for every owner (:func:`fragrelease.idpir.protocol.make_plan`), the
+aggregator's plan calls it for every owner (:func:`fragrelease.protocol.messages.make_plan`), the
 owner's check of the plan recomputes it from its own configuration
-(:func:`fragrelease.idpir.plan_check.verified_spec`) and the single-owner API calls it for its own
+(:func:`fragrelease.protocol.plan_check.verified_spec`) and the single-owner API calls it for its own
 parameters. Everything downstream (the ledger spend, the category histograms, the Spark stages, the
 numpy reference) reads the frozen :class:`ProtectionSpec` and recomputes nothing; the Spark stages and
 the executors get it cut into one :class:`~fragrelease.idpir.stage.AttributeTask` per attribute and
@@ -25,8 +25,8 @@ from fragrelease.budget import per_attribute_epsilon
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.category_order import AttributeBudget, parse_share, split_attribute_budget
 from fragrelease.idpir.mechanisms import IRMechanism, get_mechanism
-from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.stage import resolve_k
+from fragrelease.protocol.options import ReleaseOptions
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class ProtectionSpec:
     epsilon : ε_j, what this owner records in its ledger (Fraction > 0).
     budgets : one :class:`~fragrelease.idpir.category_order.AttributeBudget` per protected attribute,
         in the fragment's order; their totals add up to ``epsilon`` exactly.
-    options : the release options (:class:`~fragrelease.idpir.options.ReleaseOptions`: category
+    options : the release options (:class:`~fragrelease.protocol.options.ReleaseOptions`: category
         order and share, linkage, post-processing; validated when built). The properties
         :attr:`category_order`, :attr:`category_order_share`, :attr:`linkage` and :attr:`postprocess`
         read them; a new option is read as ``spec.options.<name>``.
@@ -163,7 +163,7 @@ def protection_spec(
     """Build an owner's spec, its budgets split by :func:`attribute_budgets` (docs/specification.md §1-3).
 
     ``attributes`` are ``(name, categorical)`` pairs in the fragment's order; ``epsilon`` is ε_j (exact);
-    ``options`` the release options (:class:`~fragrelease.idpir.options.ReleaseOptions`).
+    ``options`` the release options (:class:`~fragrelease.protocol.options.ReleaseOptions`).
 
     Raises
     ------

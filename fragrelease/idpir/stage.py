@@ -29,8 +29,8 @@ import numpy as np
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.category_order import AttributeBudget
 from fragrelease.idpir.microaggregation import check_k, cluster_count, cluster_cut
-from fragrelease.idpir.options import DEFAULT_OPTIONS, ReleaseOptions
 from fragrelease.idpir.postprocess import finish_centroids
+from fragrelease.protocol.options import DEFAULT_OPTIONS, ReleaseOptions
 from fragrelease.rng.laplace import LaplaceNoise
 
 
@@ -129,7 +129,7 @@ class StageSpec:
     mechanism : the :class:`~fragrelease.idpir.mechanisms.IRMechanism` object.
     k : the cluster size the mechanism uses (already resolved: plain iDP 1), 1 ≤ k ≤ n.
     n : the record count (each attribute has n values).
-    options : the release options (:class:`~fragrelease.idpir.options.ReleaseOptions`); the
+    options : the release options (:class:`~fragrelease.protocol.options.ReleaseOptions`); the
         post-processing reads them (:meth:`finish`).
     c : the cluster count ``max(n // k, 1)`` (derived, not an argument).
 

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from fragrelease.budget import Epsilon
 from fragrelease.errors import InvalidParameterError, ManifestMismatchError
-from fragrelease.idpir.difference import first_difference
+from fragrelease.protocol.difference import first_difference
 from fragrelease.synthesis.domain import DEFAULT_BINS, SynthesisDomain
 from fragrelease.synthesis.mechanism import (
     Clique,

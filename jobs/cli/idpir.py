@@ -17,9 +17,9 @@ import typer
 from rich.table import Table
 
 from fragrelease.errors import FragReleaseError
-from fragrelease.idpir.config import ReleaseConfig, SourceConfig, load_config
-from fragrelease.idpir.fragmentation import linkage_of
-from fragrelease.idpir.options import OPTION_NAMES
+from fragrelease.protocol.config import ReleaseConfig, SourceConfig, load_config
+from fragrelease.protocol.fragmentation import linkage_of
+from fragrelease.protocol.options import OPTION_NAMES
 
 from ._common import MASTER, console, progress_display
 
@@ -34,9 +34,9 @@ def _config(path: str, party: str = "run", owner: Optional[str] = None, *, sourc
     ``source_table`` (this owner's fragment) and ``output_table`` (the release) replace the
     configuration's paths with catalog table names (:func:`fragrelease.jobs.storage.with_table_names`).
 
-    Raises ConfigError naming the key and value (see :mod:`fragrelease.jobs.idpir.preflight`).
+    Raises ConfigError naming the key and value (see :mod:`fragrelease.jobs.protocol.preflight`).
     """
-    from ..idpir.preflight import preflight
+    from ..protocol.preflight import preflight
     from ..storage import with_table_names
 
     cfg = with_table_names(load_config(path, overrides), owner=owner, source_table=source_table,
@@ -47,7 +47,7 @@ def _config(path: str, party: str = "run", owner: Optional[str] = None, *, sourc
 
         check_local_catalog(cfg, path)
     if party in ("owner", "aggregator"):  # these steps write into work_dir: it must be this release's
-        from ..idpir.workspace import claim_work_dir
+        from ..protocol.workspace import claim_work_dir
 
         claim_work_dir(cfg, path)
     return cfg
@@ -117,7 +117,7 @@ def run(
                   postprocess=postprocess)
     spark = _spark(master, cfg, commits=True, inputs=_declared_inputs(cfg))
     _warn_accuracy(cfg, config)  # before any data is read (after the session: no pyspark, one error line only)
-    from ..idpir.release import run_local_release
+    from ..protocol.release import run_local_release
 
     with progress_display() as progress:
         result = run_local_release(spark, cfg, progress=progress, config_path=config, new_plan=new_plan,
@@ -130,7 +130,7 @@ def _warn_accuracy(cfg: ReleaseConfig, config_path: str) -> None:
     noise."""
     import logging
 
-    from ..idpir.preflight import accuracy_preview
+    from ..protocol.preflight import accuracy_preview
 
     if linkage_of(cfg.linkage).synthesized:  # the IR preview does not apply; fragrelease plan shows the synthesis's
         return
@@ -152,7 +152,7 @@ def print_summary(cfg: ReleaseConfig, result: ReleaseResult) -> None:
         _print_synthetic_summary(cfg, result)
         return
     if cfg.reports:  # each owner's private report (its own data against its protected copy), in its own folder
-        from ..idpir.layout import owner_report_path
+        from ..protocol.layout import owner_report_path
 
         for party in cfg.owners:
             console.print(f"owner {party.name}: private report {owner_report_path(cfg.name, party)}", highlight=False,
@@ -167,7 +167,7 @@ def print_summary(cfg: ReleaseConfig, result: ReleaseResult) -> None:
     console.print(table)
     # MeanSSE is computed from the originals: private to whoever runs this, never part of the release
     mean_sse = "not evaluated" if result.mean_sse is None else f"{result.mean_sse:.4f} (private: from the originals)"
-    # every release option as the release recorded it (fragrelease/idpir/options.py), whatever it is
+    # every release option as the release recorded it (fragrelease/protocol/options.py), whatever it is
     options = " | ".join(f"{name.replace('_', ' ')} {prov[name]}" for name in OPTION_NAMES if name in prov)
     console.print(
         f"rows {result.rows:,} | total ε {result.epsilon} ({result.composition} composition) | "
@@ -216,7 +216,7 @@ def _print_synthetic_summary(cfg: ReleaseConfig, result: ReleaseResult) -> None:
 def print_synthesis_preview(cfg: ReleaseConfig, rows: Optional[int]) -> None:
     """``fragrelease plan`` for ``linkage: synthetic``: the ε split and each measurement's noise (public terms only)."""
 
-    from ..idpir.preflight import synthesis_preview_of
+    from ..protocol.preflight import synthesis_preview_of
 
     pv = synthesis_preview_of(cfg, rows=rows)
     _print_rows(pv.header(), pv.table_rows(), left=("measurement",), warning=pv.warning_text())
@@ -290,7 +290,7 @@ def plan(
     no Spark, no budget. docs/specification.md §2."""
     from fragrelease.errors import ConfigError
 
-    from ..idpir.preflight import accuracy_preview
+    from ..protocol.preflight import accuracy_preview
 
     if rows is not None and rows < 1:
         raise ConfigError(f"--rows: must be >= 1, not {rows}")
@@ -311,7 +311,7 @@ def split(config: str = typer.Argument(...), master: Optional[str] = MASTER):
     """Simulate owners: cut the configured dataset into the owners' fragments."""
     from fragrelease.schemas.datasets import resolve_schema
 
-    from ..idpir import simulate
+    from ..protocol import simulate
 
     cfg = _config(config, "split")
     spark = _spark(master, cfg)
@@ -324,7 +324,7 @@ def split(config: str = typer.Argument(...), master: Optional[str] = MASTER):
 def work_clear(config: str = typer.Argument(..., help="Release configuration YAML.")):
     """Remove what an earlier run of this release left in its work_dir (metadata/, plan.json, owners/) and
     nothing else; refuse a work_dir that holds user files or belongs to another release."""
-    from ..idpir.workspace import clear_work_dir
+    from ..protocol.workspace import clear_work_dir
 
     cfg = _config(config, "run")
     removed = clear_work_dir(cfg, config)
@@ -339,9 +339,9 @@ OUTPUT_TABLE = typer.Option(None, "--output-table", help="Commit the release to 
 def owner_metadata(config: str = typer.Option(..., "--config"), owner: str = typer.Option(..., "--owner"),
                    master: Optional[str] = MASTER, source_table: Optional[str] = SOURCE_TABLE):
     """Validate the owner's fragment and write its public metadata for the aggregator."""
-    from ..idpir.context import owner_context
-    from ..idpir.fragment import FragmentContext, describe_source
-    from ..idpir.owner import describe_fragment
+    from ..protocol.context import owner_context
+    from ..protocol.fragment import FragmentContext, describe_source
+    from ..protocol.owner import describe_fragment
     from ..storage import check_source_encoding
 
     cfg = _config(config, "owner", owner, source_table=source_table)
@@ -355,10 +355,10 @@ def owner_metadata(config: str = typer.Option(..., "--config"), owner: str = typ
 def owner_protect(config: str = typer.Option(..., "--config"), owner: str = typer.Option(..., "--owner"),
                   master: Optional[str] = MASTER, source_table: Optional[str] = SOURCE_TABLE):
     """Protect the owner's fragment under the aggregator's plan; write the table and manifest."""
-    from ..idpir.context import owner_context
-    from ..idpir.owner import protect_owner_fragment, read_verified_plan
-    from ..idpir.preflight import find_owner
-    from ..idpir.signatures import owner_signing_key
+    from ..protocol.context import owner_context
+    from ..protocol.owner import protect_owner_fragment, read_verified_plan
+    from ..protocol.preflight import find_owner
+    from ..protocol.signatures import owner_signing_key
 
     cfg = _config(config, "owner", owner, source_table=source_table)
     ctx = owner_context(cfg, find_owner(cfg, owner)[1].name)
@@ -388,9 +388,9 @@ def owner_preview(config: str = typer.Option(..., "--config"), owner: str = type
     from fragrelease.errors import ConfigError
     from fragrelease.schemas.datasets import resolve_schema
 
-    from ..idpir.context import owner_context
     from ..idpir.owner_preview import owner_preview as run_preview
-    from ..idpir.preflight import check_source_exists, find_owner
+    from ..protocol.context import owner_context
+    from ..protocol.preflight import check_source_exists, find_owner
     from ..storage import with_table_names
 
     if runs < 1:
@@ -419,8 +419,8 @@ def owner_preview(config: str = typer.Option(..., "--config"), owner: str = type
 
 def aggregator_plan(config: str = typer.Option(..., "--config"), output_table: Optional[str] = OUTPUT_TABLE):
     """Validate the owners' metadata and issue the plan."""
-    from ..idpir.aggregator import issue_plan
-    from ..idpir.context import aggregator_context
+    from ..protocol.aggregator import issue_plan
+    from ..protocol.context import aggregator_context
 
     plan = issue_plan(aggregator_context(_config(config, "aggregator", output_table=output_table)))
     console.print(f"plan {plan.plan_id} issued (pinned; 'aggregator release' accepts only this plan)", highlight=False)
@@ -435,8 +435,8 @@ def aggregator_release(config: str = typer.Option(..., "--config"), master: Opti
                                                    "refused. Needed when this step cannot read the plan step's "
                                                    "pin (another machine or FRAGRELEASE_PRIVATE_ROOT).")):
     """Verify the protected fragments, combine them and commit the release."""
-    from ..idpir.aggregator import pinned_plan, release
-    from ..idpir.context import aggregator_context
+    from ..protocol.aggregator import pinned_plan, release
+    from ..protocol.context import aggregator_context
 
     cfg = _config(config, "aggregator", output_table=output_table)
     ctx = aggregator_context(cfg)

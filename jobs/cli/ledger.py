@@ -5,7 +5,7 @@
     fragrelease ledger history PATH [--owner X] [--dataset Y]   one line per spend, with running totals
 
 Registered in ``jobs/cli/__init__.py``. The reading and checking is
-:mod:`fragrelease.jobs.idpir.ledger` (delta-rs and pyarrow only); this module only prints. A damaged
+:mod:`fragrelease.jobs.protocol.ledger` (delta-rs and pyarrow only); this module only prints. A damaged
 ledger exits with status 2 and one line naming the ledger and the damage
 (:class:`fragrelease.errors.LedgerDamagedError`), a ledger rolled back behind this machine's anchor
 too (its last commit removed: the line names the owner and the missing version).
@@ -24,7 +24,7 @@ PATH = typer.Argument(..., help="The ledger's folder (a Delta table; s3a://, abf
 def check(path: str = PATH):
     """Verify a ledger (log versions contiguous, every commit and data file readable, the hash chain and
     running totals, this machine's anchor) and print one line."""
-    from ..idpir.ledger import check_ledger
+    from ..protocol.ledger import check_ledger
 
     summary = check_ledger(path)
     extra = (f"; {len(summary.unreferenced)} data files no version references (a spend killed before its "
@@ -59,7 +59,7 @@ def history(path: str = PATH,
             dataset: Optional[str] = typer.Option(None, "--dataset", help="Only spends on this dataset.")):
     """Print every spend of a verified ledger: version, recorded_at, owner, dataset, plan id, ε and the
     running total of its owner on its dataset."""
-    from ..idpir.ledger import ledger_history
+    from ..protocol.ledger import ledger_history
 
     for spend, total in ledger_history(path, owner=owner, dataset=dataset):
         console.print(f"version={spend.version}  recorded_at={spend.recorded_at}  owner={spend.owner}  "

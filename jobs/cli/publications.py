@@ -75,7 +75,7 @@ def _check_anonymize(source: str, fmt: str, method: str, k: int, l: int, mu: flo
     from fragrelease.errors import InvalidParameterError
     from fragrelease.taxonomy import check_positive_int
 
-    from ..idpir.preflight import check_source_exists
+    from ..protocol.preflight import check_source_exists
     from ..publications.runner import METHODS
 
     if method not in METHODS:
@@ -182,7 +182,7 @@ def audit(
     """Composition attack on people present in two releases: privacy-risk tuples per pair of releases."""
     from fragrelease.publications.params import AuditParams
 
-    from ..idpir.preflight import check_source_exists
+    from ..protocol.preflight import check_source_exists
     from ..publications.runner import run_audit
 
     qis = quasi_identifiers(qi, taxonomy, domain) if qi else []

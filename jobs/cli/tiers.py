@@ -63,7 +63,7 @@ def run(
     if not params.builtin:  # a table path: a local one must exist
         from fragrelease.errors import ConfigError
 
-        from ..idpir.preflight import check_source_exists
+        from ..protocol.preflight import check_source_exists
 
         if fmt not in ("parquet", "csv", "delta"):
             raise ConfigError(f"--format: must be parquet, csv or delta, not {fmt!r}")

@@ -43,7 +43,7 @@ from fragrelease.idpir.preview_error import (
 from fragrelease.rng.simulation import SecureSimulation, SimulationRandomness
 from fragrelease.udfs.preview import simulated_attribute
 
-from .context import OwnerContext
+from ..protocol.context import OwnerContext
 
 #: The owner's warning: the expected released error is at least the error of its own constant release.
 OWNER_THRESHOLD = 1.0
@@ -131,7 +131,7 @@ def owner_preview(spark, ctx: OwnerContext, *, runs: int = DEFAULT_RUNS,
     Parameters
     ----------
     spark : the owner's session.
-    ctx : the owner's context (:func:`fragrelease.jobs.idpir.context.owner_context`): its fragment and
+    ctx : the owner's context (:func:`fragrelease.jobs.protocol.context.owner_context`): its fragment and
         attributes, and the release configuration (its mechanism, k, ε, fragmentation, split, category
         order and post-processing; the owner's budgets follow the plan's rules with the fragment's own n).
     runs : simulated releases per attribute (≥ 1).
@@ -147,13 +147,13 @@ def owner_preview(spark, ctx: OwnerContext, *, runs: int = DEFAULT_RUNS,
     ConfigError
         A schema without an id column (an unknown owner is refused when ``ctx`` is built).
     SchemaMismatchError, DomainError, IdentifierError
-        The fragment does not validate (:func:`fragrelease.jobs.idpir.fragment.validate_fragment`), one
+        The fragment does not validate (:func:`fragrelease.jobs.protocol.fragment.validate_fragment`), one
         line naming the owner, the source, the column and a bad value.
     InvalidParameterError
         k above the fragment's record count, runs < 1.
     """
-    from .fragment import conform_attributes, validate_fragment
-    from .owner import _read_fragment
+    from ..protocol.fragment import conform_attributes, validate_fragment
+    from ..protocol.owner import _read_fragment
 
     cfg, schema, owner = ctx.config, ctx.schema, ctx.owner
     if schema.id_column is None:

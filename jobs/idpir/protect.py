@@ -38,8 +38,8 @@ every protected attribute replaced by its cluster's noisy centroid (numeric → 
 
 No task of the distributed plan holds more than a few buckets of values, except the noise step,
 which holds one attribute's c = n/k cluster statistics. The noise is materialized (stored) before
-anything reads it twice. Fragment checks live in :mod:`fragrelease.jobs.idpir.fragment`, digests
-in :mod:`fragrelease.jobs.idpir.digests`, global ranks in :mod:`fragrelease.jobs.idpir.ranking`.
+anything reads it twice. Fragment checks live in :mod:`fragrelease.jobs.protocol.fragment`, digests
+in :mod:`fragrelease.jobs.protocol.digests`, global ranks in :mod:`fragrelease.jobs.idpir.ranking`.
 """
 from __future__ import annotations
 
@@ -156,7 +156,7 @@ def category_orders(
     ``declared``: the schema's order, no Spark job. ``dp-frequency``: one aggregation pass counts
     every categorical attribute's categories (a table of Σ |dom| rows, the owner's own driver, kept
     in memory only, never logged or written), unless ``counts`` (attribute → category → exact count,
-    from the validation pass: :attr:`fragrelease.jobs.idpir.fragment.FragmentCheck.category_counts`)
+    from the validation pass: :attr:`fragrelease.jobs.protocol.fragment.FragmentCheck.category_counts`)
     already holds them for every categorical attribute; each histogram gets Laplace noise of scale
     ``2 / ε_order`` from :func:`fragrelease.idpir.category_order.dp_frequency_order` (the secure sampler
     unless a test injects ``noise``), drawn once on the driver, so no task retry can redraw it.
@@ -236,7 +236,7 @@ def released_fragment(
     """One owner's whole protection step under ``spec``: category orders, then :func:`released_values`.
 
     ``category_counts``: the exact category counts of ``df`` when the caller has them from its
-    validation pass (:func:`fragrelease.jobs.idpir.fragment.validate_fragment` with
+    validation pass (:func:`fragrelease.jobs.protocol.fragment.validate_fragment` with
     ``count_categories=True``); ``dp-frequency`` then runs no counting pass (:func:`category_orders`).
 
     ``spec`` (:class:`fragrelease.idpir.spec.ProtectionSpec`, verified against the plan once) fixes

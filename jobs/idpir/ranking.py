@@ -1,7 +1,7 @@
 """Global ranks of rows on Spark: range partitioning, a stored sort and per-partition offsets.
 
 Public helpers for any job that needs a row's position in a total order without moving all rows
-to one partition: the aggregator and the simulator (random row orders, :mod:`fragrelease.jobs.idpir.shuffle`)
+to one partition: the aggregator and the simulator (random row orders, :mod:`fragrelease.jobs.protocol.shuffle`)
 and the tests of the plans. docs/specification.md §2 (random row orders).
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The owner's advisory risk check: measured disclosure risk of its own released rows, for its private report.
 
-Configured by ``risk_check`` (:class:`fragrelease.idpir.config.RiskCheckConfig`); docs/privacy.md
+Configured by ``risk_check`` (:class:`fragrelease.protocol.config.RiskCheckConfig`); docs/privacy.md
 "The owner's risk check" and docs/specification.md §3 describe the design. In short:
 
 - **Control set.** anonymeter's risk compares an attack on the release's own rows with the same
@@ -37,7 +37,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from fragrelease.idpir.config import RiskCheckConfig
+from fragrelease.protocol.config import RiskCheckConfig
 from fragrelease.risk import INFERENCE, LINKABILITY, AttackResult, RiskReport, anonymeter_evaluators, measure_risk
 from fragrelease.schemas.base import Attribute
 from fragrelease.udfs.keys import bernoulli_sample

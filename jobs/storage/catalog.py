@@ -279,7 +279,7 @@ def release_exists(spark, output: Optional[str], output_table: Optional[str]) ->
 
 def with_table_names(cfg, *, owner: Optional[str] = None, source_table: Optional[str] = None,
                      output_table: Optional[str] = None):
-    """``cfg`` (a :class:`fragrelease.idpir.config.ReleaseConfig`) with table names given as job parameters.
+    """``cfg`` (a :class:`fragrelease.protocol.config.ReleaseConfig`) with table names given as job parameters.
 
     ``source_table`` replaces ``owner``'s source with ``{table: source_table}``; ``output_table``
     replaces the release target (``output`` is dropped). Empty strings mean "not given" (Databricks
@@ -290,7 +290,7 @@ def with_table_names(cfg, *, owner: Optional[str] = None, source_table: Optional
     ConfigError
         An invalid name, an unknown owner, or ``source_table`` without ``owner``.
     """
-    from fragrelease.idpir.config import config_from_dict
+    from fragrelease.protocol.config import config_from_dict
 
     source_table, output_table = source_table or None, output_table or None
     if source_table is None and output_table is None:
@@ -311,7 +311,7 @@ def with_table_names(cfg, *, owner: Optional[str] = None, source_table: Optional
 
 
 def uses_catalog(cfg) -> bool:
-    """True if ``cfg`` (a :class:`fragrelease.idpir.config.ReleaseConfig`) names a catalog table: the
+    """True if ``cfg`` (a :class:`fragrelease.protocol.config.ReleaseConfig`) names a catalog table: the
     release's ``output_table``, or an owner's ``source`` or ``ledger`` given as a ``table``."""
     if cfg.output_table is not None or (cfg.source is not None and cfg.source.table is not None):
         return True
@@ -343,7 +343,7 @@ def check_local_catalog(cfg, config_path: Optional[str] = None) -> None:
     """
     import os
 
-    from fragrelease.idpir.config import _within
+    from fragrelease.protocol.config import _within
 
     from ..session import (
         CATALOG_DIR_ENV,

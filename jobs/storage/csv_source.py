@@ -3,7 +3,7 @@
 ``spark.read.csv(path, header=True, inferSchema=True)`` runs two Spark jobs before anything else:
 one reads the first line for the column names, one reads **every row** to guess the types. An
 owner's fragment has a declared schema, and the owner validates every value against it anyway
-(:func:`fragrelease.jobs.idpir.fragment.validate_fragment`, which names a bad value as written), so
+(:func:`fragrelease.jobs.protocol.fragment.validate_fragment`, which names a bad value as written), so
 the columns can be read as strings: :func:`csv_header` reads the first line of the source's first
 file on the driver, and :func:`read_csv_text` hands Spark a schema of that many string columns,
 with ``enforceSchema=false`` so Spark checks each file's header against those names as it reads.
@@ -98,7 +98,7 @@ def csv_encoding_problem(path: str, options: Mapping[str, str]) -> Optional[str]
 
 def check_source_encoding(source: object, where: str) -> None:
     """Refuse a CSV source that is not UTF-8 text before Spark reads it (:func:`csv_encoding_problem`; no
-    Spark job). ``source`` is a :class:`fragrelease.idpir.config.SourceConfig` (anything but a CSV path
+    Spark job). ``source`` is a :class:`fragrelease.protocol.config.SourceConfig` (anything but a CSV path
     passes); ``where`` starts the message (``owner 'clinic-a' (source /data/a.csv)``).
 
     Raises

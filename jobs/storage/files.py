@@ -131,7 +131,7 @@ def read_source(spark, path: str, fmt: str = "parquet", options: Optional[dict] 
 
 
 def read_configured(spark, source, *, text: bool = False):
-    """The table a :class:`fragrelease.idpir.config.SourceConfig` names: ``spark.table(source.table)``
+    """The table a :class:`fragrelease.protocol.config.SourceConfig` names: ``spark.table(source.table)``
     for a catalog table, else :func:`read_source` on its path and format (``text``: see there)."""
     if source.table is not None:
         return spark.table(source.table)
@@ -154,7 +154,7 @@ def read_delta_files(spark, path: str, version: Optional[int] = None):
 
     Delta's reader first rebuilds the table's state from its log with Spark jobs (three on the first
     read of every new table). For tables without deletion vectors or column mapping (the owners'
-    protected fragments and pseudonym sets: :func:`fragrelease.jobs.idpir.signatures.describe_table`
+    protected fragments and pseudonym sets: :func:`fragrelease.jobs.protocol.signatures.describe_table`
     refuses deletion vectors) the active data files are the table. Shapes: the table's columns, one
     row per record.
 

@@ -7,7 +7,7 @@ file on the way to it or a folder this user cannot write (:mod:`.output_place`),
 table of another system or dataset (or without fragrelease provenance), an existing release when
 ``if_exists`` is ``"error"``, a release with other columns, a damaged Delta log, and an uncommitted
 Delta write (no committed version) that is not this release's. It runs in
-:func:`fragrelease.jobs.idpir.aggregator.issue_plan` (before any owner spends) and in ``fragrelease
+:func:`fragrelease.jobs.protocol.aggregator.issue_plan` (before any owner spends) and in ``fragrelease
 validate`` (local paths).
 
 Recovery (issue 36 item 2): before the aggregator writes into an output that has no committed
@@ -45,7 +45,7 @@ from .uris import absolute, fs_path
 
 #: The suffix of the marker a release writes beside an output folder that has no committed version yet.
 MARKER = "_fragrelease_pending.json"
-#: An owner's budget ledger's columns (:data:`fragrelease.jobs.idpir.ledger.LEDGER_SCHEMA`); a ledger
+#: An owner's budget ledger's columns (:data:`fragrelease.jobs.protocol.ledger.LEDGER_SCHEMA`); a ledger
 #: written by 0.16.0 or earlier has the first five only (:data:`LEDGER_LEGACY_COLUMNS`).
 LEDGER_COLUMNS = ("owner", "dataset", "plan_id", "epsilon", "recorded_at", "commit_version", "total", "prev_chain",
                   "chain")

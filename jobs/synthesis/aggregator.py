@@ -4,7 +4,7 @@
 the plan's terms, ε, shapes, the cliques round one selects), adds the owners' noisy marginals, fits
 Private-PGM on the driver and draws the rows on the executors
 (:func:`fragrelease.udfs.synthesis.synthetic_rows`). Everything it computes is post-processing of
-the owners' noisy marginals; :func:`fragrelease.jobs.idpir.aggregator.release` commits the rows
+the owners' noisy marginals; :func:`fragrelease.jobs.protocol.aggregator.release` commits the rows
 with the release's provenance, as it commits every release kind.
 """
 from __future__ import annotations
@@ -14,15 +14,15 @@ from fractions import Fraction
 from typing import Any, Mapping, Optional
 
 from fragrelease.errors import ConfigError, ManifestMismatchError
-from fragrelease.idpir.protocol import Plan
+from fragrelease.protocol.messages import Plan
 from fragrelease.signing import verify_manifest_fields
 from fragrelease.synthesis.mechanism import add_owners, fit_model, noisy_total
 from fragrelease.synthesis.protocol import RoundTwoMessage, check_round_two, cliques_from_round_one
 from fragrelease.udfs.synthesis import synthetic_rows
 
-from ..idpir.context import AggregatorContext
-from ..idpir.layout import read_message
-from ..idpir.signatures import public_keys
+from ..protocol.context import AggregatorContext
+from ..protocol.layout import read_message
+from ..protocol.signatures import public_keys
 from ..storage import file_exists
 from .owner import plan_synthesis_spec, read_round_one, round_path
 from .rounds import missing_round
@@ -53,7 +53,7 @@ def check_rounds_written(ctx: AggregatorContext, plan: Plan) -> None:
 def synthesize(spark, ctx: AggregatorContext, plan: Plan, keys: Optional[Mapping] = None, *, iters: int = 1000):
     """Verify every owner's two rounds, fit the model and draw the rows; return ``(rows, terms)``.
 
-    ``ctx``: the aggregator's context (:func:`fragrelease.jobs.idpir.context.aggregator_context`).
+    ``ctx``: the aggregator's context (:func:`fragrelease.jobs.protocol.context.aggregator_context`).
 
     ``rows``: a DataFrame with the plan's attributes (categorical as declared labels, numeric drawn
     uniformly inside the model's bin: whole numbers for integer attributes), N rows, N the
@@ -108,13 +108,13 @@ def report_sections(provenance: Mapping[str, Any], attributes) -> tuple:
     """The public report's section of a synthetic release: each measurement's ε and noise (public terms only).
 
     ``attributes``: the released :class:`fragrelease.schemas.base.Attribute` objects in plan order.
-    Returns one :class:`fragrelease.jobs.idpir.report.ReportSection`
+    Returns one :class:`fragrelease.jobs.protocol.report.ReportSection`
     (:func:`fragrelease.synthesis.preview.synthesis_preview`'s table).
     """
     from fragrelease.synthesis.preview import synthesis_preview
     from fragrelease.synthesis.protocol import synthesis_spec
 
-    from ..idpir.report import ReportSection
+    from ..protocol.report import ReportSection
 
     terms = provenance["synthesis"]
     owners = provenance.get("owners", [])

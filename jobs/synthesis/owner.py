@@ -1,7 +1,7 @@
 """A data owner's two rounds of a synthetic release (``linkage: synthetic``; docs/specification.md §10).
 
 The owner's ``protect`` step runs the round that is due (:func:`measure_owner_round`), which the
-owner's **private draw records** say, never ``work_dir``'s files (:mod:`fragrelease.jobs.idpir.draws`):
+owner's **private draw records** say, never ``work_dir``'s files (:mod:`fragrelease.jobs.protocol.draws`):
 
 - **round one** when this owner kept none for the plan yet: its noisy 1-way marginals and the edges of
   its private spanning tree, signed, to ``owners/<owner>/synthesis-round-1.json``;
@@ -26,8 +26,8 @@ from fractions import Fraction
 from typing import Mapping, Optional
 
 from fragrelease.errors import ConfigError, FragReleaseError, ManifestMismatchError
-from fragrelease.idpir.fragmentation import linkage_of
-from fragrelease.idpir.protocol import Plan
+from fragrelease.protocol.fragmentation import linkage_of
+from fragrelease.protocol.messages import Plan
 from fragrelease.rng.diffgen import DiffGenRandomness, SecureDiffGenRandomness
 from fragrelease.rng.laplace import NoiseSource
 from fragrelease.schemas.base import DatasetSchema
@@ -46,13 +46,13 @@ from fragrelease.synthesis.protocol import (
     synthesis_spec,
 )
 
-from ..idpir.context import OwnerContext, OwnerPaths, owner_paths
-from ..idpir.draws import Spend, check_nonce_free, check_spend_once, draw_step, spend_once
-from ..idpir.fragment import conform_attributes, conform_id, validate_fragment
-from ..idpir.layout import read_message
-from ..idpir.owner import _read_fragment, check_plan_nonce, read_verified_plan
-from ..idpir.signatures import owner_signing_key, public_keys
-from ..idpir.workspace import claim_work_dir
+from ..protocol.context import OwnerContext, OwnerPaths, owner_paths
+from ..protocol.draws import Spend, check_nonce_free, check_spend_once, draw_step, spend_once
+from ..protocol.fragment import conform_attributes, conform_id, validate_fragment
+from ..protocol.layout import read_message
+from ..protocol.owner import _read_fragment, check_plan_nonce, read_verified_plan
+from ..protocol.signatures import owner_signing_key, public_keys
+from ..protocol.workspace import claim_work_dir
 from ..storage import file_exists, read_text, write_text
 from .counts import coded_columns, marginal_counts
 from .rounds import missing_round
@@ -78,7 +78,7 @@ def plan_synthesis_spec(schema: DatasetSchema, plan: Plan, owner: str) -> Synthe
 def read_round_one(owners: Mapping[str, OwnerPaths], plan: Plan, spec: SynthesisSpec, keys, *, party: str):
     """Every owner's round one, verified (signature under its configured key, plan, ε, shapes), in plan order.
 
-    ``owners``: every owner's paths by name (:attr:`fragrelease.jobs.idpir.context.AggregatorContext.owners`).
+    ``owners``: every owner's paths by name (:attr:`fragrelease.jobs.protocol.context.AggregatorContext.owners`).
 
     Raises
     ------
@@ -110,7 +110,7 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
-#: The draw step of each round in the owner's private records (:mod:`fragrelease.jobs.idpir.draws`).
+#: The draw step of each round in the owner's private records (:mod:`fragrelease.jobs.protocol.draws`).
 ROUND_STEPS = {1: "round-1", 2: "round-2"}
 _MESSAGES: dict[int, type[RoundOneMessage] | type[RoundTwoMessage]] = {1: RoundOneMessage, 2: RoundTwoMessage}
 
@@ -191,10 +191,10 @@ def check_round_before_spend(spark, ctx: OwnerContext, number: Optional[int] = N
     up to its ledger's check of the round's spend, and record nothing; return the round's number (1 or 2).
 
     The checks of :func:`measure_owner_round` before its data is read, then the draw records' and the
-    ledger's (:func:`fragrelease.jobs.idpir.draws.check_spend_once`: a kept round needs none; round
+    ledger's (:func:`fragrelease.jobs.protocol.draws.check_spend_once`: a kept round needs none; round
     one asks for room for the whole ε_j). It does not read the fragment (the metadata step validated
     it). The local driver runs it for every owner, in configuration order, before any owner of a round
-    starts (:func:`fragrelease.jobs.idpir.release.play_release`); the round runs every check again.
+    starts (:func:`fragrelease.jobs.protocol.release.play_release`); the round runs every check again.
 
     Raises
     ------
@@ -217,9 +217,9 @@ def measure_owner_round(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource
                         randomness: Optional[DiffGenRandomness] = None, number: Optional[int] = None) -> int:
     """Run the owner's due round of a synthetic release (or round ``number``); return its number (1 or 2).
 
-    ``ctx``: the owner's context (:func:`fragrelease.jobs.idpir.context.owner_context`).
+    ``ctx``: the owner's context (:func:`fragrelease.jobs.protocol.context.owner_context`).
 
-    Draw once (:mod:`fragrelease.jobs.idpir.draws`): the round that is due comes from the owner's
+    Draw once (:mod:`fragrelease.jobs.protocol.draws`): the round that is due comes from the owner's
     private records, never from ``work_dir``: every round it kept for this plan is re-published
     first, byte for byte (no draw, no spend); the first round it kept no output of is drawn: claimed,
     spent (round one: ε₁ + ε_sel under the plan id; round two: ε₂ under ``<plan id>/cliques``),
@@ -243,7 +243,7 @@ def measure_owner_round(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource
     SchemaMismatchError, DomainError, IdentifierError
         The fragment does not validate (before any spend).
     BudgetExceededError, PlanAlreadySpentError, LedgerDamagedError
-        From the ledger, before any noise (:func:`fragrelease.jobs.idpir.draws.spend_once`).
+        From the ledger, before any noise (:func:`fragrelease.jobs.protocol.draws.spend_once`).
     SigningKeyError
         The owner has no usable signing key (before any spend).
     """
@@ -279,7 +279,7 @@ def measure_owner_round(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource
 
 def _draw_round(spark, ctx: OwnerContext, plan: Plan, step, coded, cliques: tuple, signing_key, *,
                 noise: Optional[NoiseSource], randomness: Optional[DiffGenRandomness]):
-    """Claim and spend once, then draw the round of ``step`` (a :class:`~fragrelease.jobs.idpir.draws.DrawStep`)
+    """Claim and spend once, then draw the round of ``step`` (a :class:`~fragrelease.jobs.protocol.draws.DrawStep`)
     on the ``coded`` fragment and return its signed message (not yet kept)."""
     spec = plan_synthesis_spec(ctx.schema, plan, ctx.name)
     n_records, names = plan.owner(ctx.name).n_records, spec.domain.names

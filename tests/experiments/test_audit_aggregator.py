@@ -50,7 +50,7 @@ def test_the_audited_view_is_the_fragment_the_owner_writes(spark, tmp_path):
     import pandas as pd
     from specs import protect_with
 
-    from fragrelease.jobs.idpir.shuffle import pseudonymize, shuffle_rows
+    from fragrelease.jobs.protocol.shuffle import pseudonymize, shuffle_rows
     from fragrelease.schemas.base import Attribute
 
     key, plan_id = b"k" * 32, "plan-audit"

@@ -15,8 +15,8 @@ from fragrelease.experiments.paper_order import data_frequency_order
 from fragrelease.idpir.category_order import ranks_of
 from fragrelease.idpir.mechanisms import protect_attribute
 from fragrelease.idpir.microaggregation import ir_centroids, ir_clusters
-from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.stage import AttributeTask
+from fragrelease.protocol.options import ReleaseOptions
 from fragrelease.rng.laplace import FastLaplace
 from fragrelease.schemas.datasets import resolve_schema
 

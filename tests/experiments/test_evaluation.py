@@ -21,8 +21,8 @@ from fragrelease.experiments.paper_order import data_frequency_order
 from fragrelease.idpir.category_order import declared_order, dp_frequency_order, histogram_scale
 from fragrelease.idpir.mechanisms import protect_attribute
 from fragrelease.idpir.metrics import mean_sse
-from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.stage import AttributeTask
+from fragrelease.protocol.options import ReleaseOptions
 from fragrelease.rng.laplace import FastLaplace, laplace_epsilon
 from fragrelease.schemas.adult import SCHEMA as ADULT
 

@@ -16,8 +16,8 @@ from fragrelease.experiments.linkage import (
 )
 from fragrelease.idpir.category_order import declared_order
 from fragrelease.idpir.mechanisms import protect_attribute
-from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.stage import AttributeTask
+from fragrelease.protocol.options import ReleaseOptions
 from fragrelease.schemas.adult import SCHEMA as ADULT
 
 SPECS = [AttributeSpec.from_attribute(a) for a in ADULT.protected]

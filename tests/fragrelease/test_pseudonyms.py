@@ -7,7 +7,7 @@ import stat
 import pytest
 
 from fragrelease.errors import ConfigError, PseudonymKeyError
-from fragrelease.idpir.config import config_from_dict
+from fragrelease.protocol.config import config_from_dict
 from fragrelease.pseudonyms import (
     KEY_DERIVATION_INFO,
     KEY_DERIVATION_SALT,
@@ -195,7 +195,7 @@ def test_a_guessed_secret_is_confirmed_offline_by_the_public_key_check():
 
 def test_the_release_context_changes_with_every_owner_nonce_and_not_with_their_order():
     """Issue 36 item 6: the pseudonym context is the plan id with the owners' nonces, which no single party chooses."""
-    from fragrelease.idpir.protocol import OwnerMetadata, make_plan
+    from fragrelease.protocol.messages import OwnerMetadata, make_plan
     from fragrelease.pseudonyms import NONCE_BYTES, new_nonce, release_context
 
     n1, n2, n3 = new_nonce(), new_nonce(), new_nonce()

@@ -9,8 +9,8 @@ from scipy import stats
 
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.mechanisms import get_mechanism, protect_attribute
-from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.stage import AttributeTask
+from fragrelease.protocol.options import ReleaseOptions
 from fragrelease.rng.diffgen import SecureDiffGenRandomness
 from fragrelease.rng.laplace import (
     LAPLACE_GRANULARITY_EXPONENT,

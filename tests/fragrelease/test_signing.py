@@ -8,7 +8,7 @@ import stat
 import pytest
 
 from fragrelease.errors import ConfigError, SignatureError, SigningKeyError
-from fragrelease.jobs.idpir.context import owner_context
+from fragrelease.jobs.protocol.context import owner_context
 from fragrelease.signing import (
     MANIFEST_DOMAIN,
     generate_private_key,
@@ -132,7 +132,7 @@ def test_unsafe_private_key_files_are_refused_naming_the_owner(tmp_path):
 
 
 def _cfg(tmp_path, **owner_b):
-    from fragrelease.idpir.config import config_from_dict
+    from fragrelease.protocol.config import config_from_dict
 
     return config_from_dict(dict(name="s", dataset="wine", fragmentation="horizontal", epsilon="1", k=10,
                                  owners=[{"name": "a", "rows": 3000}, {"name": "b", "rows": 3497, **owner_b}],
@@ -152,7 +152,7 @@ def test_configuration_refuses_bad_public_keys_and_keys_in_shared_folders(tmp_pa
 
 
 def test_owner_key_must_match_its_public_key(tmp_path):
-    from fragrelease.jobs.idpir.signatures import owner_signing_key
+    from fragrelease.jobs.protocol.signatures import owner_signing_key
 
     path, _ = write_key_pair(str(tmp_path / "keys"), "b")
     other = public_key_text(generate_private_key())

@@ -133,7 +133,7 @@ def test_large_epsilon_check_still_refuses_an_invalid_epsilon():
 
 def test_an_unknown_configuration_key_gets_the_closest_accepted_key():
     """Issue 37: a misspelt key says which key was meant (pydantic's error, difflib over the model's keys)."""
-    from fragrelease.idpir.config import config_from_dict
+    from fragrelease.protocol.config import config_from_dict
 
     base = yaml.safe_load((ROOT / "conf" / "wine-horizontal.yaml").read_text())
     typo = {**base, "outptu": base["output"]}

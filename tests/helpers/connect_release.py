@@ -16,9 +16,9 @@ import sys
 
 
 def release_from_config(tmp: str) -> dict:
-    from fragrelease.idpir.config import config_from_dict
-    from fragrelease.jobs.idpir.release import run_local_release
+    from fragrelease.jobs.protocol.release import run_local_release
     from fragrelease.jobs.session import get_spark
+    from fragrelease.protocol.config import config_from_dict
     from fragrelease.schemas.datasets import load_builtin_pandas
     from fragrelease.schemas.wine import SCHEMA
 

@@ -7,7 +7,7 @@ import sys
 
 def main(conf: str, disk: str) -> int:
     from fragrelease.jobs.cli import run_cli
-    from fragrelease.jobs.idpir import aggregator
+    from fragrelease.jobs.protocol import aggregator
 
     real = aggregator.release
 

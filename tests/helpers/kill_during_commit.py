@@ -14,13 +14,13 @@ import sys
 import threading
 import time
 
-from fragrelease.jobs.idpir.context import aggregator_context
+from fragrelease.jobs.protocol.context import aggregator_context
 
 
 def main(cfg_path: str, plan_id: str) -> None:
-    from fragrelease.idpir.config import config_from_dict
-    from fragrelease.jobs.idpir import aggregator
+    from fragrelease.jobs.protocol import aggregator
     from fragrelease.jobs.session import get_spark
+    from fragrelease.protocol.config import config_from_dict
 
     with open(cfg_path, encoding="utf-8") as f:
         cfg = config_from_dict(json.load(f))

@@ -15,8 +15,8 @@ from pyspark.sql.functions import pandas_udf
 from pyspark.sql.types import DoubleType
 
 from fragrelease.idpir.mechanisms import noisy_centroids
-from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.postprocess import finish_centroids
+from fragrelease.protocol.options import ReleaseOptions
 from fragrelease.rng.laplace import SecureLaplace
 
 

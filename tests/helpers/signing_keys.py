@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from fragrelease.idpir.config import ReleaseConfig, config_from_dict
+from fragrelease.protocol.config import ReleaseConfig, config_from_dict
 from fragrelease.signing import load_private_key, public_key_text, write_key_pair
 
 

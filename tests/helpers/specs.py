@@ -1,6 +1,6 @@
 """Test-only: build an owner's :class:`fragrelease.idpir.spec.ProtectionSpec` from loose parameters.
 
-Production code gets its spec from the plan (:func:`fragrelease.idpir.plan_check.verified_spec`) or
+Production code gets its spec from the plan (:func:`fragrelease.protocol.plan_check.verified_spec`) or
 from :func:`fragrelease.jobs.api.protect`; the Spark equality tests protect one fragment directly,
 so they build the spec here through the same :func:`fragrelease.idpir.spec.protection_spec`.
 """
@@ -9,9 +9,9 @@ from __future__ import annotations
 from fractions import Fraction
 
 from fragrelease.idpir.category_order import DEFAULT_CATEGORY_ORDER, DEFAULT_ORDER_SHARE
-from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.postprocess import DEFAULT_POSTPROCESS
 from fragrelease.idpir.spec import ProtectionSpec, protection_spec
+from fragrelease.protocol.options import ReleaseOptions
 
 
 def spec_for(df, attrs, *, k: int, epsilon_per_attribute, mechanism: str, n_records: int | None = None,

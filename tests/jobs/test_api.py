@@ -14,14 +14,14 @@ from specs import protect_with
 
 import fragrelease
 from fragrelease.errors import ConfigError, InvalidParameterError, ReleaseExistsError, SchemaMismatchError
-from fragrelease.idpir.config import LedgerConfig, OwnerConfig, config_from_dict
-from fragrelease.idpir.options import ReleaseOptions
-from fragrelease.idpir.protocol import OwnerMetadata, make_plan
 from fragrelease.jobs.api import OwnerResult, ProtectResult, Release, ReleaseResult, protect
-from fragrelease.jobs.idpir.keys import generated_key_path
-from fragrelease.jobs.idpir.layout import protected_path
+from fragrelease.jobs.protocol.keys import generated_key_path
+from fragrelease.jobs.protocol.layout import protected_path
 from fragrelease.jobs.session import delta_available
 from fragrelease.jobs.storage import PROP_LOCATION, PROP_VERSION, read_delta, table_location, table_provenance
+from fragrelease.protocol.config import LedgerConfig, OwnerConfig, config_from_dict
+from fragrelease.protocol.messages import OwnerMetadata, make_plan
+from fragrelease.protocol.options import ReleaseOptions
 from fragrelease.pseudonyms import derive_key, pseudonyms
 from fragrelease.schemas.adult import RELEASED, SCHEMA
 
@@ -242,7 +242,7 @@ def test_every_protect_call_spends_epsilon_afresh_and_a_ledger_stops_it(spark, o
     """docs/python-api.md: two calls on the same data spend twice; with a ledger the spend past the
     lifetime budget is refused before any noise."""
     from fragrelease.errors import BudgetExceededError
-    from fragrelease.jobs.idpir.ledger import spent
+    from fragrelease.jobs.protocol.ledger import spent
 
     df = owners[0].limit(40)
     ledger = LedgerConfig(path=str(tmp_path / "ledger"), lifetime_epsilon="3/2")

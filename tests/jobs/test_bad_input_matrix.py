@@ -21,11 +21,11 @@ from fragrelease.errors import (
     ProtocolError,
     SchemaMismatchError,
 )
-from fragrelease.idpir.config import config_from_dict
-from fragrelease.idpir.options import OPTION_NAMES, ReleaseOptions
-from fragrelease.idpir.protocol import OwnerMetadata, check_manifest, make_plan, manifest_for
 from fragrelease.jobs.cli import run_cli
-from fragrelease.jobs.idpir.fragment import validate_fragment
+from fragrelease.jobs.protocol.fragment import validate_fragment
+from fragrelease.protocol.config import config_from_dict
+from fragrelease.protocol.messages import OwnerMetadata, check_manifest, make_plan, manifest_for
+from fragrelease.protocol.options import OPTION_NAMES, ReleaseOptions
 from fragrelease.schemas.adult import SCHEMA as ADULT
 from fragrelease.schemas.base import schema_from_dict
 
@@ -143,7 +143,7 @@ def test_a_failed_check_whose_rows_are_gone_when_the_example_is_fetched_says_the
     # the example comes from a second query on the error path; a fragment rewritten in between has none
     from pyspark.sql import functions as F
 
-    from fragrelease.jobs.idpir.fragment import _raise_first
+    from fragrelease.jobs.protocol.fragment import _raise_first
 
     df = spark.createDataFrame([(1, 30, "Male")], "record_id long, age int, sex string")
     attrs = [ADULT.attribute("age")]

@@ -105,11 +105,11 @@ def test_plan_errors_are_one_line_with_status_2(capsys, tmp_path):
 
 def test_the_run_summary_prints_the_table_and_the_meansse_scale(capsys):
     """After a run: the same per-attribute table beside the guarantee, from the release's provenance."""
-    from fragrelease.idpir.protocol import OwnerMetadata, make_plan, manifest_for
     from fragrelease.jobs.api_common import Guarantee
     from fragrelease.jobs.cli.idpir import print_summary
-    from fragrelease.jobs.idpir.aggregator import provenance
+    from fragrelease.jobs.protocol.aggregator import provenance
     from fragrelease.jobs.release_api import OwnerResult, ReleaseResult
+    from fragrelease.protocol.messages import OwnerMetadata, make_plan, manifest_for
     from fragrelease.schemas.datasets import resolve_schema
 
     schema = resolve_schema("conf/german-credit-schema.yaml")
@@ -123,7 +123,7 @@ def test_the_run_summary_prints_the_table_and_the_meansse_scale(capsys):
     result = ReleaseResult(path="/tmp/r", table=None, version=0, rows=1000, plan=plan, owners=owners,
                            epsilon=plan.epsilon, composition=plan.composition,
                            guarantee=Guarantee.from_dict(prov["guarantee"]), provenance=prov, mean_sse=5.56)
-    from fragrelease.idpir.config import load_config
+    from fragrelease.protocol.config import load_config
 
     print_summary(load_config("conf/german-credit-horizontal.yaml"), result)
     out = capsys.readouterr().out
@@ -152,8 +152,8 @@ def test_the_python_api_previews_without_spark():
 def test_run_logs_the_preview_warning_before_reading_data(caplog):
     import logging
 
-    from fragrelease.idpir.config import load_config
     from fragrelease.jobs.cli.idpir import _warn_accuracy
+    from fragrelease.protocol.config import load_config
 
     with caplog.at_level(logging.WARNING, logger="fragrelease.preview"):
         _warn_accuracy(load_config("conf/german-credit-horizontal.yaml"), "conf/german-credit-horizontal.yaml")

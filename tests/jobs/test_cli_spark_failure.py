@@ -20,7 +20,7 @@ def _fail_with(spark, how: str):
 @pytest.mark.parametrize("how,cause", [("raise_error", "stand-in for a lost checkpoint block"),
                                        ("python worker", "stand-in for a worker failure")])
 def test_a_failed_spark_job_exits_2_with_one_line(spark, monkeypatch, capsys, tmp_path, how, cause):
-    import fragrelease.jobs.idpir.release as release
+    import fragrelease.jobs.protocol.release as release
     from fragrelease.jobs.cli import run_cli
 
     monkeypatch.setattr(release, "run_local_release", _fail_with(spark, how))

@@ -27,7 +27,7 @@ def test_injected_noise_is_refused_outside_a_test_run(monkeypatch):
         release.run(_noise=SeededLaplace(1))
     with pytest.raises(InvalidParameterError, match="_noise=SeededLaplace is for tests only"):
         protect(NoSpark(), "adult", epsilon=1, k=5, _noise=SeededLaplace(1))
-    from fragrelease.jobs.idpir.release import play_release
+    from fragrelease.jobs.protocol.release import play_release
 
     with pytest.raises(InvalidParameterError, match="noise=SeededLaplace is for tests only"):
         play_release(NoSpark(), None, noise=SeededLaplace(1))  # before the configuration is read

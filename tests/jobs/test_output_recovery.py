@@ -20,10 +20,10 @@ import pytest
 import yaml
 from deltalake import DeltaTable
 
-from fragrelease.idpir.config import config_from_dict
-from fragrelease.jobs.idpir import ledger
-from fragrelease.jobs.idpir.release import run_local_release
+from fragrelease.jobs.protocol import ledger
+from fragrelease.jobs.protocol.release import run_local_release
 from fragrelease.jobs.storage import marker_path, marker_text
+from fragrelease.protocol.config import config_from_dict
 
 HELPERS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "helpers")
 
@@ -67,7 +67,7 @@ def _assert_committed_once(output, rows=200):
 @pytest.mark.slow  # two whole releases and an aggregator in its own interpreter
 def test_an_aggregator_killed_during_the_spark_delta_commit_does_not_wedge_the_output(spark, tmp_path, wine_source,
                                                                                       monkeypatch):
-    from fragrelease.jobs.idpir import aggregator
+    from fragrelease.jobs.protocol import aggregator
     from fragrelease.jobs.session import delta_available
 
     if not delta_available(spark):

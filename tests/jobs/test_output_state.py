@@ -13,7 +13,7 @@ import yaml
 from deltalake import CommitProperties, write_deltalake
 
 from fragrelease.errors import OutputConflictError, ReleaseExistsError, SchemaMismatchError
-from fragrelease.jobs.idpir.ledger import LEDGER_SCHEMA
+from fragrelease.jobs.protocol.ledger import LEDGER_SCHEMA
 from fragrelease.jobs.storage import (
     LEDGER_COLUMNS,
     ReleaseTarget,

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import yaml
 
-from fragrelease.idpir.config import config_from_dict
 from fragrelease.idpir.preview_error import combine, simulate_categorical, simulate_numeric
-from fragrelease.jobs.idpir.context import owner_context
+from fragrelease.jobs.protocol.context import owner_context
+from fragrelease.protocol.config import config_from_dict
 from fragrelease.rng.simulation import SeededSimulation
 
 COLUMNS = ["record_id", "age", "workclass", "education", "marital-status", "occupation", "relationship", "race", "sex",

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from fragrelease.errors import ConfigError
-from fragrelease.idpir.config import config_from_dict
 from fragrelease.jobs import session, storage
+from fragrelease.protocol.config import config_from_dict
 
 
 def test_log4j_options_name_the_shipped_file_and_the_level(monkeypatch):

@@ -111,8 +111,8 @@ def test_other_sessions_keep_the_jvms_compilers(monkeypatch, master, small):
 
 
 def test_the_cli_sizes_the_fragments_a_step_reads_before_spark_starts(tmp_path, monkeypatch):
-    from fragrelease.idpir.config import SourceConfig
     from fragrelease.jobs.cli import idpir
+    from fragrelease.protocol.config import SourceConfig
 
     seen = []
     monkeypatch.setattr(session, "get_spark", lambda *a, **k: seen.append(k["small_inputs"]) or "spark")
@@ -132,8 +132,8 @@ def test_the_cli_sizes_the_fragments_a_step_reads_before_spark_starts(tmp_path, 
 
 
 def test_run_sizes_every_owners_source_or_the_simulated_table():
-    from fragrelease.idpir.config import SourceConfig
     from fragrelease.jobs.cli import idpir
+    from fragrelease.protocol.config import SourceConfig
 
     a, b = SourceConfig(path="a.csv", format="csv"), SourceConfig(path="b.csv", format="csv")
     owners = (SimpleNamespace(source=a), SimpleNamespace(source=b))

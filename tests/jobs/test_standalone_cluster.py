@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from fragrelease.jobs.idpir.context import aggregator_context
+from fragrelease.jobs.protocol.context import aggregator_context
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "scripts" / "standalone-cluster.sh"
@@ -174,10 +174,10 @@ def from_plan(planned: Path, name: str) -> Path:
     shutil.copytree(planned / "planned" / "work", planned / name / "work")
     config = write_config(planned, name)
     # the aggregator pins the plan it issued per work folder: the copy's plan is that plan
-    from fragrelease.idpir.config import load_config
-    from fragrelease.idpir.protocol import Plan
-    from fragrelease.jobs.idpir.aggregator import pin_plan
-    from fragrelease.jobs.idpir.layout import nonce_path
+    from fragrelease.jobs.protocol.aggregator import pin_plan
+    from fragrelease.jobs.protocol.layout import nonce_path
+    from fragrelease.protocol.config import load_config
+    from fragrelease.protocol.messages import Plan
 
     cfg, source = load_config(config), load_config(planned / "planned.yaml")
     pin_plan(aggregator_context(cfg), Plan.model_validate_json((planned / name / "work" / "plan.json").read_text()))

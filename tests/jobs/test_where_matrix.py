@@ -2,7 +2,7 @@
 and its record id, in one line, before any budget is spent or any noise drawn.
 
 Each case is an owner's CSV file read by the owner's own metadata step
-(:func:`fragrelease.jobs.idpir.owner.describe_fragment`) in a release of two owners. At 13383f1 no
+(:func:`fragrelease.jobs.protocol.owner.describe_fragment`) in a release of two owners. At 13383f1 no
 message named the owner or the source, a string in a numeric column was a bare type mismatch, no
 record id was named, and an id column the schema's type cannot hold passed the owner (it failed at
 the aggregator after both owners drew noise).
@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from fragrelease.errors import DomainError, FragReleaseError, IdentifierError, SchemaMismatchError
-from fragrelease.idpir.config import config_from_dict
-from fragrelease.jobs.idpir.context import owner_context
-from fragrelease.jobs.idpir.owner import describe_fragment
+from fragrelease.jobs.protocol.context import owner_context
+from fragrelease.jobs.protocol.owner import describe_fragment
+from fragrelease.protocol.config import config_from_dict
 
 SCHEMA = {"name": "clinic", "attributes": [
     {"name": "record_id", "type": "long", "role": "id"},
@@ -92,7 +92,7 @@ def test_the_good_owner_passes(spark, tmp_path):
 
 def test_string_ids_that_parse_are_conformed_to_the_declared_type(spark, tmp_path):
     """Ids read as text ('007') but declared long reach the protocol as longs, like the other owner's."""
-    from fragrelease.jobs.idpir.fragment import conform_id, validate_fragment
+    from fragrelease.jobs.protocol.fragment import conform_id, validate_fragment
     from fragrelease.schemas.base import schema_from_dict
 
     schema = schema_from_dict(SCHEMA)

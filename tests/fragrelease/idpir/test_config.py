@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from fragrelease.errors import ConfigError
-from fragrelease.idpir.config import load_config
+from fragrelease.protocol.config import load_config
 from fragrelease.schemas.base import load_schema
 from fragrelease.schemas.datasets import load_builtin_pandas, resolve_schema
 

@@ -1,12 +1,14 @@
-"""Fragmentations and linkages as objects (fragrelease.idpir.fragmentation): the registry and what each owns."""
+"""Fragmentations and linkages as objects (fragrelease.protocol.fragmentation): the registry and what each owns."""
 from fractions import Fraction
 from types import SimpleNamespace
 
 import pytest
 
 from fragrelease.errors import InvalidParameterError
-from fragrelease.idpir.config import ReleaseConfig
-from fragrelease.idpir.fragmentation import (
+from fragrelease.idpir.guarantee import LINKAGES as GUARANTEE_LINKAGES
+from fragrelease.idpir.guarantee import release_guarantee, synthetic_guarantee
+from fragrelease.protocol.config import ReleaseConfig
+from fragrelease.protocol.fragmentation import (
     FRAGMENTATIONS,
     HORIZONTAL,
     LINKAGES,
@@ -17,10 +19,8 @@ from fragrelease.idpir.fragmentation import (
     fragmentation_of,
     linkage_of,
 )
-from fragrelease.idpir.guarantee import LINKAGES as GUARANTEE_LINKAGES
-from fragrelease.idpir.guarantee import release_guarantee, synthetic_guarantee
-from fragrelease.idpir.options import ReleaseOptions
-from fragrelease.idpir.protocol import Plan
+from fragrelease.protocol.messages import Plan
+from fragrelease.protocol.options import ReleaseOptions
 
 
 def test_the_wire_strings_are_the_registrys_names_and_the_models_literals():

@@ -85,11 +85,11 @@ def test_linked_key_holders_see_clusters_unlinked_ones_learn_id_sets():
 
 def test_the_single_command_release_records_the_single_process_statement(tmp_path):
     """The provenance a single-command run commits carries the single-process text (what the CLI prints)."""
-    from fragrelease.idpir.protocol import OwnerMetadata, make_plan
+    from fragrelease.protocol.messages import OwnerMetadata, make_plan
     from fragrelease.schemas.adult import SCHEMA
 
     pytest.importorskip("pyspark")
-    from fragrelease.jobs.idpir.aggregator import provenance
+    from fragrelease.jobs.protocol.aggregator import provenance
 
     metas = [OwnerMetadata(owner=o, dataset="adult", fragmentation="horizontal", n_records=10, id_column="record_id",
                            attributes=tuple(a.public_spec() for a in SCHEMA.protected)) for o in ("a", "b")]

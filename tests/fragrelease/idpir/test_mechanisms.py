@@ -9,9 +9,9 @@ from scipy import stats
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.mechanisms import laplace_scale, noisy_centroids, protect_attribute
 from fragrelease.idpir.microaggregation import check_k, cluster_bounds, cluster_count, ir_centroids, ir_clusters
-from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.postprocess import clamp_and_round, finish_centroids
 from fragrelease.idpir.stage import AttributeTask
+from fragrelease.protocol.options import ReleaseOptions
 from fragrelease.rng.laplace import SecureLaplace, calibrated_laplace_scale
 from fragrelease.rng.secure import secure_random_keys
 

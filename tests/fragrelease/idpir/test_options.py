@@ -1,4 +1,4 @@
-"""The release options are declared once (fragrelease/idpir/options.py) and every layer carries and
+"""The release options are declared once (fragrelease/protocol/options.py) and every layer carries and
 checks all of them without naming them: the configuration, the plan, the manifest, the owner's plan
 check, the aggregator's manifest check, the owner's spec and the release's provenance."""
 from __future__ import annotations
@@ -10,10 +10,10 @@ from fractions import Fraction
 import pytest
 
 from fragrelease.errors import InvalidParameterError, ManifestMismatchError
-from fragrelease.idpir.config import ReleaseConfig, config_from_dict
-from fragrelease.idpir.options import DEFAULT_OPTIONS, OPTION_NAMES, ReleaseOptions
-from fragrelease.idpir.plan_check import check_plan_for_owner, expected_plan_terms
-from fragrelease.idpir.protocol import Manifest, OwnerMetadata, Plan, check_manifest, make_plan, manifest_for
+from fragrelease.protocol.config import ReleaseConfig, config_from_dict
+from fragrelease.protocol.messages import Manifest, OwnerMetadata, Plan, check_manifest, make_plan, manifest_for
+from fragrelease.protocol.options import DEFAULT_OPTIONS, OPTION_NAMES, ReleaseOptions
+from fragrelease.protocol.plan_check import check_plan_for_owner, expected_plan_terms
 from fragrelease.schemas.datasets import resolve_schema
 
 AGE = {"name": "age", "kind": "numeric", "type": "integer", "domain": [17, 90]}

@@ -8,10 +8,10 @@ import os
 import pytest
 
 from fragrelease.errors import ManifestMismatchError
-from fragrelease.idpir.config import config_from_dict
-from fragrelease.idpir.plan_check import check_plan_for_owner, expected_plan_terms
-from fragrelease.idpir.protocol import OwnerMetadata, PlanOwner, make_plan
-from fragrelease.jobs.idpir.context import aggregator_context, owner_context
+from fragrelease.jobs.protocol.context import aggregator_context, owner_context
+from fragrelease.protocol.config import config_from_dict
+from fragrelease.protocol.messages import OwnerMetadata, PlanOwner, make_plan
+from fragrelease.protocol.plan_check import check_plan_for_owner, expected_plan_terms
 from fragrelease.schemas.datasets import resolve_schema
 
 
@@ -146,7 +146,7 @@ def test_each_field_that_differs_is_refused(field, tmp_path):
 
 def test_a_forged_long_category_list_is_answered_with_its_first_difference_only(tmp_path, monkeypatch):
     """A forged domain of an attribute with many categories: one short line, not the spec list."""
-    import fragrelease.idpir.plan_check as pc
+    import fragrelease.protocol.plan_check as pc
 
     cats = [f"city-{i}" for i in range(5000)]
     want = {"attribute_specs": [{"name": "age", "kind": "numeric", "domain": [0.0, 120.0]},
@@ -176,9 +176,9 @@ def test_protect_refuses_a_forged_plan_before_the_ledger_or_spark(tmp_path):
     """The owner step itself (no SparkSession needed to refuse): the ledger is never created."""
     from signing_keys import with_keys  # tests/helpers: owners' signing keys (checked before the plan)
 
-    from fragrelease.jobs.idpir.layout import plan_path
-    from fragrelease.jobs.idpir.owner import protect_owner_fragment
-    from fragrelease.jobs.idpir.workspace import claim_work_dir
+    from fragrelease.jobs.protocol.layout import plan_path
+    from fragrelease.jobs.protocol.owner import protect_owner_fragment
+    from fragrelease.jobs.protocol.workspace import claim_work_dir
     from fragrelease.jobs.storage import write_text
 
     keys = tmp_path / "keys"
@@ -196,7 +196,7 @@ def test_protect_refuses_a_forged_plan_before_the_ledger_or_spark(tmp_path):
 def test_the_aggregator_refuses_a_plan_json_that_differs_from_its_configuration(tmp_path, field, forged, said):
     """plan.json lies on shared storage; the release-wide terms (linkage, keep_id) are pinned by no
     owner's signature, so the aggregator recomputes every term from its own configuration."""
-    from fragrelease.jobs.idpir.aggregator import check_plan_against_config
+    from fragrelease.jobs.protocol.aggregator import check_plan_against_config
 
     cfg = _cfg(tmp_path)
     honest = _plan(cfg)

@@ -8,9 +8,9 @@ from scipy.optimize import minimize
 
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.mechanisms import protect_attribute
-from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.postprocess import check_postprocess, finish_centroids, isotonic_projection
 from fragrelease.idpir.stage import AttributeTask
+from fragrelease.protocol.options import ReleaseOptions
 
 
 def test_projection_is_non_decreasing_and_within_the_domain():

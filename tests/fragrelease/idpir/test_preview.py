@@ -6,10 +6,8 @@ import numpy as np
 import pytest
 
 from fragrelease.errors import InvalidParameterError
-from fragrelease.idpir.config import config_from_dict
 from fragrelease.idpir.mechanisms import draw_attribute, get_mechanism
 from fragrelease.idpir.microaggregation import ir_centroids
-from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.postprocess import finish_centroids
 from fragrelease.idpir.preview import (
     OwnerPlan,
@@ -21,6 +19,8 @@ from fragrelease.idpir.preview import (
     suggest,
 )
 from fragrelease.idpir.stage import AttributeTask
+from fragrelease.protocol.config import config_from_dict
+from fragrelease.protocol.options import ReleaseOptions
 from fragrelease.rng.laplace import SecureLaplace
 from fragrelease.rng.simulation import SeededSimulation
 

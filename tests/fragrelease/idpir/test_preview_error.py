@@ -7,7 +7,6 @@ import pytest
 
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.mechanisms import protect_attribute
-from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.preview_error import (
     combine,
     domain_counts,
@@ -16,6 +15,7 @@ from fragrelease.idpir.preview_error import (
     simulate_numeric,
 )
 from fragrelease.idpir.stage import AttributeTask
+from fragrelease.protocol.options import ReleaseOptions
 from fragrelease.rng.simulation import SecureSimulation, SeededSimulation
 
 
@@ -120,8 +120,8 @@ def test_public_prediction_is_within_30_percent_of_the_measured_adult_error(attr
     """conf/adult-horizontal.yaml (idp-ir, ε 1, k 50, isotonic): the plan's prediction (data spread over the
     declared domain, the declared n of each owner) against the RMSE of 8 releases of Adult's actual records
     by the numpy reference (protect_attribute per owner's fragment, records dealt at random)."""
-    from fragrelease.idpir.config import load_config
-    from fragrelease.jobs.idpir.preflight import accuracy_preview
+    from fragrelease.jobs.protocol.preflight import accuracy_preview
+    from fragrelease.protocol.config import load_config
     from fragrelease.schemas.datasets import load_builtin_pandas, resolve_schema
 
     pv = accuracy_preview(load_config("conf/adult-horizontal.yaml"))

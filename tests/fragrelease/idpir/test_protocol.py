@@ -5,8 +5,8 @@ from fractions import Fraction
 import pytest
 
 from fragrelease.errors import IdentifierError, InvalidParameterError, ManifestMismatchError, ProtocolError
-from fragrelease.idpir.options import OPTION_NAMES, ReleaseOptions
-from fragrelease.idpir.protocol import OwnerMetadata, check_manifest, make_plan, manifest_for
+from fragrelease.protocol.messages import OwnerMetadata, check_manifest, make_plan, manifest_for
+from fragrelease.protocol.options import OPTION_NAMES, ReleaseOptions
 
 AGE = {"name": "age", "kind": "numeric", "domain": [0.0, 100.0]}
 SEX = {"name": "sex", "kind": "categorical", "categories": ["Female", "Male"]}

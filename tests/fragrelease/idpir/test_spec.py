@@ -12,9 +12,9 @@ from pydantic import BaseModel, ValidationError
 from fragrelease.budget import Epsilon, EpsilonPart
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.category_order import AttributeBudget
-from fragrelease.idpir.options import OPTION_NAMES, ReleaseOptions
-from fragrelease.idpir.protocol import OwnerMetadata, Plan, make_plan
 from fragrelease.idpir.spec import ProtectionSpec, attribute_budgets, protection_spec
+from fragrelease.protocol.messages import OwnerMetadata, Plan, make_plan
+from fragrelease.protocol.options import OPTION_NAMES, ReleaseOptions
 
 AGE = {"name": "age", "kind": "numeric", "domain": [17.0, 90.0]}
 SEX = {"name": "sex", "kind": "categorical", "categories": ["Female", "Male"]}

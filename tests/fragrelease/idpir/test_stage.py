@@ -9,10 +9,10 @@ from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.category_order import AttributeBudget
 from fragrelease.idpir.mechanisms import MECHANISMS, draw_task, get_mechanism, protect_attribute
 from fragrelease.idpir.microaggregation import cluster_count, cluster_cut, cluster_of_rank
-from fragrelease.idpir.options import ReleaseOptions
 from fragrelease.idpir.postprocess import finish_centroids
 from fragrelease.idpir.spec import protection_spec
 from fragrelease.idpir.stage import AttributeTask, StageSpec, resolve_k
+from fragrelease.protocol.options import ReleaseOptions
 from fragrelease.schemas.base import Attribute
 
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from fragrelease.errors import ConfigError, InvalidParameterError, ManifestMismatchError
-from fragrelease.idpir.config import config_from_dict
 from fragrelease.idpir.guarantee import release_guarantee
+from fragrelease.protocol.config import config_from_dict
 from fragrelease.rng.diffgen import SeededDiffGenRandomness
 from fragrelease.rng.laplace import FastLaplace
 from fragrelease.schemas.datasets import resolve_schema

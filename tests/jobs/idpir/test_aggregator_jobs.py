@@ -1,14 +1,14 @@
 """The aggregator's checks in fewer Spark jobs (issue 41, session 5): every owner's digests and the
-records horizontal owners share from one pass (:func:`fragrelease.jobs.idpir.digests.set_checks`),
+records horizontal owners share from one pass (:func:`fragrelease.jobs.protocol.digests.set_checks`),
 with the same digests, the same pair and the same messages as checking each table on its own."""
 
 import pytest
 from spark_jobs import job_ids, job_names
 
 from fragrelease.errors import IdentifierError
-from fragrelease.jobs.idpir.aggregator import check_disjoint_pseudonyms
-from fragrelease.jobs.idpir.digests import content_digest, set_checks
-from fragrelease.jobs.idpir.shuffle import pseudonym_set_digest
+from fragrelease.jobs.protocol.aggregator import check_disjoint_pseudonyms
+from fragrelease.jobs.protocol.digests import content_digest, set_checks
+from fragrelease.jobs.protocol.shuffle import pseudonym_set_digest
 
 
 def _frame(spark, pseudonyms, offset=0.0):

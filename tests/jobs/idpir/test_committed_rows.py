@@ -5,7 +5,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from fragrelease.errors import ConfigError
-from fragrelease.jobs.idpir.digests import committed_rows, content_digest, fragment_digests
+from fragrelease.jobs.protocol.digests import committed_rows, content_digest, fragment_digests
 from fragrelease.jobs.storage import commit_delta, read_delta
 
 
@@ -35,7 +35,7 @@ def test_committed_rows_refuse_a_folder_that_is_no_delta_table(spark, tmp_path):
 
 
 def test_committed_rows_start_no_job_and_a_small_table_is_digested_in_one(spark, tmp_path, monkeypatch):
-    from fragrelease.jobs.idpir import digests
+    from fragrelease.jobs.protocol import digests
 
     path = str(tmp_path / "t")
     rows = spark.range(300).select(F.sha2(F.col("id").cast("string"), 256).alias("pseudonym"),

@@ -1,4 +1,4 @@
-"""Party contexts (fragrelease.jobs.idpir.context): what an owner or the aggregator owns, resolved once,
+"""Party contexts (fragrelease.jobs.protocol.context): what an owner or the aggregator owns, resolved once,
 without data, Spark or a write (issue 40 item 4). No Spark here."""
 import dataclasses
 import os
@@ -6,10 +6,10 @@ import os
 import pytest
 
 from fragrelease.errors import ConfigError
-from fragrelease.idpir.config import config_from_dict, load_config
-from fragrelease.jobs.idpir import layout
-from fragrelease.jobs.idpir.context import aggregator_context, owner_context
-from fragrelease.jobs.idpir.keys import owner_pseudonym_key
+from fragrelease.jobs.protocol import layout
+from fragrelease.jobs.protocol.context import aggregator_context, owner_context
+from fragrelease.jobs.protocol.keys import owner_pseudonym_key
+from fragrelease.protocol.config import config_from_dict, load_config
 from fragrelease.schemas.datasets import resolve_schema
 
 

@@ -16,11 +16,11 @@ from types import SimpleNamespace
 import pytest
 
 from fragrelease.errors import BudgetExceededError, ManifestMismatchError, PlanAlreadySpentError
-from fragrelease.idpir.config import config_from_dict
-from fragrelease.jobs.idpir import draws
-from fragrelease.jobs.idpir.context import owner_context
-from fragrelease.jobs.idpir.ledger import spent
+from fragrelease.jobs.protocol import draws
+from fragrelease.jobs.protocol.context import owner_context
+from fragrelease.jobs.protocol.ledger import spent
 from fragrelease.private_files import write_once
+from fragrelease.protocol.config import config_from_dict
 
 
 class Killed(BaseException):

@@ -8,12 +8,12 @@ import pytest
 from deltalake import DeltaTable
 
 from fragrelease.errors import BudgetExceededError, ManifestMismatchError, TableWriteError
-from fragrelease.idpir.config import config_from_dict
-from fragrelease.jobs.idpir import aggregator, owner, simulate
-from fragrelease.jobs.idpir.context import aggregator_context, owner_context
-from fragrelease.jobs.idpir.layout import manifest_path, protected_path
-from fragrelease.jobs.idpir.release import run_local_release
+from fragrelease.jobs.protocol import aggregator, owner, simulate
+from fragrelease.jobs.protocol.context import aggregator_context, owner_context
+from fragrelease.jobs.protocol.layout import manifest_path, protected_path
+from fragrelease.jobs.protocol.release import run_local_release
 from fragrelease.jobs.storage import commit as release_commit  # monkeypatched: commit_delta as commit.py sees it
+from fragrelease.protocol.config import config_from_dict
 from fragrelease.schemas.datasets import resolve_schema
 
 
@@ -86,7 +86,7 @@ def test_failures_never_expose_partial_releases(spark, tmp_path, wine_source, mo
     owner.protect_owner_fragment(spark, owner_context(cfg2, "a"))                     # the rerun completes
 
     # 2. disk full while the owner writes its manifest: the aggregator refuses the fragment
-    from fragrelease.jobs.idpir import publish
+    from fragrelease.jobs.protocol import publish
 
     with monkeypatch.context() as m:
         m.setattr(publish, "write_text", disk_full)
@@ -134,7 +134,7 @@ def test_failures_never_expose_partial_releases(spark, tmp_path, wine_source, mo
 def test_ledger_refuses_a_release_past_the_lifetime_budget(spark, tmp_path, wine_source):
     from fractions import Fraction
 
-    from fragrelease.jobs.idpir.ledger import record_spend, spent
+    from fragrelease.jobs.protocol.ledger import record_spend, spent
 
     cfg = cfg_for(tmp_path, wine_source, ledger="2", epsilon="1/2")
     record_spend(cfg.owners[1].ledger.path, owner="b", dataset="wine", plan_id="earlier", epsilon=Fraction(3, 2),

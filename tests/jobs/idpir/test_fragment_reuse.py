@@ -4,15 +4,15 @@ import pandas as pd
 import pytest
 
 from fragrelease.errors import DomainError, IdentifierError
-from fragrelease.idpir.config import SourceConfig
-from fragrelease.jobs.idpir import fragment
-from fragrelease.jobs.idpir.fragment import (
+from fragrelease.jobs.protocol import fragment
+from fragrelease.jobs.protocol.fragment import (
     FragmentContext,
     local_source_digest,
     validate_fragment,
     validate_source_fragment,
 )
 from fragrelease.jobs.storage import read_configured
+from fragrelease.protocol.config import SourceConfig
 from fragrelease.schemas.base import Attribute
 
 ATTRS = [Attribute(name="age", type="integer", role="quasi-identifier", kind="numeric", domain=(0, 120)),
@@ -168,7 +168,7 @@ def test_one_task_validates_a_valid_fragment_in_two_jobs(spark, tmp_path):
 
 
 def test_digests_of_several_frames_in_one_pass(spark):
-    from fragrelease.jobs.idpir.shuffle import pseudonym_set_digest, pseudonym_set_digests
+    from fragrelease.jobs.protocol.shuffle import pseudonym_set_digest, pseudonym_set_digests
 
     frames = [spark.createDataFrame(pd.DataFrame({"pseudonym": [f"p{i}" for i in range(n)]}), "pseudonym string")
               for n in (5, 0, 3)]
@@ -184,7 +184,7 @@ def test_digests_of_several_frames_in_one_pass(spark):
 
 def test_mean_sse_and_both_tables_quantiles_in_one_aggregation(spark):
     from fragrelease.jobs.idpir.evaluate import mean_sse_by_attribute, mean_sse_with_quantiles
-    from fragrelease.jobs.idpir.report import _RELATIVE_ERROR, QUANTILES, _quantiles
+    from fragrelease.jobs.protocol.report import _RELATIVE_ERROR, QUANTILES, _quantiles
 
     pdf = pd.DataFrame({"rid": range(300), "age": [float(20 + (i * 7) % 90) for i in range(300)],
                         "sex": ["FM"[i % 3 == 0] for i in range(300)]})
@@ -220,7 +220,7 @@ def _cfg(tmp_path):
     import yaml
     from signing_keys import with_keys  # tests/helpers: the owners sign their manifests
 
-    from fragrelease.idpir.config import config_from_dict
+    from fragrelease.protocol.config import config_from_dict
 
     (tmp_path / "schema.yaml").write_text(yaml.safe_dump(SCHEMA))
     src = tmp_path / "src"
@@ -244,9 +244,9 @@ def _cfg(tmp_path):
 def test_the_protect_step_reuses_the_metadata_steps_validation_of_the_same_bytes(spark, tmp_path, counted):
     import os
 
-    from fragrelease.jobs.idpir import aggregator
-    from fragrelease.jobs.idpir.context import aggregator_context, owner_context
-    from fragrelease.jobs.idpir.owner import describe_fragment, protect_owner_fragment
+    from fragrelease.jobs.protocol import aggregator
+    from fragrelease.jobs.protocol.context import aggregator_context, owner_context
+    from fragrelease.jobs.protocol.owner import describe_fragment, protect_owner_fragment
 
     cfg = _cfg(tmp_path)
     for o in cfg.owners:

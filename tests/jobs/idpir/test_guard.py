@@ -12,13 +12,13 @@ import pytest
 import yaml
 
 from fragrelease.errors import ConfigError
-from fragrelease.idpir.config import config_from_dict
-from fragrelease.idpir.protocol import OwnerMetadata, make_plan
 from fragrelease.jobs.cli import run_cli
-from fragrelease.jobs.idpir.aggregator import pin_plan
-from fragrelease.jobs.idpir.context import aggregator_context
-from fragrelease.jobs.idpir.layout import metadata_path, plan_path, plan_pin_path
-from fragrelease.jobs.idpir.workspace import claim_work_dir, ensure_private_dir
+from fragrelease.jobs.protocol.aggregator import pin_plan
+from fragrelease.jobs.protocol.context import aggregator_context
+from fragrelease.jobs.protocol.layout import metadata_path, plan_path, plan_pin_path
+from fragrelease.jobs.protocol.workspace import claim_work_dir, ensure_private_dir
+from fragrelease.protocol.config import config_from_dict
+from fragrelease.protocol.messages import OwnerMetadata, make_plan
 from fragrelease.schemas.adult import SCHEMA
 
 
@@ -260,8 +260,8 @@ def test_the_pinned_plan_passes_to_the_release_step(tmp_path, root, capsys, no_s
 ])
 def test_a_damaged_manifest_is_one_line_naming_the_owner_and_the_path(tmp_path, root, text, cause):
     from fragrelease.errors import ManifestMismatchError
-    from fragrelease.jobs.idpir.aggregator import load_verified_fragment
-    from fragrelease.jobs.idpir.layout import manifest_path
+    from fragrelease.jobs.protocol.aggregator import load_verified_fragment
+    from fragrelease.jobs.protocol.layout import manifest_path
 
     cfg = config_from_dict(_base(tmp_path))
     path = manifest_path(cfg.work_dir, "a")
@@ -283,7 +283,7 @@ def test_two_work_folders_of_one_release_name_keep_their_own_pins(tmp_path, root
     p1, p2 = _plan(one), _plan(two)
     pin_plan(aggregator_context(one), p1)
     pin_plan(aggregator_context(two), p2)
-    from fragrelease.jobs.idpir.aggregator import check_pinned_plan
+    from fragrelease.jobs.protocol.aggregator import check_pinned_plan
 
     check_pinned_plan(aggregator_context(one), p1)  # the second pin did not replace the first
     check_pinned_plan(aggregator_context(two), p2)

@@ -14,11 +14,11 @@ import pytest
 import yaml
 
 from fragrelease.errors import IdentifierError, ManifestMismatchError, ProtocolError
-from fragrelease.idpir.config import config_from_dict
-from fragrelease.jobs.idpir import aggregator, owner
-from fragrelease.jobs.idpir.context import aggregator_context, owner_context
-from fragrelease.jobs.idpir.layout import metadata_path, nonce_path, plan_path
-from fragrelease.jobs.idpir.owner import describe_fragment
+from fragrelease.jobs.protocol import aggregator, owner
+from fragrelease.jobs.protocol.context import aggregator_context, owner_context
+from fragrelease.jobs.protocol.layout import metadata_path, nonce_path, plan_path
+from fragrelease.jobs.protocol.owner import describe_fragment
+from fragrelease.protocol.config import config_from_dict
 
 SCHEMA = {"name": "clinic", "attributes": [
     {"name": "record_id", "type": "long", "role": "id"},
@@ -127,7 +127,7 @@ def test_the_cli_metadata_step_prints_the_one_line_and_exits_2(spark, tmp_path, 
 
 
 def test_ids_written_differently_are_conformed_to_one_value(spark):
-    from fragrelease.jobs.idpir.fragment import conform_id, validate_fragment
+    from fragrelease.jobs.protocol.fragment import conform_id, validate_fragment
     from fragrelease.schemas.base import schema_from_dict
 
     schema = schema_from_dict(SCHEMA)
@@ -138,7 +138,7 @@ def test_ids_written_differently_are_conformed_to_one_value(spark):
 
 
 def test_double_ids_are_compared_as_numbers(spark):
-    from fragrelease.jobs.idpir.fragment import validate_fragment
+    from fragrelease.jobs.protocol.fragment import validate_fragment
     from fragrelease.schemas.base import schema_from_dict
 
     schema = schema_from_dict(SCHEMA)
@@ -152,7 +152,7 @@ def test_double_ids_are_compared_as_numbers(spark):
 
 
 def test_string_ids_are_compared_as_written_blanks_included(spark):
-    from fragrelease.jobs.idpir.fragment import validate_fragment
+    from fragrelease.jobs.protocol.fragment import validate_fragment
     from fragrelease.schemas.base import schema_from_dict
 
     schema = schema_from_dict(SCHEMA)
@@ -230,8 +230,8 @@ def test_the_aggregator_checks_the_id_digests_against_the_metadata(spark, tmp_pa
 
 
 def test_the_metadata_shows_no_raw_id(spark, tmp_path, described):
-    from fragrelease.jobs.idpir.digests import committed_rows
-    from fragrelease.jobs.idpir.layout import id_digests_path
+    from fragrelease.jobs.protocol.digests import committed_rows
+    from fragrelease.jobs.protocol.layout import id_digests_path
     from fragrelease.pseudonyms import METADATA_CONTEXT, derive_key, pseudonym
 
     cfg = _copy(described[0], tmp_path)
@@ -244,8 +244,8 @@ def test_the_metadata_shows_no_raw_id(spark, tmp_path, described):
 # ---- 6. the pseudonym context: plan id and every owner's nonce --------------------------------------------
 
 def test_the_release_pseudonyms_use_the_plan_id_and_the_owners_nonces(spark, tmp_path, planned):
-    from fragrelease.jobs.idpir.digests import committed_rows
-    from fragrelease.jobs.idpir.layout import protected_path
+    from fragrelease.jobs.protocol.digests import committed_rows
+    from fragrelease.jobs.protocol.layout import protected_path
     from fragrelease.pseudonyms import derive_key, pseudonym, release_context
 
     cfg = _copy(planned[0], tmp_path)  # both owners described, the plan issued

@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 from chispa import assert_df_equality
 
-import fragrelease.jobs.idpir.aggregator as aggregator
+import fragrelease.jobs.protocol.aggregator as aggregator
 
 
 def _fragments(spark, ids_per_fragment):
@@ -28,7 +28,7 @@ def test_join_vertical_equals_a_pandas_merge(spark):
 
 
 def test_fragment_digests_tell_id_sets_apart(spark):
-    from fragrelease.jobs.idpir.digests import content_digest, fragment_digests, id_digest
+    from fragrelease.jobs.protocol.digests import content_digest, fragment_digests, id_digest
 
     frames, _ = _fragments(spark, [np.arange(1000), np.arange(1000), np.where(np.arange(1000) == 417, 5000, np.arange(1000))])
     digests = [fragment_digests(f, "record_id") for f in frames]

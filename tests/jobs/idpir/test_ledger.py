@@ -7,7 +7,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError
 
 from fragrelease.errors import BudgetExceededError
-from fragrelease.jobs.idpir.ledger import record_spend, spent, try_record
+from fragrelease.jobs.protocol.ledger import record_spend, spent, try_record
 
 
 def test_spends_add_up_exactly_and_refuse_past_lifetime(tmp_path):

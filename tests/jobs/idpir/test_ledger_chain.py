@@ -20,8 +20,8 @@ from deltalake import DeltaTable, write_deltalake
 
 from fragrelease.errors import ConfigError, LedgerDamagedError, LedgerStorageError
 from fragrelease.jobs.cli import run_cli
-from fragrelease.jobs.idpir import ledger_anchor
-from fragrelease.jobs.idpir.ledger import (
+from fragrelease.jobs.protocol import ledger_anchor
+from fragrelease.jobs.protocol.ledger import (
     LEDGER_SCHEMA,
     LEGACY_COLUMNS,
     check_intact,
@@ -30,8 +30,8 @@ from fragrelease.jobs.idpir.ledger import (
     record_spend,
     spent,
 )
-from fragrelease.jobs.idpir.ledger_anchor import anchor_file, read_anchor, write_anchor
-from fragrelease.jobs.idpir.ledger_chain import GENESIS, chain_hash
+from fragrelease.jobs.protocol.ledger_anchor import anchor_file, read_anchor, write_anchor
+from fragrelease.jobs.protocol.ledger_chain import GENESIS, chain_hash
 
 LIFETIME = Fraction(3, 2)
 REFUSED = "; every spend is refused until it is restored from a backup; nothing was spent"
@@ -220,7 +220,7 @@ def test_a_ledger_ahead_of_the_anchor_is_fine(tmp_path, machine, capsys):
 
 
 def test_the_anchor_never_goes_back_and_a_missed_anchor_write_is_harmless(tmp_path, machine, monkeypatch):
-    from fragrelease.jobs.idpir import ledger as ledger_module
+    from fragrelease.jobs.protocol import ledger as ledger_module
 
     path = _ledger(tmp_path)
     anchor = read_anchor(path)

@@ -21,8 +21,8 @@ from deltalake import DeltaTable
 
 from fragrelease.errors import BudgetExceededError, LedgerDamagedError, LedgerStorageError, PlanAlreadySpentError
 from fragrelease.jobs.cli import run_cli
-from fragrelease.jobs.idpir import ledger as ledger_module
-from fragrelease.jobs.idpir.ledger import LEDGER_SCHEMA, record_spend, spent
+from fragrelease.jobs.protocol import ledger as ledger_module
+from fragrelease.jobs.protocol.ledger import LEDGER_SCHEMA, record_spend, spent
 
 LIFETIME = Fraction(3, 2)
 REFUSED = "; every spend is refused until it is restored from a backup; nothing was spent"

@@ -16,7 +16,7 @@ import pytest
 from deltalake import DeltaTable
 
 from fragrelease.errors import BudgetExceededError, FragReleaseError, LedgerStorageError
-from fragrelease.jobs.idpir.ledger import record_spend, spent
+from fragrelease.jobs.protocol.ledger import record_spend, spent
 
 N_PROCESSES = 8
 

@@ -20,10 +20,10 @@ import pytest
 import yaml
 
 from fragrelease.errors import ConfigError, OutputConflictError, PseudonymKeyError, SigningKeyError
-from fragrelease.idpir.config import config_from_dict
 from fragrelease.jobs.cli import run_cli
-from fragrelease.jobs.idpir.ledger import ensure_ledger, spent
+from fragrelease.jobs.protocol.ledger import ensure_ledger, spent
 from fragrelease.private_files import read_private_file
+from fragrelease.protocol.config import config_from_dict
 
 OWNERS = ("a", "b")
 
@@ -217,7 +217,7 @@ def test_the_plan_refuses_a_dangling_output_before_any_owner_spends(spark, tmp_p
     commit failed with DELTA_CANNOT_CREATE_LOG_PATH and the marker stayed)."""
     from signing_keys import with_keys  # tests/helpers
 
-    from fragrelease.jobs.idpir.release import run_local_release
+    from fragrelease.jobs.protocol.release import run_local_release
 
     os.symlink(str(tmp_path / "gone"), str(tmp_path / "release"))
     cfg = with_keys(config_from_dict(_config(tmp_path)), tmp_path / "signing")
@@ -392,7 +392,7 @@ def test_the_api_writes_no_signing_key_into_an_open_private_folder(tmp_path):
     """``Release.run()`` has no preflight: :func:`play_release` generates the owners' signing keys first, and
     now checks each private folder before writing one (before: the key was written, then the folder refused).
     Refused before any Spark work (``spark`` is never touched here)."""
-    from fragrelease.jobs.idpir.release import play_release
+    from fragrelease.jobs.protocol.release import play_release
 
     private = tmp_path / "private" / "a"
     private.mkdir(parents=True, mode=0o700)

@@ -19,11 +19,11 @@ import pytest
 from deltalake import DeltaTable
 
 from fragrelease.errors import ManifestMismatchError, ReleaseExistsError, StorageError
-from fragrelease.idpir.config import PRIVATE_ROOT_ENV, config_from_dict
-from fragrelease.jobs.idpir import aggregator, owner, publish, simulate
-from fragrelease.jobs.idpir.context import aggregator_context, owner_context
-from fragrelease.jobs.idpir.layout import manifest_path, plan_path, protected_path, pseudonyms_path
-from fragrelease.jobs.idpir.ledger import spent
+from fragrelease.jobs.protocol import aggregator, owner, publish, simulate
+from fragrelease.jobs.protocol.context import aggregator_context, owner_context
+from fragrelease.jobs.protocol.layout import manifest_path, plan_path, protected_path, pseudonyms_path
+from fragrelease.jobs.protocol.ledger import spent
+from fragrelease.protocol.config import PRIVATE_ROOT_ENV, config_from_dict
 from fragrelease.schemas.datasets import resolve_schema
 
 
@@ -75,7 +75,7 @@ def _copy(prepared, tmp, source, monkeypatch, **kw):
     copy_state(prepared, tmp)
     monkeypatch.setenv(PRIVATE_ROOT_ENV, str(tmp / "private-root"))
     cfg = _config(tmp, source, **kw)
-    from fragrelease.idpir.protocol import Plan
+    from fragrelease.protocol.messages import Plan
 
     # the aggregator's pin names its work_dir: the copy's plan pinned for the copy's folder
     aggregator.pin_plan(aggregator_context(cfg), Plan.model_validate_json(open(plan_path(cfg.work_dir)).read()))

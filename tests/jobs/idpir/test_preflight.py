@@ -1,9 +1,9 @@
-"""fragrelease.jobs.idpir.preflight: configuration checks that need no data (before Spark starts)."""
+"""fragrelease.jobs.protocol.preflight: configuration checks that need no data (before Spark starts)."""
 import pytest
 
 from fragrelease.errors import ConfigError
-from fragrelease.idpir.config import config_from_dict
-from fragrelease.jobs.idpir.preflight import BUILTIN_ROWS, check_source_exists, is_local_path, preflight
+from fragrelease.jobs.protocol.preflight import BUILTIN_ROWS, check_source_exists, is_local_path, preflight
+from fragrelease.protocol.config import config_from_dict
 from fragrelease.schemas.datasets import BUILTIN_SCHEMAS, load_builtin_pandas
 
 

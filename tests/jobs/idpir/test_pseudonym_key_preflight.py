@@ -1,9 +1,9 @@
-"""Pseudonym keys are checked before Spark starts (no data needed): fragrelease.jobs.idpir.preflight."""
+"""Pseudonym keys are checked before Spark starts (no data needed): fragrelease.jobs.protocol.preflight."""
 import pytest
 
 from fragrelease.errors import PseudonymKeyError
-from fragrelease.idpir.config import config_from_dict
-from fragrelease.jobs.idpir.preflight import preflight
+from fragrelease.jobs.protocol.preflight import preflight
+from fragrelease.protocol.config import config_from_dict
 
 
 def cfg(tmp_path, **owner):

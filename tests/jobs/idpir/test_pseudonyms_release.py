@@ -13,13 +13,13 @@ import pytest
 import yaml
 
 from fragrelease.errors import IdentifierError, PseudonymKeyError
-from fragrelease.idpir.config import config_from_dict
-from fragrelease.jobs.idpir import aggregator, owner
-from fragrelease.jobs.idpir.context import aggregator_context, owner_context
-from fragrelease.jobs.idpir.keys import generated_key_path, owner_pseudonym_key
-from fragrelease.jobs.idpir.layout import manifest_path, plan_path, plan_pin_path, protected_path, pseudonyms_path
-from fragrelease.jobs.idpir.release import run_local_release
+from fragrelease.jobs.protocol import aggregator, owner
+from fragrelease.jobs.protocol.context import aggregator_context, owner_context
+from fragrelease.jobs.protocol.keys import generated_key_path, owner_pseudonym_key
+from fragrelease.jobs.protocol.layout import manifest_path, plan_path, plan_pin_path, protected_path, pseudonyms_path
+from fragrelease.jobs.protocol.release import run_local_release
 from fragrelease.jobs.storage import read_delta
+from fragrelease.protocol.config import config_from_dict
 from fragrelease.pseudonyms import derive_key, pseudonym
 
 SCHEMA = dict(name="pseudo-test", attributes=[
@@ -275,7 +275,7 @@ def test_single_command_release_generates_a_fresh_private_key_per_release(spark,
 
 
 def test_the_key_is_not_in_the_spark_plan(spark):
-    from fragrelease.jobs.idpir.shuffle import pseudonymize
+    from fragrelease.jobs.protocol.shuffle import pseudonymize
 
     df = spark.createDataFrame([(1, 2.0), (2, 3.0)], "rid long, x double")
     out = pseudonymize(df, "rid", KEY, "plan-x")

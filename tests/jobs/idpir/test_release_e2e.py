@@ -11,13 +11,13 @@ import pytest
 from deltalake import DeltaTable
 
 from fragrelease.errors import ManifestMismatchError, ReleaseExistsError
-from fragrelease.idpir.config import config_from_dict
-from fragrelease.idpir.protocol import Plan
-from fragrelease.jobs.idpir import aggregator
-from fragrelease.jobs.idpir.context import aggregator_context
-from fragrelease.jobs.idpir.layout import manifest_path, owner_report_path, plan_path, protected_path
-from fragrelease.jobs.idpir.release import run_local_release
+from fragrelease.jobs.protocol import aggregator
+from fragrelease.jobs.protocol.context import aggregator_context
+from fragrelease.jobs.protocol.layout import manifest_path, owner_report_path, plan_path, protected_path
+from fragrelease.jobs.protocol.release import run_local_release
 from fragrelease.jobs.storage import read_delta, table_provenance
+from fragrelease.protocol.config import config_from_dict
+from fragrelease.protocol.messages import Plan
 from fragrelease.schemas.adult import RELEASED as ADULT_RELEASED
 from fragrelease.schemas.wine import RELEASED as WINE_RELEASED
 from fragrelease.version import __version__
@@ -183,7 +183,7 @@ def test_vertical_release_joins_by_pseudonym(spark, tmp_path, wine_pdf):
     # keep_id publishes the pseudonym, which only a key holder maps back to the record ids
     assert len(table) == 600 and table["pseudonym"].is_unique
     assert list(table.columns) == ["pseudonym", *WINE_RELEASED]
-    from fragrelease.jobs.idpir.keys import generated_key_path
+    from fragrelease.jobs.protocol.keys import generated_key_path
     from fragrelease.pseudonyms import derive_key, pseudonyms
 
     key = open(generated_key_path(cfg, cfg.owners[0]), "rb").read()

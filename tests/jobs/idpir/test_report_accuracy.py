@@ -10,7 +10,7 @@ import pytest
 
 from fragrelease.idpir.metrics import mean_sse as numpy_mean_sse
 from fragrelease.jobs.idpir.evaluate import mean_sse, mean_sse_by_attribute
-from fragrelease.jobs.idpir.report import owner_report, public_report
+from fragrelease.jobs.protocol.report import owner_report, public_report
 from fragrelease.schemas.base import Attribute
 
 ATTRS = [

@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from fragrelease.jobs.idpir import report
+from fragrelease.jobs.protocol import report
 from fragrelease.schemas.base import Attribute
 
 NAMES = ["a", "b<c", "d"]

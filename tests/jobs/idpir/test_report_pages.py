@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from fragrelease.idpir.guarantee import release_guarantee
-from fragrelease.jobs.idpir.report import (
+from fragrelease.jobs.protocol.report import (
     ORIGINAL_COLOUR,
     RELEASED_COLOUR,
     TEMPLATES,
@@ -192,7 +192,7 @@ def test_owner_report_shows_the_values_the_table_stores(spark, tmp_path):
 
 
 def test_every_template_is_package_data():
-    """setup.py ships ``idpir/templates/*.j2`` of fragrelease.jobs: every template must match it (the wheel
+    """setup.py ships ``protocol/templates/*.j2`` of fragrelease.jobs: every template must match it (the wheel
     carries them: tests/test_wheel_install.py)."""
     from pathlib import Path
 
@@ -200,4 +200,4 @@ def test_every_template_is_package_data():
     assert {"base.html.j2", "public_report.html.j2", "owner_report.html.j2"} <= set(names)
     assert all(n.endswith(".j2") for n in names)
     setup_py = (Path(__file__).resolve().parents[3] / "setup.py").read_text(encoding="utf-8")
-    assert re.search(r'"fragrelease\.jobs": \[[^\]]*"idpir/templates/\*\.j2"', setup_py)
+    assert re.search(r'"fragrelease\.jobs": \[[^\]]*"protocol/templates/\*\.j2"', setup_py)

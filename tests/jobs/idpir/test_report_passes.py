@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fragrelease.jobs.idpir import report
-from fragrelease.jobs.idpir.report import _counted_summary_pass, _quantiles, committed_release, plain_parquet_table
+from fragrelease.jobs.protocol import report
+from fragrelease.jobs.protocol.report import _counted_summary_pass, _quantiles, committed_release, plain_parquet_table
 from fragrelease.jobs.session import delta_available
 from fragrelease.jobs.storage import commit_delta, read_delta
 from fragrelease.schemas.base import Attribute

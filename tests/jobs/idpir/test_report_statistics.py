@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fragrelease.jobs.idpir.report import BINS, QUANTILES, table_summary
+from fragrelease.jobs.protocol.report import BINS, QUANTILES, table_summary
 from fragrelease.schemas.base import Attribute
 
 ATTRS = [

@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from fragrelease.errors import ConfigError
-from fragrelease.idpir.config import RiskCheckConfig, config_from_dict
 from fragrelease.idpir.guarantee import HAND_OVER, release_guarantee
-from fragrelease.jobs.idpir.report import risk_section
 from fragrelease.jobs.idpir.risk_check import AdvisoryRisk, advise
+from fragrelease.jobs.protocol.report import risk_section
+from fragrelease.protocol.config import RiskCheckConfig, config_from_dict
 from fragrelease.risk import AttackResult, Rate, Risk, RiskReport
 
 RETIRED = ("no longer a gate: the risk check never withholds a fragment (publishing only the draws that pass a check "
@@ -101,7 +101,7 @@ def test_the_private_report_section_says_advisory_and_names_what_is_flagged():
 
 
 def _plan():
-    from fragrelease.idpir.protocol import OwnerMetadata, make_plan
+    from fragrelease.protocol.messages import OwnerMetadata, make_plan
     from fragrelease.schemas.adult import SCHEMA
 
     metas = [OwnerMetadata(owner=o, dataset="adult", fragmentation="horizontal", n_records=100, id_column="record_id",
@@ -121,7 +121,7 @@ def test_the_guarantee_says_the_check_adds_nothing_to_epsilon():
     # the provenance the aggregator commits, and the table properties made from it
     pytest.importorskip("pyspark")
     from fragrelease.jobs.describe import release_description
-    from fragrelease.jobs.idpir.aggregator import provenance
+    from fragrelease.jobs.protocol.aggregator import provenance
 
     plan = _plan()
     prov = provenance(plan, risk_check=True)
@@ -132,12 +132,12 @@ def test_the_guarantee_says_the_check_adds_nothing_to_epsilon():
 @pytest.mark.parametrize("checked", [True, False])
 def test_fragrelease_run_prints_the_hand_over_sentence_with_the_guarantee(capsys, checked):
     pytest.importorskip("pyspark")
-    from fragrelease.idpir.config import load_config
-    from fragrelease.idpir.protocol import manifest_for
     from fragrelease.jobs.api_common import Guarantee
     from fragrelease.jobs.cli.idpir import print_summary
-    from fragrelease.jobs.idpir.aggregator import provenance
+    from fragrelease.jobs.protocol.aggregator import provenance
     from fragrelease.jobs.release_api import OwnerResult, ReleaseResult
+    from fragrelease.protocol.config import load_config
+    from fragrelease.protocol.messages import manifest_for
 
     plan = _plan()
     prov = provenance(plan, risk_check=checked)

@@ -18,12 +18,12 @@ import yaml
 from markupsafe import escape
 
 from fragrelease.errors import ConfigError
-from fragrelease.idpir.config import config_from_dict
 from fragrelease.idpir.guarantee import HAND_OVER
-from fragrelease.jobs.idpir import aggregator, owner, risk_check, simulate
-from fragrelease.jobs.idpir.context import aggregator_context, owner_context
-from fragrelease.jobs.idpir.layout import manifest_path, owner_report_path, protected_path
-from fragrelease.jobs.idpir.ledger import spent
+from fragrelease.jobs.protocol import aggregator, owner, risk_check, simulate
+from fragrelease.jobs.protocol.context import aggregator_context, owner_context
+from fragrelease.jobs.protocol.layout import manifest_path, owner_report_path, protected_path
+from fragrelease.jobs.protocol.ledger import spent
+from fragrelease.protocol.config import config_from_dict
 from fragrelease.schemas.datasets import resolve_schema
 
 pytest.importorskip("anonymeter")
@@ -74,7 +74,7 @@ def test_risk_check_without_reports_is_refused_before_any_data(tmp_path):
 @pytest.mark.usefixtures("anonymeter_numba_cache")  # tests/conftest.py: compiled kernels kept on disk
 def test_two_owner_release_writes_each_owners_measured_risk_to_its_private_report_only(
         spark, tmp_path, adult_source, monkeypatch):
-    from fragrelease.jobs.idpir.release import run_local_release
+    from fragrelease.jobs.protocol.release import run_local_release
 
     measured, advised = {}, {}
     real_advise = risk_check.advise

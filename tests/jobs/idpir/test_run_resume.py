@@ -16,10 +16,10 @@ import yaml
 from signing_keys import with_keys  # tests/helpers: the owners sign their manifests
 
 from fragrelease.errors import ReleaseExistsError
-from fragrelease.idpir.config import config_from_dict
-from fragrelease.jobs.idpir import aggregator, owner
-from fragrelease.jobs.idpir.ledger import spent
-from fragrelease.jobs.idpir.release import run_local_release
+from fragrelease.jobs.protocol import aggregator, owner
+from fragrelease.jobs.protocol.ledger import spent
+from fragrelease.jobs.protocol.release import run_local_release
+from fragrelease.protocol.config import config_from_dict
 
 OWNERS = ("a", "b")
 
@@ -123,7 +123,7 @@ def test_a_failure_at_each_step_then_the_same_run_commits_with_each_ledger_charg
 def test_the_cli_says_what_a_run_costs_before_it_spends_and_new_plan_spends_again(spark, tmp_path, capsys,
                                                                                    monkeypatch):
     from fragrelease.jobs.cli import run_cli
-    from fragrelease.jobs.idpir import draws
+    from fragrelease.jobs.protocol import draws
 
     conf = tmp_path / "release.yaml"
     conf.write_text(yaml.safe_dump(_config(tmp_path).model_dump(mode="json", exclude_none=True)))

@@ -21,13 +21,13 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from fragrelease.errors import ManifestMismatchError, SignatureError
-from fragrelease.idpir.config import config_from_dict
-from fragrelease.idpir.protocol import Manifest, Plan
-from fragrelease.jobs.idpir import aggregator, owner, simulate
-from fragrelease.jobs.idpir.context import aggregator_context, owner_context
-from fragrelease.jobs.idpir.digests import content_digest
-from fragrelease.jobs.idpir.layout import manifest_path, plan_path, protected_path
+from fragrelease.jobs.protocol import aggregator, owner, simulate
+from fragrelease.jobs.protocol.context import aggregator_context, owner_context
+from fragrelease.jobs.protocol.digests import content_digest
+from fragrelease.jobs.protocol.layout import manifest_path, plan_path, protected_path
 from fragrelease.jobs.storage import read_delta
+from fragrelease.protocol.config import config_from_dict
+from fragrelease.protocol.messages import Manifest, Plan
 from fragrelease.schemas.datasets import resolve_schema
 from fragrelease.signing import generate_private_key, sign_manifest_fields, write_key_pair
 
@@ -176,7 +176,7 @@ def test_data_file_rewritten_in_place_is_refused(spark, protected):
 
 
 def test_a_large_or_unreadable_table_is_hashed_by_spark_with_the_same_result(spark, protected, monkeypatch):
-    from fragrelease.jobs.idpir import signatures
+    from fragrelease.jobs.protocol import signatures
 
     cfg = copy_of(protected)
     path = protected_path(cfg.work_dir, "b")
@@ -291,8 +291,8 @@ def _plain_cfg(tmp, **b):
 def test_single_command_release_generates_private_keys_per_owner_and_release(tmp_path, monkeypatch):
     import stat
 
-    from fragrelease.jobs.idpir.layout import PRIVATE_ROOT_ENV, owner_private_dir
-    from fragrelease.jobs.idpir.signatures import owner_signing_key, with_release_keys
+    from fragrelease.jobs.protocol.layout import PRIVATE_ROOT_ENV, owner_private_dir
+    from fragrelease.jobs.protocol.signatures import owner_signing_key, with_release_keys
     from fragrelease.signing import public_key_text
 
     monkeypatch.setenv(PRIVATE_ROOT_ENV, str(tmp_path / "private"))
@@ -311,8 +311,8 @@ def test_single_command_release_generates_private_keys_per_owner_and_release(tmp
 
 def test_single_command_release_refuses_keys_in_shared_folders_before_writing(tmp_path, monkeypatch):
     from fragrelease.errors import ConfigError, SigningKeyError
-    from fragrelease.jobs.idpir.layout import PRIVATE_ROOT_ENV
-    from fragrelease.jobs.idpir.signatures import with_release_keys
+    from fragrelease.jobs.protocol.layout import PRIVATE_ROOT_ENV
+    from fragrelease.jobs.protocol.signatures import with_release_keys
 
     monkeypatch.setenv(PRIVATE_ROOT_ENV, str(tmp_path / "work" / "private"))
     # the configuration itself refuses a default private root (where generated keys would go) under work_dir

@@ -1,7 +1,7 @@
 """A small release in few Spark jobs (issue 41, session 4): one-task passes gated by public or own record counts.
 
 The small fragment's protection (:func:`fragrelease.jobs.idpir.cluster_noise.draw_small_fragment`),
-the row shuffles of a small table (:func:`fragrelease.jobs.idpir.shuffle.shuffle_rows` with
+the row shuffles of a small table (:func:`fragrelease.jobs.protocol.shuffle.shuffle_rows` with
 ``single_task``), the aggregator's disjointness check and the driver's MeanSSE, each without an
 exchange; the same rows, orders and messages as the parallel plans.
 """
@@ -12,8 +12,8 @@ import pytest
 from spark_jobs import job_ids, job_names
 
 from fragrelease.errors import IdentifierError
-from fragrelease.jobs.idpir import shuffle
-from fragrelease.jobs.idpir.aggregator import check_disjoint_pseudonyms
+from fragrelease.jobs.protocol import shuffle
+from fragrelease.jobs.protocol.aggregator import check_disjoint_pseudonyms
 
 
 def _plan(df) -> str:
@@ -61,7 +61,7 @@ def _small_config(tmp_path):
     import yaml
     from signing_keys import with_keys  # tests/helpers: the owners sign their manifests
 
-    from fragrelease.idpir.config import config_from_dict
+    from fragrelease.protocol.config import config_from_dict
 
     schema = {"name": "clinic", "attributes": [
         {"name": "record_id", "type": "long", "role": "id"},
@@ -95,7 +95,7 @@ def test_a_small_release_protects_and_scores_without_exchanges(spark, tmp_path, 
     in one job and no step of the owners' protection, the aggregator's checks or the MeanSSE runs an
     adaptive stage job (no exchange); MeanSSE is one job; the plan's checks are one job, and so are the
     aggregator's digests and disjointness check together."""
-    from fragrelease.jobs.idpir.release import run_local_release
+    from fragrelease.jobs.protocol.release import run_local_release
 
     cfg = _small_config(tmp_path)
     steps: dict[str, list[str]] = {}
@@ -109,7 +109,7 @@ def test_a_small_release_protects_and_scores_without_exchanges(spark, tmp_path, 
 
     import threading
 
-    from fragrelease.jobs.idpir import aggregator, release
+    from fragrelease.jobs.protocol import aggregator, release
 
     real_score, real_release, committed = release._mean_sse, aggregator.release, threading.Event()
 
@@ -162,7 +162,7 @@ def test_mean_sse_runs_beside_the_aggregator_and_its_error_comes_after_the_commi
     from deltalake import DeltaTable
 
     from fragrelease.errors import InvalidParameterError, ProtocolError
-    from fragrelease.jobs.idpir import aggregator, release
+    from fragrelease.jobs.protocol import aggregator, release
 
     real_release, real_score = aggregator.release, release._mean_sse
 

@@ -1,8 +1,8 @@
 """Spend last across owners in the local driver (issue 41, session 5).
 
-:func:`fragrelease.jobs.idpir.release.play_release` runs every owner's checks that need no noise, up to
-its ledger's check of the spend (:func:`fragrelease.jobs.idpir.owner.check_before_spend`,
-:func:`fragrelease.jobs.idpir.ledger.check_spend`), before any owner's protection: an owner whose
+:func:`fragrelease.jobs.protocol.release.play_release` runs every owner's checks that need no noise, up to
+its ledger's check of the spend (:func:`fragrelease.jobs.protocol.owner.check_before_spend`,
+:func:`fragrelease.jobs.protocol.ledger.check_spend`), before any owner's protection: an owner whose
 ledger has no room stops the release before any owner spends (before, owner a had spent when owner b
 was refused). Delta commits through Spark set session confs and take turns (a process-wide lock).
 """
@@ -15,9 +15,9 @@ import yaml
 from signing_keys import with_keys  # tests/helpers: the owners sign their manifests
 
 from fragrelease.errors import BudgetExceededError, LedgerDamagedError
-from fragrelease.idpir.config import config_from_dict
-from fragrelease.jobs.idpir.ledger import spent
-from fragrelease.jobs.idpir.release import run_local_release
+from fragrelease.jobs.protocol.ledger import spent
+from fragrelease.jobs.protocol.release import run_local_release
+from fragrelease.protocol.config import config_from_dict
 
 OWNERS = ("a", "b")
 
@@ -80,8 +80,8 @@ def test_owners_with_budget_spend_once_each(spark, tmp_path):
     assert {n: spent(str(tmp_path / "ledgers" / n), n, "clinic") for n in OWNERS} == {
         "a": [Fraction(1)], "b": [Fraction(1)]}
     # each spend is chained and anchored on this machine; its last commit removed, the next run is refused
-    from fragrelease.jobs.idpir.ledger import check_ledger
-    from fragrelease.jobs.idpir.ledger_anchor import read_anchor
+    from fragrelease.jobs.protocol.ledger import check_ledger
+    from fragrelease.jobs.protocol.ledger_anchor import read_anchor
 
     for n in OWNERS:
         ledger = str(tmp_path / "ledgers" / n)
@@ -131,7 +131,7 @@ def test_the_driver_commits_through_delta_spark_one_at_a_time(spark):
 
 def test_the_ledgers_check_of_a_spend_raises_what_the_spend_raises_and_records_nothing(tmp_path):
     from fragrelease.errors import PlanAlreadySpentError
-    from fragrelease.jobs.idpir.ledger import check_spend, record_spend
+    from fragrelease.jobs.protocol.ledger import check_spend, record_spend
 
     path = str(tmp_path / "ledger")
     terms = dict(owner="a", dataset="clinic", lifetime=Fraction(2))

@@ -1,4 +1,4 @@
-"""A release deletes only what it wrote under work_dir (issue 22 item 1; jobs/idpir/workspace.py).
+"""A release deletes only what it wrote under work_dir (issue 22 item 1; jobs/protocol/workspace.py).
 
 At 13383f1 ``fragrelease run``, ``Release.run()`` and ``scripts/run-parties.sh`` deleted the whole
 work_dir: an owner's sources, the output, a ledger or a private root placed there were lost, and
@@ -16,10 +16,9 @@ import pytest
 import yaml
 
 from fragrelease.errors import ConfigError, DomainError
-from fragrelease.idpir.config import config_from_dict, load_config
 from fragrelease.jobs.cli import run_cli
-from fragrelease.jobs.idpir.preflight import preflight
-from fragrelease.jobs.idpir.workspace import (
+from fragrelease.jobs.protocol.preflight import preflight
+from fragrelease.jobs.protocol.workspace import (
     MARKER,
     claim_work_dir,
     clear_work_dir,
@@ -27,6 +26,7 @@ from fragrelease.jobs.idpir.workspace import (
     user_paths,
     write_private_text,
 )
+from fragrelease.protocol.config import config_from_dict, load_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -361,8 +361,8 @@ def test_api_temp_work_dir_removed_after_success_and_rerun_keeps_user_files(spar
 
 def test_simulated_fragments_are_private_whatever_the_umask(spark, tmp_path, monkeypatch, wine_pdf):
     """At 13383f1 the simulated raw fragment was 0755/0644 (Spark's files under the process umask)."""
-    from fragrelease.jobs.idpir import simulate
-    from fragrelease.jobs.idpir.layout import fragment_source, owner_private_dir
+    from fragrelease.jobs.protocol import simulate
+    from fragrelease.jobs.protocol.layout import fragment_source, owner_private_dir
     from fragrelease.schemas.datasets import resolve_schema
     from fragrelease.schemas.wine import SCHEMA
 
@@ -389,9 +389,9 @@ def test_simulated_fragments_are_private_whatever_the_umask(spark, tmp_path, mon
 def test_a_simulation_never_overwrites_a_fragment_folder_it_did_not_write(tmp_path):
     """``<private_dir>/fragment`` is replaced only when an earlier simulation wrote it (its marker)."""
     from fragrelease.errors import ConfigError
-    from fragrelease.idpir.config import config_from_dict
-    from fragrelease.jobs.idpir.context import owner_paths
-    from fragrelease.jobs.idpir.simulate import _write_private
+    from fragrelease.jobs.protocol.context import owner_paths
+    from fragrelease.jobs.protocol.simulate import _write_private
+    from fragrelease.protocol.config import config_from_dict
 
     cfg = config_from_dict(dict(name="sim", dataset="wine", fragmentation="horizontal", epsilon="1", k=10,
                                 owners=[{"name": "a", "rows": 20, "private_dir": str(tmp_path / "pa")},

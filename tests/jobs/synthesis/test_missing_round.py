@@ -8,11 +8,11 @@ from types import SimpleNamespace
 import pytest
 
 from fragrelease.errors import ConfigError
-from fragrelease.idpir.config import config_from_dict
-from fragrelease.jobs.idpir.context import aggregator_context
-from fragrelease.jobs.idpir.layout import read_message
+from fragrelease.jobs.protocol.context import aggregator_context
+from fragrelease.jobs.protocol.layout import read_message
 from fragrelease.jobs.synthesis.aggregator import check_rounds_written, synthesize
 from fragrelease.jobs.synthesis.owner import round_path
+from fragrelease.protocol.config import config_from_dict
 from fragrelease.synthesis.protocol import RoundTwoMessage
 
 

@@ -15,11 +15,11 @@ import pytest
 from deltalake import DeltaTable
 
 from fragrelease.errors import FragReleaseError
-from fragrelease.idpir.config import config_from_dict
-from fragrelease.jobs.idpir import aggregator, owner, simulate
-from fragrelease.jobs.idpir.context import aggregator_context, owner_context
-from fragrelease.jobs.idpir.ledger import spent
+from fragrelease.jobs.protocol import aggregator, owner, simulate
+from fragrelease.jobs.protocol.context import aggregator_context, owner_context
+from fragrelease.jobs.protocol.ledger import spent
 from fragrelease.jobs.synthesis.owner import measure_owner_round, plan_synthesis_spec, round_path
+from fragrelease.protocol.config import config_from_dict
 from fragrelease.schemas.datasets import resolve_schema
 
 # mbi is looked up, not imported: importing it (and jax) at collection cost each xdist worker 0.6 s;
@@ -204,7 +204,7 @@ output: {tmp_path / 'out'}
 
 @pytest.mark.slow  # a whole release through the single-command driver, reports on
 def test_the_single_command_run_plays_both_rounds_and_reports_the_synthesis(spark, tmp_path, income_source):
-    from fragrelease.jobs.idpir.release import run_local_release
+    from fragrelease.jobs.protocol.release import run_local_release
 
     cfg = _cfg(tmp_path, income_source, "synth-run", reports=True)
     result = run_local_release(spark, cfg)

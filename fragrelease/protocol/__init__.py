@@ -1,0 +1,8 @@
+"""The fragmented-release protocol, Spark-free, shared by every release kind (docs/specification.md §3).
+
+The configuration (:mod:`~fragrelease.protocol.config`, :mod:`~fragrelease.protocol.options`), the
+fragmentations and linkages (:mod:`~fragrelease.protocol.fragmentation`), the owners' metadata, the plan and
+the manifests (:mod:`~fragrelease.protocol.messages`), an owner's check of the plan
+(:mod:`~fragrelease.protocol.plan_check`) and the first difference of two public values
+(:mod:`~fragrelease.protocol.difference`). What a release kind computes is in the kind's own package.
+"""

@@ -1,0 +1,13 @@
+"""The fragmented-release protocol on Spark, shared by every release kind (docs/specification.md §3; docs/architecture.md).
+
+What every kind's release goes through, whatever its owners send: each party's context and folders
+(:mod:`~fragrelease.jobs.protocol.context`, :mod:`~fragrelease.jobs.protocol.layout`,
+:mod:`~fragrelease.jobs.protocol.workspace`), the plan and its pin, the owners' signed manifests and
+digests (:mod:`~fragrelease.jobs.protocol.signatures`, :mod:`~fragrelease.jobs.protocol.digests`), the
+owners' budget ledgers (:mod:`~fragrelease.jobs.protocol.ledger` and its chain, log and anchor), draw once
+(:mod:`~fragrelease.jobs.protocol.draws`, :mod:`~fragrelease.jobs.protocol.publish`), resume
+(:mod:`~fragrelease.jobs.protocol.resume`), the checks before Spark (:mod:`~fragrelease.jobs.protocol.preflight`,
+:mod:`~fragrelease.jobs.protocol.placement`), the owner and aggregator drivers and the one commit of a
+release. What a kind does in its rounds is the kind's (:mod:`fragrelease.jobs.kinds`); these modules import
+no kind and import nothing from the command line (``fragrelease.jobs.cli``).
+"""

@@ -1,0 +1,226 @@
+"""One driver plays every party: the local (laptop) run of a whole fragmented release.
+
+Steps, each the same function a separate party runs on a cluster:
+simulate owners' fragments if the configuration asks for it (:mod:`.simulate`) → every owner writes
+its metadata (:func:`.owner.describe_fragment`) → the aggregator issues the plan
+(:func:`.aggregator.issue_plan`) → every owner protects its fragment
+(:func:`.owner.protect_owner_fragment`) → the aggregator verifies, combines and commits
+(:func:`.aggregator.release`) → the driver, which holds the originals here, reports MeanSSE. A run
+after a killed or failed attempt resumes that attempt's plan instead of the first three steps
+(:mod:`.resume`; owners that kept their draw re-publish it without spending).
+
+This module sits below the Python API: :func:`run_local_release` (the CLI's ``fragrelease run``) and
+:meth:`fragrelease.jobs.api.Release.run` both call :func:`prepare_work_dir` then :func:`play_release`;
+it imports the party modules, the storage layer and the shared result types
+(:mod:`fragrelease.jobs.api_common`), never :mod:`fragrelease.jobs.api` or
+:mod:`fragrelease.jobs.release_api` (tests/test_architecture.py, ``JOBS_LAYERS``).
+"""
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from types import MappingProxyType
+from typing import Callable, Mapping, Optional, Sequence
+
+from pyspark.sql import DataFrame
+
+from fragrelease.protocol.config import ReleaseConfig
+from fragrelease.protocol.fragmentation import fragmentation_of, linkage_of
+from fragrelease.protocol.messages import Plan
+from fragrelease.rng.laplace import NoiseSource, refuse_injected_noise
+from fragrelease.schemas.datasets import resolve_schema
+
+from ..api_common import Guarantee, OwnerResult, ReleaseResult
+from ..idpir.evaluate import mean_sse
+from ..progress import ProgressEvent, Steps
+from ..storage import absolute, read_configured
+from . import aggregator, owner, simulate
+from .context import OwnerContext, aggregator_context, owner_context
+from .fragment import conform_attributes, conform_id
+from .keys import generate_release_key
+from .resume import cost_line, run_decision
+from .shuffle import ONE_TASK_VALUES, one_task
+from .signatures import with_release_keys
+from .workspace import claim_work_dir, clear_work_dir
+
+
+def prepare_work_dir(cfg: ReleaseConfig, *, fresh: bool = False, config_path: Optional[str] = None) -> None:
+    """Claim the release's work folder (or, ``fresh``, clear it first); no Spark (:mod:`.workspace`).
+
+    The single-command run claims it as it is: :func:`play_release` decides whether to resume the
+    plan an earlier attempt left there or to clear it for a new plan (:mod:`.resume`). ``fresh``
+    removes what an earlier run of this release left in ``work_dir`` (its metadata, plan and owners'
+    entries) and only that. ``config_path``, the configuration file, must not lie inside
+    ``work_dir``. Raises ConfigError naming the key and the path (:func:`.workspace.check_work_dir`).
+    """
+    if fresh:
+        clear_work_dir(cfg, config_path)
+    else:
+        claim_work_dir(cfg, config_path)
+
+
+def run_local_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource] = None,
+                      progress: Optional[Callable[[ProgressEvent], None]] = None, new_plan: bool = False,
+                      config_path: Optional[str] = None,
+                      announce: Optional[Callable[[str], None]] = None) -> ReleaseResult:
+    """Run every step of the release in this driver; return its typed result (path, version, owners, ε, MeanSSE).
+
+    The same path as the Python API's ``Release.from_config(cfg).run(evaluate=True)``
+    (:class:`fragrelease.jobs.api.Release`): :func:`prepare_work_dir` then :func:`play_release`; the
+    CLI prints the :class:`~fragrelease.jobs.api_common.ReleaseResult` as it is. An earlier attempt's
+    plan is resumed unless ``new_plan`` (:mod:`.resume`); ``announce`` receives the run's cost line
+    before anything is spent. ``config_path``, the configuration file, must not lie inside ``work_dir``.
+    ``progress`` receives each step's start and end (:class:`~fragrelease.jobs.progress.ProgressEvent`);
+    default: the logger ``fragrelease.progress``, one INFO line per finished step.
+    """
+    prepare_work_dir(cfg, config_path=config_path)
+    return play_release(spark, cfg, noise=noise, progress=progress, evaluate=True, new_plan=new_plan,
+                        announce=announce)
+
+
+def _announce(line: str) -> None:
+    logging.getLogger("fragrelease.progress").info("%s", line)
+
+
+def play_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource] = None,
+                 progress: Optional[Callable[[ProgressEvent], None]] = None,
+                 evaluate: bool = False, new_plan: bool = False,
+                 announce: Optional[Callable[[str], None]] = None) -> ReleaseResult:
+    """Play every party's step in this driver on a claimed work folder; return the typed result.
+
+    ``cfg`` is the validated configuration; its ``work_dir`` must already be claimed
+    (:func:`prepare_work_dir`). ``noise``: tests only (seeded; refused outside pytest). ``progress``: see
+    :meth:`fragrelease.jobs.api.Release.run`. ``evaluate``: also compute MeanSSE against the
+    originals (skipped for a synthetic release, and for a resumed plan). Raises what the steps raise
+    (ConfigError, ProtocolError, ManifestMismatchError, ReleaseExistsError, BudgetExceededError,
+    SchemaMismatchError, DomainError, IdentifierError).
+
+    Resume, don't respend (:mod:`.resume`): the plan an earlier attempt left in ``work_dir`` is resumed
+    (owners that kept their draw re-publish it without spending, the others draw, the aggregator
+    commits) unless the configuration changed or ``new_plan``; a plan already committed is refused
+    (ReleaseExistsError) unless ``new_plan``. A new plan clears the earlier attempt's entries of
+    ``work_dir`` first (:func:`.workspace.clear_work_dir`). ``announce`` receives the cost line
+    (:func:`.resume.cost_line`) before any owner spends (default: the logger ``fragrelease.progress``, INFO).
+
+    Spend last across owners: before the first owner's protection (a synthetic release: before each
+    round), every owner runs, in configuration order, its checks that need no noise up to its ledger's
+    check of the spend (:func:`fragrelease.jobs.protocol.owner.check_before_spend`,
+    :func:`fragrelease.jobs.synthesis.owner.check_round_before_spend`; no progress step of their own).
+    When one refuses (no room in a ledger, a replayed plan, a damaged ledger, a bad key or plan term),
+    its error is raised unchanged and no owner has spent. A failure after the checks (Spark, storage)
+    stops the owners after it; the owners before it have spent, and the next run resumes the plan
+    without spending their ε again. The owners' risk check (``risk_check``) is advisory and stops nothing.
+    """
+    # signed manifests: a key pair per owner and run where none is configured (private keys in the
+    # owners' private folders; the public keys reach the aggregator step in this in-memory cfg)
+    refuse_injected_noise(noise, parameter="noise")  # seeded noise: tests only
+    cfg = with_release_keys(cfg)
+    schema = resolve_schema(cfg.dataset)
+    # every party's context, once, from the configuration with the release's keys
+    owners = {o.name: owner_context(cfg, o.name, schema=schema) for o in cfg.owners}
+    agg = aggregator_context(cfg, schema=schema)
+    decision = run_decision(spark, agg, owners, new_plan=new_plan)
+    resumed = decision.plan is not None
+    synthetic = linkage_of(cfg.linkage).synthesized  # two owner rounds, no protected fragment to evaluate
+    evaluate = evaluate and not synthetic and not resumed
+    first = 0 if resumed else int(cfg.simulated) + len(cfg.owners) + 1
+    steps = Steps(first + (2 if synthetic else 1) * len(cfg.owners) + 1 + int(evaluate), progress)
+    if decision.plan is not None:
+        plan = decision.plan
+    else:
+        plan = _new_plan(spark, cfg, owners, agg, steps)
+    (announce or _announce)(cost_line(spark, decision, plan, owners))
+    manifests: dict = {o.name: None for o in cfg.owners}
+    protecteds = {}
+    if synthetic:  # docs/specification.md §10: every owner's round one, then every owner's round two
+        from ..synthesis.owner import check_round_before_spend, measure_owner_round
+
+        for number, what in ((1, "1-way marginals and tree edges"), (2, "clique marginals")):
+            for o in cfg.owners:  # every owner's checks that need no noise before any owner spends
+                check_round_before_spend(spark, owners[o.name], number)
+            for o in cfg.owners:
+                with steps.step("owner", f"measuring noisy {what}", o.name):
+                    measure_owner_round(spark, owners[o.name], noise=noise, number=number)
+    for o in cfg.owners if not synthetic else ():  # every owner's checks that need no noise before any owner spends
+        owner.check_before_spend(spark, owners[o.name])
+    for o in cfg.owners if not synthetic else ():
+        with steps.step("owner", f"protecting {len(plan.owner(o.name).attributes)} attributes", o.name):
+            manifests[o.name], protecteds[o.name] = owner.protect_and_write(spark, owners[o.name], noise=noise)
+    what = "verifying measurements, fitting the model and committing" if synthetic else \
+        "verifying fragments and committing the release"
+    # MeanSSE needs the originals and this driver's own copies of the protected values only, not the release:
+    # its one Spark job runs while the aggregator verifies and commits (mostly driver-side work: Delta's
+    # commit), and its result is taken, or its error raised, after the aggregator's step as before. Leaving
+    # the block waits for it, also when the aggregator fails (whose error is then the one raised).
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="fragrelease-mean-sse") as pool:
+        scoring = pool.submit(_mean_sse, spark, plan, list(owners.values()), protecteds) if evaluate else None
+        with steps.step("aggregator", what):
+            out = aggregator.release(spark, agg, plan=plan, single_process=True)  # the plan it issued, never read back from work_dir
+        score = None
+        if scoring is not None:
+            with steps.step("driver", "evaluating information loss (MeanSSE) against the originals"):
+                score = scoring.result()
+    prov = dict(out.provenance)
+    return ReleaseResult(
+        path=absolute(out.path), table=out.table, version=out.version, rows=out.rows, plan=plan,
+        owners=tuple(OwnerResult(name=o.name, records=o.n_records, epsilon=o.epsilon,
+                                 attributes=tuple(o.attributes), manifest=manifests[o.name]) for o in plan.owners),
+        epsilon=plan.epsilon, composition=plan.composition,
+        guarantee=Guarantee.from_dict(prov["guarantee"]), provenance=MappingProxyType(prov), report=out.report,
+        mean_sse=score,
+    )
+
+
+def _new_plan(spark, cfg: ReleaseConfig, owners: Mapping[str, OwnerContext], agg, steps: Steps) -> Plan:
+    """A new plan: the earlier attempt's entries of ``work_dir`` cleared, a fresh pseudonym key, the simulated
+    fragments (if configured), every owner's metadata, then the plan, pinned in the aggregator's private folder
+    so that a later run can resume it (:mod:`.resume`)."""
+    clear_work_dir(cfg)  # the earlier attempt's metadata, plan and owners' entries only (none of its draws is reused)
+    schema = agg.schema
+    # every party plays on this machine: one fresh pseudonym key per release for the owners whose
+    # configuration names none, kept in their private folders (0600), never under work_dir
+    generate_release_key(cfg)
+    if cfg.simulated:
+        with steps.step("driver", "simulating the owners' fragments"):
+            simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
+    for o in cfg.owners:
+        with steps.step("owner", "validating its fragment and sending metadata", o.name):
+            owner.describe_fragment(spark, owners[o.name])
+    with steps.step("aggregator", "validating metadata and issuing the plan"):
+        return aggregator.issue_plan(agg, spark)  # pinned, and handed to the release step in memory
+
+
+def _mean_sse(spark, plan: Plan, owners: Sequence[OwnerContext], by_owner: Mapping[str, DataFrame]) -> float:
+    """MeanSSE of the owners' protected fragments (with raw ids, this driver's own copies, never
+    the pseudonymized ones under ``work_dir``) against the originals; ``owners`` in configuration order.
+    One Spark job when the release is small (:func:`fragrelease.jobs.protocol.shuffle.one_task` of the
+    plan's record counts), else the join's and the aggregation's stages."""
+    cfg, schema = owners[0].config, owners[0].schema
+    attrs = [schema.attribute(a["name"]) for a in plan.attributes]
+    id_col = schema.id_column
+    assert id_col is not None  # a release's schema names its id column (checked with the configuration)
+    # read as the owners read them (CSV as text, no inference pass), ids and numbers cast as the owners
+    # cast them once their validation passed
+    id_type = schema.attribute(id_col).type
+    originals = [conform_attributes(conform_id(read_configured(spark, o.paths.fragment, text=True), id_col,
+                                               id_type), attrs) for o in owners]
+    if cfg.risk_check is not None:  # the owners' held-out control records were not released: not scored
+        from ..idpir.risk_check import split_control
+        from .keys import owner_pseudonym_key
+
+        originals = [split_control(df, id_col, owner_pseudonym_key(o), cfg.name, cfg.risk_check.control_share)[0]
+                     for df, o in zip(originals, owners)]
+    protecteds = [by_owner[o.name] for o in owners]
+    names = [a.name for a in attrs]
+    # the same assembly as the release's (fragrelease.jobs.protocol.aggregator.combine), on raw ids
+    original = aggregator.assemble(originals, cfg.fragmentation, names, key=id_col)
+    protected = aggregator.assemble(protecteds, cfg.fragmentation, names, key=id_col)
+    rows = fragmentation_of(cfg.fragmentation).released_rows([o.n_records for o in plan.owners])
+    if one_task(rows, len(names) + 1):
+        # a small release (the plan's public record counts): each side one partition (no rows move),
+        # so the join and its aggregation plan no exchange and MeanSSE is one Spark job. The limit
+        # drops nothing (at least the plan's record count; a row too many would show as unmatched):
+        # it gives the planner the stored protected values' size, which it otherwise shuffles
+        cap = ONE_TASK_VALUES // (len(names) + 1)
+        original, protected = original.coalesce(1), protected.coalesce(1).limit(cap)
+    return mean_sse(original, protected, attrs, id_col)
