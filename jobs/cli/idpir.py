@@ -356,7 +356,8 @@ def owner_protect(config: str = typer.Option(..., "--config"), owner: str = type
                   master: Optional[str] = MASTER, source_table: Optional[str] = SOURCE_TABLE):
     """Protect the owner's fragment under the aggregator's plan; write the table and manifest."""
     from ..protocol.context import owner_context
-    from ..protocol.owner import protect_owner_fragment, read_verified_plan
+    from ..protocol.kind import kind_jobs
+    from ..protocol.owner import read_verified_plan
     from ..protocol.preflight import find_owner
     from ..protocol.signatures import owner_signing_key
 
@@ -364,15 +365,16 @@ def owner_protect(config: str = typer.Option(..., "--config"), owner: str = type
     ctx = owner_context(cfg, find_owner(cfg, owner)[1].name)
     owner_signing_key(ctx)  # signed manifests: no key, no Spark
     plan, _ = read_verified_plan(ctx)  # a damaged or foreign plan.json: no Spark
-    if linkage_of(plan.linkage).synthesized:  # two rounds: each run of this step does the one that is due
-        from ..synthesis.owner import measure_owner_round
-
-        number = measure_owner_round(_spark(master, cfg), ctx)
-        then = ("run this step again once every owner has written round one" if number == 1
-                else "the aggregator's release step is next once every owner has written round two")
-        console.print(f"owner {owner}: synthesis round {number} of plan {plan.plan_id} written; {then}", highlight=False)
+    kind = kind_jobs(plan.linkage)
+    if kind.rounds_per_owner > 1:  # several rounds: each run of this step does the one that is due
+        number, _ = kind.play_round(_spark(master, cfg), ctx)
+        then = ("run this step again once every owner has written round one" if number < kind.rounds_per_owner
+                else "the aggregator's release step is next once every owner has written its last round")
+        console.print(f"owner {owner}: round {number} of plan {plan.plan_id} written; {then}", highlight=False)
         return
-    m = protect_owner_fragment(_spark(master, cfg, inputs=[ctx.paths.fragment]), ctx)
+    _, result = kind.play_round(_spark(master, cfg, inputs=[ctx.paths.fragment]), ctx)
+    m = result.manifest
+    assert m is not None  # a one-round kind publishes a protected table with its manifest
     console.print(f"owner {m.owner}: protected {m.n_records:,} records with ε_j = {m.epsilon}, k = {m.k} (plan {m.plan_id})")
     if cfg.risk_check is not None:  # the same line whatever was measured: the numbers and flags are private
         console.print(f"owner {m.owner}: fragment handed over; its measured risk (advisory, flags included) is in "
@@ -437,14 +439,12 @@ def aggregator_release(config: str = typer.Option(..., "--config"), master: Opti
     """Verify the protected fragments, combine them and commit the release."""
     from ..protocol.aggregator import pinned_plan, release
     from ..protocol.context import aggregator_context
+    from ..protocol.kind import kind_jobs
 
     cfg = _config(config, "aggregator", output_table=output_table)
     ctx = aggregator_context(cfg)
     plan = pinned_plan(ctx, plan_id)  # no Spark yet: a plan.json this aggregator did not issue is refused first
-    if linkage_of(plan.linkage).synthesized:  # no Spark either for an owner's round not written yet
-        from ..synthesis.aggregator import check_rounds_written
-
-        check_rounds_written(ctx, plan)
+    kind_jobs(plan.linkage).check_written(ctx, plan)  # no Spark either for an owner's message not written yet
     result = release(_spark(master, cfg, commits=True), ctx, plan=plan)
     console.print(f"release committed: {result.table or result.path} version {result.version}, {result.rows:,} rows; "
                   f"report {result.report}")

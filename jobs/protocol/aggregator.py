@@ -57,6 +57,7 @@ from ..storage import (
 )
 from .context import AggregatorContext
 from .digests import committed_rows, content_digest, fragment_digests, set_checks
+from .kind import Combined, kind_jobs
 from .layout import id_digests_path, read_message
 from .shuffle import one_task, pseudonym_set_digest, shuffle_rows
 from .signatures import public_keys, verify_owner_manifest, verify_table
@@ -641,7 +642,7 @@ def release(spark, ctx: AggregatorContext, *, keys: Optional[Mapping[str, Ed2551
     party played in this process (recorded in the guarantee, :func:`provenance`).
 
     ``linkage: synthetic``: the owners' signed measurements instead of fragments, the model fitted
-    and its rows drawn (:func:`fragrelease.jobs.synthesis.aggregator.synthesize`; docs/specification.md §10).
+    and its rows drawn (the kind's :meth:`fragrelease.jobs.protocol.kind.KindJobs.combine`; docs/specification.md §10).
 
     Returns
     -------
@@ -666,21 +667,19 @@ def release(spark, ctx: AggregatorContext, *, keys: Optional[Mapping[str, Ed2551
     refuse_existing_release(ctx, spark, columns=release_columns(plan))
     prov = dict(provenance(plan, single_process=single_process,  # public facts only, stamped as every commit is
                            risk_check=ctx.config.risk_check is not None))
-    if linkage_of(plan.linkage).synthesized:  # rows drawn from a model of the owners' noisy marginals (docs/specification.md §10)
-        from ..synthesis.aggregator import synthesize
-
-        released, terms = synthesize(spark, ctx, plan, keys)
-        prov["synthesis"] = terms
-        rows = int(terms["rows"])  # from noised values only
-    else:
-        released = _verified_combination(spark, ctx, plan, keys)
-        rows = fragmentation_of(plan.fragmentation).released_rows([o.n_records for o in plan.owners])
-    return _commit(spark, ctx, plan, released, prov, rows)
+    combined = kind_jobs(plan.linkage).combine(spark, ctx, plan, keys)  # the kind verifies and combines
+    prov.update(combined.provenance)  # the kind's terms: public, or computed from noised values only
+    return _commit(spark, ctx, plan, combined, prov)
 
 
-def _verified_combination(spark, ctx: AggregatorContext, plan: Plan, keys: Optional[Mapping[str, Ed25519PublicKey]]):
+def verified_combination(spark, ctx: AggregatorContext, plan: Plan,
+                         keys: Optional[Mapping[str, Ed25519PublicKey]]) -> Combined:
     """Every owner's protected fragment verified against its signed manifest and the plan, combined
-    (:func:`combine`; linked without ``keep_id``: the pseudonym dropped). Errors: :func:`release`."""
+    (:func:`combine`; linked without ``keep_id``: the pseudonym dropped). Errors: :func:`release`.
+
+    The count is the plan's public record counts (:meth:`Fragmentation.released_rows`); a linked union of
+    few values (the plan's public counts; :func:`combine` shuffles it in one task) needs no exchange to
+    commit, so a new version is committed in fewer Spark jobs (jobs/storage/delta.py)."""
     fragments, psets, digests, manifests = {}, {}, {}, {}
     horizontal = not fragmentation_of(plan.fragmentation).by_attributes
     shared, overlap_found = None, False  # overlap_found: the records owners share were counted with the digests
@@ -709,7 +708,10 @@ def _verified_combination(spark, ctx: AggregatorContext, plan: Plan, keys: Optio
     released = combine(plan, fragments)
     if linkage_of(plan.linkage).rows_are_records and not plan.keep_id:
         released = released.drop(PSEUDONYM_COLUMN)
-    return released
+    rows = fragmentation_of(plan.fragmentation).released_rows([o.n_records for o in plan.owners])
+    small = (linkage_of(plan.linkage).rows_are_records and fragmentation_of(plan.fragmentation).assembly == "union"
+             and one_task(rows, len(plan.attributes) + 1))
+    return Combined(rows=released, count=rows, small=small)
 
 
 def _linked_fragments(spark, ctx: AggregatorContext, plan: Plan, keys: Optional[Mapping[str, Ed25519PublicKey]], *,
@@ -759,8 +761,9 @@ def _linked_fragments(spark, ctx: AggregatorContext, plan: Plan, keys: Optional[
             dict(zip(frames, checks.pseudonyms)), checks.shared, overlaps)
 
 
-def _commit(spark, ctx: AggregatorContext, plan: Plan, released, prov: Mapping[str, Any], rows: int) -> CommittedRelease:
-    """Commit ``released`` (the release's rows) with ``prov`` and write the public report; :func:`release`'s result."""
+def _commit(spark, ctx: AggregatorContext, plan: Plan, combined: Combined, prov: Mapping[str, Any]) -> CommittedRelease:
+    """Commit ``combined`` (the release's rows) with ``prov`` and write the public report; :func:`release`'s result."""
+    released, rows = combined.rows, combined.count
     cfg, schema = ctx.config, ctx.schema
     prov = stamp_provenance(prov, system="idpir", guarantee=prov["guarantee"])
     # integer-declared attributes are written as integers (rounding a released value is post-processing),
@@ -771,13 +774,9 @@ def _commit(spark, ctx: AggregatorContext, plan: Plan, released, prov: Mapping[s
     target = release_target(cfg, plan.dataset)
     if target is not None:  # a first version: mark the folder as this release's, clearing its own crashed write
         prepare_output(target, plan.plan_id, if_exists=cfg.if_exists, columns=release_columns(plan))
-    # a linked union of few values (the plan's public counts; combine shuffles it in one task): its rows need
-    # no exchange, so a new version is committed in fewer Spark jobs (jobs/storage/delta.py)
-    small = (linkage_of(plan.linkage).rows_are_records and fragmentation_of(plan.fragmentation).assembly == "union"
-             and one_task(rows, len(plan.attributes) + 1))
     path, version = commit_release(released, system="idpir", provenance=prov, guarantee=prov["guarantee"],
                                    path=cfg.output if cfg.output_table is None else None, table=cfg.output_table,
-                                   if_exists=cfg.if_exists, description=described, small=small)
+                                   if_exists=cfg.if_exists, description=described, small=combined.small)
     if target is not None:
         finish_output(target)
     log.info("release committed: version %d of %s", version, cfg.output_table or path)
@@ -787,11 +786,7 @@ def _commit(spark, ctx: AggregatorContext, plan: Plan, released, prov: Mapping[s
         from .report import committed_release, public_report, public_report_path
 
         attrs = [schema.attribute(a["name"]) for a in plan.attributes]
-        sections = ()
-        if linkage_of(plan.linkage).synthesized:
-            from ..synthesis.aggregator import report_sections
-
-            sections = report_sections(prov, attrs)
+        sections = kind_jobs(plan.linkage).report_sections(prov, attrs)
         report = public_report(committed_release(spark, path, version), attrs, prov, public_report_path(path, version),
                                described=table_self_description(path, version), table=cfg.output_table or path,
                                version=version, extra_sections=sections, records=rows)

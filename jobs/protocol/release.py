@@ -25,7 +25,7 @@ from typing import Callable, Mapping, Optional, Sequence
 from pyspark.sql import DataFrame
 
 from fragrelease.protocol.config import ReleaseConfig
-from fragrelease.protocol.fragmentation import fragmentation_of, linkage_of
+from fragrelease.protocol.fragmentation import fragmentation_of
 from fragrelease.protocol.messages import Plan
 from fragrelease.rng.laplace import NoiseSource, refuse_injected_noise
 from fragrelease.schemas.datasets import resolve_schema
@@ -38,6 +38,7 @@ from . import aggregator, owner, simulate
 from .context import OwnerContext, aggregator_context, owner_context
 from .fragment import conform_attributes, conform_id
 from .keys import generate_release_key
+from .kind import kind_jobs
 from .resume import cost_line, run_decision
 from .shuffle import ONE_TASK_VALUES, one_task
 from .signatures import with_release_keys
@@ -91,7 +92,7 @@ def play_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource] = No
     ``cfg`` is the validated configuration; its ``work_dir`` must already be claimed
     (:func:`prepare_work_dir`). ``noise``: tests only (seeded; refused outside pytest). ``progress``: see
     :meth:`fragrelease.jobs.api.Release.run`. ``evaluate``: also compute MeanSSE against the
-    originals (skipped for a synthetic release, and for a resumed plan). Raises what the steps raise
+    originals (skipped for a kind without protected fragments, and for a resumed plan). Raises what the steps raise
     (ConfigError, ProtocolError, ManifestMismatchError, ReleaseExistsError, BudgetExceededError,
     SchemaMismatchError, DomainError, IdentifierError).
 
@@ -102,10 +103,10 @@ def play_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource] = No
     ``work_dir`` first (:func:`.workspace.clear_work_dir`). ``announce`` receives the cost line
     (:func:`.resume.cost_line`) before any owner spends (default: the logger ``fragrelease.progress``, INFO).
 
-    Spend last across owners: before the first owner's protection (a synthetic release: before each
-    round), every owner runs, in configuration order, its checks that need no noise up to its ledger's
-    check of the spend (:func:`fragrelease.jobs.protocol.owner.check_before_spend`,
-    :func:`fragrelease.jobs.synthesis.owner.check_round_before_spend`; no progress step of their own).
+    Spend last across owners: before each round (an IR release has one, a synthetic release two), every
+    owner runs, in configuration order, its checks that need no noise up to its ledger's check of the
+    spend (the kind's :meth:`fragrelease.jobs.protocol.kind.KindJobs.check_before_spend`; no progress step
+    of their own).
     When one refuses (no room in a ledger, a replayed plan, a damaged ledger, a bad key or plan term),
     its error is raised unchanged and no owner has spent. A failure after the checks (Spark, storage)
     stops the owners after it; the owners before it have spent, and the next run resumes the plan
@@ -121,10 +122,10 @@ def play_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource] = No
     agg = aggregator_context(cfg, schema=schema)
     decision = run_decision(spark, agg, owners, new_plan=new_plan)
     resumed = decision.plan is not None
-    synthetic = linkage_of(cfg.linkage).synthesized  # two owner rounds, no protected fragment to evaluate
-    evaluate = evaluate and not synthetic and not resumed
+    kind = kind_jobs(cfg.linkage)  # the release kind: what its owners do in their rounds, how it combines
+    evaluate = evaluate and kind.evaluates and not resumed
     first = 0 if resumed else int(cfg.simulated) + len(cfg.owners) + 1
-    steps = Steps(first + (2 if synthetic else 1) * len(cfg.owners) + 1 + int(evaluate), progress)
+    steps = Steps(first + kind.rounds_per_owner * len(cfg.owners) + 1 + int(evaluate), progress)
     if decision.plan is not None:
         plan = decision.plan
     else:
@@ -132,22 +133,18 @@ def play_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource] = No
     (announce or _announce)(cost_line(spark, decision, plan, owners))
     manifests: dict = {o.name: None for o in cfg.owners}
     protecteds = {}
-    if synthetic:  # docs/specification.md §10: every owner's round one, then every owner's round two
-        from ..synthesis.owner import check_round_before_spend, measure_owner_round
-
-        for number, what in ((1, "1-way marginals and tree edges"), (2, "clique marginals")):
-            for o in cfg.owners:  # every owner's checks that need no noise before any owner spends
-                check_round_before_spend(spark, owners[o.name], number)
-            for o in cfg.owners:
-                with steps.step("owner", f"measuring noisy {what}", o.name):
-                    measure_owner_round(spark, owners[o.name], noise=noise, number=number)
-    for o in cfg.owners if not synthetic else ():  # every owner's checks that need no noise before any owner spends
-        owner.check_before_spend(spark, owners[o.name])
-    for o in cfg.owners if not synthetic else ():
-        with steps.step("owner", f"protecting {len(plan.owner(o.name).attributes)} attributes", o.name):
-            manifests[o.name], protecteds[o.name] = owner.protect_and_write(spark, owners[o.name], noise=noise)
-    what = "verifying measurements, fitting the model and committing" if synthetic else \
-        "verifying fragments and committing the release"
+    for number in range(1, kind.rounds_per_owner + 1):  # every owner's round one, then every owner's round two
+        for o in cfg.owners:  # every owner's checks that need no noise before any owner spends
+            kind.check_before_spend(spark, owners[o.name], number)
+        for o in cfg.owners:
+            doing = kind.rounds(owners[o.name], plan)[number - 1].doing
+            with steps.step("owner", doing, o.name):
+                _, result = kind.play_round(spark, owners[o.name], number, noise=noise)
+            if result.manifest is not None:
+                manifests[o.name] = result.manifest
+            if result.protected is not None:
+                protecteds[o.name] = result.protected
+    what = kind.combining
     # MeanSSE needs the originals and this driver's own copies of the protected values only, not the release:
     # its one Spark job runs while the aggregator verifies and commits (mostly driver-side work: Delta's
     # commit), and its result is taken, or its error raised, after the aggregator's step as before. Leaving

@@ -29,14 +29,14 @@ from typing import Mapping, Optional
 
 from fragrelease.budget import format_epsilon
 from fragrelease.errors import ConfigError, ManifestMismatchError, ProtocolError, ReleaseExistsError
-from fragrelease.protocol.fragmentation import linkage_of
 from fragrelease.protocol.messages import Plan
 from fragrelease.protocol.plan_check import verified_spec
 
 from ..storage import file_exists, is_delta_table, read_text, table_exists, table_history
 from .aggregator import check_pinned_plan, check_plan_against_config
 from .context import AggregatorContext, OwnerContext
-from .draws import Spend, draw_step, ledger_location
+from .draws import draw_step, ledger_location
+from .kind import kind_jobs
 from .layout import read_message
 from .ledger import records_plan
 
@@ -116,14 +116,7 @@ def committed_version(spark, agg: AggregatorContext, plan_id: str) -> Optional[i
 def _owner_steps(spark, ctx: OwnerContext, plan: Plan) -> tuple[list[str], list[str], Fraction]:
     """What ``ctx``'s owner does on a resumed ``plan``: the steps it re-publishes, the steps it draws, and
     what those draws cost it (the ε its ledger does not record yet; without a ledger, its claims stand for it)."""
-    if linkage_of(plan.linkage).synthesized:
-        from ..synthesis.owner import ROUND_STEPS, plan_synthesis_spec, round_spend
-
-        spec = plan_synthesis_spec(ctx.schema, plan, ctx.name)
-        steps = [(f"round {n}", ROUND_STEPS[n], round_spend(plan, spec, n)) for n in (1, 2)]
-    else:
-        eps = Fraction(plan.owner(ctx.name).epsilon)
-        steps = [("its fragment", "protect", Spend(plan.dataset, plan.plan_id, eps, eps))]
+    steps = [(r.label, r.step, r.spend) for r in kind_jobs(plan.linkage).rounds(ctx, plan)]
     kept, drawn, cost = [], [], Fraction(0)
     for label, name, spend in steps:
         step = draw_step(ctx, plan.plan_id, name)

@@ -1,0 +1,119 @@
+"""What the protocol asks of a release kind on Spark: its owners' rounds and its aggregator's combination.
+
+The protocol's drivers (:mod:`.release`, :mod:`.resume`, :mod:`.aggregator`, the command line) call a kind
+only through :class:`KindJobs`, found by wire name in the one registry (:mod:`fragrelease.kinds`); they
+import no kind and never ask which kind they hold. The shape follows scikit-learn's estimator interface
+(a few methods, checked by one common test: ``tests/jobs/test_kind_interface.py``) and Spark's
+DataSource V2 (a provider registered by name).
+
+A round is one draw of an owner (docs/specification.md §3; draw once, :mod:`.draws`): it is checked
+without noise before any owner spends (:meth:`KindJobs.check_before_spend`), then played
+(:meth:`KindJobs.play_round`): claimed, spent, drawn, kept privately and published, or re-published
+from the owner's private records without a spend.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
+
+from fragrelease.kinds import entry_of, resolve
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+    from pyspark.sql import DataFrame
+
+    from fragrelease.protocol.messages import Manifest, Plan
+    from fragrelease.rng.laplace import NoiseSource
+    from fragrelease.schemas.base import Attribute
+
+    from .context import AggregatorContext, OwnerContext
+    from .draws import Spend
+
+
+@dataclass(frozen=True)
+class Round:
+    """One round an owner plays in a plan: its number (1-based), its draw step's name in the owner's
+    private records (:func:`.draws.draw_step`), its spend, the cost line's label (``its fragment``,
+    ``round 1``) and the progress text of its step (``protecting 3 attributes``)."""
+
+    number: int
+    step: str
+    spend: Spend
+    label: str
+    doing: str
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """What a played round leaves this process: the signed manifest of a protected table (None when the
+    round publishes another message) and the owner's own protected values for MeanSSE (None when the
+    kind releases no protected fragment)."""
+
+    manifest: Optional[Manifest] = None
+    protected: Optional[DataFrame] = None
+
+
+@dataclass(frozen=True)
+class Combined:
+    """The aggregator's combination: the release's rows, their count (public: the plan's counts, or
+    computed from noised values only), the entries the kind adds to the release's provenance (public,
+    or computed from noised values only), and whether the rows are few enough to commit without an
+    exchange."""
+
+    rows: DataFrame
+    count: int
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+    small: bool = False
+
+
+class KindJobs(ABC):
+    """A release kind's Spark half (see the module docstring). Instances are stateless and shared."""
+
+    #: The wire name (the ``linkage`` release option) this half serves.
+    name: str
+    #: How many rounds each owner plays in a plan (:meth:`rounds` lists them).
+    rounds_per_owner: int = 1
+    #: The progress text of the aggregator's step (``verifying fragments and committing the release``).
+    combining: str = "verifying the owners' messages and committing the release"
+    #: Whether the driver can score MeanSSE of the owners' protected values against their originals.
+    evaluates: bool = False
+
+    @abstractmethod
+    def rounds(self, ctx: OwnerContext, plan: Plan) -> Sequence[Round]:
+        """Every round the owner of ``ctx`` plays in ``plan``, in order, with its spend (public terms only)."""
+
+    @abstractmethod
+    def check_before_spend(self, spark, ctx: OwnerContext, number: Optional[int] = None) -> int:
+        """Run the checks of round ``number`` (None: the round that is due) that need no noise, up to the
+        ledger's check of its spend; record nothing. Returns the round's number. Raises what the round
+        would refuse before its spend (ConfigError, ProtocolError, BudgetExceededError, ...)."""
+
+    @abstractmethod
+    def play_round(self, spark, ctx: OwnerContext, number: Optional[int] = None, *,
+                   noise: Optional[NoiseSource] = None) -> tuple[int, RoundResult]:
+        """Play round ``number`` (None: the round that is due, from the owner's private records): re-publish
+        every round kept for the plan, draw the due one once. Returns ``(number, result)``."""
+
+    def check_written(self, ctx: AggregatorContext, plan: Plan) -> None:
+        """Refuse, before Spark starts, a release whose owners' messages are not all written (default:
+        the verification in :meth:`combine` names a missing table)."""
+        return None
+
+    @abstractmethod
+    def combine(self, spark, ctx: AggregatorContext, plan: Plan,
+                keys: Optional[Mapping[str, Ed25519PublicKey]]) -> Combined:
+        """Verify every owner's messages against their signatures and the plan, and combine them into the
+        release's rows. Raises ManifestMismatchError, IdentifierError, ConfigError."""
+
+    def report_sections(self, provenance: Mapping[str, Any], attributes: Sequence[Attribute]) -> tuple:
+        """The kind's own sections of the public report (default: none)."""
+        return ()
+
+
+def kind_jobs(name: str) -> KindJobs:
+    """The Spark half of the release kind ``name`` (:data:`fragrelease.kinds.KINDS`). Raises
+    InvalidParameterError for an unknown name."""
+    jobs = resolve(entry_of(name).jobs)
+    assert isinstance(jobs, KindJobs), f"{entry_of(name).jobs} is not a KindJobs"
+    return jobs
