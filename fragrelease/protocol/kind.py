@@ -66,25 +66,11 @@ class KindConfig(Protocol):
     def synthesis_bins(self) -> int: ...
 
 
-class OwnerFigures(Protocol):
-    """What a run's summary reads of one owner's result (:class:`fragrelease.jobs.api_common.OwnerResult`)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def records(self) -> int: ...
-
-    @property
-    def attributes(self) -> Sequence[str]: ...
-
-    @property
-    def epsilon(self) -> Any: ...
-
-
 class ReleaseFigures(Protocol):
     """What a run's summary reads of its result (:class:`fragrelease.jobs.api_common.ReleaseResult`):
-    public figures and the provenance, and MeanSSE (private: from the originals) when evaluated."""
+    public figures and the provenance, each owner's (``name``, ``records``, ``attributes``, ``epsilon``:
+    :class:`fragrelease.jobs.api_common.OwnerResult`), and MeanSSE (private: from the originals) when
+    evaluated."""
 
     @property
     def provenance(self) -> Mapping[str, Any]: ...
