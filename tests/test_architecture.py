@@ -500,7 +500,7 @@ DRIVER_DRAWS = {
     ("fragrelease.jobs.diffgen.processes", "_party_process"),
     ("fragrelease.jobs.diffgen.processes", "run_adult_two_party"),
     # the command line's evaluation commands: the audit's evaluation sampler, the demo split into publishers
-    ("fragrelease.jobs.cli.parties", "audit"),
+    ("fragrelease.jobs.cli.experiments", "audit"),
     ("fragrelease.jobs.cli.publications", "simulate"),
 }
 
