@@ -216,7 +216,7 @@ def main() -> None:
         cfg = write_inputs(Path(tmp), args.linkage)
         # what `fragrelease run` costs: the JVM and session start plus a first release in that JVM
         t = time.perf_counter()
-        # as `fragrelease run` decides it (jobs/cli/idpir.py, _spark): the declared fragments' sizes
+        # as `fragrelease run` decides it (jobs/cli/_common.py, _spark): the declared fragments' sizes
         small = args.jit == "auto" and inputs_are_small([str(Path(tmp) / f"owner-{o}.csv") for o in (1, 2)])
         spark = get_spark("bench-small-release", master=args.master, small_inputs=small)
         started = time.perf_counter() - t

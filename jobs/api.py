@@ -35,12 +35,12 @@ from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.category_order import (
     AttributeBudget,
 )
-from fragrelease.idpir.guarantee import release_guarantee
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.microaggregation import check_k
 from fragrelease.idpir.spec import protection_spec
 from fragrelease.protocol.config import LedgerConfig, OwnerConfig
-from fragrelease.protocol.fragmentation import HORIZONTAL, linkage_of
+from fragrelease.protocol.fragmentation import HORIZONTAL
+from fragrelease.protocol.kind import release_kind
 from fragrelease.protocol.messages import MIN_K, Manifest
 from fragrelease.protocol.options import OPTION_NAMES, ReleaseOptions
 from fragrelease.rng.laplace import NoiseSource, refuse_injected_noise
@@ -166,7 +166,7 @@ def _protect_options(options: Optional[ReleaseOptions], option_values: dict[str,
         options = ReleaseOptions.of(**option_values)
     elif not isinstance(options, ReleaseOptions):
         raise InvalidParameterError(f"protect: options must be ReleaseOptions, not {type(options).__name__}")
-    if not linkage_of(options.linkage).rows_are_records:
+    if not release_kind(options.linkage).single_owner:  # one owner's DataFrame: its released rows are its records
         raise InvalidParameterError(f"protect: a single owner's DataFrame keeps its rows linked; linkage "
                                     f"{options.linkage!r} is for a Release")
     return options.options
@@ -323,8 +323,8 @@ def protect(
         attributes=tuple(a.public_spec() for a in attrs), n_records=check.n_records, id_column=id_col,
         budgets=spec.budgets, **options.option_values(), content_digest=content_digest(protected), created_at=_now(),
     )
-    statement = release_guarantee(mechanism=mechanism, epsilon=format_epsilon(eps), composition="sequential",
-                                  linkage=options.linkage, category_order=options.category_order)
+    statement = release_kind(options.linkage).guarantee(mechanism=mechanism, epsilon=format_epsilon(eps),
+                                                        composition="sequential", category_order=options.category_order)
     statement["against"] = (f"with the id column {id_col!r} present, nobody: the ids show which identified records "
                             "share a cluster, so no epsilon bound holds; after dropping it (rows are in a random "
                             "order), the per-column statements hold against anyone who reads the rest")

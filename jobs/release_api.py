@@ -227,7 +227,9 @@ class Release:
             self._config = None
 
     def preview(self, *, rows: Optional[int] = None, threshold: float = 0.5):
-        """Accuracy preview before any data is read (:func:`fragrelease.idpir.preview.preview`; no Spark action).
+        """The release kind's preview before any data is read (:meth:`fragrelease.protocol.kind.ReleaseKind.preview`;
+        no Spark action). For the IR kinds (``linked``, ``unlinked``) the accuracy preview
+        (:func:`fragrelease.idpir.preview.preview`):
 
         Per released attribute: ε_attr, the Laplace scale b = E|noise| (exact for DP-IR, an upper bound for
         iDP-IR), the 95 % interval ±b·ln 20 and the share of the domain it covers, the categorical rank-move
@@ -235,12 +237,13 @@ class Release:
         domain) beside the error of releasing the mean or most frequent category; warnings when the first is at
         least ``threshold`` times the second, and the smallest k, ε or attribute subset that fits. ``rows``:
         the record count of owners that declare none. Returns a
-        :class:`~fragrelease.idpir.preview.ReleasePreview`. Raises ConfigError or InvalidParameterError
+        :class:`~fragrelease.idpir.preview.ReleasePreview` (``linkage: synthetic``: a
+        :class:`~fragrelease.synthesis.preview.SynthesisPreview` of each measurement's noise, ``threshold`` unused). Raises ConfigError or InvalidParameterError
         naming the bad key or value.
         """
-        from .protocol.preflight import accuracy_preview
+        from .protocol.preflight import kind_preview
 
-        return accuracy_preview(self.config(), rows=rows, threshold=threshold)
+        return kind_preview(self.config(), rows=rows, threshold=threshold)
 
     def owner_preview(self, owner: str, *, runs: int = 32):
         """One owner's private preview of its own fragment (:func:`fragrelease.jobs.idpir.owner_preview.owner_preview`).
@@ -250,10 +253,13 @@ class Release:
         releasing its own mean or most frequent category. Returns an
         :class:`~fragrelease.jobs.idpir.owner_preview.OwnerPreview`; it is computed from the owner's data, so
         show it to that owner only. Nothing is written and no budget is spent; DataFrame owners stay usable
-        for :meth:`run`. Raises ConfigError for an unknown owner, and the fragment's validation errors.
+        for :meth:`run`. Raises ConfigError for an unknown owner or a release kind that offers no owner preview
+        (``linkage: synthetic``: its noise depends on public terms only), and the fragment's validation errors.
         """
         require_pyspark()
-        from .idpir.owner_preview import owner_preview
+        from fragrelease.kinds import resolve
+        from fragrelease.protocol.kind import release_kind
+
         from .protocol.context import owner_context
         from .protocol.preflight import find_owner
 
@@ -261,8 +267,11 @@ class Release:
             raise ConfigError("this release already ran with DataFrame owners, whose temporary views are gone; "
                               "build a new Release")
         cfg = self.config()
+        kind = release_kind(cfg.linkage)
+        if kind.owner_preview is None:
+            raise ConfigError(f"owner_preview: {kind.owner_preview_refusal()}: see preview()")
         find_owner(cfg, owner)  # before any Spark action
-        return owner_preview(self.spark, owner_context(cfg, owner), runs=runs)
+        return resolve(kind.owner_preview)(self.spark, owner_context(cfg, owner), runs=runs)
 
     def run(self, *, _noise: Optional[NoiseSource] = None, progress: Optional[Callable[[ProgressEvent], None]] = None,
             evaluate: bool = False, new_plan: bool = False, config_path: Optional[str] = None,

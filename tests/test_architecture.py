@@ -123,7 +123,7 @@ def test_the_walk_sees_every_folder_and_both_kinds_of_import():
             "fragrelease.experiments.evaluation", "fragrelease.tiers.chain"} <= set(MODULES)
     driver = _imports("fragrelease.jobs.protocol.release", *MODULES["fragrelease.jobs.protocol.release"])
     assert ("fragrelease.jobs.protocol.simulate" in {m for m, _ in driver})  # from . import module
-    cli = _imports("fragrelease.jobs.cli.idpir", *MODULES["fragrelease.jobs.cli.idpir"])
+    cli = _imports("fragrelease.jobs.cli.parties", *MODULES["fragrelease.jobs.cli.parties"])
     assert "fragrelease.jobs.protocol.owner" in {m for m, _ in cli}  # imported inside a function
 
 
@@ -500,7 +500,7 @@ DRIVER_DRAWS = {
     ("fragrelease.jobs.diffgen.processes", "_party_process"),
     ("fragrelease.jobs.diffgen.processes", "run_adult_two_party"),
     # the command line's evaluation commands: the audit's evaluation sampler, the demo split into publishers
-    ("fragrelease.jobs.cli.idpir", "audit"),
+    ("fragrelease.jobs.cli.experiments", "audit"),
     ("fragrelease.jobs.cli.publications", "simulate"),
 }
 

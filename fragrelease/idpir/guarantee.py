@@ -67,9 +67,10 @@ Against whom (:func:`against_text`):
 from __future__ import annotations
 
 from fragrelease.errors import InvalidParameterError
+from fragrelease.idpir.linkage import IR_LINKAGES, ir_linkage
 from fragrelease.idpir.mechanisms import get_mechanism
-from fragrelease.protocol.fragmentation import LINKAGES as _LINKAGE_REGISTRY
-from fragrelease.protocol.fragmentation import SYNTHETIC, fragmentation_of, linkage_of
+from fragrelease.protocol.fragmentation import fragmentation_of
+from fragrelease.protocol.membership import HORIZONTAL_MEMBERSHIP, VERTICAL_MEMBERSHIP, membership_sentence
 
 #: The ``hand_over`` sentence of a release whose owners run the advisory risk check (``risk_check``).
 HAND_OVER = ("every owner hands its protected fragment over whatever its risk check measures: the check runs after "
@@ -79,9 +80,12 @@ HAND_OVER = ("every owner hands its protected fragment over whatever its risk ch
              "report is another spend (a ledger records it), and the choice to ask for it is outside every epsilon "
              "statement")
 
-#: Linkages of a combined release (docs/specification.md §2): the registry's names
-#: (:data:`fragrelease.protocol.fragmentation.LINKAGES`).
-LINKAGES = tuple(_LINKAGE_REGISTRY)
+#: The IR linkages (:data:`fragrelease.idpir.linkage.IR_LINKAGES`); the synthetic kind states its own
+#: guarantee (:func:`fragrelease.synthesis.kind.synthetic_guarantee`).
+LINKAGES = tuple(IR_LINKAGES)
+#: The membership sentences, stated by every kind (:mod:`fragrelease.protocol.membership`).
+__all__ = ["HAND_OVER", "HORIZONTAL_MEMBERSHIP", "LINKAGES", "VERTICAL_MEMBERSHIP", "against_text", "membership_sentence",
+           "release_guarantee"]
 
 
 def against_text(*, short: str, linkage: str, epsilon: str = "epsilon", keep_id: bool = False,
@@ -93,7 +97,7 @@ def against_text(*, short: str, linkage: str, epsilon: str = "epsilon", keep_id:
     not say the aggregator lacks the key. ``fragmentation``: vertical releases add that the owners'
     id-set digest is the same in every release under one key.
     """
-    if linkage_of(linkage).rows_are_records:
+    if ir_linkage(linkage).rows_are_records:
         view = (f"each column of each owner's fragment, as a multiset, is eps_attr-{short} as for recipients, up to "
                 "HMAC-SHA-256 being a pseudorandom function; its rows are linked within a fragment and, through equal "
                 "pseudonyms, across vertical owners, so its joint view has no epsilon bound")
@@ -123,30 +127,6 @@ def against_text(*, short: str, linkage: str, epsilon: str = "epsilon", keep_id:
             f"{membership_sentence(fragmentation)}")
 
 
-#: The membership exposure of every release whose owners share the pseudonym key (issue 49 item 4;
-#: docs/privacy.md, "What is public"), until a private set-intersection protocol replaces the id digests.
-HORIZONTAL_MEMBERSHIP = (
-    "Membership is not protected: every owner holds the pseudonym key and can read work_dir, so each owner learns "
-    "exactly which record ids every other horizontal owner holds (the keyed digests of its ids in "
-    "work_dir/metadata/ids/ under the key the owners share and, in a microaggregation release, the keyed pseudonyms "
-    "of its protected fragment); under a configured key kept across releases those digests are the same in every "
-    "release, so the aggregator links each owner's id set between releases. No epsilon covers who is in which "
-    "fragment")
-VERTICAL_MEMBERSHIP = (
-    "Membership is not protected: vertical owners hold the same record ids (the plan checks it), so each owner "
-    "knows every other owner's id set, and under a configured key kept across releases the aggregator links that "
-    "id set between releases. No epsilon covers who is in the dataset")
-
-
-def membership_sentence(fragmentation: str = "horizontal") -> str:
-    """The membership exposure of a release of ``fragmentation`` (the end of every ``against`` text).
-
-    Horizontal: :data:`HORIZONTAL_MEMBERSHIP`; vertical: :data:`VERTICAL_MEMBERSHIP`. Raises
-    InvalidParameterError for an unknown fragmentation.
-    """
-    return HORIZONTAL_MEMBERSHIP if fragmentation_of(fragmentation).name == "horizontal" else VERTICAL_MEMBERSHIP
-
-
 def release_guarantee(*, mechanism: str, epsilon: str, composition: str, linkage: str, category_order: str,
                       keep_id: bool = False, fragmentation: str = "horizontal", single_process: bool = False,
                       risk_check: bool = False) -> dict:
@@ -165,8 +145,6 @@ def release_guarantee(*, mechanism: str, epsilon: str, composition: str, linkage
     """
     if linkage not in LINKAGES:
         raise InvalidParameterError(f"linkage must be one of {LINKAGES}, not {linkage!r}")
-    if linkage_of(linkage).synthesized:
-        return synthetic_guarantee(epsilon=epsilon, single_process=single_process)
     short = get_mechanism(mechanism).notion
     if short == "DP":
         notion = "differential privacy (DP-IR: global sensitivity (hi - lo)/k from the declared domain)"
@@ -179,7 +157,7 @@ def release_guarantee(*, mechanism: str, epsilon: str, composition: str, linkage
              if category_order == "dp-frequency" else "categories ranked in their declared, public order")
     per_column = (f"each released column, as a multiset, is eps_attr-{short} for its attribute's budget eps_attr "
                   f"(see each owner's budgets); {order}")
-    table = linkage_of(linkage).table(epsilon=epsilon, short=short, composition=composition)
+    table = ir_linkage(linkage).table(epsilon=epsilon, short=short, composition=composition)
     statement = {
         "neighbouring": "substitution of one record; the number of records is public",
         "notion": notion,
@@ -191,34 +169,3 @@ def release_guarantee(*, mechanism: str, epsilon: str, composition: str, linkage
     if risk_check:
         statement["hand_over"] = HAND_OVER
     return statement
-
-
-def synthetic_guarantee(*, epsilon: str, single_process: bool = False) -> dict:
-    """The guarantee of a ``linkage: synthetic`` release (docs/specification.md §10, "Guarantee").
-
-    Same keys as :func:`release_guarantee`. Every owner's two rounds are ε-DP with respect to its
-    fragment by sequential composition (noisy 1-ways ε₁, the tree's exact report-noisy-max ε_sel, the
-    noisy cliques ε₂); horizontal owners hold disjoint records (parallel composition); the tree, the
-    model, the row count and the rows are post-processing. The mechanism is (ε, 0)-DP: no local
-    sensitivity enters, so the statement is DP, not iDP.
-    """
-    holder = ("In this release one process played every party and generated the pseudonym key of the metadata "
-              "round's id digests" if single_process else
-              "The aggregator does not hold the pseudonym key unless an owner gives it")
-    return {
-        "neighbouring": "substitution of one record; the number of records of each owner is public",
-        "notion": ("differential privacy (marginal synthesis: Laplace noise on counts and a tree selected by "
-                   "report-noisy-max with exponential noise, sampled exactly by OpenDP, all calibrated to "
-                   "sensitivity 2 under substitution; no local sensitivity)"),
-        "per_column": f"every column is a function of the whole table, which is {epsilon}-DP (below)",
-        "table": SYNTHETIC.table(epsilon=epsilon, short="DP", composition="parallel"),
-        "against": (f"release recipients: the statements above, for the records' values; each owner's exact record "
-                    "count is public (provenance). The aggregator and every owner: each sees the owners' signed "
-                    f"noisy marginals and tree edges, which together are {epsilon}-DP for the records' values as the "
-                    "release is, and each owner's exact record count; a horizontal owner's metadata round also "
-                    "writes keyed digests of its record ids for the disjointness check, so every holder of the "
-                    f"pseudonym key learns each owner's set of record ids (not their values). {holder}. Someone with "
-                    "write access to work_dir can delete or replace messages: every message is signed and verified "
-                    "under its owner's configured key, and an owner with a ledger records each round's ε once, so it "
-                    f"refuses to measure a round twice. {HORIZONTAL_MEMBERSHIP}"),
-    }

@@ -28,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from fragrelease.budget import Epsilon
 from fragrelease.errors import ConfigError, InvalidParameterError
 from fragrelease.idpir.mechanisms import get_mechanism
-from fragrelease.protocol.fragmentation import FragmentationName, fragmentation_of, linkage_of
+from fragrelease.protocol.fragmentation import FragmentationName, fragmentation_of
+from fragrelease.protocol.kind import release_kind
 from fragrelease.protocol.messages import MIN_K
 from fragrelease.protocol.options import ReleaseOptions
 from fragrelease.validation import (
@@ -47,31 +48,6 @@ def _checked(value, parse):
     except InvalidParameterError as exc:
         raise ValueError(str(exc)) from None
     return value
-
-
-def synthesis_problems(cfg: ReleaseConfig) -> list[str]:
-    """The configuration checks of ``linkage: synthetic`` (docs/specification.md §10), one line each; no data.
-
-    Vertical fragments are refused: the joint counts the synthesis measures span attributes that
-    different vertical owners hold, and no protocol with a stated guarantee against each party computes
-    them. ``keep_id`` and ``risk_check`` are refused (the rows are not records: no id, no owner's row
-    to check); the synthesis options without ``linkage: synthetic`` are refused (they would do nothing).
-    """
-    problems = []
-    if not linkage_of(cfg.linkage).synthesized:
-        if cfg.synthesis_target is not None or cfg.synthesis_bins != ReleaseOptions.model_fields["synthesis_bins"].default:
-            problems.append(f"synthesis_target/synthesis_bins: for linkage: synthetic only (linkage is {cfg.linkage!r})")
-        return problems
-    if fragmentation_of(cfg.fragmentation).composition != "parallel":  # the marginals need disjoint records
-        problems.append("linkage: synthetic is for horizontal fragments only: the marginals it measures join "
-                        "attributes that different vertical owners hold, and no protocol computes them with a "
-                        "guarantee against each owner (docs/specification.md §10)")
-    if cfg.keep_id:
-        problems.append("keep_id: true cannot be used with linkage: synthetic (the rows are drawn from a model, not records)")
-    if cfg.risk_check is not None:
-        problems.append("risk_check: not available with linkage: synthetic (the rows are drawn from a model; the "
-                        "owners release no row of their own to check)")
-    return problems
 
 
 def _safe_name(v: str) -> str:
@@ -310,9 +286,7 @@ class ReleaseConfig(ReleaseOptions):
         if self.risk_check is not None and not self.reports:
             problems.append("risk_check: needs reports: true (the measured risk goes to each owner's private report "
                             "and nowhere else)")
-        if self.keep_id and linkage_of(self.linkage).shuffles_columns:
-            problems.append("keep_id: true cannot be used with linkage: unlinked (the id would link the rows)")
-        problems.extend(synthesis_problems(self))
+        problems.extend(release_kind(self.linkage).config_problems(self))  # the kind's own (keep_id, its options)
         fixed_k = get_mechanism(self.mechanism).fixed_k
         min_k = MIN_K if fixed_k is None else 1  # plain iDP ignores k (cluster size 1)
         if self.k < min_k:

@@ -11,29 +11,37 @@ A **fragmentation** says what the owners hold and everything that follows from i
   same id set; the fragments are joined by id; the released rows are one owner's records; a
   simulation deals the columns; the guarantee adds that a vertical owner's id digest repeats.
 
-A **linkage** says what the released table's rows are (docs/privacy.md): ``linked`` (the paper's
-rows, one per record), ``unlinked`` (every column shuffled on its own) or ``synthetic`` (rows drawn
-from a model of the owners' noisy marginals, docs/specification.md §10).
+A **linkage** (the ``linkage`` release option) names the release kind: what the released table's
+rows are and how they are made (docs/privacy.md): ``linked`` (the paper's rows, one per record),
+``unlinked`` (every column shuffled on its own) or ``synthetic`` (rows drawn from a model of the
+owners' noisy marginals, docs/specification.md §10). The kinds are registered in
+:mod:`fragrelease.kinds`; code asks the kind (:func:`fragrelease.protocol.kind.release_kind`), never
+its name. :data:`LINKAGES` lists their wire names.
 
-Each is a frozen object in a registry (:data:`FRAGMENTATIONS`, :data:`LINKAGES`); code asks the
-object (:func:`fragmentation_of`, :func:`linkage_of`) rather than comparing its name. The wire
-strings and YAML values are the objects' names, unchanged. Everything here is public.
+Each fragmentation is a frozen object in a registry (:data:`FRAGMENTATIONS`); code asks the object
+(:func:`fragmentation_of`) rather than comparing its name. The wire strings and YAML values are the
+objects' names, unchanged. Everything here is public.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Literal, Mapping, Optional, Protocol, Sequence
+from typing import Any, Literal, Mapping, Optional, Protocol, Sequence, get_args
 
 from fragrelease.budget import ReleaseBudget, horizontal_budget, split_epsilon_vertical, vertical_budget
 from fragrelease.errors import IdentifierError, ProtocolError
+from fragrelease.kinds import KINDS
 from fragrelease.protocol.difference import first_difference
 from fragrelease.validation import registered
 
 #: The fragmentations' wire names (the ``fragmentation`` field of configurations, plans, manifests).
 FragmentationName = Literal["horizontal", "vertical"]
-#: The linkages' wire names (the ``linkage`` release option).
+#: The linkages' wire names (the ``linkage`` release option): the release kinds of the registry
+#: (:data:`fragrelease.kinds.KINDS`), spelt out for the type checker and checked against it below.
 LinkageName = Literal["linked", "unlinked", "synthetic"]
+#: The release kinds' wire names, in the registry's order (:data:`fragrelease.kinds.KINDS`).
+LINKAGES: tuple[str, ...] = tuple(KINDS)
+assert set(get_args(LinkageName)) == set(LINKAGES), "LinkageName must list the kinds of fragrelease.kinds.KINDS"
 
 
 class OwnerFacts(Protocol):
@@ -212,65 +220,3 @@ def fragmentation_of(name: str) -> Fragmentation:
         Unknown name (the message lists the known ones).
     """
     return registered(FRAGMENTATIONS, name, "fragmentation")
-
-
-@dataclass(frozen=True)
-class Linkage:
-    """What the released table's rows are (docs/privacy.md).
-
-    Attributes
-    ----------
-    name : the wire string (the ``linkage`` release option).
-    rows_are_records : each released row is one record's values (``linked``); else columns are
-        shuffled apart (``unlinked``) or rows are drawn from a model (``synthetic``).
-    synthesized : the owners release noisy marginals and the aggregator draws rows from a model
-        (:mod:`fragrelease.synthesis`), instead of protected fragments.
-    table_text : the guarantee's ``table`` sentence, with ``{epsilon}``, ``{short}`` (DP or iDP) and
-        ``{composition}`` to fill (:meth:`table`).
-    """
-
-    name: LinkageName
-    rows_are_records: bool
-    synthesized: bool = False
-    table_text: str = ""
-
-    def table(self, *, epsilon: str, short: str, composition: str) -> str:
-        """The guarantee's ``table`` sentence (:func:`fragrelease.idpir.guarantee.release_guarantee`)."""
-        return self.table_text.format(epsilon=epsilon, short=short, composition=composition)
-
-    @property
-    def shuffles_columns(self) -> bool:
-        """Every column in its own random order, the ids dropped (``unlinked``)."""
-        return not self.rows_are_records and not self.synthesized
-
-
-#: The paper's rows, one per record.
-LINKED = Linkage("linked", rows_are_records=True, table_text=(
-    "linked rows (the paper's release): each row keeps its record's cluster value for every attribute, "
-    "so which clusters co-occur across attributes is shown without noise; the joint table has no "
-    "epsilon bound, only the per-column statements hold"))
-#: Every column shuffled on its own: an ε bound on the whole table.
-UNLINKED = Linkage("unlinked", rows_are_records=False, table_text=(
-    "unlinked: every column was shuffled independently with CSPRNG keys, so the table is a function "
-    "of the noisy centroid vectors alone and is {epsilon}-{short} as a whole "
-    "({composition} composition over owners, sequential over attributes)"))
-#: Rows drawn from a graphical model of the owners' noisy marginals (horizontal fragments only).
-SYNTHETIC = Linkage("synthetic", rows_are_records=False, synthesized=True, table_text=(
-    "whole table ε-DP, ε = {epsilon}: the rows are drawn from a graphical model fitted to the owners' "
-    "noisy marginals; each owner's noisy 1-way marginals, tree edges and clique counts are ε-DP with "
-    "respect to its fragment (sequential composition), the owners' records are disjoint (parallel "
-    "composition), and the tree, the model, the row count and the rows are post-processing. Rows are "
-    "not records: no row stands for a person"))
-#: The registry, by wire name.
-LINKAGES: Mapping[str, Linkage] = {x.name: x for x in (LINKED, UNLINKED, SYNTHETIC)}
-
-
-def linkage_of(name: str) -> Linkage:
-    """The registered linkage called ``name``.
-
-    Raises
-    ------
-    InvalidParameterError
-        Unknown name (the message lists the known ones).
-    """
-    return registered(LINKAGES, name, "linkage")

@@ -25,7 +25,8 @@ from fragrelease.idpir.category_order import AttributeBudget
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.microaggregation import check_k
 from fragrelease.idpir.spec import ProtectionSpec, protection_spec
-from fragrelease.protocol.fragmentation import FragmentationName, fragmentation_of, linkage_of
+from fragrelease.protocol.fragmentation import FragmentationName, fragmentation_of
+from fragrelease.protocol.kind import release_kind
 from fragrelease.protocol.options import DEFAULT_OPTIONS, ReleaseOptions
 
 #: Smallest k of a fragmented IR release (Del Vasto-Terrientes et al. (ICISSP 2025) §4.2: "k ≥ 3").
@@ -247,8 +248,7 @@ def make_plan(
         From :func:`validate_metadata`.
     """
     eps = parse_epsilon(epsilon)
-    if linkage_of(options.linkage).shuffles_columns and keep_id:
-        raise InvalidParameterError("keep_id cannot be used with linkage 'unlinked': an id column would link the rows")
+    release_kind(options.linkage).check_plan_options(keep_id=keep_id)  # keep_id with unlinked rows
     mech = get_mechanism(mechanism)
     if mech.fixed_k is not None:
         k = mech.fixed_k

@@ -7,17 +7,17 @@ Spark job (a lost executor, a task error: Spark's own cause) print one line and 
 ``python -m fragrelease.jobs.cli ARGS`` runs the same command line.
 
     fragrelease [--verbose|--quiet] [--version] COMMAND ...    global options (before the command)
-    fragrelease run CONFIG                          iDP-IR: every party in this driver      (cli.idpir)
+    fragrelease run CONFIG                          every party in this driver, any kind   (cli.release)
     fragrelease validate CONFIG                     every check that needs no data (no Spark)
-    fragrelease plan CONFIG                         accuracy preview per attribute, before any data is read
-    fragrelease split CONFIG                        iDP-IR: simulate the owners' fragments
-    fragrelease owner metadata|protect|preview --config C --owner O   one data owner's step
+    fragrelease plan CONFIG                         the kind's preview, before any data is read
+    fragrelease split CONFIG                        simulate the owners' fragments
+    fragrelease owner metadata|protect|preview --config C --owner O   one data owner's step (cli.parties)
     fragrelease aggregator plan|release --config C                  the aggregator's step
     fragrelease work clear CONFIG                   remove only what an earlier run left in work_dir
-    fragrelease inspect TABLE|--table NAME          versions and provenance of a release
+    fragrelease inspect TABLE|--table NAME          versions and provenance of a release (cli.history)
     fragrelease keys generate --owner O --out DIR   an owner's manifest signing key pair  (cli.keys)
     fragrelease ledger check|history PATH           verify / list an owner's budget ledger (cli.ledger)
-    fragrelease evaluate ...                        experiment: the paper's (ε, k) grid
+    fragrelease evaluate ...                        experiment: the paper's (ε, k) grid   (cli.experiments)
     fragrelease audit ...                           experiment: empirical privacy audit
     fragrelease publications simulate|anonymize|audit ...           (cli.publications)
     fragrelease diffgen run|two-party|experiment ...                (cli.diffgen)
@@ -43,7 +43,7 @@ from rich.markup import escape
 
 from fragrelease.errors import FragReleaseError
 
-from . import diffgen, idpir, keys, ledger, publications, tiers
+from . import diffgen, experiments, history, keys, ledger, parties, publications, release, tiers
 from ._common import console, err, set_verbosity
 
 
@@ -113,26 +113,26 @@ def _global_options(
     _configure_output(1 if verbose else -1 if quiet else 0)
 
 
-# iDP-IR releases over fragmented data (docs/specification.md §1-§4)
-app.command("run")(idpir.run)
-app.command("split")(idpir.split)
+# releases over fragmented data, any kind (docs/specification.md §1-§4, §10)
+app.command("run")(release.run)
+app.command("split")(release.split)
 owner_app = typer.Typer(no_args_is_help=True, help="Steps a data owner runs on its own fragment.")
-owner_app.command("metadata")(idpir.owner_metadata)
-owner_app.command("protect")(idpir.owner_protect)
-owner_app.command("preview")(idpir.owner_preview)
+owner_app.command("metadata")(parties.owner_metadata)
+owner_app.command("protect")(parties.owner_protect)
+owner_app.command("preview")(parties.owner_preview)
 app.add_typer(owner_app, name="owner")
 aggregator_app = typer.Typer(no_args_is_help=True, help="Steps the aggregator runs.")
-aggregator_app.command("plan")(idpir.aggregator_plan)
-aggregator_app.command("release")(idpir.aggregator_release)
+aggregator_app.command("plan")(parties.aggregator_plan)
+aggregator_app.command("release")(parties.aggregator_release)
 app.add_typer(aggregator_app, name="aggregator")
 work_app = typer.Typer(no_args_is_help=True, help="The release's shared work folder.")
-work_app.command("clear")(idpir.work_clear)
+work_app.command("clear")(release.work_clear)
 app.add_typer(work_app, name="work")
-app.command("inspect")(idpir.inspect)
-app.command("validate")(idpir.validate)
-app.command("plan")(idpir.plan)
-app.command("evaluate")(idpir.evaluate)
-app.command("audit")(idpir.audit)
+app.command("inspect")(history.inspect)
+app.command("validate")(release.validate)
+app.command("plan")(release.plan)
+app.command("evaluate")(experiments.evaluate)
+app.command("audit")(experiments.audit)
 # the owners' manifest signing keys (docs/known-limitations.md #7)
 keys_app = typer.Typer(no_args_is_help=True, help="Data owners' Ed25519 keys that sign their manifests.")
 keys_app.command("generate")(keys.generate)

@@ -31,9 +31,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from fragrelease.errors import ConfigError, IdentifierError, ManifestMismatchError, ProtocolError, ReleaseExistsError
-from fragrelease.idpir.guarantee import release_guarantee
+from fragrelease.idpir.linkage import ir_linkage
 from fragrelease.protocol.config import PRIVATE_ROOT_ENV
-from fragrelease.protocol.fragmentation import fragmentation_of, linkage_of
+from fragrelease.protocol.fragmentation import fragmentation_of
 from fragrelease.protocol.messages import Manifest, OwnerMetadata, Plan, check_manifest, make_plan
 from fragrelease.protocol.plan_check import check_plan_for_owner, expected_plan_terms
 from fragrelease.pseudonyms import PSEUDONYM_COLUMN
@@ -311,6 +311,9 @@ def provenance(plan: Plan, *, single_process: bool = False, risk_check: bool = F
     ``risk_check``: the configuration sets the owners' advisory risk check (the guarantee then says
     the hand-over does not depend on it; :data:`fragrelease.idpir.guarantee.HAND_OVER`).
     """
+    from fragrelease.protocol.kind import release_kind
+
+    kind = release_kind(plan.linkage)
     prov: dict[str, Any] = {
         "role": "release",
         "plan_id": plan.plan_id,
@@ -325,21 +328,15 @@ def provenance(plan: Plan, *, single_process: bool = False, risk_check: bool = F
         "attributes": [dict(a) for a in plan.attributes],
         "keep_id": plan.keep_id,
         **plan.wire(),  # every release option as its wire text (fragrelease/protocol/options.py)
-        "guarantee": release_guarantee(mechanism=plan.mechanism, epsilon=str(plan.epsilon), composition=plan.composition,
-                                       linkage=plan.linkage, category_order=plan.category_order,
-                                       keep_id=plan.keep_id, fragmentation=plan.fragmentation,
-                                       single_process=single_process, risk_check=risk_check),
+        "guarantee": kind.guarantee(mechanism=plan.mechanism, epsilon=str(plan.epsilon), composition=plan.composition,
+                                    category_order=plan.category_order, keep_id=plan.keep_id,
+                                    fragmentation=plan.fragmentation, single_process=single_process,
+                                    risk_check=risk_check),
         "fragrelease_version": __version__,
     }
-    if linkage_of(plan.linkage).synthesized:  # the IR terms do not act on a synthetic release: not recorded as if they did
-        for key in ("mechanism", "k", "epsilon_split", "category_order", "category_order_share", "postprocess"):
-            prov.pop(key)
-        prov["owners"] = [{"name": o.name, "n_records": o.n_records, "epsilon": str(o.epsilon),
-                           "attributes": list(o.attributes)} for o in plan.owners]
-    else:  # and the synthesis options do not act on a microaggregated release
-        for key in ("synthesis_target", "synthesis_bins"):
-            prov.pop(key)
-    return prov
+    # the terms that do not act on the kind are not recorded as if they did (synthetic: the IR terms; IR: the
+    # synthesis options), and its owners as the kind records them
+    return kind.provenance_terms(prov, plan.owners)
 
 
 def _read_checked(spark, owner: str, path: str, what: str, expected: list[str], digest_of, version=None):
@@ -434,7 +431,7 @@ def _fragment_before_digests(spark, ctx: AggregatorContext, plan: Plan, owner: s
     check_manifest(manifest, plan)
     names = [a["name"] for a in manifest.attributes]
     path, pset_path = paths.protected, paths.pseudonyms
-    unlinked = linkage_of(plan.linkage).shuffles_columns
+    unlinked = ir_linkage(plan.linkage).shuffles_columns
     if not is_delta_table(path):
         raise ManifestMismatchError(f"owner {owner!r} has no protected Delta table at {path!r}")
     if unlinked and not is_delta_table(pset_path):
@@ -559,7 +556,7 @@ def combine(plan: Plan, fragments: dict[str, DataFrame]) -> DataFrame:
     names = [a["name"] for a in plan.attributes]
     frames = [fragments[o.name] for o in plan.owners]
     frag = fragmentation_of(plan.fragmentation)
-    if linkage_of(plan.linkage).shuffles_columns:
+    if ir_linkage(plan.linkage).shuffles_columns:
         # the row counts are the manifests' (checked against each fragment's digest): public
         rows = frag.released_rows([o.n_records for o in plan.owners])
         if frag.assembly == "union":
@@ -683,7 +680,7 @@ def verified_combination(spark, ctx: AggregatorContext, plan: Plan,
     fragments, psets, digests, manifests = {}, {}, {}, {}
     horizontal = not fragmentation_of(plan.fragmentation).by_attributes
     shared, overlap_found = None, False  # overlap_found: the records owners share were counted with the digests
-    if linkage_of(plan.linkage).shuffles_columns:  # two tables per owner: each owner's digests on their own
+    if ir_linkage(plan.linkage).shuffles_columns:  # two tables per owner: each owner's digests on their own
         for o in plan.owners:
             manifests[o.name], fragments[o.name], psets[o.name], digests[o.name] = load_verified_fragment(
                 spark, ctx, plan, o.name, keys)
@@ -706,10 +703,10 @@ def verified_combination(spark, ctx: AggregatorContext, plan: Plan,
     elif shared is not None:  # counted in the digests' pass, told after the digest and key checks, as before
         raise _shared_records(*shared, stage="release")
     released = combine(plan, fragments)
-    if linkage_of(plan.linkage).rows_are_records and not plan.keep_id:
+    if ir_linkage(plan.linkage).rows_are_records and not plan.keep_id:
         released = released.drop(PSEUDONYM_COLUMN)
     rows = fragmentation_of(plan.fragmentation).released_rows([o.n_records for o in plan.owners])
-    small = (linkage_of(plan.linkage).rows_are_records and fragmentation_of(plan.fragmentation).assembly == "union"
+    small = (ir_linkage(plan.linkage).rows_are_records and fragmentation_of(plan.fragmentation).assembly == "union"
              and one_task(rows, len(plan.attributes) + 1))
     return Combined(rows=released, count=rows, small=small)
 

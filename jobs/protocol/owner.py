@@ -32,9 +32,10 @@ import posixpath
 from typing import Mapping, Optional
 
 from fragrelease.errors import ConfigError, ManifestMismatchError
+from fragrelease.idpir.linkage import ir_linkage
 from fragrelease.idpir.spec import ProtectionSpec
 from fragrelease.protocol.config import LedgerConfig
-from fragrelease.protocol.fragmentation import fragmentation_of, linkage_of
+from fragrelease.protocol.fragmentation import fragmentation_of
 from fragrelease.protocol.messages import Manifest, OwnerMetadata, Plan, manifest_for
 from fragrelease.protocol.plan_check import verified_spec
 from fragrelease.pseudonyms import METADATA_CONTEXT, PSEUDONYM_COLUMN, key_check, new_nonce
@@ -368,7 +369,7 @@ def protect_and_write(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource] 
     target, pset_target = posixpath.join(folder, "protected"), posixpath.join(folder, "pseudonyms")
     try:
         pset_table = None
-        if linkage_of(plan.linkage).shuffles_columns:
+        if ir_linkage(plan.linkage).shuffles_columns:
             # the pseudonyms of the validated fragment's ids; the columns unlinked from the released
             # values directly (the ids never travel with them, no line-up by id)
             ids = pseudonymize(df.select(schema.id_column), schema.id_column, key, pseudonym_context)
@@ -401,7 +402,7 @@ def protect_and_write(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource] 
         # advisory, owner-side only: measured after the hand-over, so nothing handed over depends on it;
         # the numbers and their flags go to this owner's private report, never shared
         assert control is not None
-        linked = linkage_of(plan.linkage).rows_are_records
+        linked = ir_linkage(plan.linkage).rows_are_records
         risk = advise(measure_owner_risk(df, protected if linked else released.unlinked(), control, attrs,
                                          schema.id_column, cfg.risk_check, n_kept=n_records,
                                          n_control=check.n_records - n_records, linked=linked), cfg.risk_check)

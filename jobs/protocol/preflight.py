@@ -27,13 +27,12 @@ no data is needed).
 from __future__ import annotations
 
 import os
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 from fragrelease.errors import ConfigError
-from fragrelease.idpir.mechanisms import get_mechanism
-from fragrelease.idpir.stage import resolve_k
 from fragrelease.protocol.config import OwnerConfig, ReleaseConfig
-from fragrelease.protocol.fragmentation import fragmentation_of, linkage_of
+from fragrelease.protocol.fragmentation import fragmentation_of
+from fragrelease.protocol.kind import release_kind
 from fragrelease.validation import warn_if_large_epsilon
 
 #: Records of each built-in table after cleaning (data/README.md; checked against the loaders in tests).
@@ -150,7 +149,6 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
         ``run`` (every owner's) or ``owner`` (its own): a ledger ``path`` that is damaged or cannot be
         read (:func:`fragrelease.jobs.protocol.ledger.check_intact`); a missing ledger is fine.
     """
-    from fragrelease.idpir.category_order import check_category_counts
     from fragrelease.schemas.datasets import BUILTIN_SCHEMAS, resolve_schema
 
     from .placement import check_private_dirs
@@ -167,16 +165,12 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
         anonymeter_evaluators()  # a configured risk check needs anonymeter: refused before Spark and any spend
     if party in ("run", "aggregator"):
         check_output_path(cfg)
-    if linkage_of(cfg.linkage).synthesized and party in ("run", "aggregator"):
-        from fragrelease.synthesis.mechanism import require_mbi
-
-        require_mbi()  # the aggregator fits the model with mbi: refused before Spark and before any owner spends
+    kind = release_kind(cfg.linkage)
+    kind.check_party(cfg, party)  # what the kind needs on this party's machine (synthetic: mbi), before Spark
     if party == "aggregator":  # it reads only protocol messages: no schema file or source needed here
         return
     schema = resolve_schema(cfg.dataset)  # its error names the dataset
-    check_category_counts(schema.protected, dataset=cfg.dataset)  # 200,000 categories: refused here, not after hours
-    if linkage_of(cfg.linkage).synthesized:
-        synthesis_spec_of(cfg)  # the target and the domain, before Spark starts
+    kind.check_schema(cfg, schema.protected)  # the kind's checks of the released attributes (category counts, ...)
     if schema.id_column is None:
         raise ConfigError(f"dataset: schema {schema.name!r} declares no id column (role: id); fragments need a "
                           "unique record id to order ties and, for vertical releases, to join")
@@ -198,7 +192,7 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
                     raise ConfigError(f"owners[{i}].attributes: {a!r} is also held by owner {seen[a]!r} "
                                       f"(owner {o.name!r}); vertical fragments must not overlap")
                 seen[a] = o.name
-    builtin_rows = BUILTIN_ROWS.get(cfg.dataset) if cfg.simulated and cfg.source is None else None
+    builtin_rows = builtin_size(cfg)
     if cfg.simulated and cfg.source is None and cfg.dataset not in BUILTIN_SCHEMAS and party in ("run", "split"):
         raise ConfigError(f"dataset: {cfg.dataset!r} is not built in: give 'source' (the table to simulate owners "
                           "from) or each owner's 'source'")
@@ -208,9 +202,7 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
             if total != builtin_rows:
                 raise ConfigError(f"owners[*].rows: add up to {total}, but the built-in dataset {cfg.dataset!r} has "
                                   f"{builtin_rows} records")
-        k = resolve_k(get_mechanism(cfg.mechanism), cfg.k)
-        if k > builtin_rows:
-            raise ConfigError(f"k: {cfg.k} exceeds the {builtin_rows} records of the built-in dataset {cfg.dataset!r}")
+        kind.check_table_size(cfg, builtin_rows)  # IR: k at most the table's size
     from .context import owner_context
     from .keys import check_pseudonym_key
 
@@ -243,58 +235,38 @@ def preflight(cfg: ReleaseConfig, *, party: Party = "run", owner: Optional[str] 
                 check_intact(o.ledger.path)
 
 
-def accuracy_preview(cfg: ReleaseConfig, *, rows: Optional[int] = None, threshold: float = 0.5,
-                     suggestions: bool = True):
-    """The accuracy preview of ``cfg`` (:func:`fragrelease.idpir.preview.preview`), before Spark starts.
+def builtin_size(cfg: ReleaseConfig) -> Optional[int]:
+    """The public size of the built-in table a simulation of ``cfg`` cuts (:data:`BUILTIN_ROWS`), or None
+    (owners' own sources, a configured ``source`` or a dataset that is not built in)."""
+    return BUILTIN_ROWS.get(cfg.dataset) if cfg.simulated and cfg.source is None else None
+
+
+def kind_preview(cfg: ReleaseConfig, *, rows: Optional[int] = None, threshold: float = 0.5,
+                 suggestions: bool = True) -> Any:
+    """The preview of ``cfg`` by its release kind (:meth:`fragrelease.protocol.kind.ReleaseKind.preview`), before
+    Spark starts: the IR kinds' accuracy preview (:func:`fragrelease.idpir.preview.preview`, a
+    :class:`~fragrelease.idpir.preview.ReleasePreview`), the synthetic kind's measurement noise
+    (:func:`fragrelease.synthesis.preview.synthesis_preview`).
 
     Reads the configuration's schema (never data). ``rows`` is the record count of owners that declare
     none; a simulation of a built-in table without ``source`` uses the table's public size
-    (:data:`BUILTIN_ROWS`). ``suggestions=False`` skips the search for what would fit. Returns a :class:`fragrelease.idpir.preview.ReleasePreview`; raises ConfigError
-    for an unknown dataset and InvalidParameterError for a bad threshold or ``rows``.
+    (:data:`BUILTIN_ROWS`). ``suggestions=False`` skips the search for what would fit. Raises ConfigError
+    for an unknown dataset or what the kind refuses, and InvalidParameterError for a bad threshold or ``rows``.
     """
     from fragrelease.errors import InvalidParameterError
-    from fragrelease.idpir.preview import preview
     from fragrelease.schemas.datasets import resolve_schema
 
     if rows is not None and rows < 1:
         raise InvalidParameterError(f"rows must be >= 1, not {rows}")
-    if rows is None and cfg.simulated and cfg.source is None:
-        rows = BUILTIN_ROWS.get(cfg.dataset)  # the built-in table's public size (vertical simulations)
-    specs = [a.public_spec() for a in resolve_schema(cfg.dataset).protected]
-    return preview(cfg, specs, rows=rows, threshold=threshold, with_suggestions=suggestions)
+    return release_kind(cfg.linkage).preview(cfg, resolve_schema(cfg.dataset).protected, rows=rows,
+                                             builtin_rows=builtin_size(cfg), threshold=threshold,
+                                             suggestions=suggestions)
 
 
-def synthesis_spec_of(cfg: ReleaseConfig):
-    """The synthesis spec of ``cfg`` from its schema's released attributes (``linkage: synthetic``), no data.
-
-    Raises
-    ------
-    ConfigError
-        ``synthesis_target`` is not a released attribute, or fewer than two attributes are released.
-    """
-    from fragrelease.errors import ConfigError, InvalidParameterError
+def run_warning(cfg: ReleaseConfig) -> Optional[str]:
+    """The warning ``fragrelease run`` logs before any data is read
+    (:meth:`fragrelease.protocol.kind.ReleaseKind.run_warning`; public quantities only), or None."""
     from fragrelease.schemas.datasets import resolve_schema
-    from fragrelease.synthesis.protocol import synthesis_spec
 
-    try:
-        return synthesis_spec(resolve_schema(cfg.dataset).protected, cfg.epsilon, target=cfg.synthesis_target,
-                              bins=cfg.synthesis_bins)
-    except InvalidParameterError as exc:
-        raise ConfigError(str(exc)) from None
-
-
-def synthesis_preview_of(cfg: ReleaseConfig, *, rows: Optional[int] = None):
-    """The preview of a synthetic release (:func:`fragrelease.synthesis.preview.synthesis_preview`), no data.
-
-    ``rows``: the record count of owners that declare none; a simulation of a built-in table uses its
-    public size (:data:`BUILTIN_ROWS`). Raises ConfigError as :func:`synthesis_spec_of`.
-    """
-    from fragrelease.synthesis.preview import synthesis_preview
-
-    if cfg.simulated and cfg.source is None and cfg.dataset in BUILTIN_ROWS:
-        records: Optional[int] = BUILTIN_ROWS[cfg.dataset]
-    elif all(o.rows is not None for o in cfg.owners):
-        records = sum(o.rows or 0 for o in cfg.owners)
-    else:
-        records = None if rows is None else sum(o.rows if o.rows is not None else rows for o in cfg.owners)
-    return synthesis_preview(synthesis_spec_of(cfg), len(cfg.owners), records)
+    return release_kind(cfg.linkage).run_warning(cfg, resolve_schema(cfg.dataset).protected,
+                                                 builtin_rows=builtin_size(cfg))

@@ -26,12 +26,12 @@ from fractions import Fraction
 from typing import Mapping, Optional
 
 from fragrelease.errors import ConfigError, FragReleaseError, ManifestMismatchError
-from fragrelease.protocol.fragmentation import linkage_of
 from fragrelease.protocol.messages import Plan
 from fragrelease.rng.diffgen import DiffGenRandomness, SecureDiffGenRandomness
 from fragrelease.rng.laplace import NoiseSource
 from fragrelease.schemas.base import DatasetSchema
 from fragrelease.signing import sign_manifest_fields, verify_manifest_fields
+from fragrelease.synthesis.kind import SYNTHETIC
 from fragrelease.synthesis.mechanism import measure_cliques, measure_round_one
 from fragrelease.synthesis.protocol import (
     ROUND_FILES,
@@ -132,7 +132,7 @@ def _round_before_data(ctx: OwnerContext):
     claim_work_dir(cfg)
     signing_key = owner_signing_key(ctx)
     plan, _ = read_verified_plan(ctx)  # every term against this owner's configuration, no data
-    if not linkage_of(plan.linkage).synthesized:
+    if plan.linkage != SYNTHETIC.name:
         raise ManifestMismatchError(f"owner {owner.name!r}: plan {plan.plan_id} is not a synthetic release")
     check_plan_nonce(ctx, plan)
     check_nonce_free(ctx, plan)

@@ -106,7 +106,7 @@ def test_plan_errors_are_one_line_with_status_2(capsys, tmp_path):
 def test_the_run_summary_prints_the_table_and_the_meansse_scale(capsys):
     """After a run: the same per-attribute table beside the guarantee, from the release's provenance."""
     from fragrelease.jobs.api_common import Guarantee
-    from fragrelease.jobs.cli.idpir import print_summary
+    from fragrelease.jobs.cli.printing import print_summary
     from fragrelease.jobs.protocol.aggregator import provenance
     from fragrelease.jobs.release_api import OwnerResult, ReleaseResult
     from fragrelease.protocol.messages import OwnerMetadata, make_plan, manifest_for
@@ -152,7 +152,7 @@ def test_the_python_api_previews_without_spark():
 def test_run_logs_the_preview_warning_before_reading_data(caplog):
     import logging
 
-    from fragrelease.jobs.cli.idpir import _warn_accuracy
+    from fragrelease.jobs.cli.release import _warn_accuracy
     from fragrelease.protocol.config import load_config
 
     with caplog.at_level(logging.WARNING, logger="fragrelease.preview"):

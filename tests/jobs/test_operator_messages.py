@@ -20,7 +20,7 @@ HEADER = "record_id,fixed_acidity,alcohol,quality\n1,7.0,10.0,5\n"
 @pytest.fixture
 def no_spark(monkeypatch):
     """A CLI step that would start Spark fails the test instead."""
-    import fragrelease.jobs.cli.idpir as cli
+    import fragrelease.jobs.cli._common as cli
 
     def _refuse(*_a, **_k):
         raise AssertionError("Spark was started")

@@ -111,7 +111,7 @@ def test_other_sessions_keep_the_jvms_compilers(monkeypatch, master, small):
 
 
 def test_the_cli_sizes_the_fragments_a_step_reads_before_spark_starts(tmp_path, monkeypatch):
-    from fragrelease.jobs.cli import idpir
+    from fragrelease.jobs.cli import _common
     from fragrelease.protocol.config import SourceConfig
 
     seen = []
@@ -127,20 +127,20 @@ def test_the_cli_sizes_the_fragments_a_step_reads_before_spark_starts(tmp_path, 
         ([small, table], False),  # a catalog table: not sized, not small
         ([], False),  # the steps that read no fragment
     ]:
-        idpir._spark(None, None, inputs=inputs)
+        _common._spark(None, None, inputs=inputs)
         assert seen.pop() is expected, inputs
 
 
 def test_run_sizes_every_owners_source_or_the_simulated_table():
-    from fragrelease.jobs.cli import idpir
+    from fragrelease.jobs.cli import _common
     from fragrelease.protocol.config import SourceConfig
 
     a, b = SourceConfig(path="a.csv", format="csv"), SourceConfig(path="b.csv", format="csv")
     owners = (SimpleNamespace(source=a), SimpleNamespace(source=b))
     declared = SimpleNamespace(simulated=False, owners=owners, source=None)
-    assert idpir._declared_inputs(declared) == [a, b]  # type: ignore[arg-type]
+    assert _common._declared_inputs(declared) == [a, b]  # type: ignore[arg-type]
     simulated = SimpleNamespace(simulated=True, owners=(SimpleNamespace(source=None),), source=a)
-    assert idpir._declared_inputs(simulated) == [a]  # type: ignore[arg-type]
+    assert _common._declared_inputs(simulated) == [a]  # type: ignore[arg-type]
 
 
 @pytest.mark.slow

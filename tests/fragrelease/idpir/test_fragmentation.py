@@ -1,4 +1,5 @@
-"""Fragmentations and linkages as objects (fragrelease.protocol.fragmentation): the registry and what each owns."""
+"""Fragmentations and linkages as objects (fragrelease.protocol.fragmentation, fragrelease.idpir.linkage, the release
+kinds of fragrelease.kinds): the registries and what each owns."""
 from fractions import Fraction
 from types import SimpleNamespace
 
@@ -6,27 +7,31 @@ import pytest
 
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.guarantee import LINKAGES as GUARANTEE_LINKAGES
-from fragrelease.idpir.guarantee import release_guarantee, synthetic_guarantee
+from fragrelease.idpir.guarantee import release_guarantee
+from fragrelease.idpir.linkage import LINKED_ROWS as LINKED
+from fragrelease.idpir.linkage import UNLINKED_ROWS as UNLINKED
+from fragrelease.idpir.linkage import ir_linkage
+from fragrelease.kinds import KINDS
 from fragrelease.protocol.config import ReleaseConfig
 from fragrelease.protocol.fragmentation import (
     FRAGMENTATIONS,
     HORIZONTAL,
     LINKAGES,
-    LINKED,
-    SYNTHETIC,
-    UNLINKED,
     VERTICAL,
     fragmentation_of,
-    linkage_of,
 )
+from fragrelease.protocol.kind import release_kind
 from fragrelease.protocol.messages import Plan
 from fragrelease.protocol.options import ReleaseOptions
+from fragrelease.synthesis.kind import synthetic_guarantee
 
 
 def test_the_wire_strings_are_the_registrys_names_and_the_models_literals():
     assert tuple(FRAGMENTATIONS) == ("horizontal", "vertical")
-    assert tuple(LINKAGES) == GUARANTEE_LINKAGES == ("linked", "unlinked", "synthetic")
-    assert fragmentation_of("vertical") is VERTICAL and linkage_of("unlinked") is UNLINKED
+    assert LINKAGES == tuple(KINDS) == ("linked", "unlinked", "synthetic")
+    assert GUARANTEE_LINKAGES == ("linked", "unlinked")  # the IR kinds' own statement; synthetic states its own
+    assert fragmentation_of("vertical") is VERTICAL and ir_linkage("unlinked") is UNLINKED
+    assert [release_kind(name).name for name in LINKAGES] == list(LINKAGES)
     # the pydantic models accept exactly the registered names (their Literal is the registry's)
     assert set(ReleaseConfig.model_fields["fragmentation"].annotation.__args__) == set(FRAGMENTATIONS)
     assert set(Plan.model_fields["fragmentation"].annotation.__args__) == set(FRAGMENTATIONS)
@@ -34,9 +39,11 @@ def test_the_wire_strings_are_the_registrys_names_and_the_models_literals():
     with pytest.raises(InvalidParameterError, match=r"^fragmentation must be one of \('horizontal', 'vertical'\), "
                                                     r"not 'diagonal'$"):
         fragmentation_of("diagonal")
-    with pytest.raises(InvalidParameterError, match=r"^linkage must be one of \('linked', 'unlinked', 'synthetic'\), "
+    with pytest.raises(InvalidParameterError, match=r"^linkage must be one of \['linked', 'unlinked', 'synthetic'\], "
                                                     r"not 'joined'$"):
-        linkage_of("joined")
+        release_kind("joined")
+    with pytest.raises(InvalidParameterError, match=r"^linkage must be one of \('linked', 'unlinked'\), not 'synthetic'$"):
+        ir_linkage("synthetic")
 
 
 def test_each_fragmentation_owns_its_composition_budget_rows_and_assembly():
@@ -74,6 +81,9 @@ def test_the_guarantee_takes_its_sentences_from_the_objects():
         assert "digest of its pseudonymised id set" not in release_guarantee(linkage=linkage.name, **common)["against"]
     assert "1-DP as a whole (sequential composition" in UNLINKED.table(epsilon="1", short="DP", composition="sequential")
     assert synthetic_guarantee(epsilon="1/2")["table"].startswith("whole table ε-DP, ε = 1/2: the rows are drawn")
-    assert release_guarantee(linkage="synthetic", **common) == synthetic_guarantee(epsilon="1")
-    assert (LINKED.rows_are_records, UNLINKED.shuffles_columns, SYNTHETIC.synthesized) == (True, True, True)
-    assert not (LINKED.shuffles_columns or SYNTHETIC.shuffles_columns or UNLINKED.synthesized)
+    assert release_kind("synthetic").guarantee(**common) == synthetic_guarantee(epsilon="1")
+    for linkage in (LINKED, UNLINKED):  # the kind states the IR guarantee of its rows
+        assert release_kind(linkage.name).guarantee(**common) == release_guarantee(linkage=linkage.name, **common)
+    assert (LINKED.rows_are_records, UNLINKED.shuffles_columns) == (True, True)
+    assert not (LINKED.shuffles_columns or UNLINKED.rows_are_records)
+    assert [release_kind(n).single_owner for n in LINKAGES] == [True, False, False]  # protect(): rows are records

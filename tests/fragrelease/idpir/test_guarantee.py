@@ -8,13 +8,15 @@ that a vertical owner's id-set digest is the same in every release under one key
 import pytest
 
 from fragrelease.idpir.guarantee import against_text, release_guarantee
+from fragrelease.protocol.kind import release_kind
 
 
 def _against(**kw):
+    """The ``against`` sentence of the kind named ``linkage`` (default linked), as its release states it."""
     args = dict(mechanism="idp-ir", epsilon="1", composition="parallel", linkage="linked",
                 category_order="dp-frequency")
     args.update(kw)
-    return release_guarantee(**args)["against"]
+    return release_kind(args.pop("linkage")).guarantee(**args)["against"]
 
 
 @pytest.mark.parametrize("linkage", ["linked", "unlinked"])

@@ -120,11 +120,11 @@ def test_public_prediction_is_within_30_percent_of_the_measured_adult_error(attr
     """conf/adult-horizontal.yaml (idp-ir, ε 1, k 50, isotonic): the plan's prediction (data spread over the
     declared domain, the declared n of each owner) against the RMSE of 8 releases of Adult's actual records
     by the numpy reference (protect_attribute per owner's fragment, records dealt at random)."""
-    from fragrelease.jobs.protocol.preflight import accuracy_preview
+    from fragrelease.jobs.protocol.preflight import kind_preview
     from fragrelease.protocol.config import load_config
     from fragrelease.schemas.datasets import load_builtin_pandas, resolve_schema
 
-    pv = accuracy_preview(load_config("conf/adult-horizontal.yaml"))
+    pv = kind_preview(load_config("conf/adult-horizontal.yaml"))
     predicted = next(a for a in pv.attributes if a.attribute == attribute).released_error
     assert predicted is not None
     x = load_builtin_pandas("adult")[attribute].to_numpy(float)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from fragrelease.errors import ConfigError, InvalidParameterError, ManifestMismatchError
-from fragrelease.idpir.guarantee import release_guarantee
 from fragrelease.protocol.config import config_from_dict
+from fragrelease.protocol.kind import release_kind
 from fragrelease.rng.diffgen import SeededDiffGenRandomness
 from fragrelease.rng.laplace import FastLaplace
 from fragrelease.schemas.datasets import resolve_schema
@@ -157,8 +157,8 @@ def test_the_preview_gives_the_laplace_scale_of_each_measurement_from_public_ter
 
 
 def test_the_guarantee_of_a_synthetic_release_is_whole_table_epsilon_dp():
-    g = release_guarantee(mechanism="idp-ir", epsilon="1", composition="parallel", linkage="synthetic",
-                          category_order="declared")
+    g = release_kind("synthetic").guarantee(mechanism="idp-ir", epsilon="1", composition="parallel",
+                                            category_order="declared")
     assert g["table"].startswith("whole table ε-DP, ε = 1")
     assert "differential privacy" in g["notion"] and "individual" not in g["notion"]
     assert "aggregator" in g["against"] and "write access" in g["against"]

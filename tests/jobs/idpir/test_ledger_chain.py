@@ -347,12 +347,12 @@ def test_racing_threads_leave_the_anchor_at_the_last_version(tmp_path, machine):
 def test_run_and_validate_refuse_a_rolled_back_ledger_before_spark_starts(tmp_path, machine, capsys, monkeypatch):
     import yaml
 
-    from fragrelease.jobs.cli import idpir as cli_idpir
+    from fragrelease.jobs.cli import _common as cli_common
 
     def no_spark(master):
         raise AssertionError("a SparkSession was asked for")
 
-    monkeypatch.setattr(cli_idpir, "_spark", no_spark)
+    monkeypatch.setattr(cli_common, "_spark", no_spark)
     path = _ledger(tmp_path)
     conf = tmp_path / "release.yaml"
     conf.write_text(yaml.safe_dump({

@@ -326,12 +326,12 @@ def test_validate_refuses_a_damaged_ledger_before_spark_starts(tmp_path, capsys,
     """A damaged ledger needs no data: ``fragrelease validate`` and every owner step refuse it before Spark."""
     import yaml
 
-    from fragrelease.jobs.cli import idpir as cli_idpir
+    from fragrelease.jobs.cli import _common as cli_common
 
     def no_spark(master):
         raise AssertionError("a SparkSession was asked for")
 
-    monkeypatch.setattr(cli_idpir, "_spark", no_spark)
+    monkeypatch.setattr(cli_common, "_spark", no_spark)
 
     path = _ledger(tmp_path)
     conf = tmp_path / "release.yaml"

@@ -133,7 +133,7 @@ def test_the_guarantee_says_the_check_adds_nothing_to_epsilon():
 def test_fragrelease_run_prints_the_hand_over_sentence_with_the_guarantee(capsys, checked):
     pytest.importorskip("pyspark")
     from fragrelease.jobs.api_common import Guarantee
-    from fragrelease.jobs.cli.idpir import print_summary
+    from fragrelease.jobs.cli.printing import print_summary
     from fragrelease.jobs.protocol.aggregator import provenance
     from fragrelease.jobs.release_api import OwnerResult, ReleaseResult
     from fragrelease.protocol.config import load_config
