@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from .context import AggregatorContext, OwnerContext
     from .draws import Spend
+    from .report import OwnerReportParts
 
 
 @dataclass(frozen=True)
@@ -107,8 +108,18 @@ class KindJobs(ABC):
         release's rows. Raises ManifestMismatchError, IdentifierError, ConfigError."""
 
     def report_sections(self, provenance: Mapping[str, Any], attributes: Sequence[Attribute]) -> tuple:
-        """The kind's own sections of the public report (default: none)."""
+        """The kind's own sections of the public report (default: none): :class:`.report_html.ReportSection`
+        objects, each where its ``place`` says (``lead``, ``parameters``, ``end``). Public terms only."""
         return ()
+
+    def owner_report_parts(self, attributes: Sequence[Attribute], id_column: str, manifest: Mapping[str, Any],
+                           **options: Any) -> OwnerReportParts:
+        """What the kind adds to an owner's private report (:func:`.report.owner_report`): a Spark pass
+        beside the page's summaries and its sections (default: nothing). ``options``: what the owner's
+        step passes on (``mean_sse_value``, ``risk``), each kind reading those it knows."""
+        from .report import OwnerReportParts
+
+        return OwnerReportParts()
 
 
 def kind_jobs(name: str) -> KindJobs:

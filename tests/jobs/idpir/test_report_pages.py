@@ -13,12 +13,12 @@ import pandas as pd
 import pytest
 
 from fragrelease.idpir.guarantee import release_guarantee
+from fragrelease.jobs.idpir.report_sections import noise_section
 from fragrelease.jobs.protocol.report import (
     ORIGINAL_COLOUR,
     RELEASED_COLOUR,
     TEMPLATES,
     ReportSection,
-    noise_section,
     owner_report,
     public_report,
 )
