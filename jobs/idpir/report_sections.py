@@ -16,7 +16,7 @@ import numpy as np
 from fragrelease.idpir.metrics import CATEGORICAL_SCALE, SCALE_TEXT
 from fragrelease.schemas.base import Attribute
 
-from ..protocol.report import OwnerReportParts, Scored
+from ..protocol.kind import OwnerReportParts, Scored
 from ..protocol.report_html import BarChart, ReportSection, _bar_chart
 
 #: The text of the public report's noise section, after the preview's title.

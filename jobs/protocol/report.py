@@ -35,7 +35,6 @@ from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from pyspark.sql import DataFrame
@@ -45,7 +44,7 @@ from fragrelease.schemas.base import Attribute
 
 from ..describe import cast_declared_integers, integer_columns
 from ..storage import write_text
-from .kind import kind_jobs
+from .kind import OwnerReportParts, Scored, kind_jobs
 from .report_html import (  # noqa: F401 - where the reports' templates are, named here too
     ORIGINAL_COLOUR,
     RELEASED_COLOUR,
@@ -236,29 +235,6 @@ def _stored_text(attrs: Sequence[Attribute]) -> str:
     if not rounded:
         return "no attribute is declared integer, so none is rounded"
     return f"{', '.join(rounded)} rounded half to even to integers, as the release table holds them"
-
-
-#: What a kind's owner-report score returns: its result (passed to the kind's sections) and, when asked
-#: for them, the quantiles of the original and of the stored values (attribute name -> list; None: not computed).
-Scored = tuple[Any, Optional[Mapping[str, list[float]]], Optional[Mapping[str, list[float]]]]
-
-
-@dataclass(frozen=True)
-class OwnerReportParts:
-    """What a release kind adds to an owner's private report
-    (:meth:`fragrelease.jobs.protocol.kind.KindJobs.owner_report_parts`; default: nothing).
-
-    ``score(original, stored, quantiles)``: a Spark pass over the owner's original fragment and its values as
-    the table stores them, run beside the page's summaries (an IR release: MeanSSE over the id join);
-    ``quantiles`` is None (the page has them exactly) or ``(probabilities, accuracy)``, which the pass may
-    compute too (else it returns None for them and the page computes them). Returns :data:`Scored`.
-    ``sections(result, original_stats, released_stats)``: the kind's :class:`ReportSection` objects, each
-    where its ``place`` says (the stats as :func:`.report_stats.table_summary` gives them). ``disclosed``:
-    what the page's warning says is computed from the original data."""
-
-    score: Optional[Callable[[DataFrame, DataFrame, Optional[tuple[list[float], int]]], Scored]] = None
-    sections: Callable[[Any, Mapping[str, Any], Mapping[str, Any]], Sequence[ReportSection]] = lambda *_: ()
-    disclosed: str = "the original statistics and the differences"
 
 
 #: The linkage of a manifest that names none: the manifest's own default.

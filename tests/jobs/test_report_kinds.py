@@ -11,8 +11,7 @@ import pytest
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.guarantee import release_guarantee
 from fragrelease.jobs.describe import kind_text, release_description
-from fragrelease.jobs.protocol.kind import kind_jobs
-from fragrelease.jobs.protocol.report import OwnerReportParts
+from fragrelease.jobs.protocol.kind import OwnerReportParts, kind_jobs
 from fragrelease.jobs.protocol.report_html import ReportSection, render
 from fragrelease.kinds import KINDS
 from fragrelease.schemas.base import Attribute
