@@ -85,6 +85,7 @@ def pages(out: str | None) -> None:
     import pandas as pd
 
     from fragrelease.idpir.guarantee import release_guarantee
+    from fragrelease.jobs.protocol.kind import kind_jobs
     from fragrelease.jobs.session import get_spark
 
     attrs = attributes(*SCHEMAS["bench_small_release: 14 numeric, 6 categorical of 2-20"])
@@ -121,7 +122,8 @@ def pages(out: str | None) -> None:
                                     attrs, "rid", {"owner": "owner-1", "plan_id": "p", "n_records": n // 2},
                                     str(Path(tmp) / "owner" / "report.html"))
         public = report.public_report(spark.createDataFrame(protected.drop(columns="rid")), attrs, provenance,
-                                      str(Path(tmp) / "public.html"), table="bench", version=0)
+                                      str(Path(tmp) / "public.html"), table="bench", version=0,
+                                      extra_sections=kind_jobs("linked").report_sections(provenance, attrs))
         for name, path in (("owner report", owner), ("public report", public)):
             text = Path(path).read_text(encoding="utf-8")
             print(f"{name}: {len(text.encode()):,} bytes, {text.count('data:image/png')} PNG images")

@@ -19,17 +19,23 @@ from fragrelease.errors import InvalidParameterError
 
 @dataclass(frozen=True)
 class KindEntry:
-    """Where one kind's halves are: ``"module:attribute"`` of its Spark-free kind and of its Spark jobs."""
+    """Where one kind's halves are: ``"module:attribute"`` of its Spark-free kind and of its Spark jobs, and
+    of the function by which a release of the kind describes itself (Spark-free:
+    :func:`fragrelease.jobs.describe.kind_text`)."""
 
     terms: str
     jobs: str
+    describe: str
 
 
 #: Every release kind by wire name, in the order the configuration's help lists them.
 KINDS: dict[str, KindEntry] = {
-    "linked": KindEntry("fragrelease.idpir.kind:LINKED", "fragrelease.jobs.idpir.kind:LINKED_JOBS"),
-    "unlinked": KindEntry("fragrelease.idpir.kind:UNLINKED", "fragrelease.jobs.idpir.kind:UNLINKED_JOBS"),
-    "synthetic": KindEntry("fragrelease.synthesis.kind:SYNTHETIC", "fragrelease.jobs.synthesis.kind:SYNTHETIC_JOBS"),
+    "linked": KindEntry("fragrelease.idpir.kind:LINKED", "fragrelease.jobs.idpir.kind:LINKED_JOBS",
+                        describe="fragrelease.idpir.describe_text:release_text"),
+    "unlinked": KindEntry("fragrelease.idpir.kind:UNLINKED", "fragrelease.jobs.idpir.kind:UNLINKED_JOBS",
+                          describe="fragrelease.idpir.describe_text:release_text"),
+    "synthetic": KindEntry("fragrelease.synthesis.kind:SYNTHETIC", "fragrelease.jobs.synthesis.kind:SYNTHETIC_JOBS",
+                           describe="fragrelease.synthesis.describe_text:release_text"),
 }
 
 

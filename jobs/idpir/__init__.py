@@ -14,7 +14,8 @@
   imports neither :mod:`fragrelease.jobs.api` nor :mod:`fragrelease.jobs.release_api`);
 - :mod:`~fragrelease.jobs.protocol.simulate`: simulated owners (one table cut into fragments);
 - :mod:`~fragrelease.jobs.protocol.ledger`: each owner's privacy-budget ledger;
-- :mod:`~fragrelease.jobs.idpir.evaluate`, :mod:`~fragrelease.jobs.protocol.report`: MeanSSE on Spark and the utility reports.
+- :mod:`~fragrelease.jobs.idpir.evaluate`, :mod:`~fragrelease.jobs.idpir.report_sections`: MeanSSE on Spark and the IR
+  sections of the utility reports (:mod:`~fragrelease.jobs.protocol.report` writes the pages).
 
 The party modules import nothing from the command line (``fragrelease.jobs.cli``).
 """

@@ -44,6 +44,16 @@ class IRJobs(KindJobs):
 
         return verified_combination(spark, ctx, plan, keys)
 
+    def report_sections(self, provenance, attributes):
+        from .report_sections import report_sections
+
+        return report_sections(provenance, attributes)
+
+    def owner_report_parts(self, attributes, id_column, manifest, **options):
+        from .report_sections import owner_report_parts
+
+        return owner_report_parts(attributes, id_column, manifest, **options)
+
 
 #: ``linkage: linked``: the paper's rows, one per record.
 LINKED_JOBS = IRJobs("linked")

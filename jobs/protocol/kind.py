@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 from fragrelease.kinds import entry_of, resolve
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from .context import AggregatorContext, OwnerContext
     from .draws import Spend
+    from .report_html import ReportSection
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,29 @@ class Combined:
     count: int
     provenance: Mapping[str, Any] = field(default_factory=dict)
     small: bool = False
+
+
+#: What a kind's owner-report score returns: its result (passed to the kind's sections) and, when asked
+#: for them, the quantiles of the original and of the stored values (attribute name -> list; None: not computed).
+Scored = tuple[Any, Optional[Mapping[str, list[float]]], Optional[Mapping[str, list[float]]]]
+
+
+@dataclass(frozen=True)
+class OwnerReportParts:
+    """What a release kind adds to an owner's private report
+    (:meth:`KindJobs.owner_report_parts`; default: nothing).
+
+    ``score(original, stored, quantiles)``: a Spark pass over the owner's original fragment and its values as
+    the table stores them, run beside the page's summaries (an IR release: MeanSSE over the id join);
+    ``quantiles`` is None (the page has them exactly) or ``(probabilities, accuracy)``, which the pass may
+    compute too (else it returns None for them and the page computes them). Returns :data:`Scored`.
+    ``sections(result, original_stats, released_stats)``: the kind's :class:`ReportSection` objects, each
+    where its ``place`` says (the stats as :func:`.report_stats.table_summary` gives them). ``disclosed``:
+    what the page's warning says is computed from the original data."""
+
+    score: Optional[Callable[[DataFrame, DataFrame, Optional[tuple[list[float], int]]], Scored]] = None
+    sections: Callable[[Any, Mapping[str, Any], Mapping[str, Any]], Sequence[ReportSection]] = lambda *_: ()
+    disclosed: str = "the original statistics and the differences"
 
 
 class KindJobs(ABC):
@@ -107,8 +131,16 @@ class KindJobs(ABC):
         release's rows. Raises ManifestMismatchError, IdentifierError, ConfigError."""
 
     def report_sections(self, provenance: Mapping[str, Any], attributes: Sequence[Attribute]) -> tuple:
-        """The kind's own sections of the public report (default: none)."""
+        """The kind's own sections of the public report (default: none): :class:`.report_html.ReportSection`
+        objects, each where its ``place`` says (``lead``, ``parameters``, ``end``). Public terms only."""
         return ()
+
+    def owner_report_parts(self, attributes: Sequence[Attribute], id_column: str, manifest: Mapping[str, Any],
+                           **options: Any) -> OwnerReportParts:
+        """What the kind adds to an owner's private report (:func:`.report.owner_report`): a Spark pass
+        beside the page's summaries and its sections (default: nothing). ``options``: what the owner's
+        step passes on (``mean_sse_value``, ``risk``), each kind reading those it knows."""
+        return OwnerReportParts()
 
 
 def kind_jobs(name: str) -> KindJobs:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import Any, Mapping, Optional
+from typing import Mapping, Optional
 
 from fragrelease.errors import ConfigError, ManifestMismatchError
 from fragrelease.protocol.messages import Plan
@@ -102,25 +102,3 @@ def synthesize(spark, ctx: AggregatorContext, plan: Plan, keys: Optional[Mapping
         "cliques": [list(c) for c in cliques], "rows": n, "fit_iterations": iters,
     }
     return rows, terms
-
-
-def report_sections(provenance: Mapping[str, Any], attributes) -> tuple:
-    """The public report's section of a synthetic release: each measurement's ε and noise (public terms only).
-
-    ``attributes``: the released :class:`fragrelease.schemas.base.Attribute` objects in plan order.
-    Returns one :class:`fragrelease.jobs.protocol.report.ReportSection`
-    (:func:`fragrelease.synthesis.preview.synthesis_preview`'s table).
-    """
-    from fragrelease.synthesis.preview import synthesis_preview
-    from fragrelease.synthesis.protocol import synthesis_spec
-
-    from ..protocol.report import ReportSection
-
-    terms = provenance["synthesis"]
-    owners = provenance.get("owners", [])
-    spec = synthesis_spec(attributes, Fraction(provenance["epsilon"]), target=terms.get("target"), bins=terms["bins"])
-    pv = synthesis_preview(spec, len(owners), sum(int(o["n_records"]) for o in owners))
-    text = ("The rows are drawn from a graphical model fitted to the owners' noisy marginals; each measurement below "
-            "adds Laplace noise of scale b to every cell of every owner's marginal. " + " ".join(pv.notes))
-    return (ReportSection("How the rows were made", "table_section.html.j2",
-                          {"text": text, "header": pv.header(), "rows": pv.table_rows()}, anchor="synthesis"),)

@@ -46,7 +46,7 @@ class SynthesisJobs(KindJobs):
         return Combined(rows=released, count=int(terms["rows"]), provenance={"synthesis": terms})  # the count: from noised values only
 
     def report_sections(self, provenance, attributes):
-        from .aggregator import report_sections
+        from .report_sections import report_sections
 
         return report_sections(provenance, attributes)
 

@@ -203,7 +203,7 @@ def test_inspect_and_table_self_description_read_the_new_fields(spark, tmp_path,
     userMetadata; ``table_self_description`` returns them (either commit path)."""
     from fragrelease.jobs.cli import run_cli
     from fragrelease.jobs.describe import release_description
-    from fragrelease.jobs.protocol.report import _description_html
+    from fragrelease.jobs.protocol.report_html import _description_html
     from fragrelease.jobs.storage import commit_delta, table_self_description
 
     prov = _provenance()

@@ -10,6 +10,7 @@ import pytest
 
 from fragrelease.idpir.metrics import mean_sse as numpy_mean_sse
 from fragrelease.jobs.idpir.evaluate import mean_sse, mean_sse_by_attribute
+from fragrelease.jobs.idpir.report_sections import report_sections
 from fragrelease.jobs.protocol.report import owner_report, public_report
 from fragrelease.schemas.base import Attribute
 
@@ -65,7 +66,9 @@ def test_public_report_shows_the_noise_table_from_public_parameters_only(spark, 
                         "attributes": ["age", "sex"],
                         "budgets": [{"attribute": x, "epsilon": "1/2", "epsilon_order": "0",
                                      "epsilon_centroids": "1/2"} for x in ("age", "sex")]} for o in ("a", "b")]}
-    path = public_report(spark.createDataFrame(prot[["age", "sex"]]), ATTRS, prov, str(tmp_path / "p.html"))
+    # the IR kind's sections, as the aggregator passes them (this provenance names no linkage)
+    path = public_report(spark.createDataFrame(prot[["age", "sex"]]), ATTRS, prov, str(tmp_path / "p.html"),
+                         extra_sections=report_sections(prov, ATTRS))
     text = open(path, encoding="utf-8").read()
     assert "Noise per attribute" in text and "exact (DP-IR)" in text
     assert "original" not in text.lower() and "MeanSSE" not in text  # nothing computed from the original data

@@ -9,7 +9,8 @@ import re
 import numpy as np
 import pytest
 
-from fragrelease.jobs.protocol import report
+from fragrelease.jobs.protocol import report_html as report
+from fragrelease.jobs.protocol.report_stats import BINS
 from fragrelease.schemas.base import Attribute
 
 NAMES = ["a", "b<c", "d"]
@@ -100,7 +101,7 @@ def test_a_bar_chart_is_html_with_its_numbers():
 NUMERIC = Attribute(name="x", type="double", role="quasi-identifier", kind="numeric", domain=[0, 100])
 CATEGORICAL = Attribute(name="g", type="string", role="quasi-identifier", kind="categorical",
                         categories=["a", "b", "c", "d"])
-EDGES = list(np.linspace(0, 100, report.BINS + 1))
+EDGES = list(np.linspace(0, 100, BINS + 1))
 HIST = [0, 1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 89, 55, 34, 21, 13, 8, 5, 3]  # largest: 144
 ORIGINAL_HIST = [h * 2 for h in HIST[::-1]]  # largest: 288, the chart's top when overlaid
 FREQ = {"a": 30, "b": 0, "c": 120, "d": 45}
@@ -194,7 +195,7 @@ def test_category_names_sit_under_their_bars_escaped_with_their_title():
 
 @pytest.mark.parametrize("overlaid", [False, True], ids=["public", "owner"])
 def test_the_alt_text_and_caption_say_what_the_chart_shows(overlaid):
-    numeric = {"edges": list(np.linspace(-5, 0.5, report.BINS + 1)), "hist": HIST}
+    numeric = {"edges": list(np.linspace(-5, 0.5, BINS + 1)), "hist": HIST}
     a = Attribute(name="x", type="double", role="quasi-identifier", kind="numeric", domain=[-5, 0.5])
     charts = report._distributions([a, CATEGORICAL], {"x": numeric, "g": {"freq": FREQ}},
                                    {"x": numeric, "g": {"freq": ORIGINAL_FREQ}} if overlaid else None)
@@ -212,9 +213,9 @@ def test_the_alt_text_and_caption_say_what_the_chart_shows(overlaid):
 @pytest.mark.parametrize("categorical", [False, True], ids=["numeric", "categorical"])
 def test_an_empty_histogram_has_flat_bars_and_a_zero_tick(categorical):
     a = CATEGORICAL if categorical else NUMERIC
-    zero = {"freq": dict.fromkeys(FREQ, 0)} if categorical else {"edges": EDGES, "hist": [0] * report.BINS}
+    zero = {"freq": dict.fromkeys(FREQ, 0)} if categorical else {"edges": EDGES, "hist": [0] * BINS}
     chart = report._distribution(a, zero, zero)  # no division by zero
-    n = len(FREQ) if categorical else report.BINS
+    n = len(FREQ) if categorical else BINS
     assert chart.released == chart.original == (0.0,) * n
     assert chart.yticks == (report.Tick("0", 0.0),)
     text = _macro("distribution", chart)
@@ -240,8 +241,8 @@ def _summaries(seed: int) -> dict:
             out[a.name] = {"freq": {c: int(rng.integers(0, 300)) for c in a.categories}}
         else:
             lo, hi = a.bounds()
-            out[a.name] = {"edges": list(np.linspace(lo, hi, report.BINS + 1)),
-                           "hist": list(rng.integers(0, 10 ** (seed % 4 + 1), report.BINS))}
+            out[a.name] = {"edges": list(np.linspace(lo, hi, BINS + 1)),
+                           "hist": list(rng.integers(0, 10 ** (seed % 4 + 1), BINS))}
     return out
 
 
@@ -252,7 +253,7 @@ def test_every_chart_reaches_its_top_with_at_most_5_ticks_per_axis_within_it(ove
     assert len(charts) == len(SCHEMA)
     for a, c in zip(SCHEMA, charts):
         counts = list(released[a.name]["freq"].values()) if a.categorical else released[a.name]["hist"]
-        assert len(c.released) == len(counts) == (len(a.categories) if a.categorical else report.BINS)
+        assert len(c.released) == len(counts) == (len(a.categories) if a.categorical else BINS)
         assert max(c.released + (c.original or ())) == 100.0  # the largest count is the plot's top
         assert 2 <= len(c.yticks) <= 5 and all(0 <= t.position <= 100 for t in c.yticks)
         assert c.yticks[0] == report.Tick("0", 0.0)

@@ -13,12 +13,13 @@ import pandas as pd
 import pytest
 
 from fragrelease.idpir.guarantee import release_guarantee
+from fragrelease.jobs.idpir.report_sections import noise_section
+from fragrelease.jobs.protocol.kind import kind_jobs
 from fragrelease.jobs.protocol.report import (
     ORIGINAL_COLOUR,
     RELEASED_COLOUR,
     TEMPLATES,
     ReportSection,
-    noise_section,
     owner_report,
     public_report,
 )
@@ -45,6 +46,11 @@ def _provenance(linkage: str = "linked") -> dict:
                                     for a in ATTRS]} for o in ("a", "b")]}
 
 
+def _kind_sections(provenance: dict) -> tuple:
+    """The release kind's own sections of the public report, as the aggregator passes them."""
+    return kind_jobs(provenance["linkage"]).report_sections(provenance, ATTRS)
+
+
 def _released(n: int = N) -> pd.DataFrame:
     rng = np.random.default_rng(7)
     return pd.DataFrame({"age": rng.integers(18, 90, n).astype("int32"), "hours": np.round(rng.uniform(1, 99, n), 2),
@@ -64,7 +70,7 @@ def _plain(fragment: str) -> str:
 def test_public_report_opens_with_table_version_rows_and_the_guarantee(spark, tmp_path, linkage):
     prov = _provenance(linkage)
     path = public_report(spark.createDataFrame(_released()), ATTRS, prov, str(tmp_path / "p.html"),
-                         table="main.reports.d_release", version=3)
+                         table="main.reports.d_release", version=3, extra_sections=_kind_sections(prov))
     text = open(path, encoding="utf-8").read()
     head = re.search(r'<p class="headline" id="headline">(.*?)</p>', text, re.S)
     assert head is not None and head.start() < text.index("<h2>")  # first, before every section
@@ -81,7 +87,7 @@ def test_public_report_opens_with_table_version_rows_and_the_guarantee(spark, tm
 
 def test_public_report_is_one_file_with_charts_and_nothing_from_outside_the_release(spark, tmp_path):
     path = public_report(spark.createDataFrame(_released()), ATTRS, _provenance(), str(tmp_path / "p.html"),
-                         table="t", version=0)
+                         table="t", version=0, extra_sections=_kind_sections(_provenance()))
     text = open(path, encoding="utf-8").read()
     # no image: in HTML, one distribution per attribute, the noise interval, the rank-move chance, the
     # expected released error against the constant release's, and the correlations as a coloured table
@@ -109,7 +115,7 @@ def test_values_are_escaped_never_markup(spark, tmp_path):
     described = {"description": "<img src=x onerror=alert(1)>", "properties": {"k": "<i>v</i>"},
                  "column_comments": {"age": "a & b"}}
     path = public_report(spark.createDataFrame(_released()), ATTRS, prov, str(tmp_path / "p.html"), described,
-                         table="<t>", version=0)
+                         table="<t>", version=0, extra_sections=_kind_sections(prov))
     text = open(path, encoding="utf-8").read()
     for raw in ("<b>d</b>", "<script", "<img src=x", "<i>v</i>", "<t>"):
         assert raw not in text

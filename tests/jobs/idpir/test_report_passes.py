@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fragrelease.jobs.protocol import report
+from fragrelease.jobs.protocol import report, report_stats
 from fragrelease.jobs.protocol.report import _counted_summary_pass, _quantiles, committed_release, plain_parquet_table
 from fragrelease.jobs.session import delta_available
 from fragrelease.jobs.storage import commit_delta, read_delta
@@ -179,13 +179,16 @@ def _released_df(spark):
 
 def test_the_public_reports_noise_charts_are_drawn_while_its_summary_pass_runs(spark, tmp_path, monkeypatch):
     import threading
+    from dataclasses import replace
+
+    from fragrelease.jobs.idpir.report_sections import report_sections
 
     drawn, events = threading.Event(), []
-    noise_section, summary_pass = report.noise_section, report._counted_summary_pass
-
-    def noise_then_mark(provenance):
-        noise = noise_section(provenance)
-        return {**noise, "draw": lambda: (noise["draw"](), drawn.set())[0]}
+    summary_pass = report._counted_summary_pass
+    # the IR kind's sections (as the aggregator passes them), the noise section's draw marking when it has run
+    sections = [replace(s, draw=lambda draw=s.draw: (draw(), drawn.set())[0]) if s.draw else s
+                for s in report_sections(_provenance(), PAGE_ATTRS)]
+    assert [s.anchor for s in sections if s.draw] == ["noise"]
 
     def summary_waiting_for_the_noise_charts(*args):
         # the plot thread draws the noise charts while this pass runs, so waiting for them here ends
@@ -193,10 +196,9 @@ def test_the_public_reports_noise_charts_are_drawn_while_its_summary_pass_runs(s
         events.append(drawn.wait(30))
         return summary_pass(*args)
 
-    monkeypatch.setattr(report, "noise_section", noise_then_mark)
     monkeypatch.setattr(report, "_counted_summary_pass", summary_waiting_for_the_noise_charts)
     path = report.public_report(_released_df(spark), PAGE_ATTRS, _provenance(), str(tmp_path / "p.html"),
-                                table="t", version=0)
+                                table="t", version=0, extra_sections=sections)
     assert events == [True]
     text = open(path).read()
     # the distributions in HTML (one numeric: no correlations), no image
@@ -238,9 +240,9 @@ def test_rank_quantiles_are_sparks_percentile_approx_below_the_exact_limit(spark
            .agg(F.percentile_approx("x", list(report.QUANTILES), accuracy).alias("q")).collect()}
     assert got.keys() == columns.keys()
     for name, x in columns.items():
-        assert got[name] == report._rank_quantiles(x, report.QUANTILES), name
-    assert report._rank_quantiles(np.array([np.nan, 2.0, 1.0]), (0.5,)) == [1.0]  # NaN is no value
-    assert report._rank_quantiles(np.array([np.nan]), (0.5,)) is None
+        assert got[name] == report_stats._rank_quantiles(x, report.QUANTILES), name
+    assert report_stats._rank_quantiles(np.array([np.nan, 2.0, 1.0]), (0.5,)) == [1.0]  # NaN is no value
+    assert report_stats._rank_quantiles(np.array([np.nan]), (0.5,)) is None
 
 
 def test_summaries_with_quantiles_are_the_quantile_pass_in_the_same_job(spark):

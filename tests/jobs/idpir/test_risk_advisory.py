@@ -15,8 +15,8 @@ import yaml
 
 from fragrelease.errors import ConfigError
 from fragrelease.idpir.guarantee import HAND_OVER, release_guarantee
+from fragrelease.jobs.idpir.report_sections import risk_section
 from fragrelease.jobs.idpir.risk_check import AdvisoryRisk, advise
-from fragrelease.jobs.protocol.report import risk_section
 from fragrelease.protocol.config import RiskCheckConfig, config_from_dict
 from fragrelease.risk import AttackResult, Rate, Risk, RiskReport
 
