@@ -6,7 +6,7 @@ import logging
 import pytest
 
 from fragrelease.errors import ConfigError
-from fragrelease.jobs import session
+from fragrelease.jobs import session, session_delta, session_workers
 
 
 class _Builder:
@@ -91,10 +91,10 @@ def test_a_bad_delta_mode_is_refused_naming_it(monkeypatch):
 
 
 def test_the_fallback_warns_once(monkeypatch, caplog):
-    monkeypatch.setattr(session, "_warned_no_delta", False)
+    monkeypatch.setattr(session_delta, "_warned_no_delta", False)
     with caplog.at_level(logging.WARNING, logger=session.__name__):
-        session._warn_no_delta("no network")
-        session._warn_no_delta("no network")
+        session_delta._warn_no_delta("no network")
+        session_delta._warn_no_delta("no network")
     assert len(caplog.records) == 1 and "tables are committed with delta-rs" in caplog.records[0].getMessage()
 
 
@@ -130,7 +130,7 @@ class _NoJobs:
 
 def test_no_warm_up_on_a_cluster_or_when_turned_off(monkeypatch):
     assert session.warm_python_workers(_NoJobs("spark://h:7077")) is None
-    monkeypatch.setattr(session, "WARM_PYTHON_WORKERS", False)
+    monkeypatch.setattr(session_workers, "WARM_PYTHON_WORKERS", False)
     assert session.warm_python_workers(_NoJobs("local[2]")) is None
 
 
@@ -170,7 +170,7 @@ def test_the_warm_up_runs_python_tasks_and_ends(spark):
     thread.join(timeout=120)
     assert not thread.is_alive()
     # the worker function passes its rows on unchanged
-    assert sorted(r.id for r in spark.range(0, 3, 1, 2).mapInPandas(session._warm_worker, "id long").collect()) == [0, 1, 2]
+    assert sorted(r.id for r in spark.range(0, 3, 1, 2).mapInPandas(session_workers._warm_worker, "id long").collect()) == [0, 1, 2]
 
 
 def test_the_embedded_session_keeps_a_release_worth_of_compiled_classes(spark):
