@@ -42,6 +42,7 @@ import atexit
 import logging
 import os
 import re
+import shutil
 import sys
 import warnings
 from pathlib import Path

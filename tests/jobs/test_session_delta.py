@@ -209,3 +209,21 @@ def test_a_spark_submit_session_turns_dataframe_debugging_off_and_a_managed_one_
     monkeypatch.setenv("DATABRICKS_RUNTIME_VERSION", "15.4")  # a managed runtime's own session: untouched
     monkeypatch.setattr(SparkSession, "builder", _SubmitBuilder())
     assert session.get_spark("t").conf == {}
+
+
+def test_the_warm_up_imports_what_the_protection_tasks_import():
+    """The worker's first task imports the mechanism's modules (through the executor draws of
+    ``udfs/noise.py``; the session names no release kind), none of which the session module loads itself."""
+    import subprocess
+    import sys
+
+    wanted = ("fragrelease.idpir.mechanisms", "fragrelease.idpir.postprocess", "fragrelease.idpir.stage",
+              "fragrelease.rng.laplace", "fragrelease.udfs.noise", "scipy.optimize")
+    code = ("import sys\nfrom fragrelease.jobs.session_workers import _warm_worker\n"
+            f"wanted = {wanted!r}\n"
+            "before = [m for m in wanted if m in sys.modules]\n"
+            "rows = list(_warm_worker(iter([1, 2])))\n"
+            "print(before, [m for m in wanted if m not in sys.modules], rows)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[] [] [1, 2]", out.stdout
