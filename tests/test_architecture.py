@@ -480,7 +480,7 @@ def test_no_product_module_is_over_500_lines():
     """Every module of ``fragrelease/``, ``jobs/``, ``udfs/`` and ``schemas/`` has at most 500 lines."""
     paths = [p for folder in PRODUCT_FOLDERS for p in sorted((ROOT / folder).rglob("*.py"))]
     assert {p.relative_to(ROOT).parts[0] for p in paths} == set(PRODUCT_FOLDERS)
-    assert len(paths) > 200
+    assert len(paths) > 150
     bad = _too_long(paths)
     assert not bad, "\n".join(bad)
 
