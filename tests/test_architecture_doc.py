@@ -210,3 +210,17 @@ def test_a_package_without_a_docstring_is_caught(tmp_path):
     (tmp_path / "jobs" / "bare" / "__init__.py").write_text("# a comment is not a docstring\nx = 1\n", encoding="utf-8")
     (tmp_path / "jobs" / "__init__.py").write_text('"""The Spark side."""\n', encoding="utf-8")
     assert _packages_without_docstring(tmp_path, ("jobs",)) == ["jobs/bare/__init__.py"]
+
+
+def test_the_registry_imports_only_the_errors():
+    """The Layers table: ``fragrelease/kinds.py`` imports no project module but ``fragrelease.errors`` (the
+    kinds' halves are text, imported on first use), so importing it loads no kind."""
+    tree = ast.parse((ROOT / "fragrelease" / "kinds.py").read_text(encoding="utf-8"))
+    project = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            assert not node.level, node.lineno
+            project.add(node.module or "")
+        elif isinstance(node, ast.Import):
+            project.update(a.name for a in node.names)
+    assert {m for m in project if m.split(".")[0] == "fragrelease"} == {"fragrelease.errors"}
