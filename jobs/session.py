@@ -95,6 +95,7 @@ def set_default_log_level(level: str) -> None:
     global _default_log_level
     _default_log_level = level
 
+
 #: Compiled classes the embedded session keeps (``spark.sql.codegen.cache.maxEntries``, a static
 #: setting; Spark's default is 100): a release compiles about 200, so with 100 every release compiled
 #: them all again. A generated class is tens of kilobytes.
