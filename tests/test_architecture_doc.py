@@ -3,6 +3,7 @@ claims it makes about the code (no Spark windows, noise in grouped tasks, pyarro
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from pathlib import Path
 
@@ -120,11 +121,15 @@ def _file_of(module: str, root: Path = ROOT) -> Path:
 
 
 def _registry_problems(kinds, root: Path = ROOT) -> list[str]:
-    """What is wrong with registry entries ``kinds`` (wire name -> entry with ``terms`` and ``jobs``), read
-    without importing them: a half whose module file is missing, or that does not define the object."""
+    """What is wrong with registry entries ``kinds`` (wire name -> entry: ``terms``, ``jobs`` and any other
+    ``"module:attribute"`` field), read without importing them: a module file missing, or an object it
+    does not define."""
     bad = []
     for name, entry in kinds.items():
-        for half in ("terms", "jobs"):
+        halves = [f.name for f in dataclasses.fields(entry)] if dataclasses.is_dataclass(entry) else ["terms", "jobs"]
+        for half in halves:
+            if not isinstance(getattr(entry, half), str):
+                continue
             module, _, attribute = getattr(entry, half).partition(":")
             path = _file_of(module, root)
             if not path.is_file():
@@ -150,10 +155,11 @@ def test_every_registry_entry_names_a_module_that_defines_its_half():
 
 
 def test_a_registry_entry_naming_nothing_is_caught():
-    from fragrelease.kinds import KindEntry
+    from types import SimpleNamespace
 
-    planted = {"ghost": KindEntry("fragrelease.ghost.kind:GHOST", "fragrelease.jobs.protocol.kind:NO_SUCH_JOBS"),
-               "fine": KindEntry("fragrelease.kinds:KINDS", "fragrelease.jobs.protocol.kind:KindJobs")}
+    planted = {"ghost": SimpleNamespace(terms="fragrelease.ghost.kind:GHOST",
+                                        jobs="fragrelease.jobs.protocol.kind:NO_SUCH_JOBS"),
+               "fine": SimpleNamespace(terms="fragrelease.kinds:KINDS", jobs="fragrelease.jobs.protocol.kind:KindJobs")}
     assert _registry_problems(planted) == ["ghost.terms: no file fragrelease/ghost/kind.py for fragrelease.ghost.kind",
                                            "ghost.jobs: jobs/protocol/kind.py defines no NO_SUCH_JOBS"]
     assert _file_of("fragrelease.jobs.idpir") == ROOT / "jobs" / "idpir" / "__init__.py"

@@ -160,7 +160,7 @@ def test_the_walk_sees_the_protocol_the_shared_modules_and_the_kinds():
     modules = MODULES
     covered = {n for n in modules if _protocol_or_shared(n)}
     assert {"fragrelease.protocol.config", "fragrelease.jobs.protocol.release", "fragrelease.jobs.protocol.kind",
-            "fragrelease.jobs.cli.idpir", "fragrelease.jobs.api", "fragrelease.jobs.release_api",
+            "fragrelease.jobs.cli", "fragrelease.jobs.cli.keys", "fragrelease.jobs.api", "fragrelease.jobs.release_api",
             "fragrelease.jobs.describe", "fragrelease.jobs.session", "fragrelease.jobs.session_workers",
             "fragrelease", "fragrelease.errors", "fragrelease.budget"} <= covered
     assert not covered & {REGISTRY, "fragrelease.idpir.preview", "fragrelease.jobs.idpir.protect",
