@@ -5,6 +5,10 @@ individual differential privacy. The kinds' Spark half is :mod:`fragrelease.jobs
 they share with every kind (configuration, fragmentations, plan, manifests) is :mod:`fragrelease.protocol`,
 which reaches this package only through the registry (:mod:`fragrelease.kinds`).
 
+- :mod:`~fragrelease.idpir.kind`: the kinds' Spark-free half the registry names (configuration checks,
+  guarantee, provenance terms, checks before Spark, what the command line shows), with
+  :mod:`~fragrelease.idpir.linkage` (what a linked or unlinked release's rows are) and
+  :mod:`~fragrelease.idpir.describe_text` (what an IR table says about itself);
 - :mod:`~fragrelease.idpir.microaggregation`: IR clusters and centroids of one attribute;
 - :mod:`~fragrelease.idpir.sensitivity`: Δ of the centroid vector (DP-IR, iDP-IR, iDP) and the k each uses;
 - :mod:`~fragrelease.idpir.mechanisms`: the noisy centroids (Laplace scale, clamping, rounding);
