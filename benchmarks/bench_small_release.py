@@ -206,10 +206,10 @@ def main() -> None:
                    help="print each step's Spark jobs by call site (the name of the job's last stage)")
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    from fragrelease.jobs import session
+    from fragrelease.jobs import session_workers
     from fragrelease.jobs.session import get_spark, inputs_are_small
 
-    session.WARM_PYTHON_WORKERS = not args.no_warm
+    session_workers.WARM_PYTHON_WORKERS = not args.no_warm
 
     with tempfile.TemporaryDirectory() as tmp:
         os.environ.setdefault("FRAGRELEASE_PRIVATE_ROOT", str(Path(tmp) / "private-root"))

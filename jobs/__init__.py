@@ -1,12 +1,17 @@
 """The Spark side of fragrelease (repository folder ``jobs/``): jobs that apply the Spark-free math.
 
 - :mod:`~fragrelease.jobs.cli`: the ``fragrelease`` command line and the party entry points;
-- :mod:`~fragrelease.jobs.idpir`: iDP-IR parties (owner, aggregator, local driver, protect, ledger, reports);
+- :mod:`~fragrelease.jobs.protocol`: the fragmented-release protocol every release kind shares (the owner and
+  aggregator steps, the local driver, ledgers, manifests, reports) and the kinds' interface
+  (:mod:`~fragrelease.jobs.protocol.kind`);
+- :mod:`~fragrelease.jobs.idpir`, :mod:`~fragrelease.jobs.synthesis`: the release kinds' Spark halves (IR,
+  marginal synthesis), reached through the registry :mod:`fragrelease.kinds`;
 - :mod:`~fragrelease.jobs.publications`, :mod:`~fragrelease.jobs.tiers`, :mod:`~fragrelease.jobs.diffgen`:
   the other three systems' Spark jobs (DiffGen's party processes included);
 - :mod:`~fragrelease.jobs.api` (:mod:`~fragrelease.jobs.release_api`, :mod:`~fragrelease.jobs.api_common`):
   the Python API;
-- :mod:`~fragrelease.jobs.session`: the SparkSession;
+- :mod:`~fragrelease.jobs.session`: the SparkSession (its parts: ``session_delta``, ``session_catalog``,
+  ``session_jvm``, ``session_workers``);
 - :mod:`~fragrelease.jobs.storage`: every read and write of shared storage behind one public face
   (fragments, protocol text files, Delta commits, catalog tables, the output's state and the one
   commit and provenance contract of every system).

@@ -37,12 +37,13 @@ def _workload(dump_to: str) -> None:
     from pyspark.core.context import SparkContext
 
     import fragrelease.jobs.session as session
+    import fragrelease.jobs.session_workers as session_workers
     from fragrelease.schemas.datasets import load_builtin_pandas
     from fragrelease.schemas.wine import SCHEMA
 
     from .api import Release
 
-    session.WARM_PYTHON_WORKERS = False
+    session_workers.WARM_PYTHON_WORKERS = False
     session.driver_java_options = lambda: f"-XX:ArchiveClassesAtExit={dump_to}"  # this JVM writes the archive
     work = tempfile.mkdtemp(prefix="fragrelease-class-archive-")
     os.environ["FRAGRELEASE_PRIVATE_ROOT"] = os.path.join(work, "private")  # the owners' reports and keys, removed below

@@ -5,16 +5,20 @@
   whose module ``__getattr__`` imports :mod:`fragrelease.jobs.api` when ``fragrelease.protect`` or
   ``fragrelease.Release`` is first accessed (so that a notebook can write ``fragrelease.protect``),
   never at import time; ``import fragrelease`` alone loads no pyspark (checked in a subprocess);
-- nothing outside the command line (``jobs.cli``) imports it, the iDP-IR party modules
-  (``jobs/idpir``) included;
+- nothing outside the command line (``jobs.cli``) imports it, the party modules (``jobs/protocol``)
+  and the kinds included;
 - no release-path module (the math, the Spark jobs, the UDFs, the schemas) imports ``experiments``;
   only the CLI's experiment commands do;
 - no import cycle exists among the project's modules;
 - storage is one subpackage with one public face: nothing outside ``jobs/storage/`` imports a module
   inside it (three tests that monkeypatch an inner module's attribute are listed), and its ``__all__``
   is exactly what the rest of the project imports from it.
-- inside ``jobs/``, no module imports a higher layer of ``JOBS_LAYERS`` (storage < party modules <
-  shared result types < the local driver < the Python API < the entry points).
+- inside ``jobs/``, no module imports a higher layer of ``JOBS_LAYERS`` (storage and session < the
+  protocol < the release kinds and the other systems < shared result types < the local driver < the
+  Python API < the entry points);
+- no module of ``fragrelease/``, ``jobs/``, ``udfs/`` or ``schemas/`` is over 500 lines.
+
+What the protocol may not import or branch on (the kinds) is ``tests/test_kind_boundaries.py``'s.
 """
 from __future__ import annotations
 
@@ -182,7 +186,8 @@ def test_importing_the_package_loads_no_spark_until_the_facade_is_used():
 
 
 def test_nothing_outside_the_cli_imports_it():
-    """The party modules (``jobs/idpir``: owner, aggregator, the local driver) included: the CLI calls them."""
+    """The party modules (``jobs/protocol``: owner, aggregator, the local driver) and the kinds included: the
+    CLI calls them."""
     bad = [f"{path.relative_to(ROOT)}:{line} imports {imported}"
            for name, (path, is_pkg) in MODULES.items() if not _under(name, "fragrelease.jobs.cli")
            for imported, line in _imports(name, path, is_pkg) if _under(imported, "fragrelease.jobs.cli")]
@@ -357,15 +362,22 @@ def test_the_storage_face_exports_exactly_what_the_project_uses():
 #: The layers of ``jobs/``, lowest first (docs/architecture.md, "Layers"): a module imports modules of
 #: its own layer or of a lower one, never of a higher one (TYPE_CHECKING and function-level imports
 #: included). Each layer lists module names or packages (a name covers its submodules); the most
-#: specific name decides (``fragrelease.jobs.protocol.release`` is the driver, the rest of
-#: ``fragrelease.jobs.idpir`` the parties). Every module of ``jobs/`` must be in one layer.
+#: specific name decides (``fragrelease.jobs.protocol.release`` is the local driver, the rest of
+#: ``fragrelease.jobs.protocol`` the protocol). Every module of ``jobs/`` must be in one layer.
+#: The protocol sits below the release kinds: it reaches a kind only through the registry
+#: (:mod:`fragrelease.kinds`, imported on first use by ``jobs/protocol/kind.py``), never by an import;
+#: the kinds build on the protocol. The local driver plays every party, through the kinds' interface.
 JOBS_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("storage and session", ("fragrelease.jobs", "fragrelease.jobs.storage", "fragrelease.jobs.session",
+                             "fragrelease.jobs.session_catalog", "fragrelease.jobs.session_delta",
+                             "fragrelease.jobs.session_jvm", "fragrelease.jobs.session_workers",
                              "fragrelease.jobs.class_archive", "fragrelease.jobs.frames",
                              "fragrelease.jobs.partitioning", "fragrelease.jobs.progress",
                              "fragrelease.jobs.describe")),
-    ("party modules", ("fragrelease.jobs.protocol", "fragrelease.jobs.idpir", "fragrelease.jobs.synthesis", "fragrelease.jobs.tiers",
-                       "fragrelease.jobs.publications", "fragrelease.jobs.diffgen")),
+    ("protocol", ("fragrelease.jobs.protocol",)),
+    ("release kinds and the other systems", ("fragrelease.jobs.idpir", "fragrelease.jobs.synthesis",
+                                             "fragrelease.jobs.tiers", "fragrelease.jobs.publications",
+                                             "fragrelease.jobs.diffgen")),
     ("result types shared by the driver and the API", ("fragrelease.jobs.api_common",)),
     ("local driver", ("fragrelease.jobs.protocol.release",)),
     ("Python API", ("fragrelease.jobs.api", "fragrelease.jobs.release_api")),
@@ -404,23 +416,33 @@ def test_every_jobs_module_sits_in_one_layer():
     assert not loose, f"add these modules to JOBS_LAYERS: {loose}"
     assert _jobs_layer("fragrelease.jobs.protocol.release") > _jobs_layer("fragrelease.jobs.protocol.owner")
     assert _jobs_layer("fragrelease.jobs.release_api") > _jobs_layer("fragrelease.jobs.protocol.release")
+    for kind in ("fragrelease.jobs.idpir.kind", "fragrelease.jobs.synthesis.kind"):
+        assert _jobs_layer("fragrelease.jobs.protocol.kind") < _jobs_layer(kind) < _jobs_layer(
+            "fragrelease.jobs.protocol.release"), kind
+    assert _jobs_layer("fragrelease.jobs.session_workers") == _jobs_layer("fragrelease.jobs.session") == 0
 
 
 def test_no_jobs_module_imports_a_higher_layer():
-    """storage < party modules < shared result types < local driver < Python API < CLI: the driver
+    """storage and session < protocol < release kinds (and the other systems) < shared result types <
+    local driver < Python API < CLI: the protocol imports no kind, the driver
     (``jobs/protocol/release.py``) imports neither ``jobs/api.py`` nor ``jobs/release_api.py``."""
     bad = _upward_imports(MODULES)
     assert not bad, "\n".join(bad)
 
 
 def test_the_layer_rule_catches_a_planted_upward_import(tmp_path):
-    """A TYPE_CHECKING import of the API from the driver, and a function-level one, are both caught."""
+    """A TYPE_CHECKING import of the API from the driver, a function-level one, a protocol module importing
+    the driver, and one importing a kind (relative, in a function) are all caught; a kind importing the
+    protocol is not."""
     driver = tmp_path / "release.py"
     driver.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..api import Release\n"
                       "def f():\n    from ..release_api import Release\n", encoding="utf-8")
     party = tmp_path / "owner.py"
-    party.write_text("from . import release\n", encoding="utf-8")
-    planted = {"fragrelease.jobs.protocol.release": (driver, False), "fragrelease.jobs.protocol.owner": (party, False)}
+    party.write_text("from . import release\ndef g():\n    from ..idpir import protect\n", encoding="utf-8")
+    kind = tmp_path / "kind.py"
+    kind.write_text("from ..protocol.kind import KindJobs\nfrom ..protocol import owner\n", encoding="utf-8")
+    planted = {"fragrelease.jobs.protocol.release": (driver, False), "fragrelease.jobs.protocol.owner": (party, False),
+               "fragrelease.jobs.idpir.kind": (kind, False)}
 
     global ROOT
     saved = ROOT
@@ -431,7 +453,43 @@ def test_the_layer_rule_catches_a_planted_upward_import(tmp_path):
         ROOT = saved
     assert bad == ["release.py:3 imports fragrelease.jobs.api (local driver -> Python API)",
                    "release.py:5 imports fragrelease.jobs.release_api (local driver -> Python API)",
-                   "owner.py:1 imports fragrelease.jobs.protocol.release (party modules -> local driver)"]
+                   "owner.py:1 imports fragrelease.jobs.protocol.release (protocol -> local driver)",
+                   "owner.py:3 imports fragrelease.jobs.idpir.protect "
+                   "(protocol -> release kinds and the other systems)"], bad
+
+
+# --- Module size (docs/architecture.md, "Layers") --------------------------------------------------------
+
+#: The longest a product module may be, in lines: a module a reader can hold.
+MAX_MODULE_LINES = 500
+#: The product folders the limit covers (experiments and tests are not product code).
+PRODUCT_FOLDERS = ("fragrelease", "jobs", "udfs", "schemas")
+
+
+def _too_long(paths, limit: int = MAX_MODULE_LINES) -> list[str]:
+    """``path: N lines`` for every file of ``paths`` longer than ``limit`` lines."""
+    out = []
+    for path in paths:
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > limit:
+            out.append(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}: {lines} lines")
+    return out
+
+
+def test_no_product_module_is_over_500_lines():
+    """Every module of ``fragrelease/``, ``jobs/``, ``udfs/`` and ``schemas/`` has at most 500 lines."""
+    paths = [p for folder in PRODUCT_FOLDERS for p in sorted((ROOT / folder).rglob("*.py"))]
+    assert {p.relative_to(ROOT).parts[0] for p in paths} == set(PRODUCT_FOLDERS)
+    assert len(paths) > 150
+    bad = _too_long(paths)
+    assert not bad, "\n".join(bad)
+
+
+def test_the_size_rule_catches_a_planted_long_module(tmp_path):
+    long_module, short_module = tmp_path / "long.py", tmp_path / "short.py"
+    long_module.write_text("x = 1\n" * (MAX_MODULE_LINES + 1), encoding="utf-8")
+    short_module.write_text("x = 1\n" * MAX_MODULE_LINES, encoding="utf-8")
+    assert _too_long([long_module, short_module]) == [f"{long_module}: {MAX_MODULE_LINES + 1} lines"]
 
 
 # --- Randomness (docs/architecture.md, "Randomness") -------------------------------------------------

@@ -1,6 +1,13 @@
-"""Marginal synthesis over horizontal fragments: a whole-table ε-DP release that keeps attribute dependence.
+"""The marginal-synthesis release kind, Spark-free (``linkage: synthetic``; docs/specification.md §10).
 
-Spark-free (numpy, and ``mbi`` for the aggregator's model). :mod:`fragrelease.synthesis.domain` codes the
-attributes on public bins; :mod:`fragrelease.synthesis.mechanism` holds the owners' measurements, the
-aggregator's tree, model and sampler. Source: docs/specification.md §10.
+A whole-table ε-DP release over horizontal fragments that keeps attribute dependence (numpy, and
+``mbi`` for the aggregator's model): :mod:`~fragrelease.synthesis.kind` is the kind's Spark-free half the
+registry (:mod:`fragrelease.kinds`) names (its configuration checks, guarantee, provenance terms, checks
+before Spark and what the command line shows of it); :mod:`~fragrelease.synthesis.domain` codes the
+attributes on public bins; :mod:`~fragrelease.synthesis.mechanism` holds the owners' measurements, the
+aggregator's tree, model and sampler; :mod:`~fragrelease.synthesis.protocol` the kind's spec, its two
+rounds' messages and their checks; :mod:`~fragrelease.synthesis.preview` the plan's preview of what each
+measurement costs; :mod:`~fragrelease.synthesis.describe_text` what a synthetic table says about itself.
+The Spark half is :mod:`fragrelease.jobs.synthesis`; the protocol reaches this package only through the
+registry, and this package imports nothing of the IR kinds.
 """

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from fragrelease.errors import ConfigError
-from fragrelease.jobs import session, storage
+from fragrelease.jobs import session, session_jvm, storage
 from fragrelease.protocol.config import config_from_dict
 
 
@@ -35,9 +35,9 @@ def test_the_shipped_log4j_file_gives_the_gateway_the_root_level():
 
 
 def test_only_the_jvm_startup_warning_is_dropped():
-    assert session._is_startup_noise(b"WARNING: Using incubator modules: jdk.incubator.vector\n")
-    assert not session._is_startup_noise(b"26/11/27 18:00:00 ERROR Executor: Exception in task 0.0\n")
-    assert not session._is_startup_noise(b"WARNING: something else\n")
+    assert session_jvm._is_startup_noise(b"WARNING: Using incubator modules: jdk.incubator.vector\n")
+    assert not session_jvm._is_startup_noise(b"26/11/27 18:00:00 ERROR Executor: Exception in task 0.0\n")
+    assert not session_jvm._is_startup_noise(b"WARNING: something else\n")
 
 
 def test_the_catalog_folder(monkeypatch, tmp_path):

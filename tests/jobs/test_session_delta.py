@@ -6,7 +6,7 @@ import logging
 import pytest
 
 from fragrelease.errors import ConfigError
-from fragrelease.jobs import session
+from fragrelease.jobs import session, session_delta, session_workers
 
 
 class _Builder:
@@ -91,10 +91,10 @@ def test_a_bad_delta_mode_is_refused_naming_it(monkeypatch):
 
 
 def test_the_fallback_warns_once(monkeypatch, caplog):
-    monkeypatch.setattr(session, "_warned_no_delta", False)
+    monkeypatch.setattr(session_delta, "_warned_no_delta", False)
     with caplog.at_level(logging.WARNING, logger=session.__name__):
-        session._warn_no_delta("no network")
-        session._warn_no_delta("no network")
+        session_delta._warn_no_delta("no network")
+        session_delta._warn_no_delta("no network")
     assert len(caplog.records) == 1 and "tables are committed with delta-rs" in caplog.records[0].getMessage()
 
 
@@ -130,7 +130,7 @@ class _NoJobs:
 
 def test_no_warm_up_on_a_cluster_or_when_turned_off(monkeypatch):
     assert session.warm_python_workers(_NoJobs("spark://h:7077")) is None
-    monkeypatch.setattr(session, "WARM_PYTHON_WORKERS", False)
+    monkeypatch.setattr(session_workers, "WARM_PYTHON_WORKERS", False)
     assert session.warm_python_workers(_NoJobs("local[2]")) is None
 
 
@@ -170,7 +170,7 @@ def test_the_warm_up_runs_python_tasks_and_ends(spark):
     thread.join(timeout=120)
     assert not thread.is_alive()
     # the worker function passes its rows on unchanged
-    assert sorted(r.id for r in spark.range(0, 3, 1, 2).mapInPandas(session._warm_worker, "id long").collect()) == [0, 1, 2]
+    assert sorted(r.id for r in spark.range(0, 3, 1, 2).mapInPandas(session_workers._warm_worker, "id long").collect()) == [0, 1, 2]
 
 
 def test_the_embedded_session_keeps_a_release_worth_of_compiled_classes(spark):
@@ -209,3 +209,21 @@ def test_a_spark_submit_session_turns_dataframe_debugging_off_and_a_managed_one_
     monkeypatch.setenv("DATABRICKS_RUNTIME_VERSION", "15.4")  # a managed runtime's own session: untouched
     monkeypatch.setattr(SparkSession, "builder", _SubmitBuilder())
     assert session.get_spark("t").conf == {}
+
+
+def test_the_warm_up_imports_what_the_protection_tasks_import():
+    """The worker's first task imports the mechanism's modules (through the executor draws of
+    ``udfs/noise.py``; the session names no release kind), none of which the session module loads itself."""
+    import subprocess
+    import sys
+
+    wanted = ("fragrelease.idpir.mechanisms", "fragrelease.idpir.postprocess", "fragrelease.idpir.stage",
+              "fragrelease.rng.laplace", "fragrelease.udfs.noise", "scipy.optimize")
+    code = ("import sys\nfrom fragrelease.jobs.session_workers import _warm_worker\n"
+            f"wanted = {wanted!r}\n"
+            "before = [m for m in wanted if m in sys.modules]\n"
+            "rows = list(_warm_worker(iter([1, 2])))\n"
+            "print(before, [m for m in wanted if m not in sys.modules], rows)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[] [] [1, 2]", out.stdout

@@ -122,7 +122,8 @@ def _search_fits(p, seed, **change):
     """What the suggestions' search sees for ``p`` changed: the same seeded draws, replayed."""
     from dataclasses import replace
 
-    from fragrelease.idpir.preview import DEFAULT_THRESHOLD, _fits, _Replay
+    from fragrelease.idpir.preview import DEFAULT_THRESHOLD
+    from fragrelease.idpir.preview_suggest import _fits, _Replay
 
     return _fits(replace(p, **change), DEFAULT_THRESHOLD, _Replay(SeededSimulation(seed)))
 
@@ -135,7 +136,7 @@ def test_suggested_k_and_epsilon_are_the_smallest_that_fit():
     assert s is not None and s.k is not None and s.epsilon is not None
     assert _search_fits(p, 4, k=s.k) and not _search_fits(p, 4, k=s.k - 1)
     assert _search_fits(p, 4, epsilon=s.epsilon)
-    from fragrelease.idpir.preview import _previous_two_digits
+    from fragrelease.idpir.preview_suggest import _previous_two_digits
 
     assert not _search_fits(p, 4, epsilon=_previous_two_digits(s.epsilon))  # the two-digit number just below
     assert _previous_two_digits(Fraction(28, 100)) == Fraction(27, 100) and _previous_two_digits(Fraction(1)) == \
