@@ -49,9 +49,9 @@ from fragrelease.schemas.datasets import resolve_schema
 
 from . import require_pyspark
 from .api_common import Guarantee, SchemaLike, _from_pandas, _is_pandas
+from .idpir.owner_round import protect_attributes
 from .protocol.digests import content_digest
 from .protocol.fragment import FragmentContext, check_columns, conform_id, validate_fragment
-from .idpir.owner_round import protect_attributes
 from .protocol.shuffle import shuffle_rows
 from .release_api import OwnerResult, Release, ReleaseResult
 

@@ -9,10 +9,6 @@ from fractions import Fraction
 from fragrelease.jobs.protocol.draws import Spend
 from fragrelease.jobs.protocol.kind import KindJobs, Round, RoundResult
 
-#: The draw step of an IR protection in the owner's private records (:mod:`fragrelease.jobs.protocol.draws`).
-PROTECT_STEP = "protect"
-
-
 class IRJobs(KindJobs):
     """An IR release on Spark: each owner protects its fragment once (round 1); the aggregator verifies
     and assembles the fragments (a union for horizontal owners, a join by pseudonym for vertical ones)."""
@@ -24,6 +20,8 @@ class IRJobs(KindJobs):
         self.name = name
 
     def rounds(self, ctx, plan):
+        from .owner_round import PROTECT_STEP
+
         eps = Fraction(plan.owner(ctx.name).epsilon)
         return (Round(1, PROTECT_STEP, Spend(plan.dataset, plan.plan_id, eps, eps), "its fragment",
                       f"protecting {len(plan.owner(ctx.name).attributes)} attributes"),)

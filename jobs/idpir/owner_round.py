@@ -47,10 +47,12 @@ from ..protocol.signatures import describe_table, owner_signing_key, sign_manife
 from ..protocol.workspace import claim_work_dir
 from ..storage import commit_delta, register
 from .bucket_sort import STORED
-from .kind import PROTECT_STEP
 from .protect import ReleasedValues, released_fragment
 
 log = logging.getLogger(__name__)
+
+#: The draw step of an IR protection in the owner's private records (:mod:`fragrelease.jobs.protocol.draws`).
+PROTECT_STEP = "protect"
 
 
 def protect_owner_fragment(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource] = None) -> Manifest:

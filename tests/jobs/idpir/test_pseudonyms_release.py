@@ -13,8 +13,7 @@ import pytest
 import yaml
 
 from fragrelease.errors import IdentifierError, PseudonymKeyError
-from fragrelease.jobs.idpir import owner_round
-from fragrelease.jobs.idpir import combine
+from fragrelease.jobs.idpir import combine, owner_round
 from fragrelease.jobs.protocol import aggregator, owner
 from fragrelease.jobs.protocol.context import aggregator_context, owner_context
 from fragrelease.jobs.protocol.keys import generated_key_path, owner_pseudonym_key

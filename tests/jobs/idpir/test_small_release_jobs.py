@@ -12,8 +12,8 @@ import pytest
 from spark_jobs import job_ids, job_names
 
 from fragrelease.errors import IdentifierError
-from fragrelease.jobs.protocol import shuffle
 from fragrelease.jobs.idpir.combine import check_disjoint_pseudonyms
+from fragrelease.jobs.protocol import shuffle
 
 
 def _plan(df) -> str:
