@@ -9,6 +9,7 @@ from fractions import Fraction
 from fragrelease.jobs.protocol.draws import Spend
 from fragrelease.jobs.protocol.kind import KindJobs, Round, RoundResult
 
+
 class IRJobs(KindJobs):
     """An IR release on Spark: each owner protects its fragment once (round 1); the aggregator verifies
     and assembles the fragments (a union for horizontal owners, a join by pseudonym for vertical ones)."""
