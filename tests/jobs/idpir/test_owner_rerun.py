@@ -131,7 +131,7 @@ def test_a_rerun_after_a_kill_before_the_manifest_republishes_the_same_draw_and_
     # owner a is killed before it kept its draw: nothing was shared, so the rerun draws (its claim stands for the spend)
     with monkeypatch.context() as m:
         m.setattr(publish, "keep_tables", killed)
-        m.setattr(owner, "keep_tables", killed)
+        m.setattr(owner_round, "keep_tables", killed)
         with pytest.raises(Killed):
             owner_round.protect_owner_fragment(spark, owner_context(cfg, "a"))
     assert not os.path.exists(protected_path(cfg.work_dir, "a"))  # nothing left the owner

@@ -21,7 +21,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from fragrelease.errors import ManifestMismatchError, SignatureError
-from fragrelease.jobs.idpir import owner_round
+from fragrelease.jobs.idpir import combine, owner_round
 from fragrelease.jobs.protocol import aggregator, owner, simulate
 from fragrelease.jobs.protocol.context import aggregator_context, owner_context
 from fragrelease.jobs.protocol.digests import content_digest
@@ -248,7 +248,7 @@ def test_a_failed_digest_pass_checks_each_owner_on_its_own(spark, protected, mon
     def failing(*args, **kwargs):
         raise RuntimeError("a data file cannot be read")
 
-    monkeypatch.setattr(aggregator, "set_checks", failing)
+    monkeypatch.setattr(combine, "set_checks", failing)
     cfg = copy_of(protected)
     assert aggregator.release(spark, aggregator_context(cfg)).rows == 300
     cfg = copy_of(protected)
