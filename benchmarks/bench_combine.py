@@ -1,6 +1,6 @@
 """Benchmark: the aggregator's vertical join of F protected fragments of N rows each.
 
-Prints wall times for ``jobs.aggregator.join_vertical`` (a chain of inner joins on the id, which
+Prints wall times for ``jobs.idpir.combine.join_vertical`` (a chain of inner joins on the id, which
 keeps the hash partitioning so each fragment is shuffled once), the same followed by the release's
 CSPRNG row shuffle (``shuffle_rows``, what ``aggregator release`` commits), and, for comparison, a
 chain of full outer joins on the id (the previous implementation, before its null check). Each fragment is ``(record_id, a<i>)``,
@@ -45,7 +45,8 @@ def main() -> None:
     p.add_argument("--skip-baseline", action="store_true", help="do not time the chain of full outer joins")
     args = p.parse_args()
     os.environ["FRAGRELEASE_DRIVER_MEMORY"] = args.driver_memory
-    from fragrelease.jobs.protocol.aggregator import join_vertical, shuffle_rows
+    from fragrelease.jobs.idpir.combine import join_vertical
+    from fragrelease.jobs.protocol.shuffle import shuffle_rows
     from fragrelease.jobs.session import get_spark
 
     spark = get_spark("fragrelease-bench", args.master, shuffle_partitions=8)

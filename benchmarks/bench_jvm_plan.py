@@ -8,7 +8,7 @@ cluster rows per attribute go to the Python noise function):
 
 1. ``explode`` the wide rows into ``(key, attr, x)`` (N x l rows, no Python);
 2. ``repartitionByRange(attr, x, key)`` + ``sortWithinPartitions``, stored; ranks from a
-   per-(partition, attribute) count and ``monotonically_increasing_id`` (:mod:`fragrelease.jobs.idpir.ranking`);
+   per-(partition, attribute) count and ``monotonically_increasing_id`` (:mod:`fragrelease.jobs.protocol.ranking`);
 3. cluster ``min(rank // k, c - 1)``; cluster sums, sizes and extremes with Spark aggregates (c x l rows);
 4. one ``applyInPandas`` task per attribute draws the noise from the c cluster rows, stored;
 5. the noisy centroids back to every (id, attribute) by a broadcast join on (attribute, cluster);

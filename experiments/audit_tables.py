@@ -123,7 +123,7 @@ def aggregator_views(
 
     Each run is one release of ``x`` (shape (n,), record ids = positions 0..n-1): IR clusters,
     one Laplace draw per cluster, clamping (:func:`released_tables`), then the fragment the owner
-    writes. ``view="pseudonyms"`` (the owner job, :func:`fragrelease.jobs.protocol.owner.protect_and_write`):
+    writes. ``view="pseudonyms"`` (the owner job, :func:`fragrelease.jobs.idpir.owner_round.protect_and_write`):
     every id replaced by :func:`fragrelease.pseudonyms.pseudonym` under ``key`` (default: one fresh
     key for all runs, never shown to the reader) with the run's plan id as context (``contexts[r]``,
     default a new one per run) and the rows in a CSPRNG order

@@ -5,7 +5,7 @@ Also reachable as ``fragrelease.protect`` and ``fragrelease.Release`` (a lazy fa
 
 - :func:`protect` runs one data owner's step on a DataFrame: validate, split the budget, (optionally)
   record the spend in the owner's ledger, microaggregate and add noise, exactly as the owner job
-  does (:func:`fragrelease.jobs.protocol.owner.protect_attributes`), and return the protected DataFrame
+  does (:func:`fragrelease.jobs.idpir.owner_round.protect_attributes`), and return the protected DataFrame
   with a typed :class:`ProtectResult`.
 - :class:`Release` plays the whole protocol for several owners and returns a typed
   :class:`ReleaseResult`; they are defined in :mod:`fragrelease.jobs.release_api` and
@@ -49,9 +49,9 @@ from fragrelease.schemas.datasets import resolve_schema
 
 from . import require_pyspark
 from .api_common import Guarantee, SchemaLike, _from_pandas, _is_pandas
+from .idpir.owner_round import protect_attributes
 from .protocol.digests import content_digest
 from .protocol.fragment import FragmentContext, check_columns, conform_id, validate_fragment
-from .protocol.owner import protect_attributes
 from .protocol.shuffle import shuffle_rows
 from .release_api import OwnerResult, Release, ReleaseResult
 
@@ -225,7 +225,7 @@ def protect(
       has no ε bound (the guarantee's ``table`` text). Unlink the columns for an ε bound on the table.
 
     The budget is spent exactly as the owner job spends a plan's ε_j
-    (:func:`fragrelease.jobs.protocol.owner.protect_attributes`): ε / l per attribute (sequential
+    (:func:`fragrelease.jobs.idpir.owner_round.protect_attributes`): ε / l per attribute (sequential
     composition over the l attributes), each categorical attribute's share split between its
     ``dp-frequency`` histogram and its centroids. Sources: Del Vasto-Terrientes et al. (ICISSP 2025)
     §3-4 (IR microaggregation, iDP-IR); docs/specification.md §1-2.

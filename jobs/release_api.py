@@ -281,7 +281,7 @@ class Release:
         Steps: simulate owners if the configuration asks for it → each owner validates its fragment
         and writes public metadata (:func:`~fragrelease.jobs.protocol.owner.describe_fragment`) → the
         aggregator issues the plan (:func:`~fragrelease.jobs.protocol.aggregator.issue_plan`) → each
-        owner protects its fragment (:func:`~fragrelease.jobs.protocol.owner.protect_owner_fragment`)
+        owner protects its fragment (:func:`~fragrelease.jobs.idpir.owner_round.protect_owner_fragment`)
         → the aggregator verifies, combines and commits (:func:`~fragrelease.jobs.protocol.aggregator.release`).
 
         Parameters

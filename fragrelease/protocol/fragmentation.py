@@ -77,7 +77,7 @@ class Fragmentation:
     name : the wire string.
     composition : ``"parallel"`` (disjoint records) or ``"sequential"`` (the same records).
     assembly : ``"union"`` (stack the fragments' rows) or ``"join"`` (line them up by id); the Spark
-        side maps it to its function (:func:`fragrelease.jobs.protocol.aggregator.assemble`).
+        side maps it to its function (IR: :func:`fragrelease.jobs.idpir.combine.assemble`).
     by_attributes : owners declare their own ``attributes`` (vertical) rather than ``rows``.
     """
 

@@ -7,16 +7,25 @@ release's metadata.
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 from fragrelease.errors import InvalidParameterError
 from fragrelease.idpir.metrics import CATEGORICAL_SCALE, CONVENTIONS
+from fragrelease.protocol.fragmentation import fragmentation_of
 from fragrelease.schemas.base import Attribute
 
 from ..frames import aggregate_row
+from ..protocol.fragment import conform_attributes, conform_id
+from ..protocol.shuffle import ONE_TASK_VALUES, one_task
+from ..storage import read_configured
+
+if TYPE_CHECKING:
+    from fragrelease.protocol.messages import Plan
+
+    from ..protocol.context import OwnerContext
 
 
 def mean_sse(original: DataFrame, protected: DataFrame, attributes: Sequence[Attribute], id_column: str,
@@ -108,3 +117,45 @@ def _joined_pass(original: DataFrame, protected: DataFrame, attributes: Sequence
         s = s if convention == "authors" else s * s
         out[a.name] = float(row[f"ss_{i}"]) / (s * s) / denom
     return out, row
+
+
+def owners_mean_sse(spark, plan: Plan, owners: Sequence[OwnerContext], by_owner: Mapping[str, DataFrame]) -> float:
+    """MeanSSE of the owners' protected fragments (with raw ids, this driver's own copies, never
+    the pseudonymized ones under ``work_dir``) against the originals; ``owners`` in configuration order.
+
+    What the single-machine driver scores (:meth:`fragrelease.jobs.idpir.kind.IRJobs.mean_sse`, called by
+    :func:`fragrelease.jobs.protocol.release.play_release`): ``by_owner`` maps each owner to the protected
+    DataFrame its round returned (``(id_column, *attributes)``). One Spark job when the release is small
+    (:func:`fragrelease.jobs.protocol.shuffle.one_task` of the plan's record counts), else the join's and
+    the aggregation's stages. Raises InvalidParameterError as :func:`mean_sse`."""
+    from .combine import assemble
+
+    cfg, schema = owners[0].config, owners[0].schema
+    attrs = [schema.attribute(a["name"]) for a in plan.attributes]
+    id_col = schema.id_column
+    assert id_col is not None  # a release's schema names its id column (checked with the configuration)
+    # read as the owners read them (CSV as text, no inference pass), ids and numbers cast as the owners
+    # cast them once their validation passed
+    id_type = schema.attribute(id_col).type
+    originals = [conform_attributes(conform_id(read_configured(spark, o.paths.fragment, text=True), id_col,
+                                               id_type), attrs) for o in owners]
+    if cfg.risk_check is not None:  # the owners' held-out control records were not released: not scored
+        from ..protocol.keys import owner_pseudonym_key
+        from .risk_check import split_control
+
+        originals = [split_control(df, id_col, owner_pseudonym_key(o), cfg.name, cfg.risk_check.control_share)[0]
+                     for df, o in zip(originals, owners)]
+    protecteds = [by_owner[o.name] for o in owners]
+    names = [a.name for a in attrs]
+    # the same assembly as the release's (fragrelease.jobs.idpir.combine.combine), on raw ids
+    original = assemble(originals, cfg.fragmentation, names, key=id_col)
+    protected = assemble(protecteds, cfg.fragmentation, names, key=id_col)
+    rows = fragmentation_of(cfg.fragmentation).released_rows([o.n_records for o in plan.owners])
+    if one_task(rows, len(names) + 1):
+        # a small release (the plan's public record counts): each side one partition (no rows move),
+        # so the join and its aggregation plan no exchange and MeanSSE is one Spark job. The limit
+        # drops nothing (at least the plan's record count; a row too many would show as unmatched):
+        # it gives the planner the stored protected values' size, which it otherwise shuffles
+        cap = ONE_TASK_VALUES // (len(names) + 1)
+        original, protected = original.coalesce(1), protected.coalesce(1).limit(cap)
+    return mean_sse(original, protected, attrs, id_col)

@@ -1,6 +1,6 @@
 """The IR release kinds' Spark half (``linkage: linked`` and ``unlinked``): one round per owner, a protected
-fragment; the aggregator verifies every fragment against its signed manifest and combines them
-(docs/specification.md §1-§3). Registered in :data:`fragrelease.kinds.KINDS`.
+fragment (:mod:`.owner_round`); the aggregator verifies every fragment against its signed manifest and
+combines them (:mod:`.combine`; docs/specification.md §1-§3). Registered in :data:`fragrelease.kinds.KINDS`.
 """
 from __future__ import annotations
 
@@ -21,28 +21,42 @@ class IRJobs(KindJobs):
         self.name = name
 
     def rounds(self, ctx, plan):
-        eps = Fraction(plan.owner(ctx.name).epsilon)
-        from fragrelease.jobs.protocol.owner import PROTECT_STEP
+        from .owner_round import PROTECT_STEP
 
+        eps = Fraction(plan.owner(ctx.name).epsilon)
         return (Round(1, PROTECT_STEP, Spend(plan.dataset, plan.plan_id, eps, eps), "its fragment",
                       f"protecting {len(plan.owner(ctx.name).attributes)} attributes"),)
 
     def check_before_spend(self, spark, ctx, number=None):
-        from fragrelease.jobs.protocol.owner import check_before_spend
+        from . import owner_round
 
-        check_before_spend(spark, ctx)
+        owner_round.check_before_spend(spark, ctx)
         return 1
 
     def play_round(self, spark, ctx, number=None, *, noise=None):
-        from fragrelease.jobs.protocol.owner import protect_and_write
+        from . import owner_round
 
-        manifest, protected = protect_and_write(spark, ctx, noise=noise)
+        manifest, protected = owner_round.protect_and_write(spark, ctx, noise=noise)
         return 1, RoundResult(manifest=manifest, protected=protected)
 
-    def combine(self, spark, ctx, plan, keys):
-        from fragrelease.jobs.protocol.aggregator import verified_combination
+    def held_out(self, ctx, df, key):
+        """With ``risk_check``: the owner's keyed control share (:func:`.risk_check.split_control`)."""
+        rc = ctx.config.risk_check
+        if rc is None:
+            return None
+        from .risk_check import split_control
 
-        return verified_combination(spark, ctx, plan, keys)
+        return split_control(df, ctx.schema.id_column, key, ctx.config.name, rc.control_share)
+
+    def mean_sse(self, spark, plan, owners, protected):
+        from . import evaluate
+
+        return evaluate.owners_mean_sse(spark, plan, owners, protected)
+
+    def combine(self, spark, ctx, plan, keys):
+        from . import combine
+
+        return combine.verified_combination(spark, ctx, plan, keys)
 
     def report_sections(self, provenance, attributes):
         from .report_sections import report_sections

@@ -153,13 +153,13 @@ def owner_preview(spark, ctx: OwnerContext, *, runs: int = DEFAULT_RUNS,
         k above the fragment's record count, runs < 1.
     """
     from ..protocol.fragment import conform_attributes, validate_fragment
-    from ..protocol.owner import _read_fragment
+    from ..protocol.owner import read_fragment
 
     cfg, schema, owner = ctx.config, ctx.schema, ctx.owner
     if schema.id_column is None:
         raise ConfigError(f"dataset: schema {schema.name!r} declares no id column (role: id)")
     attrs = list(ctx.offered)
-    df, context, text = _read_fragment(spark, ctx)
+    df, context, text = read_fragment(spark, ctx)
     check = validate_fragment(df, attrs, schema.id_column, context, id_type=ctx.id_type, count_categories=True,
                               text=text)
     df = conform_attributes(df, attrs)

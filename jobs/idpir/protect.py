@@ -39,7 +39,7 @@ every protected attribute replaced by its cluster's noisy centroid (numeric → 
 No task of the distributed plan holds more than a few buckets of values, except the noise step,
 which holds one attribute's c = n/k cluster statistics. The noise is materialized (stored) before
 anything reads it twice. Fragment checks live in :mod:`fragrelease.jobs.protocol.fragment`, digests
-in :mod:`fragrelease.jobs.protocol.digests`, global ranks in :mod:`fragrelease.jobs.idpir.ranking`.
+in :mod:`fragrelease.jobs.protocol.digests`, global ranks in :mod:`fragrelease.jobs.protocol.ranking`.
 """
 from __future__ import annotations
 

@@ -12,6 +12,8 @@ from typing import Mapping, Optional
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from fragrelease.errors import IdentifierError
+
 
 def hash60(value: Column) -> Column:
     """The first 60 bits of SHA-256 of a string column, as decimal(38,0), for order-independent sums."""
@@ -87,7 +89,7 @@ class SetChecks:
     each table's content digest (as :func:`content_digest`), or None when not asked for; ``shared``:
     ``(a, b, count)`` of the pair of owners holding the most pseudonyms more than once (ties: by
     name; ``b`` None when ``a`` repeats its own), as
-    :func:`fragrelease.jobs.protocol.aggregator.check_disjoint_pseudonyms` picks it, or None when no
+    :func:`fragrelease.jobs.idpir.combine.check_disjoint_pseudonyms` picks it, or None when no
     pseudonym is held twice or no overlap was asked for. The counts are data-dependent: they go to
     the error line for the parties of the release only, never to a log, a plan or a table.
     """
@@ -111,7 +113,7 @@ def set_checks(frames: Mapping[str, DataFrame], column: str, *, contents: bool =
 
     The digests equal :func:`content_digest` and :func:`fragrelease.jobs.protocol.shuffle.pseudonym_set_digest`
     of each table alone (exact integer sums); ``shared`` equals what
-    :func:`fragrelease.jobs.protocol.aggregator.check_disjoint_pseudonyms` reports on the same tables.
+    :func:`fragrelease.jobs.idpir.combine.check_disjoint_pseudonyms` reports on the same tables.
     Raises what Spark raises when a table cannot be read (the callers name the owner by checking each
     table alone).
     """
@@ -161,3 +163,25 @@ def set_checks(frames: Mapping[str, DataFrame], column: str, *, contents: bool =
     if pairs:  # as check_disjoint_pseudonyms orders them: most shared first, then by name (no second owner first)
         shared = min(pairs, key=lambda p: (-p[2], p[0], p[1] is not None, p[1] or ""))
     return SetChecks(pseudonyms=pseudonyms, contents=digests, shared=shared)
+
+
+def shared_records(a: str, b: Optional[str], count: int, *, stage: str) -> IdentifierError:
+    """The error for ``count`` pseudonyms (or keyed id digests) held by horizontal owners ``a`` and ``b``
+    (None: ``a`` twice). ``stage``: ``"plan"`` (the metadata round's id digests,
+    :func:`fragrelease.jobs.protocol.aggregator.check_disjoint_ids`) or ``"release"`` (a kind's check of
+    its owners' messages, :func:`fragrelease.jobs.idpir.combine.check_disjoint_pseudonyms`). Returns,
+    does not raise. The count is data-dependent: it goes to the error line for the parties only."""
+    if stage == "plan":
+        if b is None:
+            return IdentifierError(f"the id digests of owner {a!r} hold {count} id{'s' if count > 1 else ''} more "
+                                   "than once; no plan was issued")
+        return IdentifierError(f"owners {a!r} and {b!r} share {count} record{'s' if count > 1 else ''} (their keyed "
+                               "id digests match); horizontal owners must hold disjoint records; no plan was issued "
+                               "and no budget was spent")
+    if b is None:
+        return IdentifierError(f"the protected fragment of {a!r} holds {count} pseudonym{'s' if count > 1 else ''} "
+                               "more than once; "
+                               "a horizontal owner holds each record once")
+    return IdentifierError(f"owners {a!r} and {b!r} hold {count} records with the same pseudonym; horizontal "
+                           "owners must hold disjoint records (a record held twice would be released twice under "
+                           "parallel composition)")

@@ -100,7 +100,8 @@ class KindJobs(ABC):
     rounds_per_owner: int = 1
     #: The progress text of the aggregator's step (``verifying fragments and committing the release``).
     combining: str = "verifying the owners' messages and committing the release"
-    #: Whether the driver can score MeanSSE of the owners' protected values against their originals.
+    #: Whether the driver can score MeanSSE of the owners' protected values against their originals
+    #: (:meth:`mean_sse`).
     evaluates: bool = False
 
     @abstractmethod
@@ -118,6 +119,19 @@ class KindJobs(ABC):
                    noise: Optional[NoiseSource] = None) -> tuple[int, RoundResult]:
         """Play round ``number`` (None: the round that is due, from the owner's private records): re-publish
         every round kept for the plan, draw the due one once. Returns ``(number, result)``."""
+
+    def held_out(self, ctx: OwnerContext, df: DataFrame, key: bytes) -> Optional[tuple[DataFrame, DataFrame]]:
+        """The owner's validated records (``df``, with its id column) split into ``(kept, held out)``
+        when the kind holds some out of the release, else None (default). The metadata step counts and
+        digests the kept records only (:func:`.owner.describe_fragment`); ``key``: the owners' pseudonym key."""
+        return None
+
+    def mean_sse(self, spark, plan: Plan, owners: Sequence[OwnerContext], protected: Mapping[str, DataFrame]) -> float:
+        """MeanSSE (docs/specification.md §4) of the owners' protected values against their originals, for
+        the single-machine driver that played every party (:func:`.release.play_release`): ``owners`` in
+        configuration order, ``protected`` the :attr:`RoundResult.protected` of each. Only a kind that
+        :attr:`evaluates` implements it; the default raises NotImplementedError."""
+        raise NotImplementedError(f"release kind {self.name!r} has no MeanSSE")
 
     def check_written(self, ctx: AggregatorContext, plan: Plan) -> None:
         """Refuse, before Spark starts, a release whose owners' messages are not all written (default:

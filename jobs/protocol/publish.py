@@ -1,6 +1,6 @@
 """An owner's protected fragment kept privately, then published to ``work_dir`` as a copy (draw once).
 
-The protect step (:func:`fragrelease.jobs.protocol.owner.protect_and_write`) writes its protected
+The protect step (:func:`fragrelease.jobs.idpir.owner_round.protect_and_write`) writes its protected
 fragment (and, ``linkage: unlinked``, its pseudonym set) as Delta tables into its **private** draw
 folder first (``draws/<plan id>/tables-<id>/protected`` and ``.../pseudonyms``,
 :mod:`fragrelease.jobs.protocol.draws`), signs the manifest over those tables, fsyncs them and keeps

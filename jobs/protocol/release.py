@@ -3,9 +3,10 @@
 Steps, each the same function a separate party runs on a cluster:
 simulate owners' fragments if the configuration asks for it (:mod:`.simulate`) → every owner writes
 its metadata (:func:`.owner.describe_fragment`) → the aggregator issues the plan
-(:func:`.aggregator.issue_plan`) → every owner protects its fragment
-(:func:`.owner.protect_owner_fragment`) → the aggregator verifies, combines and commits
-(:func:`.aggregator.release`) → the driver, which holds the originals here, reports MeanSSE. A run
+(:func:`.aggregator.issue_plan`) → every owner plays the release kind's rounds (IR: protects its
+fragment; :meth:`.kind.KindJobs.play_round`) → the aggregator verifies, combines and commits
+(:func:`.aggregator.release`) → the driver, which holds the originals here, reports MeanSSE
+(:meth:`.kind.KindJobs.mean_sse`, a kind that :attr:`~.kind.KindJobs.evaluates`). A run
 after a killed or failed attempt resumes that attempt's plan instead of the first three steps
 (:mod:`.resume`; owners that kept their draw re-publish it without spending).
 
@@ -20,27 +21,21 @@ from __future__ import annotations
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from types import MappingProxyType
-from typing import Callable, Mapping, Optional, Sequence
-
-from pyspark.sql import DataFrame
+from typing import Callable, Mapping, Optional
 
 from fragrelease.protocol.config import ReleaseConfig
-from fragrelease.protocol.fragmentation import fragmentation_of
 from fragrelease.protocol.messages import Plan
 from fragrelease.rng.laplace import NoiseSource, refuse_injected_noise
 from fragrelease.schemas.datasets import resolve_schema
 
 from ..api_common import Guarantee, OwnerResult, ReleaseResult
-from ..idpir.evaluate import mean_sse
 from ..progress import ProgressEvent, Steps
-from ..storage import absolute, read_configured
+from ..storage import absolute
 from . import aggregator, owner, simulate
 from .context import OwnerContext, aggregator_context, owner_context
-from .fragment import conform_attributes, conform_id
 from .keys import generate_release_key
 from .kind import kind_jobs
 from .resume import cost_line, run_decision
-from .shuffle import ONE_TASK_VALUES, one_task
 from .signatures import with_release_keys
 from .workspace import claim_work_dir, clear_work_dir
 
@@ -150,7 +145,7 @@ def play_release(spark, cfg: ReleaseConfig, *, noise: Optional[NoiseSource] = No
     # commit), and its result is taken, or its error raised, after the aggregator's step as before. Leaving
     # the block waits for it, also when the aggregator fails (whose error is then the one raised).
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="fragrelease-mean-sse") as pool:
-        scoring = pool.submit(_mean_sse, spark, plan, list(owners.values()), protecteds) if evaluate else None
+        scoring = pool.submit(kind.mean_sse, spark, plan, list(owners.values()), protecteds) if evaluate else None
         with steps.step("aggregator", what):
             out = aggregator.release(spark, agg, plan=plan, single_process=True)  # the plan it issued, never read back from work_dir
         score = None
@@ -185,39 +180,3 @@ def _new_plan(spark, cfg: ReleaseConfig, owners: Mapping[str, OwnerContext], agg
             owner.describe_fragment(spark, owners[o.name])
     with steps.step("aggregator", "validating metadata and issuing the plan"):
         return aggregator.issue_plan(agg, spark)  # pinned, and handed to the release step in memory
-
-
-def _mean_sse(spark, plan: Plan, owners: Sequence[OwnerContext], by_owner: Mapping[str, DataFrame]) -> float:
-    """MeanSSE of the owners' protected fragments (with raw ids, this driver's own copies, never
-    the pseudonymized ones under ``work_dir``) against the originals; ``owners`` in configuration order.
-    One Spark job when the release is small (:func:`fragrelease.jobs.protocol.shuffle.one_task` of the
-    plan's record counts), else the join's and the aggregation's stages."""
-    cfg, schema = owners[0].config, owners[0].schema
-    attrs = [schema.attribute(a["name"]) for a in plan.attributes]
-    id_col = schema.id_column
-    assert id_col is not None  # a release's schema names its id column (checked with the configuration)
-    # read as the owners read them (CSV as text, no inference pass), ids and numbers cast as the owners
-    # cast them once their validation passed
-    id_type = schema.attribute(id_col).type
-    originals = [conform_attributes(conform_id(read_configured(spark, o.paths.fragment, text=True), id_col,
-                                               id_type), attrs) for o in owners]
-    if cfg.risk_check is not None:  # the owners' held-out control records were not released: not scored
-        from ..idpir.risk_check import split_control
-        from .keys import owner_pseudonym_key
-
-        originals = [split_control(df, id_col, owner_pseudonym_key(o), cfg.name, cfg.risk_check.control_share)[0]
-                     for df, o in zip(originals, owners)]
-    protecteds = [by_owner[o.name] for o in owners]
-    names = [a.name for a in attrs]
-    # the same assembly as the release's (fragrelease.jobs.protocol.aggregator.combine), on raw ids
-    original = aggregator.assemble(originals, cfg.fragmentation, names, key=id_col)
-    protected = aggregator.assemble(protecteds, cfg.fragmentation, names, key=id_col)
-    rows = fragmentation_of(cfg.fragmentation).released_rows([o.n_records for o in plan.owners])
-    if one_task(rows, len(names) + 1):
-        # a small release (the plan's public record counts): each side one partition (no rows move),
-        # so the join and its aggregation plan no exchange and MeanSSE is one Spark job. The limit
-        # drops nothing (at least the plan's record count; a row too many would show as unmatched):
-        # it gives the planner the stored protected values' size, which it otherwise shuffles
-        cap = ONE_TASK_VALUES // (len(names) + 1)
-        original, protected = original.coalesce(1), protected.coalesce(1).limit(cap)
-    return mean_sse(original, protected, attrs, id_col)

@@ -21,9 +21,9 @@ from fragrelease.schemas.base import DatasetSchema
 from fragrelease.schemas.datasets import BUILTIN_SCHEMAS, load_builtin
 from fragrelease.udfs.noise import secure_random_key_udf
 
-from ..idpir.ranking import global_rank, num_partitions
 from ..storage import read_configured
 from .context import OwnerPaths, owner_paths
+from .ranking import global_rank, num_partitions
 from .workspace import ensure_private_dir, restrict_private_tree
 
 

@@ -50,7 +50,7 @@ from ..protocol.context import OwnerContext, OwnerPaths, owner_paths
 from ..protocol.draws import Spend, check_nonce_free, check_spend_once, draw_step, spend_once
 from ..protocol.fragment import conform_attributes, conform_id, validate_fragment
 from ..protocol.layout import read_message
-from ..protocol.owner import _read_fragment, check_plan_nonce, read_verified_plan
+from ..protocol.owner import check_plan_nonce, read_fragment, read_verified_plan
 from ..protocol.signatures import owner_signing_key, public_keys
 from ..protocol.workspace import claim_work_dir
 from ..storage import file_exists, read_text, write_text
@@ -64,7 +64,7 @@ ROUND_TWO_SUFFIX = "/cliques"
 
 
 def round_path(paths: OwnerPaths, number: int) -> str:
-    """``owners/<owner>/synthesis-round-<number>.json`` under ``work_dir`` (``paths``: the owner's, :mod:`..idpir.context`)."""
+    """``owners/<owner>/synthesis-round-<number>.json`` under ``work_dir`` (``paths``: the owner's, :mod:`..protocol.context`)."""
     return posixpath.join(paths.owner_dir, ROUND_FILES[number])
 
 
@@ -258,7 +258,7 @@ def measure_owner_round(spark, ctx: OwnerContext, *, noise: Optional[NoiseSource
         return due
     cliques = _round_cliques(ctx, plan, spec, signing_key) if due == 2 else ()  # before the data is read
     attrs = [schema.attribute(a["name"]) for a in plan.attributes]
-    df, context, text = _read_fragment(spark, ctx)
+    df, context, text = read_fragment(spark, ctx)
     check = validate_fragment(df, attrs, schema.id_column, context, id_type=ctx.id_type, text=text)
     if check.n_records != plan.owner(owner.name).n_records:
         raise ConfigError(f"owner {owner.name!r} now has {check.n_records} records, the plan was made for "

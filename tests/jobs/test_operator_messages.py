@@ -11,7 +11,7 @@ import yaml
 from fragrelease.errors import SchemaMismatchError
 from fragrelease.jobs.cli import main
 from fragrelease.jobs.protocol.context import owner_context
-from fragrelease.jobs.protocol.owner import _read_fragment
+from fragrelease.jobs.protocol.owner import read_fragment
 from fragrelease.jobs.storage import csv_encoding_problem, read_source
 
 HEADER = "record_id,fixed_acidity,alcohol,quality\n1,7.0,10.0,5\n"
@@ -83,13 +83,13 @@ def test_utf16_detection_and_what_passes(tmp_path):
 
 
 def test_the_owner_steps_read_refuses_before_spark(tmp_path):
-    """_read_fragment (metadata, protect and both synthesis rounds) checks before it touches Spark."""
+    """read_fragment (metadata, protect and both synthesis rounds) checks before it touches Spark."""
     from fragrelease.protocol.config import config_from_dict
 
     (tmp_path / "a.csv").write_bytes(HEADER.encode("utf-16"))
     cfg = config_from_dict(yaml.safe_load(_wine_config(tmp_path).read_text()))
     with pytest.raises(SchemaMismatchError, match=r"^owner 'bank-a' \(source .*a\.csv\): the file is UTF-16"):
-        _read_fragment(None, owner_context(cfg, "bank-a"))
+        read_fragment(None, owner_context(cfg, "bank-a"))
 
 
 # --- 2. empty or garbage key files -----------------------------------------------------------------

@@ -176,8 +176,8 @@ def test_protect_refuses_a_forged_plan_before_the_ledger_or_spark(tmp_path):
     """The owner step itself (no SparkSession needed to refuse): the ledger is never created."""
     from signing_keys import with_keys  # tests/helpers: owners' signing keys (checked before the plan)
 
+    from fragrelease.jobs.idpir.owner_round import protect_owner_fragment
     from fragrelease.jobs.protocol.layout import plan_path
-    from fragrelease.jobs.protocol.owner import protect_owner_fragment
     from fragrelease.jobs.protocol.workspace import claim_work_dir
     from fragrelease.jobs.storage import write_text
 

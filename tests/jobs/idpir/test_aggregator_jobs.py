@@ -6,7 +6,7 @@ import pytest
 from spark_jobs import job_ids, job_names
 
 from fragrelease.errors import IdentifierError
-from fragrelease.jobs.protocol.aggregator import check_disjoint_pseudonyms
+from fragrelease.jobs.idpir.combine import check_disjoint_pseudonyms
 from fragrelease.jobs.protocol.digests import content_digest, set_checks
 from fragrelease.jobs.protocol.shuffle import pseudonym_set_digest
 

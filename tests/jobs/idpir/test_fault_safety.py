@@ -8,6 +8,7 @@ import pytest
 from deltalake import DeltaTable
 
 from fragrelease.errors import BudgetExceededError, ManifestMismatchError, TableWriteError
+from fragrelease.jobs.idpir import owner_round
 from fragrelease.jobs.protocol import aggregator, owner, simulate
 from fragrelease.jobs.protocol.context import aggregator_context, owner_context
 from fragrelease.jobs.protocol.layout import manifest_path, protected_path
@@ -77,13 +78,13 @@ def test_failures_never_expose_partial_releases(spark, tmp_path, wine_source, mo
     with monkeypatch.context() as m:
         m.setattr(tx, "create_table_with_add_actions", disk_full)
         with pytest.raises(TableWriteError, match=r"No space left on device \(ENOSPC\); nothing was committed"):
-            owner.protect_owner_fragment(spark, owner_context(cfg2, "a"))
+            owner_round.protect_owner_fragment(spark, owner_context(cfg2, "a"))
     assert not glob.glob(os.path.join(protected_path(cfg2.work_dir, "a"), "part-*"))  # the written files were removed
     assert not DeltaTable.is_deltatable(protected_path(cfg2.work_dir, "a"))        # and no table is visible
     assert not os.path.exists(manifest_path(cfg2.work_dir, "a"))
     # nor is anything left of this attempt's private copy (draw once: kept only once written whole)
     assert not glob.glob(os.path.join(owner_context(cfg2, "a").paths.private_dir, "draws", "*", "tables-*"))
-    owner.protect_owner_fragment(spark, owner_context(cfg2, "a"))                     # the rerun completes
+    owner_round.protect_owner_fragment(spark, owner_context(cfg2, "a"))                     # the rerun completes
 
     # 2. disk full while the owner writes its manifest: the aggregator refuses the fragment
     from fragrelease.jobs.protocol import publish
@@ -91,7 +92,7 @@ def test_failures_never_expose_partial_releases(spark, tmp_path, wine_source, mo
     with monkeypatch.context() as m:
         m.setattr(publish, "write_text", disk_full)
         with pytest.raises(OSError):
-            owner.protect_owner_fragment(spark, owner_context(cfg2, "b"))
+            owner_round.protect_owner_fragment(spark, owner_context(cfg2, "b"))
     with pytest.raises(ManifestMismatchError, match="'b' has no manifest"):
         aggregator.release(spark, aggregator_context(cfg2))
     assert DeltaTable(cfg.output).version() == 0
@@ -100,7 +101,7 @@ def test_failures_never_expose_partial_releases(spark, tmp_path, wine_source, mo
     cfg3 = cfg_for(tmp_path, wine_source, work="work3")
     prepare(spark, cfg3)
     for o in cfg3.owners:
-        owner.protect_owner_fragment(spark, owner_context(cfg3, o.name))
+        owner_round.protect_owner_fragment(spark, owner_context(cfg3, o.name))
     with monkeypatch.context() as m:
         m.setattr(DeltaTable, "create_write_transaction", disk_full)
         m.setattr(tx, "create_table_with_add_actions", disk_full)  # the replace when the description changes

@@ -244,9 +244,10 @@ def _cfg(tmp_path):
 def test_the_protect_step_reuses_the_metadata_steps_validation_of_the_same_bytes(spark, tmp_path, counted):
     import os
 
+    from fragrelease.jobs.idpir.owner_round import protect_owner_fragment
     from fragrelease.jobs.protocol import aggregator
     from fragrelease.jobs.protocol.context import aggregator_context, owner_context
-    from fragrelease.jobs.protocol.owner import describe_fragment, protect_owner_fragment
+    from fragrelease.jobs.protocol.owner import describe_fragment
 
     cfg = _cfg(tmp_path)
     for o in cfg.owners:

@@ -260,7 +260,7 @@ def test_the_pinned_plan_passes_to_the_release_step(tmp_path, root, capsys, no_s
 ])
 def test_a_damaged_manifest_is_one_line_naming_the_owner_and_the_path(tmp_path, root, text, cause):
     from fragrelease.errors import ManifestMismatchError
-    from fragrelease.jobs.protocol.aggregator import load_verified_fragment
+    from fragrelease.jobs.idpir.combine import load_verified_fragment
     from fragrelease.jobs.protocol.layout import manifest_path
 
     cfg = config_from_dict(_base(tmp_path))

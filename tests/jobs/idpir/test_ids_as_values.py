@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from fragrelease.errors import IdentifierError, ManifestMismatchError, ProtocolError
-from fragrelease.jobs.protocol import aggregator, owner
+from fragrelease.jobs.idpir import owner_round
+from fragrelease.jobs.protocol import aggregator
 from fragrelease.jobs.protocol.context import aggregator_context, owner_context
 from fragrelease.jobs.protocol.layout import metadata_path, nonce_path, plan_path
 from fragrelease.jobs.protocol.owner import describe_fragment
@@ -186,7 +187,7 @@ def test_horizontal_owners_sharing_records_are_refused_at_the_plan_with_nothing_
     assert not os.path.exists(plan_path(cfg.work_dir))
     assert _ledgers_untouched(tmp_path)
     with pytest.raises(Exception, match="plan.json"):  # no owner can protect (and spend) without a plan
-        owner.protect_owner_fragment(spark, owner_context(cfg, "clinic-a"))
+        owner_round.protect_owner_fragment(spark, owner_context(cfg, "clinic-a"))
     assert _ledgers_untouched(tmp_path)
 
 
@@ -253,7 +254,7 @@ def test_the_release_pseudonyms_use_the_plan_id_and_the_owners_nonces(spark, tmp
     assert [o.nonce for o in plan.owners] == [m.nonce for m in metas] and len({m.nonce for m in metas}) == 2
     context = release_context(plan.plan_id, [m.nonce for m in metas])
     assert plan.pseudonym_context() == context != plan.plan_id
-    owner.protect_owner_fragment(spark, owner_context(cfg, "clinic-a"))
+    owner_round.protect_owner_fragment(spark, owner_context(cfg, "clinic-a"))
     got = {r.pseudonym for r in committed_rows(spark, protected_path(cfg.work_dir, "clinic-a")).collect()}
     assert got == {pseudonym(derive_key(KEY), i, context=context) for i in (3001, 3002, 3003)}
 
@@ -264,14 +265,14 @@ def test_an_owner_refuses_a_plan_without_its_latest_nonce_before_spending(spark,
     plan["owners"][0]["nonce"] = "00" * 32  # an aggregator reusing an earlier release's nonces
     open(plan_path(cfg.work_dir), "w").write(json.dumps(plan))
     with pytest.raises(ManifestMismatchError) as info:
-        owner.protect_owner_fragment(spark, owner_context(cfg, "clinic-a"))
+        owner_round.protect_owner_fragment(spark, owner_context(cfg, "clinic-a"))
     assert str(info.value) == (f"owner 'clinic-a': plan {plan['plan_id']} does not carry the nonce of this owner's "
                                f"latest metadata round (kept at {nonce_path(cfg.name, cfg.owners[0])!r}); the aggregator "
                                "must issue the plan from the current metadata")
     assert _ledgers_untouched(tmp_path)
     os.remove(nonce_path(cfg.name, cfg.owners[0]))
     with pytest.raises(ManifestMismatchError, match="owner 'clinic-a': no metadata nonce at"):
-        owner.protect_owner_fragment(spark, owner_context(cfg, "clinic-a"))
+        owner_round.protect_owner_fragment(spark, owner_context(cfg, "clinic-a"))
     assert _ledgers_untouched(tmp_path)
 
 
@@ -279,7 +280,7 @@ def test_a_new_metadata_round_makes_the_old_plan_stale(spark, tmp_path, planned)
     cfg = _copy(planned[0], tmp_path)  # both owners described, the plan issued
     describe_fragment(spark, owner_context(cfg, "clinic-b"))  # a fresh nonce: the plan no longer carries b's latest
     with pytest.raises(ManifestMismatchError, match="does not carry the nonce"):
-        owner.protect_owner_fragment(spark, owner_context(cfg, "clinic-b"))
+        owner_round.protect_owner_fragment(spark, owner_context(cfg, "clinic-b"))
     assert _ledgers_untouched(tmp_path)
 
 

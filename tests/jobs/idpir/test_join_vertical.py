@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 from chispa import assert_df_equality
 
-import fragrelease.jobs.protocol.aggregator as aggregator
+import fragrelease.jobs.idpir.combine as combine
 
 
 def _fragments(spark, ids_per_fragment):
@@ -20,7 +20,7 @@ def _fragments(spark, ids_per_fragment):
 def test_join_vertical_equals_a_pandas_merge(spark):
     ids = np.random.default_rng(3).choice(10**12, size=1000, replace=False)
     frames, pdfs = _fragments(spark, [ids, ids, ids])
-    got = aggregator.join_vertical(frames, "record_id")
+    got = combine.join_vertical(frames, "record_id")
     expect = pdfs[0].merge(pdfs[1], on="record_id").merge(pdfs[2], on="record_id")
     schema = "record_id long, " + ", ".join(f"num{i} double, cat{i} string" for i in range(3))
     # same column names, order and types, the same rows (exact values), in any order

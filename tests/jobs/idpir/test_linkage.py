@@ -11,7 +11,7 @@ from fractions import Fraction
 import pytest
 from specs import protect_with
 
-from fragrelease.jobs.protocol.aggregator import unlink_columns
+from fragrelease.jobs.idpir.unlink import unlink_columns
 from fragrelease.schemas.base import Attribute
 
 # a few protect calls through Spark in one fixture; CI runs it

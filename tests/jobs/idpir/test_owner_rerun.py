@@ -19,6 +19,7 @@ import pytest
 from deltalake import DeltaTable
 
 from fragrelease.errors import ManifestMismatchError, ReleaseExistsError, StorageError
+from fragrelease.jobs.idpir import owner_round
 from fragrelease.jobs.protocol import aggregator, owner, publish, simulate
 from fragrelease.jobs.protocol.context import aggregator_context, owner_context
 from fragrelease.jobs.protocol.layout import manifest_path, plan_path, protected_path, pseudonyms_path
@@ -117,12 +118,12 @@ def test_a_rerun_after_a_kill_before_the_manifest_republishes_the_same_draw_and_
     with monkeypatch.context() as m:
         m.setattr(publish, "write_text", killed)
         with pytest.raises(Killed):
-            owner.protect_owner_fragment(spark, owner_context(cfg, "b"))
+            owner_round.protect_owner_fragment(spark, owner_context(cfg, "b"))
     assert spent(ledger, "b", "wine") == [Fraction(1)]
     target = protected_path(cfg.work_dir, "b")
     assert DeltaTable.is_deltatable(target) and not os.path.exists(manifest_path(cfg.work_dir, "b"))
     first = _files(target)
-    owner.protect_owner_fragment(spark, owner_context(cfg, "b"))  # before issue 49: PlanAlreadySpentError
+    owner_round.protect_owner_fragment(spark, owner_context(cfg, "b"))  # before issue 49: PlanAlreadySpentError
     assert _files(target) == first and os.path.exists(manifest_path(cfg.work_dir, "b"))
     assert spent(ledger, "b", "wine") == [Fraction(1)]  # spent once
     _only_active_parquet(target)
@@ -130,11 +131,11 @@ def test_a_rerun_after_a_kill_before_the_manifest_republishes_the_same_draw_and_
     # owner a is killed before it kept its draw: nothing was shared, so the rerun draws (its claim stands for the spend)
     with monkeypatch.context() as m:
         m.setattr(publish, "keep_tables", killed)
-        m.setattr(owner, "keep_tables", killed)
+        m.setattr(owner_round, "keep_tables", killed)
         with pytest.raises(Killed):
-            owner.protect_owner_fragment(spark, owner_context(cfg, "a"))
+            owner_round.protect_owner_fragment(spark, owner_context(cfg, "a"))
     assert not os.path.exists(protected_path(cfg.work_dir, "a"))  # nothing left the owner
-    owner.protect_owner_fragment(spark, owner_context(cfg, "a"))
+    owner_round.protect_owner_fragment(spark, owner_context(cfg, "a"))
     result = aggregator.release(spark, aggregator_context(cfg))
     assert result.version == 0 and result.rows == 300
     assert spent(ledger, "b", "wine") == [Fraction(1)]  # one release, one spend
@@ -145,7 +146,7 @@ def test_a_rerun_after_a_kill_before_the_manifest_republishes_the_same_draw_and_
     import shutil
 
     shutil.rmtree(protected_path(cfg.work_dir, "a"))
-    owner.protect_owner_fragment(spark, owner_context(cfg, "a"))
+    owner_round.protect_owner_fragment(spark, owner_context(cfg, "a"))
     assert _files(protected_path(cfg.work_dir, "a")) == before and open(manifest_path(cfg.work_dir, "a")).read() == manifest
 
 
@@ -161,7 +162,7 @@ def test_deleting_the_table_or_the_manifest_never_buys_a_second_draw(spark, tmp_
             owner.describe_fragment(spark, owner_context(cfg, o.name))
         aggregator.issue_plan(aggregator_context(cfg))
     ledger = cfg.owners[1].ledger.path
-    owner.protect_owner_fragment(spark, owner_context(cfg, "b"))
+    owner_round.protect_owner_fragment(spark, owner_context(cfg, "b"))
     tables = [protected_path(cfg.work_dir, "b")] + ([pseudonyms_path(cfg.work_dir, "b")] if linkage == "unlinked" else [])
     files = {t: _files(t) for t in tables}
     rows = {t: _rows(spark, t) for t in tables}
@@ -169,12 +170,12 @@ def test_deleting_the_table_or_the_manifest_never_buys_a_second_draw(spark, tmp_
     for gone in [*tables, manifest_path(cfg.work_dir, "b"), "all"]:
         for path in (tables + [manifest_path(cfg.work_dir, "b")] if gone == "all" else [gone]):
             shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
-        owner.protect_owner_fragment(spark, owner_context(cfg, "b"))
+        owner_round.protect_owner_fragment(spark, owner_context(cfg, "b"))
         assert {t: _files(t) for t in tables} == files, gone
         assert {t: _rows(spark, t) for t in tables} == rows, gone
         assert open(manifest_path(cfg.work_dir, "b")).read() == manifest, gone
     assert spent(ledger, "b", "wine") == [Fraction(1)]
-    owner.protect_owner_fragment(spark, owner_context(cfg, "a"))
+    owner_round.protect_owner_fragment(spark, owner_context(cfg, "a"))
     assert aggregator.release(spark, aggregator_context(cfg)).rows == 300
 
 
@@ -188,12 +189,12 @@ def test_a_failed_manifest_write_keeps_the_draw_and_the_rerun_publishes_it(spark
     with monkeypatch.context() as m:
         m.setattr(publish, "write_text", disk_full)
         with pytest.raises(StorageError) as info:
-            owner.protect_owner_fragment(spark, owner_context(cfg, "a"))
+            owner_round.protect_owner_fragment(spark, owner_context(cfg, "a"))
     target = protected_path(cfg.work_dir, "a")
     assert str(info.value) == ("owner 'a' could not publish its protected fragment: No space left on device (ENOSPC); "
                                "its draw is kept privately: run the owner step again to publish it")
     first = _files(target)
-    owner.protect_owner_fragment(spark, owner_context(cfg, "a"))
+    owner_round.protect_owner_fragment(spark, owner_context(cfg, "a"))
     assert os.path.exists(manifest_path(cfg.work_dir, "a")) and _files(target) == first
 
 
@@ -201,12 +202,12 @@ def test_a_new_plan_in_the_same_work_dir_replaces_the_owners_own_entry_and_a_con
         spark, tmp_path, wine_source, prepared, monkeypatch):
     """Issue 49 item 3: a deliberate new plan where an older plan's fragment lies."""
     cfg = _copy(prepared, tmp_path, wine_source, monkeypatch)
-    owner.protect_owner_fragment(spark, owner_context(cfg, "a"))
+    owner_round.protect_owner_fragment(spark, owner_context(cfg, "a"))
     old_plan = json.load(open(plan_path(cfg.work_dir)))["plan_id"]
     new = aggregator.issue_plan(aggregator_context(cfg))  # from the same metadata: a's nonce is consumed
     with pytest.raises(ManifestMismatchError, match=rf"^owner 'a': plan {new.plan_id} carries the metadata nonce that "
                                                     rf"plan {old_plan} consumed"):
-        owner.protect_owner_fragment(spark, owner_context(cfg, "a"))
+        owner_round.protect_owner_fragment(spark, owner_context(cfg, "a"))
     for o in cfg.owners:  # a new metadata round, then a new plan
         owner.describe_fragment(spark, owner_context(cfg, o.name))
     newer = aggregator.issue_plan(aggregator_context(cfg))
@@ -215,7 +216,7 @@ def test_a_new_plan_in_the_same_work_dir_replaces_the_owners_own_entry_and_a_con
                                                     "protect step first"):
         aggregator.release(spark, aggregator_context(cfg))
     for o in cfg.owners:
-        owner.protect_owner_fragment(spark, owner_context(cfg, o.name))  # a's older table replaced, not refused
+        owner_round.protect_owner_fragment(spark, owner_context(cfg, o.name))  # a's older table replaced, not refused
     assert DeltaTable(protected_path(cfg.work_dir, "a")).history()[-1]["userMetadata"].count(newer.plan_id) == 1
     assert aggregator.release(spark, aggregator_context(cfg)).rows == 300
 

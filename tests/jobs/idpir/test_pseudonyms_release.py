@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from fragrelease.errors import IdentifierError, PseudonymKeyError
+from fragrelease.jobs.idpir import combine, owner_round
 from fragrelease.jobs.protocol import aggregator, owner
 from fragrelease.jobs.protocol.context import aggregator_context, owner_context
 from fragrelease.jobs.protocol.keys import generated_key_path, owner_pseudonym_key
@@ -68,7 +69,7 @@ def play(spark, cfg):
         owner.describe_fragment(spark, owner_context(cfg, o.name))
     plan = aggregator.issue_plan(aggregator_context(cfg), spark)
     for o in cfg.owners:
-        owner.protect_owner_fragment(spark, owner_context(cfg, o.name))
+        owner_round.protect_owner_fragment(spark, owner_context(cfg, o.name))
     return plan
 
 
@@ -169,7 +170,7 @@ def test_vertical_pseudonym_sets_that_differ_are_refused(spark, tmp_path, schema
     shutil.rmtree(tmp_path / "b")
     write_source(spark, tmp_path / "b", [*range(1, 20), 99], ("y",))
     for o in cfg.owners:
-        owner.protect_owner_fragment(spark, owner_context(cfg, o.name))
+        owner_round.protect_owner_fragment(spark, owner_context(cfg, o.name))
     with pytest.raises(IdentifierError) as e:
         aggregator.release(spark, aggregator_context(cfg))
     assert str(e.value) == ("the protected fragments of 'a' and 'b' hold different sets of pseudonyms "
@@ -304,9 +305,9 @@ def test_fragments_written_under_another_key_than_the_plans_are_refused(spark, t
     for o in cfg.owners:
         owner.describe_fragment(spark, owner_context(cfg, o.name))
     aggregator.issue_plan(aggregator_context(cfg), spark)
-    owner.protect_owner_fragment(spark, owner_context(cfg, "a"))
+    owner_round.protect_owner_fragment(spark, owner_context(cfg, "a"))
     open(kf, "wb").write(b"a different key of 32 bytes or more")
-    owner.protect_owner_fragment(spark, owner_context(cfg, "b"))
+    owner_round.protect_owner_fragment(spark, owner_context(cfg, "b"))
     with pytest.raises(ManifestMismatchError) as e:
         aggregator.release(spark, aggregator_context(cfg))
     assert str(e.value) == ("owners 'a' and 'b' wrote their fragments under different pseudonym keys "
@@ -317,14 +318,14 @@ def test_disjointness_check_counts_shared_and_repeated_pseudonyms_without_showin
     def frame(values):
         return spark.createDataFrame([(v,) for v in values], "pseudonym string")
 
-    aggregator.check_disjoint_pseudonyms({"a": frame(["p1", "p2"]), "b": frame(["p3"]), "c": frame(["p4"])})  # disjoint
+    combine.check_disjoint_pseudonyms({"a": frame(["p1", "p2"]), "b": frame(["p3"]), "c": frame(["p4"])})  # disjoint
     with pytest.raises(IdentifierError) as e:
-        aggregator.check_disjoint_pseudonyms({"a": frame(["p1", "p2", "p9"]), "b": frame(["p5"]),
+        combine.check_disjoint_pseudonyms({"a": frame(["p1", "p2", "p9"]), "b": frame(["p5"]),
                                               "c": frame(["p1", "p2", "p5"])})
     assert str(e.value).startswith("owners 'a' and 'c' hold 2 records with the same pseudonym;")  # the largest pair
     assert "p1" not in str(e.value) and "p2" not in str(e.value)
     with pytest.raises(IdentifierError) as e:
-        aggregator.check_disjoint_pseudonyms({"a": frame(["p1", "p1", "p2"]), "b": frame(["p3"])})
+        combine.check_disjoint_pseudonyms({"a": frame(["p1", "p1", "p2"]), "b": frame(["p3"])})
     assert str(e.value) == ("the protected fragment of 'a' holds 1 pseudonym more than once; "
                             "a horizontal owner holds each record once")
 

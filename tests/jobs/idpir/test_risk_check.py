@@ -19,7 +19,8 @@ from markupsafe import escape
 
 from fragrelease.errors import ConfigError
 from fragrelease.idpir.guarantee import HAND_OVER
-from fragrelease.jobs.protocol import aggregator, owner, risk_check, simulate
+from fragrelease.jobs.idpir import risk_check
+from fragrelease.jobs.protocol import aggregator, owner, simulate
 from fragrelease.jobs.protocol.context import aggregator_context, owner_context
 from fragrelease.jobs.protocol.layout import manifest_path, owner_report_path, protected_path
 from fragrelease.jobs.protocol.ledger import spent

@@ -16,7 +16,8 @@ import yaml
 from signing_keys import with_keys  # tests/helpers: the owners sign their manifests
 
 from fragrelease.errors import ReleaseExistsError
-from fragrelease.jobs.protocol import aggregator, owner
+from fragrelease.jobs.idpir import owner_round
+from fragrelease.jobs.protocol import aggregator
 from fragrelease.jobs.protocol.ledger import spent
 from fragrelease.jobs.protocol.release import run_local_release
 from fragrelease.protocol.config import config_from_dict
@@ -63,15 +64,15 @@ def _kill_at(monkeypatch, where):
     if where == "after metadata":
         monkeypatch.setattr(aggregator, "issue_plan", killed)
     elif where == "after the plan":
-        monkeypatch.setattr(owner, "protect_and_write", killed)
+        monkeypatch.setattr(owner_round, "protect_and_write", killed)
     elif where == "after an owner's spend":  # owner b dies after its ledger spend, before its noise
-        real = owner.released_fragment
+        real = owner_round.released_fragment
 
         def b_dies(df, attrs, spec, **kw):
             if spec.owner == "b":
                 raise Killed
             return real(df, attrs, spec, **kw)
-        monkeypatch.setattr(owner, "released_fragment", b_dies)
+        monkeypatch.setattr(owner_round, "released_fragment", b_dies)
     elif where == "after an owner's publish":
         monkeypatch.setattr(aggregator, "release", killed)
     else:  # in the aggregator's commit

@@ -21,6 +21,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from fragrelease.errors import ManifestMismatchError, SignatureError
+from fragrelease.jobs.idpir import combine, owner_round
 from fragrelease.jobs.protocol import aggregator, owner, simulate
 from fragrelease.jobs.protocol.context import aggregator_context, owner_context
 from fragrelease.jobs.protocol.digests import content_digest
@@ -58,7 +59,7 @@ def protected(spark, wine_pdf, tmp_path_factory):
         owner.describe_fragment(spark, owner_context(cfg, o.name))
     aggregator.issue_plan(aggregator_context(cfg))
     for o in cfg.owners:
-        owner.protect_owner_fragment(spark, owner_context(cfg, o.name))
+        owner_round.protect_owner_fragment(spark, owner_context(cfg, o.name))
     return tmp, source, keys, tmp / "work"
 
 
@@ -247,7 +248,7 @@ def test_a_failed_digest_pass_checks_each_owner_on_its_own(spark, protected, mon
     def failing(*args, **kwargs):
         raise RuntimeError("a data file cannot be read")
 
-    monkeypatch.setattr(aggregator, "set_checks", failing)
+    monkeypatch.setattr(combine, "set_checks", failing)
     cfg = copy_of(protected)
     assert aggregator.release(spark, aggregator_context(cfg)).rows == 300
     cfg = copy_of(protected)

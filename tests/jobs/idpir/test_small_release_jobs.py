@@ -12,8 +12,8 @@ import pytest
 from spark_jobs import job_ids, job_names
 
 from fragrelease.errors import IdentifierError
+from fragrelease.jobs.idpir.combine import check_disjoint_pseudonyms
 from fragrelease.jobs.protocol import shuffle
-from fragrelease.jobs.protocol.aggregator import check_disjoint_pseudonyms
 
 
 def _plan(df) -> str:
@@ -109,9 +109,10 @@ def test_a_small_release_protects_and_scores_without_exchanges(spark, tmp_path, 
 
     import threading
 
-    from fragrelease.jobs.protocol import aggregator, release
+    from fragrelease.jobs.idpir import evaluate
+    from fragrelease.jobs.protocol import aggregator
 
-    real_score, real_release, committed = release._mean_sse, aggregator.release, threading.Event()
+    real_score, real_release, committed = evaluate.owners_mean_sse, aggregator.release, threading.Event()
 
     def grouped(*args, **kwargs):
         # tests only: MeanSSE's jobs in a group of their own, after the aggregator's step, so that each step's
@@ -129,7 +130,7 @@ def test_a_small_release_protects_and_scores_without_exchanges(spark, tmp_path, 
         finally:
             committed.set()
 
-    monkeypatch.setattr(release, "_mean_sse", grouped)
+    monkeypatch.setattr(evaluate, "owners_mean_sse", grouped)
     monkeypatch.setattr(aggregator, "release", releasing)
     result = run_local_release(spark, cfg, progress=progress)
     assert result.rows == 600 and result.mean_sse is not None and result.mean_sse > 0
@@ -146,7 +147,7 @@ def test_a_small_release_protects_and_scores_without_exchanges(spark, tmp_path, 
     planned = steps["validating metadata and issuing the plan"]
     assert len(planned) == 1 and "digests.py" in planned[0], planned
     verified = steps["verifying fragments and committing the release"]
-    checks = [j for j in verified if "digests.py" in j or "aggregator.py" in j]
+    checks = [j for j in verified if "digests.py" in j or "aggregator.py" in j or "combine.py" in j]
     assert len(checks) == 1, verified
     assert not any("withThreadLocalCaptured" in j for j in verified), verified  # a new table: no state rebuild
 
@@ -162,9 +163,10 @@ def test_mean_sse_runs_beside_the_aggregator_and_its_error_comes_after_the_commi
     from deltalake import DeltaTable
 
     from fragrelease.errors import InvalidParameterError, ProtocolError
+    from fragrelease.jobs.idpir import evaluate
     from fragrelease.jobs.protocol import aggregator, release
 
-    real_release, real_score = aggregator.release, release._mean_sse
+    real_release, real_score = aggregator.release, evaluate.owners_mean_sse
 
     def case(name: str, *, score_error=None, aggregator_error=None):
         together = threading.Barrier(2, timeout=60)
@@ -182,7 +184,7 @@ def test_mean_sse_runs_beside_the_aggregator_and_its_error_comes_after_the_commi
                 raise aggregator_error
             return out
 
-        monkeypatch.setattr(release, "_mean_sse", scoring)
+        monkeypatch.setattr(evaluate, "owners_mean_sse", scoring)
         monkeypatch.setattr(aggregator, "release", releasing)
         (tmp_path / name).mkdir()
         return release.run_local_release(spark, _small_config(tmp_path / name))

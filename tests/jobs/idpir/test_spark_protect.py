@@ -15,8 +15,8 @@ from fragrelease.errors import DomainError, IdentifierError, SchemaMismatchError
 from fragrelease.idpir.category_order import DEFAULT_ORDER_SHARE, dp_frequency_order, ranks_of
 from fragrelease.idpir.mechanisms import protect_attribute
 from fragrelease.idpir.stage import AttributeTask
-from fragrelease.jobs.idpir.ranking import global_rank, range_sorted
 from fragrelease.jobs.protocol.fragment import validate_fragment
+from fragrelease.jobs.protocol.ranking import global_rank, range_sorted
 from fragrelease.protocol.options import ReleaseOptions
 from fragrelease.schemas.adult import SCHEMA as ADULT
 from fragrelease.schemas.wine import SCHEMA as WINE

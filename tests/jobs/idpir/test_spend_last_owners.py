@@ -1,7 +1,7 @@
 """Spend last across owners in the local driver (issue 41, session 5).
 
 :func:`fragrelease.jobs.protocol.release.play_release` runs every owner's checks that need no noise, up to
-its ledger's check of the spend (:func:`fragrelease.jobs.protocol.owner.check_before_spend`,
+its ledger's check of the spend (:func:`fragrelease.jobs.idpir.owner_round.check_before_spend`,
 :func:`fragrelease.jobs.protocol.ledger.check_spend`), before any owner's protection: an owner whose
 ledger has no room stops the release before any owner spends (before, owner a had spent when owner b
 was refused). Delta commits through Spark set session confs and take turns (a process-wide lock).
