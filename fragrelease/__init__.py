@@ -4,9 +4,12 @@ It imports nothing from the Spark side (``tests/test_architecture.py`` checks it
 :mod:`~fragrelease.errors`, :mod:`~fragrelease.version`, :mod:`~fragrelease.rng` (the one source of
 randomness: ``laplace``, ``diffgen``, ``secure``),
 :mod:`~fragrelease.budget` (exact ε arithmetic), :mod:`~fragrelease.validation` and
-:mod:`~fragrelease.taxonomy` (the generalization hierarchy). One subpackage per system:
+:mod:`~fragrelease.taxonomy` (the generalization hierarchy), :mod:`~fragrelease.accuracy` (intervals of
+Laplace noise), :mod:`~fragrelease.kinds` (the release kinds' one registry). The fragmented-release
+protocol shared by every release kind: :mod:`fragrelease.protocol`. One subpackage per system or kind:
 
-- :mod:`fragrelease.idpir`: iDP-IR microaggregation releases over fragmented data;
+- :mod:`fragrelease.idpir`: iDP-IR microaggregation releases over fragmented data (kinds ``linked``, ``unlinked``);
+- :mod:`fragrelease.synthesis`: marginal synthesis over horizontal fragments (kind ``synthetic``);
 - :mod:`fragrelease.publications`: Mondrian, cloning and the composition-attack audit;
 - :mod:`fragrelease.tiers`: tiered releases with increasing privacy;
 - :mod:`fragrelease.diffgen`: DiffGen and two-party DistDiffGen.

@@ -21,6 +21,5 @@ which reaches this package only through the registry (:mod:`fragrelease.kinds`).
   with its objects (:mod:`~fragrelease.idpir.preview_types`), figures (:mod:`~fragrelease.idpir.preview_figures`),
   suggestions (:mod:`~fragrelease.idpir.preview_suggest`), simulation (:mod:`~fragrelease.idpir.preview_error`)
   and table (:mod:`~fragrelease.idpir.preview_table`);
-- :mod:`~fragrelease.idpir.accuracy`: Laplace intervals from OpenDP's accuracy functions;
 - :mod:`~fragrelease.idpir.guarantee`: the exact privacy statement of a release.
 """

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Optional, Sequence
 
+from fragrelease.accuracy import laplace_half_width
 from fragrelease.errors import InvalidParameterError
-from fragrelease.idpir.accuracy import laplace_half_width
 from fragrelease.idpir.category_order import AttributeBudget, histogram_scale
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.microaggregation import cluster_count

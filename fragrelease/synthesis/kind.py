@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional, Sequence
 
 from fragrelease.errors import ConfigError, InvalidParameterError
-from fragrelease.idpir.category_order import check_category_counts
+from fragrelease.protocol.categories import check_category_counts
 from fragrelease.protocol.fragmentation import fragmentation_of
 from fragrelease.protocol.kind import Block, KindConfig, Line, ReleaseFigures, ReleaseKind, TextTable, warning_line
 from fragrelease.protocol.membership import HORIZONTAL_MEMBERSHIP

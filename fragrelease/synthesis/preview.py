@@ -2,7 +2,7 @@
 
 ``fragrelease plan`` on a ``linkage: synthetic`` configuration (docs/specification.md §10). No data, no
 Spark, no budget: the ε split, each marginal's Laplace scale and 95 % interval (OpenDP's accuracy map,
-:func:`fragrelease.idpir.accuracy.laplace_half_width`), the cells each marginal spreads the records
+:func:`fragrelease.accuracy.laplace_half_width`), the cells each marginal spreads the records
 over, and, when the owners' record counts are declared, the mean count per cell beside the noise of
 the owners' summed cell. A warning names the measurements whose summed cell noise is at least the
 mean count of a cell (the model would then be fitted mostly to noise).
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Optional, Sequence
 
-from fragrelease.idpir.accuracy import laplace_half_width
+from fragrelease.accuracy import laplace_half_width
 from fragrelease.synthesis.mechanism import SUBSTITUTION_SENSITIVITY
 from fragrelease.synthesis.protocol import SynthesisSpec
 

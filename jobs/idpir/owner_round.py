@@ -25,9 +25,9 @@ import posixpath
 from typing import Mapping, Optional
 
 from fragrelease.errors import ConfigError
+from fragrelease.idpir.linkage import ir_linkage
 from fragrelease.idpir.spec import ProtectionSpec
 from fragrelease.protocol.config import LedgerConfig
-from fragrelease.idpir.linkage import ir_linkage
 from fragrelease.protocol.messages import Manifest, manifest_for
 from fragrelease.pseudonyms import PSEUDONYM_COLUMN, key_check
 from fragrelease.rng.laplace import NoiseSource

@@ -5,7 +5,7 @@ and the owner report's MeanSSE, error per attribute, parameters and measured dis
 :class:`fragrelease.jobs.idpir.kind.IRJobs` (``report_sections``, ``owner_report_parts``).
 
 Intervals of the Laplace noise come from OpenDP's accuracy function
-(:func:`fragrelease.idpir.accuracy.laplace_half_width`).
+(:func:`fragrelease.accuracy.laplace_half_width`).
 """
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def noise_section(provenance: Mapping[str, Any]) -> Optional[Mapping[str, Any]]:
     ``warning``, ``notes`` and ``draw``, a function that draws its charts (a list of :class:`BarChart`: the
     interval's share of the domain per attribute, P(rank moves) when an attribute is categorical, and
     the expected released error relative to the constant release's). The half-width is OpenDP's
-    (:func:`fragrelease.idpir.accuracy.laplace_half_width` of b at α = 0.05), the share 2·half-width /
+    (:func:`fragrelease.accuracy.laplace_half_width` of b at α = 0.05), the share 2·half-width /
     (hi − lo); the check is the preview's.
     """
     from fragrelease.idpir.preview import preview_from_provenance

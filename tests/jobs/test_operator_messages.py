@@ -161,7 +161,7 @@ def _schema(tmp_path, n):
 
 @pytest.mark.parametrize("linkage", ["linked", "synthetic"])
 def test_a_declared_domain_above_the_limit_is_refused_before_spark(tmp_path, capsys, no_spark, linkage):
-    from fragrelease.idpir.category_order import MAX_CATEGORIES
+    from fragrelease.protocol.categories import MAX_CATEGORIES
 
     (tmp_path / "a.csv").write_text("rid,age,city\n1,30,c0\n")
     conf = yaml.safe_load(_wine_config(tmp_path).read_text())

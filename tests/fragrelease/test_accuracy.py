@@ -1,4 +1,4 @@
-"""The 95 % interval of Laplace noise comes from OpenDP's accuracy functions (fragrelease.idpir.accuracy)."""
+"""The 95 % interval of Laplace noise comes from OpenDP's accuracy functions (fragrelease.accuracy)."""
 from __future__ import annotations
 
 import math
@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
+from fragrelease.accuracy import ALPHA, laplace_half_width, laplace_scale_for
 from fragrelease.errors import InvalidParameterError
-from fragrelease.idpir.accuracy import ALPHA, laplace_half_width, laplace_scale_for
 
 
 def test_the_half_width_is_the_known_answer():
