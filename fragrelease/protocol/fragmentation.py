@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Literal, Mapping, Optional, Protocol, Sequence, get_args
+from typing import TYPE_CHECKING, Any, Literal, Mapping, Optional, Protocol, Sequence
 
 from fragrelease.budget import ReleaseBudget, horizontal_budget, split_epsilon_vertical, vertical_budget
 from fragrelease.errors import IdentifierError, ProtocolError
@@ -36,12 +36,12 @@ from fragrelease.validation import registered
 
 #: The fragmentations' wire names (the ``fragmentation`` field of configurations, plans, manifests).
 FragmentationName = Literal["horizontal", "vertical"]
-#: The linkages' wire names (the ``linkage`` release option): the release kinds of the registry
-#: (:data:`fragrelease.kinds.KINDS`), spelt out for the type checker and checked against it below.
-LinkageName = Literal["linked", "unlinked", "synthetic"]
 #: The release kinds' wire names, in the registry's order (:data:`fragrelease.kinds.KINDS`).
 LINKAGES: tuple[str, ...] = tuple(KINDS)
-assert set(get_args(LinkageName)) == set(LINKAGES), "LinkageName must list the kinds of fragrelease.kinds.KINDS"
+if TYPE_CHECKING:  # a name of the registry, whichever kinds it holds
+    LinkageName = str
+else:  #: The linkages' wire names (the ``linkage`` release option): exactly the registry's kinds, read from it
+    LinkageName = Literal[LINKAGES]
 
 
 class OwnerFacts(Protocol):
