@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pytest
 
+from fragrelease.kinds import KINDS
+
 ROOT = Path(__file__).resolve().parents[1]
 #: Repository folder -> the package it installs as (setup.py package_dir).
 FOLDERS = {"fragrelease": "fragrelease", "jobs": "fragrelease.jobs", "udfs": "fragrelease.udfs",
@@ -375,7 +377,8 @@ JOBS_LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                              "fragrelease.jobs.partitioning", "fragrelease.jobs.progress",
                              "fragrelease.jobs.describe")),
     ("protocol", ("fragrelease.jobs.protocol",)),
-    ("release kinds and the other systems", ("fragrelease.jobs.idpir", "fragrelease.jobs.synthesis",
+    # the kinds' Spark packages read from the registry (a new kind needs no edit here), and the other systems
+    ("release kinds and the other systems", (*sorted({e.jobs.partition(":")[0].rpartition(".")[0] for e in KINDS.values()}),
                                              "fragrelease.jobs.tiers", "fragrelease.jobs.publications",
                                              "fragrelease.jobs.diffgen")),
     ("result types shared by the driver and the API", ("fragrelease.jobs.api_common",)),

@@ -60,7 +60,10 @@ def owner_protect(config: str = typer.Option(..., "--config"), owner: str = type
         return
     _, result = kind.play_round(_common._spark(master, cfg, inputs=[ctx.paths.fragment]), ctx)
     m = result.manifest
-    assert m is not None  # a one-round kind publishes a protected table with its manifest
+    if m is None:  # a one-round kind whose round publishes a message, not a protected table with its manifest
+        console.print(f"owner {owner}: round 1 of plan {plan.plan_id} written; the aggregator's release step is next "
+                      "once every owner has written its round", highlight=False)
+        return
     console.print(f"owner {m.owner}: protected {m.n_records:,} records with ε_j = {m.epsilon}, k = {m.k} (plan {m.plan_id})")
     if cfg.risk_check is not None:  # the same line whatever was measured: the numbers and flags are private
         console.print(f"owner {m.owner}: fragment handed over; its measured risk (advisory, flags included) is in "

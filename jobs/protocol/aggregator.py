@@ -115,7 +115,11 @@ def issue_plan(ctx: AggregatorContext, spark=None, *, pin: bool = True) -> Plan:
 
 
 def release_columns(plan: Plan) -> list[str]:
-    """The columns a release of ``plan`` publishes: its attributes, and the pseudonym when kept."""
+    """The columns a release of ``plan`` publishes: the kind's own (:meth:`KindJobs.table_columns`), else its
+    attributes, and the pseudonym when kept."""
+    own = kind_jobs(plan.linkage).table_columns(plan)
+    if own is not None:
+        return list(own)
     return [*([PSEUDONYM_COLUMN] if plan.keep_id else []), *(a["name"] for a in plan.attributes)]
 
 
@@ -437,7 +441,8 @@ def _commit(spark, ctx: AggregatorContext, plan: Plan, combined: Combined, prov:
 
         attrs = [schema.attribute(a["name"]) for a in plan.attributes]
         sections = kind_jobs(plan.linkage).report_sections(prov, attrs)
-        report = public_report(committed_release(spark, path, version), attrs, prov, public_report_path(path, version),
+        summarised = attrs if kind_jobs(plan.linkage).table_columns(plan) is None else []  # the table's attributes
+        report = public_report(committed_release(spark, path, version), summarised, prov, public_report_path(path, version),
                                described=table_self_description(path, version), table=cfg.output_table or path,
                                version=version, extra_sections=sections, records=rows)
     return CommittedRelease(path=path, table=cfg.output_table, version=version, rows=rows, provenance=prov,

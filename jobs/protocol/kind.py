@@ -144,6 +144,12 @@ class KindJobs(ABC):
         """Verify every owner's messages against their signatures and the plan, and combine them into the
         release's rows. Raises ManifestMismatchError, IdentifierError, ConfigError."""
 
+    def table_columns(self, plan: Plan) -> Optional[Sequence[str]]:
+        """The release table's columns when they are not the plan's attributes (default None: the plan's
+        attributes, and the pseudonym when kept). A kind that names its own columns gets no per-attribute
+        summary in the public report (its columns are not the schema's attributes)."""
+        return None
+
     def report_sections(self, provenance: Mapping[str, Any], attributes: Sequence[Attribute]) -> tuple:
         """The kind's own sections of the public report (default: none): :class:`.report_html.ReportSection`
         objects, each where its ``place`` says (``lead``, ``parameters``, ``end``). Public terms only."""
