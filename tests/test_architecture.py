@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from fragrelease.kinds import KINDS
+from tests.helpers.ast_imports import from_module
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Repository folder -> the package it installs as (setup.py package_dir).
@@ -98,12 +99,7 @@ def _imports_in(name: str, is_pkg: bool, tree: ast.Module) -> tuple[tuple[str, i
         if isinstance(node, ast.Import):
             out.extend((a.name, node.lineno) for a in node.names)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                mod = ".".join(base + ([node.module] if node.module else []))
-            else:
-                mod = node.module or ""
+            mod = from_module(node, package)
             for a in node.names:
                 sub = f"{mod}.{a.name}"
                 out.append((sub if sub in MODULES else mod, node.lineno))
@@ -596,12 +592,7 @@ def _aliases_in(name: str, is_pkg: bool, tree: ast.AST) -> tuple[tuple[str, str]
                     top = a.name.split(".")[0]
                     out.setdefault(top, top)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                mod = ".".join(base + ([node.module] if node.module else []))
-            else:
-                mod = node.module or ""
+            mod = from_module(node, package)
             for a in node.names:
                 out[a.asname or a.name] = f"{mod}.{a.name}"
     return tuple(out.items())

@@ -22,6 +22,7 @@ import ast
 from pathlib import Path
 
 from fragrelease.kinds import KINDS
+from tests.helpers.ast_imports import from_module
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Repository folder -> the package it installs as (setup.py package_dir); the product folders only.
@@ -81,12 +82,7 @@ def imported_names(tree: ast.AST, name: str, is_pkg: bool) -> list[tuple[str, in
         if isinstance(node, ast.Import):
             out.extend((_installed(a.name), node.lineno) for a in node.names)
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                mod = ".".join(base + ([node.module] if node.module else []))
-            else:
-                mod = _installed(node.module or "")
+            mod = from_module(node, package) if node.level else _installed(node.module or "")
             out.extend((f"{mod}.{a.name}" if f"{mod}.{a.name}" in MODULES else mod, node.lineno)
                        for a in node.names)
         elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
