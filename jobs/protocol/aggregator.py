@@ -440,8 +440,9 @@ def _commit(spark, ctx: AggregatorContext, plan: Plan, combined: Combined, prov:
         from .report import committed_release, public_report, public_report_path
 
         attrs = [schema.attribute(a["name"]) for a in plan.attributes]
-        sections = kind_jobs(plan.linkage).report_sections(prov, attrs)
-        summarised = attrs if kind_jobs(plan.linkage).table_columns(plan) is None else []  # the table's attributes
+        kind = kind_jobs(plan.linkage)
+        sections = kind.report_sections(prov, attrs)
+        summarised = attrs if kind.table_columns(plan) is None else []  # the table's attributes
         report = public_report(committed_release(spark, path, version), summarised, prov, public_report_path(path, version),
                                described=table_self_description(path, version), table=cfg.output_table or path,
                                version=version, extra_sections=sections, records=rows)
