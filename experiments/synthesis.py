@@ -24,23 +24,20 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from fragrelease.rng.diffgen import SeededDiffGenRandomness
-from fragrelease.rng.laplace import FastLaplace, evaluation_generator
+from fragrelease.rng.laplace import evaluation_generator
 from fragrelease.synthesis.domain import DEFAULT_BINS, CodedAttribute, SynthesisDomain, contingency
 from fragrelease.synthesis.mechanism import (
     DEFAULT_ONE_WAY_SHARE,
     DEFAULT_SELECTION_SHARE,
     SynthesisBudget,
-    add_owners,
+    add_vectors,
     choose_tree,
     cliques_to_measure,
-    features_of,
-    fit_model,
-    measure_cliques,
-    measure_round_one,
-    noisy_total,
-    sample_codes,
+    default_collusion_bound,
+    feature_pairs,
+    honest_parts,
 )
+from fragrelease.synthesis.model import Measured, fit_model, noisy_total, sample_codes
 from fragrelease.synthesis.protocol import synthesis_spec
 
 from . import downstream as ds
@@ -66,53 +63,77 @@ def coded_domain(specs: Sequence[AttributeSpec]) -> SynthesisDomain:
         else CodedAttribute.numeric(s.name, s.lo, s.hi, integer=True, cuts=CUTS.get(s.name)) for s in specs))
 
 
-def synthesize_fragments(train: pd.DataFrame, specs: Sequence[AttributeSpec], *, epsilon: Fraction, owners: int,
-                         target: Optional[str], gen: np.random.Generator, iters: int = 1000,
-                         per_owner: bool = False, joint: bool = False, domain: Optional[SynthesisDomain] = None,
-                         shares: tuple[Fraction, Fraction] = (DEFAULT_ONE_WAY_SHARE, DEFAULT_SELECTION_SHARE)
-                         ) -> pd.DataFrame:
-    """One release of the marginal-synthesis kind over ``owners`` random horizontal fragments of ``train``.
+def owner_of_rows(train: pd.DataFrame, owners: int, gen: np.random.Generator, *, age_bands: bool = False) -> np.ndarray:
+    """Each training row's owner: uniform at random, or (``age_bands``) contiguous age bands of equal size."""
+    if not age_bands:
+        return gen.integers(0, owners, len(train))
+    ranks = train["age"].rank(method="first").to_numpy() - 1
+    return np.minimum((ranks * owners // len(train)).astype(int), owners - 1)
 
-    ``per_owner``: one round; each owner measures the cliques of its own tree and the aggregator fits
-    one model per owner and unions their rows (instead of a shared tree and one model).
+
+def owner_share(noise, size: int, gen: np.random.Generator) -> np.ndarray:
+    """One owner's share NB(1/k, α) − NB(1/k, α) with numpy (evaluation only; a release draws it exactly
+    from the OS CSPRNG, :mod:`fragrelease.rng.polya`)."""
+    r, p = 1.0 / noise.parts, 1.0 - float(noise.alpha)
+    return gen.negative_binomial(r, p, size) - gen.negative_binomial(r, p, size)
+
+
+def synthesize_fragments(train: pd.DataFrame, specs: Sequence[AttributeSpec], *, epsilon: Fraction, owners: int,
+                         target: Optional[str], gen: np.random.Generator, iters: int = 1000, joint: bool = False,
+                         domain: Optional[SynthesisDomain] = None, collusion: Optional[int] = None,
+                         shares: tuple[Fraction, Fraction] = (DEFAULT_ONE_WAY_SHARE, DEFAULT_SELECTION_SHARE),
+                         age_bands: bool = False, trees: Optional[list] = None) -> pd.DataFrame:
+    """One release of the marginal-synthesis kind over ``owners`` horizontal owners of ``train``.
+
+    Every owner counts its own fragment and adds its noise share (:func:`owner_share`); the harness adds
+    the owners' vectors (:func:`~fragrelease.synthesis.mechanism.add_vectors`), which is exactly what
+    secure aggregation decodes (the masks cancel; tests/fragrelease/test_secagg.py). ``collusion``: t
+    (default :func:`~fragrelease.synthesis.mechanism.default_collusion_bound`). ``trees``: a list the
+    chosen tree is appended to (for the structure's statistics).
     """
-    dom = coded_domain(specs)
+    dom = domain if domain is not None else coded_domain(specs)
     codes = dom.encode(train)
-    owner = gen.integers(0, owners, len(codes))
+    owner = owner_of_rows(train, owners, gen, age_bands=age_bands)
     frags = [codes[owner == o] for o in range(owners)]
+    t = default_collusion_bound(owners) if collusion is None else collusion
+    parts = honest_parts(owners, t)
     budget = SynthesisBudget(Fraction(epsilon), *shares)
-    randomness = SeededDiffGenRandomness(int(gen.integers(2**62)))
-    noise = FastLaplace()
     sizes = dom.sizes
-    feats = features_of(dom, target)
-    if per_owner:
-        parts = []
-        for f in frags:
-            one = {a: contingency(f, (a,), sizes) for a in dom.names}
-            pairs = {p: contingency(f, p, sizes) for p in itertools.combinations(feats, 2)}
-            first = measure_round_one(dom, one, pairs, budget, target=target, randomness=randomness, noise=noise)
-            cl = cliques_to_measure(dom, first.edges, target=target, joint=joint)
-            second = measure_cliques(dom, {c: contingency(f, c, sizes) for c in cl}, cl, budget, noise=noise)
-            one_sums, clique_sums = add_owners([first], [second])
-            plan = fit_model(dom, one_sums, budget.one_way_noise(dom), clique_sums, budget.clique_noise(dom, cl),
-                             owners=1, iters=iters)
-            parts.append(pd.DataFrame(sample_codes(plan, noisy_total(one_sums, budget.one_way_noise(dom)), gen.random)))
-        return dom.decode(pd.concat(parts, ignore_index=True)[list(dom.names)], gen.random)
-    rounds = []
-    for f in frags:
-        one = {a: contingency(f, (a,), sizes) for a in dom.names}
-        pairs = {p: contingency(f, p, sizes) for p in itertools.combinations(feats, 2)}
-        rounds.append(measure_round_one(dom, one, pairs, budget, target=target, randomness=randomness, noise=noise))
-    tree = choose_tree(dom, [r.edges for r in rounds], target=target)
+
+    def decoded(noises):
+        vectors = [{c: contingency(f, c, sizes).ravel().astype(np.int64) + owner_share(n, int(np.prod(
+            [sizes[a] for a in c])), gen) for c, n in noises.items()} for f in frags]
+        return add_vectors(vectors)
+
+    pairs = feature_pairs(dom, target)
+    first = {**budget.one_way_noise(dom, parts), **budget.selection_noise(pairs, parts)}
+    sums = decoded(first)
+    variances = {c: n.variance_of_sum(owners) for c, n in first.items()}
+    tree = choose_tree(dom, sums, variances, target=target)
+    if trees is not None:
+        trees.append(tree)
     cliques = cliques_to_measure(dom, tree, target=target, joint=joint)
-    measured = [measure_cliques(dom, {c: contingency(f, c, sizes) for c in cliques}, cliques, budget, noise=noise)
-                for f in frags]
-    one_sums, clique_sums = add_owners(rounds, measured)
-    plan = fit_model(dom, one_sums, budget.one_way_noise(dom), clique_sums, budget.clique_noise(dom, cliques),
-                     owners=owners, iters=iters)
-    rows = noisy_total(one_sums, budget.one_way_noise(dom))
+    second = budget.clique_noise(cliques, parts)
+    sums2 = decoded(second)
+    one = [Measured((a,), sums[(a,)], float(np.sqrt(variances[(a,)]))) for a in dom.names]
+    measured = one + [Measured(tuple(e), sums[tuple(e)], float(np.sqrt(variances[tuple(e)]))) for e in tree]
+    measured += [Measured(c, sums2[c], float(np.sqrt(n.variance_of_sum(owners)))) for c, n in second.items()]
+    plan = fit_model(dom, measured, iters=iters)
+    rows = noisy_total(one)
     out = pd.DataFrame(sample_codes(plan, rows, gen.random))
     return dom.decode(out[list(dom.names)], gen.random)
+
+
+def pair_tvds(original: np.ndarray, released: np.ndarray, sizes: Sequence[int], names: Sequence[str]
+              ) -> dict[tuple[str, str], float]:
+    """The 2-way TVD of every pair of columns (the downstream table's definition), by pair of names."""
+    out = {}
+    for i, j in itertools.combinations(range(len(names)), 2):
+        cells = sizes[i] * sizes[j]
+        p = np.bincount(original[:, i] * sizes[j] + original[:, j], minlength=cells) / len(original)
+        q = np.bincount(released[:, i] * sizes[j] + released[:, j], minlength=cells) / len(released)
+        out[(names[i], names[j])] = 0.5 * float(np.abs(p - q).sum())
+    return out
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
@@ -122,7 +143,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     ap.add_argument("--owners", type=int, default=4)
     ap.add_argument("--iters", type=int, default=1000)
     ap.add_argument("--no-target", action="store_true", help="no declared target (plain tree)")
-    ap.add_argument("--per-owner", action="store_true", help="one round: one model per owner (its own tree)")
+    ap.add_argument("--collusion", type=int, default=None,
+                    help="t, the owners that may collude with the aggregator (default: the release's default)")
+    ap.add_argument("--age-bands", action="store_true",
+                    help="owners hold contiguous age bands (label only: the decoded sums do not depend on the split)")
     ap.add_argument("--joint", action="store_true", help="3-way (target, a, b) cliques per tree edge")
     ap.add_argument("--shares", nargs=2, default=[str(DEFAULT_ONE_WAY_SHARE), str(DEFAULT_SELECTION_SHARE)],
                     help="ε shares of the 1-ways and the selection")
@@ -143,28 +167,37 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     sizes = ds.code_sizes(specs)
     rows = []
     os.makedirs(a.out, exist_ok=True)
+    names = [sp.name for sp in specs]
     for eps in a.epsilons:
         for run in range(a.runs):
             t0 = time.perf_counter()
+            trees: list = []
             table = synthesize_fragments(train, specs, epsilon=Fraction(eps), owners=a.owners,
                                          target=None if a.no_target else ds.TARGET, gen=gen, iters=a.iters,
-                                         per_owner=a.per_owner, joint=a.joint,
-                                         domain=None if a.cuts else release_domain(a.bins),
+                                         joint=a.joint, domain=None if a.cuts else release_domain(a.bins),
+                                         collusion=a.collusion, age_bands=a.age_bands, trees=trees,
                                          shares=(Fraction(a.shares[0]), Fraction(a.shares[1])))
             sec = time.perf_counter() - t0
             if a.save:
                 os.makedirs(a.save, exist_ok=True)
                 table.to_parquet(os.path.join(a.save, f"{a.name}-eps{eps}-run{run}.parquet"))
-            tvd1, tvd2 = ds.marginal_tvds(orig_codes, ds.encode_table(table, specs), sizes)
+            released = ds.encode_table(table, specs)
+            tvd1, tvd2 = ds.marginal_tvds(orig_codes, released, sizes)
+            pairs = pair_tvds(orig_codes, released, sizes, names)
+            other = [v for (x, y), v in pairs.items() if ds.TARGET not in (x, y)]
+            t = default_collusion_bound(a.owners) if a.collusion is None else a.collusion
             method = (("fragments-tan" if not a.no_target else "fragments-tree") + ("-joint" if a.joint else "")
-                      + ("-per-owner" if a.per_owner else "") + ("-cuts" if a.cuts else f"-bins{a.bins}")
+                      + ("-age-bands" if a.age_bands else "") + ("-cuts" if a.cuts else f"-bins{a.bins}")
                       + f"-shares-{a.shares[0]}-{a.shares[1]}")
-            rows.append({"method": method, "epsilon": eps,
-                         "owners": a.owners, "run": run, "rows": len(table),
-                         **ds.classifier_accuracies(table, test, specs, seed=run), "tvd1": tvd1, "tvd2": tvd2,
+            rows.append({"method": method, "epsilon": eps, "owners": a.owners, "collusion": t, "run": run,
+                         "rows": len(table), **ds.classifier_accuracies(table, test, specs, seed=run),
+                         "tvd1": tvd1, "tvd2": tvd2, "tvd2_non_target": float(np.mean(other)),
+                         "tree": ";".join(f"{x}~{y}" for x, y in trees[0]),
+                         "native_country_edges": sum("native-country" in e for e in trees[0]),
                          "release_seconds": sec,
-                         "guarantee": f"whole table ε = {eps}-DP (substitution; docs/specification.md §10)"})
-            print(rows[-1], flush=True)
+                         "guarantee": f"whole table ε = {eps}-DP (substitution) against the recipients, the aggregator "
+                                      f"and any {t} owners (docs/specification.md §10)"})
+            print({k: v for k, v in rows[-1].items() if k != "guarantee"}, flush=True)
             pd.DataFrame(rows).to_csv(os.path.join(a.out, f"{a.name}.csv"), index=False)
 
 

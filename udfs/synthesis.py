@@ -1,7 +1,7 @@
 """The marginal-synthesis release's rows, drawn on the executors (docs/specification.md §10).
 
 The aggregator fits the model on the driver (noisy aggregates only) and compiles it into a small
-:class:`~fragrelease.synthesis.mechanism.SamplingPlan`; :func:`synthetic_rows` spreads the row count
+:class:`~fragrelease.synthesis.model.SamplingPlan`; :func:`synthetic_rows` spreads the row count
 over ``spark.range`` partitions and each task draws its rows from the plan with uniforms from the OS
 CSPRNG (:func:`fragrelease.rng.diffgen.secure_open_unit`), then decodes them (a bin's value uniformly
 inside the bin). Post-processing of DP outputs; the draws are fresh on every evaluation, so the
@@ -16,7 +16,7 @@ import pandas as pd
 from fragrelease.errors import InvalidParameterError
 from fragrelease.rng.diffgen import secure_open_unit
 from fragrelease.synthesis.domain import SynthesisDomain
-from fragrelease.synthesis.mechanism import SamplingPlan, sample_codes
+from fragrelease.synthesis.model import SamplingPlan, sample_codes
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -18,7 +18,7 @@ from fragrelease.protocol.kind import Block, KindConfig, Line, ReleaseFigures, R
 from fragrelease.protocol.options import OPTION_NAMES, ReleaseOptions
 
 #: The release options only the synthetic kind reads: refused here when set (they would do nothing).
-SYNTHESIS_OPTIONS = ("synthesis_target", "synthesis_bins")
+SYNTHESIS_OPTIONS = ("synthesis_target", "synthesis_bins", "synthesis_collusion")
 #: The preview table's columns aligned left (the rest are figures).
 _TEXT_COLUMNS = ("attribute", "owner", "kind", "check")
 
@@ -43,8 +43,10 @@ class IRKind(ReleaseKind):
         if cfg.keep_id and self.linkage.shuffles_columns:
             problems.append(f"keep_id: true cannot be used with linkage: {self.name} (the id would link the rows)")
         if (cfg.synthesis_target is not None
-                or cfg.synthesis_bins != ReleaseOptions.model_fields["synthesis_bins"].default):
-            problems.append(f"synthesis_target/synthesis_bins: for linkage: synthetic only (linkage is {cfg.linkage!r})")
+                or cfg.synthesis_bins != ReleaseOptions.model_fields["synthesis_bins"].default
+                or cfg.synthesis_collusion is not None):
+            problems.append("synthesis_target/synthesis_bins/synthesis_collusion: for linkage: synthetic only (linkage "
+                            f"is {cfg.linkage!r})")
         return problems
 
     def check_plan_options(self, *, keep_id: bool) -> None:

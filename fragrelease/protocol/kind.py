@@ -65,6 +65,9 @@ class KindConfig(Protocol):
     @property
     def synthesis_bins(self) -> int: ...
 
+    @property
+    def synthesis_collusion(self) -> Optional[int]: ...
+
 
 class ReleaseFigures(Protocol):
     """What a run's summary reads of its result (:class:`fragrelease.jobs.api_common.ReleaseResult`):

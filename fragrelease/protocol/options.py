@@ -53,6 +53,10 @@ class ReleaseOptions(BaseModel):
         owners measure its 2-way marginal with every other attribute. Default: none.
     synthesis_bins : ``linkage: synthetic`` only: equal-width bins of each numeric attribute's declared
         domain (whole-number edges for integer attributes); default 10.
+    synthesis_collusion : ``linkage: synthetic`` only: t, how many owners may collude with the aggregator
+        while every record keeps its ε (0 ≤ t < m); default none: ⌊m/3⌋ (m − 1 for two owners, 0 for
+        one). The noise variance grows as m/(m − t); t = m − 1 is every owner adding a whole noise.
+        docs/privacy.md, "Synthetic releases".
     postprocess : ``"isotonic"`` (default: consistency post-processing of the noisy centroids) or
         ``"none"`` (the paper's output). docs/specification.md §9.
 
@@ -78,6 +82,8 @@ class ReleaseOptions(BaseModel):
     synthesis_target: Optional[str] = Field(default=None, min_length=1)
     #: linkage synthetic: equal-width bins of each numeric attribute's declared domain
     synthesis_bins: int = Field(default=10, ge=2, le=1000)
+    #: linkage synthetic: t, the owners that may collude with the aggregator (None: the default ⌊m/3⌋)
+    synthesis_collusion: Optional[int] = Field(default=None, ge=0)
 
     @classmethod
     def of(cls, **values: Any) -> ReleaseOptions:

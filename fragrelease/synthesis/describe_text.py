@@ -16,7 +16,8 @@ def release_text(provenance: Mapping[str, Any], guarantee: Mapping[str, str], de
 
     ``properties`` (unprefixed; None for an absent one): role, dataset, fragmentation, epsilon, composition,
     linkage, synthesis_target, synthesis_bins, synthesis.epsilon_one_way, synthesis.epsilon_selection,
-    synthesis.epsilon_cliques, synthesis.cliques (chosen from the owners' noisy round one), owners,
+    synthesis.epsilon_cliques, synthesis.collusion (t), synthesis.cliques (chosen from round 2's decoded noisy
+    sums), owners,
     plan_id, version. ``id_column`` is unused (the rows are not records: no pseudonym is released).
     """
     terms = provenance.get("synthesis") or {}
@@ -30,6 +31,7 @@ def release_text(provenance: Mapping[str, Any], guarantee: Mapping[str, str], de
         "composition": provenance.get("composition"), "linkage": "synthetic",
         "synthesis_target": provenance.get("synthesis_target"), "synthesis_bins": provenance.get("synthesis_bins"),
         **{f"synthesis.{k}": terms.get(k) for k in ("epsilon_one_way", "epsilon_selection", "epsilon_cliques")},
+        "synthesis.collusion": terms.get("collusion"),
         "synthesis.cliques": "; ".join(" x ".join(c) for c in terms.get("cliques", ())) or None,
         "owners": ", ".join(o["name"] for o in provenance.get("owners", [])),
         "plan_id": provenance.get("plan_id"), "version": provenance.get("fragrelease_version"),

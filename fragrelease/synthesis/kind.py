@@ -17,41 +17,48 @@ from fragrelease.protocol.membership import HORIZONTAL_MEMBERSHIP
 IR_TERMS = ("mechanism", "k", "epsilon_split", "category_order", "category_order_share", "postprocess")
 #: The guarantee's ``table`` sentence of a synthetic release.
 TABLE_TEXT = (
-    "whole table ε-DP, ε = {epsilon}: the rows are drawn from a graphical model fitted to the owners' "
-    "noisy marginals; each owner's noisy 1-way marginals, tree edges and clique counts are ε-DP with "
-    "respect to its fragment (sequential composition), the owners' records are disjoint (parallel "
-    "composition), and the tree, the model, the row count and the rows are post-processing. Rows are "
-    "not records: no row stands for a person")
+    "whole table ε-DP, ε = {epsilon}: the rows are drawn from a graphical model fitted to the sums of the "
+    "owners' marginals; every sum is decoded only over all owners (secure aggregation) and carries discrete-"
+    "Laplace noise made of the owners' shares, the 1-way, pair and clique measurements compose sequentially to "
+    "ε, the owners' records are disjoint (parallel composition), and the structure, the model, the row count "
+    "and the rows are post-processing. Rows are not records: no row stands for a person")
 
 
 def synthetic_guarantee(*, epsilon: str, single_process: bool = False) -> dict[str, str]:
     """The guarantee of a ``linkage: synthetic`` release (docs/specification.md §10, "Guarantee").
 
-    Same keys as :func:`fragrelease.idpir.guarantee.release_guarantee`. Every owner's two rounds are ε-DP with respect to its
-    fragment by sequential composition (noisy 1-ways ε₁, the tree's exact report-noisy-max ε_sel, the
-    noisy cliques ε₂); horizontal owners hold disjoint records (parallel composition); the tree, the
-    model, the row count and the rows are post-processing. The mechanism is (ε, 0)-DP: no local
-    sensitivity enters, so the statement is DP, not iDP.
+    Same keys as :func:`fragrelease.idpir.guarantee.release_guarantee`. Every decoded sum is the owners'
+    exact sum plus their noise shares, of which any m − t owners' add up to a discrete Laplace calibrated to
+    its measurement's share of ε (sensitivity 2 under substitution); the measurements compose sequentially,
+    horizontal owners hold disjoint records (parallel composition); the structure, the model, the row
+    count and the rows are post-processing. The mechanism is (ε, 0)-DP against the recipients, the
+    aggregator and any t owners together (t: the table's ``synthesis.collusion``); no local sensitivity
+    enters, so the statement is DP, not iDP.
     """
     holder = ("In this release one process played every party and generated the pseudonym key of the metadata "
               "round's id digests" if single_process else
               "The aggregator does not hold the pseudonym key unless an owner gives it")
     return {
         "neighbouring": "substitution of one record; the number of records of each owner is public",
-        "notion": ("differential privacy (marginal synthesis: Laplace noise on counts and a tree selected by "
-                   "report-noisy-max with exponential noise, sampled exactly by OpenDP, all calibrated to "
-                   "sensitivity 2 under substitution; no local sensitivity)"),
+        "notion": ("differential privacy (marginal synthesis: discrete-Laplace noise on counts, added once for the "
+                   "sum as shares of the owners and sampled exactly from the OS CSPRNG, calibrated to sensitivity 2 "
+                   "under substitution; no local sensitivity)"),
         "per_column": f"every column is a function of the whole table, which is {epsilon}-DP (below)",
         "table": TABLE_TEXT.format(epsilon=epsilon),
         "against": (f"release recipients: the statements above, for the records' values; each owner's exact record "
-                    "count is public (provenance). The aggregator and every owner: each sees the owners' signed "
-                    f"noisy marginals and tree edges, which together are {epsilon}-DP for the records' values as the "
-                    "release is, and each owner's exact record count; a horizontal owner's metadata round also "
+                    "count is public (provenance). The aggregator and any t owners together (t: the collusion bound, "
+                    "synthesis.collusion in the table's properties): each owner's measurements reach them only masked "
+                    "(one owner's message is uniformly distributed to anyone who lacks a key it shares with another "
+                    "owner) and as sums over all owners, whose noise without the coalition's own shares is still a "
+                    f"whole discrete Laplace: {epsilon}-DP for the records' values of the owners outside the coalition, "
+                    "as the release is; each owner's exact record count is public; a coalition of more than t owners "
+                    "with the aggregator is not covered. A horizontal owner's metadata round also "
                     "writes keyed digests of its record ids for the disjointness check, so every holder of the "
                     f"pseudonym key learns each owner's set of record ids (not their values). {holder}. Someone with "
                     "write access to work_dir can delete or replace messages: every message is signed and verified "
-                    "under its owner's configured key, and an owner with a ledger records each round's ε once, so it "
-                    f"refuses to measure a round twice. {HORIZONTAL_MEMBERSHIP}"),
+                    "under its owner's configured key, masks that do not cancel are refused before anything is "
+                    "decoded, and an owner with a ledger records each round's ε once, so it refuses to measure a "
+                    f"round twice. {HORIZONTAL_MEMBERSHIP}"),
     }
 
 
@@ -62,14 +69,23 @@ def synthesis_spec_of(cfg: KindConfig, attributes: Sequence[Any]):
     Raises
     ------
     ConfigError
-        ``synthesis_target`` is not a released attribute, or fewer than two attributes are released.
+        ``synthesis_target`` is not a released attribute, fewer than two attributes are released, or
+        ``synthesis_collusion`` is not below the number of owners.
     """
     from fragrelease.synthesis.protocol import synthesis_spec
 
     try:
-        return synthesis_spec(attributes, cfg.epsilon, target=cfg.synthesis_target, bins=cfg.synthesis_bins)
+        return synthesis_spec(attributes, cfg.epsilon, target=cfg.synthesis_target, bins=cfg.synthesis_bins,
+                              owners=len(cfg.owners), collusion=cfg.synthesis_collusion)
     except InvalidParameterError as exc:
         raise ConfigError(str(exc)) from None
+
+
+def _collusion(cfg: KindConfig) -> int:
+    """t of ``cfg``: its ``synthesis_collusion``, or the default for its number of owners (public)."""
+    from fragrelease.synthesis.mechanism import default_collusion_bound
+
+    return cfg.synthesis_collusion if cfg.synthesis_collusion is not None else default_collusion_bound(len(cfg.owners))
 
 
 class SyntheticKind(ReleaseKind):
@@ -111,7 +127,7 @@ class SyntheticKind(ReleaseKind):
 
     def check_party(self, cfg: KindConfig, party: str) -> None:
         if party in ("run", "aggregator"):
-            from fragrelease.synthesis.mechanism import require_mbi
+            from fragrelease.synthesis.model import require_mbi
 
             require_mbi()  # the aggregator fits the model with mbi: refused before Spark and before any owner spends
 
@@ -145,7 +161,8 @@ class SyntheticKind(ReleaseKind):
 
     def plan_heading(self, cfg: KindConfig, config_path: str) -> str:
         return (f"{config_path}: synthetic release of {cfg.dataset} (whole table ε-DP), {len(cfg.owners)} horizontal "
-                f"owners, ε {cfg.epsilon}, target {cfg.synthesis_target or 'none'}")
+                f"owners, ε {cfg.epsilon}, target {cfg.synthesis_target or 'none'}, collusion bound t = "
+                f"{_collusion(cfg)}")
 
     def terms_text(self, cfg: KindConfig) -> str:
         return f"synthetic (target {cfg.synthesis_target or 'none'})"
@@ -163,6 +180,8 @@ class SyntheticKind(ReleaseKind):
             Line(f"rows {result.rows:,} (drawn from the model; the count is noised) | ε {result.epsilon}: 1-ways "
                  f"{terms['epsilon_one_way']}, tree {terms['epsilon_selection']}, cliques {terms['epsilon_cliques']} | "
                  f"target {terms['target'] or 'none'} | numeric bins {terms['bins']}", soft_wrap=True),
+            Line(f"noise once for the sum (secure aggregation): {terms['owners']} owners, collusion bound t = "
+                 f"{terms['collusion']}", soft_wrap=True),
             Line("cliques: " + ", ".join("×".join(c) for c in terms["cliques"]), soft_wrap=True),
             Line(f"guarantee: {guarantee['table']}. Against: {guarantee['against']}.", soft_wrap=True),
         ]

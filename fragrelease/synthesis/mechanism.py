@@ -1,43 +1,41 @@
-"""Marginal synthesis over horizontal fragments: the owners' measurements and the aggregator's model.
+"""Marginal synthesis over horizontal fragments: the owners' measurements and the aggregator's structure.
 
-Source: docs/specification.md §10 (the design and its proof); the measurements and the tree selection
-follow MST (McKenna, Miklau and Sheldon, "Winning the NIST Contest: A scalable and general approach to
-differentially private synthetic data", Journal of Privacy and Confidentiality 2021), the model is
-Private-PGM's (McKenna, Sheldon and Miklau, "Graphical-model based estimation and inference for
-differential privacy", ICML 2019), fitted with the ``mbi`` library that OpenDP's MST and AIM use.
+Source: docs/specification.md §10 (the design and its proof). The measurements and the model follow
+MST (McKenna, Miklau and Sheldon, "Winning the NIST Contest: A scalable and general approach to
+differentially private synthetic data", Journal of Privacy and Confidentiality 2021) and Private-PGM
+(McKenna, Sheldon and Miklau, "Graphical-model based estimation and inference for differential
+privacy", ICML 2019; :mod:`fragrelease.synthesis.model`). The noise is added **once for the sum**:
+every owner adds a *share* of discrete-Laplace noise to its integer counts and masks the result
+(secure aggregation, :mod:`fragrelease.secagg`), so only the sum of all owners' counts is ever
+decoded, and it carries the noise of one release on one machine, times ``m/k`` in variance
+(:mod:`fragrelease.rng.polya`: the shares of any k = m − t owners add up to a full discrete Laplace).
 
-The protocol, for owners whose fragments hold disjoint records (checked at the plan) and a public
-budget ε split into exact shares ``ε = ε₁ + ε_sel + ε₂`` (:class:`SynthesisBudget`):
+The protocol, for m owners whose fragments hold disjoint records (checked at the plan), a public
+collusion bound t (:func:`default_collusion_bound`) and a public budget ε split into exact shares
+``ε = ε₁ + ε_sel + ε₂`` (:class:`SynthesisBudget`):
 
-1. **Round one, at each owner** (:func:`measure_round_one`): the noisy 1-way marginal of every
-   attribute (ε₁/l each), and a spanning tree over the features chosen privately on the owner's own
-   fragment: l_f − 1 private selections (ε_sel/(l_f − 1) each) scoring a candidate pair by the L1
-   distance between its exact 2-way counts and the independent estimate from the owner's own noisy
-   1-ways. Each selection is report-noisy-max with exponential noise (permute-and-flip; McKenna and
-   Sheldon, NeurIPS 2020) sampled exactly by OpenDP (:mod:`fragrelease.rng.selection`), where MST
-   uses the exponential mechanism: the same ε, and pure ε-DP as sampled (a floating-point Gumbel-max
-   is not). What leaves the owner: the noisy 1-ways and the chosen edges.
-2. **At the aggregator** (:func:`choose_tree`): a maximum spanning tree of the owners' votes, and the
-   cliques to measure (:func:`cliques_to_measure`): the tree's edges and, when a target attribute is
-   declared, the target with every feature (a tree-augmented naive-Bayes structure).
-   Post-processing of round one only.
-3. **Round two, at each owner** (:func:`measure_cliques`): the noisy counts of every clique
-   (ε₂/m each).
-4. **At the aggregator**: the sums of the owners' noisy marginals fit a graphical model
-   (:func:`fit_model`), compiled into a :class:`SamplingPlan` (conditional tables only), from which
-   any number of rows is sampled (:func:`sample_codes`, numpy only, so Spark executors run it).
-   Post-processing.
+1. **Keys**: every owner publishes a fresh key-agreement key for the plan (no data, no spend).
+2. **Measure, at each owner** (:func:`measure_shares` over :func:`round_two_cliques`): the counts
+   of every attribute (ε₁/l each) and of every pair of features (ε_sel/C(l_f, 2) each) plus a noise
+   share, masked.
+3. **Structure, at every party** (:func:`choose_tree`): from the *decoded sums* of step 2 only, a
+   maximum spanning tree over the features scored by :func:`pair_score`, an unbiased estimate of the
+   squared distance of the pair's counts from independence: the noise's expected contribution is
+   subtracted exactly, so a pair of many categories gains nothing from its noise. The cliques to
+   measure (:func:`cliques_to_measure`): the tree's edges and, with a declared target, the target
+   with every feature. Post-processing.
+4. **Cliques, at each owner**: the counts of every clique (ε₂/c each) plus a noise share, masked.
+5. **At the aggregator**: the decoded sums fit the model (post-processing).
 
-**Guarantee.** Under the substitution of one record, one count vector of a marginal moves by at most
-2 in L1, and the pair score by at most 2. Each owner's two rounds together are ε-DP with respect to
-its own fragment (sequential composition of Laplace measurements and report-noisy-max steps, each
-calibrated by OpenDP's privacy map); a record lies in exactly one fragment, so the released table,
-which is post-processing of all the owners' outputs, is ε-DP for every record of the union
-(parallel composition) against the recipients, the aggregator and the other owners, for the records'
-values. Not covered by ε: each owner's exact record count (public by the neighbourhood definition:
-in the plan, the messages and the release's provenance; the number of rows drawn is a noisy total,
-but the exact total is public) and membership (every owner can read the keyed id digests of every
-other owner, docs/privacy.md "What is public").
+**Guarantee** (docs/privacy.md, "Synthetic releases"). Under the substitution of one record, one
+count vector moves by at most 2 in L1. Every decoded sum is the exact sum of the owners' counts plus
+the owners' shares; the shares of the owners outside any coalition of at most t owners add up to a
+discrete Laplace of parameter α with 2·ln(1/α) ≤ its measurement's ε, and the coalition's own shares
+are independent of the data of the others (post-processing). So the released table and everything
+the aggregator sees is ε-DP for every record of the union against the recipients, the aggregator
+and any t owners together (sequential composition over the measurements, parallel over the
+fragments, which hold disjoint records). Not covered by ε: each owner's exact record count (public by
+the neighbourhood definition) and membership (docs/privacy.md "What is public").
 """
 from __future__ import annotations
 
@@ -48,42 +46,53 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
-from fragrelease.errors import InvalidParameterError, MissingDependencyError
-from fragrelease.rng.diffgen import DiffGenRandomness
-from fragrelease.rng.laplace import LaplaceNoise, NoiseSource
-from fragrelease.rng.selection import calibrated_noisy_max_scale
-from fragrelease.synthesis.domain import SynthesisDomain, UniformSource
+from fragrelease.errors import InvalidParameterError
+from fragrelease.rng.polya import DivisibleDiscreteLaplace, ShareSource
+from fragrelease.synthesis.domain import SynthesisDomain
 
 Clique = tuple[str, ...]
 Edge = tuple[str, str]
 
-#: The one line when the model's library is missing.
-MISSING_MBI = ("marginal synthesis fits its model with mbi (Private-PGM), which is not installed: "
-               "pip install 'fragrelease[synthesis]'")
-
-
-def _mbi():
-    """The ``mbi`` package (the ``synthesis`` extra), or :class:`MissingDependencyError` (:data:`MISSING_MBI`)."""
-    try:
-        import mbi
-        from mbi import estimation, junction_tree, marginal_oracles  # noqa: F401  (the submodules used here)
-    except ImportError:
-        raise MissingDependencyError(MISSING_MBI) from None
-    return mbi
-
-
-def require_mbi() -> None:
-    """Refuse early when mbi is missing: :class:`MissingDependencyError` (:data:`MISSING_MBI`)."""
-    _mbi()
-
-
-#: L1 sensitivity of one marginal's count vector, and of the pair score, under substitution.
-SUBSTITUTION_SENSITIVITY = 2.0
-#: Default shares of ε: 1-way marginals and the tree selection (the rest measures the cliques). Chosen on
-#: Adult over 4 owners at ε = 1 (5 runs each): 1/5 and 1/20 give 2-way TVD 0.068 against 0.077 for 1/10 and
-#: 1/10, at the same classifier accuracy (docs/specification.md §10).
+#: L1 sensitivity of one marginal's count vector under substitution.
+SUBSTITUTION_SENSITIVITY = 2
+#: Default shares of ε: the 1-way marginals and the pair measurements the structure is chosen from (the rest
+#: measures the cliques). Chosen on Adult at ε = 1 (docs/specification.md §10, docs/evaluation.md).
 DEFAULT_ONE_WAY_SHARE = Fraction(1, 5)
-DEFAULT_SELECTION_SHARE = Fraction(1, 20)
+DEFAULT_SELECTION_SHARE = Fraction(1, 5)
+
+
+def default_collusion_bound(owners: int) -> int:
+    """The default t: how many owners may collude with the aggregator while every record keeps ε-DP.
+
+    0 for one owner (nobody to collude with), 1 for two (either owner with the aggregator: each owner's
+    share is then a whole discrete Laplace), and ⌊m/3⌋ from three owners on: a third of the owners, the
+    bound of Byzantine agreement, at a noise variance of ``m/(m − t)`` ≤ 3/2 times one machine's
+    (docs/privacy.md, "Synthetic releases"). Public.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``owners < 1``.
+    """
+    if owners < 1:
+        raise InvalidParameterError(f"a synthetic release needs at least one owner, not {owners}")
+    if owners <= 2:
+        return owners - 1
+    return owners // 3
+
+
+def honest_parts(owners: int, collusion: int) -> int:
+    """k = m − t, the number of owners whose shares must add up to one full noise.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``collusion`` outside ``[0, owners − 1]``.
+    """
+    if not 0 <= collusion < owners:
+        raise InvalidParameterError(f"synthesis_collusion must lie in [0, {owners - 1}] for {owners} owners "
+                                    f"(at least one owner stays honest), not {collusion}")
+    return owners - collusion
 
 
 @dataclass(frozen=True)
@@ -93,8 +102,9 @@ class SynthesisBudget:
     Attributes
     ----------
     epsilon : the total ε of the release (per record, whole table).
-    one_way_share, selection_share : shares of ε in (0, 1) for the 1-way marginals and the tree
-        selection; the clique measurements get the rest, which must be positive.
+    one_way_share, selection_share : shares of ε in (0, 1) for the 1-way marginals and the pair
+        measurements the structure is chosen from; the clique measurements get the rest, which must be
+        positive.
 
     Raises
     ------
@@ -128,25 +138,31 @@ class SynthesisBudget:
     def cliques(self) -> Fraction:
         return Fraction(self.epsilon) - self.one_way - self.selection
 
-    def one_way_noise(self, domain: SynthesisDomain) -> dict[str, LaplaceNoise]:
-        """The Laplace noise of each 1-way marginal: ε₁/l each, sensitivity 2 (by attribute name)."""
-        each = self.one_way / len(domain.names)
-        return {a: LaplaceNoise.calibrate(sensitivity=SUBSTITUTION_SENSITIVITY, epsilon=each,
-                                          size=domain.sizes[a]) for a in domain.names}
+    def one_way_noise(self, domain: SynthesisDomain, parts: int) -> dict[Clique, DivisibleDiscreteLaplace]:
+        """The noise of each 1-way marginal, by its clique ``(name,)``: ε₁/l each, sensitivity 2, shares of ``parts``."""
+        return _calibrated([(a,) for a in domain.names], self.one_way, parts)
 
-    def clique_noise(self, domain: SynthesisDomain, cliques: Sequence[Clique]) -> dict[Clique, LaplaceNoise]:
-        """The Laplace noise of each measured clique: ε₂/m each, sensitivity 2."""
+    def selection_noise(self, pairs: Sequence[Edge], parts: int) -> dict[Clique, DivisibleDiscreteLaplace]:
+        """The noise of each feature pair measured for the structure: ε_sel/|pairs| each (none without pairs)."""
+        return _calibrated([tuple(p) for p in pairs], self.selection, parts) if pairs else {}
+
+    def clique_noise(self, cliques: Sequence[Clique], parts: int) -> dict[Clique, DivisibleDiscreteLaplace]:
+        """The noise of each measured clique: ε₂/c each, sensitivity 2."""
         if not cliques:
             raise InvalidParameterError("no clique to measure")
-        each = self.cliques / len(cliques)
-        return {c: LaplaceNoise.calibrate(sensitivity=SUBSTITUTION_SENSITIVITY, epsilon=each,
-                                          size=int(np.prod([domain.sizes[a] for a in c]))) for c in cliques}
+        return _calibrated(list(cliques), self.cliques, parts)
 
-    def spent(self, domain: SynthesisDomain, cliques: Sequence[Clique], selection_steps: int) -> Fraction:
-        """ε the whole protocol spends per record by OpenDP's maps and the steps' budgets (≤ :attr:`epsilon`)."""
-        one = sum((n.spent() for n in self.one_way_noise(domain).values()), Fraction(0))
-        two = sum((n.spent() for n in self.clique_noise(domain, cliques).values()), Fraction(0))
-        return one + (self.selection if selection_steps else Fraction(0)) + two
+    def spent(self, domain: SynthesisDomain, pairs: Sequence[Edge], cliques: Sequence[Clique]) -> float:
+        """An upper bound of the ε the protocol's noises give per record (Σ 2·ln(1/α); ≤ :attr:`epsilon`)."""
+        noises = [*self.one_way_noise(domain, 1).values(), *self.selection_noise(pairs, 1).values(),
+                  *self.clique_noise(cliques, 1).values()]
+        return float(sum(n.epsilon_bound(SUBSTITUTION_SENSITIVITY) for n in noises))
+
+
+def _calibrated(cliques: Sequence[Clique], epsilon: Fraction, parts: int) -> dict[Clique, DivisibleDiscreteLaplace]:
+    each = Fraction(epsilon) / len(cliques)
+    noise = DivisibleDiscreteLaplace.calibrate(each, SUBSTITUTION_SENSITIVITY, parts)
+    return {tuple(c): noise for c in cliques}
 
 
 def features_of(domain: SynthesisDomain, target: Optional[str]) -> tuple[str, ...]:
@@ -156,75 +172,87 @@ def features_of(domain: SynthesisDomain, target: Optional[str]) -> tuple[str, ..
     return tuple(a for a in domain.names if a != target)
 
 
-def selection_scale(budget: SynthesisBudget, steps: int) -> float:
-    """The exponential-noise scale of one tree-selection step: ε_sel/steps by OpenDP's privacy map.
-
-    The smallest float scale whose map at the pair score's L∞ sensitivity
-    (:data:`SUBSTITUTION_SENSITIVITY`, 2 under substitution) is ≤ ε_sel/steps; about
-    ``4·steps/ε_sel`` (:func:`fragrelease.rng.selection.calibrated_noisy_max_scale`). ``steps`` ≥ 1.
-    """
-    return calibrated_noisy_max_scale(SUBSTITUTION_SENSITIVITY, budget.selection / int(steps))
+def feature_pairs(domain: SynthesisDomain, target: Optional[str]) -> tuple[Edge, ...]:
+    """Every pair of features, in domain order: what the structure is chosen from."""
+    return tuple(itertools.combinations(features_of(domain, target), 2))
 
 
-def _noisy(counts: np.ndarray, noise: LaplaceNoise, source: Optional[NoiseSource]) -> np.ndarray:
-    return noise.sample(values=np.asarray(counts, dtype=float).ravel(), source=source).reshape(np.shape(counts))
+def round_two_cliques(domain: SynthesisDomain, target: Optional[str]) -> tuple[Clique, ...]:
+    """What the measure round counts: every attribute's 1-way, then every feature pair (domain order)."""
+    return tuple([(a,) for a in domain.names] + [tuple(p) for p in feature_pairs(domain, target)])
 
 
-@dataclass(frozen=True)
-class RoundOne:
-    """What an owner hands over after round one: noisy 1-way marginals (by attribute) and its chosen edges."""
+def measure_shares(domain: SynthesisDomain, counts: Mapping[Clique, np.ndarray],
+                   noise: Mapping[Clique, DivisibleDiscreteLaplace], *,
+                   source: Optional[ShareSource] = None) -> dict[Clique, np.ndarray]:
+    """One owner's counts plus its noise share, for every clique of ``noise`` (int64, flattened C order).
 
-    one_way: dict[str, np.ndarray]
-    edges: tuple[Edge, ...]
-
-
-def measure_round_one(domain: SynthesisDomain, one_way_counts: Mapping[str, np.ndarray],
-                      pair_counts: Mapping[Edge, np.ndarray], budget: SynthesisBudget, *,
-                      target: Optional[str] = None, randomness: DiffGenRandomness,
-                      noise: Optional[NoiseSource] = None) -> RoundOne:
-    """Round one at an owner: noisy 1-ways, then a private spanning tree over the features.
-
-    ``one_way_counts``: exact counts of every attribute, shape (size,); ``pair_counts``: exact 2-way
-    counts of every feature pair ``(a, b)`` with ``a`` before ``b`` in domain order, shape
-    (size_a, size_b). ``randomness`` draws the tree selections (``noisy_max``: OpenDP's exact
-    report-noisy-max from the OS CSPRNG in a release), ``noise`` the Laplace noise (None: OpenDP's sampler). Data-dependent
-    inputs; the outputs are ε₁ + ε_sel-DP (module docstring).
+    ``counts``: the owner's exact counts of each clique, shape ``(sizes of its attributes)``;
+    ``noise``: each clique's share distribution (:class:`~fragrelease.rng.polya.DivisibleDiscreteLaplace`);
+    ``source``: tests only (a release draws from the OS CSPRNG). The output is *not* private on its own:
+    it is masked before it leaves the owner (:mod:`fragrelease.secagg`), and only the sum over every
+    owner is ever decoded.
 
     Raises
     ------
     InvalidParameterError
-        A missing marginal or one of the wrong shape.
+        A clique's counts missing, of the wrong shape or not whole numbers.
     """
-    sizes = domain.sizes
-    for a in domain.names:
-        if a not in one_way_counts or np.shape(one_way_counts[a]) != (sizes[a],):
-            raise InvalidParameterError(f"the 1-way counts of {a!r} are missing or not of shape ({sizes[a]},)")
-    noises = budget.one_way_noise(domain)
-    one = {a: _noisy(one_way_counts[a], noises[a], noise) for a in domain.names}
-    feats = features_of(domain, target)
-    steps = len(feats) - 1
-    if steps < 1:
-        return RoundOne(one, ())
-    # the independent estimate from this owner's noisy 1-ways only (post-processing)
-    total = float(np.mean([max(v.sum(), 0.0) for v in one.values()]))
-    probs = {a: _distribution(one[a]) for a in feats}
-    scores: dict[Edge, float] = {}
-    for a, b in itertools.combinations(feats, 2):
-        c = pair_counts.get((a, b))
-        if c is None or np.shape(c) != (sizes[a], sizes[b]):
-            raise InvalidParameterError(f"the 2-way counts of ({a!r}, {b!r}) are missing or not of shape "
-                                        f"({sizes[a]}, {sizes[b]})")
-        scores[(a, b)] = float(np.abs(np.asarray(c, float) - total * np.outer(probs[a], probs[b])).sum())
-    # report-noisy-max with Exponential(scale) noise, ε_step-DP by OpenDP's map for L∞ sensitivity 2
-    scale = selection_scale(budget, steps)
-    forest = _Forest(feats)
-    chosen: list[Edge] = []
-    for _ in range(steps):
-        candidates = [e for e in scores if forest.joins(e)]
-        index = randomness.noisy_max(np.array([scores[e] for e in candidates]), scale)
-        forest.add(candidates[index])
-        chosen.append(candidates[index])
-    return RoundOne(one, tuple(chosen))
+    out = {}
+    for c, n in noise.items():
+        shape = tuple(domain.sizes[a] for a in c)
+        got = counts.get(c)
+        if got is None or np.shape(got) != shape:
+            raise InvalidParameterError(f"the counts of clique {c} are missing or not of shape {shape}")
+        exact = np.asarray(got).ravel()
+        if not np.all(exact == np.round(exact)):
+            raise InvalidParameterError(f"the counts of clique {c} are not whole numbers")
+        out[c] = exact.astype(np.int64) + n.share(exact.size, source)
+    return out
+
+
+#: How many standard deviations of its noise a pair's score is lowered by (:func:`pair_score`): a lower
+#: confidence bound, so that a pair of many cells, whose score's noise is wide, wins an edge only on its signal.
+SCORE_Z = 3.0
+#: The fourth moment of the noise in units of σ⁴: the Laplace's 6, an upper bound for the discrete Laplace
+#: and for sums of its shares (their kurtosis is lower). Used only for the score's spread.
+NOISE_KURTOSIS = 6.0
+
+
+def _centring(p: np.ndarray) -> np.ndarray:
+    """I − p·1ᵀ: subtracts from a count vector its total times ``p``."""
+    return np.eye(p.size) - np.outer(p, np.ones(p.size))
+
+
+def distribution(noisy: np.ndarray) -> np.ndarray:
+    """A noisy count vector clipped at 0 and normalized (uniform when nothing is left); post-processing."""
+    p = np.clip(np.asarray(noisy, dtype=float).ravel(), 0.0, None)
+    s = p.sum()
+    return p / s if s > 0 else np.full(p.shape, 1.0 / p.size)
+
+
+def pair_score(table: np.ndarray, variance: float, p: np.ndarray, q: np.ndarray) -> float:
+    """How far a pair's counts lie from independence, estimated from its noisy sum only: a lower bound.
+
+    ``table``: the decoded noisy sum of the pair's counts, shape (r, c); ``variance``: the public
+    variance σ² of each cell's noise in that sum; ``p``, ``q``: distributions of the two attributes from
+    the decoded 1-way sums (:func:`distribution`; independent noise). With A = (I − p1ᵀ) ⊗ (I − q1ᵀ)
+    fixed, ``A·table = A·x + A·ν`` for the exact counts x and zero-mean i.i.d. noise ν, so
+    ``D = ‖A·table‖² − σ²·‖A‖²_F`` has expectation ``‖A·x‖²``: the squared L2 distance of x from its
+    independence estimate, up to a second-order term in the 1-ways' errors. Its noise has standard
+    deviation ``s = σ²·sqrt(2·tr(B²) + (κ − 3)·Σ B_ii²)`` with B = AᵀA (κ: :data:`NOISE_KURTOSIS`), which
+    grows with the pair's cells; the score is ``D − z·s`` (z = :data:`SCORE_Z`), so the noise of a pair
+    with many cells neither adds to its score in expectation nor lets it win by its spread
+    (docs/specification.md §10). Post-processing of noisy values and public scales.
+    """
+    left, right = _centring(p), _centring(q)
+    centred = left @ np.asarray(table, dtype=float) @ right.T
+    bl, br = left.T @ left, right.T @ right
+    norm = float(np.trace(bl) * np.trace(br))
+    trace_b2 = float(np.sum(bl * bl) * np.sum(br * br))
+    diag_b2 = float(np.sum(np.diag(bl) ** 2) * np.sum(np.diag(br) ** 2))
+    spread = variance * float(np.sqrt(2.0 * trace_b2 + (NOISE_KURTOSIS - 3.0) * diag_b2))
+    return float(np.sum(centred * centred) - variance * norm - SCORE_Z * spread)
 
 
 class _Forest:
@@ -246,36 +274,33 @@ class _Forest:
         self._parent[self._root(edge[0])] = self._root(edge[1])
 
 
-def _distribution(noisy: np.ndarray) -> np.ndarray:
-    p = np.clip(np.asarray(noisy, dtype=float), 0.0, None)
-    s = p.sum()
-    return p / s if s > 0 else np.full(p.shape, 1.0 / p.size)
+def choose_tree(domain: SynthesisDomain, sums: Mapping[Clique, np.ndarray], variances: Mapping[Clique, float], *,
+                target: Optional[str] = None) -> tuple[Edge, ...]:
+    """The structure: a maximum spanning tree over the features, each pair scored by :func:`pair_score`.
 
-
-def choose_tree(domain: SynthesisDomain, votes: Sequence[Sequence[Edge]], *, target: Optional[str] = None
-                ) -> tuple[Edge, ...]:
-    """The aggregator's tree: a maximum spanning tree over the features weighted by the owners' votes.
-
-    ``votes``: each owner's chosen edges (:attr:`RoundOne.edges`). Ties go to the earlier pair in
-    domain order (public). Post-processing of round one.
+    ``sums``: the decoded noisy sums of the measure round (every attribute's ``(a,)`` and every
+    feature pair, flattened or shaped); ``variances``: each one's public noise variance per cell (the
+    sum's: :meth:`~fragrelease.rng.polya.DivisibleDiscreteLaplace.variance_of_sum` over the owners).
+    Ties go to the earlier pair in domain order (public). The same on every party: post-processing of
+    the decoded sums.
 
     Raises
     ------
     InvalidParameterError
-        An edge whose ends are not two distinct features of the domain.
+        A sum missing.
     """
-    feats = features_of(domain, target)
-    order = {pair: i for i, pair in enumerate(itertools.combinations(feats, 2))}
-    count: dict[Edge, int] = {}
-    for owner_edges in votes:
-        for a, b in owner_edges:
-            key = (a, b) if (a, b) in order else (b, a)
-            if key not in order:
-                raise InvalidParameterError(f"edge ({a!r}, {b!r}) does not join two features of the domain")
-            count[key] = count.get(key, 0) + 1
-    forest = _Forest(feats)
+    sizes = domain.sizes
+    pairs = feature_pairs(domain, target)
+    for c in [(a,) for a in domain.names] + [tuple(p) for p in pairs]:
+        if c not in sums:
+            raise InvalidParameterError(f"the structure needs the decoded sum of {c}")
+    probs = {a: distribution(sums[(a,)]) for a in features_of(domain, target)}
+    scores = {(a, b): pair_score(np.asarray(sums[(a, b)]).reshape(sizes[a], sizes[b]), variances[(a, b)],
+                                 probs[a], probs[b]) for a, b in pairs}
+    order = {pair: i for i, pair in enumerate(pairs)}
+    forest = _Forest(features_of(domain, target))
     tree: list[Edge] = []
-    for e in sorted(order, key=lambda e: (-count.get(e, 0), order[e])):
+    for e in sorted(pairs, key=lambda e: (-scores[e], order[e])):
         if forest.joins(e):
             forest.add(e)
             tree.append(e)
@@ -284,7 +309,7 @@ def choose_tree(domain: SynthesisDomain, votes: Sequence[Sequence[Edge]], *, tar
 
 def cliques_to_measure(domain: SynthesisDomain, tree: Sequence[Edge], *, target: Optional[str] = None,
                        joint: bool = False) -> tuple[Clique, ...]:
-    """Round two's cliques: the tree's edges, then (target, feature) for every feature when a target is declared.
+    """The cliques round: the tree's edges, then (target, feature) for every feature when a target is declared.
 
     ``joint`` (with a target): one 3-way clique (target, a, b) per tree edge instead, which covers every
     (target, feature) pair through the edges (a feature outside every edge, possible only with one
@@ -301,164 +326,20 @@ def cliques_to_measure(domain: SynthesisDomain, tree: Sequence[Edge], *, target:
     return tuple(out)
 
 
-def measure_cliques(domain: SynthesisDomain, counts: Mapping[Clique, np.ndarray], cliques: Sequence[Clique],
-                    budget: SynthesisBudget, *, noise: Optional[NoiseSource] = None) -> dict[Clique, np.ndarray]:
-    """Round two at an owner: the noisy counts of every clique (ε₂/m each, sensitivity 2).
+def add_vectors(parts: Sequence[Mapping[Clique, np.ndarray]]) -> dict[Clique, np.ndarray]:
+    """The sums of the owners' (unmasked) count-plus-share vectors, clique by clique (int64).
 
-    ``counts``: exact counts of each clique, shape ``(sizes of its attributes)``.
-
-    Raises
-    ------
-    InvalidParameterError
-        A clique's counts missing or of the wrong shape.
-    """
-    noises = budget.clique_noise(domain, cliques)
-    out = {}
-    for c in cliques:
-        shape = tuple(domain.sizes[a] for a in c)
-        if c not in counts or np.shape(counts[c]) != shape:
-            raise InvalidParameterError(f"the counts of clique {c} are missing or not of shape {shape}")
-        out[c] = _noisy(counts[c], noises[c], noise)
-    return out
-
-
-def add_owners(rounds: Sequence[RoundOne], measured: Sequence[Mapping[Clique, np.ndarray]]
-               ) -> tuple[dict[str, np.ndarray], dict[Clique, np.ndarray]]:
-    """The aggregator's sums of the owners' noisy 1-ways and clique counts (post-processing).
+    What secure aggregation decodes (:func:`fragrelease.secagg.unmask_sum`), without the masks: the
+    evaluation harness and tests use it; a release never holds an owner's unmasked vector.
 
     Raises
     ------
     InvalidParameterError
-        No owner, or owners that measured different attributes or cliques.
+        No owner, or owners that measured different cliques.
     """
-    if not rounds or len(rounds) != len(measured):
-        raise InvalidParameterError("every owner must hand over both rounds")
-    names, cliques = set(rounds[0].one_way), set(measured[0])
-    if any(set(r.one_way) != names for r in rounds) or any(set(m) != cliques for m in measured):
+    if not parts:
+        raise InvalidParameterError("no owner handed over a measurement")
+    keys = list(parts[0])
+    if any(list(p) != keys for p in parts):
         raise InvalidParameterError("the owners measured different marginals")
-    one = {a: np.sum([r.one_way[a] for r in rounds], axis=0) for a in rounds[0].one_way}
-    two = {c: np.sum([m[c] for m in measured], axis=0) for c in measured[0]}
-    return one, two
-
-
-def noisy_total(one_way_sums: Mapping[str, np.ndarray], one_way_noise: Mapping[str, LaplaceNoise]) -> int:
-    """The released row count from the summed noisy 1-way totals (post-processing), at least 1.
-
-    Each attribute's total is an unbiased estimate of n whose variance is proportional to its cell count
-    times b² (the same number of owners add noise to every one), so the estimates are averaged with
-    weights 1 / (cells · b²): the minimum-variance unbiased combination (as mbi's
-    ``minimum_variance_unbiased_total``).
-    """
-    weights = np.array([1.0 / (np.size(one_way_sums[a]) * one_way_noise[a].scale ** 2) for a in one_way_sums])
-    totals = np.array([float(np.sum(one_way_sums[a])) for a in one_way_sums])
-    return max(1, int(round(float(np.sum(weights * totals) / np.sum(weights)))))
-
-
-# ----------------------------------------------------------------------------------------------------
-# the aggregator's model (post-processing)
-
-
-@dataclass(frozen=True)
-class SamplingPlan:
-    """Conditional tables of a fitted model, in sampling order (public: post-processing of noisy marginals).
-
-    ``steps``: per attribute, ``(name, parents, cdf)`` where ``cdf`` has shape
-    ``(*parent sizes, size)`` and holds the cumulative conditional distribution of the attribute
-    given its parents (the last entry of each row is 1). Small (cells of the model's cliques), so a
-    Spark job ships it to its executors.
-    """
-
-    steps: tuple[tuple[str, tuple[str, ...], np.ndarray], ...]
-
-
-def fit_model(domain: SynthesisDomain, one_way_sums: Mapping[str, np.ndarray], one_way_noise: Mapping[str, LaplaceNoise],
-              clique_sums: Mapping[Clique, np.ndarray], clique_noise: Mapping[Clique, LaplaceNoise], *,
-              owners: int, iters: int = 1000) -> SamplingPlan:
-    """Fit Private-PGM to the owners' summed noisy marginals and compile its :class:`SamplingPlan`.
-
-    ``*_sums``: the sums over ``owners`` owners of their noisy marginals; ``*_noise``: the Laplace
-    noise each owner added (public scales: a sum's standard deviation is ``sqrt(2 · owners) · b``).
-    ``iters``: mirror-descent iterations (post-processing; more is closer to the noisy marginals).
-
-    Raises
-    ------
-    InvalidParameterError
-        ``owners < 1`` or ``iters < 1``.
-    MissingDependencyError
-        mbi is not installed (:data:`MISSING_MBI`).
-    """
-    if owners < 1 or iters < 1:
-        raise InvalidParameterError(f"owners and iters must be >= 1, not {owners} and {iters}")
-    mbi = _mbi()
-    Domain, LinearMeasurement, estimation = mbi.Domain, mbi.LinearMeasurement, mbi.estimation
-
-    names = list(domain.names)
-    mdomain = Domain(names, [domain.sizes[a] for a in names])
-    meas = [LinearMeasurement(np.asarray(one_way_sums[a], float).ravel(), (a,),
-                              stddev=float(np.sqrt(2.0 * owners) * one_way_noise[a].scale)) for a in names]
-    meas += [LinearMeasurement(np.asarray(clique_sums[c], float).ravel(), tuple(c),
-                               stddev=float(np.sqrt(2.0 * owners) * clique_noise[c].scale)) for c in clique_sums]
-    model = estimation.mirror_descent(mdomain, meas, iters=iters)
-    return compile_plan(model)
-
-
-def compile_plan(model) -> SamplingPlan:
-    """The :class:`SamplingPlan` of a fitted ``mbi.MarkovRandomField`` (its junction tree's elimination order).
-
-    The order and parents are those of mbi's own sampler (``MarkovRandomField.synthetic_data``);
-    the draws are not: :func:`sample_codes` samples every row i.i.d. from the caller's uniforms.
-    """
-    mbi = _mbi()
-    junction_tree, marginal_oracles = mbi.junction_tree, mbi.marginal_oracles
-    cliques = [set(cl) for cl in model.cliques]
-    jtree, elimination_order = junction_tree.make_junction_tree(model.domain, cliques)
-    marginals = marginal_oracles.message_passing_stable(model.potentials.expand(list(jtree.nodes)))
-    order = list(elimination_order)[::-1]
-    steps = []
-    used: set[str] = set()
-    for col in order:
-        relevant = [cl for cl in cliques if col in cl]
-        parents = tuple(sorted(used.intersection(set().union(*relevant)), key=order.index)) if relevant else ()
-        marg = np.asarray(marginals.project(parents + (col,)).datavector(flatten=False), dtype=float)
-        marg = np.clip(marg, 0.0, None)
-        totals = marg.sum(axis=-1, keepdims=True)
-        size = marg.shape[-1]
-        cond = np.divide(marg, totals, out=np.full(marg.shape, 1.0 / size), where=totals > 0)
-        cdf = np.cumsum(cond, axis=-1)
-        cdf[..., -1] = 1.0
-        steps.append((col, parents, cdf))
-        used.add(col)
-    return SamplingPlan(tuple(steps))
-
-
-def sample_codes(plan: SamplingPlan, rows: int, uniforms: UniformSource, *, chunk: int = 200_000) -> dict[str, np.ndarray]:
-    """``rows`` i.i.d. records from the model: {attribute: int64 codes of shape (rows,)} (post-processing).
-
-    Each attribute in plan order is drawn by inverting its conditional CDF given its parents' codes
-    at one uniform from ``uniforms`` (the OS CSPRNG in a release: :func:`fragrelease.rng.diffgen.secure_open_unit`).
-    Memory: ``chunk`` rows at a time.
-
-    Raises
-    ------
-    InvalidParameterError
-        ``rows < 0``.
-    """
-    if rows < 0:
-        raise InvalidParameterError(f"rows must be >= 0, not {rows}")
-    out: dict[str, list[np.ndarray]] = {name: [] for name, _, _ in plan.steps}
-    for start in range(0, rows, chunk):
-        m = min(chunk, rows - start)
-        got: dict[str, np.ndarray] = {}
-        for name, parents, cdf in plan.steps:
-            size = cdf.shape[-1]
-            table = cdf.reshape(-1, size)
-            if parents:
-                flat = np.ravel_multi_index(tuple(got[p] for p in parents), cdf.shape[:-1])
-            else:
-                flat = np.zeros(m, dtype=np.int64)
-            u = uniforms(m)
-            codes = (u[:, None] >= table[flat]).sum(axis=1)
-            got[name] = np.minimum(codes, size - 1).astype(np.int64)
-        for name in got:
-            out[name].append(got[name])
-    return {name: (np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)) for name, parts in out.items()}
+    return {c: np.sum([np.asarray(p[c], dtype=np.int64) for p in parts], axis=0) for c in keys}

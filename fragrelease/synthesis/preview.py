@@ -1,10 +1,11 @@
 """The plan's preview of a synthetic release: what each measurement costs and how noisy it is, from public terms only.
 
 ``fragrelease plan`` on a ``linkage: synthetic`` configuration (docs/specification.md §10). No data, no
-Spark, no budget: the ε split, each marginal's Laplace scale and 95 % interval (OpenDP's accuracy map,
-:func:`fragrelease.accuracy.laplace_half_width`), the cells each marginal spreads the records
-over, and, when the owners' record counts are declared, the mean count per cell beside the noise of
-the owners' summed cell. A warning names the measurements whose summed cell noise is at least the
+Spark, no budget: the ε split, each marginal's noise scale and 95 % interval (of one full noise, the
+Laplace's: :func:`fragrelease.accuracy.laplace_half_width`), the standard deviation of the decoded sum
+(the owners' shares: ``m/(m − t)`` times one noise's variance), the cells each marginal spreads the
+records over, and, when the owners' record counts are declared, the mean count per cell beside the
+noise of the summed cell. A warning names the measurements whose summed cell noise is at least the
 mean count of a cell (the model would then be fitted mostly to noise).
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ from fractions import Fraction
 from typing import Optional, Sequence
 
 from fragrelease.accuracy import laplace_half_width
+from fragrelease.rng.polya import DivisibleDiscreteLaplace
 from fragrelease.synthesis.mechanism import SUBSTITUTION_SENSITIVITY
 from fragrelease.synthesis.protocol import SynthesisSpec
 
@@ -24,9 +26,9 @@ from fragrelease.synthesis.protocol import SynthesisSpec
 class MeasurementRow:
     """One kind of measurement of the preview (all public).
 
-    ``epsilon_each``: ε of one marginal (exact); ``scale``: one owner's Laplace scale b = 2/ε_each;
-    ``half_width``: one owner's 95 % noise interval of a cell (±); ``summed_sd``: the standard deviation
-    of a cell summed over the owners (√(2 · owners) · b); ``cells``: (fewest, most) cells of one marginal;
+    ``epsilon_each``: ε of one marginal (exact); ``scale``: the scale b = 2/ε_each of one full noise;
+    ``half_width``: one full noise's 95 % interval of a cell (±); ``summed_sd``: the standard deviation
+    of a decoded sum's cell (the m owners' shares, :meth:`~fragrelease.rng.polya.DivisibleDiscreteLaplace.variance_of_sum`); ``cells``: (fewest, most) cells of one marginal;
     ``mean_count``: (records / most cells, records / fewest cells), None without declared record counts.
     """
 
@@ -59,7 +61,7 @@ class SynthesisPreview:
     notes: tuple[str, ...]
 
     def header(self) -> list[str]:
-        return ["measurement", "count", "ε (all)", "ε each", "scale b", "95 % ± (one owner)", "sd of sum",
+        return ["measurement", "count", "ε (all)", "ε each", "scale b", "95 % ± (one noise)", "sd of sum",
                 "cells", "records / cell"]
 
     def table_rows(self) -> list[list[str]]:
@@ -76,14 +78,14 @@ class SynthesisPreview:
         drowned = [r.what for r in self.rows if r.drowned]
         if not drowned:
             return None
-        return (f"the noise of the owners' summed cell is at least the mean count of a cell for every {', '.join(drowned)}; "
+        return (f"the noise of the decoded sum's cell is at least the mean count of a cell for every {', '.join(drowned)}; "
                 "raise ε, coarsen (synthesis_bins, fewer attributes) or add records")
 
 
 def synthesis_preview(spec: SynthesisSpec, owners: int, records: Optional[int] = None) -> SynthesisPreview:
     """The preview of ``spec`` for ``owners`` horizontal owners holding ``records`` records in all (None: unknown).
 
-    The tree's edges are chosen from the data in round one, so their cells are a range over the
+    The tree's edges are chosen from round 2's decoded sums, so their cells are a range over the
     feature pairs. Source: docs/specification.md §10 (budget, protocol).
     """
     sizes = spec.domain.sizes
@@ -94,14 +96,16 @@ def synthesis_preview(spec: SynthesisSpec, owners: int, records: Optional[int] =
         each = total / count
         scale = SUBSTITUTION_SENSITIVITY / float(each)
         fewest, most = min(cells), max(cells)
+        noise = DivisibleDiscreteLaplace.calibrate(each, SUBSTITUTION_SENSITIVITY, spec.parts)
         return MeasurementRow(what, count, total, each, scale, laplace_half_width(scale),
-                              math.sqrt(2.0 * owners) * scale, (fewest, most),
+                              math.sqrt(noise.variance_of_sum(owners)), (fewest, most),
                               None if records is None else (records / most, records / fewest))
 
     rows.append(row("1-way marginal", len(spec.domain.names), budget.one_way, [sizes[a] for a in spec.domain.names]))
     feats = spec.features
     if len(feats) > 1:
         pair_cells = [sizes[a] * sizes[b] for a, b in itertools.combinations(feats, 2)]
+        rows.append(row("feature pair (structure, 2-way)", len(pair_cells), budget.selection, pair_cells))
         rows.append(row("tree edge (2-way)", len(feats) - 1, budget.cliques * (len(feats) - 1) / spec.clique_count,
                         pair_cells))
     if spec.target is not None:
@@ -110,9 +114,12 @@ def synthesis_preview(spec: SynthesisSpec, owners: int, records: Optional[int] =
     partly = [r.what for r in rows if r.partly_drowned and not r.drowned]
     notes = [f"the largest {', '.join(partly)} would be mostly noise (its mean cell count is at most the noise of "
              "the summed cell); the tree prefers pairs whose dependence stands out of the noise"] if partly else []
-    notes += [f"ε = {budget.epsilon}: 1-way marginals {budget.one_way}, tree selection "
-             f"{spec.round_one_epsilon - budget.one_way} ({max(len(feats) - 1, 0)} exponential-mechanism steps), "
-             f"cliques {budget.cliques}; every owner spends the whole ε on its own records (parallel composition)",
+    notes += [f"ε = {budget.epsilon}: 1-way marginals {budget.one_way}, feature pairs for the structure "
+             f"{spec.round_epsilon(2) - budget.one_way}, cliques {budget.cliques}; every owner spends the whole ε on "
+             "its own records (parallel composition)",
+             f"collusion bound t = {spec.collusion} of {owners} owners: each record keeps its ε against the recipients, "
+             f"the aggregator and any {spec.collusion} owners together; the shares of k = {spec.parts} owners add up "
+             f"to one full noise, so the decoded sums' noise variance is {owners}/{spec.parts} times one machine's",
              "numeric attributes: " + (", ".join(f"{a.name} {a.size} bins" for a in spec.domain.attributes
                                                  if not a.categorical) or "none")]
     return SynthesisPreview(tuple(rows), tuple(notes))

@@ -54,7 +54,7 @@ def owner_protect(config: str = typer.Option(..., "--config"), owner: str = type
     kind = kind_jobs(plan.linkage)
     if kind.rounds_per_owner > 1:  # several rounds: each run of this step does the one that is due
         number, _ = kind.play_round(_common._spark(master, cfg), ctx)
-        then = ("run this step again once every owner has written round one" if number < kind.rounds_per_owner
+        then = (f"run this step again once every owner has written round {number}" if number < kind.rounds_per_owner
                 else "the aggregator's release step is next once every owner has written its last round")
         console.print(f"owner {owner}: round {number} of plan {plan.plan_id} written; {then}", highlight=False)
         return

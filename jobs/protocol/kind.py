@@ -35,12 +35,13 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Round:
     """One round an owner plays in a plan: its number (1-based), its draw step's name in the owner's
-    private records (:func:`.draws.draw_step`), its spend, the cost line's label (``its fragment``,
+    private records (:func:`.draws.draw_step`), its spend (None: the round draws no noise and spends
+    nothing, e.g. a key round), the cost line's label (``its fragment``,
     ``round 1``) and the progress text of its step (``protecting 3 attributes``)."""
 
     number: int
     step: str
-    spend: Spend
+    spend: Optional[Spend]
     label: str
     doing: str
 

@@ -124,6 +124,8 @@ def _owner_steps(spark, ctx: OwnerContext, plan: Plan) -> tuple[list[str], list[
             kept.append(label)
             continue
         drawn.append(label)
+        if spend is None:  # a round that spends nothing
+            continue
         if not step.claimed() or ctx.ledger is not None and not records_plan(
                 ledger_location(spark, ctx.ledger), ctx.name, plan.dataset, spend.ledger_plan_id):
             cost += spend.epsilon  # not claimed yet, or claimed by an attempt that stopped before its spend

@@ -1,11 +1,12 @@
 """The aggregator's side of a synthetic release (``linkage: synthetic``; docs/specification.md §10).
 
-:func:`synthesize` verifies both rounds of every owner (signatures under the configured public keys,
-the plan's terms, ε, shapes, the cliques round one selects), adds the owners' noisy marginals, fits
+:func:`synthesize` verifies the three rounds of every owner (signatures under the configured public
+keys, the plan's terms, ε, t, shapes, the participants every owner masked against, the cliques round 2
+selects), decodes the sums of the owners' masked measurements (only sums: no owner's own counts), fits
 Private-PGM on the driver and draws the rows on the executors
-(:func:`fragrelease.udfs.synthesis.synthetic_rows`). Everything it computes is post-processing of
-the owners' noisy marginals; :func:`fragrelease.jobs.protocol.aggregator.release` commits the rows
-with the release's provenance, as it commits every release kind.
+(:func:`fragrelease.udfs.synthesis.synthetic_rows`). Everything it computes is post-processing of the
+decoded noisy sums; :func:`fragrelease.jobs.protocol.aggregator.release` commits the rows with the
+release's provenance, as it commits every release kind.
 """
 from __future__ import annotations
 
@@ -13,18 +14,17 @@ import math
 from fractions import Fraction
 from typing import Mapping, Optional
 
-from fragrelease.errors import ConfigError, ManifestMismatchError
+import numpy as np
+
+from fragrelease.errors import ManifestMismatchError
 from fragrelease.protocol.messages import Plan
-from fragrelease.signing import verify_manifest_fields
-from fragrelease.synthesis.mechanism import add_owners, fit_model, noisy_total
-from fragrelease.synthesis.protocol import RoundTwoMessage, check_round_two, cliques_from_round_one
+from fragrelease.synthesis.model import Measured, fit_model, noisy_total
 from fragrelease.udfs.synthesis import synthetic_rows
 
 from ..protocol.context import AggregatorContext
-from ..protocol.layout import read_message
 from ..protocol.signatures import public_keys
 from ..storage import file_exists
-from .owner import plan_synthesis_spec, read_round_one, round_path
+from .messages import decoded_sums, plan_synthesis_spec, read_participants, round_path, structure
 from .rounds import missing_round
 
 #: Rows each sampling task draws (a task holds one batch of codes at a time: about 100 bytes per row).
@@ -32,10 +32,10 @@ ROWS_PER_TASK = 1_000_000
 
 
 def check_rounds_written(ctx: AggregatorContext, plan: Plan) -> None:
-    """Refuse, before Spark starts, a synthetic release whose owners have not written both rounds.
+    """Refuse, before Spark starts, a synthetic release whose owners have not written every round.
 
     Looks at the files only (their existence under ``work_dir``; nothing is read or verified here):
-    every owner's round one in plan order, then every owner's round two.
+    every owner's round 1 in plan order, then round 2, then round 3.
 
     Raises
     ------
@@ -43,7 +43,7 @@ def check_rounds_written(ctx: AggregatorContext, plan: Plan) -> None:
         One line naming the first owner whose round is missing, the round, the plan, the path and the
         command that owner runs next (:func:`.rounds.missing_round`).
     """
-    for number in (1, 2):
+    for number in (1, 2, 3):
         for o in plan.owners:
             path = round_path(ctx.owners[o.name], number)
             if not file_exists(path):
@@ -51,24 +51,24 @@ def check_rounds_written(ctx: AggregatorContext, plan: Plan) -> None:
 
 
 def synthesize(spark, ctx: AggregatorContext, plan: Plan, keys: Optional[Mapping] = None, *, iters: int = 1000):
-    """Verify every owner's two rounds, fit the model and draw the rows; return ``(rows, terms)``.
+    """Verify every owner's three rounds, decode the sums, fit the model and draw the rows; return ``(rows, terms)``.
 
     ``ctx``: the aggregator's context (:func:`fragrelease.jobs.protocol.context.aggregator_context`).
 
     ``rows``: a DataFrame with the plan's attributes (categorical as declared labels, numeric drawn
     uniformly inside the model's bin: whole numbers for integer attributes), N rows, N the
-    inverse-variance mean of the owners' summed noisy 1-way totals; its draws are fresh on every
-    evaluation, so the caller commits it once and reads the committed table. ``terms``: the public
-    synthesis terms for the provenance (the ε split, the cliques, N): computed from noised values only.
+    inverse-variance mean of the decoded 1-way totals; its draws are fresh on every evaluation, so the
+    caller commits it once and reads the committed table. ``terms``: the public synthesis terms for the
+    provenance (the ε split, t, the cliques, N): public or computed from noised values only.
 
     Raises
     ------
     ConfigError
-        An owner's round one or two is missing (its protect step has not run twice;
-        :func:`check_rounds_written`).
+        An owner's round is missing (its protect step has not run three times; :func:`check_rounds_written`).
     ManifestMismatchError, SignatureError, ProtocolError
-        A message that is damaged, unsigned, signed with another key, for another plan or owner, or
-        measuring other marginals than the plan and round one fix; owners with different ε_j.
+        A message that is damaged, unsigned, signed with another key, for another plan or owner, masked
+        against other participants, masks that do not cancel, or measuring other marginals than the
+        plan and round 2 fix; owners with different ε_j.
     MissingDependencyError
         mbi (the ``synthesis`` extra) is not installed.
     """
@@ -79,26 +79,22 @@ def synthesize(spark, ctx: AggregatorContext, plan: Plan, keys: Optional[Mapping
         raise ManifestMismatchError("the aggregator refuses plan.json: the owners of a synthetic release spend the "
                                     f"same ε_j (horizontal, parallel composition), not {sorted(map(str, epsilons))}")
     spec = plan_synthesis_spec(ctx.schema, plan, plan.owners[0].name)
-    rounds = read_round_one(ctx.owners, plan, spec, keys, party="aggregator")
-    cliques = cliques_from_round_one(spec, rounds)
-    measured = []
-    for o in plan.owners:
-        msg = read_message(RoundTwoMessage, round_path(ctx.owners[o.name], 2), party="aggregator",
-                           what=f"synthesis round two of owner {o.name!r}")
-        verify_manifest_fields(keys[o.name], msg.signed_fields(), msg.signature, owner=o.name)
-        if msg.plan_id != plan.plan_id:  # an older plan's message: this plan's round two is not there yet
-            raise ConfigError(f"aggregator: owner {o.name!r} has not written its synthesis round two of plan "
-                              f"{plan.plan_id} yet (it holds plan {msg.plan_id}'s); run its protect step first")
-        measured.append(check_round_two(msg, spec, cliques, plan_id=plan.plan_id, owner=o.name,
-                                        n_records=o.n_records))
-    one_sums, clique_sums = add_owners(rounds, measured)
-    one_noise, clique_noise = spec.budget.one_way_noise(spec.domain), spec.budget.clique_noise(spec.domain, cliques)
-    model = fit_model(spec.domain, one_sums, one_noise, clique_sums, clique_noise, owners=len(plan.owners), iters=iters)
-    n = noisy_total(one_sums, one_noise)  # from noised values only
+    participants = read_participants(ctx.owners, plan, spec, keys, party="aggregator")
+    sums, cliques = structure(ctx.owners, plan, spec, participants, keys, party="aggregator")
+    clique_sums = decoded_sums(ctx.owners, plan, spec, 3, cliques, participants, keys, party="aggregator")
+    m = len(plan.owners)
+    first, second = spec.round_noise(2), spec.round_noise(3, cliques)
+    one = [Measured((a,), sums[(a,)], float(np.sqrt(first[(a,)].variance_of_sum(m)))) for a in spec.domain.names]
+    tree = [c for c in cliques if c in first]  # the tree's edges: measured in round 2 too
+    measured = one + [Measured(c, sums[c], float(np.sqrt(first[c].variance_of_sum(m)))) for c in tree]
+    measured += [Measured(c, clique_sums[c], float(np.sqrt(second[c].variance_of_sum(m)))) for c in cliques]
+    model = fit_model(spec.domain, measured, iters=iters)
+    n = noisy_total(one)  # from noised values only
     rows = synthetic_rows(spark, model, spec.domain, n, partitions=max(1, math.ceil(n / ROWS_PER_TASK)))
     terms = {
-        "epsilon_one_way": str(spec.budget.one_way), "epsilon_selection": str(spec.round_one_epsilon - spec.budget.one_way),
+        "epsilon_one_way": str(spec.budget.one_way), "epsilon_selection": str(spec.round_epsilon(2) - spec.budget.one_way),
         "epsilon_cliques": str(spec.budget.cliques), "target": spec.target, "bins": plan.synthesis_bins,
+        "owners": m, "collusion": spec.collusion, "noise": "discrete Laplace, shares of k = m − t owners",
         "cliques": [list(c) for c in cliques], "rows": n, "fit_iterations": iters,
     }
     return rows, terms

@@ -26,10 +26,12 @@ def report_sections(provenance: Mapping[str, Any], attributes: Sequence[Attribut
 
     terms = provenance["synthesis"]
     owners = provenance.get("owners", [])
-    spec = synthesis_spec(attributes, Fraction(provenance["epsilon"]), target=terms.get("target"), bins=terms["bins"])
+    spec = synthesis_spec(attributes, Fraction(provenance["epsilon"]), target=terms.get("target"), bins=terms["bins"],
+                          owners=max(1, len(owners)), collusion=terms.get("collusion"))
     pv = synthesis_preview(spec, len(owners), sum(int(o["n_records"]) for o in owners))
-    text = ("The rows are drawn from a graphical model fitted to the owners' noisy marginals; each measurement below "
-            "adds Laplace noise of scale b to every cell of every owner's marginal. " + " ".join(pv.notes))
+    text = ("The rows are drawn from a graphical model fitted to the sums of the owners' marginals; each owner adds a "
+            "share of discrete-Laplace noise to its counts and masks them, so only the sums are decoded, each carrying "
+            "noise of scale b or more. " + " ".join(pv.notes))
     return (ReportSection("Parameters", "table_section.html.j2",
                           {"header": ["parameter", "value"], "rows": parameter_rows(provenance)},
                           anchor="parameters", place="parameters"),
@@ -39,14 +41,15 @@ def report_sections(provenance: Mapping[str, Any], attributes: Sequence[Attribut
 
 def parameter_rows(provenance: Mapping[str, Any]) -> list[list[Any]]:
     """The public report's parameter rows of a synthetic release (it has no k or mechanism): its public
-    terms and the cliques, chosen from the owners' noisy round one."""
+    terms and the cliques, chosen from round 2's decoded noisy sums."""
     terms = provenance.get("synthesis") or {}
     return [
         ["dataset", provenance.get("dataset")], ["fragmentation", provenance.get("fragmentation")],
         ["total ε", provenance.get("epsilon")], ["composition", provenance.get("composition")],
         ["plan id", provenance.get("plan_id")], ["linkage", "synthetic (rows drawn from a model)"],
         ["ε of the 1-way marginals", terms.get("epsilon_one_way")],
-        ["ε of the tree selection", terms.get("epsilon_selection")],
+        ["ε of the feature pairs (structure)", terms.get("epsilon_selection")],
+        ["owners (m)", terms.get("owners")], ["collusion bound t", terms.get("collusion")],
         ["ε of the cliques", terms.get("epsilon_cliques")],
         ["target", terms.get("target") or "none"], ["numeric bins", terms.get("bins")],
         ["cliques", "; ".join(" × ".join(c) for c in terms.get("cliques", ()))],

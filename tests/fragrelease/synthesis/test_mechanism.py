@@ -6,21 +6,21 @@ import pandas as pd
 import pytest
 
 from fragrelease.errors import InvalidParameterError
-from fragrelease.rng.diffgen import SeededDiffGenRandomness
-from fragrelease.rng.laplace import FastLaplace
+from fragrelease.rng.polya import SeededShareSource
 from fragrelease.synthesis.domain import CodedAttribute, SynthesisDomain, contingency
 from fragrelease.synthesis.mechanism import (
-    SamplingPlan,
     SynthesisBudget,
-    add_owners,
+    add_vectors,
     choose_tree,
     cliques_to_measure,
-    fit_model,
-    measure_cliques,
-    measure_round_one,
-    noisy_total,
-    sample_codes,
+    default_collusion_bound,
+    feature_pairs,
+    honest_parts,
+    measure_shares,
+    pair_score,
+    round_two_cliques,
 )
+from fragrelease.synthesis.model import Measured, SamplingPlan, fit_model, noisy_total, sample_codes
 
 
 def _uniforms(seed):
@@ -52,11 +52,23 @@ def test_the_budget_is_exact_and_spent_within_epsilon():
     b = SynthesisBudget(Fraction(1))
     assert b.one_way + b.selection + b.cliques == 1
     cliques = (("x", "y"), ("y", "z"))
-    assert b.spent(dom, cliques, selection_steps=2) <= 1
+    assert b.spent(dom, feature_pairs(dom, None), cliques) <= 1
     with pytest.raises(InvalidParameterError):
         SynthesisBudget(Fraction(0))
     with pytest.raises(InvalidParameterError):
         SynthesisBudget(Fraction(1), Fraction(1, 2), Fraction(1, 2))
+
+
+def test_the_default_collusion_bound_and_its_noise_factor():
+    assert [default_collusion_bound(m) for m in (1, 2, 3, 4, 16, 64)] == [0, 1, 1, 1, 5, 21]
+    for m in range(1, 200):
+        t = default_collusion_bound(m)
+        assert 0 <= t < m
+        assert m / honest_parts(m, t) <= (2 if m == 2 else 1.5)  # the variance factor m/(m − t)
+    with pytest.raises(InvalidParameterError, match=r"synthesis_collusion must lie in \[0, 3\] for 4 owners"):
+        honest_parts(4, 4)
+    with pytest.raises(InvalidParameterError):
+        default_collusion_bound(0)
 
 
 def _correlated(n, seed):
@@ -66,20 +78,50 @@ def _correlated(n, seed):
     return pd.DataFrame({"x": x, "y": x.copy(), "z": gen.integers(0, 3, n)})
 
 
-def test_selection_finds_the_dependent_pair_at_a_large_budget():
+def _decoded(dom, frags, noise, seed):
+    """Every owner's counts plus its share, added up (what secure aggregation decodes)."""
+    source = SeededShareSource(seed)
+    return add_vectors([measure_shares(dom, {c: contingency(f, c, dom.sizes) for c in noise}, noise, source=source)
+                        for f in frags])
+
+
+def test_selection_finds_the_dependent_pair_from_the_decoded_sums():
     dom = SynthesisDomain(tuple(CodedAttribute(n, ("a", "b", "c")) for n in "xyz"))
     codes = _correlated(3000, 1)
-    one = {a: contingency(codes, (a,), dom.sizes) for a in dom.names}
-    pairs = {(a, b): contingency(codes, (a, b), dom.sizes) for a, b in (("x", "y"), ("x", "z"), ("y", "z"))}
+    budget = SynthesisBudget(Fraction(4))
+    noise = {**budget.one_way_noise(dom, 2), **budget.selection_noise(feature_pairs(dom, None), 2)}
+    assert list(noise) == list(round_two_cliques(dom, None))
     hits = 0
     for seed in range(20):
-        r = measure_round_one(dom, one, pairs, SynthesisBudget(Fraction(10)), randomness=SeededDiffGenRandomness(seed),
-                              noise=FastLaplace())
-        assert len(r.edges) == 2
-        hits += ("x", "y") in r.edges
+        sums = _decoded(dom, [codes.iloc[0::3], codes.iloc[1::3], codes.iloc[2::3]], noise, seed)
+        tree = choose_tree(dom, sums, {c: n.variance_of_sum(3) for c, n in noise.items()})
+        assert len(tree) == 2
+        hits += ("x", "y") in tree
     assert hits >= 19
-    assert choose_tree(dom, [[("x", "y"), ("y", "z")], [("x", "y"), ("x", "z")], [("y", "x"), ("y", "z")]]) == \
-        (("x", "y"), ("y", "z"))
+
+
+def test_the_pair_score_does_not_favour_many_categories_for_their_noise():
+    # an independent pair of 41 x 16 cells against an independent pair of 2 x 2 cells, both measured with the
+    # same per-cell noise: the score's expectation is 0 for both, and the wide pair's spread is penalized, so it
+    # outscores the small one in far fewer than half of the draws (without the correction: almost always)
+    gen = np.random.default_rng(7)
+    variance = 400.0 ** 2
+    wins = 0
+    for _ in range(200):
+        big = 100.0 + gen.laplace(0, 400 / np.sqrt(2), (41, 16))
+        small = 16400.0 / 4 + gen.laplace(0, 400 / np.sqrt(2), (2, 2))
+        sb = pair_score(big, variance, np.full(41, 1 / 41), np.full(16, 1 / 16))
+        ss = pair_score(small, variance, np.full(2, 0.5), np.full(2, 0.5))
+        wins += sb > ss
+    assert wins <= 20
+    naive = [float(np.sum((100.0 + gen.laplace(0, 400 / np.sqrt(2), (41, 16)) - 100.0) ** 2)) for _ in range(5)]
+    assert min(naive) > 100 * 400.0 ** 2  # what an uncorrected squared distance gives the wide pair: pure noise
+
+
+def test_a_dependent_wide_pair_still_wins_on_its_signal():
+    p = np.full(10, 0.1)
+    table = np.diag(np.full(10, 300.0))  # 3,000 records, x = y: strongly dependent
+    assert pair_score(table, 50.0 ** 2, p, p) > 0
 
 
 def test_the_sampler_keeps_independent_children_independent():
@@ -100,20 +142,18 @@ def test_protocol_end_to_end_keeps_the_dependence_and_the_marginals():
     codes = _correlated(6000, 2)
     owners = [codes.iloc[i::3] for i in range(3)]
     budget = SynthesisBudget(Fraction(4))
-    rand = SeededDiffGenRandomness(5)
-    rounds = []
-    for frag in owners:
-        one = {a: contingency(frag, (a,), dom.sizes) for a in dom.names}
-        pairs = {(a, b): contingency(frag, (a, b), dom.sizes) for a, b in (("x", "y"), ("x", "z"), ("y", "z"))}
-        rounds.append(measure_round_one(dom, one, pairs, budget, randomness=rand, noise=FastLaplace()))
-    tree = choose_tree(dom, [r.edges for r in rounds])
+    parts = honest_parts(3, default_collusion_bound(3))
+    first = {**budget.one_way_noise(dom, parts), **budget.selection_noise(feature_pairs(dom, None), parts)}
+    sums = _decoded(dom, owners, first, 5)
+    variances = {c: n.variance_of_sum(3) for c, n in first.items()}
+    tree = choose_tree(dom, sums, variances)
     cliques = cliques_to_measure(dom, tree)
-    measured = [measure_cliques(dom, {c: contingency(f, c, dom.sizes) for c in cliques}, cliques, budget,
-                                noise=FastLaplace()) for f in owners]
-    one_sums, clique_sums = add_owners(rounds, measured)
-    plan = fit_model(dom, one_sums, budget.one_way_noise(dom), clique_sums, budget.clique_noise(dom, cliques),
-                     owners=3, iters=300)
-    n = noisy_total(one_sums, budget.one_way_noise(dom))
+    second = budget.clique_noise(cliques, parts)
+    sums2 = _decoded(dom, owners, second, 6)
+    one = [Measured((a,), sums[(a,)], float(np.sqrt(variances[(a,)]))) for a in dom.names]
+    plan = fit_model(dom, one + [Measured(c, sums2[c], float(np.sqrt(n.variance_of_sum(3))))
+                                 for c, n in second.items()], iters=300)
+    n = noisy_total(one)
     assert abs(n - 6000) < 100
     out = pd.DataFrame(sample_codes(plan, n, _uniforms(4)))
     assert ("x", "y") in tree
@@ -121,6 +161,20 @@ def test_protocol_end_to_end_keeps_the_dependence_and_the_marginals():
     assert abs(np.corrcoef(out["x"], out["z"])[0, 1]) < 0.1  # and no false one appears
     p = np.bincount(out["z"], minlength=3) / n
     assert np.abs(p - np.bincount(codes["z"], minlength=3) / 6000).max() < 0.03
+
+
+def test_the_decoded_sum_is_the_unions_counts_plus_the_shares_whatever_the_split():
+    dom = SynthesisDomain(tuple(CodedAttribute(n, ("a", "b", "c")) for n in "xy"))
+    codes = _correlated(900, 3)[["x", "y"]]
+    noise = SynthesisBudget(Fraction(1)).one_way_noise(dom, 2)
+    split = [codes.iloc[:100], codes.iloc[100:700], codes.iloc[700:]]
+    sums = _decoded(dom, split, noise, 11)
+    shares = [measure_shares(dom, {c: np.zeros(3) for c in noise}, noise, source=SeededShareSource(11))
+              for _ in split]  # the same seeded shares on zero counts
+    assert not np.array_equal(sums[("x",)], contingency(codes, ("x",), dom.sizes))  # noise was added
+    with pytest.raises(InvalidParameterError, match="not whole numbers"):
+        measure_shares(dom, {c: np.full(3, 0.5) for c in noise}, noise)
+    assert shares  # shapes only: the exact-sum property itself is tested in tests/fragrelease/test_secagg.py
 
 
 def test_bins_are_left_open_as_opendps_cuts():
@@ -136,7 +190,7 @@ def test_a_missing_mbi_is_one_line_naming_the_extra(monkeypatch):
     import sys
 
     from fragrelease.errors import MissingDependencyError
-    from fragrelease.synthesis.mechanism import MISSING_MBI, compile_plan
+    from fragrelease.synthesis.model import MISSING_MBI, compile_plan
 
     monkeypatch.setitem(sys.modules, "mbi", None)
     with pytest.raises(MissingDependencyError) as exc:

@@ -47,7 +47,7 @@ def test_vertical_keep_id_and_risk_check_are_refused_with_one_line_each():
         _cfg(keep_id=True)
     with pytest.raises(ConfigError, match=r"risk_check: not available with linkage: synthetic"):
         _cfg(risk_check={"attacks": 100})
-    with pytest.raises(ConfigError, match=r"synthesis_target/synthesis_bins: for linkage: synthetic only"):
+    with pytest.raises(ConfigError, match=r"synthesis_target/synthesis_bins/synthesis_collusion: for linkage: synthetic only"):
         _cfg(linkage="linked")
     with pytest.raises(ConfigError, match="synthesis_bins"):
         _cfg(synthesis_bins=1)

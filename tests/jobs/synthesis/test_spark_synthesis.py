@@ -4,7 +4,7 @@ import pandas as pd
 
 from fragrelease.jobs.synthesis.counts import coded_columns, first_bad_value, marginal_counts
 from fragrelease.synthesis.domain import CodedAttribute, SynthesisDomain, contingency
-from fragrelease.synthesis.mechanism import SamplingPlan
+from fragrelease.synthesis.model import SamplingPlan
 from fragrelease.udfs.synthesis import synthetic_rows
 
 DOM = SynthesisDomain((CodedAttribute("sex", ("Female", "Male")),
