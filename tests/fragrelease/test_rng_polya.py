@@ -208,6 +208,30 @@ def test_2k_shares_sum_to_a_difference_of_nb2_with_the_stated_variance():
 
 # --- 4. the exact path --------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("k", [1, 3, 7, 43])
+@pytest.mark.parametrize("precision", [64, 128])
+def test_cdf_bounds_enclose_the_cdf_and_shrink_with_precision(k, precision):
+    """lo ≤ F(j)·2**(2P) ≤ hi against the k-th-power oracle, and hi − lo ≤ ((j+2)² + 4)·2**P: the bounds
+    that every decision of the sampler rests on are rigorous and tighten as P grows (each rounding of
+    c_i costs one unit of 2**-P and later steps shrink it, so S_j is off by ≤ j(j+1)/2 units; the
+    root is off by ≤ 1 unit and multiplies S_j ≤ (1−α)^(-1/k) ≤ 4)."""
+    scale = 1 << (2 * precision)
+    for j, (lo, hi) in zip(range(25), polya._cdf_bounds(polya._alpha_word(ALPHA), k, precision)):
+        target = (1 - ALPHA) * _s(ALPHA, k, j) ** k  # F(j)**k
+        assert Fraction(lo, scale) ** k <= target <= Fraction(hi, scale) ** k, j
+        assert 0 <= hi - lo <= ((j + 2) ** 2 + 4) << precision, j
+
+
+def test_integer_root_is_the_floor():
+    rng = np.random.default_rng(3)
+    for k in (1, 2, 3, 43, 100):
+        for bits in (1, 7, 64, 300, 5000):
+            n = int.from_bytes(rng.bytes(bits // 8 + 1), "big") >> (7 - bits % 8 if bits % 8 else 0)
+            for m in (n, n + 1, max(n - 1, 0), 0, 1, 5 ** k, 5 ** k - 1):
+                x = polya._iroot(m, k)
+                assert x ** k <= m < (x + 1) ** k, (k, m)
+
+
 @pytest.mark.parametrize("k, j, step, expected", [(3, 2, -1, 2), (3, 2, +1, 3), (5, 5, -1, 5), (7, 7, +1, 8)])
 def test_a_uniform_at_a_cdf_boundary_is_decided_exactly(k, j, step, expected):
     """U's first 192 bits are ⌊F(j)·2**192⌋ ± 1: the table and the first refinement cannot decide."""
