@@ -32,10 +32,10 @@ reach 2**64 (``1 − F(j) < 2**-64`` about) or :data:`_TABLE_CAP`. For a first w
 ``[w/2**64, (w+1)/2**64)``): ``w < lo64[j]`` proves ``U < F(j)`` and ``w ≥ hi64[j]`` proves
 ``U ≥ F(j)``; both sequences are nondecreasing in j, so ``np.searchsorted`` gives the smallest j of
 the first kind and the count of the second; if they agree, that is X. Otherwise (U's first 64 bits
-straddle a table entry: probability about 2·(table length)/2**64 per draw, or X beyond the table:
-probability below about 2**-63) the element goes through the exact loop above, from the first j not
-yet excluded. A draw costs two searches over the table; the table costs about 10⁴ integer steps
-for ε/Δ ≈ 0.0034.
+straddle a table entry: probability at most about 2·(table length)/2**64 per draw; or w lies above
+the last entry's ``lo64``: probability ``1 − F(last)``, about 2**-64/α) the element goes through the
+exact loop above, from the first j not yet excluded. A draw costs two searches over the table; the
+table costs about 1.3·10⁴ integer steps (0.03 s) for ε/Δ ≈ 0.0034.
 
 Randomness: :class:`SecureShareSource` reads the OS CSPRNG (:mod:`secrets`); :class:`SeededShareSource`
 is for tests only.
