@@ -514,7 +514,7 @@ RNG_DRAWS = frozenset({
     "secure_token_bytes", "secure_random_keys", "secure_bytes", "secure_permutation", "secure_randbelow",
     "secure_randbits", "secure_open_unit", "secure_gumbel", "SecureDiffGenRandomness", "FastDiffGenRandomness",
     "SeededDiffGenRandomness", "SecureLaplace", "FastLaplace", "evaluation_generator", "SecureSimulation",
-    "SeededSimulation", "secure_noisy_max",
+    "SeededSimulation", "secure_noisy_max", "SecureShareSource", "SeededShareSource",
 })
 #: Public names of fragrelease.rng that draw nothing themselves: protocols, calibration, constants, and
 #: functions that draw only from a source passed in (``gumbel_max``; ``LaplaceNoise.sample`` draws from
@@ -524,6 +524,7 @@ RNG_NON_DRAWS = frozenset({
     "laplace_measurement", "laplace_epsilon", "float_at_most", "calibrated_laplace_scale", "LaplaceNoise",
     "FAST_SAMPLER_NAME", "SimulationRandomness", "noisy_max_measurement", "noisy_max_epsilon",
     "calibrated_noisy_max_scale", "check_scores", "TEST_MARKER", "refuse_injected_noise",
+    "ShareSource", "discrete_laplace_alpha", "polya_sample", "DivisibleDiscreteLaplace",
 })
 #: Raw sources of randomness (rule 1): modules, and attributes of other modules.
 ENTROPY_MODULES = ("secrets", "random", "numpy.random")

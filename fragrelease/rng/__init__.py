@@ -1,6 +1,6 @@
 """The one package that owns randomness (docs/specification.md §8; seeds only in tests).
 
-Every random draw of a release comes from here, in four modules:
+Every random draw of a release comes from here, in six modules:
 
 - :mod:`fragrelease.rng.laplace`: Laplace noise. :class:`~fragrelease.rng.laplace.LaplaceNoise`
   is the one noise object: it calibrates its scale from the sensitivity, ε and the vector size by
@@ -13,6 +13,11 @@ Every random draw of a release comes from here, in four modules:
   points, Laplace and Gaussian noise) behind :class:`~fragrelease.rng.diffgen.DiffGenRandomness`.
 - :mod:`fragrelease.rng.secure`: random keys, bytes and permutations from :mod:`secrets` (the OS
   CSPRNG): shuffling a release's rows, assigning records to owners in the demo split, key material.
+- :mod:`fragrelease.rng.selection`: exact report-noisy-max through OpenDP (the synthetic kind's selection).
+- :mod:`fragrelease.rng.polya`: exact divisible discrete-Laplace noise shares for secure aggregation:
+  each owner adds ``X − Y`` with X, Y Pólya ``NB(1/k, α)``, so any k owners' shares sum to ``DLap(α)``
+  (:class:`~fragrelease.rng.polya.DivisibleDiscreteLaplace`), by exact inversion against a lazily
+  refined uniform from :class:`~fragrelease.rng.polya.SecureShareSource` (the OS CSPRNG).
 - :mod:`fragrelease.rng.simulation`: the accuracy preview's simulated Laplace draws (OS CSPRNG by
   inversion; never released) and :class:`~fragrelease.rng.simulation.SeededSimulation` for tests.
 
@@ -22,6 +27,7 @@ other module touches a source of entropy; every draw that runs on Spark's execut
 
 There are no seeds here, except in the sources named for tests. Tests that need reproducible noise
 pass their own :class:`~fragrelease.rng.laplace.NoiseSource` (see ``tests/helpers/noise_injection.py``)
-or :class:`~fragrelease.rng.diffgen.SeededDiffGenRandomness`; the CLI and the jobs never accept one
+or :class:`~fragrelease.rng.diffgen.SeededDiffGenRandomness` or
+:class:`~fragrelease.rng.polya.SeededShareSource`; the CLI and the jobs never accept one
 from a user.
 """
