@@ -545,6 +545,9 @@ DRIVER_DRAWS = {
     ("fragrelease.jobs.idpir.protect", "category_orders"),
     # a synthetic release's owner rounds: noisy marginals and the tree's Gumbel draws, once on the owner's driver (§10)
     ("fragrelease.jobs.synthesis.owner", "_draw_round"),
+    # the key round's X25519 key: made from the OS CSPRNG (fragrelease.rng.secure) and kept privately
+    ("fragrelease.jobs.synthesis.owner", "_kept_key"),
+    ("fragrelease.jobs.synthesis.owner", "_key_record"),
     # key material and nonces: the release's pseudonym key, each owner's nonce, a generated signing key's file name
     ("fragrelease.jobs.protocol.keys", "generate_release_key"),
     ("fragrelease.jobs.protocol.keys", "owner_pseudonym_key"),

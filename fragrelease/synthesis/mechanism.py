@@ -156,7 +156,7 @@ class SynthesisBudget:
         """An upper bound of the ε the protocol's noises give per record (Σ 2·ln(1/α); ≤ :attr:`epsilon`)."""
         noises = [*self.one_way_noise(domain, 1).values(), *self.selection_noise(pairs, 1).values(),
                   *self.clique_noise(cliques, 1).values()]
-        return float(sum(n.epsilon_bound(SUBSTITUTION_SENSITIVITY) for n in noises))
+        return float(sum(n.epsilon(SUBSTITUTION_SENSITIVITY) for n in noises))
 
 
 def _calibrated(cliques: Sequence[Clique], epsilon: Fraction, parts: int) -> dict[Clique, DivisibleDiscreteLaplace]:

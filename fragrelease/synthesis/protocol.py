@@ -29,7 +29,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from fragrelease.budget import Epsilon
-from fragrelease.errors import InvalidParameterError, ManifestMismatchError
+from fragrelease.errors import InvalidParameterError, ManifestMismatchError, ProtocolError
 from fragrelease.protocol.difference import first_difference
 from fragrelease.rng.polya import DivisibleDiscreteLaplace
 from fragrelease.secagg import decode_vector, parse_public_hex, unmask_sum
@@ -182,6 +182,8 @@ class KeyMessage(_SignedMessage):
     """Round 1 of one owner: its X25519 key-agreement key for this plan (64 hex characters)."""
 
     kind: Literal["synthesis-round-1"] = "synthesis-round-1"
+    #: a key round spends nothing
+    epsilon: Literal["0"] = "0"  # type: ignore[assignment]
     key_agreement: str
 
 
@@ -299,8 +301,11 @@ def decode_round(masked: Sequence[tuple[Mapping[Clique, np.ndarray], np.ndarray]
     ProtocolError
         A sum out of range (:func:`fragrelease.secagg.unmask_sum`).
     """
-    check = unmask_sum([c for _, c in masked])
-    if int(check[0]) != total:
+    try:
+        check = int(unmask_sum([c for _, c in masked])[0])
+    except ProtocolError:  # out of range: the masks did not cancel
+        check = None
+    if check != total:
         raise ManifestMismatchError(f"synthesis round {number}: the owners' masks do not cancel (the check cell does "
                                     "not decode to the plan's record count): an owner masked against other keys or "
                                     "participants; nothing was decoded, refused")

@@ -106,7 +106,7 @@ def read_participants(owners: Mapping[str, OwnerPaths], plan: Plan, spec: Synthe
 
 
 def decoded_sums(owners: Mapping[str, OwnerPaths], plan: Plan, spec: SynthesisSpec, number: int,
-                 cliques: Sequence[Clique], participants: Participants, keys, *, party: str) -> dict[Clique, np.ndarray]:
+                 cliques: Sequence[Clique], participants: Participants, keys, *, party: str) -> Mapping[Clique, np.ndarray]:
     """The decoded noisy sums of round ``number`` (2 or 3) over every owner of the plan (int64, flattened).
 
     Raises
@@ -124,7 +124,7 @@ def decoded_sums(owners: Mapping[str, OwnerPaths], plan: Plan, spec: SynthesisSp
 
 
 def structure(owners: Mapping[str, OwnerPaths], plan: Plan, spec: SynthesisSpec, participants: Participants, keys, *,
-              party: str) -> tuple[dict[Clique, np.ndarray], tuple[Clique, ...]]:
+              party: str) -> tuple[Mapping[Clique, np.ndarray], tuple[Clique, ...]]:
     """Round 2's decoded sums and the cliques round 3 measures (post-processing; the same on every party)."""
     sums = decoded_sums(owners, plan, spec, 2, spec.measure_cliques, participants, keys, party=party)
     return sums, cliques_from_sums(spec, sums)

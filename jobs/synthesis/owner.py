@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Mapping, Optional
 
@@ -48,7 +49,7 @@ from fragrelease.synthesis.protocol import (
 )
 
 from ..protocol.context import OwnerContext, owner_paths
-from ..protocol.draws import Spend, check_nonce_free, check_spend_once, draw_step, spend_once
+from ..protocol.draws import DrawStep, Spend, check_nonce_free, check_spend_once, draw_step, spend_once
 from ..protocol.fragment import conform_attributes, conform_id, validate_fragment
 from ..protocol.owner import check_plan_nonce, read_fragment, read_verified_plan
 from ..protocol.signatures import owner_signing_key, public_keys
@@ -247,7 +248,7 @@ def measure_owner_round(spark, ctx: OwnerContext, *, source: Optional[ShareSourc
     step = draw_step(ctx, plan.plan_id, ROUND_STEPS[due])
     if due == 1:
         key = KeyAgreementKey.generate()  # fresh for this plan; no data, no spend
-        msg = KeyMessage(plan_id=plan.plan_id, owner=ctx.name, dataset=plan.dataset, epsilon=spec.round_epsilon(1),
+        msg = KeyMessage(plan_id=plan.plan_id, owner=ctx.name, dataset=plan.dataset,
                          n_records=plan.owner(owner.name).n_records, collusion=spec.collusion,
                          content_digest=key_digest(key.public_hex()), created_at=_now(), key_agreement=key.public_hex())
         msg = msg.model_copy(update={"signature": sign_manifest_fields(signing_key, msg.signed_fields())})
@@ -263,8 +264,8 @@ def measure_owner_round(spark, ctx: OwnerContext, *, source: Optional[ShareSourc
                               f"{plan.owner(owner.name).n_records}")
         df = conform_attributes(conform_id(df, schema.id_column, ctx.id_type), attrs)
         coded = coded_columns(df, spec.domain)
-        record = _draw_round(spark, ctx, plan, spec, step, due, coded, cliques, participants, own_key, signing_key,
-                             source=source)
+        record = _draw_round(spark, ctx, plan, spec, _Draw(step, due, cliques, participants), coded,
+                             (own_key, signing_key), source=source)
     if not step.keep(record):  # kept privately before it is shared
         log.warning("owner %s: another attempt kept round %d of plan %s first; publishing that one", owner.name, due,
                     plan.plan_id)
@@ -275,11 +276,23 @@ def measure_owner_round(spark, ctx: OwnerContext, *, source: Optional[ShareSourc
     return due
 
 
-def _draw_round(spark, ctx: OwnerContext, plan: Plan, spec: SynthesisSpec, step, number: int, coded, cliques: tuple,
-                participants: Participants, own_key: KeyAgreementKey, signing_key, *,
+@dataclass(frozen=True)
+class _Draw:
+    """A measured round to draw: its draw step, number (2 or 3), cliques and participants."""
+
+    step: DrawStep
+    number: int
+    cliques: tuple
+    participants: Participants
+
+
+def _draw_round(spark, ctx: OwnerContext, plan: Plan, spec: SynthesisSpec, draw: _Draw, coded, keys: tuple, *,
                 source: Optional[ShareSource]) -> bytes:
-    """Claim and spend once, then draw round ``number`` (2 or 3) on the ``coded`` fragment: counts plus
-    noise shares, masked against ``participants``; return its signed message's bytes (not yet kept)."""
+    """Claim and spend once, then draw round ``draw.number`` (2 or 3) on the ``coded`` fragment: counts plus
+    noise shares, masked against ``draw.participants``; return its signed message's bytes (not yet kept).
+    ``keys``: the owner's key-agreement key of the plan and its signing key."""
+    step, number, cliques, participants = draw.step, draw.number, draw.cliques, draw.participants
+    own_key, signing_key = keys
     n_records = plan.owner(ctx.name).n_records
     counts = marginal_counts(coded, spec.domain, list(cliques))  # aggregates only
     pairs = pair_keys(ctx.name, own_key, dict(participants), context=session_context(plan.plan_id, dict(participants)))

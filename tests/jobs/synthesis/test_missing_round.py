@@ -11,9 +11,9 @@ from fragrelease.errors import ConfigError
 from fragrelease.jobs.protocol.context import aggregator_context
 from fragrelease.jobs.protocol.layout import read_message
 from fragrelease.jobs.synthesis.aggregator import check_rounds_written, synthesize
-from fragrelease.jobs.synthesis.owner import round_path
+from fragrelease.jobs.synthesis.messages import round_path
 from fragrelease.protocol.config import config_from_dict
-from fragrelease.synthesis.protocol import RoundTwoMessage
+from fragrelease.synthesis.protocol import MaskedMessage
 
 
 def _ctx(tmp_path):
@@ -35,6 +35,7 @@ def test_a_missing_round_two_names_the_owner_the_plan_and_the_command(tmp_path):
     for name in ("bank-a", "bank-b"):
         _touch(round_path(ctx.owners[name], 1))
     _touch(round_path(ctx.owners["bank-a"], 2))
+    _touch(round_path(ctx.owners["bank-a"], 3))
     missing = round_path(ctx.owners["bank-b"], 2)
     with pytest.raises(ConfigError) as info:
         check_rounds_written(ctx, plan)
@@ -45,7 +46,11 @@ def test_a_missing_round_two_names_the_owner_the_plan_and_the_command(tmp_path):
     with pytest.raises(ConfigError, match="^aggregator: owner 'bank-b' has not written its synthesis round two"):
         synthesize(None, ctx, plan)  # the release step's own path: before any key, message or Spark
     _touch(missing)
-    check_rounds_written(ctx, plan)  # both rounds of both owners: nothing to say
+    with pytest.raises(ConfigError, match="^aggregator: owner 'bank-b' has not written its synthesis round three.* "
+                                          "again once every owner has written round two$"):
+        check_rounds_written(ctx, plan)
+    _touch(round_path(ctx.owners["bank-b"], 3))
+    check_rounds_written(ctx, plan)  # every round of both owners: nothing to say
 
 
 def test_a_missing_round_one_comes_first(tmp_path):
@@ -61,6 +66,6 @@ def test_a_missing_round_one_comes_first(tmp_path):
 def test_a_missing_protocol_message_is_named_as_not_written_yet(tmp_path):
     path = str(tmp_path / "owners" / "bank-b" / "synthesis-round-2.json")
     with pytest.raises(ConfigError) as info:
-        read_message(RoundTwoMessage, path, party="aggregator", what="synthesis round two of owner 'bank-b'")
+        read_message(MaskedMessage, path, party="aggregator", what="synthesis round two of owner 'bank-b'")
     assert str(info.value) == (f"aggregator: synthesis round two of owner 'bank-b' {path!r} does not exist: it has not "
                                "been written yet")

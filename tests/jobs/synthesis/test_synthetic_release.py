@@ -1,8 +1,8 @@
 """A synthetic release (``linkage: synthetic``) through the owner → aggregator protocol on Spark.
 
-docs/specification.md §10: two owner rounds, each spent once in the owner's ledger before its noise;
-signed messages verified by the other owners and the aggregator; the committed table's guarantee
-reads "whole table ε-DP".
+docs/specification.md §10: three owner rounds (a key, then two masked measurements, each spent once in the
+owner's ledger before its noise); signed messages verified by the other owners and the aggregator; only
+sums decoded; the committed table's guarantee reads "whole table ε-DP".
 """
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from fragrelease.errors import FragReleaseError
 from fragrelease.jobs.protocol import aggregator, owner, simulate
 from fragrelease.jobs.protocol.context import aggregator_context, owner_context
 from fragrelease.jobs.protocol.ledger import spent
-from fragrelease.jobs.synthesis.owner import measure_owner_round, plan_synthesis_spec, round_path
+from fragrelease.jobs.synthesis.messages import plan_synthesis_spec, round_path
+from fragrelease.jobs.synthesis.owner import measure_owner_round
 from fragrelease.protocol.config import config_from_dict
 from fragrelease.schemas.datasets import resolve_schema
 
@@ -53,81 +54,97 @@ def _ledger_rows(path):
 
 
 def _flip_first_count(path):
+    """Change a signed message's content after signing: the key's first hex digit, or one masked cell's byte."""
     with open(path) as f:
         msg = json.load(f)
-    key = "one_way" if "one_way" in msg else "cliques"
-    msg[key][0]["counts"][0] += 1000.0
+    if "key_agreement" in msg:
+        k = msg["key_agreement"]
+        msg["key_agreement"] = ("1" if k[0] != "1" else "2") + k[1:]
+    else:
+        cells = msg["vectors"][0]["cells"]
+        msg["vectors"][0]["cells"] = ("B" if cells[0] != "B" else "C") + cells[1:]
     with open(path, "w") as f:
         json.dump(msg, f)
 
 
-@pytest.mark.slow  # a whole two-owner release, both rounds
-def test_two_rounds_spend_once_each_refuse_tampering_and_commit_a_whole_table_dp_release(spark, tmp_path,
-                                                                                         income_source):
+def _spends(plan, spec):
+    return [(plan.plan_id, spec.round_epsilon(2)), (plan.plan_id + "/cliques", spec.round_epsilon(3))]
+
+
+@pytest.mark.slow  # a whole two-owner release, three rounds
+def test_three_rounds_spend_once_each_refuse_tampering_and_commit_a_whole_table_dp_release(spark, tmp_path,
+                                                                                           income_source):
+    from fragrelease.secagg import decode_vector, unmask_sum
+
     cfg = _cfg(tmp_path, income_source, "synth-ok")
     schema = resolve_schema(cfg.dataset)
     simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
     for o in cfg.owners:
         owner.describe_fragment(spark, owner_context(cfg, o.name))
     plan = aggregator.issue_plan(aggregator_context(cfg))
+    spec = plan_synthesis_spec(schema, plan, "a")
+    assert (spec.owners, spec.collusion, spec.parts) == (2, 1, 1)  # two owners: each adds a whole noise
+    assert spec.round_epsilon(2) + spec.round_epsilon(3) == 1
     ledger_a, ledger_b = (o.ledger.path for o in cfg.owners)
     assert measure_owner_round(spark, owner_context(cfg, "a")) == 1
-    # round two needs every owner's round one: refused before any spend
+    # round 2 needs every owner's round 1 (its key): refused before any spend
     with pytest.raises(FragReleaseError, match=r"owner 'b' has not written its synthesis round one"):
         measure_owner_round(spark, owner_context(cfg, "a"))
-    assert spent(ledger_a, "a", cfg.dataset) == [Fraction(1, 4)]  # ε₁ + ε_sel = 1/5 + 1/20
+    assert spent(ledger_a, "a", cfg.dataset) == []  # round 1 spends nothing
     assert measure_owner_round(spark, owner_context(cfg, "b")) == 1
-    # another owner's round one changed after signing: refused before a's round two spends
+    # another owner's key changed after signing (someone who writes work_dir): refused before a's round 2 spends
     original = open(round_path(owner_context(cfg, "b").paths, 1)).read()
     _flip_first_count(round_path(owner_context(cfg, "b").paths, 1))
     with pytest.raises(FragReleaseError, match=r"owner 'b'.*does not verify"):
         measure_owner_round(spark, owner_context(cfg, "a"))
-    assert spent(ledger_a, "a", cfg.dataset) == [Fraction(1, 4)]
+    assert spent(ledger_a, "a", cfg.dataset) == []
     with open(round_path(owner_context(cfg, "b").paths, 1), "w") as f:
         f.write(original)
     assert measure_owner_round(spark, owner_context(cfg, "a")) == 2 and measure_owner_round(spark, owner_context(cfg, "b")) == 2
+    assert spent(ledger_a, "a", cfg.dataset) == [spec.round_epsilon(2)]
+    assert measure_owner_round(spark, owner_context(cfg, "a")) == 3 and measure_owner_round(spark, owner_context(cfg, "b")) == 3
     for path, who in ((ledger_a, "a"), (ledger_b, "b")):  # exactly ε_j, in two spends under two plan ids
-        assert _ledger_rows(path) == [(plan.plan_id, Fraction(1, 4)), (plan.plan_id + "/cliques", Fraction(3, 4))]
+        assert _ledger_rows(path) == _spends(plan, spec)
         assert sum(spent(path, who, cfg.dataset)) == Fraction(1)
     # a round message deleted by someone who writes work_dir: re-published byte for byte from the owner's private
-    # copy, nothing drawn or spent (before issue 49: round two refused by the ledger, and without a ledger the owner
-    # took the due round from work_dir's files and measured a round twice)
-    for number in (2, 1):
+    # copy, nothing drawn or spent
+    for number in (3, 2, 1):
         path = round_path(owner_context(cfg, "a").paths, number)
         original = open(path, "rb").read()
         os.remove(path)
-        assert measure_owner_round(spark, owner_context(cfg, "a")) == 2
+        assert measure_owner_round(spark, owner_context(cfg, "a")) == 3
         assert open(path, "rb").read() == original
-    assert _ledger_rows(ledger_a) == [(plan.plan_id, Fraction(1, 4)), (plan.plan_id + "/cliques", Fraction(3, 4))]
-    # the aggregator refuses a round two changed after signing, and commits nothing
-    original = open(round_path(owner_context(cfg, "b").paths, 2)).read()
-    _flip_first_count(round_path(owner_context(cfg, "b").paths, 2))
+    assert _ledger_rows(ledger_a) == _spends(plan, spec)
+    # the aggregator refuses a round 3 changed after signing, and commits nothing
+    original = open(round_path(owner_context(cfg, "b").paths, 3)).read()
+    _flip_first_count(round_path(owner_context(cfg, "b").paths, 3))
     with pytest.raises(FragReleaseError, match=r"owner 'b'.*does not verify"):
         aggregator.release(spark, aggregator_context(cfg))
     assert not os.path.exists(os.path.join(cfg.output, "_delta_log"))
-    with open(round_path(owner_context(cfg, "b").paths, 2), "w") as f:
+    with open(round_path(owner_context(cfg, "b").paths, 3), "w") as f:
         f.write(original)
     out = aggregator.release(spark, aggregator_context(cfg))
     table = DeltaTable(out.path)
     props = table.metadata().configuration
-    assert props["fragrelease.linkage"] == "synthetic"
+    assert props["fragrelease.linkage"] == "synthetic" and props["fragrelease.synthesis.collusion"] == "1"
     assert props["fragrelease.guarantee.table"].startswith("whole table ε-DP, ε = 1")
     assert "fragrelease.k" not in props and "fragrelease.mechanism" not in props  # IR terms do not act here
     rows = table.to_pandas()
     assert list(rows.columns) == [a.name for a in schema.protected]
-    # N is the noisy total: the inverse-variance mean (weights 1 / (cells · b²)) of the 11 attributes' totals
-    # of the owners' signed, published noisy 1-way marginals, rounded. Its sd around n = 1,600 is 156 (2 owners,
-    # b = 110 per cell: ε₁ = 1/5 over 11 attributes, sensitivity 2), so the old band ±400 (2.6 sd) failed a
-    # correct release about 1 run in 100; ±850 is 5.45 sd (5e-8) and still refuses a count of 2n or n·11
+    # N is the noisy total: the inverse-variance mean of the 11 attributes' decoded round-2 totals, recomputed here
+    # from the published JSON by adding the owners' masked vectors mod 2^64 (the masks cancel). Its sd around
+    # n = 1,600 is about 156 (2 owners each adding a whole noise of scale 110); ±850 is 5.45 sd
     assert abs(len(rows) - 1_600) < 850 and len(rows) == out.rows
-    spec = plan_synthesis_spec(schema, plan, "a")
-    noises = spec.budget.one_way_noise(spec.domain)
-    totals = dict.fromkeys(spec.domain.names, 0.0)
+    noises = spec.round_noise(2)
+    vectors: dict = {a: [] for a in spec.domain.names}
     for o in cfg.owners:
-        with open(round_path(owner_context(cfg, o.name).paths, 1)) as f:
-            for m in json.load(f)["one_way"]:
-                totals[m["attributes"][0]] += sum(m["counts"])
-    weights = {a: 1.0 / (spec.domain.sizes[a] * noises[a].scale ** 2) for a in totals}
+        with open(round_path(owner_context(cfg, o.name).paths, 2)) as f:
+            for v in json.load(f)["vectors"]:
+                if len(v["attributes"]) == 1:
+                    a = v["attributes"][0]
+                    vectors[a].append(decode_vector(v["cells"], spec.domain.sizes[a], owner=o.name, what=a))
+    totals = {a: float(unmask_sum(vs).sum()) for a, vs in vectors.items()}
+    weights = {a: 1.0 / (spec.domain.sizes[a] * noises[(a,)].variance_of_sum(2)) for a in totals}
     assert len(rows) == round(sum(weights[a] * totals[a] for a in totals) / sum(weights.values()))
     assert set(rows["income"]) <= {"<=50K", ">50K"} and rows["age"].between(0, 100).all()
     assert set(rows["sex"]) <= set(schema.attribute("sex").categories or ())
@@ -140,7 +157,7 @@ class Killed(BaseException):
 @pytest.mark.slow  # two owners' rounds, a killed round, and the release
 def test_without_a_ledger_no_deleted_message_buys_a_second_draw_and_a_round_killed_after_its_spend_completes(
         spark, tmp_path, income_source, monkeypatch):
-    """Issue 49: the measured ε lower bound 1.267 > 1 came from round two measured twice; the due round now comes
+    """Issue 49: the measured ε lower bound 1.267 > 1 came from a round measured twice; the due round now comes
     from the owner's private records, and a round killed after its spend is drawn again on the next run without a
     second spend, so the plan does not die."""
     from fragrelease.jobs.synthesis import owner as synthesis_owner
@@ -153,6 +170,7 @@ def test_without_a_ledger_no_deleted_message_buys_a_second_draw_and_a_round_kill
     for o in cfg.owners:
         owner.describe_fragment(spark, owner_context(cfg, o.name))
     plan = aggregator.issue_plan(aggregator_context(cfg))
+    spec = plan_synthesis_spec(schema, plan, "a")
     one = round_path(owner_context(cfg, "a").paths, 1)
     assert measure_owner_round(spark, owner_context(cfg, "a")) == 1
     first = open(one, "rb").read()
@@ -162,22 +180,23 @@ def test_without_a_ledger_no_deleted_message_buys_a_second_draw_and_a_round_kill
     assert open(one, "rb").read() == first
     assert measure_owner_round(spark, owner_context(cfg, "b")) == 1
     assert measure_owner_round(spark, owner_context(cfg, "a")) == 2
+    assert measure_owner_round(spark, owner_context(cfg, "b")) == 2
+    assert measure_owner_round(spark, owner_context(cfg, "a")) == 3
 
     def killed(*args, **kwargs):
         raise Killed
 
-    with monkeypatch.context() as m:  # b dies after its round two's spend, before its noise
-        m.setattr(synthesis_owner, "measure_cliques", killed)
+    with monkeypatch.context() as m:  # b dies after its round 3's spend, before its noise
+        m.setattr(synthesis_owner, "measure_shares", killed)
         with pytest.raises(Killed):
             measure_owner_round(spark, owner_context(cfg, "b"))
     assert sum(spent(str(tmp_path / "ledger-b"), "b", cfg.dataset)) == Fraction(1)  # its whole lifetime budget
-    assert measure_owner_round(spark, owner_context(cfg, "b")) == 2  # before issue 49: PlanAlreadySpentError, plan dead
-    assert _ledger_rows(str(tmp_path / "ledger-b")) == [(plan.plan_id, Fraction(1, 4)),
-                                                         (plan.plan_id + "/cliques", Fraction(3, 4))]
-    two = round_path(owner_context(cfg, "a").paths, 2)
-    second = open(two, "rb").read()
-    os.remove(two)
-    assert measure_owner_round(spark, owner_context(cfg, "a")) == 2 and open(two, "rb").read() == second
+    assert measure_owner_round(spark, owner_context(cfg, "b")) == 3  # before issue 49: PlanAlreadySpentError, plan dead
+    assert _ledger_rows(str(tmp_path / "ledger-b")) == _spends(plan, spec)
+    three = round_path(owner_context(cfg, "a").paths, 3)
+    third = open(three, "rb").read()
+    os.remove(three)
+    assert measure_owner_round(spark, owner_context(cfg, "a")) == 3 and open(three, "rb").read() == third
     assert aggregator.release(spark, aggregator_context(cfg)).rows > 0
 
 
