@@ -543,9 +543,8 @@ TASK_CALLS = frozenset({"mapInPandas", "mapInArrow", "applyInPandas", "applyInAr
 DRIVER_DRAWS = {
     # the dp-frequency category order: one histogram per attribute, noised once on the driver (docs/specification.md §2)
     ("fragrelease.jobs.idpir.protect", "category_orders"),
-    # a synthetic release's owner rounds: noisy marginals and the tree's Gumbel draws, once on the owner's driver (§10)
-    ("fragrelease.jobs.synthesis.owner", "_draw_round"),
-    # the key round's X25519 key: made from the OS CSPRNG (fragrelease.rng.secure) and kept privately
+    # a synthetic release's key round: its X25519 key, made from the OS CSPRNG (fragrelease.rng.secure) once on the
+    # owner's driver and kept privately (§10); the rounds' noise shares are drawn by fragrelease.rng.polya on the driver
     ("fragrelease.jobs.synthesis.owner", "_kept_key"),
     ("fragrelease.jobs.synthesis.owner", "_key_record"),
     # key material and nonces: the release's pseudonym key, each owner's nonce, a generated signing key's file name
