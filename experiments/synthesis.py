@@ -145,6 +145,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     ap.add_argument("--no-target", action="store_true", help="no declared target (plain tree)")
     ap.add_argument("--collusion", type=int, default=None,
                     help="t, the owners that may collude with the aggregator (default: the release's default)")
+    ap.add_argument("--score-z", type=float, default=None,
+                    help="the structure score's z (fragrelease.synthesis.mechanism.SCORE_Z; default: the release's)")
     ap.add_argument("--age-bands", action="store_true",
                     help="owners hold contiguous age bands (label only: the decoded sums do not depend on the split)")
     ap.add_argument("--joint", action="store_true", help="3-way (target, a, b) cliques per tree edge")
@@ -158,6 +160,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     ap.add_argument("--name", default="synthesis")
     ap.add_argument("--save", default=None, help="folder to keep every synthetic table in (parquet), e.g. for the risk runs")
     a = ap.parse_args(argv)
+    if a.score_z is not None:  # an evaluation knob: the release always uses the module's constant
+        from fragrelease.synthesis import mechanism
+
+        mechanism.SCORE_Z = a.score_z
     from fragrelease.schemas.datasets import load_adult_train_test
 
     train, test = load_adult_train_test()
@@ -188,7 +194,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
             t = default_collusion_bound(a.owners) if a.collusion is None else a.collusion
             method = (("fragments-tan" if not a.no_target else "fragments-tree") + ("-joint" if a.joint else "")
                       + ("-age-bands" if a.age_bands else "") + ("-cuts" if a.cuts else f"-bins{a.bins}")
-                      + f"-shares-{a.shares[0]}-{a.shares[1]}")
+                      + f"-shares-{a.shares[0]}-{a.shares[1]}" + (f"-z{a.score_z:g}" if a.score_z is not None else ""))
             rows.append({"method": method, "epsilon": eps, "owners": a.owners, "collusion": t, "run": run,
                          "rows": len(table), **ds.classifier_accuracies(table, test, specs, seed=run),
                          "tvd1": tvd1, "tvd2": tvd2, "tvd2_non_target": float(np.mean(other)),
