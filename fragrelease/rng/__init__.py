@@ -13,7 +13,8 @@ Every random draw of a release comes from here, in six modules:
   points, Laplace and Gaussian noise) behind :class:`~fragrelease.rng.diffgen.DiffGenRandomness`.
 - :mod:`fragrelease.rng.secure`: random keys, bytes and permutations from :mod:`secrets` (the OS
   CSPRNG): shuffling a release's rows, assigning records to owners in the demo split, key material.
-- :mod:`fragrelease.rng.selection`: exact report-noisy-max through OpenDP (the synthetic kind's selection).
+- :mod:`fragrelease.rng.selection`: exact report-noisy-max through OpenDP (``DiffGenRandomness.noisy_max``; no
+  release kind selects with it since 0.19.0, when the synthetic kind's structure became post-processing).
 - :mod:`fragrelease.rng.polya`: exact divisible discrete-Laplace noise shares for secure aggregation:
   each owner adds ``X − Y`` with X, Y Pólya ``NB(1/k, α)``, so any k owners' shares sum to ``DLap(α)``
   (:class:`~fragrelease.rng.polya.DivisibleDiscreteLaplace`), by exact inversion against a lazily

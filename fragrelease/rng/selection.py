@@ -1,6 +1,6 @@
 """Exact private selection: report-noisy-max with exponential noise, through OpenDP (docs/specification.md §10).
 
-The synthetic kind chooses each edge of an owner's spanning tree with :func:`secure_noisy_max`:
+:func:`secure_noisy_max` (behind ``DiffGenRandomness.noisy_max``; the synthetic kind chose its tree with it up to 0.18.0):
 OpenDP 0.16's ``make_noisy_max`` over a vector of float scores with the ``LInfDistance`` metric
 (non-monotonic: a substitution may move scores up and down) and the ``MaxDivergence`` (pure ε-DP)
 measure, which adds Exponential(scale) noise to every score and reports the index of the largest

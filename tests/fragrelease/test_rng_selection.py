@@ -129,33 +129,3 @@ def test_diffgen_guarantees_say_their_gumbel_max_is_not_pure():
     from fragrelease.jobs.diffgen.runner import diffgen_guarantee
 
     assert SELECTION_SAMPLER_CAVEAT in diffgen_guarantee("1")
-
-
-def test_the_synthesis_tree_selects_through_noisy_max_at_its_share_of_epsilon():
-    """Every step of an owner's tree is one report-noisy-max at ε_sel/steps by OpenDP's map (no Gumbel draw)."""
-    from fragrelease.experiments.audit_synthesis import small_case
-    from fragrelease.rng.laplace import FastLaplace
-    from fragrelease.synthesis.domain import contingency
-    from fragrelease.synthesis.mechanism import SynthesisBudget, measure_round_one, selection_scale
-
-    class Spy:
-        def __init__(self):
-            self.scales, self.inner = [], SecureDiffGenRandomness()
-
-        def gumbel(self, size):
-            raise AssertionError("the synthesis selection drew Gumbel variables")
-
-        def noisy_max(self, scores, scale):
-            self.scales.append(scale)
-            return self.inner.noisy_max(scores, scale)
-
-    dom, d, _ = small_case()
-    sizes = dom.sizes
-    budget = SynthesisBudget(Fraction(1))
-    spy = Spy()
-    r = measure_round_one(dom, {a: contingency(d, (a,), sizes) for a in dom.names},
-                          {p: contingency(d, p, sizes) for p in itertools.combinations(dom.names, 2)}, budget,
-                          randomness=spy, noise=FastLaplace())
-    steps = len(dom.names) - 1
-    assert len(r.edges) == steps and spy.scales == [selection_scale(budget, steps)] * steps
-    assert noisy_max_epsilon(spy.scales[0], 2.0) <= budget.selection / steps

@@ -284,19 +284,19 @@ def test_the_task_graphs(target):
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_the_synthetic_task_graphs(target):
-    """The synthetic job: owners' metadata, plan, each owner's protect step twice (round one, then round two
-    once every owner has written round one: docs/protocol.md), release; its demo simulates, then runs it."""
+    """The synthetic job: owners' metadata, plan, each owner's protect step three times (each round once every
+    owner has written the round before: docs/protocol.md), release; its demo simulates, then runs it."""
     jobs = typed_jobs(target)
     synthetic, demo = jobs["fragrelease_synthetic"], jobs["fragrelease_synthetic_demo"]
     graph = {t.task_key: [d.task_key for d in t.depends_on] for t in synthetic.tasks}
     assert graph == {"owners_metadata": [], "aggregator_plan": ["owners_metadata"],
                      "owners_round_1": ["aggregator_plan"], "owners_round_2": ["owners_round_1"],
-                     "aggregator_release": ["owners_round_2"]}
+                     "owners_round_3": ["owners_round_2"], "aggregator_release": ["owners_round_3"]}
     steps = [t.python_wheel_task.entry_point for t, _ in _wheel_tasks(synthetic)]
     assert steps == ["fragrelease-owner-metadata", "fragrelease-aggregator-plan", "fragrelease-owner-protect",
                      "fragrelease-owner-protect", "fragrelease-aggregator-release"]
     assert [t.task_key for t in synthetic.tasks if t.for_each_task] == ["owners_metadata", "owners_round_1",
-                                                                         "owners_round_2"]
+                                                                         "owners_round_2", "owners_round_3"]
     assert [(t.task_key, [d.task_key for d in t.depends_on]) for t in demo.tasks] == [
         ("simulate_owners", []), ("release", ["simulate_owners"])]
     assert demo.tasks[0].python_wheel_task.parameters == ["split", "{{job.parameters.config}}"]
@@ -489,7 +489,7 @@ def synthetic_conf(tmp_path, owners=("owner-1", "owner-2"), rows=400) -> Path:
     return conf
 
 
-@pytest.mark.slow  # a whole synthetic release end to end, both rounds (a minute or more with the suite's load)
+@pytest.mark.slow  # a whole synthetic release end to end, three rounds (a minute or more with the suite's load)
 def test_the_synthetic_demo_job_runs_locally(spark, tmp_path):
     pytest.importorskip("mbi")
     owners = [{"owner": name, "source_table": ""} for name in ("owner-1", "owner-2")]
@@ -497,10 +497,10 @@ def test_the_synthetic_demo_job_runs_locally(spark, tmp_path):
                                                  "owners": json.dumps(owners)})
     assert ran == ["simulate_owners", "owner_metadata[owner-1]", "owner_metadata[owner-2]", "aggregator_plan",
                    "owner_round_1[owner-1]", "owner_round_1[owner-2]", "owner_round_2[owner-1]",
-                   "owner_round_2[owner-2]", "aggregator_release"]
-    for name in ("owner-1", "owner-2"):  # each owner's two signed rounds, one per run of its protect step
+                   "owner_round_2[owner-2]", "owner_round_3[owner-1]", "owner_round_3[owner-2]", "aggregator_release"]
+    for name in ("owner-1", "owner-2"):  # each owner's three signed rounds, one per run of its protect step
         assert sorted(p.name for p in (tmp_path / "work" / "owners" / name).glob("synthesis-round-*.json")) == [
-            "synthesis-round-1.json", "synthesis-round-2.json"]
+            "synthesis-round-1.json", "synthesis-round-2.json", "synthesis-round-3.json"]
     table = DeltaTable(str(tmp_path / "release"))
     assert table.version() == 0 and table.metadata().configuration["fragrelease.linkage"] == "synthetic"
     assert table.to_pyarrow_table().num_rows > 0
