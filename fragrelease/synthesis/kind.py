@@ -178,7 +178,7 @@ class SyntheticKind(ReleaseKind):
             Line(f"{cfg.name}: synthetic release of {prov['dataset']} from {len(result.owners)} horizontal owners "
                  f"({owners}), each spending ε_j = {result.epsilon}", soft_wrap=True),
             Line(f"rows {result.rows:,} (drawn from the model; the count is noised) | ε {result.epsilon}: 1-ways "
-                 f"{terms['epsilon_one_way']}, tree {terms['epsilon_selection']}, cliques {terms['epsilon_cliques']} | "
+                 f"{terms['epsilon_one_way']}, pairs {terms['epsilon_selection']}, cliques {terms['epsilon_cliques']} | "
                  f"target {terms['target'] or 'none'} | numeric bins {terms['bins']}", soft_wrap=True),
             Line(f"noise once for the sum (secure aggregation): {terms['owners']} owners, collusion bound t = "
                  f"{terms['collusion']}", soft_wrap=True),

@@ -27,7 +27,7 @@ import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Mapping, Optional
+from typing import Literal, Mapping, Optional
 
 import numpy as np
 
@@ -197,10 +197,17 @@ def check_round_before_spend(spark, ctx: OwnerContext, number: Optional[int] = N
     if due > 1:
         _kept_key(kept, ctx, plan)
         _round_inputs(ctx, plan, spec, signing_key, due)
-    spend = round_spend(plan, spec, due)
-    if spend is not None:
-        check_spend_once(spark, ctx, plan, draw_step(ctx, plan.plan_id, ROUND_STEPS[due]), spend)
+    _check_room(spark, ctx, plan, spec, due)
     return due
+
+
+def _check_room(spark, ctx: OwnerContext, plan: Plan, spec: SynthesisSpec, due: int) -> None:
+    """The ledger's checks of round ``due``'s spend, recording nothing; the key round (which spends nothing)
+    asks for round 2's, so an owner without room for the whole ε_j is refused before it publishes a key."""
+    number = 2 if due == 1 else due
+    spend = round_spend(plan, spec, number)
+    assert spend is not None  # rounds 2 and 3 spend
+    check_spend_once(spark, ctx, plan, draw_step(ctx, plan.plan_id, ROUND_STEPS[number]), spend)
 
 
 def measure_owner_round(spark, ctx: OwnerContext, *, source: Optional[ShareSource] = None,
@@ -247,6 +254,7 @@ def measure_owner_round(spark, ctx: OwnerContext, *, source: Optional[ShareSourc
         return due
     step = draw_step(ctx, plan.plan_id, ROUND_STEPS[due])
     if due == 1:
+        _check_room(spark, ctx, plan, spec, due)  # room for the whole ε_j before a key is published
         key = KeyAgreementKey.generate()  # fresh for this plan; no data, no spend
         msg = KeyMessage(plan_id=plan.plan_id, owner=ctx.name, dataset=plan.dataset,
                          n_records=plan.owner(owner.name).n_records, collusion=spec.collusion,
@@ -304,7 +312,8 @@ def _draw_round(spark, ctx: OwnerContext, plan: Plan, spec: SynthesisSpec, draw:
         mask(shares[tuple(c)], own_name=ctx.name, keys=pairs, label=mask_label(number, c)))) for c in cliques)
     check = encode_vector(mask(np.array([n_records], dtype=np.int64), own_name=ctx.name, keys=pairs,
                                label=mask_label(number, ())))
-    msg = MaskedMessage(kind=f"synthesis-round-{number}", plan_id=plan.plan_id, owner=ctx.name, dataset=plan.dataset,
+    kind: Literal["synthesis-round-2", "synthesis-round-3"] = "synthesis-round-2" if number == 2 else "synthesis-round-3"
+    msg = MaskedMessage(kind=kind, plan_id=plan.plan_id, owner=ctx.name, dataset=plan.dataset,
                         epsilon=spec.round_epsilon(number), n_records=n_records, collusion=spec.collusion,
                         content_digest=masked_digest(participants, vectors, check), created_at=_now(),
                         participants=participants, vectors=vectors, check=check)

@@ -86,16 +86,19 @@ def test_the_command_lines_texts_come_from_the_kind():
     assert release_kind("linked").terms_text(ir) == "k 50, idp-ir"
     assert release_kind("synthetic").terms_text(synthetic) == "synthetic (target income)"
     assert release_kind("synthetic").plan_heading(synthetic, "c.yaml") == (
-        "c.yaml: synthetic release of adult-income (whole table ε-DP), 2 horizontal owners, ε 1, target income")
+        "c.yaml: synthetic release of adult-income (whole table ε-DP), 2 horizontal owners, ε 1, target income, "
+        "collusion bound t = 1")
     assert release_kind("linked").plan_heading(ir, "c.yaml") == (
         "c.yaml: horizontal release of adult-income, 2 owners, ε 1, k 50, idp-ir, category order dp-frequency")
     result = SimpleNamespace(provenance={"dataset": "adult-income", "guarantee": {"table": "T", "against": "A"},
                                          "synthesis": {"epsilon_one_way": "1/5", "epsilon_selection": "1/20",
                                                        "epsilon_cliques": "3/4", "target": "income", "bins": 10,
-                                                       "cliques": [["age", "income"]]}},
+                                                       "owners": 1, "collusion": 0, "cliques": [["age", "income"]]}},
                              owners=[SimpleNamespace(name="a", records=1000)], rows=990, epsilon=1)
     blocks = release_kind("synthetic").summary_blocks(synthetic, result)  # type: ignore[arg-type]
-    assert [b.text for b in blocks if isinstance(b, Line)][2:] == ["cliques: age×income", "guarantee: T. Against: A."]
+    assert [b.text for b in blocks if isinstance(b, Line)][2:] == [
+        "noise once for the sum (secure aggregation): 1 owners, collusion bound t = 0", "cliques: age×income",
+        "guarantee: T. Against: A."]
     assert "depends on public terms only" in release_kind("synthetic").owner_preview_refusal()
 
 

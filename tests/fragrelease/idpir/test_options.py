@@ -27,6 +27,8 @@ def _other_value(name: str):
         return next(c for c in typing.get_args(field.annotation) if c != field.default)
     if name == "synthesis_target":  # Optional[str]: an attribute name
         return "age"
+    if name == "synthesis_collusion":  # Optional[int]: t, the owners that may collude with the aggregator
+        return 1
     if isinstance(field.default, int):  # synthesis_bins
         return field.default + 2
     assert isinstance(field.default, Fraction), name  # the share: another exact fraction in (0, 1)
@@ -35,7 +37,7 @@ def _other_value(name: str):
 
 def test_there_are_options_and_each_has_another_valid_value():
     assert OPTION_NAMES == ("category_order", "category_order_share", "linkage", "postprocess", "synthesis_target",
-                            "synthesis_bins")
+                            "synthesis_bins", "synthesis_collusion")
     for name in OPTION_NAMES:
         assert ReleaseOptions.of(**{name: _other_value(name)}).option_values()[name] != getattr(DEFAULT_OPTIONS, name)
 

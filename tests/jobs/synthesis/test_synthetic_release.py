@@ -222,7 +222,7 @@ output: {tmp_path / 'out'}
 
 
 @pytest.mark.slow  # a whole release through the single-command driver, reports on
-def test_the_single_command_run_plays_both_rounds_and_reports_the_synthesis(spark, tmp_path, income_source):
+def test_the_single_command_run_plays_every_round_and_reports_the_synthesis(spark, tmp_path, income_source):
     from fragrelease.jobs.protocol.release import run_local_release
 
     cfg = _cfg(tmp_path, income_source, "synth-run", reports=True)
@@ -235,16 +235,16 @@ def test_the_single_command_run_plays_both_rounds_and_reports_the_synthesis(spar
     assert "How the rows were made" in text and "income × feature (2-way)" in text
     assert "Noise per attribute" not in text  # the IR noise table does not describe this release
     for o in cfg.owners:
-        assert os.path.exists(round_path(owner_context(cfg, o.name).paths, 2))
+        assert os.path.exists(round_path(owner_context(cfg, o.name).paths, 3))
 
 
 @pytest.mark.slow  # metadata, plan and one owner step
-def test_round_one_is_refused_before_any_spend_without_room_for_both_rounds(spark, tmp_path, income_source):
+def test_the_key_round_is_refused_before_anything_without_room_for_the_whole_epsilon(spark, tmp_path, income_source):
     from fragrelease.errors import BudgetExceededError
 
     cfg = _cfg(tmp_path, income_source, "synth-room")
     data = cfg.model_dump(mode="json", exclude_none=True)
-    data["owners"][0]["ledger"]["lifetime_epsilon"] = "1/2"  # room for round one (1/4), not for ε_j = 1
+    data["owners"][0]["ledger"]["lifetime_epsilon"] = "1/2"  # room for round 2 (2/5), not for ε_j = 1
     cfg = config_from_dict(data)
     schema = resolve_schema(cfg.dataset)
     simulate.split_fragments(spark, cfg, schema, simulate.load_dataset(spark, cfg, schema))
@@ -263,9 +263,10 @@ def test_plan_previews_each_measurement_and_owner_preview_points_to_it(capsys):
     assert run_cli(["plan", "conf/adult-synthetic.yaml"]) == 0
     out = capsys.readouterr().out
     assert "synthetic release of adult-income (whole table ε-DP)" in out
-    for row in ("1-way marginal", "tree edge (2-way)", "income × feature (2-way)"):
+    for row in ("1-way marginal", "feature pair (structure, 2-way)", "tree edge (2-way)", "income × feature (2-way)"):
         assert row in out
     assert "1/55" in out and "110" in out  # ε/5 over 11 attributes; b = 2 / (1/55)
+    assert "collusion bound t = 1" in out  # the plan prints t (4 owners: the default ⌊4/3⌋)
     assert run_cli(["owner", "preview", "--config", "conf/adult-synthetic.yaml", "--owner", "owner-1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "see fragrelease plan conf/adult-synthetic.yaml" in err[0]
