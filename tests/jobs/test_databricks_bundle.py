@@ -294,7 +294,7 @@ def test_the_synthetic_task_graphs(target):
                      "owners_round_3": ["owners_round_2"], "aggregator_release": ["owners_round_3"]}
     steps = [t.python_wheel_task.entry_point for t, _ in _wheel_tasks(synthetic)]
     assert steps == ["fragrelease-owner-metadata", "fragrelease-aggregator-plan", "fragrelease-owner-protect",
-                     "fragrelease-owner-protect", "fragrelease-aggregator-release"]
+                     "fragrelease-owner-protect", "fragrelease-owner-protect", "fragrelease-aggregator-release"]
     assert [t.task_key for t in synthetic.tasks if t.for_each_task] == ["owners_metadata", "owners_round_1",
                                                                          "owners_round_2", "owners_round_3"]
     assert [(t.task_key, [d.task_key for d in t.depends_on]) for t in demo.tasks] == [
