@@ -82,7 +82,7 @@ def test_a_replay_holds_the_coalitions_view_of_every_decoded_round():
     assert [number for number, _ in view] == [2, 3, 3]
     assert tuple(view[1][1]) == case_cliques(case) == (("x", "y"),)
     assert set(view[0][1]) == {("x",), ("y",), ("x", "y")}
-    for number, sums in view:
+    for _, sums in view:
         for c, z in sums.items():
             assert np.array_equal(z, case.counts["d"][0][c].ravel())
 

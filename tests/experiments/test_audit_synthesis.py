@@ -17,16 +17,19 @@ from fragrelease.rng.polya import SeededShareSource
 def test_the_coalitions_view_stays_within_epsilon():
     # Three owners, t = 1 (the default for three): the two honest owners' shares of k = 2 must add up to one
     # discrete Laplace per cell. alpha = 1e-6: a correct mechanism's bound exceeds ε with probability ≤ 1e-6.
-    # HONEST
+    # 5,000 runs a side and 1,000 calibration runs (about 3 ms a run through the release's code: 35-45 s).
+    # With seed 1 the bound is 0.153 (seeds 2, 3: 0.184, 0.124; point estimates 0.85, 0.94, 0.70).
     r = audit_synthesis(Fraction(1), runs=5_000, source=SeededShareSource(1))
     assert r.epsilon_lower_bound <= 1.0
-    # the audit has power: a mechanism whose bound the audit cannot lift off 0 fails this
-    assert r.epsilon_lower_bound >= FLOOR
+    # the audit has power: a mechanism whose bound the audit cannot lift off 0 fails this (the floor is
+    # a third below the smallest of the three seeds' bounds)
+    assert r.epsilon_lower_bound >= 0.08
 
 
 def test_the_audit_catches_shares_calibrated_as_if_nobody_colluded():
     # Every owner draws its share for m = 3 owners (parts = m) while t = 2 owners collude: the one honest
-    # owner's share is a third of one noise, NB(1/3, α) − NB(1/3, α). BROKEN
+    # owner's share is a third of one noise, NB(1/3, α) − NB(1/3, α). 2,000 runs a side (15-40 s): with seed 1 the bound is 1.790 (seeds 2, 3:
+    # 1.891, 1.739), at ε = 1.
     r = audit_synthesis(Fraction(1), runs=2_000, source=SeededShareSource(1), collusion=2, share_parts=3)
     assert r.epsilon_lower_bound > 1.0
 
