@@ -48,7 +48,7 @@ import sys
 import time
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -152,10 +152,12 @@ def _message(case: ProtocolCase, number: int, cliques: Sequence[Clique], owner: 
                                                                          label=mask_label(number, c))))
                     for c in cliques)
     check = encode_vector(mask(np.array([n_records]), own_name=name, keys=pk, label=mask_label(number, ())))
-    return MaskedMessage(kind=f"synthesis-round-{number}", plan_id=PLAN_ID, owner=name, dataset="audit",
-                         epsilon=str(case.spec.round_epsilon(number)), n_records=n_records,
-                         collusion=case.spec.collusion, content_digest=masked_digest(participants, vectors, check),
-                         created_at="-", participants=participants, vectors=vectors, check=check)
+    fields: dict[str, Any] = dict(kind=f"synthesis-round-{number}", plan_id=PLAN_ID, owner=name, dataset="audit",
+                                  epsilon=case.spec.round_epsilon(number), n_records=n_records,
+                                  collusion=case.spec.collusion, created_at="-", participants=participants,
+                                  vectors=vectors, check=check,
+                                  content_digest=masked_digest(participants, vectors, check))
+    return MaskedMessage(**fields)
 
 
 def _read(case: ProtocolCase, msg: MaskedMessage, number: int, cliques: Sequence[Clique],
@@ -274,14 +276,15 @@ def pair_loss(case: ProtocolCase, variant: str) -> float:
     loss = 0.0
     for number, cliques in ((2, case.spec.measure_cliques), (3, case_cliques(case))):
         for c, nz in round_noise(case, number, cliques, variant)[1].items():
-            p = _sum_pmf(nz, case.honest) if nz.parts != case.honest else None
-            for d in np.abs(case.honest_counts("d", c) - case.honest_counts("n", c)).astype(int):
-                if d and p is None:  # the discrete Laplace: exactly d · ln(1/α)
-                    loss += d * -math.log(float(nz.alpha)) * (2 if number == 3 and variant == "twice" else 1)
-                elif d:
-                    ok = (p[:-d] >= 1e-9) & (p[d:] >= 1e-9)
-                    loss += float(np.abs(np.log(p[:-d][ok]) - np.log(p[d:][ok])).max()) * (
-                        2 if number == 3 and variant == "twice" else 1)
+            copies = 2 if number == 3 and variant == "twice" else 1
+            changes = [int(d) for d in np.abs(case.honest_counts("d", c) - case.honest_counts("n", c)) if d]
+            if nz.parts == case.honest:  # the discrete Laplace: exactly d · ln(1/α)
+                loss += copies * sum(changes) * -math.log(float(nz.alpha))
+                continue
+            p = _sum_pmf(nz, case.honest)
+            for d in changes:
+                ok = (p[:-d] >= 1e-9) & (p[d:] >= 1e-9)
+                loss += copies * float(np.abs(np.log(p[:-d][ok]) - np.log(p[d:][ok])).max())
     return loss
 
 
