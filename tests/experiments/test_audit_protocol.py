@@ -93,7 +93,7 @@ def test_the_broken_share_loses_more_than_epsilon_on_this_pair():
     assert pair_loss(protocol_case(), "broken-share") > 2.0
 
 
-@pytest.mark.slow  # 17-42 s (machine idle to loaded): 2,000 replays of three owners' masked messages with the OS CSPRNG's shares
+@pytest.mark.slow  # 13-42 s (machine idle to loaded): 2,000 replays of three owners' masked messages with the OS CSPRNG's shares
 def test_the_message_path_stays_within_epsilon_and_has_the_batched_law():
     # The replay (keys, every owner's masked rounds, their checks, the decoding, the structure from the sums;
     # production shares) is audited itself: bound ≤ ε, false failure ≤ 1e-6. Its statistic has the batched
