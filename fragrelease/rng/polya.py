@@ -97,6 +97,7 @@ class SeededShareSource:
         return np.asarray(self._bits.random_raw(count), dtype=np.uint64).reshape(count)
 
 
+@functools.lru_cache(maxsize=4096, typed=True)  # a pure function of public values; the calibration costs 60-digit arithmetic
 def discrete_laplace_alpha(epsilon: Fraction | int | str, sensitivity: int) -> Fraction:
     """The parameter α = a / 2**64 of the discrete Laplace that is ε-DP at L1 sensitivity Δ.
 
