@@ -50,3 +50,8 @@ def same_law(a, b) -> bool:
 def counts_fit(observed, expected) -> bool:
     """True unless a chi-square test rejects ``expected`` counts at :data:`FALSE_ALARM`."""
     return float(stats.chisquare(observed, expected).pvalue) > FALSE_ALARM
+
+
+def counts_reject(observed, expected) -> bool:
+    """True when a chi-square test rejects ``expected`` counts at :data:`REJECT` (a power check)."""
+    return float(stats.chisquare(observed, expected).pvalue) < REJECT
