@@ -238,7 +238,7 @@ def test_the_bundle_installs_what_a_synthetic_configuration_needs(synthetic_venv
     _run([py, "-m", "pip", "check"], env=env, timeout=300)
 
 
-@pytest.mark.slow  # a whole two-owner synthetic release, both rounds, on the lowest supported pyspark
+@pytest.mark.slow  # a whole two-owner synthetic release, three rounds, on the lowest supported pyspark
 @pytest.mark.spark  # starts its own local Spark session in the other environment
 def test_the_synthetic_demo_job_runs_on_the_lowest_supported_pyspark(synthetic_venv):
     py, env, conf, _, _ = synthetic_venv
@@ -251,8 +251,9 @@ def test_the_synthetic_demo_job_runs_on_the_lowest_supported_pyspark(synthetic_v
     steps = [["fragrelease", ["split", c]],
              *(["fragrelease-owner-metadata", a] for a in owner_step),
              ["fragrelease-aggregator-plan", aggregator_step],
-             *(["fragrelease-owner-protect", a] for a in owner_step),  # round one
-             *(["fragrelease-owner-protect", a] for a in owner_step),  # round two
+             *(["fragrelease-owner-protect", a] for a in owner_step),  # round 1: the keys
+             *(["fragrelease-owner-protect", a] for a in owner_step),  # round 2
+             *(["fragrelease-owner-protect", a] for a in owner_step),  # round 3
              ["fragrelease-aggregator-release", aggregator_step]]
     proc = subprocess.run([str(py), str(SYNTHETIC_HELPER), json.dumps(steps), str(conf.parent / "release")],
                           capture_output=True, text=True, env=env, cwd=conf.parent, timeout=1800)
@@ -263,4 +264,4 @@ def test_the_synthetic_demo_job_runs_on_the_lowest_supported_pyspark(synthetic_v
     assert (out["version"], out["linkage"]) == (0, "synthetic") and out["rows"] > 0
     assert out["guarantee"].startswith("fragrelease synthetic release of dataset adult-income"), out["guarantee"]
     for o in owners:
-        assert (conf.parent / "work" / "owners" / o / "synthesis-round-2.json").is_file()
+        assert (conf.parent / "work" / "owners" / o / "synthesis-round-3.json").is_file()
