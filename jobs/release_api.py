@@ -75,7 +75,8 @@ class Release:
     dataset : built-in dataset name, a schema YAML path, or a :class:`DatasetSchema` (written as YAML
         into ``work_dir`` so that every party reads the same declaration).
     fragmentation : ``horizontal`` (owners hold disjoint records) or ``vertical`` (disjoint attributes).
-    epsilon, k, mechanism : the release's total ε, cluster size and mechanism.
+    epsilon, k, mechanism : the release's total ε, cluster size and mechanism (default ``idp-ir``); ``k``
+        is required by the IR kinds and refused, like ``mechanism``, by ``linkage="synthetic"``.
     output / output_table : where the release is committed: a Delta folder or a catalog table name.
     work_dir : the folder the parties share (metadata, plan, protected fragments, manifests); it
         must hold nothing but a release's own entries (:mod:`fragrelease.jobs.protocol.workspace`).
@@ -91,7 +92,7 @@ class Release:
     """
 
     def __init__(self, dataset: Union[str, DatasetSchema], *, fragmentation: str = "horizontal",
-                 epsilon: Union[str, float, int, Fraction], k: int, mechanism: str = "idp-ir",
+                 epsilon: Union[str, float, int, Fraction], k: Optional[int] = None, mechanism: Optional[str] = None,
                  output: Optional[str] = None, output_table: Optional[str] = None, work_dir: Optional[str] = None,
                  spark=None, **options: Any) -> None:
         self._spark = spark
@@ -122,7 +123,7 @@ class Release:
         """
         cfg = config if isinstance(config, ReleaseConfig) else load_config(config, overrides)
         if isinstance(config, ReleaseConfig) and overrides:
-            cfg = config_from_dict({**config.model_dump(mode="json", exclude_none=True), **overrides})
+            cfg = config_from_dict({**config.model_dump(mode="json", exclude_none=True, exclude_unset=True), **overrides})
         out = cls.__new__(cls)
         out._spark, out._schema, out._work_dir, out._data = spark, None, cfg.work_dir, {}
         out._given_work_dir, out._tmp = cfg.work_dir, None

@@ -202,7 +202,7 @@ def _synthetic_conf(tmp: Path) -> Path:
     conf = tmp / "synthetic.yaml"
     conf.write_text(yaml.safe_dump(dict(
         name="wheel-synthetic", dataset="adult-income", fragmentation="horizontal", linkage="synthetic",
-        synthesis_target="income", epsilon="1", k=50, reports=False, owners=owners,
+        synthesis_target="income", epsilon="1", reports=False, owners=owners,
         source={"path": str(source), "format": "parquet"},
         work_dir=str(tmp / "work"), output=str(tmp / "release"))))
     return conf

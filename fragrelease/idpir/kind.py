@@ -12,13 +12,14 @@ from fragrelease.errors import ConfigError, InvalidParameterError
 from fragrelease.idpir.guarantee import release_guarantee
 from fragrelease.idpir.linkage import LINKED_ROWS, UNLINKED_ROWS, IRLinkage
 from fragrelease.idpir.mechanisms import get_mechanism
-from fragrelease.idpir.stage import resolve_k
+from fragrelease.idpir.stage import required_k, resolve_k
 from fragrelease.protocol.categories import check_category_counts
 from fragrelease.protocol.kind import Block, KindConfig, Line, ReleaseFigures, ReleaseKind, TextTable, warning_line
-from fragrelease.protocol.options import OPTION_NAMES, ReleaseOptions
+from fragrelease.protocol.options import OPTION_NAMES
 
-#: The release options only the synthetic kind reads: refused here when set (they would do nothing).
+#: The release options only the synthetic kind reads: refused here when given (they would do nothing).
 SYNTHESIS_OPTIONS = ("synthesis_target", "synthesis_bins", "synthesis_collusion")
+_SYNTHETIC_ONLY = "for linkage: synthetic only; microaggregation has no model to fit"
 #: The preview table's columns aligned left (the rest are figures).
 _TEXT_COLUMNS = ("attribute", "owner", "kind", "check")
 
@@ -32,6 +33,7 @@ class IRKind(ReleaseKind):
     :attr:`linkage` (:mod:`fragrelease.idpir.linkage`)."""
 
     owner_preview = "fragrelease.jobs.idpir.owner_preview:owner_preview"
+    unused_keys = {key: _SYNTHETIC_ONLY for key in SYNTHESIS_OPTIONS}
 
     def __init__(self, linkage: IRLinkage) -> None:
         self.linkage = linkage
@@ -42,11 +44,9 @@ class IRKind(ReleaseKind):
         problems = []
         if cfg.keep_id and self.linkage.shuffles_columns:
             problems.append(f"keep_id: true cannot be used with linkage: {self.name} (the id would link the rows)")
-        if (cfg.synthesis_target is not None
-                or cfg.synthesis_bins != ReleaseOptions.model_fields["synthesis_bins"].default
-                or cfg.synthesis_collusion is not None):
-            problems.append("synthesis_target/synthesis_bins/synthesis_collusion: for linkage: synthetic only (linkage "
-                            f"is {cfg.linkage!r})")
+        if cfg.k is None:
+            problems.append(f"k: required by linkage: {self.name} (the cluster size of individual-ranking "
+                            "microaggregation, >= 3; docs/specification.md §1)")
         return problems
 
     def check_plan_options(self, *, keep_id: bool) -> None:
@@ -69,7 +69,7 @@ class IRKind(ReleaseKind):
         check_category_counts(attributes, dataset=cfg.dataset)  # 200,000 categories: refused here, not after hours
 
     def check_table_size(self, cfg: KindConfig, records: int) -> None:
-        k = resolve_k(get_mechanism(cfg.mechanism), cfg.k)
+        k = resolve_k(get_mechanism(cfg.mechanism), required_k(cfg.k, linkage=cfg.linkage))
         if k > records:
             raise ConfigError(f"k: {cfg.k} exceeds the {records} records of the built-in dataset "
                               f"{cfg.dataset!r}")

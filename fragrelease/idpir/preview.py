@@ -85,6 +85,7 @@ from fragrelease.idpir.preview_types import (
     Suggestions,
     error_text,
 )
+from fragrelease.idpir.stage import required_k
 from fragrelease.protocol.fragmentation import fragmentation_of
 from fragrelease.rng.simulation import SimulationRandomness
 
@@ -150,7 +151,7 @@ def params_from_config(config: Any, specs: Sequence[Mapping[str, Any]], *, rows:
                                             f"of dataset {config.dataset!r}")
             n = rows
         owners.append(OwnerPlan(o.name, attrs, n))
-    return PreviewParams(mechanism=config.mechanism, k=config.k, epsilon=config.epsilon,
+    return PreviewParams(mechanism=config.mechanism, k=required_k(config.k, linkage=config.linkage), epsilon=config.epsilon,
                          fragmentation=config.fragmentation, owners=tuple(owners), specs=by_name,
                          epsilon_split=config.epsilon_split, category_order=config.category_order,
                          category_order_share=config.category_order_share, postprocess=config.postprocess)

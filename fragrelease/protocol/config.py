@@ -241,7 +241,8 @@ class ReleaseConfig(ReleaseOptions):
     mechanism: str = "idp-ir"  # a name of the registry fragrelease.idpir.mechanisms.MECHANISMS
     #: the release's total ε (exact; "1", "0.5" and "1/2" are the same budget)
     epsilon: Epsilon
-    k: int
+    #: the cluster size of microaggregation: required by the IR kinds, refused by the synthetic kind
+    k: Optional[int] = None
     epsilon_split: Literal["equal", "by-attributes"] = "equal"
     keep_id: bool = False
     owners: tuple[OwnerConfig, ...]
@@ -286,10 +287,14 @@ class ReleaseConfig(ReleaseOptions):
         if self.risk_check is not None and not self.reports:
             problems.append("risk_check: needs reports: true (the measured risk goes to each owner's private report "
                             "and nowhere else)")
-        problems.extend(release_kind(self.linkage).config_problems(self))  # the kind's own (keep_id, its options)
+        kind = release_kind(self.linkage)
+        # a key the kind does not act on is refused when written (one place: each kind's unused_keys)
+        problems.extend(f"{key}: not used by linkage: {self.linkage} ({why}); remove it"
+                        for key, why in kind.unused_keys.items() if key in self.model_fields_set)
+        problems.extend(kind.config_problems(self))  # the kind's own (keep_id, k required, its options)
         fixed_k = get_mechanism(self.mechanism).fixed_k
         min_k = MIN_K if fixed_k is None else 1  # plain iDP ignores k (cluster size 1)
-        if self.k < min_k:
+        if self.k is not None and self.k < min_k:
             problems.append(f"k: must be >= {min_k} for mechanism {self.mechanism!r}, not {self.k}")
         if len(self.owners) < 2:
             problems.append(f"owners: a fragmented release needs at least 2 owners, got {len(self.owners)}")

@@ -119,15 +119,16 @@ class Fragmentation:
         """The plan's attribute specs: the first owner's (horizontal) or every owner's in order (vertical)."""
         return tuple(a for m in metas for a in m.attributes) if self.by_attributes else tuple(metas[0].attributes)
 
-    def owner_config_problems(self, at: str, owner: Any, *, k: int, min_k: int, fixed_k: int | None) -> list[str]:
-        """The configuration's problems with one owner's ``rows``/``attributes`` (one line each, ``at`` = its path)."""
+    def owner_config_problems(self, at: str, owner: Any, *, k: int | None, min_k: int, fixed_k: int | None) -> list[str]:
+        """The configuration's problems with one owner's ``rows``/``attributes`` (one line each, ``at`` = its path;
+        ``k`` None: a kind without microaggregation, no k to check the rows against)."""
         problems = []
         if not self.by_attributes:
             if owner.attributes is not None:
                 problems.append(f"{at}.attributes: for vertical releases only (owner {owner.name!r})")
             if (owner.rows is None) == (owner.source is None):
                 problems.append(f"{at}: give exactly one of 'rows' (simulated split) or 'source' (owner {owner.name!r})")
-            if owner.rows is not None and fixed_k is None and k >= min_k and owner.rows < k:
+            if owner.rows is not None and fixed_k is None and k is not None and k >= min_k and owner.rows < k:
                 problems.append(f"{at}.rows: {owner.rows} rows are fewer than k = {k} (owner {owner.name!r}); "
                                 "every owner needs at least k records")
         else:

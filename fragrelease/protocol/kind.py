@@ -54,7 +54,7 @@ class KindConfig(Protocol):
     def mechanism(self) -> str: ...
 
     @property
-    def k(self) -> int: ...
+    def k(self) -> Optional[int]: ...
 
     @property
     def category_order(self) -> str: ...
@@ -139,11 +139,16 @@ class ReleaseKind(ABC):
     owner_preview : ``"module:function"`` of the Spark step that previews one owner's own fragment
         (``fragrelease owner preview``, ``Release.owner_preview``), called as ``f(spark, ctx, runs=runs)``;
         None when the kind offers none (:meth:`owner_preview_refusal` says why).
+    unused_keys : configuration key → why this kind does not act on it; a configuration that gives one
+        is refused with that reason (a key at its default is not "given": only keys written count).
     """
 
     name: str
     single_owner: bool = False
     owner_preview: Optional[str] = None
+    #: the configuration keys this kind does not act on, each with the reason: refused when a configuration
+    #: gives them (:class:`fragrelease.protocol.config.ReleaseConfig`), so a configuration says what applies
+    unused_keys: Mapping[str, str] = {}
 
     # -- configuration and plan ------------------------------------------------------------------
     @abstractmethod

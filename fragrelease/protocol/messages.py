@@ -24,7 +24,8 @@ from fragrelease.errors import InvalidParameterError, ManifestMismatchError, Pro
 from fragrelease.idpir.category_order import AttributeBudget
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.microaggregation import check_k
-from fragrelease.idpir.spec import ProtectionSpec, protection_spec
+from fragrelease.idpir.spec import ProtectionSpec, attribute_budgets, protection_spec
+from fragrelease.idpir.stage import required_k
 from fragrelease.protocol.fragmentation import FragmentationName, fragmentation_of
 from fragrelease.protocol.kind import release_kind
 from fragrelease.protocol.options import DEFAULT_OPTIONS, ReleaseOptions
@@ -89,7 +90,8 @@ class Plan(_Message, ReleaseOptions):
     dataset: str
     fragmentation: FragmentationName
     mechanism: str
-    k: int
+    #: None for a kind without microaggregation (linkage: synthetic)
+    k: Optional[int] = None
     epsilon: Epsilon
     epsilon_split: str
     composition: Literal["parallel", "sequential"]
@@ -127,11 +129,13 @@ class Plan(_Message, ReleaseOptions):
         ManifestMismatchError
             ``name`` is not part of the plan.
         InvalidParameterError
-            The plan's budgets for the owner do not add up to its ε_j, or k exceeds its records.
+            The plan's budgets for the owner do not add up to its ε_j, or k exceeds its records, or the plan
+            has no k (a plan of a kind without microaggregation, :func:`fragrelease.idpir.stage.required_k`).
         """
         po = self.owner(name)
         return ProtectionSpec(owner=name, dataset=self.dataset, plan_id=self.plan_id,
-                              mechanism=get_mechanism(self.mechanism), k=self.k, epsilon=po.epsilon,
+                              mechanism=get_mechanism(self.mechanism), k=required_k(self.k, linkage=self.linkage),
+                              epsilon=po.epsilon,
                               budgets=tuple(po.budgets), options=self.options, n_records=po.n_records)
 
 
@@ -223,7 +227,7 @@ def make_plan(
     *,
     fragmentation: str,
     mechanism: str,
-    k: int,
+    k: Optional[int],
     epsilon: object,
     epsilon_split: str = "equal",
     keep_id: bool = False,
@@ -235,7 +239,8 @@ def make_plan(
     Vertical: ε_j by ``epsilon_split`` ("equal": ε/m; "by-attributes": ε·l_j/l), ε_j/l_j per attribute.
     Each categorical attribute's ε_j/l_j is split between its category order and its centroids
     (:func:`fragrelease.idpir.category_order.split_attribute_budget`; docs/specification.md §1).
-    k must be ≥ 3 and ≤ every owner's n (plain iDP uses k = 1 by definition). ``options`` are the
+    k must be ≥ 3 and ≤ every owner's n (plain iDP uses k = 1 by definition); None for a kind without
+    microaggregation (the configuration refuses it for the IR kinds). ``options`` are the
     release options (validated when built: :meth:`fragrelease.protocol.options.ReleaseOptions.of`); the
     plan states every one of them.
 
@@ -252,17 +257,22 @@ def make_plan(
     mech = get_mechanism(mechanism)
     if mech.fixed_k is not None:
         k = mech.fixed_k
-    else:
+    elif k is not None:
         check_k(k, minimum=MIN_K)
     validate_metadata(metas, fragmentation)
     for m in metas:
-        if k > m.n_records:
+        if k is not None and k > m.n_records:
             raise InvalidParameterError(f"k = {k} exceeds the {m.n_records} records of owner {m.owner!r}")
     def owner_part(m: OwnerMetadata, eps_j: Fraction) -> PlanOwner:
         # the one split of ε_j over the owner's attributes and of each between histogram and centroids
+        attrs = [(a["name"], a["kind"] == "categorical") for a in m.attributes]
+        if k is None:  # no microaggregation: the split only (a kind that measures otherwise reads ε_j)
+            budgets = attribute_budgets(attrs, eps_j, options=options)
+            return PlanOwner(name=m.owner, epsilon=eps_j, epsilon_per_attribute=eps_j / len(budgets),
+                             attributes=tuple(b.attribute for b in budgets), n_records=m.n_records, budgets=budgets,
+                             nonce=m.nonce)
         spec = protection_spec(owner=m.owner, dataset=m.dataset, plan_id="", mechanism=mech, k=k, epsilon=eps_j,
-                               attributes=[(a["name"], a["kind"] == "categorical") for a in m.attributes],
-                               options=options, n_records=m.n_records)
+                               attributes=attrs, options=options, n_records=m.n_records)
         return PlanOwner(name=m.owner, epsilon=spec.epsilon, epsilon_per_attribute=spec.epsilon_per_attribute,
                          attributes=spec.attributes, n_records=m.n_records, budgets=spec.budgets, nonce=m.nonce)
 
@@ -312,7 +322,8 @@ def manifest_for(plan: Plan, owner: str, n_records: int, content_digest: str,
     po = plan.owner(owner)
     return Manifest(
         plan_id=plan.plan_id, owner=owner, dataset=plan.dataset, fragmentation=plan.fragmentation,
-        mechanism=plan.mechanism, k=plan.k, epsilon=po.epsilon, epsilon_per_attribute=po.epsilon_per_attribute,
+        mechanism=plan.mechanism, k=required_k(plan.k, linkage=plan.linkage), epsilon=po.epsilon,
+        epsilon_per_attribute=po.epsilon_per_attribute,
         attributes=plan.attribute_specs(po.attributes), n_records=n_records, id_column=plan.id_column,
         budgets=po.budgets, **plan.option_values(), content_digest=content_digest, created_at=datetime.now(timezone.utc).isoformat(),
         table_version=table_version, files=tuple(files), delta_log=tuple(delta_log),

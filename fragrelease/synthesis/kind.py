@@ -15,6 +15,10 @@ from fragrelease.protocol.membership import HORIZONTAL_MEMBERSHIP
 
 #: The plan's terms that do not act on a synthetic release: not recorded in its provenance as if they did.
 IR_TERMS = ("mechanism", "k", "epsilon_split", "category_order", "category_order_share", "postprocess")
+#: The configuration keys of microaggregation a synthetic release refuses when given (they would do nothing).
+IR_KEYS = ("mechanism", "k", "category_order", "category_order_share", "postprocess")
+_IR_ONLY = ("a term of microaggregation; a synthetic release draws its rows from a model fitted to the owners' noisy "
+            "marginals, docs/specification.md §10")
 #: The guarantee's ``table`` sentence of a synthetic release.
 TABLE_TEXT = (
     "whole table ε-DP, ε = {epsilon}: the rows are drawn from a graphical model fitted to the sums of the "
@@ -94,6 +98,7 @@ class SyntheticKind(ReleaseKind):
     (its noise depends on public terms only)."""
 
     name = "synthetic"
+    unused_keys = {key: _IR_ONLY for key in IR_KEYS}
 
     def config_problems(self, cfg: KindConfig) -> list[str]:
         """Vertical fragments are refused: the joint counts the synthesis measures span attributes that

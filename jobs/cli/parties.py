@@ -111,7 +111,8 @@ def aggregator_plan(config: str = typer.Option(..., "--config"), output_table: O
     plan = issue_plan(aggregator_context(_common._config(config, "aggregator", output_table=output_table)))
     console.print(f"plan {plan.plan_id} issued (pinned; 'aggregator release' accepts only this plan)", highlight=False)
     for o in plan.owners:
-        console.print(f"{o.name}: ε_j = {o.epsilon}, per attribute {o.epsilon_per_attribute}, k = {plan.k}")
+        k = "" if plan.k is None else f", k = {plan.k}"  # a synthetic plan has no k
+        console.print(f"{o.name}: ε_j = {o.epsilon}, per attribute {o.epsilon_per_attribute}{k}", highlight=False)
 
 
 def aggregator_release(config: str = typer.Option(..., "--config"), master: Optional[str] = MASTER,

@@ -40,6 +40,7 @@ from fragrelease.idpir.preview_error import (
     combine,
     simulate_categorical,
 )
+from fragrelease.idpir.stage import required_k
 from fragrelease.rng.simulation import SecureSimulation, SimulationRandomness
 from fragrelease.udfs.preview import simulated_attribute
 
@@ -176,7 +177,7 @@ def owner_preview(spark, ctx: OwnerContext, *, runs: int = DEFAULT_RUNS,
         pairs = F.explode(F.array(*[F.struct(F.lit(j).alias("attr"), F.col(attrs[j].name).cast("double").alias("x"))
                                     for j in numeric]))
         long = df.select(pairs.alias("p")).select("p.attr", "p.x")
-        fn = _numeric_fn(numeric, mechanism=cfg.mechanism, k=cfg.k, postprocess=postprocess, runs=runs,
+        fn = _numeric_fn(numeric, mechanism=cfg.mechanism, k=required_k(cfg.k, linkage=cfg.linkage), postprocess=postprocess, runs=runs,
                          randomness=randomness)
         out = long.groupBy("attr").applyInPandas(fn, "attr int, n long, errors binary, baseline double, scale double")
         for r in out.collect():  # one row of aggregates per numeric attribute
@@ -187,7 +188,7 @@ def owner_preview(spark, ctx: OwnerContext, *, runs: int = DEFAULT_RUNS,
         if a.categorical:
             b = budgets[a.name]
             parts[a.name] = simulate_categorical([counts[a.name].get(c, 0) for c in a.categories or ()],
-                                                 mechanism=cfg.mechanism, k=cfg.k, epsilon_centroids=b.centroids,
+                                                 mechanism=cfg.mechanism, k=required_k(cfg.k, linkage=cfg.linkage), epsilon_centroids=b.centroids,
                                                  epsilon_order=b.order, postprocess=postprocess, runs=runs,
                                                  randomness=rnd)
     previews = []

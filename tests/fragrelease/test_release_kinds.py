@@ -39,6 +39,8 @@ def _cfg(**kw):
                 owners=[{"name": "a", "rows": 22611}, {"name": "b", "rows": 22611}],
                 work_dir="/tmp/fr-test-kinds/work", output="/tmp/fr-test-kinds/out")
     data.update(kw)
+    if data.get("linkage") == "synthetic":
+        data.pop("k")  # not used by a synthetic release: refused when given
     return config_from_dict(data)
 
 

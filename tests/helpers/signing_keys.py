@@ -13,7 +13,7 @@ from fragrelease.signing import load_private_key, public_key_text, write_key_pai
 
 
 def with_keys(cfg: ReleaseConfig, folder) -> ReleaseConfig:
-    data = cfg.model_dump(mode="json", exclude_none=True)
+    data = cfg.model_dump(mode="json", exclude_none=True, exclude_unset=True)  # the keys the configuration wrote
     for o in data["owners"]:
         if "signing_key" in o or "public_key" in o:
             continue

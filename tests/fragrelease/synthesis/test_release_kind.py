@@ -35,7 +35,7 @@ from fragrelease.synthesis.protocol import (
 
 
 def _cfg(**kw):
-    data = dict(name="s", dataset="adult-income", fragmentation="horizontal", epsilon="1", k=50, linkage="synthetic",
+    data = dict(name="s", dataset="adult-income", fragmentation="horizontal", epsilon="1", linkage="synthetic",
                 synthesis_target="income", owners=[{"name": "a", "rows": 22611}, {"name": "b", "rows": 22611}],
                 work_dir="/tmp/fr-test-synth/work", output="/tmp/fr-test-synth/out")
     data.update(kw)
@@ -50,8 +50,8 @@ def test_vertical_keep_id_and_risk_check_are_refused_with_one_line_each():
         _cfg(keep_id=True)
     with pytest.raises(ConfigError, match=r"risk_check: not available with linkage: synthetic"):
         _cfg(risk_check={"attacks": 100})
-    with pytest.raises(ConfigError, match=r"synthesis_target/synthesis_bins/synthesis_collusion: for linkage: synthetic only"):
-        _cfg(linkage="linked")
+    with pytest.raises(ConfigError, match=r"synthesis_target: not used by linkage: linked \(for linkage: synthetic only"):
+        _cfg(linkage="linked", k=50)
     with pytest.raises(ConfigError, match="synthesis_bins"):
         _cfg(synthesis_bins=1)
 

@@ -18,7 +18,7 @@ from fragrelease.synthesis.protocol import MaskedMessage
 
 def _ctx(tmp_path):
     cfg = config_from_dict(dict(
-        name="s", dataset="adult-income", fragmentation="horizontal", epsilon="1", k=20, linkage="synthetic",
+        name="s", dataset="adult-income", fragmentation="horizontal", epsilon="1", linkage="synthetic",
         synthesis_target="income", owners=[{"name": "bank-a", "rows": 50}, {"name": "bank-b", "rows": 50}],
         work_dir=str(tmp_path / "work"), output=str(tmp_path / "release")))
     plan = SimpleNamespace(plan_id="p-123", owners=[SimpleNamespace(name="bank-a"), SimpleNamespace(name="bank-b")])

@@ -40,7 +40,7 @@ def income_source(spark, adult_pdf, tmp_path_factory):
 def _cfg(tmp, source, name, **kw):
     from signing_keys import with_keys  # tests/helpers: owners sign their messages
 
-    data = dict(name=name, dataset="adult-income", fragmentation="horizontal", epsilon="1", k=20,
+    data = dict(name=name, dataset="adult-income", fragmentation="horizontal", epsilon="1",
                 linkage="synthetic", synthesis_target="income", source={"path": source, "format": "parquet"},
                 owners=[{"name": o, "rows": 800, "ledger": {"path": str(tmp / f"ledger-{o}"), "lifetime_epsilon": "10"}}
                         for o in ("a", "b")],
@@ -209,7 +209,6 @@ dataset: adult-income
 fragmentation: vertical
 linkage: synthetic
 epsilon: "1"
-k: 50
 owners:
   - {{name: a, attributes: [age, sex]}}
   - {{name: b, attributes: [income]}}
