@@ -220,6 +220,23 @@ output: {tmp_path / 'out'}
     assert len(err) == 1 and "linkage: synthetic is for horizontal fragments only" in err[0]
 
 
+def test_validate_accepts_a_synthetic_configuration_without_k_and_refuses_a_mechanism(tmp_path, capsys):
+    """A configuration says what applies (issue 52): no k for a synthetic release, and a key of
+    microaggregation given to it exits 2 with one line naming the key and the kind, before Spark."""
+    from fragrelease.jobs.cli import run_cli
+
+    text = open("conf/adult-synthetic.yaml", encoding="utf-8").read()
+    assert "\nk:" not in text  # the shipped example gives no k
+    assert run_cli(["validate", "conf/adult-synthetic.yaml"]) == 0
+    assert capsys.readouterr().out.startswith("OK conf/adult-synthetic.yaml")
+    for key, value in (("mechanism", "dp-ir"), ("k", "20"), ("postprocess", "none")):
+        path = tmp_path / f"{key}.yaml"
+        path.write_text(text.replace('epsilon: "1"', f'epsilon: "1"\n{key}: {value}', 1), encoding="utf-8")
+        assert run_cli(["validate", str(path)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"{key}: not used by linkage: synthetic" in err[0], err
+
+
 @pytest.mark.slow  # a whole release through the single-command driver, reports on
 def test_the_single_command_run_plays_every_round_and_reports_the_synthesis(spark, tmp_path, income_source):
     from fragrelease.jobs.protocol.release import run_local_release
