@@ -21,6 +21,7 @@ from .base import DatasetSchema, load_schema
 BUILTIN_SCHEMAS: dict[str, DatasetSchema] = {
     "adult": adult.SCHEMA,
     "adult-income": adult.SCHEMA_WITH_INCOME,
+    "adult-income-train": adult.SCHEMA_WITH_INCOME_TRAIN,
     "wine": wine.SCHEMA,
     "wine-2max": wine.SCHEMA_TWICE_MAX,
 }
@@ -35,7 +36,7 @@ def _data_file(relpath: str):
 
 
 def resolve_schema(dataset: str) -> DatasetSchema:
-    """A built-in schema by name (``adult``, ``adult-income``, ``wine``, ``wine-2max``) or a schema YAML by path.
+    """A built-in schema by name (``adult``, ``adult-income``, ``adult-income-train``, ``wine``, ``wine-2max``) or a schema YAML by path.
 
     Raises
     ------
@@ -117,7 +118,7 @@ def _load_wine(schema: DatasetSchema) -> pd.DataFrame:
 
 
 def load_builtin_pandas(name: str) -> pd.DataFrame:
-    """Cleaned built-in dataset as pandas: Adult 45,222 rows, Wine 6,497 rows.
+    """Cleaned built-in dataset as pandas: Adult 45,222 rows (``adult-income-train``: adult.data's 30,162), Wine 6,497 rows.
 
     Raises
     ------
@@ -128,6 +129,8 @@ def load_builtin_pandas(name: str) -> pd.DataFrame:
         return _load_adult()
     if name == "adult-income":
         return _load_adult()  # the same table: income is a column of it
+    if name == "adult-income-train":
+        return load_adult_train_test()[0]  # adult.data's rows, ids 0..30,161; adult.test held out
     if name in ("wine", "wine-2max"):
         return _load_wine(BUILTIN_SCHEMAS[name])
     raise ConfigError(f"built-in dataset must be one of {sorted(BUILTIN_SCHEMAS)}, not {name!r}")

@@ -288,13 +288,16 @@ class ReleaseConfig(ReleaseOptions):
             problems.append("risk_check: needs reports: true (the measured risk goes to each owner's private report "
                             "and nowhere else)")
         kind = release_kind(self.linkage)
-        # a key the kind does not act on is refused when written (one place: each kind's unused_keys)
+        # a key the kind does not act on is refused when written with a value of its own (one place: each
+        # kind's unused_keys); its default is accepted, so a dumped configuration reads back
         problems.extend(f"{key}: not used by linkage: {self.linkage} ({why}); remove it"
-                        for key, why in kind.unused_keys.items() if key in self.model_fields_set)
+                        for key, why in kind.unused_keys.items()
+                        if key in self.model_fields_set and getattr(self, key) != type(self).model_fields[key].default)
         problems.extend(kind.config_problems(self))  # the kind's own (keep_id, k required, its options)
         fixed_k = get_mechanism(self.mechanism).fixed_k
         min_k = MIN_K if fixed_k is None else 1  # plain iDP ignores k (cluster size 1)
-        if self.k is not None and self.k < min_k:
+        k = None if "k" in kind.unused_keys else self.k  # a k the kind refuses is not checked further
+        if k is not None and k < min_k:
             problems.append(f"k: must be >= {min_k} for mechanism {self.mechanism!r}, not {self.k}")
         if len(self.owners) < 2:
             problems.append(f"owners: a fragmented release needs at least 2 owners, got {len(self.owners)}")
@@ -305,7 +308,7 @@ class ReleaseConfig(ReleaseOptions):
             at = f"owners[{i}]"
             if o.name in names[:i]:
                 problems.append(f"{at}.name: owner name {o.name!r} appears twice")
-            problems += fragmentation_of(self.fragmentation).owner_config_problems(at, o, k=self.k, min_k=MIN_K,
+            problems += fragmentation_of(self.fragmentation).owner_config_problems(at, o, k=k, min_k=MIN_K,
                                                                                   fixed_k=fixed_k)
             private = resolved_private_dir(self.name, o)
             what = "private_dir" if o.private_dir is not None else f"default private folder ({PRIVATE_ROOT_ENV})"

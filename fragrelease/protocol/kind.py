@@ -139,8 +139,9 @@ class ReleaseKind(ABC):
     owner_preview : ``"module:function"`` of the Spark step that previews one owner's own fragment
         (``fragrelease owner preview``, ``Release.owner_preview``), called as ``f(spark, ctx, runs=runs)``;
         None when the kind offers none (:meth:`owner_preview_refusal` says why).
-    unused_keys : configuration key → why this kind does not act on it; a configuration that gives one
-        is refused with that reason (a key at its default is not "given": only keys written count).
+    unused_keys : configuration key → why this kind does not act on it; a configuration that gives one a
+        value other than its default is refused with that reason (the default is accepted, so that a
+        configuration dumped with every field reads back).
     """
 
     name: str

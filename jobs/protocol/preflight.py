@@ -36,7 +36,8 @@ from fragrelease.protocol.kind import release_kind
 from fragrelease.validation import warn_if_large_epsilon
 
 #: Records of each built-in table after cleaning (data/README.md; checked against the loaders in tests).
-BUILTIN_ROWS: dict[str, int] = {"adult": 45_222, "adult-income": 45_222, "wine": 6_497, "wine-2max": 6_497}
+BUILTIN_ROWS: dict[str, int] = {"adult": 45_222, "adult-income": 45_222, "adult-income-train": 30_162, "wine": 6_497,
+                                "wine-2max": 6_497}
 
 Party = Literal["run", "split", "owner", "aggregator"]
 

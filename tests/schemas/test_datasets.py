@@ -42,6 +42,6 @@ def test_a_missing_schema_file_says_not_found_with_the_path(tmp_path, monkeypatc
         resolve_schema("schemas/clinic.yaml")
     assert str(info.value) == (f"dataset: schema file not found: 'schemas/clinic.yaml' "
                                f"(looked at {str(tmp_path / 'schemas' / 'clinic.yaml')!r})")
-    with pytest.raises(ConfigError, match=r"^dataset must be one of \['adult', 'adult-income', 'wine', 'wine-2max'\] or a schema "
+    with pytest.raises(ConfigError, match=r"^dataset must be one of \['adult', 'adult-income', 'adult-income-train', 'wine', 'wine-2max'\] or a schema "
                                           r"YAML file, not 'clinic'$"):
         resolve_schema("clinic")

@@ -278,7 +278,7 @@ def test_plan_previews_each_measurement_and_owner_preview_points_to_it(capsys):
 
     assert run_cli(["plan", "conf/adult-synthetic.yaml"]) == 0
     out = capsys.readouterr().out
-    assert "synthetic release of adult-income (whole table ε-DP)" in out
+    assert "synthetic release of adult-income-train (whole table ε-DP)" in out
     for row in ("1-way marginal", "feature pair (structure, 2-way)", "tree edge (2-way)", "income × feature (2-way)"):
         assert row in out
     assert "1/55" in out and "110" in out  # ε/5 over 11 attributes; b = 2 / (1/55)
