@@ -17,9 +17,8 @@ from .machine import JSON, begin, emit
 
 #: A synthetic release's own terms in its provenance's ``synthesis`` record (written by its aggregator:
 #: the owners m, the collusion bound t, the target, the numeric bins, the drawn (noised) row count and
-#: the cliques), with the label ``inspect`` prints.
-_SYNTHESIS_TERMS = (("owners", "owners"), ("collusion", "collusion bound t"), ("target", "target"),
-                    ("bins", "bins"), ("rows", "rows"), ("cliques", "cliques"))
+#: the cliques), in the order ``inspect`` prints them.
+_SYNTHESIS_TERMS = ("owners", "collusion", "target", "bins", "rows", "cliques")
 
 
 def _release_location(table: str, catalog_name: Optional[str], master: Optional[str]) -> str:
@@ -71,30 +70,31 @@ def _release_location(table: str, catalog_name: Optional[str], master: Optional[
 
 
 def version_terms(prov: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    """The release's own terms beyond ε, by label, as its provenance records them (public): ``k`` of an IR
+    """The release's own terms beyond ε, by name, as its provenance records them (public): ``k`` of an IR
     release, the synthesis terms of a synthetic one (:data:`_SYNTHESIS_TERMS`); absent ones left out."""
     terms: list[tuple[str, Any]] = [("k", prov["k"])] if "k" in prov else []
     synthesis = prov.get("synthesis")
     if isinstance(synthesis, Mapping):
-        terms += [(label, synthesis[key]) for key, label in _SYNTHESIS_TERMS if key in synthesis]
+        terms += [(key, synthesis[key]) for key in _SYNTHESIS_TERMS if key in synthesis]
     return terms
 
 
-def _term_text(label: str, value: Any) -> str:
-    if label == "cliques":
+def _term_text(key: str, value: Any) -> str:
+    """A term as ``inspect`` prints it (``k 20``, ``collusion bound t = 1``, ``rows 6,058``, ``cliques a×b, c×d``)."""
+    if key == "cliques":
         return "cliques " + ", ".join("×".join(c) for c in value)
-    if label == "collusion bound t":
+    if key == "collusion":
         return f"collusion bound t = {value}"
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"{label} {value:,}" if label == "rows" else f"{label} {value}"
-    return f"{label} {'none' if value is None else value}"
+    if key == "rows" and isinstance(value, int):
+        return f"rows {value:,}"
+    return f"{key} {'none' if value is None else value}"
 
 
 def version_line(entry: Mapping[str, Any], prov: Mapping[str, Any]) -> str:
     """One version of a release: its operation, fragmentation and mechanism (a synthetic release: its
     linkage), ε and composition, the kind's terms (:func:`version_terms`), the plan and the owners' ε_j."""
     owners = ", ".join(f"{o['name']} (ε_j {o['epsilon']})" for o in prov.get("owners", []))
-    terms = "".join(f", {_term_text(label, value)}" for label, value in version_terms(prov))
+    terms = "".join(f", {_term_text(key, value)}" for key, value in version_terms(prov))
     what = prov.get("mechanism") or prov.get("linkage") or "?"
     return (f"[bold]version {entry.get('version')}[/bold] {entry.get('operation')}: "
             f"{prov.get('fragmentation', '?')} {what}, ε {prov.get('epsilon', '?')} "
