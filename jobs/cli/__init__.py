@@ -23,6 +23,9 @@ Spark job (a lost executor, a task error: Spark's own cause) print one line and 
     fragrelease diffgen run|two-party|experiment ...                (cli.diffgen)
     fragrelease tiers run|experiment ...                            (cli.tiers)
 
+``--json`` after ``plan``, ``validate``, ``run``, ``inspect`` and ``ledger check|history``: one JSON document on
+standard output, the human text on standard error; a failure's document names its class (:mod:`.machine`).
+
 Logging: warnings and errors go to standard error; the progress of ``run`` goes to the logger
 ``fragrelease.progress`` (INFO) when standard output is not a terminal (job logs, notebooks,
 redirection), and to rich's live status line on a terminal. ``--verbose`` adds fragrelease's INFO

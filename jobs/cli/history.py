@@ -13,7 +13,7 @@ from fragrelease.errors import FragReleaseError
 
 from . import _common
 from ._common import MASTER, console
-from .machine import JSON, begin, emit
+from .machine import JSON_HELP, begin, emit
 
 #: A synthetic release's own terms in its provenance's ``synthesis`` record (written by its aggregator:
 #: the owners m, the collusion bound t, the target, the numeric bins, the drawn (noised) row count and
@@ -115,7 +115,7 @@ def inspect(table: Optional[str] = typer.Argument(None, help="A release: its Del
                                                                 "(db.name)."),
             table_name: Optional[str] = typer.Option(None, "--table", help="The release's catalog table name."),
             full: bool = typer.Option(False, "--full", help="Print the whole provenance as JSON."),
-            master: Optional[str] = MASTER, json_out: bool = JSON):
+            master: Optional[str] = MASTER, json_out: bool = typer.Option(False, "--json", help=JSON_HELP)):
     """Show a release's description, properties and column comments, and every version with its provenance
     (the commit's userMetadata; the custom key ``fragrelease`` for tables written by earlier versions); with
     ``--json``, one JSON document of the same on standard output."""

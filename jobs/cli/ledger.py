@@ -17,12 +17,12 @@ from typing import Any, Mapping, Optional
 import typer
 
 from ._common import console
-from .machine import JSON, begin, emit
+from .machine import JSON_HELP, begin, emit
 
 PATH = typer.Argument(..., help="The ledger's folder (a Delta table; s3a://, abfss:// or a local path).")
 
 
-def check(path: str = PATH, json_out: bool = JSON):
+def check(path: str = PATH, json_out: bool = typer.Option(False, "--json", help=JSON_HELP)):
     """Verify a ledger (log versions contiguous, every commit and data file readable, the hash chain and
     running totals, this machine's anchor) and print one line (``--json``: one JSON document)."""
     from ..protocol.ledger import check_ledger
@@ -39,9 +39,11 @@ def check(path: str = PATH, json_out: bool = JSON):
 
 
 def _spend_data(spend, total=None) -> Mapping[str, Any]:
+    """One spend as data; ``total``: the running total to show (default: the one the chain records, if any)."""
+    shown = spend.total if total is None else total
     return {"version": spend.version, "recorded_at": spend.recorded_at, "owner": spend.owner,
             "dataset": spend.dataset, "plan_id": spend.plan_id, "epsilon": str(spend.epsilon),
-            "total": None if (spend.total if total is None else total) is None else str(spend.total if total is None else total)}
+            "total": None if shown is None else str(shown)}
 
 
 def _check_document(summary) -> Mapping[str, Any]:
@@ -80,7 +82,7 @@ def chain_state(summary) -> str:
 def history(path: str = PATH,
             owner: Optional[str] = typer.Option(None, "--owner", help="Only this owner's spends."),
             dataset: Optional[str] = typer.Option(None, "--dataset", help="Only spends on this dataset."),
-            json_out: bool = JSON):
+            json_out: bool = typer.Option(False, "--json", help=JSON_HELP)):
     """Print every spend of a verified ledger: version, recorded_at, owner, dataset, plan id, ε and the
     running total of its owner on its dataset (``--json``: one JSON document, ``entries``)."""
     from ..protocol.ledger import ledger_history

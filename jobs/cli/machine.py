@@ -18,16 +18,16 @@ from contextlib import contextmanager
 from fractions import Fraction
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
-import typer
 from rich.text import Text
 
 from fragrelease import errors as E
 
 from ._common import console
 
-#: ``--json``: the option every command with a machine-readable form takes.
-JSON = typer.Option(False, "--json", help="Print one JSON document on standard output (the human text goes to "
-                                          "standard error); docs/usage.md, \"Machine-readable output\".")
+#: The help of ``--json``, the option every command with a machine-readable form takes (each command writes
+#: ``typer.Option(False, "--json", help=JSON_HELP)`` itself: tests/test_signatures.py recognizes a command by it).
+JSON_HELP = ("Print one JSON document on standard output (the human text goes to standard error); docs/usage.md, "
+             "\"Machine-readable output\".")
 
 #: The class of every error fragrelease raises on purpose, for scripts (``error.class`` of ``--json``):
 #: ``configuration`` (the configuration, a parameter, a key or the environment: fix the input), ``data`` (an

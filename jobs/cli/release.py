@@ -22,7 +22,7 @@ from fragrelease.protocol.kind import release_kind
 
 from . import _common
 from ._common import MASTER, OUTPUT_TABLE, SOURCE_TABLE, console, progress_display
-from .machine import JSON, begin, emit
+from .machine import JSON_HELP, begin, emit
 from .printing import owner_reports, print_blocks, print_summary
 
 
@@ -57,7 +57,7 @@ def run(
              "attempt's plan (owners that drew re-publish without spending), and a run after a committed "
              "release is refused. docs/usage.md."),
     master: Optional[str] = MASTER,
-    json_out: bool = JSON,
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ):
     """Run a whole fragmented release locally: owners, aggregator and a summary (with ``--json``: one JSON
     document on standard output, the rest on standard error)."""
@@ -108,7 +108,7 @@ def plan(
                                  "simulated on data drawn from the declared domain) is at least this multiple of "
                                  "the error of releasing its mean or most frequent category on those data (default "
                                  "0.5: real data are typically about half as spread as data filling the domain)."),
-    json_out: bool = JSON,
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ):
     """Accuracy preview before any data is read: per attribute, ε_attr, the Laplace scale, the expected noise and a
     95 % interval (units and share of the domain), the categorical rank-move chance, the expected released error
@@ -165,7 +165,7 @@ def validate(config: str = typer.Argument(..., help="Release configuration YAML 
                  None, "--owner", help="Check as this data owner's step would (only its own source)."),
              aggregator: bool = typer.Option(False, "--aggregator", help="Check as the aggregator's steps would."),
              source_table: Optional[str] = SOURCE_TABLE, output_table: Optional[str] = OUTPUT_TABLE,
-             json_out: bool = JSON):
+             json_out: bool = typer.Option(False, "--json", help=JSON_HELP)):
     """Run every check that needs no data (the configuration, its schema, owners, k, local paths): no Spark.
 
     Prints ``OK`` and what the configuration releases, or the problem on one line (exit status 2); with
