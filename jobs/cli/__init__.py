@@ -23,6 +23,9 @@ Spark job (a lost executor, a task error: Spark's own cause) print one line and 
     fragrelease diffgen run|two-party|experiment ...                (cli.diffgen)
     fragrelease tiers run|experiment ...                            (cli.tiers)
 
+``--json`` after ``plan``, ``validate``, ``run``, ``inspect`` and ``ledger check|history``: one JSON document on
+standard output, the human text on standard error; a failure's document names its class (:mod:`.machine`).
+
 Logging: warnings and errors go to standard error; the progress of ``run`` goes to the logger
 ``fragrelease.progress`` (INFO) when standard output is not a terminal (job logs, notebooks,
 redirection), and to rich's live status line on a terminal. ``--verbose`` adds fragrelease's INFO
@@ -43,7 +46,7 @@ from rich.markup import escape
 
 from fragrelease.errors import FragReleaseError
 
-from . import diffgen, experiments, history, keys, ledger, parties, publications, release, tiers
+from . import diffgen, experiments, history, keys, ledger, machine, parties, publications, release, tiers
 from ._common import console, err, set_verbosity
 
 
@@ -57,7 +60,11 @@ def _click_class(name: str) -> Any:
 #: The base of typer's usage errors (missing option, bad value), and the usage error raised here.
 _CLICK_EXCEPTION, _USAGE_ERROR = _click_class("ClickException"), _click_class("UsageError")
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="iDP-IR releases over fragmented data on Spark.")
+#: What ``fragrelease --help`` says the command line does: both release kinds.
+HELP = ("Privacy-preserving releases of fragmented data on Spark: iDP-IR microaggregation (linkage linked or "
+        "unlinked) or a whole-table synthetic release (linkage synthetic).")
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=HELP)
 
 #: Log line format of the command line (standard error): time, level, logger, message.
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -107,7 +114,8 @@ def _global_options(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                  help="Print 'fragrelease <version>' and exit."),
 ) -> None:
-    """iDP-IR releases over fragmented data on Spark."""
+    """Privacy-preserving releases of fragmented data on Spark: iDP-IR microaggregation (linkage linked or
+    unlinked) or a whole-table synthetic release (linkage synthetic)."""
     if verbose and quiet:
         raise _USAGE_ERROR("--verbose and --quiet exclude each other")
     _configure_output(1 if verbose else -1 if quiet else 0)
@@ -165,28 +173,47 @@ app.add_typer(tiers_app, name="tiers")
 
 
 def run_cli(argv: list[str]) -> int:
-    """Run the CLI with ``argv``; return the exit status (2 for expected errors)."""
+    """Run the CLI with ``argv``; return the exit status (2 for expected errors).
+
+    With ``--json`` among the options, the human text goes to standard error and a failure also writes its
+    JSON document on standard output (:mod:`.machine`); the exit status and the one ``error:`` line are the same.
+    """
+    as_json = machine.wants_json(argv)
+    with machine.json_output(as_json):
+        status, exc, message, cls = _run_app(argv)
+    if as_json and status != 0:
+        machine.emit_error(exc, message or f"exit status {status}", cls=cls)
+    return status
+
+
+def _fail(message: str) -> None:
+    err.print(f"[red]error:[/red] {escape(message)}", highlight=False)
+
+
+def _run_app(argv: list[str]) -> tuple[int, Optional[BaseException], Optional[str], Optional[str]]:
+    """Run the app: (exit status, the error, its one line without ``error: ``, its class when the error does
+    not tell it) of :func:`run_cli`; prints the error line."""
     _configure_output(0)  # the global options (app's callback) change it before the command runs
     try:
         app(args=argv, standalone_mode=False)
     except FragReleaseError as exc:
         logging.getLogger(__name__).debug("the error's cause", exc_info=True)  # with -v: the traceback
-        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
-        return 2
+        _fail(str(exc))
+        return 2, exc, str(exc), None
     except ModuleNotFoundError as exc:  # pyspark is not a wheel dependency (fragrelease.jobs.require_pyspark)
         if (exc.name or "").split(".")[0] != "pyspark":
             raise
         from .. import MISSING_PYSPARK
 
-        err.print(f"[red]error:[/red] {escape(MISSING_PYSPARK)}", highlight=False)
-        return 2
+        _fail(MISSING_PYSPARK)
+        return 2, exc, MISSING_PYSPARK, "configuration"
     except typer.Exit as exc:
-        return exc.exit_code
+        return exc.exit_code, exc, None, "configuration"
     except SystemExit as exc:  # click usage errors
-        return int(exc.code or 0)
+        return int(exc.code or 0), exc, None, "configuration"
     except _CLICK_EXCEPTION as exc:  # usage errors (missing option, bad value), raised by typer's click
         exc.show()
-        return int(exc.exit_code or 2)
+        return int(exc.exit_code or 2), exc, exc.format_message(), "configuration"
     except Exception as exc:  # noqa: BLE001 - a failed Spark job (lost executor, storage, out of memory): one line
         from ..storage import spark_failure_cause
 
@@ -194,9 +221,10 @@ def run_cli(argv: list[str]) -> int:
         if cause is None:
             raise
         logging.getLogger(__name__).debug("the failed Spark job", exc_info=True)  # with -v: the traceback
-        err.print(f"[red]error:[/red] a Spark job failed: {escape(cause)}", highlight=False)
-        return 2
-    return 0
+        message = f"a Spark job failed: {cause}"
+        _fail(message)
+        return 2, exc, message, "storage"
+    return 0, None, None, None
 
 
 def _argv(argv: Optional[list[str]]) -> list[str]:

@@ -57,28 +57,37 @@ def progress_display():
 
 
 def _config(path: str, party: str = "run", owner: Optional[str] = None, *, source_table: Optional[str] = None,
-            output_table: Optional[str] = None, **overrides) -> ReleaseConfig:
+            output_table: Optional[str] = None, checks: Optional[list[str]] = None, **overrides) -> ReleaseConfig:
     """The validated configuration, checked for ``party`` before any SparkSession exists.
 
     ``source_table`` (this owner's fragment) and ``output_table`` (the release) replace the
     configuration's paths with catalog table names (:func:`fragrelease.jobs.storage.with_table_names`).
+    ``checks``: each check that passed is appended to it by name (``validate --json``): ``configuration``
+    (the file, its keys and values), ``preflight`` (the party's checks before Spark:
+    :func:`fragrelease.jobs.protocol.preflight.preflight`), ``local_catalog`` (``run``, ``aggregator``: the
+    catalog table's database), ``work_dir`` (``owner``, ``aggregator``: work_dir is this release's).
 
     Raises ConfigError naming the key and value (see :mod:`fragrelease.jobs.protocol.preflight`).
     """
     from ..protocol.preflight import preflight
     from ..storage import with_table_names
 
+    done = checks if checks is not None else []
     cfg = with_table_names(load_config(path, overrides), owner=owner, source_table=source_table,
                            output_table=output_table)
+    done.append("configuration")
     preflight(cfg, party=party, owner=owner, config_path=path)  # type: ignore[arg-type]
+    done.append("preflight")
     if party in ("run", "aggregator"):  # the release's catalog table: its database, before Spark starts
         from ..storage import check_local_catalog
 
         check_local_catalog(cfg, path)
+        done.append("local_catalog")
     if party in ("owner", "aggregator"):  # these steps write into work_dir: it must be this release's
         from ..protocol.workspace import claim_work_dir
 
         claim_work_dir(cfg, path)
+        done.append("work_dir")
     return cfg
 
 

@@ -5,7 +5,7 @@ whatever its kind (read from the Delta table; no data is read), registered in ``
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Mapping, Optional
 
 import typer
 
@@ -13,6 +13,12 @@ from fragrelease.errors import FragReleaseError
 
 from . import _common
 from ._common import MASTER, console
+from .machine import JSON_HELP, begin, emit
+
+#: A synthetic release's own terms in its provenance's ``synthesis`` record (written by its aggregator:
+#: the owners m, the collusion bound t, the target, the numeric bins, the drawn (noised) row count and
+#: the cliques), in the order ``inspect`` prints them.
+_SYNTHESIS_TERMS = ("owners", "collusion", "target", "bins", "rows", "cliques")
 
 
 def _release_location(table: str, catalog_name: Optional[str], master: Optional[str]) -> str:
@@ -63,17 +69,61 @@ def _release_location(table: str, catalog_name: Optional[str], master: Optional[
     return location
 
 
+def version_terms(prov: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The release's own terms beyond ε, by name, as its provenance records them (public): ``k`` of an IR
+    release, the synthesis terms of a synthetic one (:data:`_SYNTHESIS_TERMS`); absent ones left out."""
+    terms: list[tuple[str, Any]] = [("k", prov["k"])] if "k" in prov else []
+    synthesis = prov.get("synthesis")
+    if isinstance(synthesis, Mapping):
+        terms += [(key, synthesis[key]) for key in _SYNTHESIS_TERMS if key in synthesis]
+    return terms
+
+
+def _term_text(key: str, value: Any) -> str:
+    """A term as ``inspect`` prints it (``k 20``, ``collusion bound t = 1``, ``rows 6,058``, ``cliques a×b, c×d``)."""
+    if key == "cliques":
+        return "cliques " + ", ".join("×".join(c) for c in value)
+    if key == "collusion":
+        return f"collusion bound t = {value}"
+    if key == "rows" and isinstance(value, int):
+        return f"rows {value:,}"
+    return f"{key} {'none' if value is None else value}"
+
+
+def version_line(entry: Mapping[str, Any], prov: Mapping[str, Any]) -> str:
+    """One version of a release: its operation, fragmentation and mechanism (a synthetic release: its
+    linkage), ε and composition, the kind's terms (:func:`version_terms`), the plan and the owners' ε_j."""
+    owners = ", ".join(f"{o['name']} (ε_j {o['epsilon']})" for o in prov.get("owners", []))
+    terms = "".join(f", {_term_text(key, value)}" for key, value in version_terms(prov))
+    what = prov.get("mechanism") or prov.get("linkage") or "?"
+    return (f"[bold]version {entry.get('version')}[/bold] {entry.get('operation')}: "
+            f"{prov.get('fragmentation', '?')} {what}, ε {prov.get('epsilon', '?')} "
+            f"({prov.get('composition', '?')}){terms}, plan {prov.get('plan_id', '?')}; owners: {owners}")
+
+
+def _version_data(entry: Mapping[str, Any], prov: Mapping[str, Any], full: bool) -> Mapping[str, Any]:
+    """One version for ``inspect --json``: what :func:`version_line` prints (and the provenance with ``--full``)."""
+    data = {"version": entry.get("version"), "operation": entry.get("operation"), "kind": prov.get("linkage"),
+            "fragmentation": prov.get("fragmentation"), "mechanism": prov.get("mechanism"),
+            "epsilon": prov.get("epsilon"), "composition": prov.get("composition"), "plan_id": prov.get("plan_id"),
+            "terms": dict(version_terms(prov)),
+            "owners": [{"name": o["name"], "epsilon": o["epsilon"]} for o in prov.get("owners", [])]}
+    return {**data, "provenance": prov} if full else data
+
+
 def inspect(table: Optional[str] = typer.Argument(None, help="A release: its Delta folder, or a catalog table name "
                                                                 "(db.name)."),
             table_name: Optional[str] = typer.Option(None, "--table", help="The release's catalog table name."),
             full: bool = typer.Option(False, "--full", help="Print the whole provenance as JSON."),
-            master: Optional[str] = MASTER):
+            master: Optional[str] = MASTER, json_out: bool = typer.Option(False, "--json", help=JSON_HELP)):
     """Show a release's description, properties and column comments, and every version with its provenance
-    (the commit's userMetadata; the custom key ``fragrelease`` for tables written by earlier versions)."""
+    (the commit's userMetadata; the custom key ``fragrelease`` for tables written by earlier versions); with
+    ``--json``, one JSON document of the same on standard output."""
     import json
 
     from ..storage import table_history, table_self_description
 
+    begin(json_out)
     if table is not None and table_name is not None:
         raise FragReleaseError("inspect: give a release folder or --table NAME, not both")
     location = _release_location(table or "", table_name, master)
@@ -84,12 +134,14 @@ def inspect(table: Optional[str] = typer.Argument(None, help="A release: its Del
         console.print(f"  {key} = {value}", highlight=False)
     for column, comment in described["column_comments"].items():
         console.print(f"  column {column}: {comment}", highlight=False)
-    for entry, prov in table_history(location):
-        owners = ", ".join(f"{o['name']} (ε_j {o['epsilon']})" for o in prov.get("owners", []))
-        console.print(
-            f"[bold]version {entry.get('version')}[/bold] {entry.get('operation')}: "
-            f"{prov.get('fragmentation', '?')} {prov.get('mechanism', '?')}, ε {prov.get('epsilon', '?')} "
-            f"({prov.get('composition', '?')}), k {prov.get('k', '?')}, plan {prov.get('plan_id', '?')}; owners: {owners}"
-        )
+    history = table_history(location)
+    for entry, prov in history:
+        console.print(version_line(entry, prov))
         if full and prov:
             console.print_json(json.dumps(prov))
+    if json_out:
+        latest = history[0][1] if history else {}
+        emit({"command": "inspect", "location": location, "kind": latest.get("linkage"),
+              "description": described["description"], "properties": described["properties"],
+              "column_comments": described["column_comments"],
+              "versions": [_version_data(entry, prov, full) for entry, prov in history]})

@@ -12,26 +12,51 @@ too (its last commit removed: the line names the owner and the missing version).
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Mapping, Optional
 
 import typer
 
 from ._common import console
+from .machine import JSON_HELP, begin, emit
 
 PATH = typer.Argument(..., help="The ledger's folder (a Delta table; s3a://, abfss:// or a local path).")
 
 
-def check(path: str = PATH):
+def check(path: str = PATH, json_out: bool = typer.Option(False, "--json", help=JSON_HELP)):
     """Verify a ledger (log versions contiguous, every commit and data file readable, the hash chain and
-    running totals, this machine's anchor) and print one line."""
+    running totals, this machine's anchor) and print one line (``--json``: one JSON document)."""
     from ..protocol.ledger import check_ledger
 
+    begin(json_out)
     summary = check_ledger(path)
     extra = (f"; {len(summary.unreferenced)} data files no version references (a spend killed before its "
              f"commit, or a removed commit: compare with a backup), e.g. {summary.unreferenced[0]}"
              if summary.unreferenced else "")
     console.print(f"budget ledger {summary.path!r}: OK, {len(summary.spends)} spends in {summary.versions} "
                   f"versions (0..{summary.version}); {chain_state(summary)}{extra}", highlight=False, markup=False)
+    if json_out:
+        emit(_check_document(summary))
+
+
+def _spend_data(spend, total=None) -> Mapping[str, Any]:
+    """One spend as data; ``total``: the running total to show (default: the one the chain records, if any)."""
+    shown = spend.total if total is None else total
+    return {"version": spend.version, "recorded_at": spend.recorded_at, "owner": spend.owner,
+            "dataset": spend.dataset, "plan_id": spend.plan_id, "epsilon": str(spend.epsilon),
+            "total": None if shown is None else str(shown)}
+
+
+def _check_document(summary) -> Mapping[str, Any]:
+    """``ledger check --json``: the verdict ``OK``, the versions, every spend and the chain and anchor."""
+    chain = summary.chain
+    anchor = chain.anchor if chain is not None else None
+    return {"command": "ledger check", "path": summary.path, "verdict": "OK", "version": summary.version,
+            "versions": summary.versions, "spends": [_spend_data(s) for s in summary.spends],
+            "chain": None if chain is None else {
+                "chained": len(chain.chained), "legacy": chain.legacy, "head": chain.head,
+                "head_version": chain.chained[-1].version if chain.chained else None},
+            "anchor": None if anchor is None else {"version": anchor.version, "chain": anchor.chain},
+            "unreferenced": list(summary.unreferenced), "text": chain_state(summary)}
 
 
 def chain_state(summary) -> str:
@@ -56,12 +81,18 @@ def chain_state(summary) -> str:
 
 def history(path: str = PATH,
             owner: Optional[str] = typer.Option(None, "--owner", help="Only this owner's spends."),
-            dataset: Optional[str] = typer.Option(None, "--dataset", help="Only spends on this dataset.")):
+            dataset: Optional[str] = typer.Option(None, "--dataset", help="Only spends on this dataset."),
+            json_out: bool = typer.Option(False, "--json", help=JSON_HELP)):
     """Print every spend of a verified ledger: version, recorded_at, owner, dataset, plan id, ε and the
-    running total of its owner on its dataset."""
+    running total of its owner on its dataset (``--json``: one JSON document, ``entries``)."""
     from ..protocol.ledger import ledger_history
 
-    for spend, total in ledger_history(path, owner=owner, dataset=dataset):
+    begin(json_out)
+    entries = ledger_history(path, owner=owner, dataset=dataset)
+    if json_out:
+        emit({"command": "ledger history", "path": path, "owner": owner, "dataset": dataset,
+              "entries": [_spend_data(spend, total) for spend, total in entries]})
+    for spend, total in entries:
         console.print(f"version={spend.version}  recorded_at={spend.recorded_at}  owner={spend.owner}  "
                       f"dataset={spend.dataset}  plan={spend.plan_id}  ε={spend.epsilon}  total={total}",
                       highlight=False, markup=False)

@@ -67,9 +67,14 @@ def print_summary(cfg: ReleaseConfig, result: ReleaseResult) -> None:
     console.print(f"[bold]Release written[/bold] to Delta table {result.path} (version {result.version})")
     if result.report:
         console.print(f"public report: {result.report}")
-    reports: list[tuple[str, str]] = []
-    if cfg.reports:  # each owner's private report (its own data against its protected copy), in its own folder
-        from ..protocol.layout import owner_report_path
+    print_blocks(release_kind(cfg.linkage).summary_blocks(cfg, result, owner_reports=owner_reports(cfg)))
 
-        reports = [(party.name, str(owner_report_path(cfg.name, party))) for party in cfg.owners]
-    print_blocks(release_kind(cfg.linkage).summary_blocks(cfg, result, owner_reports=reports))
+
+def owner_reports(cfg: ReleaseConfig) -> list[tuple[str, str]]:
+    """(owner, path) of each owner's private report (its own data against its protected copy, in its own
+    folder) when the configuration writes them, else none."""
+    if not cfg.reports:
+        return []
+    from ..protocol.layout import owner_report_path
+
+    return [(party.name, str(owner_report_path(cfg.name, party))) for party in cfg.owners]

@@ -22,7 +22,8 @@ from fragrelease.protocol.kind import release_kind
 
 from . import _common
 from ._common import MASTER, OUTPUT_TABLE, SOURCE_TABLE, console, progress_display
-from .printing import print_blocks, print_summary
+from .machine import JSON_HELP, begin, emit
+from .printing import owner_reports, print_blocks, print_summary
 
 
 def run(
@@ -56,8 +57,11 @@ def run(
              "attempt's plan (owners that drew re-publish without spending), and a run after a committed "
              "release is refused. docs/usage.md."),
     master: Optional[str] = MASTER,
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ):
-    """Run a whole fragmented release locally: owners, aggregator and a summary."""
+    """Run a whole fragmented release locally: owners, aggregator and a summary (with ``--json``: one JSON
+    document on standard output, the rest on standard error)."""
+    begin(json_out)
     cfg = _common._config(config, epsilon=epsilon, k=k, mechanism=mechanism, output=output, if_exists=if_exists,
                   category_order=category_order, category_order_share=order_share, linkage=linkage,
                   postprocess=postprocess)
@@ -69,6 +73,10 @@ def run(
         result = run_local_release(spark, cfg, progress=progress, config_path=config, new_plan=new_plan,
                                    announce=lambda line: console.print(line, highlight=False))
     print_summary(cfg, result)
+    if json_out:
+        from .documents import run_document
+
+        emit(run_document(cfg, config, result, owner_reports(cfg)))
 
 
 def _warn_accuracy(cfg: ReleaseConfig, config_path: str) -> None:
@@ -100,6 +108,7 @@ def plan(
                                  "simulated on data drawn from the declared domain) is at least this multiple of "
                                  "the error of releasing its mean or most frequent category on those data (default "
                                  "0.5: real data are typically about half as spread as data filling the domain)."),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ):
     """Accuracy preview before any data is read: per attribute, ε_attr, the Laplace scale, the expected noise and a
     95 % interval (units and share of the domain), the categorical rank-move chance, the expected released error
@@ -110,14 +119,20 @@ def plan(
 
     from ..protocol.preflight import kind_preview
 
+    begin(json_out)
     if rows is not None and rows < 1:
         raise ConfigError(f"--rows: must be >= 1, not {rows}")
     cfg = load_config(config, {"epsilon": epsilon, "k": k, "mechanism": mechanism, "category_order": category_order,
                                "category_order_share": order_share, "postprocess": postprocess})
     kind = release_kind(cfg.linkage)
     pv = kind_preview(cfg, rows=rows, threshold=threshold)
-    console.print(kind.plan_heading(cfg, config), highlight=False)
-    print_blocks(kind.preview_blocks(pv))
+    heading, blocks = kind.plan_heading(cfg, config), kind.preview_blocks(pv)
+    console.print(heading, highlight=False)
+    print_blocks(blocks)
+    if json_out:
+        from .documents import plan_document
+
+        emit(plan_document(cfg, config, heading, pv, blocks))
 
 
 def split(config: str = typer.Argument(...), master: Optional[str] = MASTER):
@@ -149,16 +164,24 @@ def validate(config: str = typer.Argument(..., help="Release configuration YAML 
              owner: Optional[str] = typer.Option(
                  None, "--owner", help="Check as this data owner's step would (only its own source)."),
              aggregator: bool = typer.Option(False, "--aggregator", help="Check as the aggregator's steps would."),
-             source_table: Optional[str] = SOURCE_TABLE, output_table: Optional[str] = OUTPUT_TABLE):
+             source_table: Optional[str] = SOURCE_TABLE, output_table: Optional[str] = OUTPUT_TABLE,
+             json_out: bool = typer.Option(False, "--json", help=JSON_HELP)):
     """Run every check that needs no data (the configuration, its schema, owners, k, local paths): no Spark.
 
-    Prints ``OK`` and what the configuration releases, or the problem on one line (exit status 2).
+    Prints ``OK`` and what the configuration releases, or the problem on one line (exit status 2); with
+    ``--json`` also one JSON document with the checks that ran.
     """
+    begin(json_out)
     if owner is not None and aggregator:
         raise FragReleaseError("validate: give --owner or --aggregator, not both")
     party = "owner" if owner is not None else "aggregator" if aggregator else "run"
-    cfg = _common._config(config, party, owner, source_table=source_table, output_table=output_table)
+    checks: list[str] = []
+    cfg = _common._config(config, party, owner, source_table=source_table, output_table=output_table, checks=checks)
     target = cfg.output_table or cfg.output
     console.print(f"OK {config}: {cfg.fragmentation} release of {cfg.dataset}, {len(cfg.owners)} owners, "
                   f"ε {cfg.epsilon}, {release_kind(cfg.linkage).terms_text(cfg)} -> {target} (checked for {party}"
                   f"{' ' + owner if owner else ''}; the data is checked when each owner runs)", highlight=False)
+    if json_out:
+        from .documents import validate_document
+
+        emit(validate_document(cfg, config, party=party, owner=owner, checks=checks))
