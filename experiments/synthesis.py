@@ -126,7 +126,7 @@ def synthesize_fragments(train: pd.DataFrame, specs: Sequence[AttributeSpec], *,
     return dom.decode(out[list(dom.names)], gen.random)
 
 
-def exact_l1_tree(dom: SynthesisDomain, codes: np.ndarray, target: Optional[str]) -> tuple[tuple[str, str], ...]:
+def exact_l1_tree(dom: SynthesisDomain, codes: pd.DataFrame, target: Optional[str]) -> tuple[tuple[str, str], ...]:
     """The maximum spanning tree (Kruskal, ties in domain order) of the features' exact L1 distances
     ``Σ |x − x_a x_b / n|`` from independence on ``codes`` (every record; evaluation only, not private)."""
     sizes = dom.sizes
