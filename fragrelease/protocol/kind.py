@@ -214,6 +214,11 @@ class ReleaseKind(ABC):
     def plan_heading(self, cfg: KindConfig, config_path: str) -> str:
         """The first line of ``fragrelease plan`` (the release's public terms)."""
 
+    def resolved_terms(self, cfg: KindConfig) -> dict[str, Any]:
+        """Public terms this kind derives from ``cfg`` where the configuration leaves a default (e.g. the
+        synthetic kind's collusion bound t), by name, as JSON values; default: none."""
+        return {}
+
     def run_warning(self, cfg: KindConfig, attributes: Sequence[Any], *, builtin_rows: Optional[int]) -> Optional[str]:
         """The warning ``fragrelease run`` logs before any data is read (public quantities only), or None
         (default)."""

@@ -172,6 +172,10 @@ class SyntheticKind(ReleaseKind):
     def terms_text(self, cfg: KindConfig) -> str:
         return f"synthetic (target {cfg.synthesis_target or 'none'})"
 
+    def resolved_terms(self, cfg: KindConfig) -> dict[str, Any]:
+        """The owners m and the collusion bound t in force (the default ⌊m/3⌋ when none is configured)."""
+        return {"owners": len(cfg.owners), "collusion": _collusion(cfg)}
+
     def summary_blocks(self, cfg: KindConfig, result: ReleaseFigures, *,
                        owner_reports: Sequence[tuple[str, str]] = ()) -> list[Block]:
         """Public terms and noised values only (the owners write no private report of released rows)."""

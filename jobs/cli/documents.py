@@ -22,13 +22,16 @@ def kind_terms(cfg: ReleaseConfig) -> Mapping[str, Any]:
     """The configured terms that act on ``cfg``'s kind (IR: ``mechanism``, ``k``,
     ``epsilon_split``, the IR options; synthetic: ``synthesis_target``, ``synthesis_bins``,
     ``synthesis_collusion``, null for the default t), chosen by the kind
-    (:meth:`fragrelease.protocol.kind.ReleaseKind.provenance_terms`), ``linkage`` included."""
+    (:meth:`fragrelease.protocol.kind.ReleaseKind.provenance_terms`), ``linkage`` included, and the terms the
+    kind resolves from them as ``resolved_<name>`` (synthetic: ``resolved_owners``, ``resolved_collusion``, the
+    t in force; :meth:`fragrelease.protocol.kind.ReleaseKind.resolved_terms`)."""
     every: dict[str, Any] = {"mechanism": cfg.mechanism, "k": cfg.k,
                              "epsilon_split": fragmentation_of(cfg.fragmentation).epsilon_split(cfg.epsilon_split),
                              **cfg.option_values()}
-    terms = release_kind(cfg.linkage).provenance_terms(every, ())
+    kind = release_kind(cfg.linkage)
+    terms = kind.provenance_terms(every, ())
     terms.pop("owners", None)  # the kind records its plan's owners: listed on their own here
-    return terms
+    return {**terms, **{f"resolved_{k}": v for k, v in kind.resolved_terms(cfg).items()}}
 
 
 def config_guarantee(cfg: ReleaseConfig, *, single_process: bool = False) -> Mapping[str, str]:

@@ -119,9 +119,10 @@ def test_plan_json_of_an_ir_release(capsys, tmp_path):
 def test_plan_and_validate_json_of_a_synthetic_release(capsys, tmp_path):
     conf = _conf(tmp_path, "adult-synthetic")
     status, doc, err = _call(capsys, "plan", conf, "--json")
-    assert status == 0 and doc["kind"] == "synthetic" and doc["dataset"] == "adult-income"
+    assert status == 0 and doc["kind"] == "synthetic" and doc["dataset"] == "adult-income-train"
     assert doc["terms"] == {"linkage": "synthetic", "synthesis_target": "income", "synthesis_bins": 10,
-                            "synthesis_collusion": None}  # no IR term (k, mechanism) for a synthetic release
+                            "synthesis_collusion": None,  # no IR term (k, mechanism) for a synthetic release
+                            "resolved_owners": 4, "resolved_collusion": 1}  # the default t = ⌊4/3⌋ in force
     assert doc["guarantee"]["table"].startswith("whole table ε-DP, ε = 1")
     whats = [r["what"] for r in doc["preview"]["rows"]]
     assert whats == ["1-way marginal", "feature pair (structure, 2-way)", "tree edge (2-way)",
