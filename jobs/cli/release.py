@@ -101,8 +101,8 @@ def plan(
     postprocess: Optional[str] = typer.Option(
         None, "--postprocess", help="Override: isotonic (default) or none; the released error is simulated with it."),
     rows: Optional[int] = typer.Option(
-        None, "--rows", help="Record count of every owner whose configuration declares none (public; sharpens the "
-                             "scale and bounds the suggested k)."),
+        None, "--rows", help="Record count PER OWNER, for each owner whose configuration declares none (not the "
+                             "table's total; public; sharpens the scale and bounds the suggested k)."),
     threshold: float = typer.Option(
         0.5, "--threshold", help="Warn when an attribute's expected released error (after the post-processing, "
                                  "simulated on data drawn from the declared domain) is at least this multiple of "
@@ -128,11 +128,24 @@ def plan(
     pv = kind_preview(cfg, rows=rows, threshold=threshold)
     heading, blocks = kind.plan_heading(cfg, config), kind.preview_blocks(pv)
     console.print(heading, highlight=False)
+    if rows is not None:
+        console.print(rows_line(cfg, rows), highlight=False)
     print_blocks(blocks)
     if json_out:
         from .documents import plan_document
 
         emit(plan_document(cfg, config, heading, pv, blocks))
+
+
+def rows_line(cfg: ReleaseConfig, rows: int) -> str:
+    """What ``plan --rows N`` assumed, per owner and in total: N records for each owner that declares no
+    ``rows`` (public); the owners that declare theirs keep them."""
+    undeclared = [o.name for o in cfg.owners if o.rows is None]
+    if not undeclared:
+        return f"--rows {rows:,} ignored: every owner declares its rows ({sum(o.rows or 0 for o in cfg.owners):,} in total)"
+    total = sum(o.rows if o.rows is not None else rows for o in cfg.owners)
+    return (f"--rows {rows:,} per owner, for {len(undeclared)} of {len(cfg.owners)} owners without declared rows: "
+            f"{total:,} records in total")
 
 
 def split(config: str = typer.Argument(...), master: Optional[str] = MASTER):

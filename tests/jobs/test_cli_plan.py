@@ -81,6 +81,10 @@ def test_plan_reads_no_data(tmp_path, capsys):
     assert main(["plan", str(path), "--rows", "500"]) == 0
     out = capsys.readouterr().out
     assert "record counts not declared" not in out and _rows(out)["alcohol"][-3] != "n/a"
+    # --rows is per owner, and the plan says so with the total it implies (issue 52)
+    assert "--rows 500 per owner, for 2 of 2 owners without declared rows: 1,000 records in total" in out
+    assert main(["plan", "conf/wine-horizontal.yaml", "--rows", "500"]) == 0
+    assert "--rows 500 ignored: every owner declares its rows" in capsys.readouterr().out
 
 
 def test_plan_runs_without_pyspark():
