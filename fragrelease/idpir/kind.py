@@ -12,7 +12,8 @@ from fragrelease.errors import ConfigError, InvalidParameterError
 from fragrelease.idpir.guarantee import release_guarantee
 from fragrelease.idpir.linkage import LINKED_ROWS, UNLINKED_ROWS, IRLinkage
 from fragrelease.idpir.mechanisms import get_mechanism
-from fragrelease.idpir.stage import required_k, resolve_k
+from fragrelease.idpir.spec import required_k
+from fragrelease.idpir.stage import resolve_k
 from fragrelease.protocol.categories import check_category_counts
 from fragrelease.protocol.kind import Block, KindConfig, Line, ReleaseFigures, ReleaseKind, TextTable, warning_line
 from fragrelease.protocol.options import OPTION_NAMES

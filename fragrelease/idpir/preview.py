@@ -85,7 +85,7 @@ from fragrelease.idpir.preview_types import (
     Suggestions,
     error_text,
 )
-from fragrelease.idpir.stage import required_k
+from fragrelease.idpir.spec import required_k
 from fragrelease.protocol.fragmentation import fragmentation_of
 from fragrelease.rng.simulation import SimulationRandomness
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Sequence
+from typing import Optional, Sequence
 
 from fragrelease.budget import per_attribute_epsilon
 from fragrelease.errors import InvalidParameterError
@@ -146,6 +146,21 @@ def attribute_budgets(attributes: Sequence[tuple[str, bool]], epsilon: Fraction,
     eps_attr = per_attribute_epsilon(Fraction(epsilon), len(attributes))
     return tuple(split_attribute_budget(name, eps_attr, categorical=categorical, category_order=options.category_order,
                                         share=share) for name, categorical in attributes)
+
+
+def required_k(k: Optional[int], *, linkage: str) -> int:
+    """A configuration's or plan's ``k`` where microaggregation needs it.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``k`` is None (the configuration of an IR kind refuses that before; a plan without k is another
+        kind's: ``linkage`` names it).
+    """
+    if k is None:
+        raise InvalidParameterError(f"k: required by linkage: {linkage} (the cluster size of individual-ranking "
+                                    "microaggregation); none given")
+    return k
 
 
 def protection_spec(

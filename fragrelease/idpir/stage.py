@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Optional, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -75,21 +75,6 @@ class DeclaredAttribute(Protocol):
     def categorical(self) -> bool: ...
 
     def bounds(self) -> tuple[float, float]: ...
-
-
-def required_k(k: Optional[int], *, linkage: str) -> int:
-    """A configuration's or plan's ``k`` where microaggregation needs it.
-
-    Raises
-    ------
-    InvalidParameterError
-        ``k`` is None (the configuration of an IR kind refuses that before; a plan without k is another
-        kind's: ``linkage`` names it).
-    """
-    if k is None:
-        raise InvalidParameterError(f"k: required by linkage: {linkage} (the cluster size of individual-ranking "
-                                    "microaggregation); none given")
-    return k
 
 
 def resolve_k(mechanism: StageMechanism, k: int) -> int:

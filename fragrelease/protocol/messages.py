@@ -24,8 +24,7 @@ from fragrelease.errors import InvalidParameterError, ManifestMismatchError, Pro
 from fragrelease.idpir.category_order import AttributeBudget
 from fragrelease.idpir.mechanisms import get_mechanism
 from fragrelease.idpir.microaggregation import check_k
-from fragrelease.idpir.spec import ProtectionSpec, attribute_budgets, protection_spec
-from fragrelease.idpir.stage import required_k
+from fragrelease.idpir.spec import ProtectionSpec, attribute_budgets, protection_spec, required_k
 from fragrelease.protocol.fragmentation import FragmentationName, fragmentation_of
 from fragrelease.protocol.kind import release_kind
 from fragrelease.protocol.options import DEFAULT_OPTIONS, ReleaseOptions

@@ -40,7 +40,7 @@ from fragrelease.idpir.preview_error import (
     combine,
     simulate_categorical,
 )
-from fragrelease.idpir.stage import required_k
+from fragrelease.idpir.spec import required_k
 from fragrelease.rng.simulation import SecureSimulation, SimulationRandomness
 from fragrelease.udfs.preview import simulated_attribute
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from fragrelease.errors import ConfigError, InvalidParameterError
-from fragrelease.idpir.stage import required_k
+from fragrelease.idpir.spec import required_k
 from fragrelease.kinds import KINDS
 from fragrelease.protocol.config import config_from_dict
 from fragrelease.protocol.kind import release_kind
