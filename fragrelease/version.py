@@ -5,4 +5,4 @@ without importing the package facade (:mod:`fragrelease`, whose lazy ``__getattr
 :mod:`fragrelease.jobs.api`): no import path leads from a job back through the facade.
 """
 
-__version__ = "0.19.0"
+__version__ = "0.20.0"
