@@ -66,7 +66,7 @@ def print_summary(cfg: ReleaseConfig, result: ReleaseResult) -> None:
     data and is marked private wherever it is printed."""
     console.print(f"[bold]Release written[/bold] to Delta table {result.path} (version {result.version})")
     if result.report:
-        console.print(f"public report: {result.report}")
+        console.print(f"public report: {shown_path(result.report)}", highlight=False)
     print_blocks(release_kind(cfg.linkage).summary_blocks(cfg, result, owner_reports=owner_reports(cfg)))
 
 
@@ -77,4 +77,14 @@ def owner_reports(cfg: ReleaseConfig) -> list[tuple[str, str]]:
         return []
     from ..protocol.layout import owner_report_path
 
-    return [(party.name, str(owner_report_path(cfg.name, party))) for party in cfg.owners]
+    return [(party.name, shown_path(str(owner_report_path(cfg.name, party)))) for party in cfg.owners]
+
+
+def shown_path(path: str) -> str:
+    """``path`` as the summary prints it: a local path made absolute (as the table's path is), a URI
+    (``s3a://``, ``dbfs:/``, ``file:``) as written."""
+    import os
+
+    if "://" in path or path.startswith(("dbfs:", "file:")):
+        return path
+    return os.path.abspath(path)

@@ -200,3 +200,13 @@ def test_inspect_line_of_a_synthetic_provenance_has_its_own_terms_and_no_placeho
           "plan_id": "p-1", "owners": [{"name": "o1", "epsilon": "1"}], "linkage": "linked"}
     assert version_line({"version": 3, "operation": "WRITE"}, ir).endswith(
         "WRITE: horizontal idp-ir, ε 1 (parallel), k 20, plan p-1; owners: o1 (ε_j 1)")
+
+
+def test_report_paths_print_absolute_like_the_tables(tmp_path, monkeypatch):
+    """The run summary prints every local report path absolute, as it prints the table's (issue 53)."""
+    from fragrelease.jobs.cli.printing import shown_path
+
+    monkeypatch.chdir(tmp_path)
+    assert shown_path("releases/r/report.html") == str(tmp_path / "releases" / "r" / "report.html")
+    for uri in ("s3a://bucket/r/report.html", "dbfs:/Volumes/x/report.html", "file:/tmp/r.html"):
+        assert shown_path(uri) == uri
