@@ -80,6 +80,7 @@ def test_public_report_opens_with_table_version_rows_and_the_guarantee(spark, tm
                      f"release recipients (anyone who reads the table): {g['per_column']}; {g['table']} (against the "
                      "aggregator and the key holders: see Guarantee below).")
     assert ("no epsilon bound" in plain) == (linkage == "linked") and ("3-DP as a whole" in plain) == (linkage == "unlinked")
+    assert f"<h1>Release report: {prov['dataset']} (horizontal, {linkage})</h1>" in text  # the title names the kind
     # the full statement follows, each sentence as written
     for key, sentence in g.items():
         assert f"<td>{key.replace('_', ' ')}</td><td>{markupsafe.escape(sentence)}</td>" in text
