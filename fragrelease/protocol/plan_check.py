@@ -16,7 +16,7 @@ Source: docs/specification.md §3 (the plan and the owners' checks); Del Vasto-T
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any, Protocol, Sequence
+from typing import Any, Optional, Protocol, Sequence
 
 from fragrelease.errors import ManifestMismatchError
 from fragrelease.idpir.category_order import AttributeBudget
@@ -179,8 +179,10 @@ def _first_difference(field: str, got: Any, want: Any) -> tuple[str, str, str]:
     return (f"{field}: {diff.where}" if diff.where else field), diff.got, diff.want
 
 
-def verified_spec(plan: Plan, cfg: ReleaseConfig, schema: _Schema, owner: str) -> ProtectionSpec:
-    """Check ``plan`` for ``owner`` against its configuration once, then return the owner's spec from it.
+def verified_spec(plan: Plan, cfg: ReleaseConfig, schema: _Schema, owner: str) -> Optional[ProtectionSpec]:
+    """Check ``plan`` for ``owner`` against its configuration once, then return the owner's spec from it
+    (None for a plan without k, a kind without microaggregation: its k is checked equal to the
+    configuration's, which only such a kind leaves unset).
 
     The one check an owner makes before its ledger, its data or any noise is touched
     (docs/specification.md §3). Everything downstream takes the returned
@@ -194,4 +196,4 @@ def verified_spec(plan: Plan, cfg: ReleaseConfig, schema: _Schema, owner: str) -
         The plan's k exceeds the owner's records as the plan states them.
     """
     check_plan_for_owner(plan, owner, expected_plan_terms(cfg, schema, owner))
-    return plan.spec_for(owner)
+    return None if plan.k is None else plan.spec_for(owner)

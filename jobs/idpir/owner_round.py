@@ -129,6 +129,7 @@ def _checks_before_data(ctx: OwnerContext):
     # the plan comes from the shared folder: refuse any term that differs from this owner's own
     # configuration before the ledger, the data or any noise is touched
     plan, spec = read_verified_plan(ctx)
+    assert spec is not None  # an IR configuration requires k, and the plan's k was checked equal to it
     check_plan_nonce(ctx, plan)  # the pseudonym context is fresh: this owner's latest nonce is in it
     check_pseudonym_column(ctx.name, [ctx.schema.attribute(a) for a in spec.attributes])
     return signing_key, plan, spec, owner_pseudonym_key(ctx)

@@ -158,7 +158,8 @@ def check_pseudonym_column(owner: str, attrs) -> None:
 def read_verified_plan(ctx: OwnerContext):
     """``plan.json`` from ``work_dir`` and the owner's (``ctx``) verified spec in it; no Spark, no data.
 
-    Returns ``(plan, spec)`` (:func:`fragrelease.protocol.plan_check.verified_spec`). The owner's
+    Returns ``(plan, spec)`` (:func:`fragrelease.protocol.plan_check.verified_spec`; ``spec`` None for a
+    kind without microaggregation). The owner's
     ``protect`` command calls it before Spark starts, and the kind's round again
     (:meth:`fragrelease.jobs.protocol.kind.KindJobs.play_round`).
 

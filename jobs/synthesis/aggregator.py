@@ -11,6 +11,7 @@ release's provenance, as it commits every release kind.
 from __future__ import annotations
 
 import math
+import time
 from fractions import Fraction
 from typing import Mapping, Optional
 
@@ -21,6 +22,7 @@ from fragrelease.protocol.messages import Plan
 from fragrelease.synthesis.model import Measured, fit_model, noisy_total
 from fragrelease.udfs.synthesis import synthetic_rows
 
+from ..progress import LOGGER as PROGRESS
 from ..protocol.context import AggregatorContext
 from ..protocol.signatures import public_keys
 from ..storage import file_exists
@@ -88,8 +90,14 @@ def synthesize(spark, ctx: AggregatorContext, plan: Plan, keys: Optional[Mapping
     tree = [c for c in cliques if c in first]  # the tree's edges: measured in round 2 too
     measured = one + [Measured(c, sums[c], float(np.sqrt(first[c].variance_of_sum(m)))) for c in tree]
     measured += [Measured(c, clique_sums[c], float(np.sqrt(second[c].variance_of_sum(m)))) for c in cliques]
+    # progress inside the step (public facts only: counts of marginals, iterations, the noised row count)
+    PROGRESS.info("aggregator: fitting the model to %d decoded marginals (Private-PGM, %d iterations) …",
+                  len(measured), iters)
+    started = time.perf_counter()
     model = fit_model(spec.domain, measured, iters=iters)
     n = noisy_total(one)  # from noised values only
+    PROGRESS.info("aggregator: model fitted in %.1f s; %s rows to draw on the executors", time.perf_counter() - started,
+                  f"{n:,}")
     rows = synthetic_rows(spark, model, spec.domain, n, partitions=max(1, math.ceil(n / ROWS_PER_TASK)))
     terms = {
         "epsilon_one_way": str(spec.budget.one_way), "epsilon_selection": str(spec.round_epsilon(2) - spec.budget.one_way),

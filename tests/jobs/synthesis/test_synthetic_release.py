@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import os
 from fractions import Fraction
 
@@ -73,7 +74,7 @@ def _spends(plan, spec):
 
 @pytest.mark.slow  # a whole two-owner release, three rounds
 def test_three_rounds_spend_once_each_refuse_tampering_and_commit_a_whole_table_dp_release(spark, tmp_path,
-                                                                                           income_source):
+                                                                                           income_source, caplog):
     from fragrelease.secagg import decode_vector, unmask_sum
 
     cfg = _cfg(tmp_path, income_source, "synth-ok")
@@ -123,7 +124,12 @@ def test_three_rounds_spend_once_each_refuse_tampering_and_commit_a_whole_table_
     assert not os.path.exists(os.path.join(cfg.output, "_delta_log"))
     with open(round_path(owner_context(cfg, "b").paths, 3), "w") as f:
         f.write(original)
-    out = aggregator.release(spark, aggregator_context(cfg))
+    with caplog.at_level(logging.INFO, logger="fragrelease.progress"):
+        out = aggregator.release(spark, aggregator_context(cfg))
+    # progress inside the aggregator's long step: public facts only (issue 53)
+    progress = [r.getMessage() for r in caplog.records if r.name == "fragrelease.progress"]
+    assert any(m.startswith("aggregator: fitting the model to ") and "iterations" in m for m in progress)
+    assert any(m.startswith("aggregator: model fitted in ") and f"{out.rows:,} rows to draw" in m for m in progress)
     table = DeltaTable(out.path)
     props = table.metadata().configuration
     assert props["fragrelease.linkage"] == "synthetic" and props["fragrelease.synthesis.collusion"] == "1"
