@@ -1,5 +1,6 @@
 """notebooks/walkthrough.ipynb runs from top to bottom on a small sample (nbclient, a fresh kernel)
-and is committed with its outputs: the plan, the head of the release, the provenance and a plot."""
+and is committed with its outputs: the plan, the head of the release, the provenance, a plot, then a
+synthetic release of the same owners and a table read back from it."""
 import json
 import os
 import sys
@@ -39,6 +40,8 @@ def test_walkthrough_notebook_executes_without_error(tmp_path, monkeypatch):
     texts = "\n".join(o.get("text", "") + json.dumps(o.get("data", {})) for c in nb.cells if c.cell_type == "code"
                       for o in c.get("outputs", []))
     assert "plan " in texts and "MeanSSE" in texts and '"role": "release"' in texts
+    assert "rows drawn from the model" in texts and "cliques:" in texts  # the synthetic release (issue 53)
+    assert os.path.isdir(tmp_path / "release-synthetic" / "_delta_log")
     assert any("image/png" in o.get("data", {}) for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert os.path.isdir(tmp_path / "release" / "_delta_log")
 
@@ -53,3 +56,6 @@ def test_committed_notebook_holds_its_outputs():
     text = json.dumps(outputs)
     assert "plan " in text and '\\"role\\": \\"release\\"' in text and "image/png" in text
     assert "fragrelease.Release(" in json.dumps([c["source"] for c in code])
+    # the synthetic kind: a release and reading it back (issue 53)
+    assert 'linkage=\\"synthetic\\"' in json.dumps([c["source"] for c in code])
+    assert "rows drawn from" in text and "synthetic" in text

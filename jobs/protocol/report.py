@@ -200,8 +200,8 @@ def public_report(release_df: DataFrame, attrs: Sequence[Attribute], provenance:
     dataset = provenance.get("dataset")
     text = render(
         "public_report.html.j2", extra_sections=drawn,
-        # the kind named as the release records it (linked, unlinked, synthetic): text, not a branch
-        title=f"Release report: {dataset} ({provenance.get('fragmentation')}, {provenance.get('linkage', 'linked')})",
+        # the kind named as the release records it: text, not a branch
+        title=f"Release report: {dataset} ({', '.join(str(provenance[k]) for k in ('fragmentation', 'linkage') if k in provenance)})",
         table=table or f"release of {dataset}",
         version=_version_text(version, provenance.get("fragrelease_version")),
         rows=n, guarantee_sentence=guarantee_sentence(provenance.get("guarantee")),

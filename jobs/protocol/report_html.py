@@ -5,6 +5,7 @@ browser from HTML and CSS (no image): distributions, horizontal bar charts, corr
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -72,7 +73,19 @@ def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.globals["chart_colours"] = {"original": ORIGINAL_COLOUR, "released": RELEASED_COLOUR}
+    env.tests["prose"] = is_prose
     return env
+
+
+#: Words a figure may carry and still be a figure (right-aligned): units and marks of the reports' cells.
+_FIGURE_WORDS = re.compile(r"^(?:[-+−–~≈<>≤≥=()/.,:%×·±\s0-9eE]|years?|records?|rows?|cells?|runs?|none|n/a|inf)*$",
+                           re.IGNORECASE)
+
+
+def is_prose(value: Any) -> bool:
+    """True when a table cell is text to read (left-aligned in the reports), not a figure (right-aligned):
+    a string with a word beyond units and marks (``"whole table ε-DP …"``; not ``"1/10"``, ``"0.52 (0.5–0.6)"``)."""
+    return isinstance(value, str) and len(value) > 0 and not _FIGURE_WORDS.match(value.replace("ε", ""))
 
 
 def render(template: str, **context: Any) -> str:

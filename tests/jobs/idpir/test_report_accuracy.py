@@ -49,7 +49,7 @@ def test_owner_report_shows_the_error_of_each_attribute(spark, tmp_path):
     assert "Error per attribute (this fragment)" in text
     shift = float(prot["age"].mean() - orig["age"].mean())
     ratio = float(prot["age"].std() / orig["age"].std())
-    row = re.search(r"<tr><td>age</td><td>numeric</td><td>([^<]+)</td><td>([^<]+)</td><td>([^<]+)</td>", text)
+    row = re.search(r"<tr><td>age</td><td class=\"text\">numeric</td><td>([^<]+)</td><td>([^<]+)</td><td>([^<]+)</td>", text)
     assert row is not None
     assert float(row.group(1)) == pytest.approx(shift, rel=1e-3)
     assert float(row.group(3)) == pytest.approx(ratio, rel=1e-3) and float(row.group(3)) == pytest.approx(0.5, 1e-3)
@@ -74,7 +74,7 @@ def test_public_report_shows_the_noise_table_from_public_parameters_only(spark, 
     assert "original" not in text.lower() and "MeanSSE" not in text  # nothing computed from the original data
     # age: Δ = 100/5, ε = 1/2 -> b = 40 (+ the 2^-40 grid allowance), ±119.8, 240 % of the domain
     # then the expected released error after the projection (data spread over [0, 100]) against the mean's 28.9
-    row = re.search(r"<tr><td>age</td><td>num</td><td>1/2</td><td>40</td><td>119.8</td><td>240%</td><td></td>"
-                    r"<td>([0-9.]+)</td><td>28.9</td><td>(WARN|ok)</td></tr>", text)
+    row = re.search(r"<tr><td>age</td><td class=\"text\">num</td><td>1/2</td><td>40</td><td>119.8</td><td>240%</td><td></td>"
+                    r"<td>([0-9.]+)</td><td>28.9</td><td class=\"text\">(WARN|ok)</td></tr>", text)
     assert row is not None and 0 < float(row.group(1)) < 40
     assert row.group(2) == ("WARN" if float(row.group(1)) >= 0.5 * 28.87 else "ok")

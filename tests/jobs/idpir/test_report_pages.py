@@ -83,7 +83,7 @@ def test_public_report_opens_with_table_version_rows_and_the_guarantee(spark, tm
     assert f"<h1>Release report: {prov['dataset']} (horizontal, {linkage})</h1>" in text  # the title names the kind
     # the full statement follows, each sentence as written
     for key, sentence in g.items():
-        assert f"<td>{key.replace('_', ' ')}</td><td>{markupsafe.escape(sentence)}</td>" in text
+        assert f"<td>{key.replace('_', ' ')}</td><td class=\"text\">{markupsafe.escape(sentence)}</td>" in text
 
 
 def test_public_report_is_one_file_with_charts_and_nothing_from_outside_the_release(spark, tmp_path):
@@ -121,7 +121,7 @@ def test_values_are_escaped_never_markup(spark, tmp_path):
     for raw in ("<b>d</b>", "<script", "<img src=x", "<i>v</i>", "<t>"):
         assert raw not in text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text and "&lt;img src=x onerror=alert(1)&gt;" in text
-    assert "<td>a &amp; b</td>" in text
+    assert '<td class="text">a &amp; b</td>' in text
 
 
 def test_the_noise_interval_is_opendps(monkeypatch):
@@ -162,20 +162,20 @@ def test_owner_report_shows_the_values_the_table_stores(spark, tmp_path):
     text = open(path, encoding="utf-8").read()
     assert "For the data owner's eyes only" in text
     assert "age rounded half to even to integers, as the release table holds them" in _plain(text)
-    cells = re.search(r"<tr><td>age</td><td>numeric</td><td>([^<]+)</td><td>[^<]+</td><td>[^<]+</td><td>([^<]+)</td>",
+    cells = re.search(r"<tr><td>age</td><td class=\"text\">numeric</td><td>([^<]+)</td><td>[^<]+</td><td>[^<]+</td><td>([^<]+)</td>",
                       text)
     assert cells is not None
     # stored: one record off by 1, every other exact (before rounding: every record off by 0.4)
     assert float(cells.group(1)) == pytest.approx(1 / N, rel=1e-3)
     assert float(cells.group(2)) == pytest.approx(math.sqrt(1 / N), rel=1e-3)
-    hours = re.search(r"<tr><td>hours</td><td>numeric</td><td>([^<]+)</td><td>[^<]+</td><td>[^<]+</td><td>([^<]+)</td>",
+    hours = re.search(r"<tr><td>hours</td><td class=\"text\">numeric</td><td>([^<]+)</td><td>[^<]+</td><td>[^<]+</td><td>([^<]+)</td>",
                       text)
     assert hours is not None and float(hours.group(1)) == pytest.approx(0.4, rel=1e-3)
     assert float(hours.group(2)) == pytest.approx(0.4, rel=1e-3)
     # the released quantiles of age are integers (the stored values)
-    row = re.search(r"<tr><td>age \(released\)</td>((?:<td>[^<]*</td>)+)</tr>", text)
+    row = re.search(r"<tr><td>age \(released\)</td>((?:<td(?: class=\"text\")?>[^<]*</td>)+)</tr>", text)
     assert row is not None
-    quantiles = [float(v) for v in re.findall(r"<td>([^<]*)</td>", row.group(1))[2:]]
+    quantiles = [float(v) for v in re.findall(r"<td(?: class=\"text\")?>([^<]*)</td>", row.group(1))[2:]]
     assert len(quantiles) == 5 and all(q == round(q) for q in quantiles)
     # charts, all HTML: a distribution per attribute, the error (numeric) and the label changes (bar
     # charts), the correlation difference (a coloured table); the distributions' legend once
