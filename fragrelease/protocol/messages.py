@@ -129,7 +129,7 @@ class Plan(_Message, ReleaseOptions):
             ``name`` is not part of the plan.
         InvalidParameterError
             The plan's budgets for the owner do not add up to its ε_j, or k exceeds its records, or the plan
-            has no k (a plan of a kind without microaggregation, :func:`fragrelease.idpir.stage.required_k`).
+            has no k (a plan of a kind without microaggregation, :func:`fragrelease.idpir.spec.required_k`).
         """
         po = self.owner(name)
         return ProtectionSpec(owner=name, dataset=self.dataset, plan_id=self.plan_id,
