@@ -172,15 +172,17 @@ tiers_app.command("experiment")(tiers.experiment)
 app.add_typer(tiers_app, name="tiers")
 
 
-def run_cli(argv: list[str]) -> int:
-    """Run the CLI with ``argv``; return the exit status (2 for expected errors).
+def run_cli(argv: list[str], *, prog_name: Optional[str] = None) -> int:
+    """Run the CLI with ``argv``; return the exit status (2 for expected errors). ``prog_name``: the program
+    name usage lines print (the party entry points give ``fragrelease``, so that a usage line typed as shown
+    runs: ``fragrelease owner protect [OPTIONS]``).
 
     With ``--json`` among the options, the human text goes to standard error and a failure also writes its
     JSON document on standard output (:mod:`.machine`); the exit status and the one ``error:`` line are the same.
     """
     as_json = machine.wants_json(argv)
     with machine.json_output(as_json):
-        status, exc, message, cls = _run_app(argv)
+        status, exc, message, cls = _run_app(argv, prog_name)
     if as_json and status != 0:
         machine.emit_error(exc, message or f"exit status {status}", cls=cls)
     return status
@@ -190,12 +192,13 @@ def _fail(message: str) -> None:
     err.print(f"[red]error:[/red] {escape(message)}", highlight=False)
 
 
-def _run_app(argv: list[str]) -> tuple[int, Optional[BaseException], Optional[str], Optional[str]]:
+def _run_app(argv: list[str], prog_name: Optional[str] = None
+             ) -> tuple[int, Optional[BaseException], Optional[str], Optional[str]]:
     """Run the app: (exit status, the error, its one line without ``error: ``, its class when the error does
     not tell it) of :func:`run_cli`; prints the error line."""
     _configure_output(0)  # the global options (app's callback) change it before the command runs
     try:
-        app(args=argv, standalone_mode=False)
+        app(args=argv, standalone_mode=False, prog_name=prog_name)
     except FragReleaseError as exc:
         logging.getLogger(__name__).debug("the error's cause", exc_info=True)  # with -v: the traceback
         _fail(str(exc))
@@ -239,7 +242,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 # ---------------------------------------------------------------- party entry points
 def owner_main(argv: Optional[list[str]] = None) -> int:
     """A data owner's step for spark-submit: ``metadata|protect --config C --owner O``."""
-    return run_cli(["owner", *_argv(argv)])
+    return run_cli(["owner", *_argv(argv)], prog_name="fragrelease")
 
 
 def metadata_main(argv: Optional[list[str]] = None) -> int:
@@ -254,7 +257,7 @@ def protect_main(argv: Optional[list[str]] = None) -> int:
 
 def aggregator_main(argv: Optional[list[str]] = None) -> int:
     """The aggregator's step for spark-submit: ``plan|release --config C``."""
-    return run_cli(["aggregator", *_argv(argv)])
+    return run_cli(["aggregator", *_argv(argv)], prog_name="fragrelease")
 
 
 def plan_main(argv: Optional[list[str]] = None) -> int:

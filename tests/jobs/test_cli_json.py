@@ -210,3 +210,16 @@ def test_report_paths_print_absolute_like_the_tables(tmp_path, monkeypatch):
     assert shown_path("releases/r/report.html") == str(tmp_path / "releases" / "r" / "report.html")
     for uri in ("s3a://bucket/r/report.html", "dbfs:/Volumes/x/report.html", "file:/tmp/r.html"):
         assert shown_path(uri) == uri
+
+
+def test_the_party_entry_points_print_usage_lines_that_run_as_typed(capsys):
+    """``fragrelease-owner-protect --help`` printed ``fragrelease-owner-protect owner protect``, which fails when
+    typed (issue 53): the entry points' usage lines name the command line that runs the same step."""
+    from fragrelease.jobs.cli import aggregator_main, owner_main, protect_main
+
+    for call, usage in ((lambda: protect_main(["--help"]), "fragrelease owner protect [OPTIONS]"),
+                        (lambda: owner_main(["metadata", "--help"]), "fragrelease owner metadata [OPTIONS]"),
+                        (lambda: aggregator_main(["plan", "--help"]), "fragrelease aggregator plan [OPTIONS]")):
+        assert call() == 0
+        out = " ".join(capsys.readouterr().out.split())
+        assert f"Usage: {usage}" in out, out[:200]
