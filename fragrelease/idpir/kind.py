@@ -129,8 +129,10 @@ class IRKind(ReleaseKind):
                         highlight=None))
         out.append(Line(f"MeanSSE {mean_sse}: {SCALE_TEXT}"))
         guarantee = prov["guarantee"]
-        out.append(Line(f"guarantee: {guarantee['per_column']}; {guarantee['table']}. Against: {guarantee['against']}.",
-                        highlight=None))
+        # one line per part of the statement (was one line of about 1,900 characters)
+        out += [Line(f"guarantee: per column, {guarantee['per_column']}.", highlight=None),
+                Line(f"  whole table: {guarantee['table']}.", highlight=None),
+                Line(f"  against whom: {guarantee['against']}.", highlight=None)]
         if "hand_over" in guarantee:  # risk_check: the owners' advisory check adds nothing to the guarantee
             out.append(Line(f"hand-over: {guarantee['hand_over']}."))
         # the accuracy table of the release's public parameters only

@@ -192,7 +192,8 @@ class SyntheticKind(ReleaseKind):
             Line(f"noise once for the sum (secure aggregation): {terms['owners']} owners, collusion bound t = "
                  f"{terms['collusion']}", soft_wrap=True),
             Line("cliques: " + ", ".join("×".join(c) for c in terms["cliques"]), soft_wrap=True),
-            Line(f"guarantee: {guarantee['table']}. Against: {guarantee['against']}.", soft_wrap=True),
+            Line(f"guarantee: {guarantee['table']}.", soft_wrap=True),
+            Line(f"  against whom: {guarantee['against']}.", soft_wrap=True),
             Line("owners' private reports: none (the released rows are drawn from the model, none is an owner's "
                  "record to compare with its original; the public report describes the table)", soft_wrap=True),
         ]

@@ -100,7 +100,7 @@ def test_the_command_lines_texts_come_from_the_kind():
     blocks = release_kind("synthetic").summary_blocks(synthetic, result)  # type: ignore[arg-type]
     assert [b.text for b in blocks if isinstance(b, Line)][2:] == [
         "noise once for the sum (secure aggregation): 1 owners, collusion bound t = 0", "cliques: age×income",
-        "guarantee: T. Against: A.",
+        "guarantee: T.", "  against whom: A.",
         "owners' private reports: none (the released rows are drawn from the model, none is an owner's record to "
         "compare with its original; the public report describes the table)"]
     assert "depends on public terms only" in release_kind("synthetic").owner_preview_refusal()

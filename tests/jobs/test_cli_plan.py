@@ -136,6 +136,11 @@ def test_the_run_summary_prints_the_table_and_the_meansse_scale(capsys):
     assert "MeanSSE vs original 5.5600 (private: from the originals)" in out
     assert "linkage linked | postprocess isotonic | MeanSSE" in out  # the options it recorded, no synthesis ones
     assert out.index("guarantee:") < out.index("credit_amount")
+    # the statement in three lines, one per part, not one line of about 1,900 characters (issue 53)
+    lines = out.splitlines()
+    starts = [next(i for i, line in enumerate(lines) if line.startswith(p))
+              for p in ("guarantee: per column, each released column", "  whole table: ", "  against whom: release")]
+    assert starts == sorted(starts) and starts[2] - starts[0] >= 2
     rows = _rows(out)
     assert rows["credit_amount"][1:6] == ["num", "1/20", "50,000", "149,787", "599%"]
     assert rows["credit_amount"][-2:] == ["14,434", "WARN"]
