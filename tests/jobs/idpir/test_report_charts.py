@@ -176,6 +176,20 @@ def test_the_ticks_are_those_matplotlibs_axis_showed_over_the_same_range(lo, hi)
     assert 2 <= len(got) <= 5
 
 
+def test_many_categories_write_at_most_twenty_names_and_keep_every_name_on_hover():
+    """native-country's 41 names overlapped under a 468-pixel chart (issue 53): every third is written now."""
+    cats = [f"country-{i:02d}" for i in range(41)]
+    a = Attribute(name="native-country", type="string", role="quasi-identifier", kind="categorical", categories=cats)
+    chart = report._distribution(a, {"freq": {c: 1 for c in cats}}, None)
+    shown = [t.label for t in chart.xticks if t.label]
+    assert shown == cats[::3] and len(shown) <= report.MAX_CATEGORY_LABELS
+    text = _macro("distribution", chart)
+    titles = re.findall(r'<span class="x" style="left:[0-9.]+%" title="([^"]*)">([^<]*)</span>', text)
+    assert [t for t, _ in titles] == cats and [s for _, s in titles if s] == cats[::3]
+    few = Attribute(name="g", type="string", role="quasi-identifier", kind="categorical", categories=cats[:20])
+    assert [t.label for t in report._distribution(few, {"freq": {c: 1 for c in cats[:20]}}, None).xticks] == cats[:20]
+
+
 def test_category_names_sit_under_their_bars_escaped_with_their_title():
     name = 'a<b&"c'
     a = Attribute(name=f"size_{name}", type="string", role="quasi-identifier", kind="categorical",
