@@ -17,7 +17,7 @@ from fragrelease.idpir.metrics import CATEGORICAL_SCALE, SCALE_TEXT
 from fragrelease.schemas.base import Attribute
 
 from ..protocol.kind import OwnerReportParts, Scored
-from ..protocol.report_html import BarChart, ReportSection, _bar_chart
+from ..protocol.report_html import BarChart, ReportSection, _bar_chart, shared_top
 
 #: The text of the public report's noise section, after the preview's title.
 NOISE_TEXT = ("The interval is the 95 % interval of the Laplace noise on one released centroid (OpenDP's accuracy "
@@ -217,12 +217,14 @@ def attribute_error(attrs: Sequence[Attribute], original: dict, released: dict, 
         rows.append([a.name, "numeric", shift, in_sd, ratio, rms, "", c])
 
     def draw() -> list[BarChart]:
+        # both charts are shares, read side by side: one scale for both (they had two)
+        top = shared_top([s for _, s in numeric], [s for _, s in labels])
         out = []
         if numeric:
             out.append(_bar_chart([n for n, _ in numeric], [s for _, s in numeric],
-                                  "RMS error, share of the declared domain"))
+                                  "RMS error, share of the declared domain", top=top))
         if labels:
-            out.append(_bar_chart([n for n, _ in labels], [s for _, s in labels], "labels changed", limit=1.0))
+            out.append(_bar_chart([n for n, _ in labels], [s for _, s in labels], "labels changed", top=top))
         return out
 
     return {"header": ["attribute", "kind", "mean shift (released − original)", "shift in original sd",

@@ -258,21 +258,28 @@ class BarChart:
 
 
 def _bar_chart(names: Sequence[str], shares: Sequence[float], title: str, *, limit: Optional[float] = None,
-               flagged: Sequence[bool] = ()) -> BarChart:
+               flagged: Sequence[bool] = (), top: Optional[float] = None) -> BarChart:
     """Horizontal bars of ``shares`` (fractions, shown as %), one per name, each labelled with its share
     (:func:`_percent`); a dashed line at ``limit``; bars with ``flagged`` True in amber.
 
     Drawn by the browser, not as an image (a Matplotlib image was 0.085 s of CPU each, most of it its 40
     texts; docs/benchmarks.md, "Issue 41, session 5: the reports' charts"): the chart's width is the
     larger of 100 % (1 % without ``limit``) and 115 % of the largest share, room for the labels, as the
-    image's axis was. Alternative text: the title, every name with its share, then the dashed line's value."""
-    top = max(100.0 if limit is not None else 1.0, *(115 * s for s in shares))  # the width, in %
+    image's axis was; ``top`` (in %) sets that width instead, so that charts read side by side share one scale
+    (:func:`shared_top`). Alternative text: the title, every name with its share, then the dashed line's value."""
+    if top is None:
+        top = max(100.0 if limit is not None else 1.0, *(115 * s for s in shares))  # the width, in %
     colours = [FLAGGED_COLOUR if f else BAR_COLOUR for f in (flagged or [False] * len(names))]
     bars = tuple(Bar(n, _percent(s), 100 * max(100 * s, 0.0) / top, c) for n, s, c in zip(names, shares, colours))
     alt = f"{title}: " + ", ".join(f"{n} {_percent(s)}" for n, s in zip(names, shares))
     if limit is not None:
         alt += f"; dashed line at {_percent(limit)}"
     return BarChart(title, alt, bars, None if limit is None else min(100 * 100 * limit / top, 100.0))
+
+
+def shared_top(*shares: Sequence[float]) -> float:
+    """One width (in %) for bar charts of ``shares`` read side by side: 115 % of the largest share, at least 1 %."""
+    return max(1.0, *(115 * s for group in shares for s in group))
 
 
 #: Samples of the correlation colour scale in its legend (a CSS gradient between them).

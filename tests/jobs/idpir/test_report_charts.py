@@ -293,3 +293,21 @@ def test_the_pages_style_places_the_bars_and_labels_as_the_images_did():
     assert (rules[".dist.cat.ov b"], rules[".dist.cat.ov b.o"]) == ("left:50%;right:10%", "left:10%;right:50%")
     assert "max-width:90px" in rules[".dist.cat .x"] and "rotate(-60deg)" in rules[".dist.cat .x"]
     assert "transform-origin:100% 0" in rules[".dist.cat .x"]  # the name ends under its bars' middle
+
+
+def test_the_owner_reports_two_error_charts_share_one_scale():
+    """RMS error (numeric) and labels changed (categorical) are both shares, read side by side: one scale
+    (issue 53: they had two, so bars of different lengths could stand for the same share)."""
+    from fragrelease.jobs.idpir.report_sections import attribute_error
+
+    num = Attribute(name="x", type="double", role="quasi-identifier", kind="numeric", domain=[0, 100])
+    cat = Attribute(name="g", type="string", role="quasi-identifier", kind="categorical", categories=["a", "b"])
+    original = {"x": {"mean": 50.0, "std": 10.0}, "g": {}}
+    released = {"x": {"mean": 51.0, "std": 10.0}, "g": {}}
+    charts = attribute_error([num, cat], original, released, {"x": 0.005, "g": 0.1})["charts"]
+    assert [c.title for c in charts] == ["RMS error, share of the declared domain", "labels changed"]
+    (rms,), (labels,) = charts[0].bars, charts[1].bars
+    # RMS 10·√(0.005·2) = 1 → 1 % of the domain; labels 0.1·2·(1/2)² = 5 %: bar widths in the ratio of the shares
+    assert rms.label == "1%" and labels.label == "5%"
+    assert labels.width / rms.width == pytest.approx(5.0)
+    assert charts[0].limit is None and charts[1].limit is None
