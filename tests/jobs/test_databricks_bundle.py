@@ -482,7 +482,7 @@ def synthetic_conf(tmp_path, owners=("owner-1", "owner-2"), rows=400) -> Path:
     conf = tmp_path / "synthetic.yaml"
     conf.write_text(yaml.safe_dump(dict(
         name="bundle-synthetic", dataset="adult-income", fragmentation="horizontal", linkage="synthetic",
-        synthesis_target="income", epsilon="1", k=50, reports=False,
+        synthesis_target="income", epsilon="1", reports=False,
         source={"path": str(source), "format": "parquet"},
         owners=[{"name": name, "rows": rows, **_keys(tmp_path, name)} for name in owners],
         work_dir=str(tmp_path / "work"), output=str(tmp_path / "release"))))
