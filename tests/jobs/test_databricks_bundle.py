@@ -128,7 +128,7 @@ def cli_argv(entry_point: str, args: list[str], monkeypatch) -> list[str]:
 
     seen: list[list[str]] = []
     with monkeypatch.context() as m:
-        m.setattr(cli, "run_cli", lambda argv: seen.append(list(argv)) or 0)
+        m.setattr(cli, "run_cli", lambda argv, prog_name=None: seen.append(list(argv)) or 0)
         scripts = {ep.name: ep for ep in entry_points(group="console_scripts")}
         scripts[entry_point].load()(args)
     return seen[0]
