@@ -30,6 +30,7 @@ from fragrelease.synthesis.mechanism import (
     DEFAULT_ONE_WAY_SHARE,
     DEFAULT_SELECTION_SHARE,
     SynthesisBudget,
+    _Forest,
     add_vectors,
     choose_tree,
     cliques_to_measure,
@@ -135,18 +136,12 @@ def exact_l1_tree(dom: SynthesisDomain, codes: pd.DataFrame, target: Optional[st
     for a, b in pairs:
         x = contingency(codes, (a, b), sizes).astype(float)
         score[(a, b)] = float(np.abs(x - np.outer(x.sum(1), x.sum(0)) / max(x.sum(), 1.0)).sum())
-    component = {a: a for a in dom.names}
-
-    def root(a: str) -> str:
-        while component[a] != a:
-            a = component[a]
-        return a
-
+    forest = _Forest(dom.names)  # the release's own union-find (fragrelease.synthesis.mechanism)
     tree = []
-    for a, b in sorted(pairs, key=lambda p: -score[p]):  # sorted() is stable: ties keep domain order
-        if root(a) != root(b):
-            component[root(a)] = root(b)
-            tree.append((a, b))
+    for e in sorted(pairs, key=lambda p: -score[p]):  # sorted() is stable: ties keep domain order
+        if forest.joins(e):
+            forest.add(e)
+            tree.append(e)
     return tuple(tree)
 
 

@@ -85,6 +85,6 @@ def shown_path(path: str) -> str:
     (``s3a://``, ``dbfs:/``, ``file:``) as written."""
     import os
 
-    if "://" in path or path.startswith(("dbfs:", "file:")):
-        return path
-    return os.path.abspath(path)
+    from ..protocol.preflight import is_local_path
+
+    return os.path.abspath(path) if is_local_path(path) and not path.startswith("file:") else path
